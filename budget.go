@@ -1,0 +1,77 @@
+package idem
+
+import "sync"
+
+// RetryBudget bounds the retries of all operations of a Client together, in
+// the manner of gRPC's retry throttling, so that a dead or overloaded
+// dependency sees a trickle of first attempts instead of a retry storm.
+//
+// The budget holds tokens, MaxTokens when full. Every attempt that fails in
+// a retryable way spends one token; every attempt that gets a final answer
+// (done or rejected) refunds Refund tokens. A retry is allowed only while
+// more than half of MaxTokens remain. When the budget stops a retry, the
+// operation ends Unknown with ErrRetryBudgetExhausted and stays pending:
+// the next Do of it resumes under the same key. First attempts are never
+// throttled.
+//
+// With the defaults, a client whose every attempt fails stops retrying
+// after 50 failures, and earns a retry back for every 10 final answers: the
+// budget throttles retries once more than about one attempt in eleven
+// fails.
+type RetryBudget struct {
+	// MaxTokens is the size of the budget. Default 100.
+	MaxTokens float64
+	// Refund is what a final answer returns to the budget. Default 0.1.
+	Refund float64
+	// Disabled turns the budget off: only MaxAttempts and MaxElapsed
+	// bound retries. Default false.
+	Disabled bool
+}
+
+// budget is a RetryBudget in use. It is safe for concurrent use.
+type budget struct {
+	mu     sync.Mutex
+	cfg    RetryBudget
+	tokens float64
+}
+
+func newBudget(cfg RetryBudget) *budget {
+	if cfg.MaxTokens <= 0 {
+		cfg.MaxTokens = 100
+	}
+	if cfg.Refund <= 0 {
+		cfg.Refund = 0.1
+	}
+	return &budget{cfg: cfg, tokens: cfg.MaxTokens}
+}
+
+// fail spends a token for a retryable failure.
+func (b *budget) fail() {
+	b.mu.Lock()
+	b.tokens = max(b.tokens-1, 0)
+	b.mu.Unlock()
+}
+
+// succeed refunds part of a token for a final answer.
+func (b *budget) succeed() {
+	b.mu.Lock()
+	b.tokens = min(b.tokens+b.cfg.Refund, b.cfg.MaxTokens)
+	b.mu.Unlock()
+}
+
+// allowRetry reports whether a retry may be sent now.
+func (b *budget) allowRetry() bool {
+	if b.cfg.Disabled {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tokens > b.cfg.MaxTokens/2
+}
+
+// available returns the tokens left.
+func (b *budget) available() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tokens
+}

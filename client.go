@@ -1,0 +1,515 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// Config configures a Client. The zero Config is usable: keys live in this
+// process only, and every other field takes the default stated beside it.
+type Config struct {
+	// Journal persists keys and outcomes so that an operation keeps its key
+	// across process restarts (OpenJournal). Default nil: keys live in this
+	// process only, which protects retries within one run but not a run
+	// that resumes after a crash.
+	Journal *Journal
+
+	// HTTPClient sends the attempts. Its Transport, Jar and CheckRedirect
+	// are used as they are; its Timeout is replaced by AttemptTimeout.
+	// Default: a pooled client from go-cleanhttp.
+	HTTPClient *http.Client
+
+	// AttemptTimeout bounds each attempt, from sending the request to
+	// reading the response body up to MaxRecordedBody (the rest of a larger
+	// body too, as the caller reads it). Default 10s.
+	AttemptTimeout time.Duration
+
+	// MaxAttempts bounds the attempts of one Do, the first included.
+	// Default 8.
+	MaxAttempts int
+
+	// MaxElapsed bounds the time one Do spends retrying: no retry starts
+	// whose wait would end past it. Default 2m.
+	MaxElapsed time.Duration
+
+	// InitialWait is the first wait before a retry; later waits grow by
+	// backoff.DefaultMultiplier (1.5). Default 250ms.
+	InitialWait time.Duration
+
+	// MaxWait caps every wait between attempts, a server's Retry-After
+	// included (a server that asks for hours gets MaxWait). Default 30s.
+	MaxWait time.Duration
+
+	// Jitter spreads each wait uniformly over [1-Jitter, 1+Jitter] times
+	// its nominal value, so that clients failed by one outage do not
+	// return together. Default 0.5; a negative value turns jitter off.
+	Jitter float64
+
+	// KeyTTL is how long the server keeps a key: a pending operation whose
+	// key is older is refused with ErrKeyExpired rather than resent.
+	// Default 24h. Set it to the server's retention, or less.
+	KeyTTL time.Duration
+
+	// RetryBudget bounds retries across all operations of the Client; on
+	// by default (see RetryBudget for its defaults).
+	RetryBudget RetryBudget
+
+	// KeyHeader is the header that carries the key. Default
+	// "Idempotency-Key".
+	KeyHeader string
+
+	// QuotedKey sends the key as a structured-field string ("…"), the form
+	// of the IETF idempotency-key draft. Default false: the bare UUID, the
+	// form Stripe and most servers accept.
+	QuotedKey bool
+
+	// MaxBufferedBody is the largest request body without GetBody that is
+	// held in memory to be replayed; a larger one fails with
+	// ErrBodyTooLarge. Default 1 MiB.
+	MaxBufferedBody int64
+
+	// MaxRecordedBody is the largest response body recorded in the journal
+	// with an operation's outcome. A larger body is returned to the caller
+	// in full but not recorded: a later Do of the operation returns the
+	// recorded status and header with a body that fails with
+	// ErrBodyNotRecorded. Default 64 KiB.
+	MaxRecordedBody int64
+
+	// OnAttempt, when set, is called after each attempt's fate is decided,
+	// on the goroutine running Do. Default nil.
+	OnAttempt func(Attempt)
+
+	// Logger receives debug records of attempts and warnings of unknown
+	// outcomes. Default nil: silent.
+	Logger *slog.Logger
+
+	// Now is the clock for key ages and backoff. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults of Config, applied by New to zero fields.
+const (
+	DefaultAttemptTimeout  = 10 * time.Second
+	DefaultMaxAttempts     = 8
+	DefaultMaxElapsed      = 2 * time.Minute
+	DefaultInitialWait     = 250 * time.Millisecond
+	DefaultMaxWait         = 30 * time.Second
+	DefaultJitter          = 0.5
+	DefaultKeyHeader       = "Idempotency-Key"
+	DefaultMaxBufferedBody = 1 << 20
+	DefaultMaxRecordedBody = 64 << 10
+)
+
+// errorBodyLimit bounds the prefix of a last response kept in an Unknown
+// OutcomeError.
+const errorBodyLimit = 4 << 10
+
+// Client sends requests as idempotent operations. It is safe for concurrent
+// use; create one and reuse it.
+type Client struct {
+	cfg     Config
+	journal *Journal
+	hc      *http.Client
+	budget  *budget
+	log     *slog.Logger
+	now     func() time.Time
+	ops     opLocks
+}
+
+// New returns a Client for cfg, with defaults filled in.
+func New(cfg Config) (*Client, error) {
+	if cfg.MaxAttempts < 0 || cfg.AttemptTimeout < 0 || cfg.MaxElapsed < 0 || cfg.InitialWait < 0 ||
+		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.Jitter > 1 {
+		return nil, fmt.Errorf("%w: negative limit or jitter above 1 in Config", ErrInvalidRequest)
+	}
+	setDefault(&cfg.AttemptTimeout, DefaultAttemptTimeout)
+	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&cfg.MaxElapsed, DefaultMaxElapsed)
+	setDefault(&cfg.InitialWait, DefaultInitialWait)
+	setDefault(&cfg.MaxWait, DefaultMaxWait)
+	setDefault(&cfg.KeyTTL, DefaultKeyTTL)
+	setDefault(&cfg.KeyHeader, DefaultKeyHeader)
+	setDefault(&cfg.MaxBufferedBody, DefaultMaxBufferedBody)
+	setDefault(&cfg.MaxRecordedBody, DefaultMaxRecordedBody)
+	switch {
+	case cfg.Jitter == 0:
+		cfg.Jitter = DefaultJitter
+	case cfg.Jitter < 0:
+		cfg.Jitter = 0
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Client{cfg: cfg, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), log: cfg.Logger, now: cfg.Now}
+	if c.journal == nil {
+		c.journal = newMemoryJournal()
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = cleanhttp.DefaultPooledClient()
+	}
+	attempt := *hc
+	attempt.Timeout = cfg.AttemptTimeout
+	c.hc = &attempt
+	return c, nil
+}
+
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}
+
+// Do sends req as the operation named id and returns the server's final
+// response.
+//
+// The first Do of an operation mints its key and journals it (fsync'd)
+// before the first attempt; every attempt, and every later Do of the same
+// ID, in this process or a later one that opens the same journal, sends
+// that key. What happens, by what the journal holds for id:
+//
+//   - nothing: the key is minted and journaled, then the request is sent.
+//   - pending (an earlier Do ended Unknown, or the process died): the
+//     request is resent under the recorded key. A pending key older than
+//     Config.KeyTTL is refused with ErrKeyExpired, and nothing is sent.
+//   - done or rejected: the recorded outcome is returned, with no network
+//     call (see Recorded).
+//
+// A request whose method, URL or body differs from the one the ID was
+// first used with is refused with ErrMismatch, and nothing is sent.
+//
+// Do returns a response for Done. It returns an *OutcomeError for Rejected
+// (the server answered, finally, that it did not apply the request) and for
+// Unknown (retrying stopped, or req's context ended, after something may
+// have reached the server; the operation stays pending for the next Do).
+// req.Context() bounds the whole Do: attempts and the waits between them.
+//
+// Concurrent Do calls with the same ID run one at a time: the second waits
+// for the first (or for its context to end), then returns the recorded
+// outcome or resumes the pending operation. Do closes req.Body, as
+// http.Client.Do does, and does not modify req.
+func (c *Client) Do(id string, req *http.Request) (*http.Response, error) {
+	if id == "" {
+		closeBody(req)
+		return nil, fmt.Errorf("%w: empty operation ID", ErrInvalidRequest)
+	}
+	res, err := c.do(id, req)
+	if err != nil {
+		return nil, err
+	}
+	if res.outcome == OutcomeRejected {
+		defer drain(res.resp.Body)
+		return nil, res.rejection()
+	}
+	return res.resp, nil
+}
+
+// result is what one do ended with: a response with its outcome (Done or
+// Rejected), which the caller owns and must close.
+type result struct {
+	op      Operation
+	outcome Outcome
+	resp    *http.Response
+	body    []byte // the recorded body, for a rejection
+	n       int
+}
+
+func (r result) rejection() *OutcomeError {
+	return &OutcomeError{
+		Operation: r.op.ID, Key: r.op.Key, Outcome: OutcomeRejected, Attempts: r.n,
+		Status: r.resp.StatusCode, Header: r.resp.Header, Body: r.body,
+	}
+}
+
+// do runs an operation; an empty id is a request without one, whose key
+// lives only as long as this call.
+func (c *Client) do(id string, req *http.Request) (result, error) {
+	if err := validate(req); err != nil {
+		closeBody(req)
+		return result{}, err
+	}
+	ctx := req.Context()
+	body, fp, err := captureBody(req, c.cfg.MaxBufferedBody)
+	if err != nil {
+		return result{}, err
+	}
+	var op Operation
+	if id == "" {
+		key, err := newKey()
+		if err != nil {
+			return result{}, err
+		}
+		op = Operation{Key: key, Fingerprint: fp, State: Pending}
+	} else {
+		unlock, err := c.ops.lock(ctx, id)
+		if err != nil {
+			return result{}, fmt.Errorf("idem: operation %q: waiting for a concurrent Do: %w", id, err)
+		}
+		defer unlock()
+		op, err = c.admit(id, req, fp)
+		if err != nil {
+			return result{}, err
+		}
+		if op.State != Pending {
+			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
+			res := result{op: op, outcome: OutcomeDone, resp: recordedResponse(op, req), body: op.Body}
+			if op.State == Rejected {
+				res.outcome = OutcomeRejected
+			}
+			return res, nil
+		}
+	}
+	return c.send(ctx, op, req, body)
+}
+
+// admit finds the operation in the journal, or mints its key and journals
+// its intent. The intent is durable when admit returns (C2).
+func (c *Client) admit(id string, req *http.Request, fp Fingerprint) (Operation, error) {
+	if op, ok := c.journal.Lookup(id); ok {
+		switch {
+		case op.Fingerprint != fp:
+			return op, fmt.Errorf("idem: operation %q (key %s): %w", id, op.Key, ErrMismatch)
+		case op.State == Pending && c.now().Sub(op.Created) >= c.cfg.KeyTTL:
+			return op, fmt.Errorf("idem: operation %q (key %s, minted %s): %w",
+				id, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
+		}
+		return op, nil
+	}
+	key, err := newKey()
+	if err != nil {
+		return Operation{}, err
+	}
+	op := Operation{
+		ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: req.URL.String(),
+		Created: c.now(), State: Pending,
+	}
+	if err := c.journal.Begin(op); err != nil {
+		return Operation{}, fmt.Errorf("idem: operation %q: journaling intent: %w", id, err)
+	}
+	return op, nil
+}
+
+// send makes the attempts of a pending operation and records its outcome.
+func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body any) (result, error) {
+	out := req.Clone(ctx)
+	out.Body, out.GetBody = nil, nil
+	out.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))
+	rreq, err := retryablehttp.FromRequest(out)
+	if err == nil {
+		err = rreq.SetBody(body)
+	}
+	if err != nil {
+		return result{}, fmt.Errorf("idem: preparing request: %w", err)
+	}
+	if req.ContentLength > 0 {
+		rreq.ContentLength = req.ContentLength
+	}
+
+	a := c.newAttempts(op.ID, op.Key)
+	var recorded []byte // the final response's body, when it fits MaxRecordedBody
+	var fits bool
+	rreq.SetResponseHandler(func(resp *http.Response) error {
+		buf, complete, err := readPrefix(resp.Body, c.cfg.MaxRecordedBody)
+		if err != nil {
+			return fmt.Errorf("reading response body: %w", err)
+		}
+		if complete {
+			resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(buf))
+		} else {
+			resp.Body = withPrefix(buf, resp.Body)
+		}
+		recorded, fits = buf, complete
+		return nil
+	})
+	rc := &retryablehttp.Client{
+		HTTPClient:     c.hc,
+		RetryMax:       c.cfg.MaxAttempts - 1,
+		CheckRetry:     a.checkRetry,
+		Backoff:        a.next,
+		RequestLogHook: a.begin,
+		ErrorHandler:   retryablehttp.PassthroughErrorHandler,
+	}
+	resp, err := rc.Do(rreq)
+	if err != nil {
+		return result{}, c.unknown(ctx, a, resp, err)
+	}
+
+	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
+	state := Done
+	if resp.StatusCode >= 400 {
+		res.outcome, state = OutcomeRejected, Rejected
+		res.body = recorded
+	}
+	if op.ID != "" {
+		op.State, op.Completed = state, c.now()
+		op.Status, op.Header = resp.StatusCode, resp.Header.Clone()
+		if fits {
+			op.Body = recorded
+		} else {
+			op.BodyTruncated = true
+		}
+		// The completion is not waited for (C3): were it lost, the next
+		// Do would resend under the same key and get the server's replay.
+		if err := c.journal.Complete(op); err != nil {
+			c.log.Error("idem: recording outcome", "op", op.ID, "key", op.Key, "err", err)
+		}
+		res.op = op
+	}
+	c.log.Debug("idem: operation ended", "op", op.ID, "key", op.Key, "outcome", res.outcome,
+		"status", resp.StatusCode, "attempts", a.n)
+	return res, nil
+}
+
+// unknown builds the error of a Do that ended without a final answer.
+func (c *Client) unknown(ctx context.Context, a *attempts, resp *http.Response, err error) error {
+	e := &OutcomeError{
+		Operation: a.op, Key: a.key, Outcome: OutcomeUnknown, Attempts: a.n,
+		Status: a.status, Header: a.header, Err: err,
+	}
+	if a.err != nil && !errors.Is(err, a.err) {
+		e.Err = fmt.Errorf("%w: %w", err, a.err)
+	}
+	if resp != nil {
+		e.Body, _, _ = readPrefix(resp.Body, errorBodyLimit)
+		e.Body = e.Body[:min(len(e.Body), errorBodyLimit)]
+		drain(resp.Body)
+	}
+	if resp == nil && ctx.Err() == nil && sentNothing(err) {
+		e.Outcome = OutcomeRejected
+	}
+	c.log.Warn("idem: operation outcome", "op", a.op, "key", a.key, "outcome", e.Outcome,
+		"attempts", a.n, "status", a.status, "err", e.Err)
+	return e
+}
+
+// keyValue formats a key for the key header.
+func (c *Client) keyValue(key string) string {
+	if c.cfg.QuotedKey {
+		return strconv.Quote(key)
+	}
+	return key
+}
+
+// validate refuses requests that cannot be sent as operations.
+func validate(req *http.Request) error {
+	switch {
+	case req == nil:
+		return fmt.Errorf("%w: nil request", ErrInvalidRequest)
+	case req.URL == nil:
+		return fmt.Errorf("%w: request without URL", ErrInvalidRequest)
+	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
+		return fmt.Errorf("%w: unsupported URL scheme %q", ErrInvalidRequest, req.URL.Scheme)
+	case req.URL.Host == "":
+		return fmt.Errorf("%w: URL without host", ErrInvalidRequest)
+	}
+	return nil
+}
+
+func closeBody(req *http.Request) {
+	if req != nil && req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// opLocks serializes Do calls of the same operation ID (C11).
+type opLocks struct {
+	mu sync.Mutex
+	m  map[string]*opLock
+}
+
+type opLock struct {
+	held chan struct{} // holds one token while the operation runs
+	refs int           // holders and waiters; the entry goes at zero
+}
+
+// lock waits until no other Do of id runs, or ctx ends.
+func (l *opLocks) lock(ctx context.Context, id string) (unlock func(), err error) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = make(map[string]*opLock)
+	}
+	e := l.m[id]
+	if e == nil {
+		e = &opLock{held: make(chan struct{}, 1)}
+		l.m[id] = e
+	}
+	e.refs++
+	l.mu.Unlock()
+
+	release := func() {
+		l.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(l.m, id)
+		}
+		l.mu.Unlock()
+	}
+	select {
+	case e.held <- struct{}{}:
+		return func() { <-e.held; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+}
+
+// The RoundTripper form, for code that only accepts an *http.Client
+// (generated API clients, SDKs).
+
+type operationKey struct{}
+
+// WithOperation returns a context that names the operation a request
+// belongs to, for the Client's RoundTripper and StandardClient.
+func WithOperation(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, operationKey{}, id)
+}
+
+// OperationFrom returns the operation ID that WithOperation stored in ctx.
+func OperationFrom(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(operationKey{}).(string)
+	return id, ok && id != ""
+}
+
+// RoundTripper returns an http.RoundTripper that sends each request as an
+// operation of c. A request whose context carries an operation ID
+// (WithOperation) is that operation, exactly as with Do. A request without
+// one gets a key minted for it alone, kept in memory, and reused across its
+// retries only.
+//
+// Unlike Do, a rejection is returned as the server's response (a 4xx the
+// calling code expects to read), not as an error; Unknown outcomes and
+// refusals (ErrMismatch, ErrKeyExpired) are returned as errors.
+func (c *Client) RoundTripper() http.RoundTripper { return roundTripper{c} }
+
+// StandardClient returns an *http.Client whose transport is
+// c.RoundTripper(). Redirects are followed by the Client's own
+// HTTPClient, inside each attempt.
+func (c *Client) StandardClient() *http.Client {
+	return &http.Client{Transport: c.RoundTripper()}
+}
+
+type roundTripper struct{ c *Client }
+
+func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	id, _ := OperationFrom(req.Context())
+	res, err := t.c.do(id, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.resp, nil
+}

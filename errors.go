@@ -1,0 +1,141 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Errors returned by Client.Do before anything is sent. Each is wrapped with
+// the operation ID; test for them with errors.Is.
+var (
+	// ErrMismatch: the operation ID is known with a different request
+	// fingerprint (method, URL or body). Sending the new request under the
+	// old key would be refused by the server or, worse, answered with the
+	// old request's response. Use a new operation ID for a new request.
+	ErrMismatch = errors.New("idem: operation ID reused with a different request")
+
+	// ErrKeyExpired: the operation is pending with a key older than
+	// Config.KeyTTL. The server has forgotten the key by now, so a resend
+	// could apply the operation a second time. The operation stays in the
+	// journal (Journal.Expired lists it) for a person to reconcile.
+	ErrKeyExpired = errors.New("idem: pending operation's key has outlived the server's retention")
+
+	// ErrInvalidRequest: the request or operation ID cannot be sent as an
+	// idempotent operation (no URL, an unsupported scheme, an empty ID...).
+	ErrInvalidRequest = errors.New("idem: invalid request")
+
+	// ErrBodyTooLarge: the request body has no GetBody and is larger than
+	// Config.MaxBufferedBody, so it cannot be replayed on a retry without
+	// holding all of it in memory. Set Request.GetBody (http.NewRequest does
+	// so for *bytes.Buffer, *bytes.Reader and *strings.Reader bodies) or
+	// raise the limit. It also matches ErrInvalidRequest.
+	ErrBodyTooLarge = fmt.Errorf("%w: body without GetBody exceeds the buffering limit", ErrInvalidRequest)
+
+	// ErrBodyNotRecorded is returned when reading the body of a recorded
+	// response whose body was larger than Config.MaxRecordedBody when it
+	// was first received, and so was not kept. The status and header are
+	// the original ones.
+	ErrBodyNotRecorded = errors.New("idem: response body was too large to record")
+)
+
+// Outcome is what became of an operation, as far as the client can know.
+type Outcome uint8
+
+const (
+	// OutcomeDone: the server gave a final answer that applied the operation
+	// (any 1xx-3xx status after redirects). Do returns the response.
+	OutcomeDone Outcome = iota + 1
+	// OutcomeRejected: the server gave a final answer that did not apply the
+	// operation (a 4xx other than 408, 409-in-flight and 429, or 501), or
+	// the request could not be sent at all (a TLS certificate error). The
+	// server has not applied it.
+	OutcomeRejected
+	// OutcomeUnknown: attempts ran out, the retry budget or MaxElapsed stopped
+	// them, or the caller's context ended, after something may have
+	// reached the server. The operation stays pending; the next Do of it
+	// resumes under the same key.
+	OutcomeUnknown
+)
+
+// String returns "done", "rejected" or "unknown".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeDone:
+		return "done"
+	case OutcomeRejected:
+		return "rejected"
+	case OutcomeUnknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// Sentinels that an *OutcomeError matches with errors.Is, by its Outcome.
+var (
+	ErrRejected = errors.New("idem: operation rejected")
+	ErrUnknown  = errors.New("idem: operation outcome unknown")
+)
+
+// OutcomeError reports an operation that did not end done: rejected, or
+// unknown. errors.Is(err, ErrRejected) and errors.Is(err, ErrUnknown) tell
+// the two apart; errors.As gives the details. Unwrap returns Err, so
+// errors.Is(err, context.Canceled) holds when the caller gave up.
+type OutcomeError struct {
+	Operation string  // the caller's operation ID ("" for a request without one)
+	Key       string  // the idempotency key every attempt carried
+	Outcome   Outcome // OutcomeRejected or OutcomeUnknown
+	// Attempts counts the attempts this Do made (0 when a recorded
+	// rejection was returned from the journal). It is a lower bound on what
+	// reached the server: net/http may itself resend a request that
+	// carries an Idempotency-Key on a fresh connection when a reused one
+	// fails before any response byte (see http.Transport).
+	Attempts int
+	Status   int         // the last response's status code; 0 if none
+	Header   http.Header // the last response's header; nil if none
+	// Body is the last response's body: the recorded body (up to
+	// Config.MaxRecordedBody) for a rejection, a prefix of at most
+	// Config.MaxErrorBody bytes otherwise.
+	Body []byte
+	Err  error // the last error, or why retrying stopped; may be nil for a rejection
+}
+
+// Error describes the outcome, the attempts, the last status or error, and
+// the key.
+func (e *OutcomeError) Error() string {
+	msg := fmt.Sprintf("idem: operation %q %s after %d attempt(s) (key %s)", e.Operation, e.Outcome, e.Attempts, e.Key)
+	if e.Status != 0 {
+		msg += fmt.Sprintf(": last status %d", e.Status)
+		if len(e.Body) > 0 {
+			msg += fmt.Sprintf(" %q", truncateForMessage(e.Body))
+		}
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the last error.
+func (e *OutcomeError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrRejected or ErrUnknown and matches the
+// outcome.
+func (e *OutcomeError) Is(target error) bool {
+	switch target {
+	case ErrRejected:
+		return e.Outcome == OutcomeRejected
+	case ErrUnknown:
+		return e.Outcome == OutcomeUnknown
+	}
+	return false
+}
+
+// truncateForMessage keeps error messages to one readable line.
+func truncateForMessage(b []byte) string {
+	const max = 200
+	if len(b) > max {
+		return string(b[:max]) + "..."
+	}
+	return string(b)
+}
