@@ -1,0 +1,1085 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// uuidV4 matches the canonical form of a random UUID.
+var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// attemptRecord is what the scripted server saw of one attempt.
+type attemptRecord struct {
+	Key  string
+	Body []byte
+}
+
+// script is a server that answers attempt i with steps[i] (the last step
+// repeats) and records every attempt it receives.
+type script struct {
+	t     *testing.T
+	srv   *httptest.Server
+	mu    sync.Mutex
+	steps []step
+	seen  []attemptRecord
+}
+
+// step answers one attempt. A nil step answers 200 "ok".
+type step func(w http.ResponseWriter, r *http.Request)
+
+func status(code int, body string, header ...string) step {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Set(header[i], header[i+1])
+		}
+		w.WriteHeader(code)
+		io.WriteString(w, body)
+	}
+}
+
+// hangUp drops the connection without a response: the request reached the
+// server, the answer never comes back.
+func hangUp(w http.ResponseWriter, r *http.Request) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	conn.Close()
+}
+
+func newScript(t *testing.T, steps ...step) *script {
+	t.Helper()
+	s := &script{t: t, steps: steps}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *script) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	i := len(s.seen)
+	s.seen = append(s.seen, attemptRecord{Key: r.Header.Get("Idempotency-Key"), Body: body})
+	var st step
+	if len(s.steps) > 0 {
+		st = s.steps[min(i, len(s.steps)-1)]
+	}
+	s.mu.Unlock()
+	if st == nil {
+		st = status(200, "ok")
+	}
+	st(w, r)
+}
+
+func (s *script) attempts() []attemptRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]attemptRecord(nil), s.seen...)
+}
+
+func (s *script) count() int { return len(s.attempts()) }
+
+// fast is a Config that retries at once, deterministically.
+func fast(cfg idem.Config) idem.Config {
+	if cfg.InitialWait == 0 {
+		cfg.InitialWait = time.Millisecond
+	}
+	if cfg.Jitter == 0 {
+		cfg.Jitter = -1
+	}
+	return cfg
+}
+
+func newClient(t *testing.T, cfg idem.Config) *idem.Client {
+	t.Helper()
+	c, err := idem.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func openJournal(t *testing.T, path string) *idem.Journal {
+	t.Helper()
+	j, err := idem.OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func post(t *testing.T, ctx context.Context, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// C1: every attempt of an operation carries the same key, a UUIDv4.
+func TestSameKeyOnEveryAttempt(t *testing.T) {
+	s := newScript(t, status(503, "busy"), hangUp, status(502, "bad gateway"), status(201, "created"))
+	c := newClient(t, fast(idem.Config{}))
+	resp, err := c.Do("op-1", post(t, context.Background(), s.srv.URL, `{"amount":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); resp.StatusCode != 201 || got != "created" {
+		t.Fatalf("got %d %q, want 201 created", resp.StatusCode, got)
+	}
+	seen := s.attempts()
+	if len(seen) != 4 {
+		t.Fatalf("server saw %d attempts, want 4", len(seen))
+	}
+	if !uuidV4.MatchString(seen[0].Key) {
+		t.Fatalf("key %q is not a UUIDv4", seen[0].Key)
+	}
+	for i, a := range seen {
+		if a.Key != seen[0].Key {
+			t.Fatalf("attempt %d carried key %q, attempt 1 carried %q", i+1, a.Key, seen[0].Key)
+		}
+	}
+}
+
+// C1 across a restart: a pending operation resumes under its journaled key,
+// and a new operation gets a new key.
+func TestKeySurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	s := newScript(t, status(503, ""), status(503, ""), status(200, "ok"))
+
+	j := openJournal(t, path)
+	c := newClient(t, fast(idem.Config{Journal: j, MaxAttempts: 2}))
+	_, err := c.Do("op-1", post(t, context.Background(), s.srv.URL, "x"))
+	if !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("first run: err = %v, want ErrUnknown", err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	j = openJournal(t, path)
+	defer j.Close()
+	op, ok := j.Lookup("op-1")
+	if !ok || op.State != idem.Pending {
+		t.Fatalf("after reopen: Lookup = %+v, %v; want pending", op, ok)
+	}
+	c = newClient(t, fast(idem.Config{Journal: j}))
+	resp, err := c.Do("op-1", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	seen := s.attempts()
+	if len(seen) != 3 {
+		t.Fatalf("server saw %d attempts, want 3", len(seen))
+	}
+	for i, a := range seen {
+		if a.Key != op.Key {
+			t.Fatalf("attempt %d carried %q, journal holds %q", i+1, a.Key, op.Key)
+		}
+	}
+	resp, err = c.Do("op-2", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if k := s.attempts()[3].Key; k == op.Key || !uuidV4.MatchString(k) {
+		t.Fatalf("op-2 key %q: want a fresh UUIDv4", k)
+	}
+}
+
+// C4: a completed operation is answered from the journal after a restart,
+// with no network call, for done and for rejected.
+func TestCompletedOperationNotSentAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	s := newScript(t)
+	s.steps = []step{status(201, `{"id":"ch_1"}`, "Content-Type", "application/json"), status(422, `{"error":"bad currency"}`)}
+
+	j := openJournal(t, path)
+	c := newClient(t, fast(idem.Config{Journal: j}))
+	resp, err := c.Do("charge", post(t, context.Background(), s.srv.URL, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Recorded := idem.Recorded(resp); Recorded {
+		t.Fatal("a fresh response reported as recorded")
+	}
+	resp.Body.Close()
+	if _, err := c.Do("refund", post(t, context.Background(), s.srv.URL, "b")); !errors.Is(err, idem.ErrRejected) {
+		t.Fatalf("err = %v, want ErrRejected", err)
+	}
+	j.Close()
+
+	j = openJournal(t, path)
+	defer j.Close()
+	c = newClient(t, fast(idem.Config{Journal: j}))
+	resp, err = c.Do("charge", post(t, context.Background(), s.srv.URL, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !idem.Recorded(resp) {
+		t.Fatal("recorded response not reported as recorded")
+	}
+	if got := readAll(t, resp); resp.StatusCode != 201 || got != `{"id":"ch_1"}` || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("recorded response = %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), got)
+	}
+	_, err = c.Do("refund", post(t, context.Background(), s.srv.URL, "b"))
+	var oe *idem.OutcomeError
+	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeRejected || oe.Status != 422 || string(oe.Body) != `{"error":"bad currency"}` || oe.Attempts != 0 {
+		t.Fatalf("recorded rejection = %#v", err)
+	}
+	if n := s.count(); n != 2 {
+		t.Fatalf("server saw %d attempts, want 2 (none after the restart)", n)
+	}
+}
+
+// C5: the same ID with a different method, URL or body is refused before
+// anything is sent.
+func TestMismatchRefusedWithoutSending(t *testing.T) {
+	s := newScript(t, status(503, ""), status(200, "ok"))
+	c := newClient(t, fast(idem.Config{MaxAttempts: 1}))
+	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "body-1")); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("err = %v, want ErrUnknown", err)
+	}
+	for _, req := range []*http.Request{
+		post(t, context.Background(), s.srv.URL, "body-2"),
+		post(t, context.Background(), s.srv.URL+"/other", "body-1"),
+		func() *http.Request {
+			r := post(t, context.Background(), s.srv.URL, "body-1")
+			r.Method = http.MethodPut
+			return r
+		}(),
+	} {
+		if _, err := c.Do("op", req); !errors.Is(err, idem.ErrMismatch) {
+			t.Fatalf("%s %s: err = %v, want ErrMismatch", req.Method, req.URL, err)
+		}
+	}
+	if n := s.count(); n != 1 {
+		t.Fatalf("server saw %d attempts, want 1", n)
+	}
+}
+
+// C6: a pending operation older than KeyTTL is refused, nothing is sent,
+// and the journal lists it as expired.
+func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	s := newScript(t, hangUp)
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+
+	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{KeyTTL: time.Hour, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	c := newClient(t, fast(idem.Config{Journal: j, KeyTTL: time.Hour, MaxAttempts: 1, Now: clock}))
+	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("err = %v, want ErrUnknown", err)
+	}
+	now.Add(int64(time.Hour - time.Nanosecond))
+	if len(j.Expired()) != 0 {
+		t.Fatal("listed as expired before KeyTTL")
+	}
+	now.Add(int64(time.Nanosecond))
+	_, err = c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if !errors.Is(err, idem.ErrKeyExpired) {
+		t.Fatalf("err = %v, want ErrKeyExpired", err)
+	}
+	if n := s.count(); n != 1 {
+		t.Fatalf("server saw %d attempts, want 1", n)
+	}
+	if exp := j.Expired(); len(exp) != 1 || exp[0].ID != "op" {
+		t.Fatalf("Expired() = %+v, want op", exp)
+	}
+}
+
+// C7: the retry classification.
+func TestRetryClassification(t *testing.T) {
+	slow := func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}
+	redirectLoop := func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Path, http.StatusTemporaryRedirect)
+	}
+	tests := []struct {
+		name     string
+		first    step
+		attempts int          // attempts the server sees
+		outcome  idem.Outcome // with a 200 as the second answer
+	}{
+		{"connection dropped", hangUp, 2, idem.OutcomeDone},
+		{"attempt timeout", slow, 2, idem.OutcomeDone},
+		{"408", status(408, ""), 2, idem.OutcomeDone},
+		{"409 key in flight", status(409, "", "Retry-After", "0"), 2, idem.OutcomeDone},
+		{"429", status(429, ""), 2, idem.OutcomeDone},
+		{"500", status(500, ""), 2, idem.OutcomeDone},
+		{"502", status(502, ""), 2, idem.OutcomeDone},
+		{"503", status(503, ""), 2, idem.OutcomeDone},
+		{"504", status(504, ""), 2, idem.OutcomeDone},
+		{"200", status(200, ""), 1, idem.OutcomeDone},
+		{"201", status(201, ""), 1, idem.OutcomeDone},
+		{"400", status(400, ""), 1, idem.OutcomeRejected},
+		{"401", status(401, ""), 1, idem.OutcomeRejected},
+		{"404", status(404, ""), 1, idem.OutcomeRejected},
+		{"409 conflict", status(409, ""), 1, idem.OutcomeRejected},
+		{"422", status(422, ""), 1, idem.OutcomeRejected},
+		{"501", status(501, ""), 1, idem.OutcomeRejected},
+		{"too many redirects", redirectLoop, 10, idem.OutcomeUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScript(t, tt.first, status(200, ""))
+			if tt.outcome == idem.OutcomeUnknown {
+				s.steps = []step{tt.first}
+			}
+			c := newClient(t, fast(idem.Config{AttemptTimeout: 100 * time.Millisecond}))
+			resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+			got := idem.OutcomeDone
+			if err != nil {
+				var oe *idem.OutcomeError
+				if !errors.As(err, &oe) {
+					t.Fatalf("err = %v, want an *OutcomeError", err)
+				}
+				got = oe.Outcome
+				if oe.Attempts != 1 {
+					t.Fatalf("Attempts = %d, want 1", oe.Attempts)
+				}
+			} else {
+				resp.Body.Close()
+			}
+			if got != tt.outcome || s.count() != tt.attempts {
+				t.Fatalf("outcome %v after %d server attempts, want %v after %d", got, s.count(), tt.outcome, tt.attempts)
+			}
+		})
+	}
+}
+
+// C7: the caller's context ending is not retried, and the outcome is
+// unknown; a malformed request is refused before anything is sent.
+func TestNotRetried(t *testing.T) {
+	t.Run("caller's context", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		s := newScript(t, func(w http.ResponseWriter, r *http.Request) { cancel(); <-r.Context().Done() })
+		c := newClient(t, fast(idem.Config{}))
+		_, err := c.Do("op", post(t, ctx, s.srv.URL, "x"))
+		var oe *idem.OutcomeError
+		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, context.Canceled) || oe.Attempts != 1 {
+			t.Fatalf("err = %v, want Unknown after 1 attempt wrapping context.Canceled", err)
+		}
+		if n := s.count(); n != 1 {
+			t.Fatalf("server saw %d attempts, want 1", n)
+		}
+	})
+	t.Run("malformed", func(t *testing.T) {
+		c := newClient(t, fast(idem.Config{}))
+		for _, url := range []string{"ftp://example.test/x", "/relative", "http:///nohost"} {
+			req, err := http.NewRequest(http.MethodPost, url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Do("op-"+url, req); !errors.Is(err, idem.ErrInvalidRequest) {
+				t.Fatalf("%s: err = %v, want ErrInvalidRequest", url, err)
+			}
+		}
+		if _, err := c.Do("", post(t, context.Background(), "http://example.test", "")); !errors.Is(err, idem.ErrInvalidRequest) {
+			t.Fatalf("empty ID: err = %v, want ErrInvalidRequest", err)
+		}
+	})
+	t.Run("certificate", func(t *testing.T) {
+		var handled atomic.Int32
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handled.Add(1) }))
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake failure is the point
+		srv.StartTLS()
+		defer srv.Close()
+		c := newClient(t, fast(idem.Config{})) // does not trust the test certificate
+		_, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
+		var oe *idem.OutcomeError
+		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeRejected || oe.Attempts != 1 || oe.Status != 0 {
+			t.Fatalf("err = %v, want Rejected after 1 attempt with no status", err)
+		}
+		if handled.Load() != 0 {
+			t.Fatal("the server handled a request")
+		}
+	})
+}
+
+// Retry-After is honoured in both forms and capped by MaxWait. The waits
+// are observed through OnAttempt, which ends the Do instead of waiting.
+func TestRetryAfter(t *testing.T) {
+	date := func() string { return time.Now().Add(5 * time.Second).UTC().Format(http.TimeFormat) }
+	tests := []struct {
+		name     string
+		header   func() string
+		maxWait  time.Duration
+		min, max time.Duration
+	}{
+		{"seconds", func() string { return "3" }, 0, 3 * time.Second, 3 * time.Second},
+		{"http date", date, 0, 3 * time.Second, 5 * time.Second},
+		{"484289 hours", func() string { return strconv.Itoa(484289 * 3600) }, 7 * time.Second, 7 * time.Second, 7 * time.Second},
+		{"below backoff", func() string { return "0" }, 0, time.Millisecond, time.Millisecond},
+		{"unparseable", func() string { return "soon" }, 0, time.Millisecond, time.Millisecond},
+	}
+	for _, tt := range tests {
+		for _, code := range []int{429, 503, 409} {
+			t.Run(fmt.Sprintf("%s/%d", tt.name, code), func(t *testing.T) {
+				s := newScript(t, func(w http.ResponseWriter, r *http.Request) {
+					status(code, "", "Retry-After", tt.header())(w, r)
+				})
+				ctx, cancel := context.WithCancel(context.Background())
+				var waits []time.Duration
+				c := newClient(t, fast(idem.Config{MaxWait: tt.maxWait, OnAttempt: func(a idem.Attempt) {
+					waits = append(waits, a.Wait)
+					cancel()
+				}}))
+				_, err := c.Do("op", post(t, ctx, s.srv.URL, "x"))
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("err = %v, want context.Canceled", err)
+				}
+				if len(waits) != 1 || waits[0] < tt.min || waits[0] > tt.max {
+					t.Fatalf("waits = %v, want one in [%v, %v]", waits, tt.min, tt.max)
+				}
+			})
+		}
+	}
+}
+
+// C8: the caller's context ends a wait at once, and the operation stays
+// pending under its key.
+func TestContextEndsWait(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	j := openJournal(t, path)
+	defer j.Close()
+	s := newScript(t, status(503, "", "Retry-After", "3600"))
+	ctx, cancel := context.WithCancel(context.Background())
+	waiting := make(chan struct{})
+	c := newClient(t, idem.Config{Journal: j, MaxWait: time.Hour, MaxElapsed: 2 * time.Hour, OnAttempt: func(a idem.Attempt) {
+		if a.Retry && a.Wait == time.Hour {
+			close(waiting)
+		}
+	}})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Do("op", post(t, ctx, s.srv.URL, "x"))
+		done <- err
+	}()
+	<-waiting
+	cancel()
+	select {
+	case err := <-done:
+		var oe *idem.OutcomeError
+		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, context.Canceled) || oe.Status != 503 {
+			t.Fatalf("err = %v, want Unknown, canceled, last status 503", err)
+		}
+		if op, _ := j.Lookup("op"); op.State != idem.Pending || op.Key != oe.Key {
+			t.Fatalf("journal holds %+v, want pending under %s", op, oe.Key)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Do still waiting 10s after its context was canceled, in a wait of an hour")
+	}
+}
+
+// C8: MaxAttempts and MaxElapsed bound the retries.
+func TestRetryBounds(t *testing.T) {
+	t.Run("MaxAttempts", func(t *testing.T) {
+		s := newScript(t, status(503, "down"))
+		c := newClient(t, fast(idem.Config{MaxAttempts: 3}))
+		_, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+		var oe *idem.OutcomeError
+		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || oe.Attempts != 3 || s.count() != 3 {
+			t.Fatalf("err = %v after %d server attempts, want Unknown after 3", err, s.count())
+		}
+	})
+	t.Run("MaxElapsed", func(t *testing.T) {
+		s := newScript(t, status(503, "", "Retry-After", "1"))
+		c := newClient(t, fast(idem.Config{MaxElapsed: 500 * time.Millisecond}))
+		_, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+		var oe *idem.OutcomeError
+		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || oe.Attempts != 1 || !strings.Contains(err.Error(), "maximum elapsed time") {
+			t.Fatalf("err = %v, want Unknown after 1 attempt, stopped by MaxElapsed", err)
+		}
+	})
+}
+
+// The default backoff is jittered; Jitter < 0 turns it off.
+func TestDefaultJitter(t *testing.T) {
+	firstWaits := func(cfg idem.Config, n int) map[time.Duration]int {
+		s := newScript(t, status(503, ""))
+		waits := map[time.Duration]int{}
+		for i := range n {
+			ctx, cancel := context.WithCancel(context.Background())
+			cfg.OnAttempt = func(a idem.Attempt) { waits[a.Wait]++; cancel() }
+			c := newClient(t, cfg)
+			c.Do(fmt.Sprint("op-", i), post(t, ctx, s.srv.URL, "x"))
+		}
+		return waits
+	}
+	jittered := firstWaits(idem.Config{InitialWait: 100 * time.Millisecond}, 50)
+	for w := range jittered {
+		if w < 50*time.Millisecond || w > 150*time.Millisecond {
+			t.Fatalf("wait %v outside [50ms, 150ms]", w)
+		}
+	}
+	if len(jittered) < 2 {
+		t.Fatalf("50 first waits took %d distinct values, want jitter", len(jittered))
+	}
+	if plain := firstWaits(idem.Config{InitialWait: 100 * time.Millisecond, Jitter: -1}, 5); len(plain) != 1 || plain[100*time.Millisecond] != 5 {
+		t.Fatalf("without jitter the first waits were %v, want 100ms five times", plain)
+	}
+}
+
+// C9: an Unknown outcome's error says the attempts, the last status, a
+// bounded prefix of the last body, the key, and the cause.
+func TestOutcomeErrorContents(t *testing.T) {
+	long := strings.Repeat("x", 10000)
+	s := newScript(t, status(502, "upstream timed out"), status(503, long))
+	c := newClient(t, fast(idem.Config{MaxAttempts: 2}))
+	_, err := c.Do("invoice-7", post(t, context.Background(), s.srv.URL, "x"))
+	var oe *idem.OutcomeError
+	if !errors.As(err, &oe) {
+		t.Fatalf("err = %v, want *OutcomeError", err)
+	}
+	key := s.attempts()[0].Key
+	if oe.Operation != "invoice-7" || oe.Key != key || oe.Outcome != idem.OutcomeUnknown || oe.Attempts != 2 || oe.Status != 503 {
+		t.Fatalf("OutcomeError = %+v", oe)
+	}
+	if string(oe.Body) != long[:4096] {
+		t.Fatalf("Body is %d bytes, want the first 4096 of the last body", len(oe.Body))
+	}
+	if !errors.Is(err, idem.ErrUnknown) || errors.Is(err, idem.ErrRejected) {
+		t.Fatal("errors.Is does not follow the outcome")
+	}
+	for _, want := range []string{`"invoice-7"`, "unknown", "2 attempt(s)", key, "last status 503", "attempts exhausted"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("message %q lacks %q", err.Error(), want)
+		}
+	}
+}
+
+// C10: the body goes out byte-identical on every attempt, whether it was
+// buffered or streamed through GetBody.
+func TestBodyReplayedByteIdentical(t *testing.T) {
+	payload := make([]byte, 3<<20)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	tests := []struct {
+		name string
+		req  func(url string) *http.Request
+		want []byte
+	}{
+		{"GetBody", func(url string) *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(payload))
+			return r
+		}, payload},
+		{"buffered reader", func(url string) *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, url, io.NopCloser(bytes.NewReader(payload[:1<<20])))
+			return r
+		}, payload[:1<<20]},
+		{"no body", func(url string) *http.Request {
+			r, _ := http.NewRequest(http.MethodDelete, url, nil)
+			return r
+		}, []byte{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScript(t, status(500, ""), hangUp, status(200, ""))
+			c := newClient(t, fast(idem.Config{}))
+			resp, err := c.Do("op", tt.req(s.srv.URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			seen := s.attempts()
+			if len(seen) != 3 {
+				t.Fatalf("%d attempts, want 3", len(seen))
+			}
+			for i, a := range seen {
+				if sha256.Sum256(a.Body) != sha256.Sum256(tt.want) {
+					t.Fatalf("attempt %d sent %d bytes, not the %d of the request", i+1, len(a.Body), len(tt.want))
+				}
+			}
+		})
+	}
+}
+
+// A body without GetBody is buffered up to MaxBufferedBody, and refused
+// beyond it before anything is sent.
+func TestBufferedBodyLimit(t *testing.T) {
+	s := newScript(t)
+	c := newClient(t, fast(idem.Config{MaxBufferedBody: 1000}))
+	req, _ := http.NewRequest(http.MethodPost, s.srv.URL, io.NopCloser(strings.NewReader(strings.Repeat("a", 1001))))
+	if _, err := c.Do("big", req); !errors.Is(err, idem.ErrBodyTooLarge) || !errors.Is(err, idem.ErrInvalidRequest) {
+		t.Fatalf("err = %v, want ErrBodyTooLarge", err)
+	}
+	req, _ = http.NewRequest(http.MethodPost, s.srv.URL, io.NopCloser(strings.NewReader(strings.Repeat("a", 1000))))
+	resp, err := c.Do("fits", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s.count() != 1 || len(s.attempts()[0].Body) != 1000 {
+		t.Fatalf("server saw %d attempts", s.count())
+	}
+}
+
+// C4: a response body larger than MaxRecordedBody reaches the caller in
+// full; the recorded outcome keeps status and header, and its body says it
+// was not recorded.
+func TestRecordedBodyLimit(t *testing.T) {
+	big := strings.Repeat("b", 5000)
+	s := newScript(t, status(200, big, "X-Charge", "ch_9"))
+	c := newClient(t, fast(idem.Config{MaxRecordedBody: 1000}))
+	resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != big {
+		t.Fatalf("caller read %d bytes, want %d", len(got), len(big))
+	}
+	resp, err = c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if !idem.Recorded(resp) || resp.StatusCode != 200 || resp.Header.Get("X-Charge") != "ch_9" {
+		t.Fatalf("recorded response %d %v", resp.StatusCode, resp.Header)
+	}
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, idem.ErrBodyNotRecorded) {
+		t.Fatalf("reading the recorded body: %v, want ErrBodyNotRecorded", err)
+	}
+	if s.count() != 1 {
+		t.Fatalf("server saw %d attempts, want 1", s.count())
+	}
+}
+
+// C10: every response body of a discarded attempt is closed.
+func TestDiscardedBodiesClosed(t *testing.T) {
+	s := newScript(t, status(503, "a"), status(500, strings.Repeat("b", 100000)), status(429, "c"), status(200, "d"))
+	tr := &closeTracker{base: http.DefaultTransport}
+	c := newClient(t, fast(idem.Config{HTTPClient: &http.Client{Transport: tr}}))
+	resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "d" {
+		t.Fatalf("body %q", got)
+	}
+	if opened, closed := tr.counts(); opened != 4 || closed != 4 {
+		t.Fatalf("%d bodies opened, %d closed; want 4 and 4", opened, closed)
+	}
+}
+
+type closeTracker struct {
+	base           http.RoundTripper
+	opened, closed atomic.Int32
+}
+
+func (t *closeTracker) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err == nil {
+		t.opened.Add(1)
+		resp.Body = &trackedBody{ReadCloser: resp.Body, t: t}
+	}
+	return resp, err
+}
+
+func (t *closeTracker) counts() (int32, int32) { return t.opened.Load(), t.closed.Load() }
+
+type trackedBody struct {
+	io.ReadCloser
+	t    *closeTracker
+	once sync.Once
+}
+
+func (b *trackedBody) Close() error {
+	b.once.Do(func() { b.t.closed.Add(1) })
+	return b.ReadCloser.Close()
+}
+
+// The retry budget drains under failures, stopping retries (not first
+// attempts), and refills with final answers.
+func TestRetryBudget(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		if fail.Load() {
+			w.WriteHeader(503)
+		}
+	}))
+	defer srv.Close()
+	c := newClient(t, fast(idem.Config{MaxAttempts: 10, RetryBudget: idem.RetryBudget{MaxTokens: 4, Refund: 0.1}}))
+	do := func(id string) (int, error) {
+		before := n.Load()
+		resp, err := c.Do(id, post(t, context.Background(), srv.URL, "x"))
+		if err == nil {
+			resp.Body.Close()
+		}
+		return int(n.Load() - before), err
+	}
+
+	// Tokens 4 → 3 (a retry is allowed above 2) → 2 (no more).
+	if got, err := do("a"); got != 2 || !errors.Is(err, idem.ErrRetryBudgetExhausted) || !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("first op: %d attempts, err %v; want 2, budget exhausted", got, err)
+	}
+	if got, err := do("b"); got != 1 || !errors.Is(err, idem.ErrRetryBudgetExhausted) {
+		t.Fatalf("second op: %d attempts, err %v; want 1 (first attempts are not throttled)", got, err)
+	}
+	// Tokens 1. Ten final answers refund 1: still no retry above 2.
+	fail.Store(false)
+	for i := range 10 {
+		if got, err := do(fmt.Sprint("ok-", i)); got != 1 || err != nil {
+			t.Fatalf("ok-%d: %d attempts, err %v", i, got, err)
+		}
+	}
+	fail.Store(true)
+	if got, _ := do("c"); got != 1 {
+		t.Fatalf("after 10 refunds: %d attempts, want 1", got)
+	}
+	// Tokens 1. Twenty more refunds: 3, and a retry is allowed again.
+	fail.Store(false)
+	for i := range 20 {
+		do(fmt.Sprint("ok2-", i))
+	}
+	fail.Store(true)
+	if got, _ := do("d"); got != 2 {
+		t.Fatalf("after refilling: %d attempts, want 2", got)
+	}
+
+	unlimited := newClient(t, fast(idem.Config{MaxAttempts: 10, RetryBudget: idem.RetryBudget{MaxTokens: 4, Disabled: true}}))
+	before := n.Load()
+	unlimited.Do("e", post(t, context.Background(), srv.URL, "x"))
+	if got := n.Load() - before; got != 10 {
+		t.Fatalf("disabled budget: %d attempts, want 10", got)
+	}
+}
+
+// C11: concurrent Do calls with the same ID send once.
+func TestConcurrentSameOperationSendsOnce(t *testing.T) {
+	release := make(chan struct{})
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		<-release
+		w.WriteHeader(201)
+		io.WriteString(w, "once")
+	}))
+	defer srv.Close()
+	c := newClient(t, fast(idem.Config{}))
+	const callers = 20
+	var wg sync.WaitGroup
+	bodies := make(chan string, callers)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			bodies <- fmt.Sprint(resp.StatusCode, " ", readAll(t, resp))
+		}()
+	}
+	for n.Load() == 0 {
+		time.Sleep(time.Millisecond) // until the first attempt is in the handler
+	}
+	close(release)
+	wg.Wait()
+	close(bodies)
+	for b := range bodies {
+		if b != "201 once" {
+			t.Fatalf("a caller got %q", b)
+		}
+	}
+	if got := n.Load(); got != 1 {
+		t.Fatalf("server saw %d requests, want 1", got)
+	}
+}
+
+// C11: a waiting Do gives up when its own context ends.
+func TestConcurrentWaiterHonoursContext(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	}))
+	defer srv.Close()
+	defer close(release)
+	c := newClient(t, fast(idem.Config{}))
+	go func() {
+		resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Do("op", post(t, ctx, srv.URL, "x")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// C11: 100 goroutines with distinct IDs, each sent once under its own key.
+func TestManyConcurrentOperations(t *testing.T) {
+	var mu sync.Mutex
+	keys := map[string]string{}
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if calls.Add(1)%3 == 0 {
+			w.WriteHeader(503) // every third attempt fails
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if prev, ok := keys[string(body)]; ok && prev != r.Header.Get("Idempotency-Key") {
+			t.Errorf("%s: key changed from %s", body, prev)
+		}
+		keys[string(body)] = r.Header.Get("Idempotency-Key")
+	}))
+	defer srv.Close()
+	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+	defer j.Close()
+	c := newClient(t, fast(idem.Config{Journal: j, RetryBudget: idem.RetryBudget{Disabled: true}}))
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprint("op-", i)
+			resp, err := c.Do(id, post(t, context.Background(), srv.URL, id))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	distinct := map[string]bool{}
+	for _, k := range keys {
+		distinct[k] = true
+	}
+	if len(keys) != 100 || len(distinct) != 100 || len(j.Completed()) != 100 {
+		t.Fatalf("%d operations answered under %d distinct keys, %d completed; want 100", len(keys), len(distinct), len(j.Completed()))
+	}
+}
+
+// The key header's name and form are options.
+func TestKeyHeaderOptions(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("X-Request-Key") + "|" + r.Header.Get("Idempotency-Key"))
+	}))
+	defer srv.Close()
+	c := newClient(t, idem.Config{KeyHeader: "X-Request-Key", QuotedKey: true})
+	resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	v := got.Load().(string)
+	if !strings.HasPrefix(v, `"`) || !strings.HasSuffix(v, `"|`) || !uuidV4.MatchString(v[1:len(v)-2]) {
+		t.Fatalf("headers %q, want a quoted UUID in X-Request-Key only", v)
+	}
+}
+
+// C12: the *http.Client form.
+func TestStandardClient(t *testing.T) {
+	s := newScript(t, status(503, ""), status(422, "invalid"), status(200, "fine"))
+	c := newClient(t, fast(idem.Config{}))
+	hc := c.StandardClient()
+
+	// With an operation: a rejection is the server's response, and the
+	// operation is recorded.
+	ctx := idem.WithOperation(context.Background(), "op")
+	resp, err := hc.Do(post(t, ctx, s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); resp.StatusCode != 422 || got != "invalid" {
+		t.Fatalf("got %d %q", resp.StatusCode, got)
+	}
+	resp, err = hc.Do(post(t, ctx, s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); resp.StatusCode != 422 || got != "invalid" || s.count() != 2 {
+		t.Fatalf("replayed %d %q after %d attempts", resp.StatusCode, got, s.count())
+	}
+	if _, err := hc.Do(post(t, ctx, s.srv.URL, "y")); !errors.Is(err, idem.ErrMismatch) {
+		t.Fatalf("err = %v, want ErrMismatch", err)
+	}
+
+	// Without one: a key per request, the same on its retries.
+	s2 := newScript(t, status(503, ""), status(200, ""), status(200, ""))
+	for range 2 {
+		resp, err := hc.Do(post(t, context.Background(), s2.srv.URL, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	seen := s2.attempts()
+	if len(seen) != 3 || seen[0].Key != seen[1].Key || seen[1].Key == seen[2].Key {
+		t.Fatalf("keys %v: want the first request's two attempts under one key, the second request under another", seen)
+	}
+}
+
+// eventFile records the journal's writes and syncs in a shared event log,
+// and fails syncs on demand.
+type eventFile struct {
+	idem.File
+	log      *eventLog
+	failSync error
+}
+
+func (f *eventFile) Write(p []byte) (int, error) {
+	f.log.add("write")
+	return f.File.Write(p)
+}
+
+func (f *eventFile) Sync() error {
+	if f.failSync != nil {
+		return f.failSync
+	}
+	f.log.add("sync")
+	return f.File.Sync()
+}
+
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) add(e string) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+}
+
+func (l *eventLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.events, " ")
+}
+
+// C2: the intent is written and fsync'd before the first attempt is sent,
+// and what is on disk when the server sees the request holds its key.
+func TestIntentDurableBeforeFirstAttempt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	events := &eventLog{}
+	var onDisk string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		events.add("send")
+		ro, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{ReadOnly: true})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer ro.Close()
+		op, _ := ro.Lookup("op")
+		onDisk = op.Key
+		w.WriteHeader(201)
+	}))
+	defer srv.Close()
+	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{WrapFile: func(f idem.File) idem.File {
+		return &eventFile{File: f, log: events}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	events.events = nil // creating the file is not the point
+	c := newClient(t, idem.Config{Journal: j})
+	resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := events.String(); !strings.HasPrefix(got, "write sync send") {
+		t.Fatalf("events %q, want the intent written and synced before the send", got)
+	}
+	if op, _ := j.Lookup("op"); onDisk == "" || onDisk != op.Key {
+		t.Fatalf("on disk at send time: key %q; journal: %q", onDisk, op.Key)
+	}
+}
+
+// C2: when the intent cannot be made durable, nothing is sent and the
+// caller gets the error.
+func TestIntentNotDurableNothingSent(t *testing.T) {
+	s := newScript(t)
+	broken := errors.New("injected fsync failure")
+	var armed atomic.Bool
+	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "ops.journal"), idem.JournalOptions{
+		WrapFile: func(f idem.File) idem.File { return &syncFailer{File: f, armed: &armed, err: broken} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	armed.Store(true)
+	c := newClient(t, idem.Config{Journal: j})
+	for _, id := range []string{"a", "b"} { // the failure latches
+		if _, err := c.Do(id, post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, broken) {
+			t.Fatalf("%s: err = %v, want the fsync failure", id, err)
+		}
+	}
+	if n := s.count(); n != 0 {
+		t.Fatalf("server saw %d attempts, want 0", n)
+	}
+}
+
+type syncFailer struct {
+	idem.File
+	armed *atomic.Bool
+	err   error
+}
+
+func (f *syncFailer) Sync() error {
+	if f.armed.Load() {
+		return f.err
+	}
+	return f.File.Sync()
+}

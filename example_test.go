@@ -1,0 +1,128 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/idemkit/idem"
+)
+
+// A charge that the network fails twice is applied once: every attempt
+// carries the same key, and the server's answer to the last one is
+// returned.
+func ExampleClient_Do() {
+	var mu sync.Mutex
+	charges := map[string]int{} // key → times applied
+	failures := 2
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		charges[r.Header.Get("Idempotency-Key")]++ // applied...
+		if failures > 0 {
+			failures--
+			w.WriteHeader(http.StatusBadGateway) // ...but the answer is lost
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "charged")
+	}))
+	defer srv.Close()
+
+	c, err := idem.New(idem.Config{})
+	if err != nil {
+		panic(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":1200}`))
+	resp, err := c.Do("invoice-42", req)
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body))
+	fmt.Println("distinct keys:", len(charges))
+	// Output:
+	// 201 charged
+	// distinct keys: 1
+}
+
+// A batch job that dies halfway resumes from its journal: completed
+// operations are answered from the journal without a network call, and the
+// one left pending is resent under the key it was first sent with.
+func Example_resumeBatch() {
+	dir, _ := os.MkdirTemp("", "idem-example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "batch.journal")
+
+	var mu sync.Mutex
+	seen := map[string][]string{} // invoice → keys received
+	down := true                  // the server fails invoice-3 during the first run
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		invoice := strings.TrimPrefix(r.URL.Path, "/charges/")
+		seen[invoice] = append(seen[invoice], r.Header.Get("Idempotency-Key"))
+		if invoice == "invoice-3" && down {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+
+	run := func() {
+		j, err := idem.OpenJournal(path)
+		if err != nil {
+			panic(err)
+		}
+		defer j.Close()
+		c, err := idem.New(idem.Config{Journal: j, MaxAttempts: 2})
+		if err != nil {
+			panic(err)
+		}
+		for i := 1; i <= 4; i++ {
+			id := fmt.Sprintf("invoice-%d", i)
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL+"/charges/"+id, nil)
+			resp, err := c.Do(id, req)
+			switch {
+			case errors.Is(err, idem.ErrUnknown):
+				fmt.Println(id, "unknown: left pending")
+			case err != nil:
+				fmt.Println(id, err)
+			default:
+				resp.Body.Close()
+				fmt.Println(id, resp.StatusCode, "recorded:", idem.Recorded(resp))
+			}
+		}
+	}
+
+	fmt.Println("first run:")
+	run()
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	fmt.Println("after a restart:")
+	run()
+	k := seen["invoice-3"]
+	fmt.Println("invoice-3 attempts:", len(k), "same key:", k[0] == k[1] && k[1] == k[2])
+	// Output:
+	// first run:
+	// invoice-1 201 recorded: false
+	// invoice-2 201 recorded: false
+	// invoice-3 unknown: left pending
+	// invoice-4 201 recorded: false
+	// after a restart:
+	// invoice-1 201 recorded: true
+	// invoice-2 201 recorded: true
+	// invoice-3 201 recorded: false
+	// invoice-4 201 recorded: true
+	// invoice-3 attempts: 3 same key: true
+}
