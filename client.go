@@ -236,6 +236,14 @@ func (r result) rejection() *OutcomeError {
 	}
 }
 
+// recordedRejection is the error of a rejection answered from the journal.
+func recordedRejection(op Operation) *OutcomeError {
+	return &OutcomeError{
+		Operation: op.ID, Key: op.Key, Outcome: OutcomeRejected,
+		Status: op.Status, Header: op.Header, Body: op.Body,
+	}
+}
+
 // do runs an operation; an empty id is a request without one, whose key
 // lives only as long as this call.
 func (c *Client) do(id string, req *http.Request) (result, error) {
@@ -261,6 +269,9 @@ func (c *Client) do(id string, req *http.Request) (result, error) {
 			return result{}, fmt.Errorf("idem: operation %q: waiting for a concurrent Do: %w", id, err)
 		}
 		defer unlock()
+		if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
+			return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
+		}
 		op, err = c.admit(id, req, fp)
 		if err != nil {
 			return result{}, err
@@ -458,6 +469,10 @@ func (l *opLocks) lock(ctx context.Context, id string) (unlock func(), err error
 			delete(l.m, id)
 		}
 		l.mu.Unlock()
+	}
+	if err := ctx.Err(); err != nil {
+		release()
+		return nil, err
 	}
 	select {
 	case e.held <- struct{}{}:

@@ -126,3 +126,36 @@ func Example_resumeBatch() {
 	// invoice-4 201 recorded: true
 	// invoice-3 attempts: 3 same key: true
 }
+
+// RunBatch runs a batch job that can be killed and rerun: what completed is
+// not sent again, what was pending resumes first under its original key.
+func ExampleClient_RunBatch() {
+	dir, _ := os.MkdirTemp("", "idem-example")
+	defer os.RemoveAll(dir)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+
+	var ops []idem.BatchOp
+	for i := 1; i <= 100; i++ {
+		id := fmt.Sprintf("invoice-%03d", i)
+		ops = append(ops, idem.BatchOp{ID: id, Request: func(ctx context.Context) (*http.Request, error) {
+			body := fmt.Sprintf(`{"invoice":%q,"amount":1200}`, id)
+			return http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/charges", strings.NewReader(body))
+		}})
+	}
+	for run := 1; run <= 2; run++ {
+		j, err := idem.OpenJournal(filepath.Join(dir, "batch.journal"))
+		if err != nil {
+			panic(err)
+		}
+		c, _ := idem.New(idem.Config{Journal: j})
+		sum, err := c.RunBatch(context.Background(), ops, idem.BatchOptions{Concurrency: 16})
+		j.Close()
+		fmt.Printf("run %d: done %d (from the journal %d), unknown %d, err %v\n", run, sum.Done, sum.Recorded, sum.Unknown, err)
+	}
+	// Output:
+	// run 1: done 100 (from the journal 0), unknown 0, err <nil>
+	// run 2: done 100 (from the journal 100), unknown 0, err <nil>
+}

@@ -1,0 +1,201 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+)
+
+// BatchOp is one operation of a batch: its ID, stable across runs, and a
+// function that builds its request. Request is not called for an operation
+// the journal already holds as completed.
+type BatchOp struct {
+	ID      string
+	Request func(ctx context.Context) (*http.Request, error)
+}
+
+// BatchOptions tunes RunBatch.
+type BatchOptions struct {
+	// Concurrency is how many operations run at once. Default 8.
+	Concurrency int
+
+	// Progress, when set, is called after each operation ends, with its
+	// result and the summary so far. Calls are serialized; a slow Progress
+	// slows the batch.
+	Progress func(BatchResult, BatchSummary)
+}
+
+// BatchResult is how one operation of a batch ended.
+type BatchResult struct {
+	ID string
+	// Outcome is OutcomeDone, OutcomeRejected or OutcomeUnknown; zero when
+	// the operation was refused before sending (Err says why: expired,
+	// mismatch, a request that could not be built, a journal failure).
+	Outcome Outcome
+	// Recorded: the outcome came from the journal; nothing was sent.
+	Recorded bool
+	Status   int    // the final status, or the last one for Unknown
+	Body     []byte // the final response body, read in full; the rejection's for Rejected
+	Err      error  // nil for Done
+}
+
+// BatchSummary counts how the operations of a batch ended.
+type BatchSummary struct {
+	Done     int // applied (Recorded included)
+	Rejected int // refused by the server (Recorded included)
+	Unknown  int // left pending: the next run resumes them under their keys
+	Expired  int // pending with a key older than KeyTTL: not sent, for a person to reconcile
+	Failed   int // refused before sending for another reason (see the results)
+	Recorded int // of Done and Rejected, those answered from the journal
+	Skipped  int // not sent because the context ended first
+}
+
+// Total is the number of operations accounted for.
+func (s BatchSummary) Total() int {
+	return s.Done + s.Rejected + s.Unknown + s.Expired + s.Failed + s.Skipped
+}
+
+// RunBatch runs ops, Concurrency at a time, as a job that may have been
+// interrupted before: operations the journal holds as completed are not
+// sent again (their recorded outcome is counted), pending ones (left by a
+// crash or an Unknown outcome) run first, under their journaled keys, and
+// then the rest, in the order given.
+//
+// When ctx ends, no further operation starts; those in flight end Unknown
+// and stay pending, so nothing is lost: running the batch again resumes
+// them. RunBatch then returns the summary and ctx's error. It returns an
+// error otherwise only for an invalid batch (an empty or repeated ID, or no
+// Request); how each operation ended is in the summary and in Progress.
+func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions) (BatchSummary, error) {
+	seen := make(map[string]bool, len(ops))
+	for _, op := range ops {
+		if op.ID == "" || op.Request == nil || seen[op.ID] {
+			return BatchSummary{}, fmt.Errorf("%w: batch operation %q: empty or repeated ID, or no Request", ErrInvalidRequest, op.ID)
+		}
+		seen[op.ID] = true
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 8
+	}
+
+	// Pending operations first: they have been sent before, so their
+	// outcome is the most overdue, and their keys are the closest to
+	// KeyTTL.
+	order := slices.Clone(ops)
+	slices.SortStableFunc(order, func(a, b BatchOp) int {
+		return boolRank(c.pending(b.ID)) - boolRank(c.pending(a.ID))
+	})
+
+	var (
+		mu      sync.Mutex
+		summary BatchSummary
+		wg      sync.WaitGroup
+		work    = make(chan BatchOp)
+	)
+	report := func(r BatchResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		summary.add(r)
+		if opts.Progress != nil {
+			opts.Progress(r, summary)
+		}
+	}
+	for range min(opts.Concurrency, len(order)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for op := range work {
+				report(c.runOne(ctx, op))
+			}
+		}()
+	}
+	started := 0
+feed:
+	for _, op := range order {
+		select {
+		case work <- op:
+			started++
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	summary.Skipped += len(order) - started
+	return summary, ctx.Err()
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// pending reports whether the journal holds id as pending.
+func (c *Client) pending(id string) bool {
+	op, ok := c.journal.Lookup(id)
+	return ok && op.State == Pending
+}
+
+// runOne runs one operation of a batch.
+func (c *Client) runOne(ctx context.Context, op BatchOp) BatchResult {
+	r := BatchResult{ID: op.ID}
+	if err := ctx.Err(); err != nil {
+		r.Err = err
+		return r
+	}
+	if rec, ok := c.journal.Lookup(op.ID); ok && rec.State != Pending {
+		r.Recorded, r.Status, r.Body = true, rec.Status, rec.Body
+		r.Outcome = OutcomeDone
+		if rec.State == Rejected {
+			r.Outcome = OutcomeRejected
+			r.Err = recordedRejection(rec)
+		}
+		return r
+	}
+	req, err := op.Request(ctx)
+	if err != nil {
+		r.Err = fmt.Errorf("idem: building request of %q: %w", op.ID, err)
+		return r
+	}
+	resp, err := c.Do(op.ID, req)
+	if err != nil {
+		r.Err = err
+		var oe *OutcomeError
+		if errors.As(err, &oe) {
+			r.Outcome, r.Status, r.Body = oe.Outcome, oe.Status, oe.Body
+		}
+		return r
+	}
+	defer resp.Body.Close()
+	r.Outcome, r.Status, r.Recorded = OutcomeDone, resp.StatusCode, Recorded(resp)
+	if r.Body, err = io.ReadAll(resp.Body); err != nil && !errors.Is(err, ErrBodyNotRecorded) {
+		r.Err = fmt.Errorf("idem: reading response of %q: %w", op.ID, err)
+	}
+	return r
+}
+
+func (s *BatchSummary) add(r BatchResult) {
+	switch {
+	case r.Outcome == OutcomeDone:
+		s.Done++
+	case r.Outcome == OutcomeRejected:
+		s.Rejected++
+	case r.Outcome == OutcomeUnknown:
+		s.Unknown++
+	case errors.Is(r.Err, ErrKeyExpired):
+		s.Expired++
+	case errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded):
+		s.Skipped++
+	default:
+		s.Failed++
+	}
+	if r.Recorded {
+		s.Recorded++
+	}
+}
