@@ -1,0 +1,114 @@
+package testserver
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults for the Config fields left at their zero value.
+const (
+	// DefaultRetention is how long keys are remembered: 24 hours, the window
+	// the idem client assumes by default.
+	DefaultRetention = 24 * time.Hour
+
+	// DefaultLockTimeout is how long an in-flight lock protects a request
+	// before a retry may take it over.
+	DefaultLockTimeout = 10 * time.Second
+
+	// DefaultMaxBodyBytes bounds a request body: 64 KiB.
+	DefaultMaxBodyBytes = 64 << 10
+
+	// DefaultBusyTimeout is how long SQLite waits for another connection's
+	// write lock before failing with SQLITE_BUSY.
+	DefaultBusyTimeout = 5 * time.Second
+
+	// maxSweepInterval caps the default sweep interval for long retentions.
+	maxSweepInterval = time.Hour
+)
+
+// Config configures a Server. The zero value is a working server: an
+// in-memory database, 24-hour retention, no faults and no logging.
+type Config struct {
+	// Path is the SQLite database file. It is created if missing and
+	// survives restarts; the fake payment gateway keeps its own table in the
+	// same file. Empty (the default) or ":memory:" keeps everything in
+	// memory for the life of the Server.
+	Path string
+
+	// Retention is how long a key and its stored response are kept. A key
+	// used again after it was swept is a new request. Default: 24 hours.
+	Retention time.Duration
+
+	// SweepInterval is how often the background sweeper deletes expired
+	// keys. Default: a tenth of Retention, at least 10 milliseconds and at
+	// most an hour.
+	SweepInterval time.Duration
+
+	// LockTimeout is how long a request's in-flight lock is honoured. While
+	// it holds, a retry under the same key gets 409 with Retry-After; after
+	// it, the retry takes the lock over and resumes the request from its
+	// last recovery point. Default: 10 seconds.
+	LockTimeout time.Duration
+
+	// MaxBodyBytes is the largest request body accepted; a larger one gets
+	// 413. Default: 64 KiB.
+	MaxBodyBytes int64
+
+	// BusyTimeout is SQLite's busy_timeout: how long a connection waits for
+	// another connection's write lock. Default: 5 seconds.
+	BusyTimeout time.Duration
+
+	// Faults injects failures for tests. The zero value (the default)
+	// injects none.
+	Faults Faults
+
+	// Crash is called when an injected crash fault reaches its crash point
+	// (one of the CrashPoint constants). A binary sets it to exit the
+	// process, which is what a real crash does. If it returns, the request
+	// is aborted in process as a crash would leave it: the open transaction
+	// is rolled back, nothing is written, and the connection is closed.
+	// Default: nil, which aborts the request only.
+	Crash func(point string)
+
+	// Now is the clock used for key ages, locks and retention. Default:
+	// time.Now.
+	Now func() time.Time
+
+	// Logger receives one record per request and the sweeper's reports.
+	// Default: nil, which logs nothing.
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with every zero field replaced by its default, or
+// an error if a field holds a value that cannot work.
+func (c Config) withDefaults() (Config, error) {
+	if c.Retention < 0 || c.SweepInterval < 0 || c.LockTimeout < 0 || c.MaxBodyBytes < 0 || c.BusyTimeout < 0 {
+		return c, fmt.Errorf("%w: negative duration or size", ErrInvalidConfig)
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = min(max(c.Retention/10, 10*time.Millisecond), maxSweepInterval)
+	}
+	if c.LockTimeout == 0 {
+		c.LockTimeout = DefaultLockTimeout
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.BusyTimeout == 0 {
+		c.BusyTimeout = DefaultBusyTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := c.Faults.validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}

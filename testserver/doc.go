@@ -1,0 +1,87 @@
+// Package testserver is the reference server for idempotency keys: a small
+// HTTP API (stock reservations and card charges) backed by SQLite that
+// implements the server half of the Idempotency-Key protocol the way a real
+// server should. It is what the idem client is tested against, what the demo
+// runs, and what a user can start inside their own integration tests with
+// Start. It is meant to be read: each rule below is implemented in one place,
+// named after the rule.
+//
+// # The key and its scope
+//
+// Every mutating request (POST and PUT) must carry an Idempotency-Key header
+// (missing or malformed: 400). The value is either a bare token such as a
+// UUID or a structured-field string ("..." as in RFC 8941); both spell the
+// same key, which may be at most 255 characters long. Keys are scoped per
+// client: the client is the bearer token of the Authorization header when
+// there is one (stored only as a SHA-256 hash), otherwise the X-Client-ID
+// header, otherwise the shared anonymous client. Authorization wins when
+// both are present, so a caller cannot borrow another caller's keys by
+// sending their client ID. Two clients using the same key never meet.
+//
+// # The stored answer
+//
+// For every key the server keeps one row in idempotency_keys: the request
+// fingerprint (SHA-256 over method, path and body bytes), the recovery point
+// reached, an in-flight lock, and, once the request has finished, the
+// response status, headers and body. A later request with the same key is
+// answered from that row:
+//
+//   - same fingerprint, finished: the stored response, byte for byte, with
+//     Idempotent-Replayed: true;
+//   - different fingerprint: 422, nothing executed;
+//   - same fingerprint, still locked by a live request: 409 with Retry-After;
+//   - same fingerprint, lock free or stale (older than Config.LockTimeout):
+//     the request takes the lock over and resumes from the recovery point.
+//
+// Final answers are stored whatever their status: "insufficient stock" is
+// as final as "reserved" and is replayed the same way. Answers that say
+// nothing was executed are not stored: bad input (400, 413, 415) is refused
+// before the key is looked at, and an injected or internal failure rolls its
+// transaction back, so a retry under the same key starts afresh.
+//
+// # One transaction when the work is local
+//
+// POST /reservations and PUT /inventory/{item_id} touch nothing but the
+// database, so the whole request is one SQLite transaction begun with BEGIN
+// IMMEDIATE: look the key up, apply the business change, insert the key row
+// with its response, commit. Either all of it is durable or none of it is;
+// a crash at any instant leaves no half-done reservation and no key without
+// its answer. The business table carries the key too, under a UNIQUE
+// constraint, as a second line of defence. Because writers are serialised, a
+// concurrent duplicate waits for the first transaction and then replays it.
+//
+// # Atomic phases when the work calls out
+//
+// POST /charges calls a payment gateway, which no database transaction can
+// cover. It therefore runs in atomic phases, each its own transaction, with a
+// recovery point recorded at the end of each (after Brandur Leach,
+// "Implementing Stripe-like Idempotency Keys in Postgres"):
+//
+//	started         the key row is inserted and locked
+//	gateway_called  the gateway captured the money; its charge ID is recorded
+//	finished        the charge row and the response are stored, lock released
+//
+// The gateway is called with a downstream key derived from the key row, and
+// the gateway is itself idempotent by that key, so calling it twice captures
+// once. A request that dies between phases leaves its lock behind; a retry
+// that finds the lock older than Config.LockTimeout takes it over and resumes
+// from the last recovery point instead of starting over. A lock token fences
+// the old holder: if it wakes up later, its next phase finds the token
+// changed and gives up.
+//
+// # Retention
+//
+// Keys are kept for Config.Retention (default 24 hours). A background sweeper
+// deletes older ones and clears the key from the business rows, so a key
+// used again after that is a new request. A request still holding a live lock
+// is never swept.
+//
+// # Faults
+//
+// For tests, Config.Faults injects failures at the points where real servers
+// fail: an error before commit, a hang-up or a 502 after commit, delays, and
+// crashes before commit, after commit and between the gateway call and the
+// final commit. They are off unless configured and are drawn from a seeded
+// generator. Each leaves the database consistent; GET /stats reports the
+// counts a test needs to prove that every operation took effect exactly once.
+package testserver

@@ -1,0 +1,151 @@
+package testserver
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// mutation is a mutating request as the idempotency layer sees it: who sent
+// it, under which key, and what exactly it asked for.
+type mutation struct {
+	scope       string
+	key         string
+	method      string
+	path        string
+	body        []byte
+	fingerprint [sha256.Size]byte
+	fault       fault
+}
+
+// fingerprintOf hashes what a request asks for: method, NUL, path, NUL,
+// body bytes. The NULs keep ("POST", "/a") and ("POS", "T/a") apart. The
+// body is hashed as sent, so a byte-different body is a different request
+// even if it means the same JSON: clients resend the exact bytes.
+func fingerprintOf(method, path string, body []byte) [sha256.Size]byte {
+	h := sha256.New()
+	io.WriteString(h, method)
+	h.Write([]byte{0})
+	io.WriteString(h, path)
+	h.Write([]byte{0})
+	h.Write(body)
+	var f [sha256.Size]byte
+	h.Sum(f[:0])
+	return f
+}
+
+// readMutation checks everything about a mutating request that does not
+// need the database: the key (S1), the client scope (S2), the media type and
+// the body size. A problem returned here means nothing was looked up and
+// nothing will change.
+func (s *Server) readMutation(w http.ResponseWriter, r *http.Request) (*mutation, *Problem) {
+	key, err := idempotencyKey(r.Header)
+	switch {
+	case errors.Is(err, errKeyMissing):
+		return nil, problem(http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key required", err.Error())
+	case err != nil:
+		return nil, problem(http.StatusBadRequest, ProblemInvalidKey, "Invalid Idempotency-Key", err.Error())
+	}
+	scope, p := s.readScope(w, r)
+	if p != nil {
+		return nil, p
+	}
+	if p := checkJSONMediaType(r.Header.Get("Content-Type")); p != nil {
+		return nil, p
+	}
+	body, p := readBody(w, r, s.cfg.MaxBodyBytes)
+	if p != nil {
+		return nil, p
+	}
+	return &mutation{
+		scope:       scope,
+		key:         key,
+		method:      r.Method,
+		path:        r.URL.Path,
+		body:        body,
+		fingerprint: fingerprintOf(r.Method, r.URL.Path, body),
+	}, nil
+}
+
+// checkJSONMediaType accepts no Content-Type, application/json, or any
+// +json type.
+func checkJSONMediaType(ct string) *Problem {
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return problem(http.StatusUnsupportedMediaType, ProblemUnsupportedMedia, "Unsupported media type",
+		fmt.Sprintf("the request body must be application/json, not %q", ct))
+}
+
+// readBody reads the whole body, refusing more than limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Problem) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, problem(http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "Request body too large",
+			fmt.Sprintf("the request body is limited to %d bytes", limit))
+	case err != nil:
+		return nil, badRequest("reading the request body: " + err.Error())
+	}
+	return body, nil
+}
+
+// decodeJSON decodes body, which must hold exactly one JSON object with no
+// fields other than those of v, into v. Its problems name the field at fault.
+func decodeJSON(body []byte, v any) *Problem {
+	switch string(bytes.TrimSpace(body)) {
+	case "":
+		return badRequest("the request body is empty; send a JSON object")
+	case "null":
+		return badRequest("the request body must be a JSON object, not null")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+	case errors.As(err, &syntax):
+		return badRequest(fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, syntax))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("malformed JSON: the body ends in the middle of a value")
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return badRequest(fmt.Sprintf("the request body must be a JSON object, not %s", typ.Value))
+		}
+		return badRequest(fmt.Sprintf("field %q must be %s, not %s", typ.Field, jsonTypeName(typ.Type.Kind().String()), typ.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		return badRequest("malformed JSON: " + err.Error())
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("the request body must hold a single JSON object and nothing after it")
+	}
+	return nil
+}
+
+// jsonTypeName says a Go kind the way a JSON author thinks of it.
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "int", "int64", "int32", "uint", "uint64":
+		return "an integer"
+	case "string":
+		return "a string"
+	case "ptr":
+		return "a value of another type"
+	}
+	return "a " + kind
+}

@@ -1,0 +1,216 @@
+package testserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Server is the reference server: an http.Handler over a SQLite database.
+// Create it with New and release it with Close. It is safe for concurrent
+// use.
+type Server struct {
+	cfg     Config
+	db      *store
+	gateway *Gateway
+	dice    *faultDice
+	log     *slog.Logger
+	mux     *http.ServeMux
+	stats   counters
+
+	// ctx ends when Close starts: delays and gateway calls stop waiting.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	sweeperDone chan struct{}
+
+	mu       sync.Mutex // guards closed and the Add side of inflight
+	closed   bool
+	inflight sync.WaitGroup
+	closeErr error
+}
+
+// New opens (or creates) the database at cfg.Path, creates the schema,
+// opens the fake payment gateway on the same database, and starts the
+// retention sweeper. The caller must call Close.
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	db, err := openStore(context.Background(), cfg.Path, cfg.BusyTimeout, serverSchema)
+	if err != nil {
+		return nil, err
+	}
+	gw, err := NewGateway(GatewayConfig{
+		Path:        cfg.Path,
+		Faults:      cfg.Faults.Gateway,
+		Seed:        cfg.Faults.Seed,
+		BusyTimeout: cfg.BusyTimeout,
+		Now:         cfg.Now,
+		Logger:      cfg.Logger.With("component", "gateway"),
+	})
+	if err != nil {
+		db.close()
+		return nil, err
+	}
+	s := &Server{
+		cfg:         cfg,
+		db:          db,
+		gateway:     gw,
+		dice:        newFaultDice(cfg.Faults),
+		log:         cfg.Logger,
+		sweeperDone: make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.routes()
+	go s.sweepEvery(s.cfg.SweepInterval)
+	return s, nil
+}
+
+// routes registers the endpoints. Each path also gets a method-less
+// pattern answering 405, and "/" answers 404, so that every error is a
+// problem document rather than ServeMux's plain text.
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /reservations", s.postReservation)
+	s.mux.HandleFunc("GET /reservations/{id}", s.getReservation)
+	s.mux.HandleFunc("POST /charges", s.postCharge)
+	s.mux.HandleFunc("GET /charges", s.listCharges)
+	s.mux.HandleFunc("GET /charges/{id}", s.getCharge)
+	s.mux.HandleFunc("PUT /inventory/{item_id}", s.putInventory)
+	s.mux.HandleFunc("GET /inventory/{item_id}", s.getInventory)
+	s.mux.HandleFunc("GET /stats", s.getStats)
+	for path, allow := range map[string]string{
+		"/reservations":        "POST",
+		"/reservations/{id}":   "GET, HEAD",
+		"/charges":             "GET, HEAD, POST",
+		"/charges/{id}":        "GET, HEAD",
+		"/inventory/{item_id}": "GET, HEAD, PUT",
+		"/stats":               "GET, HEAD",
+	} {
+		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeProblem(w, problem(http.StatusMethodNotAllowed, ProblemMethodNotAllowed, "Method not allowed",
+				fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow)))
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem(http.StatusNotFound, ProblemNotFound, "Not found",
+			fmt.Sprintf("no endpoint at %s", r.URL.Path)))
+	})
+}
+
+// ServeHTTP serves one request. After Close it answers 503.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeProblem(w, problem(http.StatusServiceUnavailable, ProblemUnavailable, "Server closed", "the server is shutting down"))
+		return
+	}
+	s.inflight.Add(1)
+	s.mu.Unlock()
+	defer s.inflight.Done()
+
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w}
+	s.mux.ServeHTTP(rec, r)
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.String("key", truncate(r.Header.Get(HeaderIdempotencyKey), 64)),
+		slog.Int("status", rec.status),
+		slog.Bool("replayed", rec.Header().Get(HeaderReplayed) == "true"),
+		slog.Duration("took", time.Since(start)))
+}
+
+// statusRecorder remembers the status a handler wrote, for the log. Status
+// 0 means no response was written (the connection was hung up). Unwrap lets
+// http.ResponseController reach the connection to hijack it.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Gateway returns the fake payment gateway the server charges through, for
+// tests that count its captures.
+func (s *Server) Gateway() *Gateway { return s.gateway }
+
+// Close stops the sweeper, ends the waits of requests in progress (delays
+// and gateway calls fail), waits for every request to return, and closes
+// the database. Requests arriving after Close get 503. Close is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return s.closeErr
+	}
+	s.closed = true
+	s.mu.Unlock()
+
+	s.cancel()
+	<-s.sweeperDone
+	s.inflight.Wait()
+	err := errors.Join(s.gateway.Close(), s.db.close())
+	s.mu.Lock()
+	s.closeErr = err
+	s.mu.Unlock()
+	return err
+}
+
+// workContext is the context for the database and gateway work of one
+// request. It does not end when the client goes away: once a request has
+// claimed its key it should finish, because stopping half-way would only
+// leave a lock for the lock timeout to clean up. It ends when the server
+// closes.
+func (s *Server) workContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// internalError answers 500 for an error that is the server's own fault
+// (the database failing); it is logged, and the client may retry.
+func (s *Server) internalError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && s.ctx.Err() != nil {
+		writeProblem(w, problem(http.StatusServiceUnavailable, ProblemUnavailable, "Server closing", "the server is shutting down; retry"))
+		return
+	}
+	s.log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeProblem(w, problem(http.StatusInternalServerError, ProblemInternal, "Internal error", "the server failed; retry with the same Idempotency-Key"))
+}
+
+// refuse answers a problem found before the key was looked at; nothing was
+// changed.
+func (s *Server) refuse(w http.ResponseWriter, p *Problem) {
+	s.stats.invalid.Add(1)
+	writeProblem(w, p)
+}

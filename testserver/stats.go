@@ -1,0 +1,117 @@
+package testserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+)
+
+// counters are the per-process request counters behind Stats.
+type counters struct {
+	requests   atomic.Int64
+	invalid    atomic.Int64
+	replays    atomic.Int64
+	conflicts  atomic.Int64
+	mismatches atomic.Int64
+	resumed    atomic.Int64
+	faults     [numFaultKinds]atomic.Int64
+}
+
+func (c *counters) fault(k faultKind) { c.faults[k].Add(1) }
+
+// Stats is the body of GET /stats: what a test needs to prove that every
+// operation took effect exactly once.
+//
+// The request counters (Requests to Faults) count since this process
+// started. Effects, GatewayCaptures, DuplicateReferences, Keys and InFlight
+// are read from the database and include earlier processes on the same
+// file.
+type Stats struct {
+	// Requests counts mutating requests received (POST and PUT), valid or
+	// not, first attempts and retries alike.
+	Requests int64 `json:"requests"`
+	// Invalid counts mutating requests refused before their key was looked
+	// at (400, 401, 413, 415): nothing was changed or stored for them.
+	Invalid int64 `json:"invalid"`
+	// Replays counts answers sent from a stored key.
+	Replays int64 `json:"replays"`
+	// Conflicts counts 409 answers for a request in flight.
+	Conflicts int64 `json:"conflicts"`
+	// Mismatches counts 422 answers for a key reused with another request.
+	Mismatches int64 `json:"mismatches"`
+	// Resumed counts charges taken over from an unfinished key row.
+	Resumed int64 `json:"resumed"`
+	// Faults counts injected faults that fired, by kind:
+	// error_before_commit, hang_up_after_commit, bad_gateway_after_commit,
+	// crash_before_commit, crash_after_commit, crash_after_gateway, delay,
+	// gateway_failure, gateway_lost_response. Kinds that never fired are
+	// left out.
+	Faults map[string]int64 `json:"faults"`
+
+	// Effects counts the business rows: each is one effect.
+	Effects Effects `json:"effects"`
+	// GatewayCaptures counts the money the gateway really captured. With
+	// exactly-once charging it equals Effects.Charges once every request
+	// has finished.
+	GatewayCaptures int64 `json:"gateway_captures"`
+	// DuplicateReferences counts references (per client, charges and
+	// reservations apart) that have more than one effect: operations that
+	// took effect twice, for a client that sent each operation under a
+	// stable reference. Exactly-once means 0.
+	DuplicateReferences int64 `json:"duplicate_references"`
+	// Keys counts stored idempotency keys.
+	Keys int64 `json:"keys"`
+	// InFlight counts keys whose request holds a lock (live or stale).
+	InFlight int64 `json:"in_flight"`
+}
+
+// Effects counts business rows by table.
+type Effects struct {
+	Charges      int64 `json:"charges"`
+	Reservations int64 `json:"reservations"`
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{
+		Requests:        s.stats.requests.Load(),
+		Invalid:         s.stats.invalid.Load(),
+		Replays:         s.stats.replays.Load(),
+		Conflicts:       s.stats.conflicts.Load(),
+		Mismatches:      s.stats.mismatches.Load(),
+		Resumed:         s.stats.resumed.Load(),
+		Faults:          map[string]int64{},
+		GatewayCaptures: s.gateway.Captures(),
+	}
+	for k := faultKind(1); k < numFaultKinds; k++ {
+		if n := s.stats.faults[k].Load() + s.gateway.injected(k); n > 0 {
+			st.Faults[k.String()] = n
+		}
+	}
+	err := s.db.read.QueryRowContext(ctx, `
+		SELECT
+			(SELECT COUNT(*) FROM charges),
+			(SELECT COUNT(*) FROM reservations),
+			(SELECT COUNT(*) FROM (SELECT 1 FROM charges WHERE reference IS NOT NULL
+			                       GROUP BY client_id, reference HAVING COUNT(*) > 1))
+			+ (SELECT COUNT(*) FROM (SELECT 1 FROM reservations WHERE reference IS NOT NULL
+			                         GROUP BY client_id, reference HAVING COUNT(*) > 1)),
+			(SELECT COUNT(*) FROM idempotency_keys),
+			(SELECT COUNT(*) FROM idempotency_keys WHERE locked_at IS NOT NULL)`).
+		Scan(&st.Effects.Charges, &st.Effects.Reservations, &st.DuplicateReferences, &st.Keys, &st.InFlight)
+	if err != nil {
+		return Stats{}, fmt.Errorf("testserver: reading stats: %w", err)
+	}
+	return st, nil
+}
+
+// getStats serves GET /stats.
+func (s *Server) getStats(w http.ResponseWriter, r *http.Request) {
+	st, err := s.Stats(r.Context())
+	if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	writeJSON(w, r, s, http.StatusOK, st)
+}

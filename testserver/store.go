@@ -1,0 +1,205 @@
+package testserver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the pure-Go driver "sqlite"
+)
+
+// store is a SQLite database opened as two pools: one connection for writes
+// and a few for reads.
+//
+// SQLite allows one writer at a time. Funnelling every write through a single
+// pooled connection makes writers queue in Go, in order, instead of spinning
+// in SQLite's busy handler; the busy_timeout still covers the other writers
+// of the same file (the gateway, a second process). Readers in WAL mode never
+// block the writer nor each other.
+//
+// Durability: journal_mode=WAL with synchronous=FULL fsyncs the WAL at every
+// commit, so a transaction that COMMIT reported as done survives a crash of
+// the process and of the machine. A key's stored answer is only worth
+// something if it is at least as durable as the effect it describes; here
+// both are in the same commit. (synchronous=NORMAL would survive a process
+// crash but could lose the last commits on power loss.)
+type store struct {
+	write *sql.DB
+	read  *sql.DB
+}
+
+// inMemory reports whether path names the in-memory database.
+func inMemory(path string) bool { return path == "" || path == ":memory:" }
+
+// dsn returns the data source name for path. Pragmas go in the DSN, not in a
+// one-off Exec, so that every connection the pool opens, now or after one is
+// recycled, gets them.
+func dsn(path string, busy time.Duration, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	if !inMemory(path) {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(FULL)")
+	}
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	}
+	// Every write transaction starts with BEGIN IMMEDIATE: it takes the write
+	// lock at BEGIN, so a transaction never reads under a shared lock and
+	// then fails to upgrade it halfway through (SQLITE_BUSY mid-transaction
+	// would not be retried by busy_timeout).
+	q.Set("_txlock", "immediate")
+	if inMemory(path) {
+		return ":memory:?" + q.Encode()
+	}
+	// A file: URI, so that a path with '?' or '#' in it stays a path.
+	return "file:" + escapePath(path) + "?" + q.Encode()
+}
+
+// escapePath escapes the characters that end or escape the path of a SQLite
+// file: URI.
+func escapePath(p string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
+}
+
+// openStore opens (creating if needed) the database at path and applies the
+// schema given.
+//
+// An in-memory database lives inside one connection: a second connection
+// would see a different, empty database. So in memory there is a single
+// pool of exactly one connection, kept forever, used for reads and writes.
+func openStore(ctx context.Context, path string, busy time.Duration, schema []string) (*store, error) {
+	if inMemory(path) {
+		db, err := sql.Open("sqlite", dsn(path, busy, false))
+		if err != nil {
+			return nil, fmt.Errorf("testserver: opening in-memory database: %w", err)
+		}
+		db.SetMaxOpenConns(1)
+		db.SetMaxIdleConns(1)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+		s := &store{write: db, read: db}
+		if err := s.migrate(ctx, schema); err != nil {
+			s.close()
+			return nil, err
+		}
+		return s, nil
+	}
+	w, err := sql.Open("sqlite", dsn(path, busy, false))
+	if err != nil {
+		return nil, fmt.Errorf("testserver: opening %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	s := &store{write: w}
+	if err := s.migrate(ctx, schema); err != nil { // creates the file, switches it to WAL
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", dsn(path, busy, true))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("testserver: opening %s for reading: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	s.read = r
+	return s, nil
+}
+
+// migrate applies the schema statements in one transaction. They are all
+// CREATE ... IF NOT EXISTS, so reopening an existing file is a no-op.
+func (s *store) migrate(ctx context.Context, schema []string) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("testserver: creating schema: %w", err)
+	}
+	defer tx.Rollback()
+	for _, stmt := range schema {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("testserver: creating schema: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("testserver: creating schema: %w", err)
+	}
+	return nil
+}
+
+func (s *store) close() error {
+	err := s.write.Close()
+	if s.read != nil && s.read != s.write {
+		err = errors.Join(err, s.read.Close())
+	}
+	return err
+}
+
+// serverSchema is the server's part of the database.
+var serverSchema = []string{
+	// One row per (client, key): the request fingerprint, how far the
+	// request got (recovery_point), who holds it (locked_at, lock_token)
+	// and, once finished, the answer to replay. Times are Unix nanoseconds.
+	`CREATE TABLE IF NOT EXISTS idempotency_keys (
+		id               INTEGER PRIMARY KEY,
+		client_id        TEXT    NOT NULL,
+		key              TEXT    NOT NULL,
+		method           TEXT    NOT NULL,
+		path             TEXT    NOT NULL,
+		fingerprint      BLOB    NOT NULL,
+		created_at       INTEGER NOT NULL,
+		locked_at        INTEGER,
+		lock_token       TEXT,
+		recovery_point   TEXT    NOT NULL CHECK (recovery_point IN ('started', 'gateway_called', 'finished')),
+		downstream_key   TEXT    NOT NULL,
+		gateway_charge_id TEXT,
+		response_status  INTEGER,
+		response_header  TEXT,
+		response_body    BLOB,
+		UNIQUE (client_id, key)
+	)`,
+	`CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at)`,
+
+	`CREATE TABLE IF NOT EXISTS inventory (
+		item_id    TEXT    PRIMARY KEY,
+		available  INTEGER NOT NULL CHECK (available >= 0),
+		updated_at INTEGER NOT NULL
+	)`,
+
+	// The business tables carry the key that created each row, UNIQUE per
+	// client: even a bug in the key handling could not insert a second row
+	// for one key. The sweeper sets the column to NULL when it forgets the
+	// key (NULLs are distinct under UNIQUE), so that the key can be used
+	// again as a new request.
+	`CREATE TABLE IF NOT EXISTS reservations (
+		id              TEXT    PRIMARY KEY,
+		client_id       TEXT    NOT NULL,
+		idempotency_key TEXT,
+		item_id         TEXT    NOT NULL,
+		quantity        INTEGER NOT NULL CHECK (quantity > 0),
+		reference       TEXT,
+		created_at      INTEGER NOT NULL,
+		UNIQUE (client_id, idempotency_key)
+	)`,
+	`CREATE INDEX IF NOT EXISTS reservations_reference ON reservations (client_id, reference)`,
+
+	`CREATE TABLE IF NOT EXISTS charges (
+		id                TEXT    PRIMARY KEY,
+		client_id         TEXT    NOT NULL,
+		idempotency_key   TEXT,
+		customer          TEXT    NOT NULL,
+		amount            INTEGER NOT NULL CHECK (amount > 0),
+		currency          TEXT    NOT NULL,
+		reference         TEXT,
+		gateway_charge_id TEXT    NOT NULL UNIQUE,
+		status            TEXT    NOT NULL,
+		created_at        INTEGER NOT NULL,
+		UNIQUE (client_id, idempotency_key)
+	)`,
+	`CREATE INDEX IF NOT EXISTS charges_customer ON charges (client_id, customer)`,
+	`CREATE INDEX IF NOT EXISTS charges_reference ON charges (client_id, reference)`,
+}
