@@ -1,0 +1,41 @@
+package chaos
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestKindsHaveStableNames: names appear in logs and Counts.String, so they
+// are fixed.
+func TestKindsHaveStableNames(t *testing.T) {
+	want := map[Kind]string{
+		noFault:               "none",
+		Reset:                 "reset",
+		DropAfterCommit:       "drop-after-commit",
+		BadGatewayAfterCommit: "bad-gateway-after-commit",
+		Stall:                 "stall",
+		PartialBody:           "partial-body",
+		TooManyRequests:       "too-many-requests",
+		Unavailable:           "unavailable",
+		Kind(8):               "Kind(8)",
+		Kind(255):             "Kind(255)",
+	}
+	for k, name := range want {
+		if got := k.String(); got != name {
+			t.Errorf("Kind(%d).String() = %q, want %q", uint8(k), got, name)
+		}
+	}
+}
+
+// TestAllKindsListsEveryKindInOrder and returns a slice the caller owns.
+func TestAllKindsListsEveryKindInOrder(t *testing.T) {
+	want := []Kind{Reset, DropAfterCommit, BadGatewayAfterCommit, Stall, PartialBody, TooManyRequests, Unavailable}
+	got := AllKinds()
+	if !slices.Equal(got, want) {
+		t.Fatalf("AllKinds() = %v, want %v", got, want)
+	}
+	got[0] = Stall
+	if AllKinds()[0] != Reset {
+		t.Fatal("AllKinds returned shared storage")
+	}
+}
