@@ -1,0 +1,284 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestResetSendsNothingUpstream: the client's connection is reset before
+// anything is forwarded.
+func TestResetSendsNothingUpstream(t *testing.T) {
+	up := newUpstream(t, nil)
+	s := listen(t, up, oneKind(Reset))
+
+	resp, err := post(context.Background(), newClient(t), s.URL)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("got %s, want a connection reset", resp.Status)
+	}
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("got %v, want ECONNRESET", err)
+	}
+	closeServer(t, s)
+	if n := up.count(); n != 0 {
+		t.Fatalf("upstream received %d requests, want 0", n)
+	}
+	want := Counts{Requests: 1, Faults: map[Kind]int{Reset: 1}}
+	assertCounts(t, s.Counts(), want)
+}
+
+// TestDropAfterCommitHangsUpAfterTheUpstreamAnswered: the upstream applied
+// the request; the client sees EOF and no response.
+func TestDropAfterCommitHangsUpAfterTheUpstreamAnswered(t *testing.T) {
+	up := newUpstream(t, nil)
+	s := listen(t, up, oneKind(DropAfterCommit))
+
+	resp, err := post(context.Background(), newClient(t), s.URL)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("got %s, want EOF before any response", resp.Status)
+	}
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("got %v, want EOF", err)
+	}
+	if n := up.count(); n != 1 {
+		t.Fatalf("upstream received %d requests, want 1", n)
+	}
+	assertCounts(t, s.Counts(), Counts{Requests: 1, Forwarded: 1, Faults: map[Kind]int{DropAfterCommit: 1}})
+}
+
+// TestBadGatewayAfterCommitAnswers502AfterTheUpstreamAnswered.
+func TestBadGatewayAfterCommitAnswers502AfterTheUpstreamAnswered(t *testing.T) {
+	up := newUpstream(t, nil)
+	s := listen(t, up, oneKind(BadGatewayAfterCommit))
+
+	resp, err := post(context.Background(), newClient(t), s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d, want 502", resp.StatusCode)
+	}
+	if string(body) != "chaos: injected fault bad-gateway-after-commit\n" {
+		t.Fatalf("body %q carries the upstream's response or nothing recognisable", body)
+	}
+	if n := up.count(); n != 1 {
+		t.Fatalf("upstream received %d requests, want 1", n)
+	}
+	assertCounts(t, s.Counts(), Counts{Requests: 1, Forwarded: 1, Faults: map[Kind]int{BadGatewayAfterCommit: 1}})
+}
+
+// TestStallEndsWhenTheClientGivesUp: with a stall far longer than the
+// test, the client's own timeout ends the exchange, and the proxy's handler
+// ends with it (goleak in TestMain checks nothing is left behind).
+func TestStallEndsWhenTheClientGivesUp(t *testing.T) {
+	up := newUpstream(t, nil)
+	logs := make(records, 16)
+	cfg := oneKind(Stall)
+	cfg.MaxStall = time.Hour
+	cfg.Logger = slog.New(logs)
+	s := listen(t, up, cfg)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	resp, err := post(ctx, newClient(t), s.URL)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("got %s, want the client's timeout", resp.Status)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want context.DeadlineExceeded", err)
+	}
+	if got := logs.waitFor(t, "chaos: stall ended")["reason"]; got != "client gave up" {
+		t.Fatalf("stall ended because %q, want client gave up", got)
+	}
+	if n := up.count(); n != 1 {
+		t.Fatalf("upstream received %d requests, want 1", n)
+	}
+	assertCounts(t, s.Counts(), Counts{Requests: 1, Forwarded: 1, Faults: map[Kind]int{Stall: 1}})
+}
+
+// TestStallEndsAfterMaxStall: a client that never gives up is hung up on
+// once MaxStall has elapsed.
+func TestStallEndsAfterMaxStall(t *testing.T) {
+	up := newUpstream(t, nil)
+	logs := make(records, 16)
+	cfg := oneKind(Stall)
+	cfg.MaxStall = 50 * time.Millisecond
+	cfg.Logger = slog.New(logs)
+	s := listen(t, up, cfg)
+
+	start := time.Now()
+	resp, err := post(context.Background(), newClient(t), s.URL)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("got %s, want EOF", resp.Status)
+	}
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("got %v, want EOF", err)
+	}
+	if waited := time.Since(start); waited < cfg.MaxStall {
+		t.Fatalf("hung up after %v, before MaxStall %v", waited, cfg.MaxStall)
+	}
+	if got := logs.waitFor(t, "chaos: stall ended")["reason"]; got != "max stall elapsed" {
+		t.Fatalf("stall ended because %q, want max stall elapsed", got)
+	}
+}
+
+// TestStallEndsOnClose: Close does not wait out a stall.
+func TestStallEndsOnClose(t *testing.T) {
+	up := newUpstream(t, nil)
+	logs := make(records, 16)
+	cfg := oneKind(Stall)
+	cfg.MaxStall = time.Hour
+	cfg.Logger = slog.New(logs)
+	s := listen(t, up, cfg)
+
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := post(context.Background(), newClient(t), s.URL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	logs.waitFor(t, "chaos: injected fault")
+	closeServer(t, s)
+	if err := <-errc; err == nil {
+		t.Fatal("client got a response from a stalled exchange")
+	}
+	if got := logs.waitFor(t, "chaos: stall ended")["reason"]; got != "proxy closed" {
+		t.Fatalf("stall ended because %q, want proxy closed", got)
+	}
+}
+
+// TestPartialBodyCutsTheBodyInHalf: status and headers arrive with the
+// whole body's length, then half the body, then unexpected EOF.
+func TestPartialBodyCutsTheBodyInHalf(t *testing.T) {
+	whole := bytes.Repeat([]byte("0123456789"), 101) // 1010 bytes
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Upstream", "yes")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(whole)
+	})
+	s := listen(t, up, oneKind(PartialBody))
+
+	resp, err := post(context.Background(), newClient(t), s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("X-Upstream") != "yes" {
+		t.Fatalf("got %s with %v, want the upstream's 201 and headers", resp.Status, resp.Header)
+	}
+	if resp.ContentLength != int64(len(whole)) {
+		t.Fatalf("Content-Length %d, want %d", resp.ContentLength, len(whole))
+	}
+	got, err := io.ReadAll(resp.Body)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("reading the body: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if !bytes.Equal(got, whole[:505]) {
+		t.Fatalf("read %d bytes, want the first 505 of the upstream body", len(got))
+	}
+	assertCounts(t, s.Counts(), Counts{Requests: 1, Forwarded: 1, Faults: map[Kind]int{PartialBody: 1}})
+}
+
+// TestPartialBodyOfAnEmptyBodyRelaysNothing: no prefix is shorter than an
+// empty body, so the client sees EOF before any response.
+func TestPartialBodyOfAnEmptyBodyRelaysNothing(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	s := listen(t, up, oneKind(PartialBody))
+
+	resp, err := post(context.Background(), newClient(t), s.URL)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("got %s, want EOF before any response", resp.Status)
+	}
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("got %v, want EOF", err)
+	}
+	if n := up.count(); n != 1 {
+		t.Fatalf("upstream received %d requests, want 1", n)
+	}
+}
+
+// TestRefusalsForwardNothingAndSayWhenToRetry: 429 and 503 carry exactly
+// the configured Retry-After, and the upstream sees nothing.
+func TestRefusalsForwardNothingAndSayWhenToRetry(t *testing.T) {
+	for _, tc := range []struct {
+		kind       Kind
+		retryAfter time.Duration
+		status     int
+		header     string
+	}{
+		{TooManyRequests, 0, http.StatusTooManyRequests, "0"},
+		{TooManyRequests, 3 * time.Second, http.StatusTooManyRequests, "3"},
+		{Unavailable, 0, http.StatusServiceUnavailable, "0"},
+		{Unavailable, 2 * time.Minute, http.StatusServiceUnavailable, "120"},
+	} {
+		t.Run(tc.kind.String()+"/"+tc.header, func(t *testing.T) {
+			up := newUpstream(t, nil)
+			cfg := oneKind(tc.kind)
+			cfg.RetryAfter = tc.retryAfter
+			s := listen(t, up, cfg)
+
+			resp, err := post(context.Background(), newClient(t), s.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			if got := resp.Header.Values("Retry-After"); len(got) != 1 || got[0] != tc.header {
+				t.Fatalf("Retry-After %q, want exactly %q", got, tc.header)
+			}
+			if !strings.Contains(string(body), tc.kind.String()) {
+				t.Fatalf("body %q does not name the fault", body)
+			}
+			closeServer(t, s)
+			if n := up.count(); n != 0 {
+				t.Fatalf("upstream received %d requests, want 0", n)
+			}
+			assertCounts(t, s.Counts(), Counts{Requests: 1, Faults: map[Kind]int{tc.kind: 1}})
+		})
+	}
+}
+
+// closeServer closes s, failing the test on error. The cleanup registered
+// by listen closes it again, which is allowed.
+func closeServer(t *testing.T, s *Server) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// assertCounts fails the test unless got equals want field by field.
+func assertCounts(t *testing.T, got, want Counts) {
+	t.Helper()
+	if want.Faults == nil {
+		want.Faults = map[Kind]int{}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("counts %v, want %v", got, want)
+	}
+}
