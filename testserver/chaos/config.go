@@ -72,8 +72,11 @@ type Config struct {
 	// Close. A Transport given here belongs to the caller and is left open.
 	Transport http.RoundTripper
 
-	// Logger receives one Info record per injected fault and one Warn
-	// record per failed upstream exchange. Default nil: silent.
+	// Logger receives an Info record per injected fault ("chaos: injected
+	// fault") and per ended Stall ("chaos: stall ended", with its reason:
+	// "client gave up", "max stall elapsed" or "proxy closed"), and a Warn
+	// record per failed upstream exchange and per complaint of net/http.
+	// Default nil: silent.
 	Logger *slog.Logger
 }
 
