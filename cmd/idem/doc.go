@@ -1,0 +1,71 @@
+// Command idem sends HTTP requests as idempotent operations and inspects
+// the journals that make them survive crashes.
+//
+// Usage:
+//
+//	idem <command> [arguments]
+//
+// The commands are:
+//
+//	journal  list, show or compact the operations of a journal
+//	send     send one HTTP request as an idempotent operation, curl-style
+//
+// Run "idem <command> -h" for a command's arguments and flags. Flags may come
+// before or after the positional arguments; "--" ends the flags.
+//
+// # idem send
+//
+//	idem send --journal PATH --op ID [-X POST] [-H 'Name: value']... [-d DATA|@FILE|@-]
+//	          [--timeout 10s] [--attempts 8] [--max-elapsed 2m] [--ttl 24h] [-i] [-v] URL
+//
+// Send sends the request as the operation ID, under one Idempotency-Key
+// for every attempt, retrying what is safe to retry. With --journal, the key
+// is fsync'd to the journal before the first byte is sent: after a crash or
+// an unknown outcome, running the same command again resends under the same
+// key, and once the operation is done or rejected, running it again prints
+// the recorded response without sending anything (stderr says so). Without
+// --journal the key lives in memory and is lost with the process; send warns.
+//
+// The method is POST unless -X says otherwise, with or without -d: an
+// idempotency key is for requests that change something. -d sends its
+// argument, a file's bytes (@FILE) or stdin (@-) byte for byte; no
+// Content-Type is added. The response body goes to stdout, after the status
+// line and header with -i, also when the server rejected the request.
+//
+// # idem journal
+//
+//	idem journal ls|pending|expired|completed PATH [--json] [--ttl 24h]
+//	idem journal show PATH ID [--json] [--ttl 24h]
+//	idem journal compact PATH [--ttl 24h]
+//
+// ls lists every operation, pending those a rerun resumes, expired the
+// pending ones whose key is older than --ttl (the server has forgotten the
+// key: resending could apply them twice, so a person reconciles them), and
+// completed the done and rejected ones, oldest first, as a table with the
+// columns ID, STATE, KEY, CREATED, AGE, STATUS, METHOD and URL. With --json
+// the output is a JSON array of objects with the fields id, state
+// ("pending", "done" or "rejected"), expired, key, fingerprint, method, url,
+// created, completed (null while pending) and status (null while pending).
+// Show prints one operation in full with its recorded response header and
+// body (binary bodies in base64); its --json object adds response (null
+// while pending) with header, body_recorded, body_size, body_encoding ("text"
+// or "base64") and body. These fields are kept stable.
+//
+// Every journal subcommand but compact opens the journal read-only: it
+// takes no lock and changes nothing on disk, a torn tail included, so it
+// may run beside a process that is writing the journal. Compact takes the
+// journal's lock and rewrites it with its live operations: pending ones and
+// those completed less than --ttl ago.
+//
+// # Exit codes
+//
+//	0  success; for send, the operation is done
+//	1  other error (missing journal file, unreadable input, I/O)
+//	2  usage: bad flags, arguments or command
+//	3  send: rejected, the server answered without applying the request
+//	4  send: outcome unknown, the operation stays pending; rerun to resume
+//	5  send: refused before sending (operation ID reused with a different
+//	   request, key older than --ttl)
+//	6  journal locked by another process, or corrupt (the message gives the
+//	   offset of the damage)
+package main

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+var journalCommand = command{
+	name:    "journal",
+	summary: "list, show or compact the operations of a journal",
+	run:     runJournal,
+}
+
+// A journalAction is one subcommand of idem journal.
+type journalAction struct {
+	name    string
+	args    string // the positional arguments, for usage
+	summary string
+	run     func(ctx context.Context, e env, args []string) int
+}
+
+// journalActions are the subcommands of idem journal, in the order usage
+// lists them. The listing ones are in journal_list.go.
+var journalActions = []journalAction{
+	listAction("ls", "every operation", (*idem.Journal).Operations),
+	listAction("pending", "pending operations whose key has not expired (what a rerun resumes)", (*idem.Journal).Pending),
+	listAction("expired", "pending operations whose key is older than --ttl (to reconcile by hand)", (*idem.Journal).Expired),
+	listAction("completed", "done and rejected operations", (*idem.Journal).Completed),
+	{name: "show", args: "PATH ID", summary: "one operation in full, with its recorded response", run: runJournalShow},
+	{name: "compact", args: "PATH", summary: "rewrite the journal with only its live operations", run: runJournalCompact},
+}
+
+func runJournal(ctx context.Context, e env, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(e.stderr, "idem journal: no subcommand given")
+		writeJournalUsage(e.stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		writeJournalUsage(e.stdout)
+		return exitOK
+	}
+	for _, a := range journalActions {
+		if a.name == args[0] {
+			return a.run(ctx, e, args[1:])
+		}
+	}
+	fmt.Fprintf(e.stderr, "idem journal: unknown subcommand %q\n", args[0])
+	writeJournalUsage(e.stderr)
+	return exitUsage
+}
+
+func writeJournalUsage(w io.Writer) {
+	fmt.Fprint(w, "Usage: idem journal <subcommand> [flags] PATH [ID]\n\nSubcommands:\n")
+	for _, a := range journalActions {
+		fmt.Fprintf(w, "  %-9s %-8s %s\n", a.name, a.args, a.summary)
+	}
+	fmt.Fprint(w, `
+Every subcommand but compact opens the journal read-only: it takes no lock,
+writes nothing, and may run while another process writes the journal.
+Run "idem journal <subcommand> -h" for its flags.
+
+`)
+	writeExitCodes(w)
+}
+
+// ttlUsage documents the --ttl flag of the journal subcommands that read.
+const ttlUsage = "how long the server keeps a key: a pending operation with an older key is expired"
+
+// openForReading opens the journal at path read-only, so that nothing in the
+// file or beside it changes, and notes on stderr a torn tail it ignored.
+func openForReading(e env, path string, ttl time.Duration) (*idem.Journal, error) {
+	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{
+		ReadOnly: true,
+		KeyTTL:   ttl,
+		Now:      e.now,
+		Logger:   warnLogger(e.stderr),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n := j.Stats().Truncated; n > 0 {
+		fmt.Fprintf(e.stderr, "idem: note: %s ends with %d bytes of a write a crash cut short; they are ignored (the next writer removes them)\n", path, n)
+	}
+	return j, nil
+}
+
+// warnLogger returns a logger of the journal's warnings (such as a torn
+// tail cut) to w.
+func warnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// requireFile returns an error matching fs.ErrNotExist if no file is at
+// path: commands that only act on an existing journal check first, so that
+// a writable open does not create one.
+func requireFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s is a directory, not a journal", path)
+	}
+	return nil
+}
+
+// reportJournalError explains a failure to open or use the journal at path
+// on stderr and returns the exit code for it.
+func reportJournalError(e env, cmd, path string, err error) int {
+	var corrupt *idem.CorruptError
+	switch {
+	case errors.As(err, &corrupt):
+		fmt.Fprintf(e.stderr, "%s: journal %s is corrupt at offset %d: %s\n", cmd, corrupt.Path, corrupt.Offset, corrupt.Reason)
+		fmt.Fprintf(e.stderr, "%s: the file was not changed; keep it for inspection: no writer will use it as it is\n", cmd)
+	case errors.Is(err, idem.ErrLocked):
+		fmt.Fprintf(e.stderr, "%s: journal %s is locked: another process has it open for writing; wait for it to finish\n", cmd, path)
+	case errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintf(e.stderr, "%s: no journal at %s\n", cmd, path)
+	default:
+		fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
+	}
+	return journalExitCode(err)
+}

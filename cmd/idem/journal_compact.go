@@ -1,0 +1,63 @@
+package main
+
+// idem journal compact: rewrite a journal with only its live operations.
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/idemkit/idem"
+)
+
+func runJournalCompact(_ context.Context, e env, args []string) int {
+	const cmd = "idem journal compact"
+	fs := newFlagSet(cmd)
+	ttl := fs.Duration("ttl", idem.DefaultKeyTTL, "how long the server keeps a key: completed operations recorded longer ago are dropped")
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: %s PATH [--ttl 24h]\n\n", cmd)
+		fmt.Fprint(w, `Rewrites the journal at PATH with only its live operations: pending ones
+(expired included: they wait for a person) and completed ones recorded less
+than --ttl ago. It takes the journal's lock, so it fails while another
+process writes the journal. A torn tail left by a crash is cut first.
+`)
+		writeFlags(w, fs)
+	}
+	pos, code, ok := parseFlags(fs, e, args, usage)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(e, cmd, usage, "want one journal PATH, got %d arguments", len(pos))
+	}
+	if *ttl <= 0 {
+		return usageError(e, cmd, usage, "--ttl must be positive")
+	}
+	path := pos[0]
+	// Opening for writing creates a missing journal; compacting one that
+	// is not there is a mistake in the path.
+	if err := requireFile(path); err != nil {
+		return reportJournalError(e, cmd, path, err)
+	}
+	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{
+		KeyTTL:         *ttl,
+		Now:            e.now,
+		CompactMinSize: -1, // only the compaction asked for
+		Logger:         warnLogger(e.stderr),
+	})
+	if err != nil {
+		return reportJournalError(e, cmd, path, err)
+	}
+	before := j.Stats()
+	err = j.Compact()
+	after := j.Stats()
+	if cerr := j.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return reportJournalError(e, cmd, path, err)
+	}
+	fmt.Fprintf(e.stdout, "compacted %s: %d of %d operations kept, %d records in %d bytes (was %d records in %d bytes)\n",
+		path, after.Operations, before.Operations, after.Records, after.FileSize, before.Records, before.FileSize)
+	return exitOK
+}

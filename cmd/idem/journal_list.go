@@ -1,0 +1,180 @@
+package main
+
+// idem journal ls, pending, expired and completed: a table of operations
+// for people, or a JSON array for programs.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/idemkit/idem"
+)
+
+// listAction returns the journal subcommand name, which lists the
+// operations that sel selects.
+func listAction(name, what string, sel func(*idem.Journal) []idem.Operation) journalAction {
+	a := journalAction{name: name, args: "PATH", summary: what}
+	a.run = func(_ context.Context, e env, args []string) int {
+		return runJournalList(e, "idem journal "+name, what, sel, args)
+	}
+	return a
+}
+
+func runJournalList(e env, cmd, what string, sel func(*idem.Journal) []idem.Operation, args []string) int {
+	fs := newFlagSet(cmd)
+	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+	ttl := fs.Duration("ttl", idem.DefaultKeyTTL, ttlUsage)
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: %s PATH [--json] [--ttl 24h]\n\nLists %s, oldest first, from the journal at PATH,\nwhich it opens read-only.\n", cmd, what)
+		writeFlags(w, fs)
+		fmt.Fprint(w, listFormatHelp)
+	}
+	pos, code, ok := parseFlags(fs, e, args, usage)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(e, cmd, usage, "want one journal PATH, got %d arguments", len(pos))
+	}
+	if *ttl <= 0 {
+		return usageError(e, cmd, usage, "--ttl must be positive")
+	}
+	path := pos[0]
+	j, err := openForReading(e, path, *ttl)
+	if err != nil {
+		return reportJournalError(e, cmd, path, err)
+	}
+	defer j.Close()
+	ops := sel(j)
+	now := e.now()
+	if *asJSON {
+		out := make([]operationJSON, len(ops))
+		for i, op := range ops {
+			out[i] = summarize(op, now, *ttl)
+		}
+		return writeJSON(e, cmd, out)
+	}
+	writeTable(e.stdout, ops, now, *ttl)
+	return exitOK
+}
+
+const listFormatHelp = `
+The table has the columns ID, STATE, KEY, CREATED, AGE, STATUS, METHOD and
+URL. STATE is pending, expired (pending with a key older than --ttl: the
+server has forgotten the key, so resending could apply the operation twice),
+done or rejected. STATUS is the recorded response status, "-" while pending.
+Values with control characters are printed Go-quoted.
+
+With --json, the output is one JSON array of objects with these fields:
+  id           string  the operation ID
+  state        string  "pending", "done" or "rejected"
+  expired      bool    pending with a key older than --ttl
+  key          string  the Idempotency-Key
+  fingerprint  string  SHA-256 of method, URL and body, hex
+  method, url  string  the request's
+  created      string  when the key was minted, RFC 3339, UTC
+  completed    string  when the outcome was recorded, or null
+  status       number  the recorded response status, or null
+`
+
+// operationJSON is the --json form of an operation. Its fields are part of
+// the command's interface: add, never rename or remove.
+type operationJSON struct {
+	ID          string     `json:"id"`
+	State       string     `json:"state"`
+	Expired     bool       `json:"expired"`
+	Key         string     `json:"key"`
+	Fingerprint string     `json:"fingerprint"`
+	Method      string     `json:"method"`
+	URL         string     `json:"url"`
+	Created     time.Time  `json:"created"`
+	Completed   *time.Time `json:"completed"`
+	Status      *int       `json:"status"`
+}
+
+// summarize returns the JSON form of op at now.
+func summarize(op idem.Operation, now time.Time, ttl time.Duration) operationJSON {
+	s := operationJSON{
+		ID:          op.ID,
+		State:       op.State.String(),
+		Expired:     op.Expired(now, ttl),
+		Key:         op.Key,
+		Fingerprint: op.Fingerprint.String(),
+		Method:      op.Method,
+		URL:         op.URL,
+		Created:     op.Created.UTC(),
+	}
+	if op.State != idem.Pending {
+		completed, status := op.Completed.UTC(), op.Status
+		s.Completed, s.Status = &completed, &status
+	}
+	return s
+}
+
+// writeJSON writes v as indented JSON to stdout.
+func writeJSON(e env, cmd string, v any) int {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		fmt.Fprintf(e.stderr, "%s: encoding JSON: %v\n", cmd, err)
+		return exitFailure
+	}
+	b = append(b, '\n')
+	if _, err := e.stdout.Write(b); err != nil {
+		fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// writeTable writes ops as an aligned table.
+func writeTable(w io.Writer, ops []idem.Operation, now time.Time, ttl time.Duration) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tKEY\tCREATED\tAGE\tSTATUS\tMETHOD\tURL")
+	for _, op := range ops {
+		status := "-"
+		if op.State != idem.Pending {
+			status = strconv.Itoa(op.Status)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			cell(op.ID), displayState(op, now, ttl), cell(op.Key), op.Created.UTC().Format(time.RFC3339),
+			age(now, op.Created), status, cell(op.Method), cell(op.URL))
+	}
+	tw.Flush()
+}
+
+// displayState is op's state for people: "expired" for a pending operation
+// whose key is older than ttl.
+func displayState(op idem.Operation, now time.Time, ttl time.Duration) string {
+	if op.Expired(now, ttl) {
+		return "expired"
+	}
+	return op.State.String()
+}
+
+// age is how long before now t was, to the second.
+func age(now, t time.Time) string {
+	return now.Sub(t).Round(time.Second).String()
+}
+
+// cell returns s as it can be printed in a table or a line of text: as it
+// is when it is printable UTF-8 without tabs, Go-quoted otherwise, so that
+// an operation ID or URL cannot break the layout or send escape sequences
+// to a terminal.
+func cell(s string) string {
+	if s == "" {
+		return `""`
+	}
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}

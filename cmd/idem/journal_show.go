@@ -1,0 +1,178 @@
+package main
+
+// idem journal show: one operation in full, with the response it recorded.
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/idemkit/idem"
+)
+
+func runJournalShow(_ context.Context, e env, args []string) int {
+	const cmd = "idem journal show"
+	fs := newFlagSet(cmd)
+	asJSON := fs.Bool("json", false, "print a JSON object instead of text")
+	ttl := fs.Duration("ttl", idem.DefaultKeyTTL, ttlUsage)
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: %s PATH ID [--json] [--ttl 24h]\n\nShows the operation ID of the journal at PATH in full, read-only.\n", cmd)
+		writeFlags(w, fs)
+		fmt.Fprint(w, showFormatHelp)
+	}
+	pos, code, ok := parseFlags(fs, e, args, usage)
+	if !ok {
+		return code
+	}
+	if len(pos) != 2 {
+		return usageError(e, cmd, usage, "want a journal PATH and an operation ID, got %d arguments", len(pos))
+	}
+	if *ttl <= 0 {
+		return usageError(e, cmd, usage, "--ttl must be positive")
+	}
+	path, id := pos[0], pos[1]
+	j, err := openForReading(e, path, *ttl)
+	if err != nil {
+		return reportJournalError(e, cmd, path, err)
+	}
+	defer j.Close()
+	op, found := j.Lookup(id)
+	if !found {
+		fmt.Fprintf(e.stderr, "%s: no operation %s in %s\n", cmd, cell(id), path)
+		return exitFailure
+	}
+	now := e.now()
+	if *asJSON {
+		return writeJSON(e, cmd, detail(op, now, *ttl))
+	}
+	writeOperation(e.stdout, op, now, *ttl)
+	return exitOK
+}
+
+const showFormatHelp = `
+With --json, the output is one JSON object with the fields of
+"idem journal ls --json" and one more, response: null while the operation
+is pending, otherwise an object with these fields:
+  header         object  the recorded response header, name to list of values
+  body_recorded  bool    false when the body was larger than the client's
+                         recording limit and was not kept
+  body_size      number  the recorded body's size in bytes
+  body_encoding  string  "text" (body is the UTF-8 text) or "base64"
+  body           string  the recorded body, "" when empty or not recorded
+`
+
+// operationDetailJSON is the --json form of one operation in full.
+type operationDetailJSON struct {
+	operationJSON
+	Response *responseJSON `json:"response"`
+}
+
+// responseJSON is the recorded response of a completed operation.
+type responseJSON struct {
+	Header       http.Header `json:"header"`
+	BodyRecorded bool        `json:"body_recorded"`
+	BodySize     int         `json:"body_size"`
+	BodyEncoding string      `json:"body_encoding"`
+	Body         string      `json:"body"`
+}
+
+func detail(op idem.Operation, now time.Time, ttl time.Duration) operationDetailJSON {
+	d := operationDetailJSON{operationJSON: summarize(op, now, ttl)}
+	if op.State == idem.Pending {
+		return d
+	}
+	r := &responseJSON{
+		Header:       op.Header,
+		BodyRecorded: !op.BodyTruncated,
+		BodySize:     len(op.Body),
+		BodyEncoding: "text",
+		Body:         string(op.Body),
+	}
+	if r.Header == nil {
+		r.Header = http.Header{}
+	}
+	if !utf8.Valid(op.Body) {
+		r.BodyEncoding, r.Body = "base64", base64.StdEncoding.EncodeToString(op.Body)
+	}
+	d.Response = r
+	return d
+}
+
+// writeOperation writes op for people: its fields, then the recorded
+// response's header and body.
+func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Duration) {
+	field := func(name, value string) { fmt.Fprintf(w, "%-12s %s\n", name+":", value) }
+	field("ID", cell(op.ID))
+	state := op.State.String()
+	switch {
+	case op.Expired(now, ttl):
+		state += ", expired: the key is older than " + ttl.String() +
+			"; resending could apply it twice, so check with the server whether it was applied"
+	case op.State == idem.Pending:
+		state += ": no outcome recorded; rerunning its command resumes it under this key"
+	}
+	field("State", state)
+	field("Key", cell(op.Key))
+	field("Fingerprint", op.Fingerprint.String())
+	field("Request", cell(op.Method)+" "+cell(op.URL))
+	field("Created", fmt.Sprintf("%s (%s ago)", op.Created.UTC().Format(time.RFC3339Nano), age(now, op.Created)))
+	if op.State == idem.Pending {
+		return
+	}
+	field("Completed", fmt.Sprintf("%s (%s ago)", op.Completed.UTC().Format(time.RFC3339Nano), age(now, op.Completed)))
+	field("Status", fmt.Sprintf("%d %s", op.Status, http.StatusText(op.Status)))
+	switch {
+	case op.BodyTruncated:
+		field("Body", "not recorded: larger than the client's recording limit")
+	case len(op.Body) == 0:
+		field("Body", "empty")
+	case printable(op.Body):
+		field("Body", fmt.Sprintf("%d bytes, text", len(op.Body)))
+	default:
+		field("Body", fmt.Sprintf("%d bytes, binary, shown in base64", len(op.Body)))
+	}
+	if len(op.Header) > 0 {
+		fmt.Fprintln(w)
+		for _, name := range slices.Sorted(maps.Keys(op.Header)) {
+			for _, v := range op.Header[name] {
+				fmt.Fprintf(w, "%s: %s\n", cell(name), cell(v))
+			}
+		}
+	}
+	if len(op.Body) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	if printable(op.Body) {
+		w.Write(op.Body)
+		if op.Body[len(op.Body)-1] != '\n' {
+			fmt.Fprintln(w)
+		}
+		return
+	}
+	enc := base64.StdEncoding.EncodeToString(op.Body)
+	for len(enc) > 76 {
+		fmt.Fprintln(w, enc[:76])
+		enc = enc[76:]
+	}
+	fmt.Fprintln(w, enc)
+}
+
+// printable reports whether b is UTF-8 text that is safe to write to a
+// terminal: printable characters, spaces, tabs and line ends.
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	return strings.IndexFunc(string(b), func(r rune) bool {
+		return !unicode.IsPrint(r) && r != '\n' && r != '\r' && r != '\t'
+	}) < 0
+}

@@ -1,0 +1,91 @@
+package main
+
+// How idem send reports an operation that did not end done: rejected,
+// unknown, or refused before sending.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/idemkit/idem"
+)
+
+// reportNotDone explains err, from Client.Do, and returns its exit code. A
+// rejection's body still goes to stdout.
+func reportNotDone(e env, cmd string, o sendOptions, j *idem.Journal, err error) int {
+	var oe *idem.OutcomeError
+	switch {
+	case errors.As(err, &oe) && oe.Outcome == idem.OutcomeRejected:
+		return reportRejected(e, cmd, o, j, oe)
+	case errors.As(err, &oe):
+		return reportUnknown(e, cmd, o, oe)
+	case errors.Is(err, idem.ErrMismatch):
+		fmt.Fprintf(e.stderr, "%s: refused, nothing sent: %v\n", cmd, err)
+		fmt.Fprintf(e.stderr, "%s: operation %s was first sent with a different method, URL or body; a new request needs a new --op", cmd, cell(o.op))
+		if j != nil {
+			fmt.Fprintf(e.stderr, " (idem journal show %s %s shows the first)", j.Path(), o.op)
+		}
+		fmt.Fprintln(e.stderr)
+		return exitRefused
+	case errors.Is(err, idem.ErrKeyExpired):
+		fmt.Fprintf(e.stderr, "%s: refused, nothing sent: %v\n", cmd, err)
+		fmt.Fprintf(e.stderr, "%s: the server keeps keys for --ttl (%s), so a resend could apply the request twice: check with the server whether operation %s was applied, and send anything still needed under a new --op\n", cmd, o.ttl, cell(o.op))
+		return exitRefused
+	case errors.Is(err, idem.ErrInvalidRequest):
+		fmt.Fprintf(e.stderr, "%s: refused, nothing sent: %v\n", cmd, err)
+		return exitRefused
+	case errors.Is(err, idem.ErrLocked), errors.Is(err, idem.ErrCorrupt):
+		return reportJournalError(e, cmd, o.journal, err)
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintf(e.stderr, "%s: interrupted before sending: %v\n", cmd, err)
+		return exitFailure
+	}
+	fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
+	return exitFailure
+}
+
+// reportRejected writes a rejection: the server's answer to stdout, and a
+// line on stderr.
+func reportRejected(e env, cmd string, o sendOptions, j *idem.Journal, oe *idem.OutcomeError) int {
+	if oe.Status == 0 {
+		fmt.Fprintf(e.stderr, "%s: rejected: the request could not be sent (operation %s, key %s): %v\n", cmd, cell(o.op), oe.Key, oe.Err)
+		return exitRejected
+	}
+	if o.include {
+		writeHead(e.stdout, "HTTP/1.1", oe.Status, oe.Header)
+	}
+	e.stdout.Write(oe.Body)
+	how := ""
+	if oe.Attempts == 0 {
+		how = "; this is the recorded answer, nothing was sent"
+	}
+	fmt.Fprintf(e.stderr, "%s: rejected: the server answered %d %s and did not apply the request (operation %s, key %s)%s\n",
+		cmd, oe.Status, http.StatusText(oe.Status), cell(o.op), oe.Key, how)
+	if j != nil {
+		if op, ok := j.Lookup(o.op); ok && op.BodyTruncated {
+			fmt.Fprintf(e.stderr, "%s: the response body was larger than the recording limit (%d bytes) and was not recorded in full\n", cmd, idem.DefaultMaxRecordedBody)
+		}
+	}
+	return exitRejected
+}
+
+// reportUnknown explains an operation that ended without a final answer,
+// and how to resume it.
+func reportUnknown(e env, cmd string, o sendOptions, oe *idem.OutcomeError) int {
+	last := "no response"
+	if oe.Status != 0 {
+		last = fmt.Sprintf("last status %d %s", oe.Status, http.StatusText(oe.Status))
+	}
+	fmt.Fprintf(e.stderr, "%s: outcome unknown: operation %s, %d attempt(s), %s, key %s\n", cmd, cell(o.op), oe.Attempts, last, oe.Key)
+	if oe.Err != nil {
+		fmt.Fprintf(e.stderr, "%s: last error: %v\n", cmd, oe.Err)
+	}
+	if o.journal != "" {
+		fmt.Fprintf(e.stderr, "%s: the operation stays pending in %s: rerun the same command to resume it under the same key\n", cmd, o.journal)
+	} else {
+		fmt.Fprintf(e.stderr, "%s: without --journal the key is lost when this process exits: a rerun sends a new key, and the server may apply the request twice\n", cmd)
+	}
+	return exitUnknown
+}
