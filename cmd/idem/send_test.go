@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// uuidV4 matches the canonical form of a random UUID.
+var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// seen is what the test server saw of one request.
+type seen struct {
+	method, path, host, key string
+	header                  http.Header
+	body                    []byte
+}
+
+// testServer records every request, then answers with its current handler.
+type testServer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	seen    []seen
+	handler http.HandlerFunc
+}
+
+func newTestServer(t *testing.T, h http.HandlerFunc) *testServer {
+	s := &testServer{handler: h}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.seen = append(s.seen, seen{r.Method, r.URL.Path, r.Host, r.Header.Get(keyHeader), r.Header.Clone(), body})
+		h := s.handler
+		s.mu.Unlock()
+		w.Header()["Date"] = nil // answers must not depend on the wall clock
+		h(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *testServer) answer(h http.HandlerFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handler = h
+}
+
+func (s *testServer) requests() []seen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]seen(nil), s.seen...)
+}
+
+// keys returns the Idempotency-Key of every request, in order.
+func (s *testServer) keys() []string {
+	var keys []string
+	for _, r := range s.requests() {
+		keys = append(keys, r.key)
+	}
+	return keys
+}
+
+// respond returns a handler that answers status with a JSON body.
+func respond(status int, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}
+}
+
+func journalIn(t *testing.T) string { return filepath.Join(t.TempDir(), "send.journal") }
+
+// oneKey checks that keys are n copies of one UUID and returns it.
+func oneKey(t *testing.T, keys []string, n int) string {
+	t.Helper()
+	if len(keys) != n {
+		t.Fatalf("the server saw %d requests (keys %q), want %d", len(keys), keys, n)
+	}
+	for _, k := range keys {
+		if k != keys[0] || !uuidV4.MatchString(k) {
+			t.Fatalf("keys %q: want %d copies of one UUID", keys, n)
+		}
+	}
+	return keys[0]
+}
+
+func TestSendDoneThenRecorded(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusCreated, `{"id":"ch_1"}`))
+	path := journalIn(t)
+	args := []string{"send", "--journal", path, "--op", "invoice-42", "-H", "Content-Type: application/json",
+		"-d", `{"amount":1200}`, "-i", srv.URL + "/charges"}
+	r := runCLI(t, args...)
+	want := "HTTP/1.1 201 Created\r\nContent-Length: 13\r\nContent-Type: application/json\r\n\r\n" + `{"id":"ch_1"}`
+	if r.code != exitOK || r.stdout != want || r.stderr != "" {
+		t.Fatalf("exit code %d, stdout %q, stderr %q; want 0 and %q", r.code, r.stdout, r.stderr, want)
+	}
+	reqs := srv.requests()
+	key := oneKey(t, srv.keys(), 1)
+	if g := reqs[0]; g.method != http.MethodPost || g.path != "/charges" || string(g.body) != `{"amount":1200}` ||
+		g.header.Get("Content-Type") != "application/json" {
+		t.Errorf("the server saw %s %s %q with Content-Type %q", g.method, g.path, g.body, g.header.Get("Content-Type"))
+	}
+
+	// The same command again: the recorded answer, byte for byte, and no
+	// request.
+	again := runCLI(t, args...)
+	if again.code != exitOK || again.stdout != r.stdout {
+		t.Errorf("rerun: exit code %d, stdout %q; want 0 and %q", again.code, again.stdout, r.stdout)
+	}
+	if !strings.Contains(again.stderr, "operation invoice-42 was already done: this is the response recorded at ") ||
+		!strings.HasSuffix(again.stderr, "; nothing was sent\n") {
+		t.Errorf("rerun: stderr %q does not say the answer is the recorded one", again.stderr)
+	}
+	// Without -i, the body alone.
+	body := runCLI(t, slicesWithout(args, "-i")...)
+	if body.code != exitOK || body.stdout != `{"id":"ch_1"}` {
+		t.Errorf("rerun without -i: exit code %d, stdout %q", body.code, body.stdout)
+	}
+	oneKey(t, srv.keys(), 1)
+
+	// The journal holds it done under the key the server saw.
+	ls := runCLI(t, "journal", "completed", "--json", path)
+	var ops []operationJSON
+	if err := json.Unmarshal([]byte(ls.stdout), &ops); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 1 || ops[0].ID != "invoice-42" || ops[0].Key != key || ops[0].State != "done" || *ops[0].Status != 201 {
+		t.Errorf("journal: %+v; want invoice-42 done with key %s", ops, key)
+	}
+}
+
+func slicesWithout(args []string, drop string) []string {
+	var out []string
+	for _, a := range args {
+		if a != drop {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func TestSendRejected(t *testing.T) {
+	const problem = `{"title":"card declined"}`
+	srv := newTestServer(t, respond(http.StatusUnprocessableEntity, problem))
+	path := journalIn(t)
+	args := []string{"send", "--journal", path, "--op", "invoice-7", "-d", `{"amount":1}`, srv.URL + "/charges"}
+	r := runCLI(t, args...)
+	key := oneKey(t, srv.keys(), 1)
+	wantErr := fmt.Sprintf("idem send: rejected: the server answered 422 Unprocessable Entity and did not apply the request (operation invoice-7, key %s)\n", key)
+	if r.code != exitRejected || r.stdout != problem || r.stderr != wantErr {
+		t.Fatalf("exit code %d, stdout %q, stderr %q; want %d, %q and %q", r.code, r.stdout, r.stderr, exitRejected, problem, wantErr)
+	}
+
+	again := runCLI(t, args...)
+	wantErr = strings.TrimSuffix(wantErr, "\n") + "; this is the recorded answer, nothing was sent\n"
+	if again.code != exitRejected || again.stdout != problem || again.stderr != wantErr {
+		t.Errorf("rerun: exit code %d, stdout %q, stderr %q; want %d, %q and %q", again.code, again.stdout, again.stderr, exitRejected, problem, wantErr)
+	}
+	oneKey(t, srv.keys(), 1)
+}
+
+func TestSendUnknownThenResumeUnderTheSameKey(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusServiceUnavailable, `{"title":"try later"}`))
+	path := journalIn(t)
+	args := []string{"send", "--journal", path, "--op", "charge-9", "--attempts", "2", "-v", "-d", `{"amount":9}`, srv.URL + "/charges"}
+	r := runCLI(t, args...)
+	key := oneKey(t, srv.keys(), 2)
+	if r.code != exitUnknown || r.stdout != "" {
+		t.Fatalf("exit code %d, stdout %q, stderr %q; want %d and nothing on stdout", r.code, r.stdout, r.stderr, exitUnknown)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	wantPrefixes := []string{
+		fmt.Sprintf("idem send: attempt 1 (key %s): status 503", key),
+		fmt.Sprintf("idem send: attempt 2 (key %s): status 503", key),
+		fmt.Sprintf("idem send: outcome unknown: operation charge-9, 2 attempt(s), last status 503 Service Unavailable, key %s", key),
+		"idem send: last error: ",
+		fmt.Sprintf("idem send: the operation stays pending in %s: rerun the same command to resume it under the same key", path),
+	}
+	if len(lines) != len(wantPrefixes) {
+		t.Fatalf("stderr has %d lines, want %d:\n%s", len(lines), len(wantPrefixes), r.stderr)
+	}
+	for i, p := range wantPrefixes {
+		if !strings.HasPrefix(lines[i], p) {
+			t.Errorf("stderr line %d: %q, want it to start %q", i+1, lines[i], p)
+		}
+	}
+	if !strings.Contains(lines[0], "; retrying in ") || strings.Contains(lines[1], "retrying") {
+		t.Errorf("-v lines: %q", lines[:2])
+	}
+	pending := runCLI(t, "journal", "pending", "--json", path)
+	var ops []operationJSON
+	if err := json.Unmarshal([]byte(pending.stdout), &ops); err != nil || len(ops) != 1 || ops[0].Key != key {
+		t.Fatalf("journal pending: %+v (%v); want charge-9 under %s", ops, err, key)
+	}
+
+	srv.answer(respond(http.StatusCreated, `{"id":"ch_9"}`))
+	again := runCLI(t, args...)
+	if again.code != exitOK || again.stdout != `{"id":"ch_9"}` {
+		t.Fatalf("rerun: exit code %d, stdout %q, stderr %q", again.code, again.stdout, again.stderr)
+	}
+	if got := oneKey(t, srv.keys(), 3); got != key {
+		t.Errorf("the rerun sent key %s, want %s", got, key)
+	}
+}
+
+func TestSendRefusesADifferentRequestUnderTheSameOp(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusCreated, `{}`))
+	path := journalIn(t)
+	send := func(data, url string) result {
+		return runCLI(t, "send", "--journal", path, "--op", "order-5", "-d", data, url)
+	}
+	if r := send(`{"qty":1}`, srv.URL+"/orders"); r.code != exitOK {
+		t.Fatalf("first send: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	for _, tc := range []struct{ data, url string }{
+		{`{"qty":2}`, srv.URL + "/orders"},
+		{`{"qty":1}`, srv.URL + "/orders?again"},
+	} {
+		r := send(tc.data, tc.url)
+		if r.code != exitRefused || r.stdout != "" ||
+			!strings.Contains(r.stderr, "idem send: refused, nothing sent: ") ||
+			!strings.Contains(r.stderr, "operation order-5 was first sent with a different method, URL or body; a new request needs a new --op") {
+			t.Errorf("%s %s: exit code %d, stdout %q, stderr %q; want %d", tc.data, tc.url, r.code, r.stdout, r.stderr, exitRefused)
+		}
+	}
+	oneKey(t, srv.keys(), 1)
+}
+
+func TestSendRefusesAnExpiredKey(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusServiceUnavailable, `{}`))
+	path := journalIn(t)
+	args := []string{"send", "--journal", path, "--op", "refund-3", "--attempts", "1", "-d", "{}", srv.URL + "/refunds"}
+	if r := runAt(t, at(t0), nil, args...); r.code != exitUnknown {
+		t.Fatalf("first send: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	key := oneKey(t, srv.keys(), 1)
+	srv.answer(respond(http.StatusCreated, `{"id":"re_3"}`))
+
+	r := runAt(t, at(t0.Add(24*time.Hour)), nil, args...)
+	if r.code != exitRefused || r.stdout != "" ||
+		!strings.Contains(r.stderr, "idem send: refused, nothing sent: ") ||
+		!strings.Contains(r.stderr, "the server keeps keys for --ttl (24h0m0s), so a resend could apply the request twice") {
+		t.Errorf("a day later: exit code %d, stdout %q, stderr %q; want %d", r.code, r.stdout, r.stderr, exitRefused)
+	}
+	oneKey(t, srv.keys(), 1)
+
+	// A server that keeps keys for two days still knows it.
+	r = runAt(t, at(t0.Add(24*time.Hour)), nil, append(args, "--ttl", "48h")...)
+	if r.code != exitOK || r.stdout != `{"id":"re_3"}` {
+		t.Errorf("with --ttl 48h: exit code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if got := oneKey(t, srv.keys(), 2); got != key {
+		t.Errorf("resent with key %s, want %s", got, key)
+	}
+}
+
+func TestSendBodySources(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusOK, `ok`))
+	path := journalIn(t)
+	file := filepath.Join(t.TempDir(), "body.bin")
+	fileBody := []byte("line 1\nline 2\n\x00\xff\n")
+	if err := os.WriteFile(file, fileBody, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdinBody := []byte("{\"from\":\"stdin\"}\n")
+	for i, tc := range []struct {
+		data  string
+		stdin []byte
+		want  []byte
+	}{
+		{"@" + file, nil, fileBody},
+		{"@-", stdinBody, stdinBody},
+		{"plain text", nil, []byte("plain text")},
+		{"", nil, nil},
+	} {
+		r := runAt(t, time.Now, bytes.NewReader(tc.stdin), "send", "--journal", path, "--op", fmt.Sprint("op-", i), "-d", tc.data, srv.URL+"/in")
+		reqs := srv.requests()
+		if r.code != exitOK || len(reqs) != i+1 || !bytes.Equal(reqs[i].body, tc.want) {
+			t.Errorf("-d %q: exit code %d (stderr %q), server got %q, want %q", tc.data, r.code, r.stderr, reqs[len(reqs)-1].body, tc.want)
+		}
+	}
+
+	missing := filepath.Join(t.TempDir(), "missing")
+	otherJournal := journalIn(t)
+	r := runCLI(t, "send", "--journal", otherJournal, "--op", "x", "-d", "@"+missing, srv.URL+"/in")
+	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "idem send: reading the body: ") {
+		t.Errorf("-d @missing: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(otherJournal); !os.IsNotExist(err) {
+		t.Errorf("a send that could not read its body created its journal: %v", err)
+	}
+	if n := len(srv.requests()); n != 4 {
+		t.Errorf("the server saw %d requests, want 4", n)
+	}
+}
+
+func TestSendMethodAndHeaders(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusOK, `ok`))
+	path := journalIn(t)
+	r := runCLI(t, "send", "--journal", path, "--op", "put-1", "-X", "PUT",
+		"-H", "X-Tag: one", "-H", "x-tag:two", "-H", "Authorization: Bearer t0k", "-H", "Host: api.example.test",
+		srv.URL+"/items/1")
+	if r.code != exitOK {
+		t.Fatalf("exit code %d, stderr %q", r.code, r.stderr)
+	}
+	// No -X: POST, with or without a body.
+	r = runCLI(t, "send", "--journal", path, "--op", "post-1", srv.URL+"/items")
+	if r.code != exitOK {
+		t.Fatalf("exit code %d, stderr %q", r.code, r.stderr)
+	}
+	reqs := srv.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	put := reqs[0]
+	if put.method != http.MethodPut || put.host != "api.example.test" || put.header.Get("Authorization") != "Bearer t0k" ||
+		strings.Join(put.header.Values("X-Tag"), ",") != "one,two" || !uuidV4.MatchString(put.key) {
+		t.Errorf("PUT: method %s, host %s, header %v", put.method, put.host, put.header)
+	}
+	if post := reqs[1]; post.method != http.MethodPost || len(post.body) != 0 || post.key == put.key || !uuidV4.MatchString(post.key) {
+		t.Errorf("default: method %s, body %q, key %q (PUT's %q)", post.method, post.body, post.key, put.key)
+	}
+}
+
+func TestSendWithoutJournal(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusCreated, `{"id":"x"}`))
+	r := runCLI(t, "send", "-d", "{}", srv.URL+"/charges")
+	if r.code != exitOK || r.stdout != `{"id":"x"}` ||
+		!strings.HasPrefix(r.stderr, "idem send: warning: no --journal: the key lives in this process only") {
+		t.Errorf("exit code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	oneKey(t, srv.keys(), 1)
+
+	srv.answer(respond(http.StatusBadGateway, `{}`))
+	r = runCLI(t, "send", "--attempts", "1", "-d", "{}", srv.URL+"/charges")
+	if r.code != exitUnknown || !strings.Contains(r.stderr, "without --journal the key is lost when this process exits") {
+		t.Errorf("unknown: exit code %d, stderr %q", r.code, r.stderr)
+	}
+}
