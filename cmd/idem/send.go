@@ -158,7 +158,7 @@ func send(e env, cmd string, o sendOptions, req *http.Request) (code int) {
 	}
 	resp, err := c.Do(o.op, req)
 	if err != nil {
-		return reportNotDone(e, cmd, o, j, err)
+		return reportNotDone(e, cmd, o, j, req, err)
 	}
 	defer resp.Body.Close()
 	return writeDone(e, cmd, o, j, resp)

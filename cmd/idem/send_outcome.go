@@ -14,7 +14,7 @@ import (
 
 // reportNotDone explains err, from Client.Do, and returns its exit code. A
 // rejection's body still goes to stdout.
-func reportNotDone(e env, cmd string, o sendOptions, j *idem.Journal, err error) int {
+func reportNotDone(e env, cmd string, o sendOptions, j *idem.Journal, req *http.Request, err error) int {
 	var oe *idem.OutcomeError
 	switch {
 	case errors.As(err, &oe) && oe.Outcome == idem.OutcomeRejected:
@@ -23,11 +23,7 @@ func reportNotDone(e env, cmd string, o sendOptions, j *idem.Journal, err error)
 		return reportUnknown(e, cmd, o, oe)
 	case errors.Is(err, idem.ErrMismatch):
 		fmt.Fprintf(e.stderr, "%s: refused, nothing sent: %v\n", cmd, err)
-		fmt.Fprintf(e.stderr, "%s: operation %s was first sent with a different method, URL or body; a new request needs a new --op", cmd, cell(o.op))
-		if j != nil {
-			fmt.Fprintf(e.stderr, " (idem journal show %s %s shows the first)", j.Path(), o.op)
-		}
-		fmt.Fprintln(e.stderr)
+		fmt.Fprintf(e.stderr, "%s: operation %s was first sent %s; a new request needs a new --op\n", cmd, cell(o.op), difference(j, o.op, req))
 		return exitRefused
 	case errors.Is(err, idem.ErrKeyExpired):
 		fmt.Fprintf(e.stderr, "%s: refused, nothing sent: %v\n", cmd, err)
@@ -88,4 +84,19 @@ func reportUnknown(e env, cmd string, o sendOptions, oe *idem.OutcomeError) int 
 		fmt.Fprintf(e.stderr, "%s: without --journal the key is lost when this process exits: a rerun sends a new key, and the server may apply the request twice\n", cmd)
 	}
 	return exitUnknown
+}
+
+// difference says how req differs from the request the operation id was
+// first sent with, as the journal recorded it.
+func difference(j *idem.Journal, id string, req *http.Request) string {
+	op, ok := j.Lookup(id)
+	switch {
+	case !ok:
+		return "with a different method, URL or body"
+	case op.Method != req.Method:
+		return fmt.Sprintf("with method %s, not %s", cell(op.Method), req.Method)
+	case op.URL != req.URL.String():
+		return fmt.Sprintf("to %s, not %s", cell(op.URL), cell(req.URL.String()))
+	}
+	return "with a different body"
 }

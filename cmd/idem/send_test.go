@@ -223,14 +223,18 @@ func TestSendRefusesADifferentRequestUnderTheSameOp(t *testing.T) {
 	if r := send(`{"qty":1}`, srv.URL+"/orders"); r.code != exitOK {
 		t.Fatalf("first send: exit code %d, stderr %q", r.code, r.stderr)
 	}
-	for _, tc := range []struct{ data, url string }{
-		{`{"qty":2}`, srv.URL + "/orders"},
-		{`{"qty":1}`, srv.URL + "/orders?again"},
+	r := runCLI(t, "send", "--journal", path, "--op", "order-5", "-X", "PATCH", "-d", `{"qty":1}`, srv.URL+"/orders")
+	if r.code != exitRefused || !strings.HasSuffix(r.stderr, "\nidem send: operation order-5 was first sent with method POST, not PATCH; a new request needs a new --op\n") {
+		t.Errorf("PATCH: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	for _, tc := range []struct{ data, url, how string }{
+		{`{"qty":2}`, srv.URL + "/orders", "with a different body"},
+		{`{"qty":1}`, srv.URL + "/orders?again", "to " + srv.URL + "/orders, not " + srv.URL + "/orders?again"},
 	} {
 		r := send(tc.data, tc.url)
 		if r.code != exitRefused || r.stdout != "" ||
-			!strings.Contains(r.stderr, "idem send: refused, nothing sent: ") ||
-			!strings.Contains(r.stderr, "operation order-5 was first sent with a different method, URL or body; a new request needs a new --op") {
+			!strings.HasPrefix(r.stderr, "idem send: refused, nothing sent: ") ||
+			!strings.HasSuffix(r.stderr, "\nidem send: operation order-5 was first sent "+tc.how+"; a new request needs a new --op\n") {
 			t.Errorf("%s %s: exit code %d, stdout %q, stderr %q; want %d", tc.data, tc.url, r.code, r.stdout, r.stderr, exitRefused)
 		}
 	}
