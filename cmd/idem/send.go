@@ -110,7 +110,7 @@ func runSend(ctx context.Context, e env, args []string) int {
 
 // send opens the journal, sends req as the operation and reports how it
 // ended.
-func send(e env, cmd string, o sendOptions, req *http.Request) (code int) {
+func send(e env, cmd string, o sendOptions, req *http.Request) int {
 	var j *idem.Journal
 	if o.journal != "" {
 		var err error
