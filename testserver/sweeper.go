@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Sweep deletes the keys older than Config.Retention (rule S6) and returns
+// Sweep deletes the keys at least Config.Retention old (rule S6) and returns
 // how many it deleted. A key whose request holds a live lock is kept until
 // the lock is released or goes stale. The business rows created under a
 // deleted key keep everything but the key: their idempotency_key is set to
@@ -29,7 +29,7 @@ func (s *Server) Sweep(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("testserver: sweeping keys: %w", err)
 	}
 	defer tx.Rollback()
-	const doomed = `created_at < ?1 AND (locked_at IS NULL OR locked_at < ?2)`
+	const doomed = `created_at <= ?1 AND (locked_at IS NULL OR locked_at <= ?2)`
 	for _, table := range []string{"reservations", "charges"} {
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE `+table+` SET idempotency_key = NULL
