@@ -30,9 +30,10 @@ const (
 // Faults injects failures into a Server for tests. Each rate is the fraction
 // of mutating requests (0 to 1) that get that fault; the server rates must
 // add up to at most 1, since a request gets at most one of them. Requests
-// refused for bad input and answers replayed from a stored key draw no
-// fault. A fault whose point a request never reaches (a gateway crash on a
-// reservation) does nothing. The zero value injects nothing.
+// refused for bad input draw nothing. A fault acts only if the request
+// reaches its point: an answer replayed from a stored key passes no commit
+// and so is never faulted (though it may be delayed), and a gateway crash
+// drawn by a reservation does nothing. The zero value injects nothing.
 //
 // Draws come from a generator seeded with Seed, one draw per mutating
 // request in arrival order, so a sequential run is reproducible; concurrent

@@ -83,6 +83,10 @@ type Gateway struct {
 
 	mu  sync.Mutex
 	rng *rand.Rand
+
+	// beforeCapture, if set, runs at the start of every capture: a seam for
+	// tests that need a request to stop inside the gateway call.
+	beforeCapture atomic.Pointer[func(ctx context.Context)]
 }
 
 // gatewaySchema is the gateway's table: one row per real capture, keyed by
@@ -135,6 +139,9 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 func (g *Gateway) Capture(ctx context.Context, key string, amount int64, currency string) (string, error) {
 	if g.closed.Load() {
 		return "", ErrClosed
+	}
+	if hook := g.beforeCapture.Load(); hook != nil {
+		(*hook)(ctx)
 	}
 	fail, lose := g.drawFault()
 	if fail {

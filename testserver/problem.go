@@ -11,23 +11,23 @@ const ProblemTypeBase = "https://idemkit.github.io/problems/"
 // Problem types, the "type" member of the problem documents this server
 // sends. Clients tell problems apart by type, not by title or detail.
 const (
-	ProblemMissingKey       = ProblemTypeBase + "missing-idempotency-key"  // 400
-	ProblemInvalidKey       = ProblemTypeBase + "invalid-idempotency-key"  // 400
-	ProblemInvalidClient    = ProblemTypeBase + "invalid-client"           // 400
-	ProblemUnauthorized     = ProblemTypeBase + "unauthorized"             // 401
-	ProblemInvalidRequest   = ProblemTypeBase + "invalid-request"          // 400
-	ProblemBodyTooLarge     = ProblemTypeBase + "body-too-large"           // 413
-	ProblemUnsupportedMedia = ProblemTypeBase + "unsupported-media-type"   // 415
-	ProblemKeyMismatch      = ProblemTypeBase + "idempotency-key-mismatch" // 422
-	ProblemInFlight         = ProblemTypeBase + "request-in-flight"        // 409, with Retry-After
-	ProblemInsufficientStk  = ProblemTypeBase + "insufficient-stock"       // 409, stored and replayed
-	ProblemUnknownItem      = ProblemTypeBase + "unknown-item"             // 404, stored and replayed
-	ProblemNotFound         = ProblemTypeBase + "not-found"                // 404
-	ProblemMethodNotAllowed = ProblemTypeBase + "method-not-allowed"       // 405
-	ProblemGatewayFailed    = ProblemTypeBase + "gateway-unavailable"      // 502
-	ProblemInjectedFault    = ProblemTypeBase + "injected-fault"           // 500, 502, 503
-	ProblemInternal         = ProblemTypeBase + "internal-error"           // 500
-	ProblemUnavailable      = ProblemTypeBase + "unavailable"              // 503
+	ProblemMissingKey        = ProblemTypeBase + "missing-idempotency-key"  // 400
+	ProblemInvalidKey        = ProblemTypeBase + "invalid-idempotency-key"  // 400
+	ProblemInvalidClient     = ProblemTypeBase + "invalid-client"           // 400
+	ProblemUnauthorized      = ProblemTypeBase + "unauthorized"             // 401
+	ProblemInvalidRequest    = ProblemTypeBase + "invalid-request"          // 400
+	ProblemBodyTooLarge      = ProblemTypeBase + "body-too-large"           // 413
+	ProblemUnsupportedMedia  = ProblemTypeBase + "unsupported-media-type"   // 415
+	ProblemKeyMismatch       = ProblemTypeBase + "idempotency-key-mismatch" // 422
+	ProblemInFlight          = ProblemTypeBase + "request-in-flight"        // 409, with Retry-After
+	ProblemInsufficientStock = ProblemTypeBase + "insufficient-stock"       // 409, stored and replayed
+	ProblemUnknownItem       = ProblemTypeBase + "unknown-item"             // 404, stored and replayed
+	ProblemNotFound          = ProblemTypeBase + "not-found"                // 404
+	ProblemMethodNotAllowed  = ProblemTypeBase + "method-not-allowed"       // 405
+	ProblemGatewayFailed     = ProblemTypeBase + "gateway-unavailable"      // 502
+	ProblemInjectedFault     = ProblemTypeBase + "injected-fault"           // 500, 502, 503
+	ProblemInternal          = ProblemTypeBase + "internal-error"           // 500
+	ProblemUnavailable       = ProblemTypeBase + "unavailable"              // 503
 )
 
 // ContentTypeProblem is the media type of problem documents (RFC 9457).

@@ -144,8 +144,6 @@ func jsonTypeName(kind string) string {
 		return "an integer"
 	case "string":
 		return "a string"
-	case "ptr":
-		return "a value of another type"
 	}
 	return "a " + kind
 }

@@ -134,7 +134,7 @@ func (s *Server) reserve(ctx context.Context, tx *sql.Tx, m *mutation, in reserv
 		case err != nil:
 			return response{}, fmt.Errorf("testserver: reading stock: %w", err)
 		}
-		return problem(http.StatusConflict, ProblemInsufficientStk, "Insufficient stock",
+		return problem(http.StatusConflict, ProblemInsufficientStock, "Insufficient stock",
 			fmt.Sprintf("item %q has %d available; %d requested", item, available, qty)).response(), nil
 	}
 	rsv := Reservation{
