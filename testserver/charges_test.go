@@ -1,0 +1,299 @@
+package testserver
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const chargeBody = `{"customer":"cus_1","amount":1200,"currency":"usd","reference":"invoice-42"}`
+
+func TestPostCharge(t *testing.T) {
+	in := start(t, Config{})
+	rep := send(t, in, req{method: "POST", path: "/charges", key: "c1", client: "alice",
+		body: `{"customer":"cus_1","amount":1200,"currency":"USD","reference":"invoice-42"}`})
+	wantStatus(t, rep, http.StatusCreated)
+	if rep.header.Get(HeaderReplayed) != "" {
+		t.Fatal("a first answer must not say it is replayed")
+	}
+	c := decode[Charge](t, rep)
+	if !strings.HasPrefix(c.ID, "ch_") || c.Customer != "cus_1" || c.Amount != 1200 || c.Currency != "usd" ||
+		c.Reference != "invoice-42" || !strings.HasPrefix(c.GatewayChargeID, "gw_") || c.Status != ChargeSucceeded || c.CreatedAt == "" {
+		t.Fatalf("charge %+v", c)
+	}
+	if loc(rep) != "/charges/"+c.ID {
+		t.Fatalf("Location %q", loc(rep))
+	}
+	if in.Server.Gateway().Captures() != 1 {
+		t.Fatalf("captures %d, want 1", in.Server.Gateway().Captures())
+	}
+	var point string
+	if err := in.Server.db.read.QueryRow(`SELECT recovery_point FROM idempotency_keys`).Scan(&point); err != nil || point != pointFinished {
+		t.Fatalf("recovery point %q (%v), want finished", point, err)
+	}
+	checkConsistent(t, in.Server)
+}
+
+func TestGetCharges(t *testing.T) {
+	in := start(t, Config{})
+	post := func(key, client, customer, ref string) Charge {
+		body := `{"customer":"` + customer + `","amount":100,"currency":"eur","reference":"` + ref + `"}`
+		rep := send(t, in, req{method: "POST", path: "/charges", key: key, client: client, body: body})
+		wantStatus(t, rep, 201)
+		return decode[Charge](t, rep)
+	}
+	a1 := post("k1", "alice", "cus_a", "r1")
+	a2 := post("k2", "alice", "cus_a", "r2")
+	a3 := post("k3", "alice", "cus_b", "r1")
+	post("k1", "bob", "cus_a", "r1") // same key, other client: its own charge
+
+	list := func(client, query string) []string {
+		rep := send(t, in, req{method: "GET", path: "/charges" + query, client: client})
+		wantStatus(t, rep, 200)
+		var ids []string
+		for _, c := range decode[ChargeList](t, rep).Charges {
+			ids = append(ids, c.ID)
+		}
+		return ids
+	}
+	tests := []struct {
+		name   string
+		client string
+		query  string
+		want   []string
+	}{
+		{"all of a client's", "alice", "", []string{a1.ID, a2.ID, a3.ID}},
+		{"by customer", "alice", "?customer=cus_a", []string{a1.ID, a2.ID}},
+		{"by reference", "alice", "?reference=r1", []string{a1.ID, a3.ID}},
+		{"by both", "alice", "?customer=cus_b&reference=r1", []string{a3.ID}},
+		{"none", "alice", "?customer=cus_z", nil},
+		{"anonymous sees none", "", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := list(tt.client, tt.query); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Fatalf("GET /charges%s = %v, want %v", tt.query, got, tt.want)
+			}
+		})
+	}
+	t.Run("one", func(t *testing.T) {
+		rep := send(t, in, req{method: "GET", path: "/charges/" + a1.ID, client: "alice"})
+		wantStatus(t, rep, 200)
+		if got := decode[Charge](t, rep); got != a1 {
+			t.Fatalf("GET = %+v, want %+v", got, a1)
+		}
+		wantProblem(t, send(t, in, req{method: "GET", path: "/charges/" + a1.ID, client: "bob"}), 404, ProblemNotFound)
+		wantProblem(t, send(t, in, req{method: "GET", path: "/charges/ch_nope", client: "alice"}), 404, ProblemNotFound)
+	})
+	t.Run("bad query", func(t *testing.T) {
+		wantProblem(t, send(t, in, req{method: "GET", path: "/charges?cust=x"}), 400, ProblemInvalidRequest)
+		wantProblem(t, send(t, in, req{method: "GET", path: "/charges?customer=a&customer=b"}), 400, ProblemInvalidRequest)
+	})
+}
+
+// blockingGateway makes the next capture wait until released, and reports
+// when it has started.
+type blockingGateway struct {
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func blockGateway(s *Server) *blockingGateway {
+	b := &blockingGateway{started: make(chan struct{}), release: make(chan struct{})}
+	s.gateway.setBeforeCapture(func(ctx context.Context) {
+		first := false
+		b.once.Do(func() { first = true })
+		if !first {
+			return
+		}
+		close(b.started)
+		select {
+		case <-b.release:
+		case <-ctx.Done():
+		}
+	})
+	return b
+}
+
+func TestChargeInFlightGets409WithRetryAfter(t *testing.T) {
+	clock := newFakeClock()
+	in := start(t, Config{Now: clock.Now, LockTimeout: 10 * time.Second})
+	gw := blockGateway(in.Server)
+	first := sendAsync(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+	<-gw.started // the first request holds the key's lock
+
+	tests := []struct {
+		advance    time.Duration
+		retryAfter string
+	}{
+		{0, "10"},
+		{2500 * time.Millisecond, "8"}, // 7.5s left, rounded up
+		{7 * time.Second, "1"},         // 0.5s left
+	}
+	for _, tt := range tests {
+		clock.Advance(tt.advance)
+		rep := send(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+		wantProblem(t, rep, http.StatusConflict, ProblemInFlight)
+		if got := rep.header.Get("Retry-After"); got != tt.retryAfter {
+			t.Fatalf("Retry-After %q, want %q", got, tt.retryAfter)
+		}
+	}
+	// A different body under the key is a mismatch even while in flight.
+	wantProblem(t, send(t, in, req{method: "POST", path: "/charges", key: "c1", body: `{"customer":"x","amount":1,"currency":"usd"}`}),
+		422, ProblemKeyMismatch)
+
+	close(gw.release)
+	rep := <-first
+	wantStatus(t, rep, 201)
+	again := send(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+	wantStatus(t, again, 201)
+	if string(again.body) != string(rep.body) || again.header.Get(HeaderReplayed) != "true" {
+		t.Fatalf("retry after finish: %s, want the replayed %s", again.body, rep.body)
+	}
+	st := stats(t, in)
+	if st.Conflicts != 3 || st.Mismatches != 1 || st.Replays != 1 || st.Effects.Charges != 1 || st.GatewayCaptures != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A retry that finds the lock stale takes the request over; the old holder,
+// when it wakes up, finds its lock gone and stops without a second effect.
+func TestStaleLockIsTakenOver(t *testing.T) {
+	clock := newFakeClock()
+	in := start(t, Config{Now: clock.Now, LockTimeout: 5 * time.Second})
+	gw := blockGateway(in.Server)
+	first := sendAsync(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+	<-gw.started
+
+	clock.Advance(5 * time.Second)
+	second := send(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+	wantStatus(t, second, 201)
+	if second.header.Get(HeaderReplayed) != "" {
+		t.Fatal("the takeover's answer is a first answer, not a replay")
+	}
+
+	close(gw.release) // the old holder captures (a replay at the gateway), then finds its lock taken
+	old := <-first
+	wantProblem(t, old, http.StatusConflict, ProblemInFlight)
+
+	st := stats(t, in)
+	if st.GatewayCaptures != 1 || st.Effects.Charges != 1 || st.Resumed != 1 || st.InFlight != 0 {
+		t.Fatalf("stats %+v, want one capture, one charge, one takeover, nothing in flight", st)
+	}
+	again := send(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+	if again.status != 201 || string(again.body) != string(second.body) {
+		t.Fatalf("replay %d %s, want %s", again.status, again.body, second.body)
+	}
+	checkConsistent(t, in.Server)
+}
+
+func TestChargeRecoversFromGatewayFaults(t *testing.T) {
+	tests := []struct {
+		name   string
+		faults GatewayFaults
+	}{
+		{"failure before capture", GatewayFaults{Failure: 1}},
+		{"answer lost after capture", GatewayFaults{LostResponse: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := dbPath(t)
+			in := start(t, Config{Path: path, Faults: Faults{Gateway: tt.faults}})
+			rep := send(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+			wantProblem(t, rep, http.StatusBadGateway, ProblemGatewayFailed)
+			st := stats(t, in)
+			if st.InFlight != 0 || st.Effects.Charges != 0 {
+				t.Fatalf("after the gateway failed: %+v; want the lock released and no charge", st)
+			}
+			if err := in.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// The gateway recovers; the retry under the same key resumes at
+			// once (the lock was released) and captures at most once.
+			in = start(t, Config{Path: path})
+			rep = send(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+			wantStatus(t, rep, 201)
+			if rep.header.Get(HeaderReplayed) != "" {
+				t.Fatal("the first successful answer must not be marked replayed")
+			}
+			st = stats(t, in)
+			if st.GatewayCaptures != 1 || st.Effects.Charges != 1 || st.Resumed != 1 {
+				t.Fatalf("stats %+v, want one capture and one charge", st)
+			}
+			checkConsistent(t, in.Server)
+		})
+	}
+}
+
+func TestConcurrentRequestsWithOneKeyHaveOneEffect(t *testing.T) {
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		body   string
+		ok     int
+	}{
+		{"reservation", "POST", "/reservations", `{"item_id":"sku-1","quantity":2,"reference":"r"}`, 201},
+		{"charge", "POST", "/charges", chargeBody, 201},
+		{"stock", "PUT", "/inventory/sku-2", `{"available": 3}`, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := start(t, Config{})
+			stock(t, in, "sku-1", 100)
+			const n = 16
+			var wg sync.WaitGroup
+			replies := make([]reply, n)
+			gate := make(chan struct{})
+			for i := range n {
+				wg.Go(func() {
+					<-gate
+					replies[i] = <-sendAsync(t, in, req{method: tt.method, path: tt.path, key: "same", client: "c", body: tt.body})
+				})
+			}
+			close(gate)
+			wg.Wait()
+			firsts, replays, conflicts := 0, 0, 0
+			var answer string
+			for _, rep := range replies {
+				switch {
+				case rep.status == tt.ok && rep.header.Get(HeaderReplayed) == "true":
+					replays++
+					if answer != "" && string(rep.body) != answer {
+						t.Fatalf("two different answers: %s and %s", answer, rep.body)
+					}
+					answer = string(rep.body)
+				case rep.status == tt.ok:
+					firsts++
+				case rep.status == http.StatusConflict && rep.header.Get("Retry-After") != "":
+					conflicts++
+				default:
+					t.Fatalf("unexpected reply %d %s", rep.status, rep.body)
+				}
+			}
+			if firsts != 1 || firsts+replays+conflicts != n {
+				t.Fatalf("%d first answers, %d replays, %d in-flight conflicts; want exactly one first answer", firsts, replays, conflicts)
+			}
+			st := stats(t, in)
+			var keys int64
+			if err := in.Server.db.read.QueryRow(`SELECT COUNT(*) FROM idempotency_keys WHERE client_id = 'client:c' AND key = 'same' AND response_body IS NOT NULL`).Scan(&keys); err != nil || keys != 1 {
+				t.Fatalf("%d stored responses (%v), want 1", keys, err)
+			}
+			switch tt.path {
+			case "/reservations":
+				if st.Effects.Reservations != 1 || available(t, in, "sku-1") != 98 {
+					t.Fatalf("stats %+v, stock %d; want one reservation of 2", st, available(t, in, "sku-1"))
+				}
+			case "/charges":
+				if st.Effects.Charges != 1 || st.GatewayCaptures != 1 {
+					t.Fatalf("stats %+v; want one charge and one capture", st)
+				}
+			}
+			checkConsistent(t, in.Server)
+		})
+	}
+}
