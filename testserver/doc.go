@@ -6,6 +6,31 @@
 // Start. It is meant to be read: each rule below is implemented in one place,
 // named after the rule.
 //
+// # Endpoints
+//
+// Requests and responses are JSON; every error is an RFC 9457
+// application/problem+json document whose type is one of the Problem
+// constants.
+//
+//	POST /reservations         {"item_id", "quantity", "reference"?}
+//	                           201 reserved; 409 insufficient stock; 404 unknown item
+//	POST /charges              {"customer", "amount", "currency", "reference"?}
+//	                           201 charged; 502 gateway failed (retry)
+//	PUT  /inventory/{item_id}  {"available"}: 200 stock set
+//	GET  /reservations/{id}    200, 404
+//	GET  /charges/{id}         200, 404
+//	GET  /charges?customer=&reference=   200 {"charges": [...]}
+//	GET  /inventory/{item_id}  200, 404
+//	GET  /stats                200 Stats
+//
+// The three mutating endpoints also answer 400 (missing or malformed key,
+// bad JSON, bad field), 401 (an Authorization other than Bearer), 413 (body
+// over Config.MaxBodyBytes), 415 (not JSON), 422 (key reused for another
+// request) and 409 with Retry-After (key in flight). Reservations and
+// charges belong to the client that created them: another client's GET
+// finds nothing. Stock is shared. Unknown paths get 404, known paths with
+// the wrong method 405 with Allow.
+//
 // # The key and its scope
 //
 // Every mutating request (POST and PUT) must carry an Idempotency-Key header

@@ -99,18 +99,18 @@ func (s *Server) answerExisting(w http.ResponseWriter, r *http.Request, v verdic
 	switch v {
 	case verdictReplay:
 		s.stats.replays.Add(1)
-		s.log.InfoContext(r.Context(), "replayed", "status", row.response.Status)
+		s.log.DebugContext(r.Context(), "replaying stored answer", "status", row.response.Status)
 		row.response.write(w, true)
 	case verdictMismatch:
 		s.stats.mismatches.Add(1)
-		s.log.InfoContext(r.Context(), "refused: key reused for a different request")
+		s.log.DebugContext(r.Context(), "refused: key reused for a different request")
 		writeProblem(w, problem(http.StatusUnprocessableEntity, ProblemKeyMismatch, "Idempotency-Key reused",
 			"this Idempotency-Key was used for a different request (method, path or body differ); use a new key for a new request"))
 	case verdictInFlight:
 		s.stats.conflicts.Add(1)
 		wait := time.Unix(0, row.lockedAt.Int64).Add(s.cfg.LockTimeout).Sub(now)
 		secs := max(int64((wait+time.Second-1)/time.Second), 1)
-		s.log.InfoContext(r.Context(), "refused: request in flight", "retry_after", secs)
+		s.log.DebugContext(r.Context(), "refused: request in flight", "retry_after", secs)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 		writeProblem(w, problem(http.StatusConflict, ProblemInFlight, "Request in flight",
 			"a request with this Idempotency-Key is still being processed; retry after the time given in Retry-After"))

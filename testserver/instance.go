@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -45,6 +46,7 @@ func Listen(cfg Config, addr string) (*Instance, error) {
 		http: &http.Server{
 			Handler:           srv,
 			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(srv.log.Handler(), slog.LevelWarn),
 		},
 		client: &http.Client{Transport: &http.Transport{}},
 		served: make(chan error, 1),

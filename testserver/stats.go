@@ -28,8 +28,9 @@ func (c *counters) fault(k faultKind) { c.faults[k].Add(1) }
 // are read from the database and include earlier processes on the same
 // file.
 type Stats struct {
-	// Requests counts mutating requests received (POST and PUT), valid or
-	// not, first attempts and retries alike.
+	// Requests counts requests to the mutating endpoints (POST /charges,
+	// POST /reservations, PUT /inventory/{item_id}), valid or not, first
+	// attempts and retries alike.
 	Requests int64 `json:"requests"`
 	// Invalid counts mutating requests refused before their key was looked
 	// at (400, 401, 413, 415): nothing was changed or stored for them.
