@@ -225,23 +225,24 @@ type result struct {
 	op      Operation
 	outcome Outcome
 	resp    *http.Response
-	body    []byte // the recorded body, for a rejection
-	n       int
+	n       int // attempts; 0 for an outcome answered from the journal
+
+	// For a rejection: the body's first bytes, up to MaxRecordedBody, and
+	// whether the body was longer.
+	body          []byte
+	bodyTruncated bool
 }
 
 func (r result) rejection() *OutcomeError {
 	return &OutcomeError{
-		Operation: r.op.ID, Key: r.op.Key, Outcome: OutcomeRejected, Attempts: r.n,
-		Status: r.resp.StatusCode, Header: r.resp.Header, Body: r.body,
+		Operation: r.op.ID, Key: r.op.Key, Outcome: OutcomeRejected, Attempts: r.n, Recorded: r.n == 0,
+		Status: r.resp.StatusCode, Header: r.resp.Header, Body: r.body, BodyTruncated: r.bodyTruncated,
 	}
 }
 
 // recordedRejection is the error of a rejection answered from the journal.
 func recordedRejection(op Operation) *OutcomeError {
-	return &OutcomeError{
-		Operation: op.ID, Key: op.Key, Outcome: OutcomeRejected,
-		Status: op.Status, Header: op.Header, Body: op.Body,
-	}
+	return result{op: op, resp: recordedResponse(op, nil), body: op.Body, bodyTruncated: op.BodyTruncated}.rejection()
 }
 
 // do runs an operation; an empty id is a request without one, whose key
@@ -278,7 +279,7 @@ func (c *Client) do(id string, req *http.Request) (result, error) {
 		}
 		if op.State != Pending {
 			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
-			res := result{op: op, outcome: OutcomeDone, resp: recordedResponse(op, req), body: op.Body}
+			res := result{op: op, outcome: OutcomeDone, resp: recordedResponse(op, req), body: op.Body, bodyTruncated: op.BodyTruncated}
 			if op.State == Rejected {
 				res.outcome = OutcomeRejected
 			}
@@ -358,14 +359,14 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 	}
 	resp, err := rc.Do(rreq)
 	if err != nil {
-		return result{}, c.unknown(ctx, a, resp, err)
+		return result{}, c.unknown(a, resp, err)
 	}
 
 	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
 	state := Done
 	if resp.StatusCode >= 400 {
 		res.outcome, state = OutcomeRejected, Rejected
-		res.body = recorded
+		res.body, res.bodyTruncated = recorded[:min(len(recorded), int(c.cfg.MaxRecordedBody))], !fits
 	}
 	if op.ID != "" {
 		op.State, op.Completed = state, c.now()
@@ -388,7 +389,7 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 }
 
 // unknown builds the error of a Do that ended without a final answer.
-func (c *Client) unknown(ctx context.Context, a *attempts, resp *http.Response, err error) error {
+func (c *Client) unknown(a *attempts, resp *http.Response, err error) error {
 	e := &OutcomeError{
 		Operation: a.op, Key: a.key, Outcome: OutcomeUnknown, Attempts: a.n,
 		Status: a.status, Header: a.header, Err: err,
@@ -397,12 +398,10 @@ func (c *Client) unknown(ctx context.Context, a *attempts, resp *http.Response, 
 		e.Err = fmt.Errorf("%w: %w", err, a.err)
 	}
 	if resp != nil {
-		e.Body, _, _ = readPrefix(resp.Body, errorBodyLimit)
-		e.Body = e.Body[:min(len(e.Body), errorBodyLimit)]
+		var complete bool
+		e.Body, complete, _ = readPrefix(resp.Body, errorBodyLimit)
+		e.Body, e.BodyTruncated = e.Body[:min(len(e.Body), errorBodyLimit)], !complete
 		drain(resp.Body)
-	}
-	if resp == nil && ctx.Err() == nil && sentNothing(err) {
-		e.Outcome = OutcomeRejected
 	}
 	c.log.Warn("idem: operation outcome", "op", a.op, "key", a.key, "outcome", e.Outcome,
 		"attempts", a.n, "status", a.status, "err", e.Err)

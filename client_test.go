@@ -258,7 +258,7 @@ func TestCompletedOperationNotSentAgain(t *testing.T) {
 	}
 	_, err = c.Do("refund", post(t, context.Background(), s.srv.URL, "b"))
 	var oe *idem.OutcomeError
-	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeRejected || oe.Status != 422 || string(oe.Body) != `{"error":"bad currency"}` || oe.Attempts != 0 {
+	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeRejected || oe.Status != 422 || string(oe.Body) != `{"error":"bad currency"}` || oe.Attempts != 0 || !oe.Recorded {
 		t.Fatalf("recorded rejection = %#v", err)
 	}
 	if n := s.count(); n != 2 {
@@ -431,8 +431,8 @@ func TestNotRetried(t *testing.T) {
 		c := newClient(t, fast(idem.Config{})) // does not trust the test certificate
 		_, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
 		var oe *idem.OutcomeError
-		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeRejected || oe.Attempts != 1 || oe.Status != 0 {
-			t.Fatalf("err = %v, want Rejected after 1 attempt with no status", err)
+		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || oe.Attempts != 1 || oe.Status != 0 {
+			t.Fatalf("err = %v, want Unknown after 1 attempt with no status", err)
 		}
 		if handled.Load() != 0 {
 			t.Fatal("the server handled a request")
@@ -579,8 +579,8 @@ func TestOutcomeErrorContents(t *testing.T) {
 	if oe.Operation != "invoice-7" || oe.Key != key || oe.Outcome != idem.OutcomeUnknown || oe.Attempts != 2 || oe.Status != 503 {
 		t.Fatalf("OutcomeError = %+v", oe)
 	}
-	if string(oe.Body) != long[:4096] {
-		t.Fatalf("Body is %d bytes, want the first 4096 of the last body", len(oe.Body))
+	if string(oe.Body) != long[:4096] || !oe.BodyTruncated {
+		t.Fatalf("Body is %d bytes (truncated %v), want the first 4096 of the last body", len(oe.Body), oe.BodyTruncated)
 	}
 	if !errors.Is(err, idem.ErrUnknown) || errors.Is(err, idem.ErrRejected) {
 		t.Fatal("errors.Is does not follow the outcome")

@@ -46,15 +46,16 @@ const (
 	// OutcomeDone: the server gave a final answer that applied the operation
 	// (any 1xx-3xx status after redirects). Do returns the response.
 	OutcomeDone Outcome = iota + 1
-	// OutcomeRejected: the server gave a final answer that did not apply the
-	// operation (a 4xx other than 408, 409-in-flight and 429, or 501), or
-	// the request could not be sent at all (a TLS certificate error). The
-	// server has not applied it.
+	// OutcomeRejected: the server gave a final answer that did not apply
+	// the operation (a 4xx other than 408, 409-in-flight and 429, or 501).
+	// It is recorded like a done outcome: the operation is not sent again.
 	OutcomeRejected
-	// OutcomeUnknown: attempts ran out, the retry budget or MaxElapsed stopped
-	// them, or the caller's context ended, after something may have
-	// reached the server. The operation stays pending; the next Do of it
-	// resumes under the same key.
+	// OutcomeUnknown: no final answer. Attempts ran out, the retry budget
+	// or MaxElapsed stopped them, the caller's context ended, or an error
+	// that retrying cannot mend (a TLS certificate that does not verify,
+	// too many redirects) ended them. Something may have reached the
+	// server. The operation stays pending; the next Do of it resumes under
+	// the same key, which is safe whatever happened.
 	OutcomeUnknown
 )
 
@@ -91,13 +92,18 @@ type OutcomeError struct {
 	// carries an Idempotency-Key on a fresh connection when a reused one
 	// fails before any response byte (see http.Transport).
 	Attempts int
+	// Recorded: the rejection was answered from the journal, without a
+	// network call (Attempts is 0).
+	Recorded bool
 	Status   int         // the last response's status code; 0 if none
 	Header   http.Header // the last response's header; nil if none
-	// Body is the last response's body: the recorded body (up to
-	// Config.MaxRecordedBody) for a rejection, a prefix of at most
-	// Config.MaxErrorBody bytes otherwise.
+	// Body is the last response's body, or its first bytes: up to
+	// Config.MaxRecordedBody for a rejection (nil for a recorded one whose
+	// body was larger), up to 4 KiB for an unknown outcome.
 	Body []byte
-	Err  error // the last error, or why retrying stopped; may be nil for a rejection
+	// BodyTruncated: the body was longer than Body.
+	BodyTruncated bool
+	Err           error // the last error, or why retrying stopped; nil for a rejection
 }
 
 // Error describes the outcome, the attempts, the last status or error, and

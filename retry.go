@@ -2,8 +2,6 @@ package idem
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,21 +76,6 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 	// or zero when the header does not parse.
 	d := retryablehttp.DefaultBackoff(0, 0, 0, view)
 	return d, d > 0
-}
-
-// sentNothing reports whether a non-retryable error without a response
-// proves that the request never reached the server's application: a TLS
-// certificate that did not verify ends the handshake before any request
-// byte is written.
-func sentNothing(err error) bool {
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		invalid          x509.CertificateInvalidError
-		hostname         x509.HostnameError
-		verification     *tls.CertificateVerificationError
-	)
-	return errors.As(err, &unknownAuthority) || errors.As(err, &invalid) ||
-		errors.As(err, &hostname) || errors.As(err, &verification)
 }
 
 // Attempt describes one attempt of an operation. Config.OnAttempt receives
