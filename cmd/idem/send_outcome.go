@@ -18,7 +18,7 @@ func reportNotDone(e env, cmd string, o sendOptions, j *idem.Journal, req *http.
 	var oe *idem.OutcomeError
 	switch {
 	case errors.As(err, &oe) && oe.Outcome == idem.OutcomeRejected:
-		return reportRejected(e, cmd, o, j, oe)
+		return reportRejected(e, cmd, o, oe)
 	case errors.As(err, &oe):
 		return reportUnknown(e, cmd, o, oe)
 	case errors.Is(err, idem.ErrMismatch):
@@ -44,25 +44,19 @@ func reportNotDone(e env, cmd string, o sendOptions, j *idem.Journal, req *http.
 
 // reportRejected writes a rejection: the server's answer to stdout, and a
 // line on stderr.
-func reportRejected(e env, cmd string, o sendOptions, j *idem.Journal, oe *idem.OutcomeError) int {
-	if oe.Status == 0 {
-		fmt.Fprintf(e.stderr, "%s: rejected: the request could not be sent (operation %s, key %s): %v\n", cmd, cell(o.op), oe.Key, oe.Err)
-		return exitRejected
-	}
+func reportRejected(e env, cmd string, o sendOptions, oe *idem.OutcomeError) int {
 	if o.include {
 		writeHead(e.stdout, "HTTP/1.1", oe.Status, oe.Header)
 	}
 	e.stdout.Write(oe.Body)
 	how := ""
-	if oe.Attempts == 0 {
+	if oe.Recorded {
 		how = "; this is the recorded answer, nothing was sent"
 	}
 	fmt.Fprintf(e.stderr, "%s: rejected: the server answered %d %s and did not apply the request (operation %s, key %s)%s\n",
 		cmd, oe.Status, http.StatusText(oe.Status), cell(o.op), oe.Key, how)
-	if j != nil {
-		if op, ok := j.Lookup(o.op); ok && op.BodyTruncated {
-			fmt.Fprintf(e.stderr, "%s: the response body was larger than the recording limit (%d bytes) and was not recorded in full\n", cmd, idem.DefaultMaxRecordedBody)
-		}
+	if oe.BodyTruncated {
+		fmt.Fprintf(e.stderr, "%s: the response body was larger than the recording limit (%d bytes) and is shown cut short\n", cmd, idem.DefaultMaxRecordedBody)
 	}
 	return exitRejected
 }
