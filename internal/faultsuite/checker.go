@@ -1,0 +1,289 @@
+package faultsuite
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Checker judges a run in the manner of Jepsen's counter and total-queue
+// checkers: it records what the client observed of each operation (its
+// attempts and their keys, the outcome of every Do, the resumes after a
+// crash) and, given what the server holds at the end, counts the
+// operations that took effect twice, the ones reported done that did not
+// take effect, and the ones never done.
+//
+// A Checker is a Recorder and is safe for concurrent use.
+type Checker struct {
+	mu       sync.Mutex
+	ops      map[string]*trace
+	ids      []string
+	attempts int
+	failures map[string]int
+	replayed int
+	strays   map[string]bool // operations observed that the run did not declare
+}
+
+// trace is what the client observed of one operation.
+type trace struct {
+	key      string // the first key seen
+	keys     int    // distinct keys seen
+	done     bool   // a Do returned its response
+	rejected bool
+	unknowns int // Do calls that ended unknown, and resumes after a crash
+	resumes  int // resumes after a crash
+	refused  int
+}
+
+// NewChecker returns a Checker for a run of the operations ids.
+func NewChecker(ids []string) *Checker {
+	c := &Checker{
+		ops:      make(map[string]*trace, len(ids)),
+		ids:      slices.Clone(ids),
+		failures: map[string]int{},
+		strays:   map[string]bool{},
+	}
+	for _, id := range ids {
+		c.ops[id] = &trace{}
+	}
+	return c
+}
+
+// trace returns op's trace, noting an operation the run did not declare.
+// Called with mu held.
+func (c *Checker) trace(op string) *trace {
+	t, ok := c.ops[op]
+	if !ok {
+		c.strays[op] = true
+		t = &trace{}
+		c.ops[op] = t
+	}
+	return t
+}
+
+// Attempt records one attempt of op and the key it carried.
+func (c *Checker) Attempt(op, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attempts++
+	t := c.trace(op)
+	switch {
+	case t.keys == 0:
+		t.key, t.keys = key, 1
+	case key != t.key:
+		t.keys++ // counts changes, not distinct keys beyond the second: one is already a violation
+	}
+}
+
+// Failure records one failed attempt by its cause.
+func (c *Checker) Failure(cause string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failures[cause]++
+}
+
+// Replayed records a response the server replayed.
+func (c *Checker) Replayed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.replayed++
+}
+
+// Outcome records how one Do of op ended.
+func (c *Checker) Outcome(op string, r Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.trace(op)
+	switch r {
+	case ResultDone:
+		t.done = true
+	case ResultRejected:
+		t.rejected = true
+	case ResultUnknown:
+		t.unknowns++
+	default:
+		t.refused++
+	}
+}
+
+// Resumed records that op was found pending by a client restarted after a
+// crash.
+func (c *Checker) Resumed(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.trace(op)
+	t.unknowns++
+	t.resumes++
+}
+
+// Done reports whether every operation of the run has been reported done.
+func (c *Checker) Done() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range c.ids {
+		if !c.ops[id].done {
+			return false
+		}
+	}
+	return true
+}
+
+// ServerView is what the server holds at the end of a run.
+type ServerView struct {
+	// Effects counts the business rows (charges and reservations) per
+	// reference, which the workload sets to the operation ID.
+	Effects map[string]int
+	// Replays is how many answers the server replayed from a stored key,
+	// or -1 when the run cannot know (a server that was killed loses its
+	// counters).
+	Replays int64
+	// Charges and Captures are the charges the server recorded and the
+	// captures its payment gateway made; exactly-once charging makes them
+	// equal once every request has finished.
+	Charges, Captures int64
+}
+
+// maxViolations bounds the violations a Report spells out.
+const maxViolations = 10
+
+// Report is the verdict on a run.
+type Report struct {
+	Name       string
+	Operations int
+	// Attempts counts the attempts the client reported. It is a lower
+	// bound on the requests the server saw: net/http resends some on its
+	// own, and a killed client cannot report its last ones.
+	Attempts int
+	// Retries counts failed attempts by cause (see CauseOf). Every one of
+	// them was followed by another attempt of its operation, in the same
+	// Do, in a later Do, or after a restart, unless the operation never
+	// ended done.
+	Retries map[string]int
+	// ClientCrashes counts operations found pending after a client crash.
+	ClientCrashes int
+	// Replays counts the answers the server replayed from a stored key
+	// (-1 when a killed server lost its counters); ReplaysSeen the ones
+	// that reached the client.
+	Replays     int64
+	ReplaysSeen int
+	// Duplicates: operations with more than one effect.
+	Duplicates int
+	// Lost: operations the client reported done without an effect.
+	Lost int
+	// Unfinished: operations never reported done (rejected ones
+	// included); after the last resume of a run there must be none.
+	Unfinished int
+	// UnknownThenResolved: operations that ended unknown at least once
+	// (or were cut off by a crash) and were done in the end.
+	UnknownThenResolved int
+	// KeyChanges: operations whose attempts did not all carry one key.
+	KeyChanges int
+	// Strays: effects or attempts under an operation the run did not
+	// declare.
+	Strays            int
+	Charges, Captures int64
+	Violations        []string // the first few, spelled out
+	violationsOmitted int
+}
+
+// Check compares what the client observed with what the server holds.
+func (c *Checker) Check(name string, v ServerView) Report {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := Report{
+		Name: name, Operations: len(c.ids), Attempts: c.attempts, Retries: maps.Clone(c.failures),
+		Replays: v.Replays, ReplaysSeen: c.replayed, Charges: v.Charges, Captures: v.Captures,
+	}
+	for _, id := range c.ids {
+		t, n := c.ops[id], v.Effects[id]
+		r.ClientCrashes += t.resumes
+		switch {
+		case n > 1:
+			r.Duplicates++
+			r.violate("operation %s took effect %d times", id, n)
+		case n == 0 && t.done:
+			r.Lost++
+			r.violate("operation %s was reported done but has no effect", id)
+		}
+		if !t.done {
+			r.Unfinished++
+			r.violate("operation %s never ended done (rejected %v, unknown %d times, refused %d times, %d effects)",
+				id, t.rejected, t.unknowns, t.refused, n)
+		} else if t.unknowns > 0 {
+			r.UnknownThenResolved++
+		}
+		if t.keys > 1 {
+			r.KeyChanges++
+			r.violate("operation %s was sent under %d keys", id, t.keys)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.strays)) {
+		r.Strays++
+		r.violate("attempts or outcomes for %q, which is not an operation of the run", id)
+	}
+	for _, ref := range slices.Sorted(maps.Keys(v.Effects)) {
+		if _, ok := c.ops[ref]; !ok {
+			r.Strays++
+			r.violate("%d effects under reference %q, which is not an operation of the run", v.Effects[ref], ref)
+		}
+	}
+	if v.Charges != v.Captures {
+		r.violate("the gateway captured %d times for %d charges", v.Captures, v.Charges)
+	}
+	return r
+}
+
+func (r *Report) violate(format string, args ...any) {
+	if len(r.Violations) == maxViolations {
+		r.violationsOmitted++
+		return
+	}
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+// OK reports whether the run kept the promise: no duplicate, nothing lost,
+// everything done, one key per operation, no stray effect and one capture
+// per charge.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+// Err returns nil for a run that kept the promise, and otherwise an error
+// listing the violations.
+func (r Report) Err() error {
+	if r.OK() {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "faultsuite: %s broke the promise: %s", r.Name, r)
+	for _, v := range r.Violations {
+		b.WriteString("\n\t" + v)
+	}
+	if r.violationsOmitted > 0 {
+		fmt.Fprintf(&b, "\n\t... and %d more", r.violationsOmitted)
+	}
+	return fmt.Errorf("%s", b.String())
+}
+
+// String returns the report on one line: operations, attempts, retries by
+// cause, resumes after client crashes, replays (by the server, and seen
+// by the client), duplicates, lost, unfinished, unknown-then-resolved, key
+// changes, strays and captures per charges, e.g.
+//
+//	chaos: ops=2000 attempts=2670 retries=670 (429=129 502=123 503=141 eof=17 partial-body=125 reset=26 timeout=109) client-crash-resumes=0 replays=469 replays-seen=341 duplicates=0 lost=0 unfinished=0 unknown-then-resolved=453 key-changes=0 strays=0 captures=1000/1000
+func (r Report) String() string {
+	total := 0
+	causes := slices.Sorted(maps.Keys(r.Retries))
+	parts := make([]string, 0, len(causes))
+	for _, k := range causes {
+		total += r.Retries[k]
+		parts = append(parts, fmt.Sprintf("%s=%d", k, r.Retries[k]))
+	}
+	replays := "unknown"
+	if r.Replays >= 0 {
+		replays = fmt.Sprint(r.Replays)
+	}
+	return fmt.Sprintf("%s: ops=%d attempts=%d retries=%d (%s) client-crash-resumes=%d replays=%s replays-seen=%d duplicates=%d lost=%d unfinished=%d unknown-then-resolved=%d key-changes=%d strays=%d captures=%d/%d",
+		r.Name, r.Operations, r.Attempts, total, strings.Join(parts, " "), r.ClientCrashes, replays, r.ReplaysSeen,
+		r.Duplicates, r.Lost, r.Unfinished, r.UnknownThenResolved, r.KeyChanges, r.Strays, r.Captures, r.Charges)
+}

@@ -1,0 +1,75 @@
+package faultsuite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/idemkit/idem/testserver"
+
+	_ "modernc.org/sqlite" // the pure-Go driver "sqlite"
+)
+
+// EffectsInDatabase counts, in the reference server's SQLite file at path,
+// the business rows (charges and reservations) of clientID per reference.
+// Rows without a reference are counted under "". The file is opened
+// read-only; the server may be running.
+func EffectsInDatabase(ctx context.Context, path, clientID string) (map[string]int, error) {
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout(10000)")
+	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("faultsuite: opening %s: %w", path, err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `
+		SELECT COALESCE(reference, ''), COUNT(*) FROM (
+			SELECT reference FROM charges WHERE client_id = ?1
+			UNION ALL
+			SELECT reference FROM reservations WHERE client_id = ?1
+		) GROUP BY 1`, "client:"+clientID)
+	if err != nil {
+		return nil, fmt.Errorf("faultsuite: counting effects in %s: %w", path, err)
+	}
+	defer rows.Close()
+	effects := map[string]int{}
+	for rows.Next() {
+		var ref string
+		var n int
+		if err := rows.Scan(&ref, &n); err != nil {
+			return nil, fmt.Errorf("faultsuite: counting effects in %s: %w", path, err)
+		}
+		effects[ref] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("faultsuite: counting effects in %s: %w", path, err)
+	}
+	return effects, nil
+}
+
+// FetchStats reads GET /stats from the server at baseURL.
+func FetchStats(ctx context.Context, hc *http.Client, baseURL string) (testserver.Stats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/stats", nil)
+	if err != nil {
+		return testserver.Stats{}, fmt.Errorf("faultsuite: reading stats: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return testserver.Stats{}, fmt.Errorf("faultsuite: reading stats: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return testserver.Stats{}, fmt.Errorf("faultsuite: reading stats: status %s", resp.Status)
+	}
+	var st testserver.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return testserver.Stats{}, fmt.Errorf("faultsuite: decoding stats: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,245 @@
+package faultsuite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// seedOf returns the run's seed and logs it first, so that a failure can
+// be replayed.
+func seedOf(t *testing.T) int64 {
+	t.Helper()
+	seed, err := SeedFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed %d (replay with %s=%d)", seed, EnvSeed, seed)
+	return seed
+}
+
+// rngOf returns a generator for seed, distinct per purpose.
+func rngOf(seed int64, purpose uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(seed), purpose))
+}
+
+// sizeOf returns the size in the environment variable name, or def.
+func sizeOf(t *testing.T, name string, def int) int {
+	t.Helper()
+	n, err := SizeFromEnv(name, def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// startServer starts the reference server's binary on a database in a
+// fresh directory, and kills it when the test ends if it still runs.
+func startServer(t *testing.T, args ...string) *ServerProcess {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := StartServer(ctx, serverBinary(t), filepath.Join(dir, "server.db"), filepath.Join(dir, "server.log"),
+		append([]string{"-log-level", "warn"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(10 * time.Second); err != nil {
+			t.Errorf("stopping the server: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("server log: %s", s.LogPath)
+		}
+	})
+	return s
+}
+
+// clientConfig is the client of the scenarios: short attempt timeouts and
+// waits so that stalls and outages cost seconds, not minutes, and the
+// default retry budget, which throttles retries under heavy faults by
+// design (a worker re-runs an operation that ended unknown).
+func clientConfig(j *idem.Journal, hc *http.Client) idem.Config {
+	return idem.Config{
+		Journal:        j,
+		HTTPClient:     hc,
+		AttemptTimeout: 2 * time.Second,
+		MaxAttempts:    6,
+		MaxElapsed:     20 * time.Second,
+		InitialWait:    5 * time.Millisecond,
+		MaxWait:        250 * time.Millisecond,
+	}
+}
+
+// newClient returns an instrumented client reporting to rec, and a
+// function that closes its idle connections.
+func newClient(t *testing.T, j *idem.Journal, rec Recorder) *idem.Client {
+	t.Helper()
+	tr := NewTransport()
+	t.Cleanup(tr.CloseIdleConnections)
+	cfg := clientConfig(j, &http.Client{Transport: tr})
+	Instrument(&cfg, rec)
+	c, err := idem.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// openJournal opens a journal in a fresh directory and closes it when the
+// test ends.
+func openJournal(t *testing.T) *idem.Journal {
+	t.Helper()
+	j, err := idem.OpenJournal(filepath.Join(t.TempDir(), "client.journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+// maxRuns bounds the Do calls a worker makes for one operation.
+const maxRuns = 2000
+
+// runOperation runs operation i until it is done, re-running it under the
+// same operation ID (and so the same key) each time it ends unknown, as a
+// real caller would; it waits a little longer before each re-run. It
+// returns the error of the last Do when the operation ends otherwise.
+func runOperation(ctx context.Context, c *idem.Client, w Workload, i int, rec Recorder) error {
+	id := OperationID(i)
+	for run := 0; ; run++ {
+		req, err := w.Request(ctx, i)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(id, req)
+		res := ResultOf(err)
+		rec.Outcome(id, res)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil && !errors.Is(err, idem.ErrBodyNotRecorded) {
+				return fmt.Errorf("%s: reading the response: %w", id, err)
+			}
+			return nil
+		}
+		if res != ResultUnknown || run >= maxRuns {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last: %w)", id, ctx.Err(), err)
+		case <-time.After(time.Duration(min(run+1, 25)) * 10 * time.Millisecond):
+		}
+	}
+}
+
+// runWorkload runs every operation of w with the given number of workers
+// and returns the errors of the operations that did not end done.
+func runWorkload(ctx context.Context, c *idem.Client, w Workload, workers int, rec Recorder) []error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		next = make(chan int)
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := runOperation(ctx, c, w, i, rec); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range w.Ops {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errs
+}
+
+// requireNoErrors fails the test with the first few errors.
+func requireNoErrors(t *testing.T, errs []error) {
+	t.Helper()
+	for i, err := range errs {
+		if i == 5 {
+			t.Errorf("... and %d more", len(errs)-5)
+			break
+		}
+		t.Error(err)
+	}
+	if len(errs) > 0 {
+		t.FailNow()
+	}
+}
+
+// serverView reads what the server holds: effects per operation from its
+// database, the rest from GET /stats. replays is -1 when the server was
+// killed during the run (its counters started over).
+func serverView(t *testing.T, s *ServerProcess, clientID string, replays bool) ServerView {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	st, err := FetchStats(ctx, &http.Client{Transport: tr}, s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	effects, err := EffectsInDatabase(ctx, s.DB, clientID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := ServerView{Effects: effects, Replays: -1, Charges: st.Effects.Charges, Captures: st.GatewayCaptures}
+	if replays {
+		v.Replays = st.Replays
+	}
+	if st.DuplicateReferences != 0 {
+		t.Errorf("the server counts %d references with more than one effect", st.DuplicateReferences)
+	}
+	if st.InFlight != 0 {
+		t.Errorf("the server holds %d keys in flight after the run", st.InFlight)
+	}
+	return v
+}
+
+// report checks the run, logs its line and fails the test if the promise
+// was broken.
+func report(t *testing.T, c *Checker, name string, v ServerView) Report {
+	t.Helper()
+	r := c.Check(name, v)
+	t.Log(r)
+	if err := r.Err(); err != nil {
+		t.Error(err)
+	}
+	return r
+}
+
+// requireJournalDone checks that the journal holds every operation of w
+// as done.
+func requireJournalDone(t *testing.T, j *idem.Journal, w Workload) {
+	t.Helper()
+	for _, id := range w.IDs() {
+		op, ok := j.Lookup(id)
+		if !ok || op.State != idem.Done {
+			t.Errorf("journal: operation %s is %v (found %v), want done", id, op.State, ok)
+			return
+		}
+	}
+}

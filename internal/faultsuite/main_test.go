@@ -1,0 +1,50 @@
+package faultsuite
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// binDir holds the binaries the tests build, for the life of the test
+// binary.
+var binDir string
+
+// TestMain runs the batch client when the test binary is re-executed as a
+// child (see batchChildEnv), and otherwise the tests, failing the package
+// if any of them leaves a goroutine behind.
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(batchChildEnv); cfg != "" {
+		os.Exit(runBatchChild(cfg))
+	}
+	dir, err := os.MkdirTemp("", "faultsuite-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
+}
+
+var server struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// serverBinary returns the reference server's binary, building it the
+// first time.
+func serverBinary(t *testing.T) string {
+	t.Helper()
+	server.once.Do(func() { server.path, server.err = BuildServer(binDir) })
+	if server.err != nil {
+		t.Fatal(server.err)
+	}
+	return server.path
+}
