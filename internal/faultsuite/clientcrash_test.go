@@ -1,0 +1,121 @@
+package faultsuite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// TestClientCrash runs the workload as a batch job in a child process
+// (idem.OpenJournal and Client.RunBatch), against a server that faults 10%
+// of its requests, and SIGKILLs the child at random moments: after a
+// random number of outcomes, or a random few milliseconds after it starts
+// (while it opens its journal, or sends its first resumed operations). The
+// job compacts its journal every 50 outcomes, so some kills land in a
+// compaction. Each restart resumes from the journal; the last one runs to
+// the end. The journal must open every time, and every operation must end
+// done with exactly one effect, under one key across all the processes.
+func TestClientCrash(t *testing.T) {
+	seed := seedOf(t)
+	ops := sizeOf(t, EnvCrashOps, DefaultCrashOps)
+	kills := sizeOf(t, EnvClientKills, DefaultClientKills)
+	srv := startServer(t, "-faults", "0.1", "-crash", "abort", "-seed", strconv.FormatInt(seed, 10))
+	w := Workload{BaseURL: srv.URL, ClientID: "client-crash", Ops: ops}
+	prepareInventory(t, srv.URL, w.ClientID)
+
+	cfg := batchChildConfig{
+		Journal: filepath.Join(t.TempDir(), "batch.journal"), URL: w.BaseURL, ClientID: w.ClientID,
+		Ops: ops, Concurrency: 8, CompactEvery: 50, Rounds: 200,
+	}
+	checker := NewChecker(w.IDs())
+	rng := rngOf(seed, 2)
+	created := false // whether a run has reported the journal open
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	for k := 1; k <= kills; k++ {
+		b := startBatch(t, cfg, checker)
+		running, err := killPoint(ctx, b, rng, ops/(kills+2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !running {
+			t.Fatalf("the batch ended (%v) before kill %d: %s", b.err, k, b.stderr.String())
+		}
+		b.kill()
+		if msg := b.journalError(); msg != "" {
+			t.Fatalf("after %d kills the journal did not open: %s", k-1, msg)
+		}
+		created = created || b.opened()
+		requireJournalOpens(t, cfg.Journal, k, created)
+	}
+	b := startBatch(t, cfg, checker)
+	if err := b.wait(ctx); err != nil {
+		lines, _ := b.outputLines()
+		t.Fatalf("the last run ended with %v: %q\n%s", err, lines, b.stderr.String())
+	}
+	if !b.opened() {
+		t.Fatal("the last run did not report its journal open")
+	}
+	r := report(t, checker, "client-crash", serverView(t, srv, w.ClientID, true))
+	if r.ClientCrashes == 0 {
+		t.Error("no operation was found pending after a kill: the kills missed the work")
+	}
+	j, err := idem.OpenJournalWithOptions(cfg.Journal, idem.JournalOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireJournalDone(t, j, w)
+}
+
+// killPoint waits for the moment to kill a batch child: a random few
+// milliseconds after it starts (one time in four), or otherwise after a
+// random number of outcomes, at most maxOutcomes. It reports whether the
+// child still runs.
+func killPoint(ctx context.Context, b *batchProcess, rng *rand.Rand, maxOutcomes int) (bool, error) {
+	if rng.IntN(4) == 0 {
+		select {
+		case <-time.After(time.Duration(rng.IntN(40_000)) * time.Microsecond):
+			return true, nil
+		case <-b.exited:
+			return false, nil
+		}
+	}
+	return b.waitOutcomes(ctx, 1+rng.IntN(max(maxOutcomes, 1)))
+}
+
+// requireJournalOpens opens the journal read-only, as a person inspecting
+// it would: it must open whatever instant the writer was killed at. Until
+// a run has reported the journal open, the file may not exist yet (the
+// kill came before it was created).
+func requireJournalOpens(t *testing.T, path string, kills int, created bool) {
+	t.Helper()
+	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{ReadOnly: true})
+	if !created && errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("after %d kills the journal does not open: %v", kills, err)
+	}
+	j.Close()
+}
+
+// prepareInventory stocks the reservations' item.
+func prepareInventory(t *testing.T, url, clientID string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	if err := PrepareInventory(ctx, &http.Client{Transport: tr}, url, clientID); err != nil {
+		t.Fatal(fmt.Errorf("preparing the inventory: %w", err))
+	}
+}
