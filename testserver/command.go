@@ -30,6 +30,41 @@ const shutdownGrace = 5 * time.Second
 //
 // The idem-testserver binary is this function; so is "idem serve".
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, addr, err := parseArgs(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	in, err := Listen(cfg, addr)
+	if err != nil {
+		if errors.Is(err, ErrInvalidConfig) {
+			fmt.Fprintln(stderr, err)
+			return fmt.Errorf("%w: %w", ErrUsage, err)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "listening on %s\n", in.URL)
+	logger := cfg.Logger
+	logger.Info("serving", "url", in.URL, "db", cfg.Path)
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	select {
+	case <-ctx.Done():
+	case err := <-in.served: // the listener failed
+		in.served <- err
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := in.Shutdown(sctx); err != nil {
+		return fmt.Errorf("testserver: shutting down: %w", err)
+	}
+	return nil
+}
+
+// parseArgs turns the command line into a Config (with its Logger and
+// Crash set) and the listen address.
+func parseArgs(args []string, stdout, stderr io.Writer) (Config, string, error) {
 	fs := flag.NewFlagSet("idem-testserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -37,7 +72,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		addr      = fs.String("addr", "127.0.0.1:8080", "`address` to listen on (host:port; port 0 picks a free one)")
 		logLevel  = fs.String("log-level", "info", "log `level`: debug, info, warn, error or off")
 		crashMode = fs.String("crash", "exit", "what an injected crash does: exit (the process exits with status 137), abort (only the request is aborted) or hang (the request stops, announced on stdout, until the process is killed)")
-		uniform   = fs.Float64("faults", 0, "fail this `fraction` of mutating requests, spread evenly over the seven server faults (overrides the -fault-* rates)")
+		uniform   = fs.Float64("faults", 0, "fail this `fraction` of mutating requests, spread evenly over the seven server faults (replaces the -fault-* rates; -fault-delay still sets the delay)")
 	)
 	fs.StringVar(&cfg.Path, "db", "idem-testserver.db", "SQLite database `file` (created if missing; :memory: keeps nothing)")
 	fs.DurationVar(&cfg.Retention, "retention", DefaultRetention, "how long keys are kept")
@@ -63,23 +98,23 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			return Config{}, "", err
 		}
-		return fmt.Errorf("%w: %w", ErrUsage, err)
+		return Config{}, "", fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
-		return fmt.Errorf("%w: unexpected arguments", ErrUsage)
+		return Config{}, "", fmt.Errorf("%w: unexpected arguments", ErrUsage)
 	}
 	if *uniform > 0 {
-		g := f.Gateway
+		g, d := f.Gateway, f.Delay
 		*f = UniformFaults(*uniform, f.Seed)
-		f.Gateway = g
+		f.Gateway, f.Delay = g, d
 	}
 	logger, err := newLogger(*logLevel, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return fmt.Errorf("%w: %w", ErrUsage, err)
+		return Config{}, "", fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	cfg.Logger = logger
 	switch *crashMode {
@@ -96,34 +131,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	default:
 		fmt.Fprintf(stderr, "-crash must be exit, abort or hang, not %q\n", *crashMode)
-		return fmt.Errorf("%w: bad -crash", ErrUsage)
+		return Config{}, "", fmt.Errorf("%w: bad -crash", ErrUsage)
 	}
-
-	in, err := Listen(cfg, *addr)
-	if err != nil {
-		if errors.Is(err, ErrInvalidConfig) {
-			fmt.Fprintln(stderr, err)
-			return fmt.Errorf("%w: %w", ErrUsage, err)
-		}
-		return err
-	}
-	fmt.Fprintf(stdout, "listening on %s\n", in.URL)
-	logger.Info("serving", "url", in.URL, "db", cfg.Path)
-
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	select {
-	case <-ctx.Done():
-	case err := <-in.served: // the listener failed
-		in.served <- err
-	}
-	logger.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := in.Shutdown(sctx); err != nil {
-		return fmt.Errorf("testserver: shutting down: %w", err)
-	}
-	return nil
+	return cfg, *addr, nil
 }
 
 // newLogger returns a text logger to w at the named level.
