@@ -168,7 +168,6 @@ func (s *Server) claim(ctx context.Context, w http.ResponseWriter, r *http.Reque
 			s.internalError(w, r, err)
 			return keyRow{}, "", false
 		}
-		s.stats.resumed.Add(1)
 		s.log.InfoContext(ctx, "resuming charge", "key", m.key, "point", row.recoveryPoint, "stale_lock", row.lockedAt.Valid)
 	} else {
 		row, err = insertKey(ctx, tx, m, now, pointStarted, token, nil)
@@ -181,6 +180,9 @@ func (s *Server) claim(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		s.internalError(w, r, err)
 		return keyRow{}, "", false
 	}
+	if found {
+		s.stats.resumed.Add(1)
+	}
 	return row, token, true
 }
 
@@ -189,13 +191,16 @@ func (s *Server) claim(ctx context.Context, w http.ResponseWriter, r *http.Reque
 func (s *Server) recordGatewayCall(ctx context.Context, id int64, token, gatewayChargeID string) error {
 	tx, err := s.db.write.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("testserver: recording the gateway call: %w", err)
 	}
 	defer tx.Rollback()
 	if err := advance(ctx, tx, id, token, pointGatewayCalled, gatewayChargeID, nil); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("testserver: recording the gateway call: %w", err)
+	}
+	return nil
 }
 
 // finishCharge is phase 3: the charge row, the stored answer and the
