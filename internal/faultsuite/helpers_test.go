@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
@@ -96,11 +97,15 @@ func newClient(t *testing.T, j *idem.Journal, rec Recorder) *idem.Client {
 	return c
 }
 
+// quietLog discards the journal's records (failures the tests inject,
+// torn tails they cause).
+var quietLog = slog.New(slog.DiscardHandler)
+
 // openJournal opens a journal in a fresh directory and closes it when the
 // test ends.
 func openJournal(t *testing.T) *idem.Journal {
 	t.Helper()
-	j, err := idem.OpenJournal(filepath.Join(t.TempDir(), "client.journal"))
+	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "client.journal"), idem.JournalOptions{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
