@@ -1,0 +1,229 @@
+package faultsuite
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/testserver"
+)
+
+// errDisk is the injected disk failure.
+var errDisk = errors.New("injected disk failure (EIO)")
+
+// diskRig is a client whose journal's files fail on command, in front of
+// an in-memory reference server whose request counter says whether
+// anything was sent.
+type diskRig struct {
+	t      *testing.T
+	path   string
+	faults *DiskFaults
+	j      *idem.Journal
+	c      *idem.Client
+	srv    *testserver.Instance
+	w      Workload
+}
+
+func newDiskRig(t *testing.T) *diskRig {
+	t.Helper()
+	srv := testserver.Start(t, testserver.Config{})
+	r := &diskRig{t: t, path: filepath.Join(t.TempDir(), "client.journal"), faults: new(DiskFaults), srv: srv,
+		w: Workload{BaseURL: srv.URL, ClientID: "disk", Ops: 4}}
+	prepareInventory(t, srv.URL, r.w.ClientID)
+	r.open(r.faults.Wrap)
+	t.Cleanup(func() { r.j.Close() })
+	return r
+}
+
+// open opens the journal (closing the previous one) with wrap as its
+// WrapFile, and a client on it.
+func (r *diskRig) open(wrap func(idem.File) idem.File) {
+	r.t.Helper()
+	if r.j != nil {
+		r.j.Close()
+	}
+	j, err := idem.OpenJournalWithOptions(r.path, idem.JournalOptions{WrapFile: wrap, Logger: quietLog})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	tr := NewTransport()
+	r.t.Cleanup(tr.CloseIdleConnections)
+	cfg := clientConfig(j, &http.Client{Transport: tr})
+	c, err := idem.New(cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.j, r.c = j, c
+}
+
+// do runs operation i once.
+func (r *diskRig) do(i int) error {
+	r.t.Helper()
+	req, err := r.w.Request(context.Background(), i)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	resp, err := r.c.Do(OperationID(i), req)
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return err
+}
+
+// stats reads the server's counters.
+func (r *diskRig) stats() testserver.Stats {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := r.srv.Server.Stats(ctx)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return st
+}
+
+// requireSent checks the mutating requests the server received so far
+// (the inventory's PUT included) and the effects it holds.
+func (r *diskRig) requireSent(requests, effects int64) {
+	r.t.Helper()
+	st := r.stats()
+	if st.Requests != requests+1 || st.Effects.Charges+st.Effects.Reservations != effects {
+		r.t.Fatalf("the server received %d operation requests and holds %d effects; want %d and %d",
+			st.Requests-1, st.Effects.Charges+st.Effects.Reservations, requests, effects)
+	}
+	if st.DuplicateReferences != 0 {
+		r.t.Fatalf("the server holds %d references with more than one effect", st.DuplicateReferences)
+	}
+}
+
+// A write of the intent that fails means nothing is sent and the caller
+// gets the failure; the journal refuses every later append with it, and
+// opens again without the operation.
+func TestDiskWriteFailureBeforeSending(t *testing.T) {
+	r := newDiskRig(t)
+	r.faults.FailNextWrite(RecordIntent, false, errDisk)
+	if err := r.do(0); !errors.Is(err, errDisk) {
+		t.Fatalf("Do = %v, want the disk failure", err)
+	}
+	r.requireSent(0, 0)
+	if err := r.do(1); !errors.Is(err, errDisk) {
+		t.Fatalf("Do after the failure = %v, want the latched disk failure", err)
+	}
+	r.requireSent(0, 0)
+	if err := r.j.Close(); !errors.Is(err, errDisk) {
+		t.Errorf("Close = %v, want the latched disk failure", err)
+	}
+
+	r.open(nil)
+	if _, ok := r.j.Lookup(OperationID(0)); ok {
+		t.Error("the journal holds the operation whose intent failed to be written")
+	}
+	if err := r.do(0); err != nil {
+		t.Fatal(err)
+	}
+	r.requireSent(1, 1)
+}
+
+// A write that fails halfway through the intent leaves a torn tail: nothing
+// is sent, and the next open truncates the half record.
+func TestDiskShortWriteLeavesATornTail(t *testing.T) {
+	r := newDiskRig(t)
+	if err := r.do(0); err != nil {
+		t.Fatal(err)
+	}
+	r.faults.FailNextWrite(RecordIntent, true, errDisk)
+	if err := r.do(1); !errors.Is(err, errDisk) {
+		t.Fatalf("Do = %v, want the disk failure", err)
+	}
+	r.requireSent(1, 1)
+	r.j.Close()
+
+	r.open(nil)
+	if st := r.j.Stats(); st.Truncated == 0 {
+		t.Errorf("the journal opened without truncating the half record: %+v", st)
+	}
+	if op, ok := r.j.Lookup(OperationID(0)); !ok || op.State != idem.Done {
+		t.Errorf("operation 0 is %v (found %v) after the torn tail was cut, want done", op.State, ok)
+	}
+	if err := r.do(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.do(0); err != nil {
+		t.Fatal(err)
+	}
+	r.requireSent(2, 2)
+}
+
+// An fsync of the intent that fails means nothing is sent and the caller
+// gets the failure; the failure latches: later operations are refused with
+// it, and the fsync is never tried again on that file.
+func TestDiskFsyncFailureLatches(t *testing.T) {
+	r := newDiskRig(t)
+	r.faults.FailNextSync(errDisk)
+	if err := r.do(0); !errors.Is(err, errDisk) {
+		t.Fatalf("Do = %v, want the disk failure", err)
+	}
+	r.requireSent(0, 0)
+	syncs := r.faults.Syncs()
+	if err := r.do(1); !errors.Is(err, errDisk) {
+		t.Fatalf("Do after the failure = %v, want the latched disk failure", err)
+	}
+	r.requireSent(0, 0)
+	if err := r.j.Sync(); !errors.Is(err, errDisk) {
+		t.Errorf("Sync after the failure = %v, want the latched disk failure", err)
+	}
+	if err := r.j.Close(); !errors.Is(err, errDisk) {
+		t.Errorf("Close = %v, want the latched disk failure", err)
+	}
+	if n := r.faults.Syncs(); n != syncs {
+		t.Errorf("the journal called fsync %d more times after it failed", n-syncs)
+	}
+
+	// A new process: the intent may or may not have reached the disk. If
+	// it did, the operation resumes under its key; it was never sent, so
+	// either way it takes effect once.
+	r.open(nil)
+	if err := r.do(0); err != nil {
+		t.Fatal(err)
+	}
+	r.requireSent(1, 1)
+}
+
+// A completion record that fails to be written does not undo the effect,
+// and the operation is answered again by the server's replay, never
+// applied twice: in this process (the journal still holds it as pending)
+// and after a restart.
+func TestDiskCompletionFailureReplays(t *testing.T) {
+	r := newDiskRig(t)
+	r.faults.FailNextWrite(RecordCompletion, false, errDisk)
+	if err := r.do(0); err != nil {
+		t.Fatalf("Do = %v; the effect happened, the completion is only a record of it", err)
+	}
+	r.requireSent(1, 1)
+	if err := r.do(0); err != nil {
+		t.Fatal(err)
+	}
+	r.requireSent(2, 1)
+	if st := r.stats(); st.Replays != 1 {
+		t.Errorf("the server replayed %d answers, want 1", st.Replays)
+	}
+	if err := r.do(1); !errors.Is(err, errDisk) {
+		t.Fatalf("Do of a new operation = %v, want the latched disk failure", err)
+	}
+	r.requireSent(2, 1)
+
+	r.open(nil)
+	if err := r.do(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.do(1); err != nil {
+		t.Fatal(err)
+	}
+	r.requireSent(4, 2)
+}
