@@ -37,6 +37,10 @@ func (s *Server) serveAtomic(w http.ResponseWriter, r *http.Request, m *mutation
 	defer tx.Rollback() // after Commit, a no-op
 
 	now := s.cfg.Now()
+	if s.cfg.DisableIdempotency {
+		s.serveUnkeyed(ctx, w, r, tx, m, now, apply)
+		return
+	}
 	row, found, err := loadKey(ctx, tx, m.scope, m.key)
 	if err != nil {
 		s.internalError(w, r, err)
@@ -59,6 +63,24 @@ func (s *Server) serveAtomic(w http.ResponseWriter, r *http.Request, m *mutation
 		return
 	}
 	if _, err := insertKey(ctx, tx, m, now, pointFinished, "", &resp); err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	if s.beforeCommit(w, m) {
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	s.deliver(w, m, resp)
+}
+
+// serveUnkeyed is serveAtomic without the idempotency layer (benchmarks
+// only; see Config.DisableIdempotency): the change alone, in tx, committed.
+func (s *Server) serveUnkeyed(ctx context.Context, w http.ResponseWriter, r *http.Request, tx *sql.Tx, m *mutation, now time.Time, apply applyFunc) {
+	resp, err := apply(ctx, tx, now)
+	if err != nil {
 		s.internalError(w, r, err)
 		return
 	}

@@ -95,6 +95,10 @@ func (s *Server) postCharge(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, p)
 		return
 	}
+	if m.key == "" { // only under Config.DisableIdempotency, which charges do not follow
+		s.refuse(w, problem(http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key required", errKeyMissing.Error()))
+		return
+	}
 	var in chargeRequest
 	if p := decodeJSON(m.body, &in); p != nil {
 		s.refuse(w, p)

@@ -78,6 +78,17 @@ type Config struct {
 	// Logger receives one record per request and the sweeper's reports.
 	// Default: nil, which logs nothing.
 	Logger *slog.Logger
+
+	// DisableIdempotency is for benchmarks only: it serves the
+	// single-transaction mutations (POST /reservations, PUT
+	// /inventory/{item_id}) without the idempotency layer, as the baseline
+	// the layer's cost is measured against. They then need no key; none is
+	// looked up or stored, and a retry applies the mutation again. A key
+	// that is sent is still written on the reservation row, under its
+	// UNIQUE constraint. POST /charges, whose phases rely on the key, keeps
+	// the layer and still requires one. Never set it in a server a client
+	// relies on. Default: false.
+	DisableIdempotency bool
 }
 
 // withDefaults returns c with every zero field replaced by its default, or

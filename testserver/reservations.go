@@ -147,7 +147,7 @@ func (s *Server) reserve(ctx context.Context, tx *sql.Tx, m *mutation, in reserv
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO reservations (id, client_id, idempotency_key, item_id, quantity, reference, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		rsv.ID, m.scope, m.key, item, qty, nullable(rsv.Reference), now.UnixNano()); err != nil {
+		rsv.ID, m.scope, nullable(m.key), item, qty, nullable(rsv.Reference), now.UnixNano()); err != nil {
 		return response{}, fmt.Errorf("testserver: recording reservation: %w", err)
 	}
 	resp, err := jsonResponse(http.StatusCreated, rsv)
