@@ -43,6 +43,7 @@ type command struct {
 var commands = []command{
 	journalCommand,
 	sendCommand,
+	serveCommand,
 }
 
 // runEnv dispatches args to the subcommand they name.
