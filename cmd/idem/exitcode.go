@@ -35,8 +35,9 @@ const (
 // writeExitCodes documents the exit codes for usage text.
 func writeExitCodes(w io.Writer) {
 	fmt.Fprint(w, `Exit codes:
-  0  success; for send, the operation is done
-  1  other error (missing journal file, unreadable input, I/O)
+  0  success; for send, the operation is done; for demo, idem was exact
+  1  other error (missing journal file, unreadable input, I/O);
+     for demo, a duplicate or lost charge with idem
   2  usage: bad flags, arguments or command
   3  send: rejected, the server answered without applying the request
   4  send: outcome unknown, the operation stays pending; rerun to resume
