@@ -97,9 +97,11 @@
 // # Retention
 //
 // Keys are kept for Config.Retention (default 24 hours). A background sweeper
-// deletes older ones and clears the key from the business rows, so a key
-// used again after that is a new request. A request still holding a live lock
-// is never swept.
+// deletes older finished ones and clears the key from the business rows, so
+// a key used again after that is a new request. A key whose request has not
+// finished is never swept: forgetting it would let its retry capture the
+// money again under a new downstream key. Once past retention with no live
+// lock it is counted in Stats.Abandoned, for a person to reconcile.
 //
 // # Faults
 //

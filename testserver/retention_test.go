@@ -3,6 +3,7 @@ package testserver
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -122,4 +123,70 @@ func TestConfigDefaults(t *testing.T) {
 			t.Fatalf("New: %v, want ErrInvalidConfig", err)
 		}
 	}
+}
+
+// S6 and S5: the sweeper never deletes a key whose request has not
+// finished. Deleting it would let a retry start afresh under a new
+// downstream key and capture the money a second time. Such a key is kept,
+// however old, and counted in Stats.Abandoned for reconciliation.
+func TestS6SweepKeepsUnfinishedKeys(t *testing.T) {
+	const retention, lockTimeout = time.Minute, 5 * time.Second
+	t.Run("holder still running", func(t *testing.T) {
+		clock := newFakeClock()
+		in := start(t, Config{Now: clock.Now, Retention: retention, LockTimeout: lockTimeout, SweepInterval: time.Hour})
+		gw := blockGateway(in.Server)
+		first := sendAsync(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+		<-gw.started
+
+		clock.Advance(retention) // expired, and its lock is stale
+		if n, err := in.Server.Sweep(context.Background()); err != nil || n != 0 {
+			t.Fatalf("Sweep = %d, %v; want the unfinished key kept", n, err)
+		}
+		if st := stats(t, in); st.Keys != 1 || st.Abandoned != 1 {
+			t.Fatalf("stats %+v, want the key kept and counted as abandoned", st)
+		}
+		close(gw.release)
+		holder := <-first
+		wantStatus(t, holder, http.StatusCreated)
+		retry := send(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+		if retry.status != http.StatusCreated || retry.header.Get(HeaderReplayed) != "true" || string(retry.body) != string(holder.body) {
+			t.Fatalf("retry: %d %s (replayed %q), want the holder's answer replayed", retry.status, retry.body, retry.header.Get(HeaderReplayed))
+		}
+		st := stats(t, in)
+		if st.GatewayCaptures != 1 || st.Effects.Charges != 1 || st.Abandoned != 0 || st.InFlight != 0 {
+			t.Fatalf("stats %+v, want one capture, one charge, nothing abandoned or in flight", st)
+		}
+		checkConsistent(t, in.Server)
+	})
+	t.Run("holder crashed after the gateway", func(t *testing.T) {
+		path, clock := dbPath(t), newFakeClock()
+		cfg := Config{Path: path, Now: clock.Now, Retention: retention, LockTimeout: lockTimeout, SweepInterval: time.Hour}
+		crashing := cfg
+		crashing.Faults = Faults{CrashAfterGateway: 1}
+		faulty := start(t, crashing)
+		if rep, err := try(t, faulty, req{method: "POST", path: "/charges", key: "c1", body: chargeBody}); err == nil {
+			t.Fatalf("got %d %s, want the connection dropped by the crash", rep.status, rep.body)
+		}
+		if err := faulty.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		in := start(t, cfg)
+		clock.Advance(retention)
+		if n, err := in.Server.Sweep(context.Background()); err != nil || n != 0 {
+			t.Fatalf("Sweep = %d, %v; want the stale-locked unfinished key kept", n, err)
+		}
+		st := stats(t, in)
+		if st.Keys != 1 || st.InFlight != 1 || st.Abandoned != 1 || st.GatewayCaptures != 1 || st.Effects.Charges != 0 {
+			t.Fatalf("stats %+v, want the key kept, locked and abandoned, with its capture and no charge", st)
+		}
+		checkConsistent(t, in.Server)
+		// A late retry resumes from gateway_called: no second capture.
+		wantStatus(t, send(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody}), http.StatusCreated)
+		st = stats(t, in)
+		if st.GatewayCaptures != 1 || st.Effects.Charges != 1 || st.Abandoned != 0 || st.InFlight != 0 || st.Resumed != 1 {
+			t.Fatalf("stats %+v, want one capture, one charge, one resume, nothing abandoned", st)
+		}
+		checkConsistent(t, in.Server)
+	})
 }

@@ -65,6 +65,15 @@ type Stats struct {
 	Keys int64 `json:"keys"`
 	// InFlight counts keys whose request holds a lock (live or stale).
 	InFlight int64 `json:"in_flight"`
+	// Abandoned counts unfinished keys (POST /charges stopped before its
+	// last phase) at least Config.Retention old and with no live lock: the
+	// client has given up on them, since its key TTL is the retention
+	// window. The sweeper keeps them, because forgetting one would let a
+	// retry capture again under a new downstream key. Each may hold money
+	// captured without a charge: reconcile it against the gateway by the
+	// row's downstream_key and gateway_charge_id, then finish or delete the
+	// row by hand.
+	Abandoned int64 `json:"abandoned"`
 }
 
 // Effects counts business rows by table.
@@ -99,8 +108,9 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 			+ (SELECT COUNT(*) FROM (SELECT 1 FROM reservations WHERE reference IS NOT NULL
 			                         GROUP BY client_id, reference HAVING COUNT(*) > 1)),
 			(SELECT COUNT(*) FROM idempotency_keys),
-			(SELECT COUNT(*) FROM idempotency_keys WHERE locked_at IS NOT NULL)`).
-		Scan(&st.Effects.Charges, &st.Effects.Reservations, &st.DuplicateReferences, &st.Keys, &st.InFlight)
+			(SELECT COUNT(*) FROM idempotency_keys WHERE locked_at IS NOT NULL),
+			(SELECT COUNT(*) FROM idempotency_keys WHERE `+abandoned+`)`, s.abandonedArgs()...).
+		Scan(&st.Effects.Charges, &st.Effects.Reservations, &st.DuplicateReferences, &st.Keys, &st.InFlight, &st.Abandoned)
 	if err != nil {
 		return Stats{}, fmt.Errorf("testserver: reading stats: %w", err)
 	}

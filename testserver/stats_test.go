@@ -51,6 +51,7 @@ func TestStatsEndpoint(t *testing.T) {
 		"duplicate_references": float64(2), // a's order-1 (twice), a's inv-1 (three times)
 		"keys":                 float64(10),
 		"in_flight":            float64(0),
+		"abandoned":            float64(0),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("GET /stats = %s\nwant %v", rep.body, want)

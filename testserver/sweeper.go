@@ -6,41 +6,43 @@ import (
 	"time"
 )
 
-// Sweep deletes the keys at least Config.Retention old (rule S6) and returns
-// how many it deleted. A key whose request holds a live lock is kept until
-// the lock is released or goes stale. The business rows created under a
+// Sweep deletes the finished keys at least Config.Retention old (rule S6)
+// and returns how many it deleted. The business rows created under a
 // deleted key keep everything but the key: their idempotency_key is set to
 // NULL in the same transaction, so the UNIQUE constraint lets the key be
 // used again, as a new request.
 //
-// A charge key that never finished (its client gave up after a crash) is
-// deleted like any other; if the gateway had captured, that capture stays
-// without a charge, and Stats shows it as GatewayCaptures above
-// Effects.Charges.
+// A key whose request has not finished is never deleted, however old: its
+// request may still be running (a live lock, or one that went stale while
+// the gateway was slow), or it may have crashed between the gateway's
+// capture and the final commit. Forgetting it would turn the retry it
+// invites into a new request with a new downstream key, and the gateway
+// would capture the money a second time. Such keys are kept, logged by the
+// background sweeper, and counted in Stats.Abandoned once no live lock
+// holds them, for a person to reconcile.
 //
 // The background sweeper calls Sweep every Config.SweepInterval; tests may
 // call it directly.
 func (s *Server) Sweep(ctx context.Context) (int64, error) {
-	now := s.cfg.Now()
-	expired := now.Add(-s.cfg.Retention).UnixNano()
-	stale := now.Add(-s.cfg.LockTimeout).UnixNano()
+	expired := s.cfg.Now().Add(-s.cfg.Retention).UnixNano()
 	tx, err := s.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("testserver: sweeping keys: %w", err)
 	}
 	defer tx.Rollback()
-	const doomed = `created_at <= ?1 AND (locked_at IS NULL OR locked_at <= ?2)`
+	// A finished row holds no lock, so its age alone decides.
+	const doomed = `recovery_point = 'finished' AND created_at <= ?1`
 	for _, table := range []string{"reservations", "charges"} {
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE `+table+` SET idempotency_key = NULL
 			WHERE idempotency_key IS NOT NULL AND EXISTS (
 				SELECT 1 FROM idempotency_keys k
 				WHERE k.client_id = `+table+`.client_id AND k.key = `+table+`.idempotency_key AND `+doomed+`)`,
-			expired, stale); err != nil {
+			expired); err != nil {
 			return 0, fmt.Errorf("testserver: sweeping keys from %s: %w", table, err)
 		}
 	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE `+doomed, expired, stale)
+	res, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE `+doomed, expired)
 	if err != nil {
 		return 0, fmt.Errorf("testserver: sweeping keys: %w", err)
 	}
@@ -52,6 +54,30 @@ func (s *Server) Sweep(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("testserver: sweeping keys: %w", err)
 	}
 	return n, nil
+}
+
+// abandoned selects the unfinished key rows the sweeper keeps and
+// Stats.Abandoned counts: at least Config.Retention old (?1, a cut-off in
+// Unix nanoseconds) and not locked by a live request (?2, the cut-off of
+// Config.LockTimeout).
+const abandoned = `recovery_point <> 'finished' AND created_at <= ?1 AND (locked_at IS NULL OR locked_at <= ?2)`
+
+// abandonedArgs returns the cut-offs the abandoned condition takes.
+func (s *Server) abandonedArgs() []any {
+	now := s.cfg.Now()
+	return []any{now.Add(-s.cfg.Retention).UnixNano(), now.Add(-s.cfg.LockTimeout).UnixNano()}
+}
+
+// reportAbandoned logs the abandoned keys, if any, for reconciliation.
+func (s *Server) reportAbandoned(ctx context.Context) {
+	var n int64
+	err := s.db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM idempotency_keys WHERE `+abandoned, s.abandonedArgs()...).Scan(&n)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.ErrorContext(ctx, "counting abandoned keys", "err", err)
+	case n > 0:
+		s.log.WarnContext(ctx, "unfinished keys past retention kept for reconciliation; see Stats.Abandoned", "abandoned", n)
+	}
 }
 
 // sweepEvery runs Sweep every interval until the server closes.
@@ -72,5 +98,6 @@ func (s *Server) sweepEvery(interval time.Duration) {
 		case n > 0:
 			s.log.Info("swept expired keys", "deleted", n)
 		}
+		s.reportAbandoned(s.ctx)
 	}
 }
