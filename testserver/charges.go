@@ -130,13 +130,13 @@ func (s *Server) postCharge(w http.ResponseWriter, r *http.Request) {
 			s.crash(w, faultCrashAfterGateway, CrashPointAfterGateway)
 			return
 		}
+		row.gatewayChargeID = sql.NullString{String: gatewayChargeID, Valid: true}
 		if err := s.recordGatewayCall(ctx, row.id, token, gatewayChargeID); err != nil {
 			s.release(ctx, row.id, token)
-			s.phaseFailed(w, r, err)
+			s.phaseFailed(w, r, m, row, err)
 			return
 		}
 		row.recoveryPoint = pointGatewayCalled
-		row.gatewayChargeID = sql.NullString{String: gatewayChargeID, Valid: true}
 	}
 	s.finishCharge(ctx, w, r, m, in, row, token)
 }
@@ -213,7 +213,7 @@ func (s *Server) finishCharge(ctx context.Context, w http.ResponseWriter, r *htt
 	tx, err := s.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		s.release(ctx, row.id, token)
-		s.phaseFailed(w, r, err)
+		s.phaseFailed(w, r, m, row, err)
 		return
 	}
 	defer tx.Rollback()
@@ -222,7 +222,7 @@ func (s *Server) finishCharge(ctx context.Context, w http.ResponseWriter, r *htt
 	fail := func(err error) {
 		tx.Rollback()
 		s.release(ctx, row.id, token)
-		s.phaseFailed(w, r, err)
+		s.phaseFailed(w, r, m, row, err)
 	}
 	now := s.cfg.Now()
 	charge := Charge{
@@ -282,8 +282,20 @@ func (s *Server) gatewayFailed(w http.ResponseWriter, r *http.Request, err error
 }
 
 // phaseFailed answers a phase that could not complete: 409 if a retry took
-// the lock over, 500 otherwise.
-func (s *Server) phaseFailed(w http.ResponseWriter, r *http.Request, err error) {
+// the lock over; 500 without an invitation to retry if the key row is gone
+// (the money may be captured, and a retry would be a new request); 500
+// otherwise.
+func (s *Server) phaseFailed(w http.ResponseWriter, r *http.Request, m *mutation, row keyRow, err error) {
+	if errors.Is(err, errKeyRowGone) {
+		s.log.ErrorContext(r.Context(), "key row deleted while its charge ran; reconcile the gateway capture",
+			"key", m.key, "client", m.scope, "downstream_key", row.downstreamKey,
+			"gateway_charge_id", row.gatewayChargeID.String, "err", err)
+		writeProblem(w, problem(http.StatusInternalServerError, ProblemKeyLost, "Idempotency-Key lost",
+			"the server lost the record of this Idempotency-Key while the request ran; the payment may have been captured. "+
+				"Do not send this request again, under this key or another: it would be a new request and could charge twice. "+
+				"Ask the operator to reconcile it"))
+		return
+	}
 	if errors.Is(err, errLockLost) {
 		s.stats.conflicts.Add(1)
 		s.log.WarnContext(r.Context(), "lock taken over by a retry; stopping")

@@ -2,6 +2,7 @@ package testserver
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -295,5 +296,38 @@ func TestConcurrentRequestsWithOneKeyHaveOneEffect(t *testing.T) {
 			}
 			checkConsistent(t, in.Server)
 		})
+	}
+}
+
+// A key row that disappears under a running charge (the server never
+// deletes an unfinished row; a person or another program did) cannot be
+// taken over by a retry: the retry would start afresh under a new
+// downstream key and could capture the money again. The holder answers 500
+// without inviting a retry and logs what is needed to reconcile.
+func TestChargeWhoseKeyRowVanishedIsNotInvitedToRetry(t *testing.T) {
+	var logs lockedBuffer
+	in := start(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	gw := blockGateway(in.Server)
+	first := sendAsync(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+	<-gw.started
+	if _, err := in.Server.db.write.Exec(`DELETE FROM idempotency_keys`); err != nil {
+		t.Fatal(err)
+	}
+	close(gw.release)
+	rep := <-first
+	p := wantProblem(t, rep, http.StatusInternalServerError, ProblemKeyLost)
+	if ra := rep.header.Get("Retry-After"); ra != "" || strings.Contains(strings.ToLower(p.Detail), "retry with") {
+		t.Fatalf("Retry-After %q, detail %q: the answer must not invite a retry", ra, p.Detail)
+	}
+	if st := stats(t, in); st.GatewayCaptures != 1 || st.Effects.Charges != 0 || st.Conflicts != 0 {
+		t.Fatalf("stats %+v, want the one capture, no charge and no in-flight conflict", st)
+	}
+	var gwCharge string
+	if err := in.Server.db.read.QueryRow(`SELECT charge_id FROM gateway_captures`).Scan(&gwCharge); err != nil {
+		t.Fatal(err)
+	}
+	log := logs.String()
+	if !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "key=c1") || !strings.Contains(log, "gateway_charge_id="+gwCharge) {
+		t.Fatalf("log does not report the lost key with its gateway charge at level ERROR:\n%s", log)
 	}
 }

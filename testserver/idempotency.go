@@ -159,8 +159,15 @@ func insertKey(ctx context.Context, tx *sql.Tx, m *mutation, now time.Time, poin
 // slower than Config.LockTimeout); this request must stop.
 var errLockLost = errors.New("testserver: in-flight lock taken over by a retry")
 
+// errKeyRowGone means the key row of a running request no longer exists.
+// The server never deletes an unfinished row, so something outside it did.
+// Unlike a lost lock, no retry can pick the request up: it would insert a
+// new row with a new downstream key and start afresh.
+var errKeyRowGone = errors.New("testserver: key row deleted while its request ran")
+
 // advance moves a locked row to the next recovery point, checking that the
-// caller still holds the lock. finishing also stores the response and
+// caller still holds the lock: errLockLost if another request holds it now,
+// errKeyRowGone if the row is gone. finishing also stores the response and
 // releases the lock.
 func advance(ctx context.Context, tx *sql.Tx, id int64, lockToken, point string, gatewayChargeID string, resp *response) error {
 	var res sql.Result
@@ -184,9 +191,22 @@ func advance(ctx context.Context, tx *sql.Tx, id int64, lockToken, point string,
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("testserver: recording %s: %w", point, err)
 	} else if n == 0 {
-		return errLockLost
+		return lockLostOrRowGone(ctx, tx, id)
 	}
 	return nil
+}
+
+// lockLostOrRowGone tells why a row did not match its lock token.
+func lockLostOrRowGone(ctx context.Context, tx *sql.Tx, id int64) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM idempotency_keys WHERE id = ?`, id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return errKeyRowGone
+	case err != nil:
+		return fmt.Errorf("testserver: looking for the key row: %w", err)
+	}
+	return errLockLost
 }
 
 // release frees a lock its holder no longer needs because it stopped early

@@ -27,6 +27,7 @@ const (
 	ProblemGatewayFailed     = ProblemTypeBase + "gateway-unavailable"      // 502
 	ProblemInjectedFault     = ProblemTypeBase + "injected-fault"           // 500, 502, 503
 	ProblemInternal          = ProblemTypeBase + "internal-error"           // 500
+	ProblemKeyLost           = ProblemTypeBase + "idempotency-key-lost"     // 500, do not retry: reconcile
 	ProblemUnavailable       = ProblemTypeBase + "unavailable"              // 503
 )
 
