@@ -207,9 +207,12 @@ func (s *Server) recordGatewayCall(ctx context.Context, id int64, token, gateway
 	return nil
 }
 
-// finishCharge is phase 3: the charge row, the stored answer and the
-// release of the lock, in one transaction.
+// finishCharge is phase 3: the stored answer and the release of the lock
+// (checking the lock token), and the charge row, in one transaction.
 func (s *Server) finishCharge(ctx context.Context, w http.ResponseWriter, r *http.Request, m *mutation, in chargeRequest, row keyRow, token string) {
+	if hook := s.beforeFinish.Load(); hook != nil {
+		(*hook)(ctx)
+	}
 	tx, err := s.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		s.release(ctx, row.id, token)
@@ -235,6 +238,19 @@ func (s *Server) finishCharge(ctx context.Context, w http.ResponseWriter, r *htt
 		Status:          ChargeSucceeded,
 		CreatedAt:       now.UTC().Format(time.RFC3339Nano),
 	}
+	resp, err := jsonResponse(http.StatusCreated, charge)
+	if err != nil {
+		fail(err)
+		return
+	}
+	resp.Header.Set("Location", "/charges/"+charge.ID)
+	// The lock token is checked first: a holder that lost its lock must
+	// stop with errLockLost before its INSERT meets the charge the new
+	// holder recorded under the same key (a UNIQUE violation, a 500).
+	if err := advance(ctx, tx, row.id, token, pointFinished, "", &resp); err != nil {
+		fail(err)
+		return
+	}
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO charges (id, client_id, idempotency_key, customer, amount, currency, reference,
 		                     gateway_charge_id, status, created_at)
@@ -242,16 +258,6 @@ func (s *Server) finishCharge(ctx context.Context, w http.ResponseWriter, r *htt
 		charge.ID, m.scope, m.key, charge.Customer, charge.Amount, charge.Currency, nullable(charge.Reference),
 		charge.GatewayChargeID, charge.Status, now.UnixNano()); err != nil {
 		fail(fmt.Errorf("testserver: recording charge: %w", err))
-		return
-	}
-	resp, err := jsonResponse(http.StatusCreated, charge)
-	if err != nil {
-		fail(err)
-		return
-	}
-	resp.Header.Set("Location", "/charges/"+charge.ID)
-	if err := advance(ctx, tx, row.id, token, pointFinished, "", &resp); err != nil {
-		fail(err)
 		return
 	}
 	if s.beforeCommit(w, m) {

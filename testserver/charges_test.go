@@ -95,29 +95,36 @@ func TestGetCharges(t *testing.T) {
 	})
 }
 
-// blockingGateway makes the next capture wait until released, and reports
-// when it has started.
-type blockingGateway struct {
+// pause is a hook that stops the first call made through it until
+// released, and reports when that call has started; later calls pass.
+type pause struct {
 	started chan struct{}
 	release chan struct{}
 	once    sync.Once
 }
 
-func blockGateway(s *Server) *blockingGateway {
-	b := &blockingGateway{started: make(chan struct{}), release: make(chan struct{})}
-	s.gateway.setBeforeCapture(func(ctx context.Context) {
-		first := false
-		b.once.Do(func() { first = true })
-		if !first {
-			return
-		}
-		close(b.started)
-		select {
-		case <-b.release:
-		case <-ctx.Done():
-		}
-	})
-	return b
+func newPause() *pause {
+	return &pause{started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (p *pause) hook(ctx context.Context) {
+	first := false
+	p.once.Do(func() { first = true })
+	if !first {
+		return
+	}
+	close(p.started)
+	select {
+	case <-p.release:
+	case <-ctx.Done():
+	}
+}
+
+// blockGateway makes the next capture wait until released.
+func blockGateway(s *Server) *pause {
+	p := newPause()
+	s.gateway.setBeforeCapture(p.hook)
+	return p
 }
 
 func TestChargeInFlightGets409WithRetryAfter(t *testing.T) {
@@ -330,4 +337,36 @@ func TestChargeWhoseKeyRowVanishedIsNotInvitedToRetry(t *testing.T) {
 	if !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "key=c1") || !strings.Contains(log, "gateway_charge_id="+gwCharge) {
 		t.Fatalf("log does not report the lost key with its gateway charge at level ERROR:\n%s", log)
 	}
+}
+
+// A holder that loses its lock after recording the gateway call, before its
+// last phase, stops with the documented 409: the retry that took over
+// recorded the charge, and the holder must neither record it again nor fail
+// with 500.
+func TestLockLostBeforeTheLastPhaseGets409(t *testing.T) {
+	clock := newFakeClock()
+	in := start(t, Config{Now: clock.Now, LockTimeout: 5 * time.Second})
+	holder := newPause()
+	in.Server.setBeforeFinish(holder.hook)
+	first := sendAsync(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+	<-holder.started // gateway_called is recorded; the last phase has not begun
+
+	clock.Advance(5 * time.Second)
+	second := send(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+	wantStatus(t, second, http.StatusCreated)
+	if second.header.Get(HeaderReplayed) != "" {
+		t.Fatal("the takeover's answer is a first answer, not a replay")
+	}
+	close(holder.release)
+	wantProblem(t, <-first, http.StatusConflict, ProblemInFlight)
+
+	st := stats(t, in)
+	if st.GatewayCaptures != 1 || st.Effects.Charges != 1 || st.Resumed != 1 || st.Conflicts != 1 || st.InFlight != 0 {
+		t.Fatalf("stats %+v, want one capture, one charge, one takeover, one conflict, nothing in flight", st)
+	}
+	again := send(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+	if again.status != 201 || string(again.body) != string(second.body) {
+		t.Fatalf("replay %d %s, want %s", again.status, again.body, second.body)
+	}
+	checkConsistent(t, in.Server)
 }

@@ -216,6 +216,8 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 func (g *Gateway) setBeforeCapture(f func(context.Context)) { g.beforeCapture.Store(&f) }
 
+func (s *Server) setBeforeFinish(f func(context.Context)) { s.beforeFinish.Store(&f) }
+
 // checkConsistent checks the invariants every fault must preserve:
 // no effect without its key's stored answer, no capture without its charge
 // unless its key row is still unfinished, stock never negative.

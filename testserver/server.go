@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,10 @@ type Server struct {
 	closed   bool
 	inflight sync.WaitGroup
 	closeErr error
+
+	// beforeFinish, if set, runs before the last phase of a charge: a seam
+	// for tests that need a request to stop between its phases.
+	beforeFinish atomic.Pointer[func(ctx context.Context)]
 }
 
 // New opens (or creates) the database at cfg.Path, creates the schema,
