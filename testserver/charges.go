@@ -191,14 +191,15 @@ func (s *Server) claim(ctx context.Context, w http.ResponseWriter, r *http.Reque
 }
 
 // recordGatewayCall is the end of phase 2: the recovery point
-// gateway_called with the gateway's charge ID, in its own transaction.
+// gateway_called with the gateway's charge ID, and the lock renewed, in its
+// own transaction.
 func (s *Server) recordGatewayCall(ctx context.Context, id int64, token, gatewayChargeID string) error {
 	tx, err := s.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("testserver: recording the gateway call: %w", err)
 	}
 	defer tx.Rollback()
-	if err := advance(ctx, tx, id, token, pointGatewayCalled, gatewayChargeID, nil); err != nil {
+	if err := advance(ctx, tx, s.cfg.Now(), id, token, pointGatewayCalled, gatewayChargeID, nil); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -247,7 +248,7 @@ func (s *Server) finishCharge(ctx context.Context, w http.ResponseWriter, r *htt
 	// The lock token is checked first: a holder that lost its lock must
 	// stop with errLockLost before its INSERT meets the charge the new
 	// holder recorded under the same key (a UNIQUE violation, a 500).
-	if err := advance(ctx, tx, row.id, token, pointFinished, "", &resp); err != nil {
+	if err := advance(ctx, tx, now, row.id, token, pointFinished, "", &resp); err != nil {
 		fail(err)
 		return
 	}

@@ -370,3 +370,30 @@ func TestLockLostBeforeTheLastPhaseGets409(t *testing.T) {
 	}
 	checkConsistent(t, in.Server)
 }
+
+// Recording the gateway call refreshes the lock: a holder that spent most
+// of the lock timeout in the gateway is still live while it records the
+// charge, and a retry then waits instead of taking it over.
+func TestLockIsRefreshedAfterTheGatewayCall(t *testing.T) {
+	clock := newFakeClock()
+	in := start(t, Config{Now: clock.Now, LockTimeout: 10 * time.Second})
+	in.Server.gateway.setBeforeCapture(func(context.Context) { clock.Advance(9 * time.Second) }) // a slow gateway
+	holder := newPause()
+	in.Server.setBeforeFinish(holder.hook)
+	first := sendAsync(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+	<-holder.started // gateway_called recorded 9s after the claim
+
+	clock.Advance(2 * time.Second) // 11s after the claim, 2s after the gateway call
+	rep := send(t, in, req{method: "POST", path: "/charges", key: "c1", body: chargeBody})
+	wantProblem(t, rep, http.StatusConflict, ProblemInFlight)
+	if got := rep.header.Get("Retry-After"); got != "8" {
+		t.Fatalf("Retry-After %q, want 8 (the lock runs 10s from the gateway call)", got)
+	}
+	close(holder.release)
+	wantStatus(t, <-first, http.StatusCreated)
+	st := stats(t, in)
+	if st.GatewayCaptures != 1 || st.Effects.Charges != 1 || st.Resumed != 0 || st.Conflicts != 1 {
+		t.Fatalf("stats %+v, want one capture, one charge, no takeover, one conflict", st)
+	}
+	checkConsistent(t, in.Server)
+}

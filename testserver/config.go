@@ -45,8 +45,10 @@ type Config struct {
 	// most an hour.
 	SweepInterval time.Duration
 
-	// LockTimeout is how long a request's in-flight lock is honoured. While
-	// it holds, a retry under the same key gets 409 with Retry-After; after
+	// LockTimeout is how long a request's in-flight lock is honoured,
+	// counted from the claim or from the last recovery point recorded (a
+	// charge renews its lock when it records the gateway call). While it
+	// holds, a retry under the same key gets 409 with Retry-After; after
 	// it, the retry takes the lock over and resumes the request from its
 	// last recovery point. Default: 10 seconds.
 	LockTimeout time.Duration

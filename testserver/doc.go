@@ -88,11 +88,11 @@
 //
 // The gateway is called with a downstream key derived from the key row, and
 // the gateway is itself idempotent by that key, so calling it twice captures
-// once. A request that dies between phases leaves its lock behind; a retry
-// that finds the lock older than Config.LockTimeout takes it over and resumes
-// from the last recovery point instead of starting over. A lock token fences
-// the old holder: if it wakes up later, its next phase finds the token
-// changed and gives up.
+// once. Each recovery point renews the lock. A request that dies between
+// phases leaves its lock behind; a retry that finds the lock older than
+// Config.LockTimeout takes it over and resumes from the last recovery point
+// instead of starting over. A lock token fences the old holder: if it wakes
+// up later, its next phase finds the token changed and gives up.
 //
 // # Retention
 //

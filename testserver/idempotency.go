@@ -168,8 +168,10 @@ var errKeyRowGone = errors.New("testserver: key row deleted while its request ra
 // advance moves a locked row to the next recovery point, checking that the
 // caller still holds the lock: errLockLost if another request holds it now,
 // errKeyRowGone if the row is gone. finishing also stores the response and
-// releases the lock.
-func advance(ctx context.Context, tx *sql.Tx, id int64, lockToken, point string, gatewayChargeID string, resp *response) error {
+// releases the lock; an intermediate point renews the lock (locked_at =
+// now), so that a holder that spent most of Config.LockTimeout in the
+// gateway does not look stale while it records the result.
+func advance(ctx context.Context, tx *sql.Tx, now time.Time, id int64, lockToken, point string, gatewayChargeID string, resp *response) error {
 	var res sql.Result
 	var err error
 	if resp != nil {
@@ -181,9 +183,9 @@ func advance(ctx context.Context, tx *sql.Tx, id int64, lockToken, point string,
 			point, resp.Status, resp.encodeHeader(), resp.Body, id, lockToken)
 	} else {
 		res, err = tx.ExecContext(ctx, `
-			UPDATE idempotency_keys SET recovery_point = ?, gateway_charge_id = ?
+			UPDATE idempotency_keys SET recovery_point = ?, gateway_charge_id = ?, locked_at = ?
 			WHERE id = ? AND lock_token = ?`,
-			point, gatewayChargeID, id, lockToken)
+			point, gatewayChargeID, now.UnixNano(), id, lockToken)
 	}
 	if err != nil {
 		return fmt.Errorf("testserver: recording %s: %w", point, err)
