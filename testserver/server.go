@@ -112,14 +112,10 @@ func (s *Server) routes() {
 
 // ServeHTTP serves one request. After Close it answers 503.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.enter() {
 		writeProblem(w, problem(http.StatusServiceUnavailable, ProblemUnavailable, "Server closed", "the server is shutting down"))
 		return
 	}
-	s.inflight.Add(1)
-	s.mu.Unlock()
 	defer s.inflight.Done()
 
 	start := time.Now()
@@ -168,6 +164,20 @@ func truncate(s string, n int) string {
 // Gateway returns the fake payment gateway the server charges through, for
 // tests that count its captures.
 func (s *Server) Gateway() *Gateway { return s.gateway }
+
+// enter registers work that uses the database (a request, a Sweep, a
+// Stats), so that Close waits for it before closing the database. It
+// reports false after Close; otherwise the caller must call
+// s.inflight.Done when the work ends.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
+}
 
 // Close stops the sweeper, ends the waits of requests in progress (delays
 // and gateway calls fail), waits for every request to return, and closes

@@ -82,8 +82,17 @@ type Effects struct {
 	Reservations int64 `json:"reservations"`
 }
 
-// Stats returns the server's counters.
+// Stats returns the server's counters. After Close it returns ErrClosed.
 func (s *Server) Stats(ctx context.Context) (Stats, error) {
+	if !s.enter() {
+		return Stats{}, ErrClosed
+	}
+	defer s.inflight.Done()
+	return s.readStats(ctx)
+}
+
+// readStats is Stats for a caller that has entered the server already.
+func (s *Server) readStats(ctx context.Context) (Stats, error) {
 	st := Stats{
 		Requests:        s.stats.requests.Load(),
 		Invalid:         s.stats.invalid.Load(),
@@ -119,7 +128,7 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 
 // getStats serves GET /stats.
 func (s *Server) getStats(w http.ResponseWriter, r *http.Request) {
-	st, err := s.Stats(r.Context())
+	st, err := s.readStats(r.Context())
 	if err != nil {
 		s.internalError(w, r, err)
 		return

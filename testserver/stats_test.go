@@ -1,7 +1,9 @@
 package testserver
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -103,4 +105,20 @@ func TestClosedServerAnswers503(t *testing.T) {
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest("GET", "/stats", nil))
 	wantProblem(t, reply{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}, http.StatusServiceUnavailable, ProblemUnavailable)
+}
+
+func TestSweepAndStatsAfterCloseReturnErrClosed(t *testing.T) {
+	s, err := New(Config{Path: dbPath(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Sweep(context.Background()); n != 0 || !errors.Is(err, ErrClosed) {
+		t.Fatalf("Sweep after Close = %d, %v; want ErrClosed", n, err)
+	}
+	if _, err := s.Stats(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Stats after Close: %v, want ErrClosed", err)
+	}
 }

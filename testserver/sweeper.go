@@ -22,8 +22,18 @@ import (
 // holds them, for a person to reconcile.
 //
 // The background sweeper calls Sweep every Config.SweepInterval; tests may
-// call it directly.
+// call it directly. After Close it returns ErrClosed.
 func (s *Server) Sweep(ctx context.Context) (int64, error) {
+	if !s.enter() {
+		return 0, ErrClosed
+	}
+	defer s.inflight.Done()
+	return s.sweep(ctx)
+}
+
+// sweep is Sweep for a caller that has entered the server already, or that
+// Close waits for on its own (the background sweeper).
+func (s *Server) sweep(ctx context.Context) (int64, error) {
 	expired := s.cfg.Now().Add(-s.cfg.Retention).UnixNano()
 	tx, err := s.db.write.BeginTx(ctx, nil)
 	if err != nil {
@@ -91,10 +101,13 @@ func (s *Server) sweepEvery(interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		n, err := s.Sweep(s.ctx)
+		n, err := s.sweep(s.ctx)
 		switch {
 		case err != nil && s.ctx.Err() == nil:
 			s.log.Error("sweeping expired keys", "err", err)
+			continue
+		case err != nil:
+			return
 		case n > 0:
 			s.log.Info("swept expired keys", "deleted", n)
 		}
