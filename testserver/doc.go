@@ -10,7 +10,8 @@
 //
 // Requests and responses are JSON; every error is an RFC 9457
 // application/problem+json document whose type is one of the Problem
-// constants.
+// constants. A request body is one JSON object whose member names are
+// exactly those listed (case-sensitive), each at most once.
 //
 //	POST /reservations         {"item_id", "quantity", "reference"?}
 //	                           201 reserved; 409 insufficient stock; 404 unknown item

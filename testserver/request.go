@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 )
 
@@ -105,6 +106,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Pro
 
 // decodeJSON decodes body, which must hold exactly one JSON object with no
 // fields other than those of v, into v. Its problems name the field at fault.
+//
+// encoding/json matches field names case-insensitively and keeps the last
+// of duplicate names, so {"Amount": 5} and {"amount": -5, "amount": 5}
+// would both pass for an amount of 5; checkFieldNames refuses both, since
+// another reader of the same bytes might see them differently.
 func decodeJSON(body []byte, v any) *Problem {
 	switch string(bytes.TrimSpace(body)) {
 	case "":
@@ -136,7 +142,56 @@ func decodeJSON(body []byte, v any) *Problem {
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("the request body must hold a single JSON object and nothing after it")
 	}
+	return checkFieldNames(body, jsonFieldNames(v))
+}
+
+// checkFieldNames walks the members of the JSON object in body, which has
+// decoded already, and refuses a name that is not exactly one of names
+// and a name given twice.
+func checkFieldNames(body []byte, names map[string]bool) *Problem {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // the opening brace
+		return badRequest("malformed JSON: " + err.Error())
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return badRequest("malformed JSON: " + err.Error())
+		}
+		name, _ := tok.(string) // an object's member name is a string
+		switch {
+		case seen[name]:
+			return badRequest(fmt.Sprintf("field %q is given twice", name))
+		case !names[name]:
+			for want := range names {
+				if strings.EqualFold(want, name) {
+					return badRequest(fmt.Sprintf("unknown field %q; field names are case-sensitive: %q", name, want))
+				}
+			}
+			return badRequest(fmt.Sprintf("unknown field %q", name))
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return badRequest("malformed JSON: " + err.Error())
+		}
+	}
 	return nil
+}
+
+// jsonFieldNames returns the JSON names of the fields of the struct v
+// points to, from their json tags.
+func jsonFieldNames(v any) map[string]bool {
+	t := reflect.TypeOf(v).Elem()
+	names := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			names[name] = true
+		}
+	}
+	return names
 }
 
 // jsonTypeName says a Go kind the way a JSON author thinks of it.
