@@ -1,0 +1,747 @@
+package idem
+
+// The journal: an append-only file holding, per operation, the intent (ID,
+// key, fingerprint, created time) and, once known, the outcome.
+//
+// # On-disk format
+//
+// A journal file is a file header followed by records. Integers are
+// little-endian. Every record starts at an offset that is a multiple of 8.
+//
+// File header, 16 bytes:
+//
+//	0                    8           12          16
+//	+--------------------+-----------+-----------+
+//	| magic "IDEMJRNL"   | version   | crc       |
+//	+--------------------+-----------+-----------+
+//	version  u32, currently 1
+//	crc      u32, CRC-32C (Castagnoli) of bytes 0..12
+//
+// Record, align8(16+n) bytes for an n-byte payload:
+//
+//	0          4      5          8          12              12+n       16+n        align8(16+n)
+//	+----------+------+----------+----------+---------------+----------+-----------+
+//	| length n | type | reserved | hdr crc  | payload       | data crc | padding   |
+//	+----------+------+----------+----------+---------------+----------+-----------+
+//	length    u32, payload bytes, at most maxPayload (16 MiB); more is corruption
+//	type      u8, 1 intent, 2 completion; anything else is corruption
+//	reserved  3 bytes, zero
+//	hdr crc   u32, CRC-32C of bytes 0..8 (length, type, reserved): a damaged
+//	          length is caught here, before it is used to find the next record
+//	data crc  u32, CRC-32C of the type byte followed by the payload
+//	padding   0 to 7 bytes, zero, checked on read
+//
+// Intent payload (type 1), written by Begin:
+//
+//	u8        encoding version, 1
+//	uvarint   len(ID), then ID bytes          1..4096 bytes
+//	uvarint   len(Key), then Key bytes        1..4096 bytes
+//	[32]byte  Fingerprint
+//	uvarint   len(Method), then Method bytes
+//	uvarint   len(URL), then URL bytes
+//	varint    Created, Unix nanoseconds
+//
+// Completion payload (type 2), written by Complete:
+//
+//	u8        encoding version, 1
+//	uvarint   len(ID), then ID bytes
+//	u8        State: 2 done, 3 rejected
+//	u8        flags: bit 0 BodyTruncated; the other bits are zero
+//	varint    Completed, Unix nanoseconds
+//	uvarint   Status, 0..999
+//	uvarint   number of header names k; then k times, names in sorted order:
+//	            uvarint len(name), name bytes,
+//	            uvarint number of values v; then v times:
+//	              uvarint len(value), value bytes
+//	uvarint   len(Body), then Body bytes, ending the payload
+//
+// A payload that does not decode exactly (bad version, over-long field,
+// trailing bytes) is corruption, as is an intent for an ID already present
+// with different fields, and a completion for an ID without an intent. A
+// later completion for an ID replaces the earlier one.
+//
+// Recovery (opening) reads the file front to back and rebuilds the index in
+// memory; see persist_recover.go for how a torn tail is told apart from
+// corruption, persist_append.go for group commit and the fsync rules, and
+// persist_compact.go for creation and compaction.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+)
+
+// State is where an operation stands in the journal.
+type State uint8
+
+// The states of an operation. The zero State is not valid.
+const (
+	// Pending: the intent is recorded; no final outcome is known. The
+	// operation may or may not have reached the server.
+	Pending State = 1
+	// Done: a final response was received and recorded.
+	Done State = 2
+	// Rejected: the server answered with a response that is not retried;
+	// it did not apply the operation.
+	Rejected State = 3
+)
+
+// String returns "pending", "done" or "rejected", or "State(n)" for a value
+// that is none of them.
+func (s State) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Done:
+		return "done"
+	case Rejected:
+		return "rejected"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// final reports whether s is an outcome: Done or Rejected.
+func (s State) final() bool { return s == Done || s == Rejected }
+
+// Operation is what the journal knows of one operation.
+//
+// Times are stored as Unix nanoseconds and read back in UTC, so an Operation
+// read from the journal (in this process or after reopening) carries its
+// times in UTC without a monotonic reading. A header with no names, a name
+// with no values and an empty body all read back as nil.
+type Operation struct {
+	// ID is the caller's operation ID: 1 to 4096 bytes.
+	ID string
+	// Key is the Idempotency-Key minted for the operation: 1 to 4096 bytes.
+	Key string
+	// Fingerprint identifies the request the operation sends.
+	Fingerprint Fingerprint
+	// Method and URL are the request's, for people reading the journal.
+	Method, URL string
+	// Created is when the key was minted. Begin uses the journal's clock
+	// when it is zero.
+	Created time.Time
+	// State is Pending after Begin, Done or Rejected after Complete.
+	State State
+
+	// The outcome, set once State is Done or Rejected.
+
+	// Completed is when the outcome was recorded. Complete uses the
+	// journal's clock when it is zero.
+	Completed time.Time
+	// Status is the response status code, 0 to 999.
+	Status int
+	// Header is the response header as recorded.
+	Header http.Header
+	// Body is the response body, up to the client's recording limit.
+	Body []byte
+	// BodyTruncated says the body was larger than the limit and is not
+	// kept: Body is nil then.
+	BodyTruncated bool
+}
+
+// Expired reports whether o is pending and its key is at least ttl old at
+// now: the server has forgotten the key, so sending the operation again
+// could apply it twice.
+func (o Operation) Expired(now time.Time, ttl time.Duration) bool {
+	return o.State == Pending && now.Sub(o.Created) >= ttl
+}
+
+// File is the journal's view of an open file: the seam through which
+// JournalOptions.WrapFile injects faults. *os.File implements it.
+type File interface {
+	io.ReaderAt
+	io.Writer
+	Sync() error
+	Truncate(size int64) error
+	Stat() (os.FileInfo, error)
+	Close() error
+}
+
+// Defaults of JournalOptions.
+const (
+	// DefaultKeyTTL is the default JournalOptions.KeyTTL: the reference
+	// server's retention window.
+	DefaultKeyTTL = 24 * time.Hour
+	// DefaultCompactMinSize is the default JournalOptions.CompactMinSize.
+	DefaultCompactMinSize = 4 << 20
+	// DefaultJournalFileMode is the default JournalOptions.FileMode. The
+	// journal holds response bodies, so only the owner may read it.
+	DefaultJournalFileMode os.FileMode = 0o600
+)
+
+// JournalOptions tunes a Journal. The zero value is the default for every
+// field.
+type JournalOptions struct {
+	// ReadOnly opens the journal for inspection while another process may
+	// be writing it: no lock is taken, nothing is written or truncated (a
+	// torn tail is ignored in memory), and Begin, Complete and Compact
+	// return ErrReadOnly. Default false.
+	ReadOnly bool
+
+	// KeyTTL is how long a key lives on the server. A pending operation
+	// older than KeyTTL is expired (listed by Expired, kept forever by
+	// compaction); a completed operation whose Completed time is KeyTTL or
+	// more in the past is dropped by compaction. Default DefaultKeyTTL (24h).
+	KeyTTL time.Duration
+
+	// CompactMinSize is the file size below which the journal never
+	// compacts on its own. Above it, an append compacts when the bytes of
+	// records compaction would drop outweigh the bytes it would keep.
+	// Negative disables automatic compaction; Compact still works. Default
+	// DefaultCompactMinSize (4 MiB).
+	CompactMinSize int64
+
+	// FileMode is the permission of the journal file, its compaction file
+	// and its lock file when they are created. Default
+	// DefaultJournalFileMode (0600).
+	FileMode os.FileMode
+
+	// Now is the clock for zero Created and Completed times, expiry and
+	// compaction. Default time.Now.
+	Now func() time.Time
+
+	// WrapFile, when set, wraps every file the journal writes (the journal
+	// and its compaction file) before it is used: the seam for injecting
+	// write and fsync failures. Default nil (files are used as opened).
+	WrapFile func(File) File
+
+	// Logger receives torn-tail truncations, compactions and failures.
+	// Default slog.Default().
+	Logger *slog.Logger
+
+	// syncDir makes a directory's entries durable and rename renames a
+	// file; tests replace them to inject failures. Defaults fsutil.SyncDir
+	// and os.Rename.
+	syncDir func(dir string) error
+	rename  func(from, to string) error
+}
+
+// JournalStats are counters of a Journal, for tests and monitoring.
+type JournalStats struct {
+	// Appends counts records this Journal appended (intents and
+	// completions) since it was opened.
+	Appends uint64
+	// Syncs counts fsyncs of journal files: the group commits of Begin and
+	// Sync, the fsync after truncating a torn tail, and the fsync of each
+	// file written by creation or compaction.
+	Syncs uint64
+	// DirSyncs counts fsyncs of the journal's directory.
+	DirSyncs uint64
+	// Compactions counts compactions, automatic or not.
+	Compactions uint64
+	// Records is the number of records in the current file.
+	Records int64
+	// Operations is the number of operations the journal holds.
+	Operations int
+	// Live is the number of operations a compaction now would keep:
+	// pending ones, and completed ones inside KeyTTL.
+	Live int
+	// LiveBytes is the size of those operations' records.
+	LiveBytes int64
+	// FileSize is the size of the current file (for a journal without a
+	// file, the size it would have).
+	FileSize int64
+	// Truncated is the number of torn-tail bytes cut (or, read-only,
+	// ignored) when the journal was opened.
+	Truncated int64
+}
+
+// Journal is the crash-safe record of operations. It is safe for concurrent
+// use. Open one with OpenJournal; only one Journal at a time may hold a file
+// open for writing.
+type Journal struct {
+	path     string // "" for a journal without a file
+	readOnly bool
+	memory   bool // no file: appends only update the index
+	opt      JournalOptions
+	log      *slog.Logger
+	lock     *flock.Flock // held for the life of a writable file journal
+	unclaim  func()       // releases the in-process claim on path
+
+	mu   sync.Mutex
+	cond sync.Cond // on mu: broadcast when a sync ends or the file changes
+
+	f      File  // the journal file; nil when closed, read-only or memory
+	closed bool  // Close was called
+	failed error // latched write/fsync failure; every later append returns it
+
+	// Group commit: writeSeq numbers appended records, syncedSeq is the
+	// highest one an fsync has covered, syncing is set while a leader runs
+	// an fsync without holding mu.
+	writeSeq, syncedSeq uint64
+	syncing             bool
+	compacting          bool
+
+	size      int64  // bytes in the file: the end of the last whole record
+	records   int64  // records in the file
+	nextCheck int64  // file size at which an append next weighs compaction
+	buf       []byte // record encoding buffer, reused under mu
+
+	ops   map[string]*entry // the index: operation ID to its entry
+	slabs [][]entry         // the entries, in the order their intents were written
+
+	appends, syncs, dirSyncs, compactions uint64
+	truncated                             int64
+}
+
+// entry is one operation in the index: the fields of Operation, stored
+// compactly (times as Unix nanoseconds), and the sizes of its records.
+type entry struct {
+	id, key, method, url string
+	fp                   Fingerprint
+	created              int64
+	state                State
+	outcome
+	intentSize     uint32 // framed size of the intent record
+	completionSize uint32 // framed size of the latest completion record, or 0
+}
+
+// outcome is the part of an entry a completion record sets. The header and
+// body stay in their encoded form (see appendHeaderBody) until an Operation
+// is asked for.
+type outcome struct {
+	completed int64
+	status    int32
+	truncated bool
+	raw       string
+}
+
+// newOutcome encodes an outcome as the journal keeps it.
+func newOutcome(completed time.Time, status int, truncated bool, h http.Header, body []byte) outcome {
+	return outcome{
+		completed: completed.UnixNano(),
+		status:    int32(status),
+		truncated: truncated,
+		raw:       string(appendHeaderBody(nil, h, body)),
+	}
+}
+
+// OpenJournal opens the journal at path with default options, creating it if
+// it does not exist. See OpenJournalWithOptions.
+func OpenJournal(path string) (*Journal, error) {
+	return OpenJournalWithOptions(path, JournalOptions{})
+}
+
+// OpenJournalWithOptions opens the journal at path, creating it if it does
+// not exist (unless o.ReadOnly), and rebuilds its index.
+//
+// A writable journal is locked for the life of the Journal through the
+// sidecar file path+".lock" (kept, never removed: removing a lock file races
+// with the next locker); a second writer, in this process or another, gets
+// an error matching ErrLocked. A compaction file path+".compact" left by a
+// crash before its rename is removed. A torn tail is truncated and the
+// truncation fsync'd; any other damage is a *CorruptError matching
+// ErrCorrupt, and the file is left untouched.
+func OpenJournalWithOptions(path string, o JournalOptions) (*Journal, error) {
+	if path == "" {
+		return nil, errors.New("idem: opening journal: empty path")
+	}
+	j := newJournal(o)
+	j.path = path
+	j.readOnly = o.ReadOnly
+	var err error
+	if j.readOnly {
+		err = j.openReadOnly()
+	} else {
+		err = j.openWritable()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// newMemoryJournal returns a Journal without a file: Begin and Complete only
+// update the index, with the same checks as a file journal. The client uses
+// it when no journal is configured.
+func newMemoryJournal() *Journal {
+	return newMemoryJournalWithOptions(JournalOptions{})
+}
+
+// newMemoryJournalWithOptions is newMemoryJournal with options; ReadOnly and
+// WrapFile are ignored.
+func newMemoryJournalWithOptions(o JournalOptions) *Journal {
+	j := newJournal(o)
+	j.memory = true
+	j.size = fileHeaderSize
+	return j
+}
+
+// newJournal returns an empty Journal with o's defaults filled in.
+func newJournal(o JournalOptions) *Journal {
+	if o.KeyTTL <= 0 {
+		o.KeyTTL = DefaultKeyTTL
+	}
+	if o.CompactMinSize == 0 {
+		o.CompactMinSize = DefaultCompactMinSize
+	}
+	if o.FileMode == 0 {
+		o.FileMode = DefaultJournalFileMode
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.syncDir == nil {
+		o.syncDir = syncDir
+	}
+	if o.rename == nil {
+		o.rename = os.Rename
+	}
+	j := &Journal{opt: o, log: o.Logger, ops: make(map[string]*entry)}
+	j.cond.L = &j.mu
+	j.nextCheck = max(o.CompactMinSize, 0)
+	return j
+}
+
+// openReadOnly reads the file once and closes it: the index is a snapshot.
+func (j *Journal) openReadOnly() error {
+	f, err := os.Open(j.path)
+	if err != nil {
+		return fmt.Errorf("idem: opening journal read-only: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("idem: opening journal read-only: %w", err)
+	}
+	if fi.Size() == 0 {
+		// A file created but never given its header: nothing in it.
+		j.size = fileHeaderSize
+		return nil
+	}
+	return j.recover(f, fi.Size())
+}
+
+// openWritable locks the journal, clears a leftover compaction file and then
+// creates or recovers the journal file.
+func (j *Journal) openWritable() (err error) {
+	if err := j.acquire(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if j.f != nil {
+				j.f.Close()
+				j.f = nil
+			}
+			j.release()
+		}
+	}()
+	// A compaction file is only ever renamed into place after it is
+	// complete and fsync'd; one still under its own name was cut short by
+	// a crash before the rename, and the journal beside it is intact.
+	tmp := j.path + compactSuffix
+	if err := os.Remove(tmp); err == nil {
+		j.log.Info("idem: removed unfinished journal compaction", "path", tmp)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("idem: opening journal: removing %s: %w", tmp, err)
+	}
+
+	fi, err := os.Stat(j.path)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0) {
+		// A new journal is written like a compaction of nothing: header to
+		// a temporary file, fsync, rename, directory fsync. The journal's
+		// name never points at a file without a whole header.
+		if err := j.rewrite(nil); err != nil {
+			return fmt.Errorf("idem: creating journal: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("idem: opening journal: %w", err)
+	}
+	// Recovery reads, and may truncate, through a handle of its own:
+	// Windows refuses to truncate through a handle opened for appending.
+	f, err := j.openFile(j.path, os.O_RDWR)
+	if err != nil {
+		return fmt.Errorf("idem: opening journal: %w", err)
+	}
+	if fi, err = f.Stat(); err == nil {
+		err = j.recover(f, fi.Size())
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("idem: opening journal: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	// Appends go through O_APPEND: each record lands at the end of the
+	// file, after the last whole record recovery found.
+	if j.f, err = j.openFile(j.path, os.O_RDWR|os.O_APPEND); err != nil {
+		return fmt.Errorf("idem: opening journal: %w", err)
+	}
+	return nil
+}
+
+// openFile opens a file the journal writes, through WrapFile.
+func (j *Journal) openFile(path string, flag int) (File, error) {
+	osf, err := os.OpenFile(path, flag, j.opt.FileMode)
+	if err != nil {
+		return nil, err
+	}
+	var f File = osf
+	if j.opt.WrapFile != nil {
+		f = j.opt.WrapFile(f)
+	}
+	return f, nil
+}
+
+// dir is the directory holding the journal, whose fsync makes renames in
+// it durable.
+func (j *Journal) dir() string { return filepath.Dir(j.path) }
+
+// Path returns the journal file's path, or "" for a journal without a file.
+func (j *Journal) Path() string { return j.path }
+
+// Close makes every appended record durable (one fsync), closes the file
+// and releases the lock. A second Close returns nil; every other method
+// returns an error matching ErrClosed afterwards, except the listings, which
+// keep answering from the index. If the journal had latched a failure, Close
+// releases everything and returns that failure.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return nil
+	}
+	j.closed = true
+	for j.syncing {
+		j.cond.Wait()
+	}
+	var err error
+	if j.f != nil {
+		if j.failed == nil && j.syncedSeq < j.writeSeq {
+			// Completions are written without waiting for an fsync;
+			// this is the fsync that covers the last of them.
+			j.syncs++
+			if serr := j.f.Sync(); serr != nil {
+				j.fail(fmt.Errorf("idem: journal %s: fsync on close: %w", j.path, serr))
+			} else {
+				j.syncedSeq = j.writeSeq
+			}
+		}
+		if cerr := j.f.Close(); cerr != nil && j.failed == nil {
+			err = fmt.Errorf("idem: closing journal %s: %w", j.path, cerr)
+		}
+		j.f = nil
+	}
+	if j.failed != nil {
+		err = j.failed
+	}
+	j.release()
+	j.cond.Broadcast()
+	return err
+}
+
+// usable returns why appends are refused, or nil. Called with mu held.
+func (j *Journal) usable(verb string) error {
+	switch {
+	case j.closed:
+		return fmt.Errorf("idem: journal %s: %s: %w", j.path, verb, ErrClosed)
+	case j.readOnly:
+		return fmt.Errorf("idem: journal %s: %s: %w", j.path, verb, ErrReadOnly)
+	case j.failed != nil:
+		return j.failed
+	}
+	return nil
+}
+
+// fail latches err: the journal refuses every later append with it. Called
+// with mu held.
+func (j *Journal) fail(err error) {
+	if j.failed == nil {
+		j.failed = err
+		j.log.Error("idem: journal failed; refusing further appends", "path", j.path, "err", err)
+	}
+	j.cond.Broadcast()
+}
+
+// Lookup returns the operation with the given ID.
+func (j *Journal) Lookup(id string) (Operation, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e, ok := j.ops[id]
+	if !ok {
+		return Operation{}, false
+	}
+	return e.operation(), true
+}
+
+// Operations returns every operation the journal holds, ordered by Created
+// time and then by ID.
+func (j *Journal) Operations() []Operation {
+	return j.list(func(*entry, time.Time) bool { return true })
+}
+
+// Pending returns the pending operations that have not expired (see
+// Operation.Expired and JournalOptions.KeyTTL): the ones a batch may resume.
+func (j *Journal) Pending() []Operation {
+	return j.list(func(e *entry, now time.Time) bool {
+		return e.state == Pending && !e.expired(now, j.opt.KeyTTL)
+	})
+}
+
+// Expired returns the pending operations whose key has outlived KeyTTL:
+// sending them again could apply them twice, so a person must reconcile
+// them. Compaction never drops them.
+func (j *Journal) Expired() []Operation {
+	return j.list(func(e *entry, now time.Time) bool {
+		return e.state == Pending && e.expired(now, j.opt.KeyTTL)
+	})
+}
+
+// Completed returns the operations whose outcome is recorded: Done or
+// Rejected.
+func (j *Journal) Completed() []Operation {
+	return j.list(func(e *entry, _ time.Time) bool { return e.state.final() })
+}
+
+// list returns the operations keep selects, ordered by Created then ID.
+func (j *Journal) list(keep func(*entry, time.Time) bool) []Operation {
+	now := j.opt.Now()
+	j.mu.Lock()
+	var sel []*entry
+	for _, slab := range j.slabs {
+		for i := range slab {
+			if e := &slab[i]; keep(e, now) {
+				sel = append(sel, e)
+			}
+		}
+	}
+	slices.SortFunc(sel, func(a, b *entry) int {
+		if a.created != b.created {
+			if a.created < b.created {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	out := make([]Operation, len(sel))
+	for i, e := range sel {
+		out[i] = e.operation()
+	}
+	j.mu.Unlock()
+	return out
+}
+
+// Stats returns the journal's counters. Live and LiveBytes cost a pass over
+// the index.
+func (j *Journal) Stats() JournalStats {
+	now := j.opt.Now()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	live, liveBytes := j.liveSet(now)
+	return JournalStats{
+		Appends:     j.appends,
+		Syncs:       j.syncs,
+		DirSyncs:    j.dirSyncs,
+		Compactions: j.compactions,
+		Records:     j.records,
+		Operations:  len(j.ops),
+		Live:        live,
+		LiveBytes:   liveBytes,
+		FileSize:    j.size,
+		Truncated:   j.truncated,
+	}
+}
+
+// operation returns a copy of e as an Operation; the header and body are
+// copied, so the caller may keep and change them.
+func (e *entry) operation() Operation {
+	op := Operation{
+		ID:          e.id,
+		Key:         e.key,
+		Fingerprint: e.fp,
+		Method:      e.method,
+		URL:         e.url,
+		Created:     time.Unix(0, e.created).UTC(),
+		State:       e.state,
+	}
+	if e.state.final() {
+		op.Completed = time.Unix(0, e.completed).UTC()
+		op.Status = int(e.status)
+		op.Header, op.Body = decodeHeaderBody(e.raw)
+		op.BodyTruncated = e.truncated
+	}
+	return op
+}
+
+// expired is Operation.Expired on the stored fields.
+func (e *entry) expired(now time.Time, ttl time.Duration) bool {
+	return e.state == Pending && now.Sub(time.Unix(0, e.created)) >= ttl
+}
+
+// live reports whether compaction at now keeps e: it is pending (expired or
+// not), or its outcome was recorded less than ttl ago.
+func (e *entry) live(now int64, ttl time.Duration) bool {
+	if e.state == Pending || e.completed >= now {
+		return true
+	}
+	return uint64(now)-uint64(e.completed) < uint64(ttl) // now > completed: no overflow in uint64
+}
+
+// liveSet counts the operations compaction at now would keep and the bytes
+// of their records. Called with mu held.
+func (j *Journal) liveSet(now time.Time) (n int, bytes int64) {
+	ns := unixNanos(now)
+	for _, slab := range j.slabs {
+		for i := range slab {
+			if e := &slab[i]; e.live(ns, j.opt.KeyTTL) {
+				n++
+				bytes += int64(e.intentSize) + int64(e.completionSize)
+			}
+		}
+	}
+	return n, bytes
+}
+
+// newEntry returns a zeroed entry for the index. Entries live in slabs so
+// that recovering a million operations does not make a million allocations;
+// the slabs also keep the order in which intents were written.
+func (j *Journal) newEntry() *entry {
+	n := len(j.slabs)
+	if n == 0 || len(j.slabs[n-1]) == cap(j.slabs[n-1]) {
+		size := 64
+		if n > 0 {
+			size = min(2*cap(j.slabs[n-1]), 4096)
+		}
+		j.slabs = append(j.slabs, make([]entry, 0, size))
+		n++
+	}
+	s := &j.slabs[n-1]
+	*s = (*s)[:len(*s)+1]
+	return &(*s)[len(*s)-1]
+}
+
+// unixNanos returns t as Unix nanoseconds, saturating outside the range
+// int64 nanoseconds can hold (years 1678 to 2262).
+func unixNanos(t time.Time) int64 {
+	switch {
+	case t.Before(minStoredTime):
+		return minStoredTime.UnixNano()
+	case t.After(maxStoredTime):
+		return maxStoredTime.UnixNano()
+	}
+	return t.UnixNano()
+}
+
+// The range of times a record can hold.
+var (
+	minStoredTime = time.Unix(0, -1<<63)
+	maxStoredTime = time.Unix(0, 1<<63-1)
+)
