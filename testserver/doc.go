@@ -47,10 +47,10 @@
 // # The stored answer
 //
 // For every key the server keeps one row in idempotency_keys: the request
-// fingerprint (SHA-256 over method, path and body bytes), the recovery point
-// reached, an in-flight lock, and, once the request has finished, the
-// response status, headers and body. A later request with the same key is
-// answered from that row:
+// fingerprint (SHA-256 over method, path with its query, and body bytes),
+// the recovery point reached, an in-flight lock, and, once the request has
+// finished, the response status, headers and body. A later request with the
+// same key is answered from that row:
 //
 //   - same fingerprint, finished: the stored response, byte for byte, with
 //     Idempotent-Replayed: true;

@@ -105,7 +105,7 @@ func (s *Server) answerExisting(w http.ResponseWriter, r *http.Request, v verdic
 		s.stats.mismatches.Add(1)
 		s.log.DebugContext(r.Context(), "refused: key reused for a different request")
 		writeProblem(w, problem(http.StatusUnprocessableEntity, ProblemKeyMismatch, "Idempotency-Key reused",
-			"this Idempotency-Key was used for a different request (method, path or body differ); use a new key for a new request"))
+			"this Idempotency-Key was used for a different request (method, path, query or body differ); use a new key for a new request"))
 	case verdictInFlight:
 		s.stats.conflicts.Add(1)
 		wait := time.Unix(0, row.lockedAt.Int64).Add(s.cfg.LockTimeout).Sub(now)

@@ -111,6 +111,8 @@ func TestFingerprintSeparatesFields(t *testing.T) {
 		{"POS", "T/a", "x"},
 		{"POST", "/ax", ""},
 		{"POST", "/a", "x "},
+		{"POST", "/a?", "x"},
+		{"POST", "/a?q=1", "x"},
 		{"PUT", "/a", "x"},
 	} {
 		if fingerprintOf(other[0], other[1], []byte(other[2])) == a {

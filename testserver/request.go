@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 )
@@ -25,20 +26,32 @@ type mutation struct {
 	fault       fault
 }
 
-// fingerprintOf hashes what a request asks for: method, NUL, path, NUL,
-// body bytes. The NULs keep ("POST", "/a") and ("POS", "T/a") apart. The
-// body is hashed as sent, so a byte-different body is a different request
-// even if it means the same JSON: clients resend the exact bytes.
-func fingerprintOf(method, path string, body []byte) [sha256.Size]byte {
+// fingerprintOf hashes what a request asks for: method, NUL, target (see
+// requestTarget), NUL, body bytes. The NULs keep ("POST", "/a") and ("POS",
+// "T/a") apart. The body is hashed as sent, so a byte-different body is a
+// different request even if it means the same JSON: clients resend the
+// exact bytes.
+func fingerprintOf(method, target string, body []byte) [sha256.Size]byte {
 	h := sha256.New()
 	io.WriteString(h, method)
 	h.Write([]byte{0})
-	io.WriteString(h, path)
+	io.WriteString(h, target)
 	h.Write([]byte{0})
 	h.Write(body)
 	var f [sha256.Size]byte
 	h.Sum(f[:0])
 	return f
+}
+
+// requestTarget is the part of a request's URL the fingerprint covers: the
+// path and, if there is one, "?" and the raw query, as sent. A request
+// without a query hashes its path alone, as before queries were covered, so
+// keys stored then still match their retries.
+func requestTarget(u *url.URL) string {
+	if u.RawQuery == "" {
+		return u.Path
+	}
+	return u.Path + "?" + u.RawQuery
 }
 
 // readMutation checks everything about a mutating request that does not
@@ -72,7 +85,7 @@ func (s *Server) readMutation(w http.ResponseWriter, r *http.Request) (*mutation
 		method:      r.Method,
 		path:        r.URL.Path,
 		body:        body,
-		fingerprint: fingerprintOf(r.Method, r.URL.Path, body),
+		fingerprint: fingerprintOf(r.Method, requestTarget(r.URL), body),
 	}, nil
 }
 

@@ -165,6 +165,7 @@ func TestS4ReplayAndMismatch(t *testing.T) {
 				{method: ep.method, path: ep.path, key: "k", body: ep.body + " "},             // same JSON, other bytes
 				{method: ep.method, path: ep.path, key: "k", body: ep.other},                  // other values
 				{method: "PUT", path: "/inventory/sku-9", key: "k", body: `{"available": 4}`}, // other path
+				{method: ep.method, path: ep.path + "?x=1", key: "k", body: ep.body},          // other query
 			}
 			if ep.method == "PUT" {
 				mismatches[2] = req{method: "POST", path: "/reservations", key: "k", body: mutatingEndpoints[0].body}
@@ -175,10 +176,31 @@ func TestS4ReplayAndMismatch(t *testing.T) {
 			if after := snap(t, in); after != before {
 				t.Fatalf("state changed from %+v to %+v", before, after)
 			}
-			if st := stats(t, in); st.Replays != 1 || st.Mismatches != 3 {
-				t.Fatalf("stats %+v, want 1 replay and 3 mismatches", st)
+			if st := stats(t, in); st.Replays != 1 || st.Mismatches != 4 {
+				t.Fatalf("stats %+v, want 1 replay and 4 mismatches", st)
 			}
 		})
+	}
+}
+
+// S4: the query string is part of the request the key names, as the
+// contract's fingerprint covers the whole URL.
+func TestS4QueryIsPartOfTheFingerprint(t *testing.T) {
+	in := start(t, Config{})
+	post := func(path string) reply {
+		return send(t, in, req{method: "POST", path: path, key: "k", body: chargeBody})
+	}
+	first := post("/charges?x=1")
+	wantStatus(t, first, http.StatusCreated)
+	again := post("/charges?x=1")
+	if again.header.Get(HeaderReplayed) != "true" || string(again.body) != string(first.body) {
+		t.Fatalf("same query: %d %s, want a replay", again.status, again.body)
+	}
+	for _, path := range []string{"/charges?x=2", "/charges", "/charges?x=1&y=2"} {
+		wantProblem(t, post(path), http.StatusUnprocessableEntity, ProblemKeyMismatch)
+	}
+	if st := stats(t, in); st.Effects.Charges != 1 || st.GatewayCaptures != 1 || st.Mismatches != 3 {
+		t.Fatalf("stats %+v, want one charge and three mismatches", st)
 	}
 }
 
