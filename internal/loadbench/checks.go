@@ -1,0 +1,112 @@
+package loadbench
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Check is one of the targets the figures are held against.
+type Check struct {
+	Name     string `json:"name"`
+	Want     string `json:"want"`
+	Measured string `json:"measured"`
+	Met      bool   `json:"met"`
+}
+
+// The targets.
+const (
+	wantIdemVsPlain       = 0.95                  // idem without a journal, over net/http, trivial, highest concurrency
+	wantJournalVsIdem     = 0.80                  // idem+journal over idem, trivial, highest concurrency
+	wantJournalExtraP50   = 50 * time.Microsecond // idem+journal p50 over net/http's at c=1, beyond one fsync
+	wantRecoveryPerSec    = 1_000_000             // journal records read per second when opening
+	wantServerLayerVsNone = 0.80                  // reference server, layer on over off, net/http, c=16
+)
+
+// checks holds the report's rows against the targets; a target whose rows
+// were not measured is left out.
+func checks(r *Report) []Check {
+	find := func(t Target, n int, c Client) *Row {
+		for i := range r.Rows {
+			if row := &r.Rows[i]; row.Target == t && row.Concurrency == n && row.Client == c {
+				return row
+			}
+		}
+		return nil
+	}
+	conc := r.Settings.Concurrency
+	if len(conc) == 0 {
+		return nil
+	}
+	lo, hi := slices.Min(conc), slices.Max(conc)
+	var out []Check
+
+	if row := find(TargetTrivial, hi, ClientIdem); row != nil && row.Ratio > 0 {
+		out = append(out, Check{
+			Name:     fmt.Sprintf("idem without a journal vs net/http, trivial handler, c=%d", hi),
+			Want:     fmt.Sprintf("≥ %.2f×", wantIdemVsPlain),
+			Measured: fmt.Sprintf("%.2f×", row.Ratio),
+			Met:      row.Ratio >= wantIdemVsPlain,
+		})
+	}
+	if j, i := find(TargetTrivial, hi, ClientIdemJournal), find(TargetTrivial, hi, ClientIdem); j != nil && i != nil {
+		if ratio := pairedRatio(j.Runs, i.Runs); ratio > 0 {
+			out = append(out, Check{
+				Name:     fmt.Sprintf("idem with the journal vs idem without, trivial handler, c=%d", hi),
+				Want:     fmt.Sprintf("≥ %.2f×", wantJournalVsIdem),
+				Measured: fmt.Sprintf("%.2f× (%.3f fsyncs/op)", ratio, j.Median.FsyncsPerOp),
+				Met:      ratio >= wantJournalVsIdem,
+			})
+		}
+	}
+	if j, p := find(TargetTrivial, lo, ClientIdemJournal), find(TargetTrivial, lo, ClientNetHTTP); j != nil && p != nil && len(j.Runs) == len(p.Runs) {
+		extra := make([]time.Duration, len(j.Runs))
+		for i := range j.Runs {
+			extra[i] = j.Runs[i].P50 - p.Runs[i].P50
+		}
+		d := median(extra)
+		limit := r.Machine.Fsync.P50 + wantJournalExtraP50
+		out = append(out, Check{
+			Name:     fmt.Sprintf("idem with the journal, p50 latency over net/http's, trivial handler, c=%d", lo),
+			Want:     fmt.Sprintf("≤ one fsync (%s) + %s = %s", formatDuration(r.Machine.Fsync.P50), formatDuration(wantJournalExtraP50), formatDuration(limit)),
+			Measured: fmt.Sprintf("+%s (%s vs %s)", formatDuration(d), formatDuration(j.Median.P50), formatDuration(p.Median.P50)),
+			Met:      d <= limit,
+		})
+	}
+	if rec := largestRecovery(r.Rows); rec != nil {
+		out = append(out, Check{
+			Name: "journal recovery: reopening the largest journal a cell wrote",
+			Want: fmt.Sprintf("≥ %s records/s", formatCount(wantRecoveryPerSec)),
+			Measured: fmt.Sprintf("%s records/s (%s records in %s; %s B of heap per operation)",
+				formatCount(rec.RecordsPerSec), formatCount(float64(rec.Records)), formatDuration(rec.Elapsed), formatCount(rec.HeapBytesPerOp)),
+			Met: rec.RecordsPerSec >= wantRecoveryPerSec,
+		})
+	}
+	n := 16
+	if !slices.Contains(conc, n) {
+		n = hi
+	}
+	if on, off := find(TargetServer, n, ClientNetHTTP), find(TargetServerUnkeyed, n, ClientNetHTTP); on != nil && off != nil {
+		if ratio := pairedRatio(on.Runs, off.Runs); ratio > 0 {
+			out = append(out, Check{
+				Name:     fmt.Sprintf("reference server, idempotency layer on vs off, net/http, c=%d", n),
+				Want:     fmt.Sprintf("≥ %.2f×", wantServerLayerVsNone),
+				Measured: fmt.Sprintf("%.2f× (%s vs %s req/s)", ratio, formatCount(on.Median.RequestsPerSec), formatCount(off.Median.RequestsPerSec)),
+				Met:      ratio >= wantServerLayerVsNone,
+			})
+		}
+	}
+	return out
+}
+
+// largestRecovery returns the median recovery of the row whose journals
+// held the most records.
+func largestRecovery(rows []Row) *Recovery {
+	var best *Recovery
+	for _, row := range rows {
+		if rec := row.Median.Recovery; rec != nil && (best == nil || rec.Records > best.Records) {
+			best = rec
+		}
+	}
+	return best
+}

@@ -1,0 +1,188 @@
+package loadbench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+)
+
+// ErrUsage is returned by Command for bad command-line arguments; the
+// problem has already been printed to its stderr.
+var ErrUsage = errors.New("loadbench: usage")
+
+// options are the parsed command line.
+type options struct {
+	cfg        Config
+	json       bool
+	progress   bool
+	cpuProfile string
+	memProfile string
+}
+
+// Command runs the load benchmark as a command-line program: it parses args
+// (without the program name), measures, and prints the table to stdout, or
+// the JSON report with -json. A progress bar goes to stderr when stderr is
+// a terminal. It returns an error wrapping ErrUsage for bad arguments (after
+// printing the problem), wrapping flag.ErrHelp for -h, and ctx's error if
+// ctx ends first.
+//
+// The idem-bench binary is this function.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("loadbench: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("loadbench: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if o.progress && isTerminal(stderr) {
+		p := newProgress(stderr)
+		defer p.finish()
+		o.cfg.Progress = p.update
+	}
+	r, err := Run(ctx, o.cfg)
+	if err != nil {
+		return err
+	}
+	if o.memProfile != "" {
+		if err := writeAllocsProfile(o.memProfile); err != nil {
+			return err
+		}
+	}
+	if o.json {
+		return r.WriteJSON(stdout)
+	}
+	return r.WriteTable(stdout)
+}
+
+// writeAllocsProfile writes the allocations made so far, as go test
+// -memprofile does.
+func writeAllocsProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("loadbench: %w", err)
+	}
+	runtime.GC()
+	err = pprof.Lookup("allocs").WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("loadbench: writing the memory profile: %w", err)
+	}
+	return nil
+}
+
+// parseArgs parses the command line into options.
+func parseArgs(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("idem-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: idem-bench [flags]
+
+Measures what idem costs per request: the same workload through plain
+net/http, go-retryablehttp, idem without a journal and idem with a journal
+file, against a trivial in-process handler and the reference server on a
+SQLite file, at each concurrency, side by side in one run. Prints requests/s,
+p50 and p99 latency, allocations per operation and each row's ratio to
+net/http, the machine (with the disk's fsync latency) and the targets.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.DurationVar(&o.cfg.Duration, "duration", DefaultDuration, "how long each cell is measured")
+	fs.DurationVar(&o.cfg.Warmup, "warmup", DefaultWarmup, "how long each cell runs before it is measured")
+	fs.IntVar(&o.cfg.Runs, "runs", DefaultRuns, "how many times the grid is measured (the table gives medians)")
+	conc := fs.String("concurrency", joinInts(DefaultConcurrency), "comma-separated numbers of concurrent callers")
+	targets := fs.String("targets", joinNames(AllTargets), "comma-separated targets: trivial, server, server-unkeyed")
+	clients := fs.String("clients", joinNames(AllClients), "comma-separated clients: net/http, retryablehttp, idem, idem+journal")
+	fs.StringVar(&o.cfg.Dir, "dir", "", "directory for the journals, databases and fsync probe (default: a new temporary directory)")
+	fs.IntVar(&o.cfg.FsyncSamples, "fsyncs", DefaultFsyncSamples, "fsyncs the disk's fsync latency is measured over")
+	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fs.BoolVar(&o.progress, "progress", true, "show a progress bar on stderr when it is a terminal")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `file`")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the run to `file`")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	usage := func(format string, a ...any) (options, error) {
+		msg := fmt.Sprintf(format, a...)
+		fmt.Fprintln(stderr, "idem-bench:", msg)
+		return o, fmt.Errorf("%w: %s", ErrUsage, msg)
+	}
+	if fs.NArg() > 0 {
+		return usage("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if o.cfg.Concurrency, err = parseInts(*conc); err != nil {
+		return usage("-concurrency: %v", err)
+	}
+	o.cfg.Targets = parseNames[Target](*targets)
+	o.cfg.Clients = parseNames[Client](*clients)
+	if o.cfg.Duration <= 0 || o.cfg.Warmup < 0 || o.cfg.Runs < 1 || o.cfg.FsyncSamples < 1 {
+		return usage("-duration must be positive, -warmup not negative, -runs and -fsyncs at least 1")
+	}
+	if _, err := o.cfg.withDefaults(); err != nil {
+		return usage("%v", strings.TrimPrefix(err.Error(), "loadbench: "))
+	}
+	return o, nil
+}
+
+// parseInts parses "1,16,64".
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func parseNames[T ~string](s string) []T {
+	var out []T
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, T(f))
+		}
+	}
+	return out
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func joinNames[T ~string](xs []T) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ",")
+}

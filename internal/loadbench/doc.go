@@ -1,0 +1,21 @@
+// Package loadbench measures what idem costs per request: it drives one
+// workload (POST /reservations with a small JSON body, each request a new
+// operation) through plain net/http, go-retryablehttp, idem without a
+// journal and idem with a journal file, side by side in one run, against
+// a trivial in-process handler (which exposes the client's own overhead)
+// and against the reference server on a SQLite file (testserver), at
+// several concurrencies.
+//
+// Every cell (target, concurrency, client) is warmed up, then measured for
+// a fixed duration, and the whole grid is repeated; the report gives the
+// median of the repeats. Each repetition runs the clients of a cell back to
+// back, in an order that rotates from one repetition to the next, and each
+// row's ratio to plain net/http is the median of the per-repetition
+// ratios, so slow drifts of the machine cancel out.
+//
+// The report also describes the machine, including the disk's fsync
+// latency measured in the directory that holds the journals, because the
+// journal's cost is one group-committed fsync per operation.
+//
+// The idem-bench command is Command.
+package loadbench

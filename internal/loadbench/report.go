@@ -1,0 +1,167 @@
+package loadbench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteJSON writes r as one indented JSON document. Durations are in
+// nanoseconds (fields ending in _ns).
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes r for people: the machine, the settings, one line per
+// row, the journals' reopening, and the targets.
+func (r *Report) WriteTable(w io.Writer) error {
+	m := r.Machine
+	var b strings.Builder
+	fmt.Fprintf(&b, "machine: %s %s/%s, NumCPU %d, GOMAXPROCS %d\n", m.GoVersion, m.GOOS, m.GOARCH, m.NumCPU, m.GOMAXPROCS)
+	fmt.Fprintf(&b, "disk:    fsync p50 %s, p99 %s (%d fsyncs, each after a %d-byte append, in %s)\n",
+		formatDuration(m.Fsync.P50), formatDuration(m.Fsync.P99), m.Fsync.Samples, m.Fsync.WriteSize, m.Fsync.Dir)
+	s := r.Settings
+	fmt.Fprintf(&b, "cells:   %s warm-up, %s measured, %d runs; medians over the runs; ×net/http is the median of each run's ratio\n\n",
+		formatDuration(s.Warmup), formatDuration(s.Duration), s.Runs)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tconc\t%-*s\treq/s\t×net/http\tp50\tp99\tallocs/op\tB/op\tfsyncs/op\terrors\t\n", targetWidth, "target", clientWidth, "client")
+	var plainAllocs float64
+	for _, row := range r.Rows {
+		md := row.Median
+		if row.Client == ClientNetHTTP {
+			plainAllocs = md.AllocsPerOp
+		}
+		ratio, allocs, fsyncs := "-", fmt.Sprintf("%.0f", md.AllocsPerOp), "-"
+		if row.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f", row.Ratio)
+		}
+		if row.Client != ClientNetHTTP && row.Ratio > 0 {
+			allocs = fmt.Sprintf("%.0f (%+.0f)", md.AllocsPerOp, md.AllocsPerOp-plainAllocs)
+		}
+		if row.Client == ClientIdemJournal {
+			fsyncs = fmt.Sprintf("%.3f", md.FsyncsPerOp)
+		}
+		fmt.Fprintf(tw, "%-*s\t%d\t%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
+			targetWidth, row.Target, row.Concurrency, clientWidth, row.Client, formatCount(md.RequestsPerSec), ratio,
+			formatDuration(md.P50), formatDuration(md.P99), allocs, formatCount(md.BytesPerOp), fsyncs, md.Errors)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	b.Reset()
+	for _, row := range r.Rows {
+		if row.Median.FirstError != "" {
+			fmt.Fprintf(&b, "  %s c=%d %s: %d failed; first: %s\n", row.Target, row.Concurrency, row.Client, row.Median.Errors, row.Median.FirstError)
+		}
+	}
+	if b.Len() > 0 {
+		if _, err := io.WriteString(w, "\nfailed requests:\n"+b.String()); err != nil {
+			return err
+		}
+	}
+
+	if rows := rowsWithRecovery(r.Rows); len(rows) > 0 {
+		if _, err := io.WriteString(w, "\njournal reopened after each idem+journal cell (medians):\n"); err != nil {
+			return err
+		}
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "%-*s\tconc\trecords\topen\trecords/s\theap B/op\t\n", targetWidth, "target")
+		for _, row := range rows {
+			rec := row.Median.Recovery
+			fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s\t%s\t%s\t\n", targetWidth, row.Target, row.Concurrency, formatCount(float64(rec.Records)),
+				formatDuration(rec.Elapsed), formatCount(rec.RecordsPerSec), formatCount(rec.HeapBytesPerOp))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	if len(r.Checks) > 0 {
+		b.Reset()
+		b.WriteString("\ntargets:\n")
+		for _, c := range r.Checks {
+			verdict := "met   "
+			if !c.Met {
+				verdict = "MISSED"
+			}
+			fmt.Fprintf(&b, "  %s  %s\n          want %s, measured %s\n", verdict, c.Name, c.Want, c.Measured)
+		}
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Widths of the text columns, which are left-aligned by padding them (the
+// tabwriter aligns the numbers to the right).
+const (
+	targetWidth = len(TargetServerUnkeyed) // the longest names
+	clientWidth = len(ClientRetryable)
+)
+
+func rowsWithRecovery(rows []Row) []Row {
+	var out []Row
+	for _, row := range rows {
+		if row.Median.Recovery != nil {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// formatDuration prints d with three significant digits in the unit that
+// suits it: 850ns, 96.2µs, 1.21ms, 2.00s.
+func formatDuration(d time.Duration) string {
+	switch a := d.Abs(); {
+	case a < time.Microsecond:
+		return strconv.FormatInt(int64(d), 10) + "ns"
+	case a < time.Millisecond:
+		return sig3(float64(d)/float64(time.Microsecond)) + "µs"
+	case a < time.Second:
+		return sig3(float64(d)/float64(time.Millisecond)) + "ms"
+	}
+	return sig3(d.Seconds()) + "s"
+}
+
+// sig3 prints x with three significant digits, without an exponent.
+func sig3(x float64) string {
+	switch a := math.Abs(x); {
+	case a >= 100:
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(x, 'f', 2, 64)
+}
+
+// formatCount prints x rounded to a whole number with thousands
+// separators: 12,345.
+func formatCount(x float64) string {
+	s := strconv.FormatInt(int64(math.Round(x)), 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
