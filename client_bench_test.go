@@ -1,0 +1,127 @@
+package idem
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// stubTransport answers every request with 201 and a small JSON body,
+// without a network: what a benchmark through it measures is the client's
+// own cost.
+type stubTransport struct{}
+
+var stubAnswer = []byte(`{"id":"rsv_2f1c8e4a-8a5b-4c3d-9e7f-0a1b2c3d4e5f","item_id":"sku-1","quantity":1,"created_at":"2026-01-02T03:04:05Z"}`)
+
+func (stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	return &http.Response{
+		Status: "201 Created", StatusCode: http.StatusCreated,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(stubAnswer))}},
+		Body:          io.NopCloser(bytes.NewReader(stubAnswer)),
+		ContentLength: int64(len(stubAnswer)),
+		Request:       req,
+	}, nil
+}
+
+var stubBody = []byte(`{"item_id":"sku-1","quantity":1}`)
+
+func newStubRequest(b *testing.B) *http.Request {
+	req, err := http.NewRequest(http.MethodPost, "http://api.example.test/reservations", bytes.NewReader(stubBody))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return req
+}
+
+// readAnswer reads an answer whole and checks it is the stub's.
+func readAnswer(resp *http.Response, err error) error {
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// BenchmarkClientOverhead measures the cost of one request through each
+// client over a transport that answers at once, so that nothing but the
+// client is measured: net/http and go-retryablehttp send a new key per
+// request, as a careful caller does by hand; idem makes each request a new
+// operation, with keys in memory or journaled to a file (one fsync each:
+// the disk's latency, not the client's).
+//
+//	go test -run '^$' -bench ClientOverhead -benchmem .
+func BenchmarkClientOverhead(b *testing.B) {
+	hc := &http.Client{Transport: stubTransport{}}
+	b.Run("client=net-http", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			req := newStubRequest(b)
+			req.Header.Set(DefaultKeyHeader, uuid.NewString())
+			if err := readAnswer(hc.Do(req)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("client=retryablehttp", func(b *testing.B) {
+		rc := retryablehttp.NewClient()
+		rc.HTTPClient, rc.Logger = hc, nil
+		b.ReportAllocs()
+		for b.Loop() {
+			req, err := retryablehttp.NewRequest(http.MethodPost, "http://api.example.test/reservations", stubBody)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(DefaultKeyHeader, uuid.NewString())
+			if err := readAnswer(rc.Do(req)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, journal := range []bool{false, true} {
+		name := "client=idem"
+		if journal {
+			name += "+journal"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := Config{HTTPClient: hc}
+			if journal {
+				j, err := OpenJournalWithOptions(filepath.Join(b.TempDir(), "ops.journal"), quietOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer j.Close()
+				cfg.Journal = j
+			}
+			c, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids := benchIDs("op-", b.N) // the caller's IDs are not the client's cost
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if err := readAnswer(c.Do(ids[i], newStubRequest(b))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
