@@ -151,8 +151,11 @@ func (s *Server) reserve(ctx context.Context, tx *sql.Tx, m *mutation, in reserv
 		return response{}, fmt.Errorf("testserver: recording reservation: %w", err)
 	}
 	resp, err := jsonResponse(http.StatusCreated, rsv)
+	if err != nil {
+		return response{}, err
+	}
 	resp.Header.Set("Location", "/reservations/"+rsv.ID)
-	return resp, err
+	return resp, nil
 }
 
 // getReservation serves GET /reservations/{id}: the client's own
