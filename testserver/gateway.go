@@ -116,7 +116,8 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx := context.Background()
-	db, err := openStore(ctx, cfg.Path, cfg.BusyTimeout, gatewaySchema)
+	// No read pool: the gateway reads once, to count its captures at start.
+	db, err := openStore(ctx, cfg.Path, cfg.BusyTimeout, 0, gatewaySchema)
 	if err != nil {
 		return nil, fmt.Errorf("testserver: gateway: %w", err)
 	}

@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// serverReaders is the size of the server's read pool: the GET endpoints
+// and Stats, which in WAL mode read beside the writer.
+const serverReaders = 4
+
 // Server is the reference server: an http.Handler over a SQLite database.
 // Create it with New and release it with Close. It is safe for concurrent
 // use.
@@ -47,7 +51,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openStore(context.Background(), cfg.Path, cfg.BusyTimeout, serverSchema)
+	db, err := openStore(context.Background(), cfg.Path, cfg.BusyTimeout, serverReaders, serverSchema)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // store is a SQLite database opened as two pools: one connection for writes
-// and a few for reads.
+// and a few for reads (or none, and reads share the write connection).
 //
 // SQLite allows one writer at a time. Funnelling every write through a single
 // pooled connection makes writers queue in Go, in order, instead of spinning
@@ -41,7 +41,6 @@ func inMemory(path string) bool { return path == "" || path == ":memory:" }
 func dsn(path string, busy time.Duration, readOnly bool) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
-	q.Add("_pragma", "foreign_keys(1)")
 	if !inMemory(path) {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(FULL)")
@@ -68,12 +67,13 @@ func escapePath(p string) string {
 }
 
 // openStore opens (creating if needed) the database at path and applies the
-// schema given.
+// schema given. readers is the size of the read pool; with 0 there is none,
+// and reads go through the write connection.
 //
 // An in-memory database lives inside one connection: a second connection
 // would see a different, empty database. So in memory there is a single
 // pool of exactly one connection, kept forever, used for reads and writes.
-func openStore(ctx context.Context, path string, busy time.Duration, schema []string) (*store, error) {
+func openStore(ctx context.Context, path string, busy time.Duration, readers int, schema []string) (*store, error) {
 	if inMemory(path) {
 		db, err := sql.Open("sqlite", dsn(path, busy, false))
 		if err != nil {
@@ -96,18 +96,21 @@ func openStore(ctx context.Context, path string, busy time.Duration, schema []st
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
-	s := &store{write: w}
+	s := &store{write: w, read: w}
 	if err := s.migrate(ctx, schema); err != nil { // creates the file, switches it to WAL
 		w.Close()
 		return nil, err
+	}
+	if readers == 0 {
+		return s, nil
 	}
 	r, err := sql.Open("sqlite", dsn(path, busy, true))
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("testserver: opening %s for reading: %w", path, err)
 	}
-	r.SetMaxOpenConns(4)
-	r.SetMaxIdleConns(4)
+	r.SetMaxOpenConns(readers)
+	r.SetMaxIdleConns(readers)
 	s.read = r
 	return s, nil
 }
@@ -133,7 +136,7 @@ func (s *store) migrate(ctx context.Context, schema []string) error {
 
 func (s *store) close() error {
 	err := s.write.Close()
-	if s.read != nil && s.read != s.write {
+	if s.read != s.write {
 		err = errors.Join(err, s.read.Close())
 	}
 	return err
