@@ -217,6 +217,7 @@ func TestChargeRecoversFromGatewayFaults(t *testing.T) {
 			if st.InFlight != 0 || st.Effects.Charges != 0 {
 				t.Fatalf("after the gateway failed: %+v; want the lock released and no charge", st)
 			}
+			downstream := downstreamKey(t, in, "c1")
 			if err := in.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -232,9 +233,27 @@ func TestChargeRecoversFromGatewayFaults(t *testing.T) {
 			if st.GatewayCaptures != 1 || st.Effects.Charges != 1 || st.Resumed != 1 {
 				t.Fatalf("stats %+v, want one capture and one charge", st)
 			}
+			if got := downstreamKey(t, in, "c1"); got != downstream {
+				t.Fatalf("the resume passed downstream key %q, want the row's %q", got, downstream)
+			}
+			var captured string
+			if err := in.Server.db.read.QueryRow(`SELECT key FROM gateway_captures`).Scan(&captured); err != nil || captured != downstream {
+				t.Fatalf("captured under %q (%v), want %q", captured, err, downstream)
+			}
 			checkConsistent(t, in.Server)
 		})
 	}
+}
+
+// downstreamKey reads the downstream key stored in the anonymous client's
+// row for key.
+func downstreamKey(t testing.TB, in *Instance, key string) string {
+	t.Helper()
+	var k string
+	if err := in.Server.db.read.QueryRow(`SELECT downstream_key FROM idempotency_keys WHERE key = ?`, key).Scan(&k); err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 func TestConcurrentRequestsWithOneKeyHaveOneEffect(t *testing.T) {

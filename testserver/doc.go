@@ -59,11 +59,14 @@
 //   - same fingerprint, lock free or stale (older than Config.LockTimeout):
 //     the request takes the lock over and resumes from the recovery point.
 //
-// Final answers are stored whatever their status: "insufficient stock" is
-// as final as "reserved" and is replayed the same way. Answers that say
-// nothing was executed are not stored: bad input (400, 413, 415) is refused
-// before the key is looked at, and an injected or internal failure rolls its
-// transaction back, so a retry under the same key starts afresh.
+// Final answers are stored whatever their status: "insufficient stock" (409)
+// and "unknown item" (404) are business answers as final as "reserved", and
+// are replayed the same way. Answers that decide nothing about the request
+// are not stored: bad input (400, 401, 413, 415) is refused before the key
+// is looked at; 409 in flight and 422 describe another request's row; and a
+// gateway failure (502) or an injected or internal failure (500, 503) rolls
+// its transaction back, so a retry under the same key runs the request
+// again, a charge from its last recovery point.
 //
 // # One transaction when the work is local
 //
@@ -87,9 +90,13 @@
 //	gateway_called  the gateway captured the money; its charge ID is recorded
 //	finished        the charge row and the response are stored, lock released
 //
-// The gateway is called with a downstream key derived from the key row, and
-// the gateway is itself idempotent by that key, so calling it twice captures
-// once. Each recovery point renews the lock. A request that dies between
+// The gateway is called with a downstream key (the key rule S5 passes
+// downstream), minted at random when phase 1 inserts the key row, stored in
+// the row and reused by every resume of it; the gateway is itself
+// idempotent by that key, so calling it twice captures once. It is random
+// rather than the client's key so that two clients' equal keys, or a key
+// used again as a new request after the sweeper forgot it, never name one
+// capture at the gateway. Each recovery point renews the lock. A request that dies between
 // phases leaves its lock behind; a retry that finds the lock older than
 // Config.LockTimeout takes it over and resumes from the last recovery point
 // instead of starting over. A lock token fences the old holder: if it wakes

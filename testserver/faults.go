@@ -44,7 +44,9 @@ type Faults struct {
 
 	// ErrorBeforeCommit answers 500 or 503 (half each) instead of
 	// committing; the transaction is rolled back and the key left free, so
-	// the retry runs the request again. Default 0.
+	// the retry runs the request again: a reservation or stock update from
+	// the start, a charge from its recovery point gateway_called, without
+	// calling the gateway again. Default 0.
 	ErrorBeforeCommit float64
 
 	// HangUpAfterCommit commits, then closes the connection without a
