@@ -28,6 +28,15 @@ const shutdownGrace = 5 * time.Second
 // nil after a clean shutdown, and an error wrapping ErrUsage (after
 // printing the problem) for bad arguments, or wrapping flag.ErrHelp for -h.
 //
+// With -crash=hang a request that reaches a crash point stops there for
+// good, as a process frozen at that instant would, so that a test can kill
+// the process exactly there. Only SIGKILL ends such a process: a graceful
+// stop (SIGINT, SIGTERM, ctx ending) waits for every request, the hung one
+// included, and further signals are caught, not acted on. A request hung
+// inside its final transaction (the before-commit point) also holds the
+// only write connection: every other write, the sweeper's too, queues
+// behind it without limit (see Config.BusyTimeout).
+//
 // The idem-testserver binary is this function; so is "idem serve".
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, addr, err := parseArgs(args, stdout, stderr)
@@ -71,7 +80,7 @@ func parseArgs(args []string, stdout, stderr io.Writer) (Config, string, error) 
 		cfg       Config
 		addr      = fs.String("addr", "127.0.0.1:8080", "`address` to listen on (host:port; port 0 picks a free one)")
 		logLevel  = fs.String("log-level", "info", "log `level`: debug, info, warn, error or off")
-		crashMode = fs.String("crash", "exit", "what an injected crash does: exit (the process exits with status 137), abort (only the request is aborted) or hang (the request stops, announced on stdout, until the process is killed)")
+		crashMode = fs.String("crash", "exit", "what an injected crash does: exit (the process exits with status 137), abort (only the request is aborted) or hang (the request stops, announced on stdout, until the process is killed with SIGKILL: SIGINT and SIGTERM wait for it forever)")
 		uniform   = fs.Float64("faults", 0, "fail this `fraction` of mutating requests, spread evenly over the seven server faults (replaces the -fault-* rates; -fault-delay still sets the delay)")
 	)
 	fs.StringVar(&cfg.Path, "db", "idem-testserver.db", "SQLite database `file` (created if missing; :memory: keeps nothing)")

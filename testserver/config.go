@@ -58,7 +58,10 @@ type Config struct {
 	MaxBodyBytes int64
 
 	// BusyTimeout is SQLite's busy_timeout: how long a connection waits for
-	// another connection's write lock. Default: 5 seconds.
+	// another connection's write lock (the gateway's, another process's).
+	// It does not bound the server's own writers, which queue in Go for
+	// its single write connection: behind a transaction that never ends
+	// they wait until the server closes. Default: 5 seconds.
 	BusyTimeout time.Duration
 
 	// Faults injects failures for tests. The zero value (the default)

@@ -21,6 +21,12 @@ import (
 // of the same file (the gateway, a second process). Readers in WAL mode never
 // block the writer nor each other.
 //
+// The queue in Go's pool has no timeout of its own: busy_timeout bounds
+// waits for SQLite's lock between connections, not the wait for the pool's
+// one connection. A transaction that never ends (a request hung at an
+// injected crash point with -crash=hang) holds every later writer until
+// the server closes, since a request's work context outlives its client.
+//
 // Durability: journal_mode=WAL with synchronous=FULL fsyncs the WAL at every
 // commit, so a transaction that COMMIT reported as done survives a crash of
 // the process and of the machine. A key's stored answer is only worth
