@@ -24,9 +24,9 @@ func (c *counters) fault(k faultKind) { c.faults[k].Add(1) }
 // operation took effect exactly once.
 //
 // The request counters (Requests to Faults) count since this process
-// started. Effects, GatewayCaptures, DuplicateReferences, Keys and InFlight
-// are read from the database and include earlier processes on the same
-// file.
+// started. Effects, GatewayCaptures, DuplicateReferences, Keys, InFlight
+// and Abandoned are read from the database and include earlier processes
+// on the same file.
 type Stats struct {
 	// Requests counts requests to the mutating endpoints (POST /charges,
 	// POST /reservations, PUT /inventory/{item_id}), valid or not, first
