@@ -2,6 +2,7 @@ package idem
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,52 +22,70 @@ import (
 //
 // GetBody must return the same bytes each time it is called.
 
-// captureBody takes the body out of req, returning what go-retryablehttp
-// rewinds (nil, a []byte or a ReaderFunc) and the request's fingerprint.
-// It closes req.Body, as http.Client.Do would.
-func captureBody(req *http.Request, limit int64) (any, Fingerprint, error) {
+// requestBody is what go-retryablehttp rewinds for each attempt (nil, a
+// []byte or a ReaderFunc), the length to send (-1 or 0 for unknown), and
+// the request's fingerprint.
+type requestBody struct {
+	rewind      any
+	length      int64
+	fingerprint Fingerprint
+}
+
+// captureBody takes the body out of req. It closes req.Body, as
+// http.Client.Do would.
+func captureBody(req *http.Request, limit int64) (requestBody, error) {
 	url := req.URL.String()
 	if req.Body == nil || req.Body == http.NoBody {
-		return nil, fingerprintOf(req.Method, url, nil), nil
+		return requestBody{fingerprint: fingerprintOf(req.Method, url, nil)}, nil
 	}
 	if req.GetBody != nil {
 		req.Body.Close()
+		get := func() (io.Reader, error) {
+			body, err := req.GetBody()
+			if err == nil && body == nil {
+				err = errors.New("returned no body")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%w: request GetBody: %w", ErrInvalidRequest, err)
+			}
+			return body, nil
+		}
+		body, err := get()
+		if err != nil {
+			return requestBody{}, err
+		}
 		fp := newFingerprintWriter(req.Method, url)
-		body, err := req.GetBody()
-		if err != nil {
-			return nil, Fingerprint{}, fmt.Errorf("idem: request GetBody: %w", err)
-		}
 		_, err = io.Copy(fp, body)
-		body.Close()
+		body.(io.Closer).Close()
 		if err != nil {
-			return nil, Fingerprint{}, fmt.Errorf("idem: reading request body: %w", err)
+			return requestBody{}, fmt.Errorf("reading request body: %w", err)
 		}
-		get := req.GetBody
-		return retryablehttp.ReaderFunc(func() (io.Reader, error) { return get() }), fp.sum(), nil
+		return requestBody{retryablehttp.ReaderFunc(get), req.ContentLength, fp.sum()}, nil
 	}
 	defer req.Body.Close()
-	buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	buf, complete, err := readPrefix(req.Body, limit)
 	if err != nil {
-		return nil, Fingerprint{}, fmt.Errorf("idem: reading request body: %w", err)
+		return requestBody{}, fmt.Errorf("reading request body: %w", err)
 	}
-	if int64(len(buf)) > limit {
-		return nil, Fingerprint{}, fmt.Errorf("%w (%d bytes)", ErrBodyTooLarge, limit)
+	if !complete {
+		return requestBody{}, fmt.Errorf("%w (%d bytes; set Request.GetBody to stream it)", ErrBodyTooLarge, limit)
 	}
-	return buf, fingerprintOf(req.Method, url, buf), nil
+	return requestBody{buf, int64(len(buf)), fingerprintOf(req.Method, url, buf)}, nil
 }
 
-// readPrefix reads up to limit+1 bytes of a response body, to record it or
-// to report it. It returns the bytes read and whether the body ended within
+// readPrefix reads up to limit+1 bytes of a body, to record it or to
+// report it. It returns the bytes read and whether the body ended within
 // the limit. On a read error the body is left for the caller to close.
 func readPrefix(body io.Reader, limit int64) ([]byte, bool, error) {
-	buf, err := io.ReadAll(io.LimitReader(body, limit+1))
+	probe := limit + 1
+	if probe < 0 { // limit is math.MaxInt64: no limit
+		probe = limit
+	}
+	buf, err := io.ReadAll(io.LimitReader(body, probe))
 	if err != nil {
 		return nil, false, err
 	}
-	if int64(len(buf)) > limit {
-		return buf, false, nil
-	}
-	return buf, true, nil
+	return buf, int64(len(buf)) <= limit, nil
 }
 
 // drain discards what is left of a response body, up to a bound, so the
@@ -110,6 +129,9 @@ func (b *recordedBody) Close() error { return nil }
 // completed operation, without a network call, rather than received from
 // the server in this Do.
 func Recorded(resp *http.Response) bool {
+	if resp == nil {
+		return false
+	}
 	_, ok := resp.Body.(*recordedBody)
 	return ok
 }
@@ -121,13 +143,17 @@ func recordedResponse(op Operation, req *http.Request) *http.Response {
 	if op.BodyTruncated {
 		length = -1
 	}
+	header := op.Header.Clone()
+	if header == nil {
+		header = make(http.Header)
+	}
 	return &http.Response{
 		Status:        fmt.Sprintf("%d %s", op.Status, http.StatusText(op.Status)),
 		StatusCode:    op.Status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        op.Header.Clone(),
+		Header:        header,
 		Body:          body,
 		ContentLength: length,
 		Request:       req,

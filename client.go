@@ -1,14 +1,14 @@
 package idem
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,8 +130,12 @@ type Client struct {
 // New returns a Client for cfg, with defaults filled in.
 func New(cfg Config) (*Client, error) {
 	if cfg.MaxAttempts < 0 || cfg.AttemptTimeout < 0 || cfg.MaxElapsed < 0 || cfg.InitialWait < 0 ||
-		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.Jitter > 1 {
-		return nil, fmt.Errorf("%w: negative limit or jitter above 1 in Config", ErrInvalidRequest)
+		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 ||
+		!(cfg.Jitter <= 1) || math.IsInf(cfg.Jitter, -1) {
+		return nil, fmt.Errorf("%w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
+	}
+	if cfg.KeyHeader != "" && !validHeaderName(cfg.KeyHeader) {
+		return nil, fmt.Errorf("%w: KeyHeader %q is not a header name", ErrInvalidConfig, cfg.KeyHeader)
 	}
 	setDefault(&cfg.AttemptTimeout, DefaultAttemptTimeout)
 	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
@@ -164,8 +168,34 @@ func New(cfg Config) (*Client, error) {
 	}
 	attempt := *hc
 	attempt.Timeout = cfg.AttemptTimeout
+	// go-retryablehttp closes the idle connections of its client's
+	// transport whenever it gives up; on a transport shared with the rest
+	// of the program (http.DefaultTransport) that would empty everyone's
+	// pool on every unknown outcome. Broken connections are dropped by the
+	// transport itself.
+	attempt.Transport = keepIdle{attempt.Transport}
 	c.hc = &attempt
 	return c, nil
+}
+
+// keepIdle hides its transport's CloseIdleConnections.
+type keepIdle struct{ rt http.RoundTripper }
+
+func (k keepIdle) RoundTrip(r *http.Request) (*http.Response, error) {
+	if k.rt == nil {
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	return k.rt.RoundTrip(r)
+}
+
+// validHeaderName reports whether name is an HTTP field name (RFC 9110 token).
+func validHeaderName(name string) bool {
+	for _, r := range name {
+		if r > '~' || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
+			return false
+		}
+	}
+	return name != ""
 }
 
 func setDefault[T comparable](field *T, def T) {
@@ -248,22 +278,23 @@ func recordedRejection(op Operation) *OutcomeError {
 // do runs an operation; an empty id is a request without one, whose key
 // lives only as long as this call.
 func (c *Client) do(id string, req *http.Request) (result, error) {
-	if err := validate(req); err != nil {
+	if err := validate(id, req); err != nil {
 		closeBody(req)
 		return result{}, err
 	}
 	ctx := req.Context()
-	body, fp, err := captureBody(req, c.cfg.MaxBufferedBody)
+	body, err := captureBody(req, c.cfg.MaxBufferedBody)
 	if err != nil {
-		return result{}, err
+		return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
 	}
+	fp := body.fingerprint
 	var op Operation
 	if id == "" {
 		key, err := newKey()
 		if err != nil {
 			return result{}, err
 		}
-		op = Operation{Key: key, Fingerprint: fp, State: Pending}
+		op = Operation{Key: key, Fingerprint: fp, Created: c.now(), State: Pending}
 	} else {
 		unlock, err := c.ops.lock(ctx, id)
 		if err != nil {
@@ -307,7 +338,9 @@ func (c *Client) admit(id string, req *http.Request, fp Fingerprint) (Operation,
 		return Operation{}, err
 	}
 	op := Operation{
-		ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: req.URL.String(),
+		// The URL is kept without its password: the journal is a file
+		// people read. The fingerprint covers the whole URL.
+		ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: req.URL.Redacted(),
 		Created: c.now(), State: Pending,
 	}
 	if err := c.journal.Begin(op); err != nil {
@@ -317,38 +350,23 @@ func (c *Client) admit(id string, req *http.Request, fp Fingerprint) (Operation,
 }
 
 // send makes the attempts of a pending operation and records its outcome.
-func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body any) (result, error) {
+func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body requestBody) (result, error) {
 	out := req.Clone(ctx)
 	out.Body, out.GetBody = nil, nil
+	if out.Header == nil {
+		out.Header = make(http.Header)
+	}
 	out.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))
 	rreq, err := retryablehttp.FromRequest(out)
 	if err == nil {
-		err = rreq.SetBody(body)
+		err = rreq.SetBody(body.rewind)
 	}
 	if err != nil {
 		return result{}, fmt.Errorf("idem: preparing request: %w", err)
 	}
-	if req.ContentLength > 0 {
-		rreq.ContentLength = req.ContentLength
-	}
+	rreq.ContentLength = body.length
 
-	a := c.newAttempts(op.ID, op.Key)
-	var recorded []byte // the final response's body, when it fits MaxRecordedBody
-	var fits bool
-	rreq.SetResponseHandler(func(resp *http.Response) error {
-		buf, complete, err := readPrefix(resp.Body, c.cfg.MaxRecordedBody)
-		if err != nil {
-			return fmt.Errorf("reading response body: %w", err)
-		}
-		if complete {
-			resp.Body.Close()
-			resp.Body = io.NopCloser(bytes.NewReader(buf))
-		} else {
-			resp.Body = withPrefix(buf, resp.Body)
-		}
-		recorded, fits = buf, complete
-		return nil
-	})
+	a := c.newAttempts(op)
 	rc := &retryablehttp.Client{
 		HTTPClient:     c.hc,
 		RetryMax:       c.cfg.MaxAttempts - 1,
@@ -366,13 +384,13 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 	state := Done
 	if resp.StatusCode >= 400 {
 		res.outcome, state = OutcomeRejected, Rejected
-		res.body, res.bodyTruncated = recorded[:min(len(recorded), int(c.cfg.MaxRecordedBody))], !fits
+		res.body, res.bodyTruncated = a.final[:min(len(a.final), int(c.cfg.MaxRecordedBody))], !a.fits
 	}
 	if op.ID != "" {
 		op.State, op.Completed = state, c.now()
 		op.Status, op.Header = resp.StatusCode, resp.Header.Clone()
-		if fits {
-			op.Body = recorded
+		if a.fits {
+			op.Body = a.final
 		} else {
 			op.BodyTruncated = true
 		}
@@ -392,15 +410,12 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 func (c *Client) unknown(a *attempts, resp *http.Response, err error) error {
 	e := &OutcomeError{
 		Operation: a.op, Key: a.key, Outcome: OutcomeUnknown, Attempts: a.n,
-		Status: a.status, Header: a.header, Err: err,
+		Status: a.status, Header: a.header, Body: a.body, BodyTruncated: a.bodyTruncated, Err: err,
 	}
-	if a.err != nil && !errors.Is(err, a.err) {
+	if a.err != nil && !errors.Is(err, a.err) { // why retrying stopped, and what failed last
 		e.Err = fmt.Errorf("%w: %w", err, a.err)
 	}
 	if resp != nil {
-		var complete bool
-		e.Body, complete, _ = readPrefix(resp.Body, errorBodyLimit)
-		e.Body, e.BodyTruncated = e.Body[:min(len(e.Body), errorBodyLimit)], !complete
 		drain(resp.Body)
 	}
 	c.log.Warn("idem: operation outcome", "op", a.op, "key", a.key, "outcome", e.Outcome,
@@ -416,9 +431,14 @@ func (c *Client) keyValue(key string) string {
 	return key
 }
 
+// maxIDLength bounds operation IDs, as the journal does.
+const maxIDLength = 4096
+
 // validate refuses requests that cannot be sent as operations.
-func validate(req *http.Request) error {
+func validate(id string, req *http.Request) error {
 	switch {
+	case len(id) > maxIDLength:
+		return fmt.Errorf("%w: operation ID of %d bytes, more than %d", ErrInvalidRequest, len(id), maxIDLength)
 	case req == nil:
 		return fmt.Errorf("%w: nil request", ErrInvalidRequest)
 	case req.URL == nil:

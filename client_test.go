@@ -8,14 +8,17 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -455,6 +458,7 @@ func TestRetryAfter(t *testing.T) {
 		{"484289 hours", func() string { return strconv.Itoa(484289 * 3600) }, 7 * time.Second, 7 * time.Second, 7 * time.Second},
 		{"below backoff", func() string { return "0" }, 0, time.Millisecond, time.Millisecond},
 		{"unparseable", func() string { return "soon" }, 0, time.Millisecond, time.Millisecond},
+		{"beyond time.Duration", func() string { return "99999999999999" }, 7 * time.Second, 7 * time.Second, 7 * time.Second},
 	}
 	for _, tt := range tests {
 		for _, code := range []int{429, 503, 409} {
@@ -486,7 +490,7 @@ func TestContextEndsWait(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.journal")
 	j := openJournal(t, path)
 	defer j.Close()
-	s := newScript(t, status(503, "", "Retry-After", "3600"))
+	s := newScript(t, status(503, "busy", "Retry-After", "3600"))
 	ctx, cancel := context.WithCancel(context.Background())
 	waiting := make(chan struct{})
 	c := newClient(t, idem.Config{Journal: j, MaxWait: time.Hour, MaxElapsed: 2 * time.Hour, OnAttempt: func(a idem.Attempt) {
@@ -504,8 +508,8 @@ func TestContextEndsWait(t *testing.T) {
 	select {
 	case err := <-done:
 		var oe *idem.OutcomeError
-		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, context.Canceled) || oe.Status != 503 {
-			t.Fatalf("err = %v, want Unknown, canceled, last status 503", err)
+		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, context.Canceled) || oe.Status != 503 || string(oe.Body) != "busy" {
+			t.Fatalf("err = %v, want Unknown, canceled, last status 503 busy", err)
 		}
 		if op, _ := j.Lookup("op"); op.State != idem.Pending || op.Key != oe.Key {
 			t.Fatalf("journal holds %+v, want pending under %s", op, oe.Key)
@@ -704,6 +708,20 @@ func TestDiscardedBodiesClosed(t *testing.T) {
 	if opened, closed := tr.counts(); opened != 4 || closed != 4 {
 		t.Fatalf("%d bodies opened, %d closed; want 4 and 4", opened, closed)
 	}
+
+	// The last response of an unknown outcome, and a rejection's.
+	s2 := newScript(t, status(503, strings.Repeat("u", 100000)), status(503, "v"), status(422, strings.Repeat("r", 100000)))
+	tr2 := &closeTracker{base: http.DefaultTransport}
+	c = newClient(t, fast(idem.Config{MaxAttempts: 2, HTTPClient: &http.Client{Transport: tr2}}))
+	if _, err := c.Do("a", post(t, context.Background(), s2.srv.URL, "x")); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("err = %v, want ErrUnknown", err)
+	}
+	if _, err := c.Do("b", post(t, context.Background(), s2.srv.URL, "x")); !errors.Is(err, idem.ErrRejected) {
+		t.Fatalf("err = %v, want ErrRejected", err)
+	}
+	if opened, closed := tr2.counts(); opened != 3 || closed != 3 {
+		t.Fatalf("%d bodies opened, %d closed; want 3 and 3", opened, closed)
+	}
 }
 
 type closeTracker struct {
@@ -857,6 +875,14 @@ func TestConcurrentWaiterHonoursContext(t *testing.T) {
 	cancel()
 	if _, err := c.Do("op", post(t, ctx, srv.URL, "x")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	// A deadline that ends while the second Do waits for the first: were
+	// the wait deaf to it, this Do would wait for the first to end, which
+	// only the end of the test allows.
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Do("op", post(t, ctx, srv.URL, "x")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
 	}
 }
 
@@ -1082,4 +1108,173 @@ func (f *syncFailer) Sync() error {
 		return f.err
 	}
 	return f.File.Sync()
+}
+
+// C9: the cause of an unknown outcome is kept beside why retrying stopped.
+func TestOutcomeErrorKeepsCause(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	url := dead.URL
+	dead.Close()
+	c := newClient(t, fast(idem.Config{MaxAttempts: 2}))
+	_, err := c.Do("refused", post(t, context.Background(), url, "x"))
+	if !errors.Is(err, syscall.ECONNREFUSED) || !errors.Is(err, idem.ErrAttemptsExhausted) || !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("err = %v, want unknown, attempts exhausted, connection refused", err)
+	}
+	s := newScript(t, hangUp)
+	_, err = c.Do("hung up", post(t, context.Background(), s.srv.URL, "x"))
+	if !errors.Is(err, io.EOF) || !errors.Is(err, idem.ErrAttemptsExhausted) {
+		t.Fatalf("err = %v, want attempts exhausted after EOF", err)
+	}
+}
+
+// A final status whose body breaks off is a failed attempt: it is retried,
+// and only the whole answer is returned and recorded.
+func TestBrokenBodyRetried(t *testing.T) {
+	broken := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(201)
+		io.WriteString(w, "partial")
+		w.(http.Flusher).Flush()
+		hangUp(w, r)
+	}
+	s := newScript(t, broken, status(201, "whole"))
+	c := newClient(t, fast(idem.Config{}))
+	resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "whole" || s.count() != 2 {
+		t.Fatalf("got %q after %d attempts, want whole after 2", got, s.count())
+	}
+	resp, err = c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "whole" || !idem.Recorded(resp) {
+		t.Fatalf("recorded %q", got)
+	}
+}
+
+// A fresh rejection's error carries the server's answer.
+func TestRejectionCarriesAnswer(t *testing.T) {
+	s := newScript(t, status(422, `{"detail":"amount must be positive"}`, "Content-Type", "application/problem+json"))
+	c := newClient(t, fast(idem.Config{}))
+	_, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	var oe *idem.OutcomeError
+	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeRejected || oe.Recorded || oe.Attempts != 1 || oe.Status != 422 ||
+		string(oe.Body) != `{"detail":"amount must be positive"}` || oe.BodyTruncated || oe.Header.Get("Content-Type") != "application/problem+json" || oe.Err != nil {
+		t.Fatalf("err = %#v", err)
+	}
+}
+
+// C6: retrying stops before an attempt would carry a key older than KeyTTL.
+func TestKeyTTLCrossedWhileRetrying(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	s := newScript(t, func(w http.ResponseWriter, r *http.Request) {
+		now.Add(int64(25 * time.Minute)) // every attempt takes 25 minutes
+		w.WriteHeader(503)
+	})
+	c := newClient(t, fast(idem.Config{KeyTTL: time.Hour, MaxElapsed: 24 * time.Hour, Now: clock}))
+	_, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	var oe *idem.OutcomeError
+	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, idem.ErrKeyExpired) || oe.Attempts != 3 || s.count() != 3 {
+		t.Fatalf("err = %v after %d attempts; want unknown, key expired, after 3 (at 0, 25 and 50 minutes)", err, s.count())
+	}
+	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrKeyExpired) || s.count() != 3 {
+		t.Fatalf("resume: err = %v, want ErrKeyExpired and nothing sent", err)
+	}
+}
+
+// Bad input gets a typed error, never a panic.
+func TestBadInputNoPanic(t *testing.T) {
+	s := newScript(t)
+	c := newClient(t, fast(idem.Config{}))
+	u := s.srv.URL
+	noHeader := &http.Request{Method: http.MethodPost, URL: mustParse(t, u)}
+	resp, err := c.Do("no header", noHeader)
+	if err != nil {
+		t.Fatalf("a request without Header: %v", err)
+	}
+	resp.Body.Close()
+
+	nilBody := post(t, context.Background(), u, "x")
+	nilBody.GetBody = func() (io.ReadCloser, error) { return nil, nil }
+	if _, err := c.Do("nil body", nilBody); !errors.Is(err, idem.ErrInvalidRequest) {
+		t.Fatalf("GetBody returning nothing: %v, want ErrInvalidRequest", err)
+	}
+	if _, err := c.Do("nil", nil); !errors.Is(err, idem.ErrInvalidRequest) {
+		t.Fatalf("nil request: %v", err)
+	}
+	if _, err := c.Do(strings.Repeat("x", 5000), post(t, context.Background(), u, "x")); !errors.Is(err, idem.ErrInvalidRequest) {
+		t.Fatalf("5000-byte ID: %v", err)
+	}
+	if idem.Recorded(nil) {
+		t.Fatal("Recorded(nil)")
+	}
+	if s.count() != 1 {
+		t.Fatalf("server saw %d attempts, want 1", s.count())
+	}
+}
+
+func mustParse(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// New refuses a Config it cannot use.
+func TestNewRejectsBadConfig(t *testing.T) {
+	for _, cfg := range []idem.Config{
+		{MaxAttempts: -1},
+		{AttemptTimeout: -time.Second},
+		{Jitter: math.NaN()},
+		{Jitter: 1.5},
+		{KeyHeader: "Bad Header"},
+		{KeyHeader: "X-Key\n"},
+		{MaxRecordedBody: -1},
+	} {
+		if _, err := idem.New(cfg); !errors.Is(err, idem.ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+}
+
+// Limits at their maximum mean no limit.
+func TestMaximalLimits(t *testing.T) {
+	s := newScript(t, status(201, "created"))
+	c := newClient(t, fast(idem.Config{MaxBufferedBody: math.MaxInt64, MaxRecordedBody: math.MaxInt64}))
+	req, _ := http.NewRequest(http.MethodPost, s.srv.URL, io.NopCloser(strings.NewReader("payload")))
+	resp, err := c.Do("op", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "created" || string(s.attempts()[0].Body) != "payload" {
+		t.Fatalf("sent %q, got %q", s.attempts()[0].Body, got)
+	}
+}
+
+// The journal keeps the URL without its password; the fingerprint covers
+// all of it.
+func TestJournalURLRedacted(t *testing.T) {
+	s := newScript(t)
+	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+	defer j.Close()
+	c := newClient(t, fast(idem.Config{Journal: j}))
+	u := strings.Replace(s.srv.URL, "http://", "http://user:secret@", 1)
+	resp, err := c.Do("op", post(t, context.Background(), u, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if op, _ := j.Lookup("op"); strings.Contains(op.URL, "secret") || !strings.Contains(op.URL, "user:xxxxx@") {
+		t.Fatalf("journal URL %q", op.URL)
+	}
+	other := strings.Replace(u, "secret", "other", 1)
+	if _, err := c.Do("op", post(t, context.Background(), other, "x")); !errors.Is(err, idem.ErrMismatch) {
+		t.Fatalf("err = %v, want ErrMismatch", err)
+	}
 }

@@ -6,8 +6,9 @@ import (
 	"net/http"
 )
 
-// Errors returned by Client.Do before anything is sent. Each is wrapped with
-// the operation ID; test for them with errors.Is.
+// Errors returned by Client.Do before anything is sent, wrapped with the
+// operation ID (ErrInvalidRequest with what is wrong); test for them with
+// errors.Is.
 var (
 	// ErrMismatch: the operation ID is known with a different request
 	// fingerprint (method, URL or body). Sending the new request under the
@@ -25,12 +26,15 @@ var (
 	// idempotent operation (no URL, an unsupported scheme, an empty ID...).
 	ErrInvalidRequest = errors.New("idem: invalid request")
 
+	// ErrInvalidConfig: New was given a Config it cannot use.
+	ErrInvalidConfig = errors.New("idem: invalid config")
+
 	// ErrBodyTooLarge: the request body has no GetBody and is larger than
 	// Config.MaxBufferedBody, so it cannot be replayed on a retry without
 	// holding all of it in memory. Set Request.GetBody (http.NewRequest does
 	// so for *bytes.Buffer, *bytes.Reader and *strings.Reader bodies) or
 	// raise the limit. It also matches ErrInvalidRequest.
-	ErrBodyTooLarge = fmt.Errorf("%w: body without GetBody exceeds the buffering limit", ErrInvalidRequest)
+	ErrBodyTooLarge = fmt.Errorf("%w: body without GetBody is larger than Config.MaxBufferedBody", ErrInvalidRequest)
 
 	// ErrBodyNotRecorded is returned when reading the body of a recorded
 	// response whose body was larger than Config.MaxRecordedBody when it
@@ -74,8 +78,10 @@ func (o Outcome) String() string {
 
 // Sentinels that an *OutcomeError matches with errors.Is, by its Outcome.
 var (
+	// ErrRejected matches an *OutcomeError whose Outcome is OutcomeRejected.
 	ErrRejected = errors.New("idem: operation rejected")
-	ErrUnknown  = errors.New("idem: operation outcome unknown")
+	// ErrUnknown matches an *OutcomeError whose Outcome is OutcomeUnknown.
+	ErrUnknown = errors.New("idem: operation outcome unknown")
 )
 
 // OutcomeError reports an operation that did not end done: rejected, or

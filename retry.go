@@ -1,10 +1,14 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -26,7 +30,8 @@ import (
 //     Retry-After is an ordinary conflict and final.
 //
 // A body that fails to arrive in full after a final status is a failed
-// attempt too, retried like a connection error.
+// attempt too, retried like a connection error. No attempt is sent with a
+// key older than KeyTTL: the server may have forgotten it.
 //
 // When the next attempt is sent is cenkalti/backoff's ExponentialBackOff,
 // jittered by default, raised to the server's Retry-After (parsed by
@@ -38,12 +43,17 @@ import (
 
 // Reasons retrying stops before the server gave a final answer. They are
 // wrapped in OutcomeError.Err.
+// The outcome is unknown, and the operation stays pending. ErrKeyExpired
+// stops retrying too, when the next attempt would carry a key older than
+// KeyTTL.
 var (
+	// ErrAttemptsExhausted: MaxAttempts attempts were made.
+	ErrAttemptsExhausted = errors.New("idem: attempts exhausted")
+	// ErrMaxElapsed: the next attempt would start after MaxElapsed.
+	ErrMaxElapsed = errors.New("idem: maximum elapsed time reached")
 	// ErrRetryBudgetExhausted: the client-wide retry budget is empty (many
 	// recent attempts failed), so no retry was made. See RetryBudget.
 	ErrRetryBudgetExhausted = errors.New("idem: retry budget exhausted")
-	errAttemptsExhausted    = errors.New("attempts exhausted")
-	errElapsedExhausted     = errors.New("maximum elapsed time reached")
 )
 
 // retryable classifies the result of one attempt: whether to send another,
@@ -71,12 +81,19 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 	if resp == nil || len(resp.Header.Values("Retry-After")) == 0 {
 		return 0, false
 	}
+	if hugeDelay.MatchString(resp.Header.Get("Retry-After")) {
+		return math.MaxInt64, true // too many seconds for a time.Duration: "much later"
+	}
 	view := &http.Response{StatusCode: http.StatusServiceUnavailable, Header: resp.Header}
 	// With min and max zero, DefaultBackoff returns the Retry-After delay,
 	// or zero when the header does not parse.
 	d := retryablehttp.DefaultBackoff(0, 0, 0, view)
 	return d, d > 0
 }
+
+// hugeDelay matches delay-seconds of ten digits or more, which overflow a
+// time.Duration in go-retryablehttp's parsing (2^63ns is about 9.2e9 s).
+var hugeDelay = regexp.MustCompile(`^\s*[0-9]{10,}\s*$`)
 
 // Attempt describes one attempt of an operation. Config.OnAttempt receives
 // one after each attempt's fate is decided.
@@ -90,45 +107,48 @@ type Attempt struct {
 	Wait      time.Duration // the wait before that attempt, when Retry
 }
 
-// attempts is the retry state of one Do: it decides, after each attempt,
-// whether and when the next one goes, and remembers the last result for
-// the OutcomeError.
+// attempts is the retry state of one Do: go-retryablehttp calls its
+// checkRetry after every attempt, and it decides whether and when the next
+// one goes. It reads the body of a final answer within the attempt, so a
+// body that breaks off is a failed attempt, and it keeps the last result
+// for the OutcomeError.
 type attempts struct {
 	c       *Client
 	op, key string
+	created time.Time // when the key was minted: it must not outlive KeyTTL
 	backoff *backoff.ExponentialBackOff
 	started time.Time
 
-	n      int           // attempts made so far
-	wait   time.Duration // the wait chosen after the last attempt
-	status int           // last response status
-	header http.Header   // last response header
-	err    error         // last transport or body error
+	n    int           // attempts made so far
+	wait time.Duration // the wait chosen after the last attempt
+	stop error         // why retrying stopped before a final answer
 
-	// A final answer is decided in two steps: go-retryablehttp calls
-	// CheckRetry, then the response handler reads the body, then calls
-	// CheckRetry again with the reading's error. decided holds the first
-	// step's verdict for the second.
-	decided  bool
-	final    bool  // the decided response is the server's final answer
-	decision error // why retrying stopped, for a decided response
+	// The last attempt's response status, header and the first bytes of
+	// its body, or its transport or body error.
+	status        int
+	header        http.Header
+	body          []byte
+	bodyTruncated bool
+	err           error
+
+	final []byte // a final answer's body, up to MaxRecordedBody
+	fits  bool   // the final answer's body is all in final
 }
 
-func (c *Client) newAttempts(op, key string) *attempts {
+func (c *Client) newAttempts(op Operation) *attempts {
 	b := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(c.cfg.InitialWait),
 		backoff.WithMaxInterval(c.cfg.MaxWait),
 		backoff.WithRandomizationFactor(c.cfg.Jitter),
-		backoff.WithMaxElapsedTime(0), // MaxElapsed is enforced by next, Retry-After included
+		backoff.WithMaxElapsedTime(c.cfg.MaxElapsed),
 		backoff.WithClockProvider(clockFunc(c.now)),
 	)
-	return &attempts{c: c, op: op, key: key, backoff: b, started: c.now()}
+	return &attempts{c: c, op: op.ID, key: op.Key, created: op.Created, backoff: b, started: c.now()}
 }
 
 // begin is go-retryablehttp's RequestLogHook: it runs before every attempt.
 func (a *attempts) begin(_ retryablehttp.Logger, _ *http.Request, _ int) {
 	a.n++
-	a.decided, a.final, a.decision = false, false, nil
 }
 
 // next is go-retryablehttp's Backoff: the wait checkRetry chose.
@@ -138,68 +158,94 @@ func (a *attempts) next(_, _ time.Duration, _ int, _ *http.Response) time.Durati
 
 // checkRetry is go-retryablehttp's CheckRetry.
 func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if a.decided {
-		a.decided = false
-		if err == nil {
-			if a.final {
-				a.c.budget.succeed()
-			}
-			a.report(false)
-			return false, a.decision
-		}
-		// The body broke off after a final status: the attempt failed.
-	}
-	a.note(resp, err)
 	retry, why := retryable(ctx, resp, err)
-	if !retry {
-		return a.decide(resp, err, why == nil, why)
+	if !retry && why == nil && err == nil {
+		// A final answer. Its body is part of it: read it now, within the
+		// attempt, to record it; if it breaks off, the attempt failed.
+		if rerr := a.readFinal(resp); rerr != nil {
+			err = fmt.Errorf("reading response body: %w", rerr)
+			retry, why = retryable(ctx, nil, err)
+		}
 	}
+	a.note(resp, err, retry)
+	if !retry {
+		if why == nil && err == nil {
+			a.c.budget.succeed()
+		}
+		a.stop = why
+		a.report(false)
+		return false, why
+	}
+
 	a.c.budget.fail()
-	var stop error
 	switch {
 	case a.n >= a.c.cfg.MaxAttempts:
-		stop = errAttemptsExhausted
+		a.stop = ErrAttemptsExhausted
 	case !a.c.budget.allowRetry():
-		stop = ErrRetryBudgetExhausted
+		a.stop = ErrRetryBudgetExhausted
 	default:
-		a.wait = a.backoff.NextBackOff()
-		if ra, ok := retryAfter(resp); ok && ra > a.wait {
-			a.wait = ra
-		}
-		a.wait = min(a.wait, a.c.cfg.MaxWait)
-		if a.c.now().Sub(a.started)+a.wait > a.c.cfg.MaxElapsed {
-			stop = errElapsedExhausted
-		}
+		a.wait, a.stop = a.nextWait(resp)
 	}
-	if stop != nil {
+	if a.stop != nil {
 		if why != nil {
-			stop = fmt.Errorf("%w: %w", stop, why)
+			a.stop = fmt.Errorf("%w: %w", a.stop, why)
 		}
-		return a.decide(resp, err, false, stop)
+		a.report(false)
+		return false, a.stop
 	}
 	a.report(true)
 	return true, why
 }
 
-// decide ends the retries. A response whose body has not been read yet
-// goes through the response handler first, and its verdict is reported
-// when CheckRetry is called after it.
-func (a *attempts) decide(resp *http.Response, err error, final bool, why error) (bool, error) {
-	if resp != nil && err == nil {
-		a.decided, a.final, a.decision = true, final, why
-		return false, why
+// nextWait chooses the wait before the next attempt, or says why there is
+// none: MaxElapsed would pass, or the key would outlive KeyTTL.
+func (a *attempts) nextWait(resp *http.Response) (time.Duration, error) {
+	wait := a.backoff.NextBackOff()
+	if wait == backoff.Stop {
+		return 0, ErrMaxElapsed
 	}
-	if why != nil {
-		a.err = why
+	if ra, ok := retryAfter(resp); ok && ra > wait {
+		wait = min(ra, a.c.cfg.MaxWait)
+		if a.c.now().Sub(a.started)+wait > a.c.cfg.MaxElapsed {
+			return 0, ErrMaxElapsed
+		}
 	}
-	a.report(false)
-	return false, why
+	if a.c.now().Add(wait).Sub(a.created) >= a.c.cfg.KeyTTL {
+		return 0, ErrKeyExpired
+	}
+	return wait, nil
 }
 
-func (a *attempts) note(resp *http.Response, err error) {
-	a.status, a.header, a.err = 0, nil, err
-	if resp != nil {
-		a.status, a.header = resp.StatusCode, resp.Header
+// readFinal reads a final answer's body, up to MaxRecordedBody, and leaves
+// resp.Body serving the same bytes to the caller.
+func (a *attempts) readFinal(resp *http.Response) error {
+	buf, complete, err := readPrefix(resp.Body, a.c.cfg.MaxRecordedBody)
+	if err != nil {
+		return err
+	}
+	if complete {
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(buf))
+	} else {
+		resp.Body = withPrefix(buf, resp.Body)
+	}
+	a.final, a.fits = buf, complete
+	return nil
+}
+
+// note keeps the last attempt's result. The first bytes of a response
+// that is retried are read for the OutcomeError before go-retryablehttp
+// drains it, and put back so the drain still keeps the connection.
+func (a *attempts) note(resp *http.Response, err error, retry bool) {
+	a.status, a.header, a.body, a.bodyTruncated, a.err = 0, nil, nil, false, err
+	if resp == nil {
+		return
+	}
+	a.status, a.header = resp.StatusCode, resp.Header
+	if retry && err == nil {
+		buf, complete, _ := readPrefix(resp.Body, errorBodyLimit)
+		a.body, a.bodyTruncated = buf[:min(len(buf), errorBodyLimit)], !complete
+		resp.Body = withPrefix(buf, resp.Body)
 	}
 }
 
@@ -210,8 +256,8 @@ func (a *attempts) report(retry bool) {
 	at := Attempt{Operation: a.op, Key: a.key, Number: a.n, Status: a.status, Err: a.err, Retry: retry}
 	if retry {
 		at.Wait = a.wait
-	} else if a.decision != nil && a.err == nil {
-		at.Err = a.decision
+	} else if a.err == nil {
+		at.Err = a.stop
 	}
 	a.c.cfg.OnAttempt(at)
 }
