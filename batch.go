@@ -85,9 +85,13 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 	// Pending operations first: they have been sent before, so their
 	// outcome is the most overdue, and their keys are the closest to
 	// KeyTTL.
+	pending := make(map[string]bool)
+	for _, op := range c.journal.Pending() {
+		pending[op.ID] = true
+	}
 	order := slices.Clone(ops)
 	slices.SortStableFunc(order, func(a, b BatchOp) int {
-		return boolRank(c.pending(b.ID)) - boolRank(c.pending(a.ID))
+		return boolRank(pending[b.ID]) - boolRank(pending[a.ID])
 	})
 
 	var (
@@ -134,12 +138,6 @@ func boolRank(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// pending reports whether the journal holds id as pending.
-func (c *Client) pending(id string) bool {
-	op, ok := c.journal.Lookup(id)
-	return ok && op.State == Pending
 }
 
 // runOne runs one operation of a batch.
