@@ -42,7 +42,7 @@ var server struct {
 // first time.
 func serverBinary(t *testing.T) string {
 	t.Helper()
-	server.once.Do(func() { server.path, server.err = BuildServer(binDir) })
+	server.once.Do(func() { server.path, server.err = BuildServer(binDir, raceEnabled) })
 	if server.err != nil {
 		t.Fatal(server.err)
 	}
