@@ -185,14 +185,18 @@ const (
 type JournalOptions struct {
 	// ReadOnly opens the journal for inspection while another process may
 	// be writing it: no lock is taken, nothing is written or truncated (a
-	// torn tail is ignored in memory), and Begin, Complete and Compact
-	// return ErrReadOnly. Default false.
+	// torn tail, such as a record the writer is appending at that moment,
+	// is ignored in memory), and Begin, Complete and Compact return
+	// ErrReadOnly. The file is read once, at open: the listings are a
+	// snapshot. Default false.
 	ReadOnly bool
 
 	// KeyTTL is how long a key lives on the server. A pending operation
 	// older than KeyTTL is expired (listed by Expired, kept forever by
 	// compaction); a completed operation whose Completed time is KeyTTL or
-	// more in the past is dropped by compaction. Default DefaultKeyTTL (24h).
+	// more in the past is dropped by compaction, after which Lookup no
+	// longer finds it: the server has forgotten its key too. Default
+	// DefaultKeyTTL (24h).
 	KeyTTL time.Duration
 
 	// CompactMinSize is the file size below which the journal never
@@ -259,7 +263,8 @@ type JournalStats struct {
 
 // Journal is the crash-safe record of operations. It is safe for concurrent
 // use. Open one with OpenJournal; only one Journal at a time may hold a file
-// open for writing.
+// open for writing. The index of every operation in the file is kept in
+// memory, rebuilt from the file on open.
 type Journal struct {
 	path     string // "" for a journal without a file
 	readOnly bool

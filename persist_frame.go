@@ -120,7 +120,7 @@ const (
 	// trusted.
 	recordBadHeader
 	// recordBadData: the header is valid and the record is whole, but the
-	// data checksum fails.
+	// data checksum fails. The frame's size is set; nothing else is.
 	recordBadData
 	// recordInvalid: both checksums hold, yet the record breaks the format
 	// (reserved bits, length, padding, type). No torn write produces that.
@@ -211,7 +211,7 @@ func (fr *fileReader) check(off int64) (frame, recordCheck, string, error) {
 	end := recordHeaderSize + int(n)
 	payload := b[recordHeaderSize:end]
 	if binary.LittleEndian.Uint32(b[end:end+recordCRCSize]) != crc32.Update(typeCRC[typ], castagnoli, payload) {
-		return frame{}, recordBadData, "", nil
+		return frame{size: size}, recordBadData, "", nil
 	}
 	for i := end + recordCRCSize; i < len(b); i++ {
 		if b[i] != 0 {
