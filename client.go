@@ -167,13 +167,15 @@ func New(cfg Config) (*Client, error) {
 		hc = cleanhttp.DefaultPooledClient()
 	}
 	attempt := *hc
-	attempt.Timeout = cfg.AttemptTimeout
+	// AttemptTimeout is applied by attemptDeadline (attempt_deadline.go),
+	// not by http.Client.Timeout, whose goroutine per request costs more.
+	attempt.Timeout = 0
 	// go-retryablehttp closes the idle connections of its client's
 	// transport whenever it gives up; on a transport shared with the rest
 	// of the program (http.DefaultTransport) that would empty everyone's
 	// pool on every unknown outcome. Broken connections are dropped by the
 	// transport itself.
-	attempt.Transport = keepIdle{attempt.Transport}
+	attempt.Transport = attemptDeadline{keepIdle{attempt.Transport}}
 	c.hc = &attempt
 	return c, nil
 }
@@ -351,7 +353,8 @@ func (c *Client) admit(id string, req *http.Request, fp Fingerprint) (Operation,
 
 // send makes the attempts of a pending operation and records its outcome.
 func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body requestBody) (result, error) {
-	out := req.Clone(ctx)
+	a := c.newAttempts(op)
+	out := req.Clone(context.WithValue(ctx, attemptsKey{}, a))
 	out.Body, out.GetBody = nil, nil
 	if out.Header == nil {
 		out.Header = make(http.Header)
@@ -366,7 +369,6 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 	}
 	rreq.ContentLength = body.length
 
-	a := c.newAttempts(op)
 	rc := &retryablehttp.Client{
 		HTTPClient:     c.hc,
 		RetryMax:       c.cfg.MaxAttempts - 1,

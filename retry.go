@@ -133,6 +133,8 @@ type attempts struct {
 
 	final []byte // a final answer's body, up to MaxRecordedBody
 	fits  bool   // the final answer's body is all in final
+
+	deadline time.Time // the running attempt's (attempt_deadline.go)
 }
 
 func (c *Client) newAttempts(op Operation) *attempts {
@@ -149,6 +151,7 @@ func (c *Client) newAttempts(op Operation) *attempts {
 // begin is go-retryablehttp's RequestLogHook: it runs before every attempt.
 func (a *attempts) begin(_ retryablehttp.Logger, _ *http.Request, _ int) {
 	a.n++
+	a.startDeadline()
 }
 
 // next is go-retryablehttp's Backoff: the wait checkRetry chose.
