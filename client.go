@@ -354,10 +354,14 @@ func (c *Client) admit(id string, req *http.Request, fp Fingerprint) (Operation,
 // send makes the attempts of a pending operation and records its outcome.
 func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body requestBody) (result, error) {
 	a := c.newAttempts(op)
-	out := req.Clone(context.WithValue(ctx, attemptsKey{}, a))
+	// A shallow copy with a header map of its own is all the attempts
+	// need: they add the key header and replace the body, and change
+	// nothing else (a deep req.Clone cost a tenth of the client's time).
+	out := req.WithContext(context.WithValue(ctx, attemptsKey{}, a))
 	out.Body, out.GetBody = nil, nil
-	if out.Header == nil {
-		out.Header = make(http.Header)
+	out.Header = make(http.Header, len(req.Header)+1)
+	for name, values := range req.Header {
+		out.Header[name] = values
 	}
 	out.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))
 	rreq, err := retryablehttp.FromRequest(out)
@@ -390,7 +394,7 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 	}
 	if op.ID != "" {
 		op.State, op.Completed = state, c.now()
-		op.Status, op.Header = resp.StatusCode, resp.Header.Clone()
+		op.Status, op.Header = resp.StatusCode, resp.Header // Complete encodes it: no copy needed
 		if a.fits {
 			op.Body = a.final
 		} else {
@@ -403,8 +407,10 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 		}
 		res.op = op
 	}
-	c.log.Debug("idem: operation ended", "op", op.ID, "key", op.Key, "outcome", res.outcome,
-		"status", resp.StatusCode, "attempts", a.n)
+	if c.log.Enabled(ctx, slog.LevelDebug) { // spares the arguments' allocations when off
+		c.log.Debug("idem: operation ended", "op", op.ID, "key", op.Key, "outcome", res.outcome,
+			"status", resp.StatusCode, "attempts", a.n)
+	}
 	return res, nil
 }
 
