@@ -26,6 +26,12 @@ type Sample struct {
 	// divided by the operations: the in-process target's share included.
 	AllocsPerOp float64 `json:"allocs_per_op"`
 	BytesPerOp  float64 `json:"bytes_per_op"`
+	// CPUPerOp is the process's CPU time (user and system, every
+	// goroutine: the in-process target's included) during the
+	// measurement, divided by the operations; zero where it cannot be
+	// read. Unlike requests/s it does not depend on how much of the
+	// machine other processes leave.
+	CPUPerOp time.Duration `json:"cpu_per_op_ns"`
 	// FsyncsPerOp is the journal's fsyncs per operation (idem+journal
 	// only): below 1 when group commit shares them.
 	FsyncsPerOp float64 `json:"fsyncs_per_op,omitempty"`
@@ -94,7 +100,9 @@ func runCell(ctx context.Context, cfg Config, c Cell, seq int) (Sample, error) {
 	runtime.GC() // the previous cell's garbage is not this cell's
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	cpu0, cpuOK := processCPU()
 	elapsed := drive(ctx, d, workers, cfg.Duration, true)
+	cpu1, _ := processCPU()
 	runtime.ReadMemStats(&m1)
 	if err := ctx.Err(); err != nil {
 		return Sample{}, err
@@ -118,6 +126,9 @@ func runCell(ctx context.Context, cfg Config, c Cell, seq int) (Sample, error) {
 	s.P50, s.P99 = h.quantile(0.5), h.quantile(0.99)
 	s.AllocsPerOp = float64(m1.Mallocs-m0.Mallocs) / ops
 	s.BytesPerOp = float64(m1.TotalAlloc-m0.TotalAlloc) / ops
+	if cpuOK {
+		s.CPUPerOp = time.Duration(float64(cpu1-cpu0) / ops)
+	}
 	if id != nil && id.journal != nil {
 		s.FsyncsPerOp = float64(id.syncs()-syncs0) / ops
 	}

@@ -42,10 +42,14 @@ func checks(r *Report) []Check {
 	var out []Check
 
 	if row := find(TargetTrivial, hi, ClientIdem); row != nil && row.Ratio > 0 {
+		measured := fmt.Sprintf("%.2f×", row.Ratio)
+		if p := find(TargetTrivial, hi, ClientNetHTTP); p != nil && p.Median.CPUPerOp > 0 && row.Median.CPUPerOp > 0 {
+			measured += fmt.Sprintf(" (CPU per request %s vs %s)", formatDuration(row.Median.CPUPerOp), formatDuration(p.Median.CPUPerOp))
+		}
 		out = append(out, Check{
 			Name:     fmt.Sprintf("idem without a journal vs net/http, trivial handler, c=%d", hi),
 			Want:     fmt.Sprintf("≥ %.2f×", wantIdemVsPlain),
-			Measured: fmt.Sprintf("%.2f×", row.Ratio),
+			Measured: measured,
 			Met:      row.Ratio >= wantIdemVsPlain,
 		})
 	}

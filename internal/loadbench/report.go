@@ -35,26 +35,32 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tconc\t%-*s\treq/s\t×net/http\tp50\tp99\tallocs/op\tB/op\tfsyncs/op\terrors\t\n", targetWidth, "target", clientWidth, "client")
-	var plainAllocs float64
+	fmt.Fprintf(tw, "%-*s\tconc\t%-*s\treq/s\t×net/http\tp50\tp99\tcpu/op\tallocs/op\tB/op\tfsyncs/op\terrors\t\n", targetWidth, "target", clientWidth, "client")
+	var plain Sample
 	for _, row := range r.Rows {
 		md := row.Median
 		if row.Client == ClientNetHTTP {
-			plainAllocs = md.AllocsPerOp
+			plain = md
 		}
-		ratio, allocs, fsyncs := "-", fmt.Sprintf("%.0f", md.AllocsPerOp), "-"
+		ratio, allocs, fsyncs, cpu := "-", fmt.Sprintf("%.0f", md.AllocsPerOp), "-", "-"
 		if row.Ratio > 0 {
 			ratio = fmt.Sprintf("%.2f", row.Ratio)
 		}
+		if md.CPUPerOp > 0 {
+			cpu = formatDuration(md.CPUPerOp)
+		}
 		if row.Client != ClientNetHTTP && row.Ratio > 0 {
-			allocs = fmt.Sprintf("%.0f (%+.0f)", md.AllocsPerOp, md.AllocsPerOp-plainAllocs)
+			allocs = fmt.Sprintf("%.0f (%+.0f)", md.AllocsPerOp, md.AllocsPerOp-plain.AllocsPerOp)
+			if md.CPUPerOp > 0 && plain.CPUPerOp > 0 {
+				cpu = fmt.Sprintf("%s (+%s)", cpu, formatDuration(md.CPUPerOp-plain.CPUPerOp))
+			}
 		}
 		if row.Client == ClientIdemJournal {
 			fsyncs = fmt.Sprintf("%.3f", md.FsyncsPerOp)
 		}
-		fmt.Fprintf(tw, "%-*s\t%d\t%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
+		fmt.Fprintf(tw, "%-*s\t%d\t%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
 			targetWidth, row.Target, row.Concurrency, clientWidth, row.Client, formatCount(md.RequestsPerSec), ratio,
-			formatDuration(md.P50), formatDuration(md.P99), allocs, formatCount(md.BytesPerOp), fsyncs, md.Errors)
+			formatDuration(md.P50), formatDuration(md.P99), cpu, allocs, formatCount(md.BytesPerOp), fsyncs, md.Errors)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

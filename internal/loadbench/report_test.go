@@ -57,7 +57,8 @@ func TestCellsRotateTheClientsFromRunToRun(t *testing.T) {
 
 // sample is a measurement with the fields the table and the targets read.
 func sample(rps float64, p50 time.Duration, allocs float64) Sample {
-	return Sample{Ops: int64(rps), Elapsed: time.Second, RequestsPerSec: rps, P50: p50, P99: 4 * p50, AllocsPerOp: allocs, BytesPerOp: 100 * allocs}
+	return Sample{Ops: int64(rps), Elapsed: time.Second, RequestsPerSec: rps, P50: p50, P99: 4 * p50,
+		CPUPerOp: time.Duration(1.5e9 / rps), AllocsPerOp: allocs, BytesPerOp: 100 * allocs}
 }
 
 // fixedReport is a report of two runs whose figures are chosen so that
@@ -102,7 +103,7 @@ func fixedReport() *Report {
 
 func TestChecksHoldTheRowsAgainstTheTargets(t *testing.T) {
 	want := []Check{
-		{"idem without a journal vs net/http, trivial handler, c=16", "≥ 0.95×", "0.95×", true},
+		{"idem without a journal vs net/http, trivial handler, c=16", "≥ 0.95×", "0.95× (CPU per request 52.6µs vs 50.0µs)", true},
 		{"idem with the journal vs idem without, trivial handler, c=16", "≥ 0.80×", "0.75× (0.062 fsyncs/op)", false},
 		{"idem with the journal, p50 latency over net/http's, trivial handler, c=1", "≤ one fsync (300µs) + 50.0µs = 350µs", "+303µs (345µs vs 42.0µs)", true},
 		{"journal recovery: reopening the largest journal a cell wrote", "≥ 1,000,000 records/s", "2,450,000 records/s (43,000 records in 17.6ms; 600 B of heap per operation)", true},
@@ -128,15 +129,15 @@ func TestWriteTable(t *testing.T) {
 disk:    fsync p50 300µs, p99 2.00ms (200 fsyncs, each after a 128-byte append, in /tmp/b)
 cells:   300ms warm-up, 2.00s measured, 2 runs; medians over the runs; ×net/http is the median of each run's ratio
 
-  target          conc  client          req/s  ×net/http     p50     p99  allocs/op    B/op  fsyncs/op  errors
-  trivial            1  net/http       21,000       1.00  42.0µs   168µs         91   9,100          -       0
-  trivial            1  idem           20,000       0.95  46.0µs   184µs  111 (+20)  11,100          -       0
-  trivial            1  idem+journal    2,850       0.14   345µs  1.38ms  111 (+20)  11,100      1.000       2
-  trivial           16  net/http       30,000       1.00   500µs  2.00ms         90   9,000          -       0
-  trivial           16  idem           28,500       0.95   525µs  2.10ms  110 (+20)  11,000          -       0
-  trivial           16  idem+journal   21,500       0.72   710µs  2.84ms  111 (+21)  11,100      0.062       0
-  server            16  net/http        1,550       1.00  10.0ms  40.0ms        280  28,000          -       0
-  server-unkeyed    16  net/http        2,000       1.00  8.00ms  32.0ms        180  18,000          -       0
+  target          conc  client          req/s  ×net/http     p50     p99            cpu/op  allocs/op    B/op  fsyncs/op  errors
+  trivial            1  net/http       21,000       1.00  42.0µs   168µs            71.6µs         91   9,100          -       0
+  trivial            1  idem           20,000       0.95  46.0µs   184µs  75.2µs (+3.60µs)  111 (+20)  11,100          -       0
+  trivial            1  idem+journal    2,850       0.14   345µs  1.38ms    526µs (+455µs)  111 (+20)  11,100      1.000       2
+  trivial           16  net/http       30,000       1.00   500µs  2.00ms            50.0µs         90   9,000          -       0
+  trivial           16  idem           28,500       0.95   525µs  2.10ms  52.6µs (+2.65µs)  110 (+20)  11,000          -       0
+  trivial           16  idem+journal   21,500       0.72   710µs  2.84ms  69.8µs (+19.8µs)  111 (+21)  11,100      0.062       0
+  server            16  net/http        1,550       1.00  10.0ms  40.0ms             969µs        280  28,000          -       0
+  server-unkeyed    16  net/http        2,000       1.00  8.00ms  32.0ms             750µs        180  18,000          -       0
 
 failed requests:
   trivial c=1 idem+journal: 2 failed; first: status 500 Internal Server Error
@@ -148,7 +149,7 @@ journal reopened after each idem+journal cell (medians):
 
 targets:
   met     idem without a journal vs net/http, trivial handler, c=16
-          want ≥ 0.95×, measured 0.95×
+          want ≥ 0.95×, measured 0.95× (CPU per request 52.6µs vs 50.0µs)
   MISSED  idem with the journal vs idem without, trivial handler, c=16
           want ≥ 0.80×, measured 0.75× (0.062 fsyncs/op)
   met     idem with the journal, p50 latency over net/http's, trivial handler, c=1

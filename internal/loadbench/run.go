@@ -167,6 +167,7 @@ func medianSample(runs []Sample) Sample {
 	m.P99 = dur(func(s Sample) time.Duration { return s.P99 })
 	m.AllocsPerOp = field(func(s Sample) float64 { return s.AllocsPerOp })
 	m.BytesPerOp = field(func(s Sample) float64 { return s.BytesPerOp })
+	m.CPUPerOp = dur(func(s Sample) time.Duration { return s.CPUPerOp })
 	m.FsyncsPerOp = field(func(s Sample) float64 { return s.FsyncsPerOp })
 	var recs []Recovery
 	for _, s := range runs {

@@ -9,16 +9,17 @@ import (
 )
 
 // A whole grid in miniature: every target and client, two runs of 20ms
-// cells. Only the report's shape is checked: no figure is asserted.
+// cells at one concurrency. Only the report's shape is checked: no figure
+// is asserted.
 func TestRunMeasuresEveryCell(t *testing.T) {
 	dir := t.TempDir()
 	var progress []int
 	r, err := Run(context.Background(), Config{
-		Duration: 20 * time.Millisecond, Warmup: 5 * time.Millisecond, Runs: 2, Concurrency: []int{1, 3},
+		Duration: 20 * time.Millisecond, Warmup: 5 * time.Millisecond, Runs: 2, Concurrency: []int{3},
 		Dir: dir, FsyncSamples: 3,
 		Progress: func(done, total int, _ Cell) {
-			if total != 2*(2*4+2*4+2*1) {
-				t.Errorf("total %d cells, want 36", total)
+			if total != 2*(4+4+1) {
+				t.Errorf("total %d cells, want 18", total)
 			}
 			progress = append(progress, done)
 		},
@@ -26,17 +27,20 @@ func TestRunMeasuresEveryCell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(progress) != 37 || progress[0] != 0 || progress[36] != 36 {
-		t.Errorf("progress %v, want 0 to 36", progress)
+	if len(progress) != 19 || progress[0] != 0 || progress[18] != 18 {
+		t.Errorf("progress %v, want 0 to 18", progress)
 	}
-	if len(r.Rows) != 18 {
-		t.Fatalf("%d rows, want 18", len(r.Rows))
+	if len(r.Rows) != 9 {
+		t.Fatalf("%d rows, want 9", len(r.Rows))
 	}
 	for _, row := range r.Rows {
 		md := row.Median
 		if len(row.Runs) != 2 || md.Ops == 0 || md.Errors != 0 || md.RequestsPerSec <= 0 || md.P50 <= 0 || md.P99 < md.P50 || row.Ratio <= 0 {
 			t.Errorf("%s c=%d %s: %+v, ratio %v: want 2 runs, operations without errors, ordered latencies",
 				row.Target, row.Concurrency, row.Client, md, row.Ratio)
+		}
+		if _, measured := processCPU(); measured && md.CPUPerOp <= 0 {
+			t.Errorf("%s c=%d %s: CPU per operation %v, want it measured", row.Target, row.Concurrency, row.Client, md.CPUPerOp)
 		}
 		journal := row.Client == ClientIdemJournal
 		if (md.FsyncsPerOp > 0) != journal || (md.Recovery != nil) != journal {
