@@ -310,6 +310,7 @@ type entry struct {
 	outcome
 	intentSize     uint32 // framed size of the intent record
 	completionSize uint32 // framed size of the latest completion record, or 0
+	seq            uint64 // write sequence number of the intent; 0 if recovered
 }
 
 // outcome is the part of an entry a completion record sets. The header and
@@ -565,14 +566,42 @@ func (j *Journal) usable(verb string) error {
 	return nil
 }
 
-// fail latches err: the journal refuses every later append with it. Called
-// with mu held.
+// fail latches err: the journal refuses every later append with it, and
+// forgets the operations whose intent no fsync has covered. Called with mu
+// held.
 func (j *Journal) fail(err error) {
 	if j.failed == nil {
 		j.failed = err
 		j.log.Error("idem: journal failed; refusing further appends", "path", j.path, "err", err)
+		j.forgetUnsynced()
 	}
 	j.cond.Broadcast()
+}
+
+// forgetUnsynced drops from the index the operations whose intent was
+// written but not covered by a successful fsync: their Begin returns the
+// failure, and none of them may be found as pending, or a later Do in this
+// process would send an operation whose intent may never reach the disk.
+// (If the page does reach it, the next process finds the intent and resumes
+// under its key, which is just as safe.) Called with mu held.
+func (j *Journal) forgetUnsynced() {
+	if j.writeSeq <= j.syncedSeq {
+		return
+	}
+	nj := &Journal{ops: make(map[string]*entry, len(j.ops))}
+	for _, slab := range j.slabs {
+		for i := range slab {
+			if e := &slab[i]; e.seq <= j.syncedSeq {
+				ne := nj.newEntry()
+				*ne = *e
+				nj.ops[ne.id] = ne
+			}
+		}
+	}
+	if len(nj.ops) < len(j.ops) {
+		j.log.Warn("idem: forgetting operations whose intent fsync failed", "path", j.path, "operations", len(j.ops)-len(nj.ops))
+		j.ops, j.slabs = nj.ops, nj.slabs
+	}
 }
 
 // Lookup returns the operation with the given ID.

@@ -40,7 +40,14 @@ import (
 //
 // Begin refuses an empty or over-long ID or key (ErrInvalidOperation) and an
 // ID the journal already holds (ErrOperationExists). After a failed write or
-// fsync it returns that failure, as does every later append.
+// fsync it returns that failure, as does every later append. When Begin
+// returns an error the operation is not in the journal: Lookup does not
+// find it, and it must not be sent.
+//
+// The operation is in the index (Lookup finds it) from the moment its
+// record is written, while Begin still waits for the fsync; callers that
+// may Begin and Lookup the same ID concurrently must order those calls
+// themselves.
 func (j *Journal) Begin(op Operation) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -76,6 +83,7 @@ func (j *Journal) Begin(op Operation) error {
 		return err
 	}
 	e.intentSize = uint32(len(buf))
+	e.seq = seq
 	ne := j.newEntry()
 	*ne = e
 	j.ops[ne.id] = ne

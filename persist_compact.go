@@ -180,16 +180,16 @@ func (j *Journal) rewrite(live []*entry) error {
 		j.fail(fmt.Errorf("idem: journal %s: fsync of directory after rename: %w", j.path, err))
 		return j.failed
 	}
+	// The new file holds every record written before, and it is durable.
+	j.replaceIndex(nj, size, records)
+	j.syncedSeq = j.writeSeq
+	j.cond.Broadcast()
 	f, err := j.openFile(j.path, os.O_RDWR|os.O_APPEND)
 	if err != nil {
 		j.fail(fmt.Errorf("idem: journal %s: reopening after compaction: %w", j.path, err))
 		return j.failed
 	}
 	j.f = f
-	j.replaceIndex(nj, size, records)
-	// The new file holds every record written before, and it is durable.
-	j.syncedSeq = j.writeSeq
-	j.cond.Broadcast()
 	return nil
 }
 

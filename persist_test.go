@@ -1058,9 +1058,13 @@ func TestJournalFsyncFailureLatches(t *testing.T) {
 	path := journalPath(t)
 	mustClose(t, openTestJournal(t, path, quietOptions()))
 	var syncCalls atomic.Int32
+	failing := false
 	o := quietOptions()
 	o.WrapFile = func(f File) File {
-		return &hookFile{File: f, sync: func(File) error {
+		return &hookFile{File: f, sync: func(f File) error {
+			if !failing {
+				return f.Sync()
+			}
 			syncCalls.Add(1)
 			return errInjected
 		}}
@@ -1069,9 +1073,17 @@ func TestJournalFsyncFailureLatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mustBegin(t, j, testIntent(0))
+	failing = true
 	if err := j.Begin(testIntent(1)); !errors.Is(err, errInjected) {
 		t.Fatalf("Begin with a failing fsync: err = %v, want the injected error", err)
 	}
+	// The failed intent may never reach the disk: it must not be found as
+	// pending, or it would be sent. The one synced before stays.
+	if op, ok := j.Lookup(testIntent(1).ID); ok {
+		t.Fatalf("Lookup finds the operation whose intent fsync failed: %+v", op)
+	}
+	sameOperations(t, "after the failure", j.Operations(), []Operation{testIntent(0)})
 	for name, err := range map[string]error{
 		"Begin":    j.Begin(testIntent(2)),
 		"Complete": j.Complete(testOutcome(testIntent(1), 200, "")),
@@ -1088,12 +1100,56 @@ func TestJournalFsyncFailureLatches(t *testing.T) {
 	if n := syncCalls.Load(); n != 1 {
 		t.Fatalf("fsync was called %d times on the failed file, want exactly 1", n)
 	}
-	if st := j.Stats(); st.Appends != 1 {
-		t.Fatalf("appends after the failure: %d, want only the first", st.Appends)
+	if st := j.Stats(); st.Appends != 2 {
+		t.Fatalf("appends: %d, want the two before the failure", st.Appends)
 	}
 	// Close released the lock; the file is readable.
 	j2 := openTestJournal(t, path, quietOptions())
 	mustBegin(t, j2, testIntent(3))
+}
+
+func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const appenders = 8
+	path := journalPath(t)
+	mustClose(t, openTestJournal(t, path, quietOptions()))
+	// The first fsync waits for every appender's record, then fails: one
+	// of them led it, the others were waiting for it or for the next.
+	var written atomic.Int32
+	allWritten := make(chan struct{})
+	o := quietOptions()
+	o.WrapFile = func(f File) File {
+		return &hookFile{
+			File: f,
+			write: func(f File, p []byte) (int, error) {
+				n, err := f.Write(p)
+				if written.Add(1) == appenders {
+					close(allWritten)
+				}
+				return n, err
+			},
+			sync: func(File) error {
+				<-allWritten
+				return errInjected
+			},
+		}
+	}
+	j := openTestJournal(t, path, o)
+	var wg sync.WaitGroup
+	for i := range appenders {
+		wg.Go(func() {
+			if err := j.Begin(testIntent(i)); !errors.Is(err, errInjected) {
+				t.Errorf("Begin(%d): err = %v, want the injected error", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if ops := j.Operations(); len(ops) != 0 {
+		t.Fatalf("operations whose intent fsync failed are in the index: %+v", ops)
+	}
+	if st := j.Stats(); st.Syncs != 1 {
+		t.Fatalf("%d fsyncs, want the one that failed", st.Syncs)
+	}
 }
 
 func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
