@@ -162,7 +162,8 @@ func TestDiskShortWriteLeavesATornTail(t *testing.T) {
 
 // An fsync of the intent that fails means nothing is sent and the caller
 // gets the failure; the failure latches: later operations are refused with
-// it, and the fsync is never tried again on that file.
+// it, nothing more is written, and the fsync is never tried again on that
+// file.
 func TestDiskFsyncFailureLatches(t *testing.T) {
 	r := newDiskRig(t)
 	r.faults.FailNextSync(errDisk)
@@ -170,7 +171,7 @@ func TestDiskFsyncFailureLatches(t *testing.T) {
 		t.Fatalf("Do = %v, want the disk failure", err)
 	}
 	r.requireSent(0, 0)
-	syncs := r.faults.Syncs()
+	syncs, writes := r.faults.Syncs(), r.faults.Writes()
 	if err := r.do(1); !errors.Is(err, errDisk) {
 		t.Fatalf("Do after the failure = %v, want the latched disk failure", err)
 	}
@@ -183,6 +184,9 @@ func TestDiskFsyncFailureLatches(t *testing.T) {
 	}
 	if n := r.faults.Syncs(); n != syncs {
 		t.Errorf("the journal called fsync %d more times after it failed", n-syncs)
+	}
+	if n := r.faults.Writes(); n != writes {
+		t.Errorf("the journal wrote %d more times after its fsync failed", n-writes)
 	}
 
 	// A new process: the intent may or may not have reached the disk. If

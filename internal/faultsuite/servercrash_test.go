@@ -164,6 +164,9 @@ func TestServerCrash(t *testing.T) {
 	}
 	<-finished
 	requireNoErrors(t, errs)
+	if n := k.srv.Kills(); n != kills {
+		t.Errorf("the server was killed %d times, want %d", n, kills)
+	}
 	t.Logf("server kills by point: %v", k.byPoint)
 	report(t, checker, "server-crash", serverView(t, k.srv, w.ClientID, false))
 }

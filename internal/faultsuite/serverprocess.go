@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -213,22 +212,9 @@ func (s *ServerProcess) CrashPoint(ctx context.Context) (string, error) {
 	}
 }
 
-// Exited returns a channel closed when the current process ends.
-func (s *ServerProcess) Exited() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.run.exited
-}
-
 // Kills returns how many times Kill killed the server.
 func (s *ServerProcess) Kills() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.kills
-}
-
-// Port returns the port the server listens on.
-func (s *ServerProcess) Port() string {
-	_, port, _ := net.SplitHostPort(s.addr)
-	return port
 }
