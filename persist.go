@@ -193,11 +193,23 @@ type JournalOptions struct {
 
 	// KeyTTL is how long a key lives on the server. A pending operation
 	// older than KeyTTL is expired (listed by Expired, kept forever by
-	// compaction); a completed operation whose Completed time is KeyTTL or
-	// more in the past is dropped by compaction, after which Lookup no
-	// longer finds it: the server has forgotten its key too. Default
-	// DefaultKeyTTL (24h).
+	// compaction). A completed operation whose Completed time is KeyTTL or
+	// more in the past is summarized by compaction: its response header
+	// and body are dropped (the server has forgotten them too), the rest
+	// is kept (see ForgetAfter). A Client with this journal and no
+	// Config.KeyTTL uses this one. Default DefaultKeyTTL (24h).
 	KeyTTL time.Duration
+
+	// ForgetAfter is how long after its completion a completed operation
+	// is remembered at all. Until then, even as a summary, Lookup finds it
+	// and a Client answers its ID from the journal, so an operation ID
+	// presented again, however late, is never sent under a new key. After
+	// it, compaction drops the operation and its ID is new again. Default
+	// 0: never forget, the safe choice for batch jobs; a service whose
+	// operation IDs never repeat may set it to bound the journal's size. A
+	// journal without a file (a Client's default) forgets completed
+	// operations after KeyTTL.
+	ForgetAfter time.Duration
 
 	// CompactMinSize is the file size below which the journal never
 	// compacts on its own. Above it, an append compacts when the bytes of
@@ -293,8 +305,12 @@ type Journal struct {
 	nextCheck int64  // file size at which an append next weighs compaction
 	buf       []byte // record encoding buffer, reused under mu
 
-	ops   map[string]*entry // the index: operation ID to its entry
-	slabs [][]entry         // the entries, in the order their intents were written
+	ops map[string]*entry // the index: operation ID to its entry
+
+	// running serializes the Do calls of each operation ID across every
+	// Client using this journal. It has its own lock.
+	running opLocks
+	slabs   [][]entry // the entries, in the order their intents were written
 
 	appends, syncs, dirSyncs, compactions uint64
 	truncated                             int64
@@ -720,25 +736,64 @@ func (e *entry) expired(now time.Time, ttl time.Duration) bool {
 	return e.state == Pending && now.Sub(time.Unix(0, e.created)) >= ttl
 }
 
-// live reports whether compaction at now keeps e: it is pending (expired or
-// not), or its outcome was recorded less than ttl ago.
+// live reports whether compaction at now keeps e whole: it is pending
+// (expired or not), or its outcome was recorded less than ttl ago.
 func (e *entry) live(now int64, ttl time.Duration) bool {
-	if e.state == Pending || e.completed >= now {
-		return true
-	}
-	return uint64(now)-uint64(e.completed) < uint64(ttl) // now > completed: no overflow in uint64
+	return e.state == Pending || e.completedWithin(now, ttl)
 }
 
-// liveSet counts the operations compaction at now would keep and the bytes
-// of their records. Called with mu held.
+// remembered reports whether compaction at now keeps e at all, whole or as
+// a summary: a journal without a file forgets completed operations after
+// KeyTTL, a file journal after ForgetAfter (never by default).
+func (j *Journal) remembered(e *entry, now int64) bool {
+	switch {
+	case e.live(now, j.opt.KeyTTL):
+		return true
+	case j.memory:
+		return false
+	}
+	return j.opt.ForgetAfter <= 0 || e.completedWithin(now, j.opt.ForgetAfter)
+}
+
+// completedWithin reports whether e's outcome was recorded less than d
+// before now.
+func (e *entry) completedWithin(now int64, d time.Duration) bool {
+	if e.completed >= now {
+		return true
+	}
+	return uint64(now)-uint64(e.completed) < uint64(d) // now > completed: no overflow in uint64
+}
+
+// summarized returns e with its response header and body dropped, as
+// compaction keeps a completed operation past KeyTTL. A body that was
+// recorded is marked not recorded, so reading it says so.
+func (e *entry) summarized() entry {
+	s := *e
+	if e.raw != emptyHeaderBody {
+		_, body := decodeHeaderBody(e.raw)
+		s.truncated = e.truncated || len(body) > 0
+		s.raw = emptyHeaderBody
+		s.completionSize = uint32(completionRecordSize(&s))
+	}
+	return s
+}
+
+// liveSet counts the operations compaction at now would keep, whole or as
+// summaries, and the bytes of their records. Called with mu held.
 func (j *Journal) liveSet(now time.Time) (n int, bytes int64) {
 	ns := unixNanos(now)
 	for _, slab := range j.slabs {
 		for i := range slab {
-			if e := &slab[i]; e.live(ns, j.opt.KeyTTL) {
-				n++
+			e := &slab[i]
+			switch {
+			case e.live(ns, j.opt.KeyTTL):
 				bytes += int64(e.intentSize) + int64(e.completionSize)
+			case j.remembered(e, ns):
+				bytes += int64(e.intentSize) + int64(min(e.completionSize, summaryRecordSize(e)))
+			default:
+				continue
 			}
+			n++
 		}
 	}
 	return n, bytes

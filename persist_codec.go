@@ -360,3 +360,22 @@ func (r *stringReader) str() string {
 	r.i += int(n)
 	return s
 }
+
+// emptyHeaderBody is the header-and-body section of an outcome without a
+// header or a body, as compaction's summaries keep it.
+var emptyHeaderBody = string(appendHeaderBody(nil, nil, nil))
+
+// completionRecordSize is the framed size of e's completion record.
+func completionRecordSize(e *entry) int64 {
+	var scratch [128]byte
+	payload := appendCompletion(scratch[:0], e.id, e.state, &e.outcome)
+	return alignRecord(int64(recordHeaderSize + len(payload) + recordCRCSize))
+}
+
+// summaryRecordSize is the framed size of the completion record of e's
+// summary.
+func summaryRecordSize(e *entry) uint32 {
+	s := *e
+	s.raw = emptyHeaderBody
+	return uint32(completionRecordSize(&s))
+}

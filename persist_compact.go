@@ -28,8 +28,10 @@ package idem
 //
 // Compaction keeps every pending operation (expired ones too: dropping one
 // would lose the key a person needs to reconcile it) and every completed
-// operation whose outcome is younger than KeyTTL; older outcomes are ones the
-// server has forgotten too.
+// operation whose outcome is younger than KeyTTL. An older outcome is one the
+// server has forgotten too; compaction keeps a summary of it, without the
+// response header and body, so that the operation's ID is still answered from
+// the journal rather than sent again under a new key, until ForgetAfter.
 
 import (
 	"context"
@@ -50,9 +52,9 @@ var syncDir = fsutil.SyncDir
 // rewriteChunk is how many bytes rewrite buffers between writes.
 const rewriteChunk = 1 << 20
 
-// Compact rewrites the journal with only its live operations (see
-// JournalOptions.KeyTTL) and drops the rest from the index. Appends wait
-// while it runs.
+// Compact rewrites the journal with only its live operations, whole, and
+// summaries of the completed ones past KeyTTL (see JournalOptions.KeyTTL and
+// ForgetAfter). Appends wait while it runs.
 func (j *Journal) Compact() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -101,8 +103,12 @@ func (j *Journal) compactLocked() error {
 	var live []*entry
 	for _, slab := range j.slabs {
 		for i := range slab {
-			if e := &slab[i]; e.live(now, j.opt.KeyTTL) {
+			switch e := &slab[i]; {
+			case e.live(now, j.opt.KeyTTL):
 				live = append(live, e)
+			case j.remembered(e, now):
+				s := e.summarized()
+				live = append(live, &s)
 			}
 		}
 	}

@@ -1194,9 +1194,17 @@ func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
 // --- J7, compaction -------------------------------------------------------
 
 // compactionFixture fills a journal at path with one operation of each
-// kind and returns the options (KeyTTL 24h, clock testNow) and the live set,
-// in Operations order.
-func compactionFixture(t *testing.T, j *Journal) (live []Operation) {
+// kind and returns what compaction at testNow keeps with KeyTTL 24h, in
+// Operations order: the live set whole, and summaries of the operations
+// completed KeyTTL ago or more.
+func compactionFixture(t *testing.T, j *Journal) (kept []Operation) {
+	summaries, live := compactionSets(t, j)
+	return append(summaries, live...)
+}
+
+// compactionSets fills the journal as compactionFixture does and returns
+// the summaries compaction keeps and the live set it keeps whole.
+func compactionSets(t *testing.T, j *Journal) (summaries, live []Operation) {
 	fresh := testIntent(10)
 	expired := testIntent(30 * 3600) // created 30h ago, never completed
 	recent := testIntent(20)
@@ -1213,7 +1221,10 @@ func compactionFixture(t *testing.T, j *Journal) (live []Operation) {
 	mustComplete(t, j, old)
 	oldRejected.State, oldRejected.Completed, oldRejected.Status = Rejected, testNow.Add(-25*time.Hour), 400
 	mustComplete(t, j, oldRejected)
-	return []Operation{expired, recent, fresh}
+	// A summary keeps all but the response header and body; a body it
+	// dropped reads as not recorded.
+	old.Header, old.Body, old.BodyTruncated = nil, nil, true
+	return []Operation{oldRejected, old}, []Operation{expired, recent, fresh}
 }
 
 func TestJournalCompactKeepsExactlyTheLiveSet(t *testing.T) {
@@ -1226,7 +1237,7 @@ func TestJournalCompactKeepsExactlyTheLiveSet(t *testing.T) {
 	sameOperations(t, "after Compact", j.Operations(), live)
 	st := j.Stats()
 	size := int64(len(readFile(t, path)))
-	if st.Compactions != 1 || st.Records != 4 || st.FileSize != size || st.LiveBytes != size-fileHeaderSize || st.Live != 3 {
+	if st.Compactions != 1 || st.Records != 8 || st.FileSize != size || st.LiveBytes != size-fileHeaderSize || st.Live != 5 {
 		t.Fatalf("stats after Compact = %+v (file is %d bytes)", st, size)
 	}
 	// Appends continue in the new file.
@@ -1243,6 +1254,7 @@ func TestJournalCompactsOnItsOwnWhenGarbageOutweighsLiveData(t *testing.T) {
 	path := journalPath(t)
 	o := quietOptions()
 	o.CompactMinSize = 4096
+	o.ForgetAfter = 36 * time.Hour // forget, rather than summarize, what this test makes garbage
 	j := openTestJournal(t, path, o)
 	keep := testIntent(1)
 	mustBegin(t, j, keep)
@@ -1431,8 +1443,43 @@ func TestJournalCompactionTempFsyncFailureDoesNotLatch(t *testing.T) {
 		t.Fatalf("Compact after a failed one: %v", err)
 	}
 	mustClose(t, j)
-	if n := len(openTestJournal(t, path, quietOptions()).Operations()); n != 4 {
-		t.Fatalf("after compaction: %d operations, want 4 (3 live + 1 new)", n)
+	if n := len(openTestJournal(t, path, quietOptions()).Operations()); n != 6 {
+		t.Fatalf("after compaction: %d operations, want 6 (3 live, 2 summaries, 1 new)", n)
+	}
+}
+
+// ForgetAfter bounds how long completed operations are remembered: past
+// it, compaction drops them, summaries included.
+func TestJournalForgetAfterDropsOldCompletedOperations(t *testing.T) {
+	path := journalPath(t)
+	o := quietOptions()
+	o.ForgetAfter = 25 * time.Hour
+	j := openTestJournal(t, path, o)
+	summaries, live := compactionSets(t, j)
+	if err := j.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	// The rejection completed 25h ago is forgotten; the one 24h ago is
+	// summarized.
+	want := append([]Operation{summaries[1]}, live...)
+	sameOperations(t, "after Compact", j.Operations(), want)
+	mustClose(t, j)
+	sameOperations(t, "after reopen", openTestJournal(t, path, o).Operations(), want)
+}
+
+// A summary is compacted once: compacting again keeps it as it is.
+func TestJournalSummariesAreStable(t *testing.T) {
+	path := journalPath(t)
+	j := openTestJournal(t, path, quietOptions())
+	kept := compactionFixture(t, j)
+	for i := range 3 {
+		if err := j.Compact(); err != nil {
+			t.Fatal(err)
+		}
+		sameOperations(t, fmt.Sprint("after compaction ", i+1), j.Operations(), kept)
+	}
+	if st := j.Stats(); st.LiveBytes != st.FileSize-fileHeaderSize {
+		t.Fatalf("stats = %+v: live bytes should be the whole file", st)
 	}
 }
 
