@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
@@ -20,9 +19,11 @@ import (
 // process only, and every other field takes the default stated beside it.
 type Config struct {
 	// Journal persists keys and outcomes so that an operation keeps its key
-	// across process restarts (OpenJournal). Default nil: keys live in this
-	// process only, which protects retries within one run but not a run
-	// that resumes after a crash.
+	// across process restarts (OpenJournal). Several Clients may share one
+	// Journal; Do calls of one operation ID still run one at a time. Default
+	// nil: keys and outcomes live in this process only, and completed
+	// operations are forgotten KeyTTL after they complete; that protects
+	// retries within one run, but not a run that resumes after a crash.
 	Journal *Journal
 
 	// HTTPClient sends the attempts. Its Transport, Jar and CheckRedirect
@@ -57,8 +58,10 @@ type Config struct {
 	Jitter float64
 
 	// KeyTTL is how long the server keeps a key: a pending operation whose
-	// key is older is refused with ErrKeyExpired rather than resent.
-	// Default 24h. Set it to the server's retention, or less.
+	// key is older is refused with ErrKeyExpired rather than resent, and no
+	// retry is sent with such a key. Set it to the server's retention, or
+	// less. Default: the Journal's KeyTTL (JournalOptions.KeyTTL), or 24h
+	// without a journal.
 	KeyTTL time.Duration
 
 	// RetryBudget bounds retries across all operations of the Client; on
@@ -124,7 +127,6 @@ type Client struct {
 	budget  *budget
 	log     *slog.Logger
 	now     func() time.Time
-	ops     opLocks
 }
 
 // New returns a Client for cfg, with defaults filled in.
@@ -142,6 +144,9 @@ func New(cfg Config) (*Client, error) {
 	setDefault(&cfg.MaxElapsed, DefaultMaxElapsed)
 	setDefault(&cfg.InitialWait, DefaultInitialWait)
 	setDefault(&cfg.MaxWait, DefaultMaxWait)
+	if cfg.KeyTTL == 0 && cfg.Journal != nil {
+		cfg.KeyTTL = cfg.Journal.opt.KeyTTL
+	}
 	setDefault(&cfg.KeyTTL, DefaultKeyTTL)
 	setDefault(&cfg.KeyHeader, DefaultKeyHeader)
 	setDefault(&cfg.MaxBufferedBody, DefaultMaxBufferedBody)
@@ -157,7 +162,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), log: cfg.Logger, now: cfg.Now}
 	if c.journal == nil {
-		c.journal = newMemoryJournal()
+		c.journal = newMemoryJournalWithOptions(JournalOptions{KeyTTL: cfg.KeyTTL, Now: cfg.Now})
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -298,7 +303,7 @@ func (c *Client) do(id string, req *http.Request) (result, error) {
 		}
 		op = Operation{Key: key, Fingerprint: fp, Created: c.now(), State: Pending}
 	} else {
-		unlock, err := c.ops.lock(ctx, id)
+		unlock, err := c.journal.running.lock(ctx, id)
 		if err != nil {
 			return result{}, fmt.Errorf("idem: operation %q: waiting for a concurrent Do: %w", id, err)
 		}
@@ -462,51 +467,6 @@ func validate(id string, req *http.Request) error {
 func closeBody(req *http.Request) {
 	if req != nil && req.Body != nil {
 		req.Body.Close()
-	}
-}
-
-// opLocks serializes Do calls of the same operation ID (C11).
-type opLocks struct {
-	mu sync.Mutex
-	m  map[string]*opLock
-}
-
-type opLock struct {
-	held chan struct{} // holds one token while the operation runs
-	refs int           // holders and waiters; the entry goes at zero
-}
-
-// lock waits until no other Do of id runs, or ctx ends.
-func (l *opLocks) lock(ctx context.Context, id string) (unlock func(), err error) {
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = make(map[string]*opLock)
-	}
-	e := l.m[id]
-	if e == nil {
-		e = &opLock{held: make(chan struct{}, 1)}
-		l.m[id] = e
-	}
-	e.refs++
-	l.mu.Unlock()
-
-	release := func() {
-		l.mu.Lock()
-		if e.refs--; e.refs == 0 {
-			delete(l.m, id)
-		}
-		l.mu.Unlock()
-	}
-	if err := ctx.Err(); err != nil {
-		release()
-		return nil, err
-	}
-	select {
-	case e.held <- struct{}{}:
-		return func() { <-e.held; release() }, nil
-	case <-ctx.Done():
-		release()
-		return nil, ctx.Err()
 	}
 }
 

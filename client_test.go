@@ -1278,3 +1278,102 @@ func TestJournalURLRedacted(t *testing.T) {
 		t.Fatalf("err = %v, want ErrMismatch", err)
 	}
 }
+
+// C11 across Clients: two Clients sharing a journal still send an
+// operation once.
+func TestClientsSharingAJournalSendOnce(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 2)
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		entered <- struct{}{}
+		<-release
+		w.WriteHeader(201)
+	}))
+	defer srv.Close()
+	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+	defer j.Close()
+	a, b := newClient(t, idem.Config{Journal: j}), newClient(t, idem.Config{Journal: j})
+	var wg sync.WaitGroup
+	for _, c := range []*idem.Client{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+		}()
+	}
+	<-entered
+	close(release)
+	wg.Wait()
+	if got := n.Load(); got != 1 {
+		t.Fatalf("server saw %d requests, want 1", got)
+	}
+}
+
+// The Client takes its KeyTTL from the journal unless told otherwise, so
+// the two cannot disagree by accident.
+func TestKeyTTLFromJournal(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "ops.journal"), idem.JournalOptions{KeyTTL: time.Minute, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	s := newScript(t, status(503, ""))
+	c := newClient(t, fast(idem.Config{Journal: j, MaxAttempts: 1, Now: clock}))
+	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	now.Add(int64(time.Minute))
+	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrKeyExpired) {
+		t.Fatalf("err = %v, want ErrKeyExpired after the journal's one-minute KeyTTL", err)
+	}
+}
+
+// A completed operation past KeyTTL survives compaction as a summary: its
+// ID is answered from the journal, never sent again under a new key.
+func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	s := newScript(t, status(201, "charged", "X-Charge", "ch_1"))
+	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, fast(idem.Config{Journal: j, Now: clock}))
+	resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	now.Add(int64(30 * 24 * time.Hour))
+	if err := j.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	j, err = idem.OpenJournalWithOptions(path, idem.JournalOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	c = newClient(t, fast(idem.Config{Journal: j, Now: clock}))
+	resp, err = c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, rerr := io.ReadAll(resp.Body); !idem.Recorded(resp) || resp.StatusCode != 201 || !errors.Is(rerr, idem.ErrBodyNotRecorded) {
+		t.Fatalf("after compaction: %d, recorded %v, body error %v", resp.StatusCode, idem.Recorded(resp), rerr)
+	}
+	if s.count() != 1 {
+		t.Fatalf("server saw %d attempts, want 1", s.count())
+	}
+}
