@@ -42,9 +42,6 @@
 //	IDEM_CHAOS_OPS=100000 IDEM_CRASH_OPS=5000 IDEM_CLIENT_KILLS=25 IDEM_SERVER_KILLS=10 \
 //	    go test -v -timeout 2h ./internal/faultsuite/
 //
-// # Known bugs
-//
-// knownbugs_test.go reproduces bugs the suite found in the client and its
-// journal. Those tests fail until the bugs are fixed, so they are skipped
-// unless IDEM_KNOWN_BUGS=1.
+// regressions_test.go keeps the reproductions of the bugs the suite found
+// in the client and its journal, fixed since.
 package faultsuite

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
@@ -16,31 +15,18 @@ import (
 	"github.com/idemkit/idem/testserver"
 )
 
-// envKnownBugs runs the tests below, which reproduce bugs this suite found
-// in the client and its journal. They fail until the bugs are fixed, so
-// they are skipped unless IDEM_KNOWN_BUGS=1; a fix removes its test's
-// knownBug call.
-const envKnownBugs = "IDEM_KNOWN_BUGS"
-
-// knownBug skips the test unless envKnownBugs is set.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv(envKnownBugs) == "" {
-		t.Skipf("known bug, not fixed yet: %s (run with %s=1 to reproduce)", what, envKnownBugs)
-	}
-}
+// Tests of bugs this suite found in the client and its journal, fixed
+// since: each failed before its fix, and guards against its return.
 
 // C2: the intent is durable before the first byte is sent. When the fsync
-// of an intent fails, Begin returns the error but leaves the operation in
+// of an intent failed, Begin returned the error but left the operation in
 // the journal's index as pending, so the next Do of the same operation,
-// in the same process, finds it and sends it, although its intent never
-// reached the disk (and the journal has latched, so its completion is not
-// recorded either: Do reports done). If the machine then loses the
-// unsynced page, as a kernel that failed an fsync may, the next process
-// does not know the key and mints another one: the operation takes effect
-// twice.
+// in the same process, found it and sent it, although its intent never
+// reached the disk (and, the journal having latched, Do reported done
+// without recording it). When the machine then lost the unsynced page, as
+// a kernel that failed an fsync may, the next process minted another key:
+// the operation took effect twice.
 func TestDiskFsyncFailureNeverSendsTheUnsyncedIntent(t *testing.T) {
-	knownBug(t, "a Do after a failed intent fsync sends the operation under an intent that is not on disk")
 	r := newDiskRig(t)
 	r.faults.FailNextSyncAndLose(errDisk)
 	if err := r.do(0); !errors.Is(err, errDisk) {
@@ -61,12 +47,11 @@ func TestDiskFsyncFailureNeverSendsTheUnsyncedIntent(t *testing.T) {
 }
 
 // C4: a completed operation is not sent again, also after a restart. The
-// journal's compaction drops operations completed more than KeyTTL ago, so
-// a batch resumed (or run again) after that, in which compaction ran,
-// sends its completed operations again under new keys: each takes effect
-// twice. Compaction also runs on its own once the file passes 4 MiB.
+// journal's compaction used to drop operations completed more than KeyTTL
+// ago, so a batch resumed (or run again) the next day, after a compaction
+// (which also runs on its own once the file passes 4 MiB), sent its
+// completed operations again under new keys: each took effect twice.
 func TestCompletedOperationIsNotResentAfterCompaction(t *testing.T) {
-	knownBug(t, "compaction forgets operations completed more than KeyTTL ago, and a later batch sends them again")
 	clock := newFakeClock()
 	srv := testserver.Start(t, testserver.Config{Now: clock.Now})
 	w := Workload{BaseURL: srv.URL, ClientID: "compaction", Ops: 4}
@@ -113,13 +98,13 @@ func TestCompletedOperationIsNotResentAfterCompaction(t *testing.T) {
 }
 
 // C6: a pending operation whose key is older than KeyTTL is refused and
-// nothing is sent. The client checks the key's age once, when Do starts,
-// and not before each retry: a Do that starts just before KeyTTL keeps
-// retrying after it, when the server has forgotten the key, and a retry
-// that then reaches the server is applied as a new request. RunBatch runs
-// pending operations first, which are the ones closest to KeyTTL.
+// nothing is sent. The client checked the key's age once, when Do
+// started, and not before each retry: a Do that started just before
+// KeyTTL kept retrying after it, when the server had forgotten the key,
+// and a retry that reached the server then was applied as a new request.
+// RunBatch runs pending operations first, which are the ones closest to
+// KeyTTL.
 func TestRetriesStopAtKeyTTL(t *testing.T) {
-	knownBug(t, "retries of a Do that started before KeyTTL go on after it")
 	const ttl = time.Hour
 	clock := newFakeClock()
 	srv := testserver.Start(t, testserver.Config{Now: clock.Now, Retention: ttl})
@@ -186,11 +171,10 @@ func TestRetriesStopAtKeyTTL(t *testing.T) {
 }
 
 // C9: the error of an unknown outcome says the last status or error. When
-// retrying stops (attempts or retry budget exhausted) after a transport
-// error, the OutcomeError carries only why retrying stopped: the
-// connection error is gone from the message and from errors.Is.
+// retrying stopped (attempts or retry budget exhausted) after a transport
+// error, the OutcomeError carried only why retrying stopped: the
+// connection error was gone from the message and from errors.Is.
 func TestUnknownOutcomeNamesTheLastError(t *testing.T) {
-	knownBug(t, "an unknown outcome after a transport error loses that error")
 	reset := roundTripFunc(func(*http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("read tcp: %w", syscall.ECONNRESET)
 	})
