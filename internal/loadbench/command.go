@@ -21,6 +21,7 @@ var ErrUsage = errors.New("loadbench: usage")
 type options struct {
 	cfg        Config
 	json       bool
+	save       string
 	progress   bool
 	cpuProfile string
 	memProfile string
@@ -64,10 +65,31 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
+	if o.save != "" {
+		if err := saveJSON(r, o.save); err != nil {
+			return err
+		}
+	}
 	if o.json {
 		return r.WriteJSON(stdout)
 	}
 	return r.WriteTable(stdout)
+}
+
+// saveJSON writes r as JSON to the file at path.
+func saveJSON(r *Report, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("loadbench: %w", err)
+	}
+	err = r.WriteJSON(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("loadbench: saving the report: %w", err)
+	}
+	return nil
 }
 
 // writeAllocsProfile writes the allocations made so far, as go test
@@ -116,6 +138,7 @@ Flags:
 	fs.StringVar(&o.cfg.Dir, "dir", "", "directory for the journals, databases and fsync probe (default: a new temporary directory)")
 	fs.IntVar(&o.cfg.FsyncSamples, "fsyncs", DefaultFsyncSamples, "fsyncs the disk's fsync latency is measured over")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fs.StringVar(&o.save, "save", "", "also write the JSON report to `file`")
 	fs.BoolVar(&o.progress, "progress", true, "show a progress bar on stderr when it is a terminal")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `file`")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the run to `file`")
