@@ -62,7 +62,7 @@
 //
 //	idem journal ls|pending|expired|completed PATH [--json] [--ttl 24h]
 //	idem journal show PATH ID [--json] [--ttl 24h]
-//	idem journal compact PATH [--ttl 24h]
+//	idem journal compact PATH [--ttl 24h] [--forget-after 0]
 //
 // ls lists every operation, pending those a rerun resumes, expired the
 // pending ones whose key is older than --ttl (the server has forgotten the
@@ -81,7 +81,9 @@
 // takes no lock and changes nothing on disk, a torn tail included, so it
 // may run beside a process that is writing the journal. Compact takes the
 // journal's lock and rewrites it with its live operations: pending ones and
-// those completed less than --ttl ago.
+// those completed less than --ttl ago, whole; older completed ones keep a
+// summary without response header and body, so their IDs are still answered
+// and never sent again, until --forget-after (default never).
 //
 // # Exit codes
 //

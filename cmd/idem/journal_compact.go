@@ -13,13 +13,17 @@ import (
 func runJournalCompact(_ context.Context, e env, args []string) int {
 	const cmd = "idem journal compact"
 	fs := newFlagSet(cmd)
-	ttl := fs.Duration("ttl", idem.DefaultKeyTTL, "how long the server keeps a key: completed operations recorded longer ago are dropped")
+	ttl := fs.Duration("ttl", idem.DefaultKeyTTL, "how long the server keeps a key: completed operations recorded longer ago keep only a summary")
+	forget := fs.Duration("forget-after", 0, "drop completed operations recorded longer ago, summaries included (0: never)")
 	usage := func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: %s PATH [--ttl 24h]\n\n", cmd)
 		fmt.Fprint(w, `Rewrites the journal at PATH with only its live operations: pending ones
 (expired included: they wait for a person) and completed ones recorded less
-than --ttl ago. It takes the journal's lock, so it fails while another
-process writes the journal. A torn tail left by a crash is cut first.
+than --ttl ago, whole. Completed operations recorded longer ago keep a
+summary without their response header and body, so their IDs are still
+answered and never sent again, until --forget-after. It takes the journal's
+lock, so it fails while another process writes the journal. A torn tail
+left by a crash is cut first.
 `)
 		writeFlags(w, fs)
 	}
@@ -33,6 +37,9 @@ process writes the journal. A torn tail left by a crash is cut first.
 	if *ttl <= 0 {
 		return usageError(e, cmd, usage, "--ttl must be positive")
 	}
+	if *forget < 0 {
+		return usageError(e, cmd, usage, "--forget-after must not be negative")
+	}
 	path := pos[0]
 	// Opening for writing creates a missing journal; compacting one that
 	// is not there is a mistake in the path.
@@ -41,6 +48,7 @@ process writes the journal. A torn tail left by a crash is cut first.
 	}
 	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{
 		KeyTTL:         *ttl,
+		ForgetAfter:    *forget,
 		Now:            e.now,
 		CompactMinSize: -1, // only the compaction asked for
 		Logger:         warnLogger(e.stderr),

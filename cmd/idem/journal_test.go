@@ -497,10 +497,19 @@ func TestJournalCompact(t *testing.T) {
 	f := newFixture(t)
 	before := stateOf(t, f.path)
 	// With a TTL of 30m at listNow, the completed operations (recorded
-	// 57m to 1h ago) go; the pending ones, expired or not, stay.
+	// 57m to 1h ago) keep a summary only, and with --forget-after 30m not
+	// even that; the pending ones, expired or not, stay.
 	r := runAt(t, at(listNow), nil, "journal", "compact", f.path, "--ttl", "30m")
+	summarized := stateOf(t, f.path)
+	want := fmt.Sprintf("compacted %s: 5 of 5 operations kept, 8 records in %d bytes (was 8 records in %d bytes)\n",
+		f.path, len(summarized.data), len(before.data))
+	if r.code != exitOK || r.stdout != want || r.stderr != "" || len(summarized.data) >= len(before.data) {
+		t.Fatalf("exit code %d, stdout %q, stderr %q; want 0 and %q", r.code, r.stdout, r.stderr, want)
+	}
+	before = summarized
+	r = runAt(t, at(listNow), nil, "journal", "compact", f.path, "--ttl", "30m", "--forget-after", "30m")
 	after := stateOf(t, f.path)
-	want := fmt.Sprintf("compacted %s: 2 of 5 operations kept, 2 records in %d bytes (was 8 records in %d bytes)\n",
+	want = fmt.Sprintf("compacted %s: 2 of 5 operations kept, 2 records in %d bytes (was 8 records in %d bytes)\n",
 		f.path, len(after.data), len(before.data))
 	if r.code != exitOK || r.stdout != want || r.stderr != "" {
 		t.Fatalf("exit code %d, stdout %q, stderr %q; want 0 and %q", r.code, r.stdout, r.stderr, want)
