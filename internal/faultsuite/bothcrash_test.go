@@ -71,7 +71,7 @@ func TestClientAndServerCrash(t *testing.T) {
 		t.Fatalf("the last run ended with %v: %q\n%s", err, lines, b.stderr.String())
 	}
 	t.Logf("client kills: %d; server kills by point: %v", clientKills, k.byPoint)
-	report(t, checker, "both-crash", serverView(t, k.srv, w.ClientID, false))
+	report(t, checker, "both-crash", serverView(t, k.srv.URL, k.srv.DB, w, false))
 	j, err := idem.OpenJournalWithOptions(cfg.Journal, idem.JournalOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

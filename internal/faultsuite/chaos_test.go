@@ -58,6 +58,6 @@ func TestChaos(t *testing.T) {
 	if share := float64(counts.Injected()) / float64(counts.Requests); share < 0.25 || share > 0.35 {
 		t.Errorf("the proxy faulted %.1f%% of %d requests, want about 30%%", 100*share, counts.Requests)
 	}
-	report(t, checker, "chaos", serverView(t, srv, w.ClientID, true))
+	report(t, checker, "chaos", serverView(t, srv.URL, srv.DB, w, true))
 	requireJournalDone(t, j, w)
 }

@@ -143,6 +143,10 @@ type ServerView struct {
 	// captures its payment gateway made; exactly-once charging makes them
 	// equal once every request has finished.
 	Charges, Captures int64
+	// StockTaken is how much of the inventory the server's stock count
+	// lost, and Reserved how much its reservation rows hold: the same
+	// number, unless stock moved without a reservation or the other way.
+	StockTaken, Reserved int64
 }
 
 // maxViolations bounds the violations a Report spells out.
@@ -182,10 +186,12 @@ type Report struct {
 	KeyChanges int
 	// Strays: effects or attempts under an operation the run did not
 	// declare.
-	Strays            int
-	Charges, Captures int64
-	Violations        []string // the first few, spelled out
-	violationsOmitted int
+	Strays int
+	// Charges and Captures, StockTaken and Reserved, are the ServerView's.
+	Charges, Captures    int64
+	StockTaken, Reserved int64
+	Violations           []string // the first few, spelled out
+	violationsOmitted    int
 }
 
 // Check compares what the client observed with what the server holds.
@@ -195,6 +201,7 @@ func (c *Checker) Check(name string, v ServerView) Report {
 	r := Report{
 		Name: name, Operations: len(c.ids), Attempts: c.attempts, Retries: maps.Clone(c.failures),
 		Replays: v.Replays, ReplaysSeen: c.replayed, Charges: v.Charges, Captures: v.Captures,
+		StockTaken: v.StockTaken, Reserved: v.Reserved,
 	}
 	for _, id := range c.ids {
 		t, n := c.ops[id], v.Effects[id]
@@ -232,6 +239,9 @@ func (c *Checker) Check(name string, v ServerView) Report {
 	if v.Charges != v.Captures {
 		r.violate("the gateway captured %d times for %d charges", v.Captures, v.Charges)
 	}
+	if v.StockTaken != v.Reserved {
+		r.violate("the stock went down by %d for reservations of %d", v.StockTaken, v.Reserved)
+	}
 	return r
 }
 
@@ -244,8 +254,8 @@ func (r *Report) violate(format string, args ...any) {
 }
 
 // OK reports whether the run kept the promise: no duplicate, nothing lost,
-// everything done, one key per operation, no stray effect and one capture
-// per charge.
+// everything done, one key per operation, no stray effect, one capture per
+// charge and as much stock taken as reserved.
 func (r Report) OK() bool { return len(r.Violations) == 0 }
 
 // Err returns nil for a run that kept the promise, and otherwise an error
@@ -268,9 +278,10 @@ func (r Report) Err() error {
 // String returns the report on one line: operations, attempts, retries by
 // cause, resumes after client crashes, replays (by the server, and seen
 // by the client), duplicates, lost, unfinished, unknown-then-resolved, key
-// changes, strays and captures per charges, e.g.
+// changes, strays, captures per charges and stock taken per stock
+// reserved, e.g.
 //
-//	chaos: ops=2000 attempts=2670 retries=670 (429=129 502=123 503=141 eof=17 partial-body=125 reset=26 timeout=109) client-crash-resumes=0 replays=469 replays-seen=341 duplicates=0 lost=0 unfinished=0 unknown-then-resolved=453 key-changes=0 strays=0 captures=1000/1000
+//	chaos: ops=2000 attempts=2670 retries=670 (429=129 502=123 503=141 eof=17 partial-body=125 reset=26 timeout=109) client-crash-resumes=0 replays=469 replays-seen=341 duplicates=0 lost=0 unfinished=0 unknown-then-resolved=453 key-changes=0 strays=0 captures=1000/1000 stock=1999/1999
 func (r Report) String() string {
 	total := 0
 	causes := slices.Sorted(maps.Keys(r.Retries))
@@ -283,7 +294,7 @@ func (r Report) String() string {
 	if r.Replays >= 0 {
 		replays = fmt.Sprint(r.Replays)
 	}
-	return fmt.Sprintf("%s: ops=%d attempts=%d retries=%d (%s) client-crash-resumes=%d replays=%s replays-seen=%d duplicates=%d lost=%d unfinished=%d unknown-then-resolved=%d key-changes=%d strays=%d captures=%d/%d",
+	return fmt.Sprintf("%s: ops=%d attempts=%d retries=%d (%s) client-crash-resumes=%d replays=%s replays-seen=%d duplicates=%d lost=%d unfinished=%d unknown-then-resolved=%d key-changes=%d strays=%d captures=%d/%d stock=%d/%d",
 		r.Name, r.Operations, r.Attempts, total, strings.Join(parts, " "), r.ClientCrashes, replays, r.ReplaysSeen,
-		r.Duplicates, r.Lost, r.Unfinished, r.UnknownThenResolved, r.KeyChanges, r.Strays, r.Captures, r.Charges)
+		r.Duplicates, r.Lost, r.Unfinished, r.UnknownThenResolved, r.KeyChanges, r.Strays, r.Captures, r.Charges, r.StockTaken, r.Reserved)
 }

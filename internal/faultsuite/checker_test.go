@@ -36,7 +36,7 @@ func TestCheckerCatchesEveryViolation(t *testing.T) {
 
 	r := c.Check("unit", ServerView{
 		Effects: map[string]int{"a": 1, "b": 2, "d": 1, "e": 1, "y": 1},
-		Replays: 3, Charges: 2, Captures: 3,
+		Replays: 3, Charges: 2, Captures: 3, StockTaken: 5, Reserved: 4,
 	})
 	want := Report{Operations: 5, Attempts: 7, Duplicates: 1, Lost: 1, Unfinished: 1, UnknownThenResolved: 1, KeyChanges: 1, Strays: 2}
 	got := Report{Operations: r.Operations, Attempts: r.Attempts, Duplicates: r.Duplicates, Lost: r.Lost,
@@ -56,12 +56,13 @@ func TestCheckerCatchesEveryViolation(t *testing.T) {
 		`"z", which is not an operation of the run`,
 		`reference "y", which is not an operation of the run`,
 		"the gateway captured 3 times for 2 charges",
+		"the stock went down by 5 for reservations of 4",
 	} {
 		if !strings.Contains(msg, s) {
 			t.Errorf("error lacks %q:\n%s", s, msg)
 		}
 	}
-	const line = "unit: ops=5 attempts=7 retries=3 (502=1 reset=2) client-crash-resumes=0 replays=3 replays-seen=1 duplicates=1 lost=1 unfinished=1 unknown-then-resolved=1 key-changes=1 strays=2 captures=3/2"
+	const line = "unit: ops=5 attempts=7 retries=3 (502=1 reset=2) client-crash-resumes=0 replays=3 replays-seen=1 duplicates=1 lost=1 unfinished=1 unknown-then-resolved=1 key-changes=1 strays=2 captures=3/2 stock=5/4"
 	if r.String() != line {
 		t.Errorf("line\n%s\nwant\n%s", r, line)
 	}

@@ -24,6 +24,8 @@ import (
 // compaction. Each restart resumes from the journal; the last one runs to
 // the end. The journal must open every time, and every operation must end
 // done with exactly one effect, under one key across all the processes.
+// Meanwhile the test opens the journal read-only, again and again, as a
+// person inspecting the running job would; every open must succeed.
 func TestClientCrash(t *testing.T) {
 	seed := seedOf(t)
 	ops := sizeOf(t, EnvCrashOps, DefaultCrashOps)
@@ -41,9 +43,16 @@ func TestClientCrash(t *testing.T) {
 	created := false // whether a run has reported the journal open
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
+	inspections := 0
 	for k := 1; k <= kills; k++ {
 		b := startBatch(t, cfg, checker)
+		in := inspect(cfg.Journal)
 		running, err := killPoint(ctx, b, rng, ops/(kills+2))
+		opens, ierr := in.end()
+		inspections += opens
+		if ierr != nil {
+			t.Fatalf("opening the journal read-only while the batch ran: %v", ierr)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +74,8 @@ func TestClientCrash(t *testing.T) {
 	if !b.opened() {
 		t.Fatal("the last run did not report its journal open")
 	}
-	r := report(t, checker, "client-crash", serverView(t, srv, w.ClientID, true))
+	t.Logf("%d read-only opens of the journal while the batch ran", inspections)
+	r := report(t, checker, "client-crash", serverView(t, srv.URL, srv.DB, w, true))
 	if r.ClientCrashes == 0 {
 		t.Error("no operation was found pending after a kill: the kills missed the work")
 	}

@@ -69,5 +69,5 @@ func TestChaosConcurrentDoOfOneOperation(t *testing.T) {
 	wg.Wait()
 	requireNoErrors(t, errs)
 	t.Logf("proxy: %s", proxy.Counts())
-	report(t, checker, "concurrent", serverView(t, srv, w.ClientID, true))
+	report(t, checker, "concurrent", serverView(t, srv.URL, srv.DB, w, true))
 }

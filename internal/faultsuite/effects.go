@@ -19,13 +19,9 @@ import (
 // Rows without a reference are counted under "". The file is opened
 // read-only; the server may be running.
 func EffectsInDatabase(ctx context.Context, path, clientID string) (map[string]int, error) {
-	q := url.Values{}
-	q.Set("mode", "ro")
-	q.Add("_pragma", "busy_timeout(10000)")
-	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := openReadOnly(path)
 	if err != nil {
-		return nil, fmt.Errorf("faultsuite: opening %s: %w", path, err)
+		return nil, err
 	}
 	defer db.Close()
 	rows, err := db.QueryContext(ctx, `
@@ -51,6 +47,34 @@ func EffectsInDatabase(ctx context.Context, path, clientID string) (map[string]i
 		return nil, fmt.Errorf("faultsuite: counting effects in %s: %w", path, err)
 	}
 	return effects, nil
+}
+
+// ReservedInDatabase sums the quantities of Item that the reservations in
+// the reference server's SQLite file at path hold, whoever made them.
+func ReservedInDatabase(ctx context.Context, path string) (int64, error) {
+	db, err := openReadOnly(path)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n int64
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(quantity), 0) FROM reservations WHERE item_id = ?`, Item).Scan(&n); err != nil {
+		return 0, fmt.Errorf("faultsuite: summing reservations in %s: %w", path, err)
+	}
+	return n, nil
+}
+
+// openReadOnly opens the SQLite file at path read-only.
+func openReadOnly(path string) (*sql.DB, error) {
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout(10000)")
+	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("faultsuite: opening %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // FetchStats reads GET /stats from the server at baseURL.

@@ -194,24 +194,37 @@ func requireNoErrors(t *testing.T, errs []error) {
 	}
 }
 
-// serverView reads what the server holds: effects per operation from its
-// database, the rest from GET /stats. replays is -1 when the server was
-// killed during the run (its counters started over).
-func serverView(t *testing.T, s *ServerProcess, clientID string, replays bool) ServerView {
+// serverView reads what the server at url, on the database file db,
+// holds: effects per operation and reserved stock from its database, the
+// rest from GET /stats and GET /inventory. replays is false when the server
+// was killed during the run (its counters started over).
+func serverView(t *testing.T, url, db string, w Workload, replays bool) ServerView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr := NewTransport()
 	defer tr.CloseIdleConnections()
-	st, err := FetchStats(ctx, &http.Client{Transport: tr}, s.URL)
+	hc := &http.Client{Transport: tr}
+	st, err := FetchStats(ctx, hc, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	effects, err := EffectsInDatabase(ctx, s.DB, clientID)
+	stock, err := FetchStock(ctx, hc, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := ServerView{Effects: effects, Replays: -1, Charges: st.Effects.Charges, Captures: st.GatewayCaptures}
+	effects, err := EffectsInDatabase(ctx, db, w.ClientID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserved, err := ReservedInDatabase(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := ServerView{
+		Effects: effects, Replays: -1, Charges: st.Effects.Charges, Captures: st.GatewayCaptures,
+		StockTaken: InitialStock - stock, Reserved: reserved,
+	}
 	if replays {
 		v.Replays = st.Replays
 	}
@@ -220,6 +233,9 @@ func serverView(t *testing.T, s *ServerProcess, clientID string, replays bool) S
 	}
 	if st.InFlight != 0 {
 		t.Errorf("the server holds %d keys in flight after the run", st.InFlight)
+	}
+	if want := w.StockTaken(effects); reserved != want {
+		t.Errorf("the reservations hold %d of the stock; the operations with an effect take %d", reserved, want)
 	}
 	return v
 }

@@ -168,5 +168,5 @@ func TestServerCrash(t *testing.T) {
 		t.Errorf("the server was killed %d times, want %d", n, kills)
 	}
 	t.Logf("server kills by point: %v", k.byPoint)
-	report(t, checker, "server-crash", serverView(t, k.srv, w.ClientID, false))
+	report(t, checker, "server-crash", serverView(t, k.srv.URL, k.srv.DB, w, false))
 }

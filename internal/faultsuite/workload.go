@@ -28,8 +28,30 @@ type Workload struct {
 }
 
 // Item is the inventory item reservations take from; PrepareInventory
-// stocks it.
-const Item = "faultsuite-sku"
+// stocks it with InitialStock.
+const (
+	Item         = "faultsuite-sku"
+	InitialStock = 1_000_000_000
+)
+
+// IsCharge reports whether operation i is a charge; the others are
+// reservations.
+func IsCharge(i int) bool { return i%2 == 0 }
+
+// Quantity is how much of Item the reservation of operation i takes.
+func Quantity(i int) int { return 1 + i%3 }
+
+// StockTaken is how much of Item the workload's reservations take when
+// each takes effect as many times as effects says.
+func (w Workload) StockTaken(effects map[string]int) int64 {
+	var n int64
+	for i := range w.Ops {
+		if !IsCharge(i) {
+			n += int64(Quantity(i) * effects[OperationID(i)])
+		}
+	}
+	return n
+}
 
 // OperationID returns the ID of operation i.
 func OperationID(i int) string { return fmt.Sprintf("op-%07d", i) }
@@ -48,12 +70,12 @@ func (w Workload) Request(ctx context.Context, i int) (*http.Request, error) {
 	id := OperationID(i)
 	var path string
 	var body any
-	if i%2 == 0 {
+	if IsCharge(i) {
 		path = "/charges"
 		body = map[string]any{"customer": "cus-" + strconv.Itoa(i%97), "amount": 100 + i%1000, "currency": "usd", "reference": id}
 	} else {
 		path = "/reservations"
-		body = map[string]any{"item_id": Item, "quantity": 1 + i%3, "reference": id}
+		body = map[string]any{"item_id": Item, "quantity": Quantity(i), "reference": id}
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -68,12 +90,12 @@ func (w Workload) Request(ctx context.Context, i int) (*http.Request, error) {
 	return req, nil
 }
 
-// PrepareInventory stocks Item on the server at baseURL with far more
-// than any run reserves, retrying under one key until the server answers
+// PrepareInventory stocks Item on the server at baseURL with InitialStock,
+// far more than any run reserves, retrying under one key until the server answers
 // 200 or ctx ends.
 func PrepareInventory(ctx context.Context, hc *http.Client, baseURL, clientID string) error {
 	key := uuid.NewString()
-	body := []byte(`{"available": 1000000000}`)
+	body := []byte(fmt.Sprintf(`{"available": %d}`, InitialStock))
 	var last error
 	for ctx.Err() == nil {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPut, baseURL+"/inventory/"+Item, bytes.NewReader(body))
@@ -116,4 +138,27 @@ func NewTransport() *http.Transport {
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     30 * time.Second,
 	}
+}
+
+// FetchStock reads the stock of Item left on the server at baseURL.
+func FetchStock(ctx context.Context, hc *http.Client, baseURL string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/inventory/"+Item, nil)
+	if err != nil {
+		return 0, fmt.Errorf("faultsuite: reading stock: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("faultsuite: reading stock: %w", err)
+	}
+	defer resp.Body.Close()
+	var item struct {
+		Available int64 `json:"available"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("faultsuite: reading stock: status %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&item); err != nil {
+		return 0, fmt.Errorf("faultsuite: decoding stock: %w", err)
+	}
+	return item.Available, nil
 }
