@@ -231,3 +231,39 @@ func TestDiskCompletionFailureReplays(t *testing.T) {
 	}
 	r.requireSent(4, 2)
 }
+
+// A compaction whose new file fails to be synced leaves the journal as it
+// was, still usable: the old file is intact and keeps every operation, the
+// half-written compaction file is gone, and appends go on.
+func TestDiskCompactionFailureLeavesTheJournalUsable(t *testing.T) {
+	r := newDiskRig(t)
+	for i := range 3 {
+		if err := r.do(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.faults.FailNextSync(errDisk)
+	if err := r.j.Compact(); !errors.Is(err, errDisk) {
+		t.Fatalf("Compact = %v, want the disk failure", err)
+	}
+	if err := r.do(3); err != nil {
+		t.Fatalf("Do after a failed compaction = %v", err)
+	}
+	r.requireSent(4, 4)
+	r.j.Close()
+	if matches, _ := filepath.Glob(r.path + ".compact"); len(matches) != 0 {
+		t.Errorf("the failed compaction left %v behind", matches)
+	}
+	r.open(nil)
+	for i := range 4 {
+		if op, ok := r.j.Lookup(OperationID(i)); !ok || op.State != idem.Done {
+			t.Errorf("after reopening, operation %d is %v (found %v), want done", i, op.State, ok)
+		}
+	}
+	for i := range 4 {
+		if err := r.do(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.requireSent(4, 4)
+}
