@@ -10,12 +10,15 @@
 // (DiskFaults). The scenarios are its tests:
 //
 //	TestChaos                         network faults of every kind through the proxy, 30% of attempts
+//	TestChaosConcurrentDoOfOneOperation  the same, each operation run by four goroutines at once
+//	TestChaosStandardClient           the same, through StandardClient, quoted keys, a bearer scope
 //	TestClientAgainstReferenceServer  the server's own faults at 20%, in process
 //	TestClientCrash                   SIGKILL of a batch client, resumed from its journal
 //	TestServerCrash                   SIGKILL of the server, at its crash points and at random
 //	TestClientAndServerCrash          both, alternately, in one run
 //	TestExpiryEndToEnd                a key that outlived the server's retention
 //	TestDisk*                         failing writes and fsyncs under the journal
+//	TestModel, FuzzModel (package idem)  random Do, crash, reopen, compact and clock sequences
 //
 // The batch client of the crash scenarios is the test binary itself,
 // re-executed with IDEM_FAULTSUITE_BATCH_CHILD set; the server's binary is
@@ -28,7 +31,8 @@
 // 1; every operation the client reported done must have exactly 1; after
 // the last resume every operation must be done and have exactly 1; every
 // attempt of an operation, in every process, must carry the same key; and
-// the payment gateway must have captured once per charge. Each run logs one
+// the payment gateway must have captured once per charge, and the stock
+// the inventory lost must be what the reservations hold. Each run logs one
 // line (see Report.String).
 //
 // # Sizes and seeds

@@ -15,7 +15,8 @@ import (
 )
 
 // EffectsInDatabase counts, in the reference server's SQLite file at path,
-// the business rows (charges and reservations) of clientID per reference.
+// the business rows (charges and reservations) per reference of the client
+// that sent X-Client-ID: clientID, or of every client when clientID is "".
 // Rows without a reference are counted under "". The file is opened
 // read-only; the server may be running.
 func EffectsInDatabase(ctx context.Context, path, clientID string) (map[string]int, error) {
@@ -26,10 +27,10 @@ func EffectsInDatabase(ctx context.Context, path, clientID string) (map[string]i
 	defer db.Close()
 	rows, err := db.QueryContext(ctx, `
 		SELECT COALESCE(reference, ''), COUNT(*) FROM (
-			SELECT reference FROM charges WHERE client_id = ?1
+			SELECT reference FROM charges WHERE ?1 = '' OR client_id = ?1
 			UNION ALL
-			SELECT reference FROM reservations WHERE client_id = ?1
-		) GROUP BY 1`, "client:"+clientID)
+			SELECT reference FROM reservations WHERE ?1 = '' OR client_id = ?1
+		) GROUP BY 1`, scopeOf(clientID))
 	if err != nil {
 		return nil, fmt.Errorf("faultsuite: counting effects in %s: %w", path, err)
 	}
@@ -47,6 +48,15 @@ func EffectsInDatabase(ctx context.Context, path, clientID string) (map[string]i
 		return nil, fmt.Errorf("faultsuite: counting effects in %s: %w", path, err)
 	}
 	return effects, nil
+}
+
+// scopeOf is the server's key scope for requests with X-Client-ID: id,
+// or "" for every scope.
+func scopeOf(id string) string {
+	if id == "" {
+		return ""
+	}
+	return "client:" + id
 }
 
 // ReservedInDatabase sums the quantities of Item that the reservations in

@@ -1,0 +1,118 @@
+package faultsuite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/testserver/chaos"
+)
+
+// TestChaosStandardClient is the chaos scenario for code that only takes
+// an *http.Client: the operations go through Client.StandardClient, named
+// by idem.WithOperation, with keys sent as quoted structured-field strings
+// and the client identified by a bearer token (so its keys live in the
+// token's scope). 400 operations through the proxy at 30%: every one must
+// end done with exactly one effect.
+func TestChaosStandardClient(t *testing.T) {
+	const ops, workers = 400, 16
+	seed := seedOf(t)
+	srv := startServer(t)
+	w := Workload{ClientID: "standard", Ops: ops}
+	prepareInventory(t, srv.URL, w.ClientID)
+	upstream, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := chaos.Listen(chaos.Config{Upstream: upstream, Seed: seed, Rate: 0.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	w.BaseURL = proxy.URL
+
+	checker := NewChecker(w.IDs())
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	cfg := clientConfig(openJournal(t), &http.Client{Transport: tr})
+	cfg.QuotedKey = true
+	Instrument(&cfg, checker)
+	c, err := idem.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := c.StandardClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		next = make(chan int)
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := runThroughStandardClient(ctx, hc, w, i, checker); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range ops {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	requireNoErrors(t, errs)
+	t.Logf("proxy: %s", proxy.Counts())
+	// The rows belong to the bearer token's scope: count every client's.
+	report(t, checker, "standard-client", serverView(t, srv.URL, srv.DB, Workload{Ops: ops}, true))
+}
+
+// runThroughStandardClient runs operation i through hc, with the bearer
+// token in place of X-Client-ID, re-running it while it ends unknown.
+func runThroughStandardClient(ctx context.Context, hc *http.Client, w Workload, i int, rec Recorder) error {
+	id := OperationID(i)
+	for run := 0; run < maxRuns; run++ {
+		req, err := w.Request(idem.WithOperation(ctx, id), i)
+		if err != nil {
+			return err
+		}
+		req.Header.Del("X-Client-ID")
+		req.Header.Set("Authorization", "Bearer token-of-"+w.ClientID)
+		resp, err := hc.Do(req)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode >= 300 { // the RoundTripper returns rejections as responses
+				rec.Outcome(id, ResultRejected)
+				return fmt.Errorf("%s: %s", id, resp.Status)
+			}
+			rec.Outcome(id, ResultDone)
+			return err
+		}
+		res := ResultOf(err)
+		rec.Outcome(id, res)
+		if res != ResultUnknown {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(time.Duration(min(run+1, 25)) * 10 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s: not done after %d runs", id, maxRuns)
+}
