@@ -12,6 +12,7 @@
 //	TestChaos                         network faults of every kind through the proxy, 30% of attempts
 //	TestChaosConcurrentDoOfOneOperation  the same, each operation run by four goroutines at once
 //	TestChaosStandardClient           the same, through StandardClient, quoted keys, a bearer scope
+//	TestChaosCallerGivesUp            callers whose deadlines end their Do calls at every stage
 //	TestClientAgainstReferenceServer  the server's own faults at 20%, in process
 //	TestClientCrash                   SIGKILL of a batch client, resumed from its journal
 //	TestServerCrash                   SIGKILL of the server, at its crash points and at random
