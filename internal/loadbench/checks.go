@@ -73,7 +73,7 @@ func checks(r *Report) []Check {
 		out = append(out, Check{
 			Name:     fmt.Sprintf("idem with the journal, p50 latency over net/http's, trivial handler, c=%d", lo),
 			Want:     fmt.Sprintf("≤ one fsync (%s) + %s = %s", formatDuration(r.Machine.Fsync.P50), formatDuration(wantJournalExtraP50), formatDuration(limit)),
-			Measured: fmt.Sprintf("+%s (%s vs %s)", formatDuration(d), formatDuration(j.Median.P50), formatDuration(p.Median.P50)),
+			Measured: fmt.Sprintf("%s (%s vs %s)", signedDuration(d), formatDuration(j.Median.P50), formatDuration(p.Median.P50)),
 			Met:      d <= limit,
 		})
 	}

@@ -92,7 +92,8 @@ type Config struct {
 	Dir string
 
 	// FsyncSamples is how many fsyncs of a small write the disk's fsync
-	// latency is measured over. Default DefaultFsyncSamples (200).
+	// latency is measured over before each run. Default
+	// DefaultFsyncSamples (200).
 	FsyncSamples int
 
 	// Progress, when set, is called before each cell is measured, with the

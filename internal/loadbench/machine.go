@@ -17,7 +17,8 @@ type Machine struct {
 	NumCPU     int    `json:"num_cpu"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
 	// Fsync is the latency of an fsync after a small write, in the
-	// directory that holds the journals.
+	// directory that holds the journals, measured before each run (the
+	// disk's latency drifts with what else the machine does).
 	Fsync FsyncLatency `json:"fsync"`
 }
 
@@ -34,58 +35,61 @@ type FsyncLatency struct {
 // about one journal intent record.
 const fsyncWriteSize = 128
 
-// measureMachine describes this machine, measuring the fsync latency of a
-// file in dir.
-func measureMachine(dir string, samples int) (Machine, error) {
-	m := Machine{
+// describeMachine describes this machine; its fsync latency is filled in
+// by the caller from fsyncSamples.
+func describeMachine() Machine {
+	return Machine{
 		GOOS:       runtime.GOOS,
 		GOARCH:     runtime.GOARCH,
 		GoVersion:  runtime.Version(),
 		NumCPU:     runtime.NumCPU(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0),
 	}
-	var err error
-	m.Fsync, err = measureFsync(dir, samples)
-	return m, err
 }
 
-// measureFsync appends fsyncWriteSize bytes to a new file in dir and
-// fsyncs it, samples times, as the journal does for each group commit, and
-// returns the median and 99th percentile of the fsyncs alone.
-func measureFsync(dir string, samples int) (FsyncLatency, error) {
+// fsyncSamples appends fsyncWriteSize bytes to a new file in dir and
+// fsyncs it, n times, as the journal does for each group commit, and
+// returns how long each fsync alone took.
+func fsyncSamples(dir string, n int) ([]time.Duration, error) {
 	path := filepath.Join(dir, "fsync-probe")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return FsyncLatency{}, fmt.Errorf("loadbench: measuring fsync: %w", err)
+		return nil, fmt.Errorf("loadbench: measuring fsync: %w", err)
 	}
 	defer os.Remove(path)
 	defer f.Close()
 	// The file's creation is made durable first, so that the samples time
 	// appends only, as a journal's group commits are.
 	if err := f.Sync(); err != nil {
-		return FsyncLatency{}, fmt.Errorf("loadbench: measuring fsync: %w", err)
+		return nil, fmt.Errorf("loadbench: measuring fsync: %w", err)
 	}
 	buf := make([]byte, fsyncWriteSize)
-	lat := make([]time.Duration, samples)
+	lat := make([]time.Duration, n)
 	for i := range lat {
 		buf[0] = byte(i)
 		if _, err := f.Write(buf); err != nil {
-			return FsyncLatency{}, fmt.Errorf("loadbench: measuring fsync: %w", err)
+			return nil, fmt.Errorf("loadbench: measuring fsync: %w", err)
 		}
 		t0 := time.Now()
 		if err := f.Sync(); err != nil {
-			return FsyncLatency{}, fmt.Errorf("loadbench: measuring fsync: %w", err)
+			return nil, fmt.Errorf("loadbench: measuring fsync: %w", err)
 		}
 		lat[i] = time.Since(t0)
 	}
-	slices.Sort(lat)
+	return lat, nil
+}
+
+// summarizeFsync describes the fsyncs measured in dir.
+func summarizeFsync(dir string, lat []time.Duration) FsyncLatency {
+	sorted := slices.Clone(lat)
+	slices.Sort(sorted)
 	return FsyncLatency{
 		Dir:       dir,
-		Samples:   samples,
+		Samples:   len(sorted),
 		WriteSize: fsyncWriteSize,
-		P50:       percentile(lat, 0.5),
-		P99:       percentile(lat, 0.99),
-	}, nil
+		P50:       percentile(sorted, 0.5),
+		P99:       percentile(sorted, 0.99),
+	}
 }
 
 // percentile returns the q-th percentile of sorted, by nearest rank.

@@ -25,7 +25,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	m := r.Machine
 	var b strings.Builder
 	fmt.Fprintf(&b, "machine: %s %s/%s, NumCPU %d, GOMAXPROCS %d\n", m.GoVersion, m.GOOS, m.GOARCH, m.NumCPU, m.GOMAXPROCS)
-	fmt.Fprintf(&b, "disk:    fsync p50 %s, p99 %s (%d fsyncs, each after a %d-byte append, in %s)\n",
+	fmt.Fprintf(&b, "disk:    fsync p50 %s, p99 %s (%d fsyncs, each after a %d-byte append, in %s, before each run)\n",
 		formatDuration(m.Fsync.P50), formatDuration(m.Fsync.P99), m.Fsync.Samples, m.Fsync.WriteSize, m.Fsync.Dir)
 	s := r.Settings
 	fmt.Fprintf(&b, "cells:   %s warm-up, %s measured, %d runs; medians over the runs; ×net/http is the median of each run's ratio\n\n",
@@ -52,7 +52,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if row.Client != ClientNetHTTP && row.Ratio > 0 {
 			allocs = fmt.Sprintf("%.0f (%+.0f)", md.AllocsPerOp, md.AllocsPerOp-plain.AllocsPerOp)
 			if md.CPUPerOp > 0 && plain.CPUPerOp > 0 {
-				cpu = fmt.Sprintf("%s (+%s)", cpu, formatDuration(md.CPUPerOp-plain.CPUPerOp))
+				cpu = fmt.Sprintf("%s (%s)", cpu, signedDuration(md.CPUPerOp-plain.CPUPerOp))
 			}
 		}
 		if row.Client == ClientIdemJournal {
@@ -140,6 +140,14 @@ func formatDuration(d time.Duration) string {
 		return sig3(float64(d)/float64(time.Millisecond)) + "ms"
 	}
 	return sig3(d.Seconds()) + "s"
+}
+
+// signedDuration is formatDuration with a sign: +3.60µs, -440ns.
+func signedDuration(d time.Duration) string {
+	if d < 0 {
+		return formatDuration(d)
+	}
+	return "+" + formatDuration(d)
 }
 
 // sig3 prints x with three significant digits, without an exponent.

@@ -27,6 +27,14 @@ func TestFormatDuration(t *testing.T) {
 	}
 }
 
+func TestSignedDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "+0ns", 3600: "+3.60µs", -440: "-440ns", -6_640: "-6.64µs"} {
+		if got := signedDuration(d); got != want {
+			t.Errorf("signedDuration(%d) = %q, want %q", int64(d), got, want)
+		}
+	}
+}
+
 func TestFormatCount(t *testing.T) {
 	for x, want := range map[float64]string{0: "0", 7: "7", 999.5: "1,000", 12345: "12,345", 1234567.4: "1,234,567", -4321: "-4,321"} {
 		if got := formatCount(x); got != want {
@@ -126,7 +134,7 @@ func TestWriteTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `machine: go1.26.8 linux/amd64, NumCPU 2, GOMAXPROCS 2
-disk:    fsync p50 300µs, p99 2.00ms (200 fsyncs, each after a 128-byte append, in /tmp/b)
+disk:    fsync p50 300µs, p99 2.00ms (200 fsyncs, each after a 128-byte append, in /tmp/b, before each run)
 cells:   300ms warm-up, 2.00s measured, 2 runs; medians over the runs; ×net/http is the median of each run's ratio
 
   target          conc  client          req/s  ×net/http     p50     p99            cpu/op  allocs/op    B/op  fsyncs/op  errors

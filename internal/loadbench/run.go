@@ -66,9 +66,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Concurrency: cfg.Concurrency, Targets: cfg.Targets, Clients: cfg.Clients,
 		},
 	}
-	if r.Machine, err = measureMachine(cfg.Dir, cfg.FsyncSamples); err != nil {
-		return nil, err
-	}
+	r.Machine = describeMachine()
+	var fsyncs []time.Duration
 
 	type key struct {
 		t Target
@@ -79,6 +78,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	total := cfg.Runs * len(cfg.cells(1))
 	done, seq := 0, 0
 	for run := 1; run <= cfg.Runs; run++ {
+		lat, err := fsyncSamples(cfg.Dir, cfg.FsyncSamples)
+		if err != nil {
+			return nil, err
+		}
+		fsyncs = append(fsyncs, lat...)
 		for _, c := range cfg.cells(run) {
 			if cfg.Progress != nil {
 				cfg.Progress(done, total, c)
@@ -96,6 +100,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Progress != nil {
 		cfg.Progress(done, total, Cell{})
 	}
+	r.Machine.Fsync = summarizeFsync(cfg.Dir, fsyncs)
 
 	for _, t := range cfg.Targets {
 		for _, n := range cfg.Concurrency {
