@@ -30,7 +30,7 @@ func TestClientCrash(t *testing.T) {
 	seed := seedOf(t)
 	ops := sizeOf(t, EnvCrashOps, DefaultCrashOps)
 	kills := sizeOf(t, EnvClientKills, DefaultClientKills)
-	srv := startServer(t, "-faults", "0.1", "-crash", "abort", "-seed", strconv.FormatInt(seed, 10))
+	srv := startServer(t, "-faults", "0.1", "-crash", "abort", "-lock-timeout", "1s", "-seed", strconv.FormatInt(seed, 10))
 	w := Workload{BaseURL: srv.URL, ClientID: "client-crash", Ops: ops}
 	prepareInventory(t, srv.URL, w.ClientID)
 
