@@ -28,9 +28,9 @@ type Checker struct {
 
 // trace is what the client observed of one operation.
 type trace struct {
-	key      string // the first key seen
-	keys     int    // distinct keys seen
-	done     bool   // a Do returned its response
+	key      string          // the first key seen
+	others   map[string]bool // the other keys seen, if any (a violation)
+	done     bool            // a Do returned its response
 	rejected bool
 	unknowns int // Do calls that ended unknown, and resumes after a crash
 	resumes  int // resumes after a crash
@@ -70,10 +70,13 @@ func (c *Checker) Attempt(op, key string) {
 	c.attempts++
 	t := c.trace(op)
 	switch {
-	case t.keys == 0:
-		t.key, t.keys = key, 1
+	case t.key == "":
+		t.key = key
 	case key != t.key:
-		t.keys++ // counts changes, not distinct keys beyond the second: one is already a violation
+		if t.others == nil {
+			t.others = map[string]bool{}
+		}
+		t.others[key] = true
 	}
 }
 
@@ -154,7 +157,9 @@ const maxViolations = 10
 
 // Report is the verdict on a run.
 type Report struct {
-	Name       string
+	// Name names the run in its line.
+	Name string
+	// Operations is the number of operations the run declared.
 	Operations int
 	// Attempts counts the attempts the client reported. It is a lower
 	// bound on the requests the server saw: net/http resends some on its
@@ -221,9 +226,9 @@ func (c *Checker) Check(name string, v ServerView) Report {
 		} else if t.unknowns > 0 {
 			r.UnknownThenResolved++
 		}
-		if t.keys > 1 {
+		if len(t.others) > 0 {
 			r.KeyChanges++
-			r.violate("operation %s was sent under %d keys", id, t.keys)
+			r.violate("operation %s was sent under %d keys", id, 1+len(t.others))
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(c.strays)) {

@@ -27,6 +27,7 @@ func TestCheckerCatchesEveryViolation(t *testing.T) {
 	c.Attempt("e", "k5")
 	c.Outcome("e", ResultUnknown)
 	c.Attempt("e", "k6") // e: a second key
+	c.Attempt("e", "k6") // the same second key: still two keys
 	c.Outcome("e", ResultDone)
 	c.Attempt("z", "k7") // z: not an operation of the run
 	c.Failure(CauseReset)
@@ -38,7 +39,7 @@ func TestCheckerCatchesEveryViolation(t *testing.T) {
 		Effects: map[string]int{"a": 1, "b": 2, "d": 1, "e": 1, "y": 1},
 		Replays: 3, Charges: 2, Captures: 3, StockTaken: 5, Reserved: 4,
 	})
-	want := Report{Operations: 5, Attempts: 7, Duplicates: 1, Lost: 1, Unfinished: 1, UnknownThenResolved: 1, KeyChanges: 1, Strays: 2}
+	want := Report{Operations: 5, Attempts: 8, Duplicates: 1, Lost: 1, Unfinished: 1, UnknownThenResolved: 1, KeyChanges: 1, Strays: 2}
 	got := Report{Operations: r.Operations, Attempts: r.Attempts, Duplicates: r.Duplicates, Lost: r.Lost,
 		Unfinished: r.Unfinished, UnknownThenResolved: r.UnknownThenResolved, KeyChanges: r.KeyChanges, Strays: r.Strays}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -62,7 +63,7 @@ func TestCheckerCatchesEveryViolation(t *testing.T) {
 			t.Errorf("error lacks %q:\n%s", s, msg)
 		}
 	}
-	const line = "unit: ops=5 attempts=7 retries=3 (502=1 reset=2) client-crash-resumes=0 replays=3 replays-seen=1 duplicates=1 lost=1 unfinished=1 unknown-then-resolved=1 key-changes=1 strays=2 captures=3/2 stock=5/4"
+	const line = "unit: ops=5 attempts=8 retries=3 (502=1 reset=2) client-crash-resumes=0 replays=3 replays-seen=1 duplicates=1 lost=1 unfinished=1 unknown-then-resolved=1 key-changes=1 strays=2 captures=3/2 stock=5/4"
 	if r.String() != line {
 		t.Errorf("line\n%s\nwant\n%s", r, line)
 	}
