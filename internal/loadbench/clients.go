@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -46,6 +47,12 @@ func newDriver(c Client, ep *endpoint, tr *http.Transport, dir string, seq int) 
 	switch c {
 	case ClientNetHTTP:
 		return &plainDriver{url: ep.url, keyed: ep.keyed, hc: hc}, nil
+	case ClientNetHTTPFsync:
+		f, err := os.OpenFile(filepath.Join(dir, "intents-"+strconv.Itoa(seq)), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("loadbench: %w", err)
+		}
+		return &fsyncDriver{plainDriver: plainDriver{url: ep.url, keyed: ep.keyed, hc: hc}, f: f}, nil
 	case ClientRetryable:
 		rc := retryablehttp.NewClient()
 		rc.HTTPClient = hc
@@ -106,6 +113,34 @@ func (d *plainDriver) do(ctx context.Context, _ int, _ uint64) error {
 }
 
 func (d *plainDriver) close() error { return nil }
+
+// fsyncDriver is plainDriver that makes a small record durable (write and
+// fsync) before each request.
+type fsyncDriver struct {
+	plainDriver
+	f *os.File
+}
+
+// intentRecord is about the size of a journal's intent record.
+var intentRecord = make([]byte, fsyncWriteSize)
+
+func (d *fsyncDriver) do(ctx context.Context, w int, n uint64) error {
+	if _, err := d.f.Write(intentRecord); err != nil {
+		return err
+	}
+	if err := d.f.Sync(); err != nil {
+		return err
+	}
+	return d.plainDriver.do(ctx, w, n)
+}
+
+func (d *fsyncDriver) close() error {
+	err := d.f.Close()
+	if rerr := os.Remove(d.f.Name()); err == nil {
+		err = rerr
+	}
+	return err
+}
 
 // retryableDriver sends with go-retryablehttp's defaults: a new key per
 // request, reused by its retries.

@@ -119,8 +119,8 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 		fmt.Fprint(stderr, `Usage: idem-bench [flags]
 
 Measures what idem costs per request: the same workload through plain
-net/http, go-retryablehttp, idem without a journal and idem with a journal
-file, against a trivial in-process handler and the reference server on a
+net/http, net/http after an fsync, go-retryablehttp, idem without a journal
+and idem with a journal file, against a trivial in-process handler and the reference server on a
 SQLite file, at each concurrency, side by side in one run. Prints requests/s,
 p50 and p99 latency, allocations per operation and each row's ratio to
 net/http, the machine (with the disk's fsync latency) and the targets.
@@ -134,7 +134,7 @@ Flags:
 	fs.IntVar(&o.cfg.Runs, "runs", DefaultRuns, "how many times the grid is measured (the table gives medians)")
 	conc := fs.String("concurrency", joinInts(DefaultConcurrency), "comma-separated numbers of concurrent callers")
 	targets := fs.String("targets", joinNames(AllTargets), "comma-separated targets: trivial, server, server-unkeyed")
-	clients := fs.String("clients", joinNames(AllClients), "comma-separated clients: net/http, retryablehttp, idem, idem+journal")
+	clients := fs.String("clients", joinNames(AllClients), "comma-separated clients: net/http, net/http+fsync, retryablehttp, idem, idem+journal")
 	fs.StringVar(&o.cfg.Dir, "dir", "", "directory for the journals, databases and fsync probe (default: a new temporary directory)")
 	fs.IntVar(&o.cfg.FsyncSamples, "fsyncs", DefaultFsyncSamples, "fsyncs the disk's fsync latency is measured over")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")

@@ -33,6 +33,12 @@ const (
 	// ClientNetHTTP is a plain *http.Client; each request carries a new
 	// random Idempotency-Key, as a careful caller would set by hand.
 	ClientNetHTTP Client = "net/http"
+	// ClientNetHTTPFsync is ClientNetHTTP that first appends a small
+	// record to a file in Config.Dir and fsyncs it, each caller on its own
+	// (no group commit): the floor for any client that makes its intent
+	// durable before sending, and, at concurrency 1, the latency a journal
+	// cannot go below on this machine.
+	ClientNetHTTPFsync Client = "net/http+fsync"
 	// ClientRetryable is go-retryablehttp with its defaults, sending the
 	// same requests and keys as ClientNetHTTP.
 	ClientRetryable Client = "retryablehttp"
@@ -46,7 +52,7 @@ const (
 // AllTargets and AllClients are the defaults of Config, in report order.
 var (
 	AllTargets = []Target{TargetTrivial, TargetServer, TargetServerUnkeyed}
-	AllClients = []Client{ClientNetHTTP, ClientRetryable, ClientIdem, ClientIdemJournal}
+	AllClients = []Client{ClientNetHTTP, ClientNetHTTPFsync, ClientRetryable, ClientIdem, ClientIdemJournal}
 )
 
 // Defaults of Config.

@@ -1,7 +1,9 @@
 // Package loadbench measures what idem costs per request: it drives one
 // workload (POST /reservations with a small JSON body, each request a new
-// operation) through plain net/http, go-retryablehttp, idem without a
-// journal and idem with a journal file, side by side in one run, against
+// operation) through plain net/http, net/http after an fsync of its own
+// (the floor for any client that makes its intent durable first),
+// go-retryablehttp, idem without a journal and idem with a journal file,
+// side by side in one run, against
 // a trivial in-process handler (which exposes the client's own overhead)
 // and against the reference server on a SQLite file (testserver), at
 // several concurrencies.

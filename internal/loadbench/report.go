@@ -112,10 +112,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 }
 
 // Widths of the text columns, which are left-aligned by padding them (the
-// tabwriter aligns the numbers to the right).
+// tabwriter aligns the numbers to the right): the longest names.
 const (
-	targetWidth = len(TargetServerUnkeyed) // the longest names
-	clientWidth = len(ClientRetryable)
+	targetWidth = len(TargetServerUnkeyed)
+	clientWidth = len(ClientNetHTTPFsync)
 )
 
 func rowsWithRecovery(rows []Row) []Row {

@@ -76,7 +76,7 @@ func fixedReport() *Report {
 		Machine: Machine{GOOS: "linux", GOARCH: "amd64", GoVersion: "go1.26.8", NumCPU: 2, GOMAXPROCS: 2,
 			Fsync: FsyncLatency{Dir: "/tmp/b", Samples: 200, WriteSize: 128, P50: 300 * time.Microsecond, P99: 2 * time.Millisecond}},
 		Settings: Settings{Duration: 2 * time.Second, Warmup: 300 * time.Millisecond, Runs: 2, Concurrency: []int{1, 16},
-			Targets: AllTargets, Clients: []Client{ClientNetHTTP, ClientIdem, ClientIdemJournal}},
+			Targets: AllTargets, Clients: []Client{ClientNetHTTP, ClientNetHTTPFsync, ClientIdem, ClientIdemJournal}},
 	}
 	journal := func(s Sample, fsyncs float64, recPerSec float64) Sample {
 		s.FsyncsPerOp = fsyncs
@@ -88,6 +88,7 @@ func fixedReport() *Report {
 		r.Rows = append(r.Rows, Row{Target: t, Concurrency: n, Client: c, Runs: runs, Median: medianSample(runs)})
 	}
 	add(TargetTrivial, 1, ClientNetHTTP, sample(20000, 40*time.Microsecond, 90), sample(22000, 44*time.Microsecond, 92))
+	add(TargetTrivial, 1, ClientNetHTTPFsync, sample(3500, 280*time.Microsecond, 92), sample(3600, 290*time.Microsecond, 92))
 	add(TargetTrivial, 1, ClientIdem, sample(19000, 45*time.Microsecond, 110), sample(21000, 47*time.Microsecond, 112))
 	add(TargetTrivial, 1, ClientIdemJournal, journal(sample(2800, 350*time.Microsecond, 111), 1, 2e6), journal(sample(2900, 340*time.Microsecond, 111), 1, 2.2e6))
 	add(TargetTrivial, 16, ClientNetHTTP, sample(30000, 500*time.Microsecond, 90), sample(30000, 500*time.Microsecond, 90))
@@ -103,8 +104,8 @@ func fixedReport() *Report {
 			}
 		}
 	}
-	r.Rows[2].Runs[1].Errors, r.Rows[2].Runs[1].FirstError = 2, "status 500 Internal Server Error"
-	r.Rows[2].Median = medianSample(r.Rows[2].Runs)
+	r.Rows[3].Runs[1].Errors, r.Rows[3].Runs[1].FirstError = 2, "status 500 Internal Server Error"
+	r.Rows[3].Median = medianSample(r.Rows[3].Runs)
 	r.Checks = checks(r)
 	return r
 }
@@ -113,7 +114,7 @@ func TestChecksHoldTheRowsAgainstTheTargets(t *testing.T) {
 	want := []Check{
 		{"idem without a journal vs net/http, trivial handler, c=16", "≥ 0.95×", "0.95× (CPU per request 52.6µs vs 50.0µs)", true},
 		{"idem with the journal vs idem without, trivial handler, c=16", "≥ 0.80×", "0.75× (0.062 fsyncs/op)", false},
-		{"idem with the journal, p50 latency over net/http's, trivial handler, c=1", "≤ one fsync (300µs) + 50.0µs = 350µs", "+303µs (345µs vs 42.0µs)", true},
+		{"idem with the journal, p50 latency over net/http's, trivial handler, c=1", "≤ one fsync (300µs) + 50.0µs = 350µs", "+303µs (345µs vs 42.0µs; net/http after an fsync: 285µs)", true},
 		{"journal recovery: reopening the largest journal a cell wrote", "≥ 1,000,000 records/s", "2,450,000 records/s (43,000 records in 17.6ms; 600 B of heap per operation)", true},
 		{"reference server, idempotency layer on vs off, net/http, c=16", "≥ 0.80×", "0.78× (1,550 vs 2,000 req/s)", false},
 	}
@@ -137,15 +138,16 @@ func TestWriteTable(t *testing.T) {
 disk:    fsync p50 300µs, p99 2.00ms (200 fsyncs, each after a 128-byte append, in /tmp/b, before each run)
 cells:   300ms warm-up, 2.00s measured, 2 runs; medians over the runs; ×net/http is the median of each run's ratio
 
-  target          conc  client          req/s  ×net/http     p50     p99            cpu/op  allocs/op    B/op  fsyncs/op  errors
-  trivial            1  net/http       21,000       1.00  42.0µs   168µs            71.6µs         91   9,100          -       0
-  trivial            1  idem           20,000       0.95  46.0µs   184µs  75.2µs (+3.60µs)  111 (+20)  11,100          -       0
-  trivial            1  idem+journal    2,850       0.14   345µs  1.38ms    526µs (+455µs)  111 (+20)  11,100      1.000       2
-  trivial           16  net/http       30,000       1.00   500µs  2.00ms            50.0µs         90   9,000          -       0
-  trivial           16  idem           28,500       0.95   525µs  2.10ms  52.6µs (+2.65µs)  110 (+20)  11,000          -       0
-  trivial           16  idem+journal   21,500       0.72   710µs  2.84ms  69.8µs (+19.8µs)  111 (+21)  11,100      0.062       0
-  server            16  net/http        1,550       1.00  10.0ms  40.0ms             969µs        280  28,000          -       0
-  server-unkeyed    16  net/http        2,000       1.00  8.00ms  32.0ms             750µs        180  18,000          -       0
+  target          conc  client           req/s  ×net/http     p50     p99            cpu/op  allocs/op    B/op  fsyncs/op  errors
+  trivial            1  net/http        21,000       1.00  42.0µs   168µs            71.6µs         91   9,100          -       0
+  trivial            1  net/http+fsync   3,550       0.17   285µs  1.14ms    423µs (+351µs)    92 (+1)   9,200          -       0
+  trivial            1  idem            20,000       0.95  46.0µs   184µs  75.2µs (+3.60µs)  111 (+20)  11,100          -       0
+  trivial            1  idem+journal     2,850       0.14   345µs  1.38ms    526µs (+455µs)  111 (+20)  11,100      1.000       2
+  trivial           16  net/http        30,000       1.00   500µs  2.00ms            50.0µs         90   9,000          -       0
+  trivial           16  idem            28,500       0.95   525µs  2.10ms  52.6µs (+2.65µs)  110 (+20)  11,000          -       0
+  trivial           16  idem+journal    21,500       0.72   710µs  2.84ms  69.8µs (+19.8µs)  111 (+21)  11,100      0.062       0
+  server            16  net/http         1,550       1.00  10.0ms  40.0ms             969µs        280  28,000          -       0
+  server-unkeyed    16  net/http         2,000       1.00  8.00ms  32.0ms             750µs        180  18,000          -       0
 
 failed requests:
   trivial c=1 idem+journal: 2 failed; first: status 500 Internal Server Error
@@ -161,7 +163,7 @@ targets:
   MISSED  idem with the journal vs idem without, trivial handler, c=16
           want ≥ 0.80×, measured 0.75× (0.062 fsyncs/op)
   met     idem with the journal, p50 latency over net/http's, trivial handler, c=1
-          want ≤ one fsync (300µs) + 50.0µs = 350µs, measured +303µs (345µs vs 42.0µs)
+          want ≤ one fsync (300µs) + 50.0µs = 350µs, measured +303µs (345µs vs 42.0µs; net/http after an fsync: 285µs)
   met     journal recovery: reopening the largest journal a cell wrote
           want ≥ 1,000,000 records/s, measured 2,450,000 records/s (43,000 records in 17.6ms; 600 B of heap per operation)
   MISSED  reference server, idempotency layer on vs off, net/http, c=16
@@ -202,12 +204,12 @@ func TestWriteJSONNamesUnits(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Machine.Fsync.P50 != 300_000 || len(doc.Rows) != 8 || len(doc.Targets) != 5 {
-		t.Fatalf("decoded %+v: want fsync p50 300000ns, 8 rows, 5 targets", doc)
+	if doc.Machine.Fsync.P50 != 300_000 || len(doc.Rows) != 9 || len(doc.Targets) != 5 {
+		t.Fatalf("decoded %+v: want fsync p50 300000ns, 9 rows, 5 targets", doc)
 	}
-	r := doc.Rows[2]
+	r := doc.Rows[3]
 	if r.Target != "trivial" || r.Client != "idem+journal" || r.Median.RPS != 2850 || r.Median.P50 != 345_000 ||
 		r.Median.Recovery == nil || r.Median.Recovery.RecordsPerSec != 2.1e6 {
-		t.Errorf("row 2 %+v: want trivial idem+journal, 2850 req/s, p50 345000ns, recovery 2.1e6 records/s", r)
+		t.Errorf("row 3 %+v: want trivial idem+journal, 2850 req/s, p50 345000ns, recovery 2.1e6 records/s", r)
 	}
 }

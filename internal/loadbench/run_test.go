@@ -18,8 +18,8 @@ func TestRunMeasuresEveryCell(t *testing.T) {
 		Duration: 20 * time.Millisecond, Warmup: 5 * time.Millisecond, Runs: 2, Concurrency: []int{3},
 		Dir: dir, FsyncSamples: 3,
 		Progress: func(done, total int, _ Cell) {
-			if total != 2*(4+4+1) {
-				t.Errorf("total %d cells, want 18", total)
+			if total != 2*(5+5+1) {
+				t.Errorf("total %d cells, want 22", total)
 			}
 			progress = append(progress, done)
 		},
@@ -27,11 +27,11 @@ func TestRunMeasuresEveryCell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(progress) != 19 || progress[0] != 0 || progress[18] != 18 {
-		t.Errorf("progress %v, want 0 to 18", progress)
+	if len(progress) != 23 || progress[0] != 0 || progress[22] != 22 {
+		t.Errorf("progress %v, want 0 to 22", progress)
 	}
-	if len(r.Rows) != 9 {
-		t.Fatalf("%d rows, want 9", len(r.Rows))
+	if len(r.Rows) != 11 {
+		t.Fatalf("%d rows, want 11", len(r.Rows))
 	}
 	for _, row := range r.Rows {
 		md := row.Median
