@@ -180,15 +180,24 @@ func (c Config) clientsFor(t Target) []Client {
 
 // cells returns the cells of one run, in the order they are measured: by
 // target and concurrency, the clients of each in an order that rotates with
-// the run, so no client always follows the same one.
+// the run, so no client always follows the same one. The reference
+// server's unkeyed baseline is measured right after the server's cells at
+// the same concurrency, so that the two are compared at the same moment.
 func (c Config) cells(run int) []Cell {
+	paired := slices.Contains(c.Targets, TargetServer) && slices.Contains(c.Targets, TargetServerUnkeyed)
 	var out []Cell
 	for _, t := range c.Targets {
+		if t == TargetServerUnkeyed && paired {
+			continue
+		}
 		clients := c.clientsFor(t)
 		for _, n := range c.Concurrency {
 			for i := range clients {
 				cl := clients[(i+run-1)%len(clients)]
 				out = append(out, Cell{Target: t, Concurrency: n, Client: cl, Run: run})
+			}
+			if t == TargetServer && paired {
+				out = append(out, Cell{Target: TargetServerUnkeyed, Concurrency: n, Client: ClientNetHTTP, Run: run})
 			}
 		}
 	}

@@ -43,6 +43,23 @@ func TestFormatCount(t *testing.T) {
 	}
 }
 
+func TestCellsMeasureTheUnkeyedServerBesideTheServer(t *testing.T) {
+	cfg, err := Config{Concurrency: []int{1, 16}, Targets: []Target{TargetServerUnkeyed, TargetServer},
+		Clients: []Client{ClientNetHTTP, ClientIdem}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cfg.cells(1) {
+		got = append(got, c.String())
+	}
+	want := "run 1: server c=1 net/http|run 1: server c=1 idem|run 1: server-unkeyed c=1 net/http|" +
+		"run 1: server c=16 net/http|run 1: server c=16 idem|run 1: server-unkeyed c=16 net/http"
+	if strings.Join(got, "|") != want {
+		t.Errorf("cells\n%s\nwant\n%s", strings.Join(got, "|"), want)
+	}
+}
+
 func TestCellsRotateTheClientsFromRunToRun(t *testing.T) {
 	cfg, err := Config{Concurrency: []int{1}, Targets: []Target{TargetTrivial, TargetServerUnkeyed},
 		Clients: []Client{ClientNetHTTP, ClientIdem, ClientIdemJournal}}.withDefaults()
