@@ -83,7 +83,11 @@ func runBatchChild(cfgJSON string) int {
 	outcomes := 0
 	progress := func(r idem.BatchResult, _ idem.BatchSummary) {
 		if r.Recorded {
-			return // done in an earlier run, and reported then
+			// Done in an earlier run, whose report of it the kill may
+			// have cut off. A line of its own, so that the parent does
+			// not count it as progress.
+			ev.Line("recorded %s %s", r.ID, batchResult(r))
+			return
 		}
 		ev.Outcome(r.ID, batchResult(r))
 		outcomes++

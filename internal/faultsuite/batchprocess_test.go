@@ -48,6 +48,12 @@ func startBatch(t *testing.T, cfg batchChildConfig, rec Recorder) *batchProcess 
 	}
 	go func() {
 		err := ReadEvents(out, b.progress, func(line string) {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "recorded" {
+				if res, ok := parseResult(f[2]); ok {
+					rec.Outcome(f[1], res) // an outcome, but not progress
+					return
+				}
+			}
 			b.mu.Lock()
 			b.lines = append(b.lines, line)
 			b.mu.Unlock()
