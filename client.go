@@ -57,10 +57,11 @@ type Config struct {
 	// return together. Default 0.5; a negative value turns jitter off.
 	Jitter float64
 
-	// KeyTTL is how long the server keeps a key: a pending operation whose
-	// key is older is refused with ErrKeyExpired rather than resent, and no
-	// retry is sent with such a key. Set it to the server's retention, or
-	// less. Default: the Journal's KeyTTL (JournalOptions.KeyTTL), or 24h
+	// KeyTTL is how long the server keeps a key. No attempt is sent that
+	// could reach the server after its key is KeyTTL old (so none within
+	// AttemptTimeout of that age): a pending operation with such a key is
+	// refused with ErrKeyExpired rather than resent, and retrying stops.
+	// Set it to the server's retention, or less. Default: the Journal's KeyTTL (JournalOptions.KeyTTL), or 24h
 	// without a journal.
 	KeyTTL time.Duration
 
@@ -334,7 +335,7 @@ func (c *Client) admit(id string, req *http.Request, fp Fingerprint) (Operation,
 		switch {
 		case op.Fingerprint != fp:
 			return op, fmt.Errorf("idem: operation %q (key %s): %w", id, op.Key, ErrMismatch)
-		case op.State == Pending && c.now().Sub(op.Created) >= c.cfg.KeyTTL:
+		case op.State == Pending && !c.keyUsable(op.Created, c.now()):
 			return op, fmt.Errorf("idem: operation %q (key %s, minted %s): %w",
 				id, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
 		}
@@ -434,6 +435,14 @@ func (c *Client) unknown(a *attempts, resp *http.Response, err error) error {
 	c.log.Warn("idem: operation outcome", "op", a.op, "key", a.key, "outcome", e.Outcome,
 		"attempts", a.n, "status", a.status, "err", e.Err)
 	return e
+}
+
+// keyUsable reports whether an attempt sent at the given time with a key
+// minted at created is sure to be done with before the key is KeyTTL old:
+// the attempt may take AttemptTimeout to reach the server and be answered,
+// and a server that has swept the key by then would apply it as new.
+func (c *Client) keyUsable(created, at time.Time) bool {
+	return at.Add(c.cfg.AttemptTimeout).Sub(created) < c.cfg.KeyTTL
 }
 
 // keyValue formats a key for the key header.

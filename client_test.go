@@ -1377,3 +1377,23 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 		t.Fatalf("server saw %d attempts, want 1", s.count())
 	}
 }
+
+// C6: an attempt must be over before its key is KeyTTL old, so none is
+// sent within AttemptTimeout of that age.
+func TestNoAttemptWithinAttemptTimeoutOfKeyTTL(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	s := newScript(t, status(503, ""))
+	c := newClient(t, fast(idem.Config{KeyTTL: time.Hour, AttemptTimeout: 10 * time.Second, MaxAttempts: 1, Now: clock}))
+	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	now.Add(int64(time.Hour - 10*time.Second - time.Nanosecond))
+	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if s.count() != 2 {
+		t.Fatalf("%d attempts; want the resume just outside the margin sent", s.count())
+	}
+	now.Add(int64(time.Nanosecond))
+	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrKeyExpired) || s.count() != 2 {
+		t.Fatalf("err = %v after %d attempts; want ErrKeyExpired and nothing sent", err, s.count())
+	}
+}

@@ -30,8 +30,9 @@ import (
 //     Retry-After is an ordinary conflict and final.
 //
 // A body that fails to arrive in full after a final status is a failed
-// attempt too, retried like a connection error. No attempt is sent with a
-// key older than KeyTTL: the server may have forgotten it.
+// attempt too, retried like a connection error. No attempt is sent that
+// could reach the server after its key is KeyTTL old: the server may have
+// forgotten it by then.
 //
 // When the next attempt is sent is cenkalti/backoff's ExponentialBackOff,
 // jittered by default, raised to the server's Retry-After (parsed by
@@ -213,7 +214,7 @@ func (a *attempts) nextWait(resp *http.Response) (time.Duration, error) {
 			return 0, ErrMaxElapsed
 		}
 	}
-	if a.c.now().Add(wait).Sub(a.created) >= a.c.cfg.KeyTTL {
+	if !a.c.keyUsable(a.created, a.c.now().Add(wait)) {
 		return 0, ErrKeyExpired
 	}
 	return wait, nil
