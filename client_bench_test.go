@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -124,4 +125,56 @@ func BenchmarkClientOverhead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkClientLoopback is BenchmarkClientOverhead over a real loopback
+// connection to an in-process server, one request at a time: the whole
+// cost of a request, the server's share included, so the difference
+// between the two is what a caller pays for idem on a real connection.
+//
+//	go test -run '^$' -bench ClientLoopback -benchmem .
+func BenchmarkClientLoopback(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		w.Write(stubAnswer)
+	}))
+	defer srv.Close()
+	newRequest := func() *http.Request {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/reservations", bytes.NewReader(stubBody))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		return req
+	}
+	b.Run("client=net-http", func(b *testing.B) {
+		hc := &http.Client{Transport: &http.Transport{}}
+		defer hc.CloseIdleConnections()
+		b.ReportAllocs()
+		for b.Loop() {
+			req := newRequest()
+			req.Header.Set(DefaultKeyHeader, uuid.NewString())
+			if err := readAnswer(hc.Do(req)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("client=idem", func(b *testing.B) {
+		hc := &http.Client{Transport: &http.Transport{}}
+		defer hc.CloseIdleConnections()
+		c, err := New(Config{HTTPClient: hc})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids := benchIDs("op-", b.N)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			if err := readAnswer(c.Do(ids[i], newRequest())); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -50,7 +50,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			cpu = formatDuration(md.CPUPerOp)
 		}
 		if row.Client != ClientNetHTTP && row.Ratio > 0 {
-			allocs = fmt.Sprintf("%.0f (%+.0f)", md.AllocsPerOp, md.AllocsPerOp-plain.AllocsPerOp)
+			allocs = fmt.Sprintf("%.0f (%+d)", md.AllocsPerOp, int(math.Round(md.AllocsPerOp))-int(math.Round(plain.AllocsPerOp)))
 			if md.CPUPerOp > 0 && plain.CPUPerOp > 0 {
 				cpu = fmt.Sprintf("%s (%s)", cpu, signedDuration(md.CPUPerOp-plain.CPUPerOp))
 			}
