@@ -48,6 +48,5 @@
 //	    go test -v -timeout 2h ./internal/faultsuite/
 //
 // regressions_test.go keeps the reproductions of the bugs the suite found
-// in the client and its journal, fixed since; openbugs_test.go those not
-// fixed yet, which fail, so they are skipped unless IDEM_KNOWN_BUGS=1.
+// in the client and its journal, fixed since.
 package faultsuite
