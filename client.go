@@ -61,8 +61,8 @@ type Config struct {
 	// could reach the server after its key is KeyTTL old (so none within
 	// AttemptTimeout of that age): a pending operation with such a key is
 	// refused with ErrKeyExpired rather than resent, and retrying stops.
-	// Set it to the server's retention, or less. Default: the Journal's KeyTTL (JournalOptions.KeyTTL), or 24h
-	// without a journal.
+	// Set it to the server's retention, or less. Default: the Journal's
+	// KeyTTL (JournalOptions.KeyTTL), or 24h without a journal.
 	KeyTTL time.Duration
 
 	// RetryBudget bounds retries across all operations of the Client; on
@@ -223,8 +223,10 @@ func setDefault[T comparable](field *T, def T) {
 //
 //   - nothing: the key is minted and journaled, then the request is sent.
 //   - pending (an earlier Do ended Unknown, or the process died): the
-//     request is resent under the recorded key. A pending key older than
-//     Config.KeyTTL is refused with ErrKeyExpired, and nothing is sent.
+//     request is resent under the recorded key. A pending key that could
+//     turn KeyTTL old before an attempt sent now ends (older than
+//     Config.KeyTTL less Config.AttemptTimeout) is refused with
+//     ErrKeyExpired, and nothing is sent.
 //   - done or rejected: the recorded outcome is returned, with no network
 //     call (see Recorded).
 //

@@ -7,8 +7,9 @@ import (
 )
 
 // Errors returned by Client.Do before anything is sent, wrapped with the
-// operation ID (ErrInvalidRequest with what is wrong); test for them with
-// errors.Is.
+// operation ID (ErrInvalidRequest with what is wrong), and
+// ErrBodyNotRecorded, returned when reading a recorded body; test for them
+// with errors.Is.
 var (
 	// ErrMismatch: the operation ID is known with a different request
 	// fingerprint (method, URL or body). Sending the new request under the
@@ -16,10 +17,12 @@ var (
 	// old request's response. Use a new operation ID for a new request.
 	ErrMismatch = errors.New("idem: operation ID reused with a different request")
 
-	// ErrKeyExpired: the operation is pending with a key older than
-	// Config.KeyTTL. The server has forgotten the key by now, so a resend
-	// could apply the operation a second time. The operation stays in the
-	// journal (Journal.Expired lists it) for a person to reconcile.
+	// ErrKeyExpired: the operation is pending with a key that is, or could
+	// become during an attempt (within Config.AttemptTimeout), older than
+	// Config.KeyTTL. The server may have forgotten the key by then, so a
+	// resend could apply the operation a second time. The operation stays
+	// in the journal (Journal.Expired lists it once it is KeyTTL old) for a
+	// person to reconcile.
 	ErrKeyExpired = errors.New("idem: pending operation's key has outlived the server's retention")
 
 	// ErrInvalidRequest: the request or operation ID cannot be sent as an
@@ -37,9 +40,10 @@ var (
 	ErrBodyTooLarge = fmt.Errorf("%w: body without GetBody is larger than Config.MaxBufferedBody", ErrInvalidRequest)
 
 	// ErrBodyNotRecorded is returned when reading the body of a recorded
-	// response whose body was larger than Config.MaxRecordedBody when it
-	// was first received, and so was not kept. The status and header are
-	// the original ones.
+	// response whose body was not kept: it was larger than
+	// Config.MaxRecordedBody when first received, or compaction summarized
+	// the operation after KeyTTL. The status is the original one; the
+	// header is too, unless the operation was summarized.
 	ErrBodyNotRecorded = errors.New("idem: response body was too large to record")
 )
 
@@ -105,7 +109,8 @@ type OutcomeError struct {
 	Header   http.Header // the last response's header; nil if none
 	// Body is the last response's body, or its first bytes: up to
 	// Config.MaxRecordedBody for a rejection (nil for a recorded one whose
-	// body was larger), up to 4 KiB for an unknown outcome.
+	// body was larger, or that compaction summarized), up to 4 KiB for an
+	// unknown outcome.
 	Body []byte
 	// BodyTruncated: the body was longer than Body.
 	BodyTruncated bool

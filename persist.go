@@ -145,8 +145,8 @@ type Operation struct {
 	Header http.Header
 	// Body is the response body, up to the client's recording limit.
 	Body []byte
-	// BodyTruncated says the body was larger than the limit and is not
-	// kept: Body is nil then.
+	// BodyTruncated says the body is not kept, because it was larger than
+	// the limit or compaction summarized the operation: Body is nil then.
 	BodyTruncated bool
 }
 
@@ -261,7 +261,8 @@ type JournalStats struct {
 	// Operations is the number of operations the journal holds.
 	Operations int
 	// Live is the number of operations a compaction now would keep:
-	// pending ones, and completed ones inside KeyTTL.
+	// pending ones, completed ones inside KeyTTL, and summaries of older
+	// completed ones (see ForgetAfter).
 	Live int
 	// LiveBytes is the size of those operations' records.
 	LiveBytes int64

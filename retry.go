@@ -45,8 +45,9 @@ import (
 // Reasons retrying stops before the server gave a final answer. They are
 // wrapped in OutcomeError.Err.
 // The outcome is unknown, and the operation stays pending. ErrKeyExpired
-// stops retrying too, when the next attempt would carry a key older than
-// KeyTTL.
+// stops retrying too, when the next attempt could still be in flight when
+// its key turns KeyTTL old (it would start within AttemptTimeout of that
+// age).
 var (
 	// ErrAttemptsExhausted: MaxAttempts attempts were made.
 	ErrAttemptsExhausted = errors.New("idem: attempts exhausted")

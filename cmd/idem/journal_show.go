@@ -63,7 +63,8 @@ With --json, the output is one JSON object with the fields of
 is pending, otherwise an object with these fields:
   header         object  the recorded response header, name to list of values
   body_recorded  bool    false when the body was larger than the client's
-                         recording limit and was not kept
+                         recording limit, or compaction summarized the
+                         operation, and it was not kept
   body_size      number  the recorded body's size in bytes
   body_encoding  string  "text" (body is the UTF-8 text) or "base64"
   body           string  the recorded body, "" when empty or not recorded

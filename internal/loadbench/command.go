@@ -120,8 +120,9 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 
 Measures what idem costs per request: the same workload through plain
 net/http, net/http after an fsync, go-retryablehttp, idem without a journal
-and idem with a journal file, against a trivial in-process handler and the reference server on a
-SQLite file, at each concurrency, side by side in one run. Prints requests/s,
+and idem with a journal file, against a trivial in-process handler and the
+reference server on a SQLite file, at each concurrency, side by side in one
+run. Prints requests/s,
 p50 and p99 latency, allocations per operation and each row's ratio to
 net/http, the machine (with the disk's fsync latency) and the targets.
 
