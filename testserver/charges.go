@@ -100,16 +100,11 @@ func (s *Server) postCharge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in chargeRequest
-	if p := decodeJSON(m.body, &in); p != nil {
+	if p := decodeRequest(m.body, &in); p != nil {
 		s.refuse(w, p)
 		return
 	}
-	if p := in.validate(); p != nil {
-		s.refuse(w, p)
-		return
-	}
-	m.fault = s.dice.draw()
-	if !s.delayed(r.Context(), w, m) {
+	if !s.startWork(r.Context(), w, m) {
 		return
 	}
 	ctx, cancel := s.workContext(r)

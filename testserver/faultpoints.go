@@ -10,6 +10,14 @@ import (
 // in this order: delayed (before any work), beforeCommit (inside the final
 // transaction), deliver (after the commit, instead of writing the answer).
 
+// startWork draws the fault of a mutation about to be worked on and
+// applies a delay fault. It reports false if the request has been answered
+// and must stop.
+func (s *Server) startWork(ctx context.Context, w http.ResponseWriter, m *mutation) bool {
+	m.fault = s.dice.draw()
+	return s.delayed(ctx, w, m)
+}
+
 // delayed applies a delay fault. It reports false if the wait was cut short
 // because the client went away or the server is closing; the request has
 // been answered then and must stop.

@@ -117,6 +117,15 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Pro
 	return body, nil
 }
 
+// decodeRequest decodes a mutation's JSON body into in (see decodeJSON) and
+// validates it.
+func decodeRequest[T interface{ validate() *Problem }](body []byte, in T) *Problem {
+	if p := decodeJSON(body, in); p != nil {
+		return p
+	}
+	return in.validate()
+}
+
 // decodeJSON decodes body, which must hold exactly one JSON object with no
 // fields other than those of v, into v. Its problems name the field at fault.
 //

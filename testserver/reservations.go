@@ -92,16 +92,11 @@ func (s *Server) postReservation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in reservationRequest
-	if p := decodeJSON(m.body, &in); p != nil {
+	if p := decodeRequest(m.body, &in); p != nil {
 		s.refuse(w, p)
 		return
 	}
-	if p := in.validate(); p != nil {
-		s.refuse(w, p)
-		return
-	}
-	m.fault = s.dice.draw()
-	if !s.delayed(r.Context(), w, m) {
+	if !s.startWork(r.Context(), w, m) {
 		return
 	}
 	s.serveAtomic(w, r, m, func(ctx context.Context, tx *sql.Tx, now time.Time) (response, error) {
