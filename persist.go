@@ -305,6 +305,7 @@ type Journal struct {
 	records   int64  // records in the file
 	nextCheck int64  // file size at which an append next weighs compaction
 	buf       []byte // record encoding buffer, reused under mu
+	scratch   []byte // outcome encoding buffer, reused under mu
 
 	ops map[string]*entry // the index: operation ID to its entry
 
@@ -342,11 +343,25 @@ type outcome struct {
 
 // newOutcome encodes an outcome as the journal keeps it.
 func newOutcome(completed time.Time, status int, truncated bool, h http.Header, body []byte) outcome {
+	return newOutcomeInto(nil, completed, status, truncated, h, body)
+}
+
+// newOutcomeInto is newOutcome encoding through scratch, a buffer the
+// caller reuses, so that the only allocation is the kept string.
+func newOutcomeInto(scratch *[]byte, completed time.Time, status int, truncated bool, h http.Header, body []byte) outcome {
+	var buf []byte
+	if scratch != nil {
+		buf = (*scratch)[:0]
+	}
+	buf = appendHeaderBody(buf, h, body)
+	if scratch != nil && cap(buf) <= rewriteChunk {
+		*scratch = buf
+	}
 	return outcome{
 		completed: completed.UnixNano(),
 		status:    int32(status),
 		truncated: truncated,
-		raw:       string(appendHeaderBody(nil, h, body)),
+		raw:       string(buf),
 	}
 }
 

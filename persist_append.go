@@ -120,7 +120,7 @@ func (j *Journal) Complete(op Operation) error {
 	if op.Completed.IsZero() {
 		op.Completed = j.opt.Now()
 	}
-	o := newOutcome(op.Completed, op.Status, op.BodyTruncated, op.Header, op.Body)
+	o := newOutcomeInto(&j.scratch, op.Completed, op.Status, op.BodyTruncated, op.Header, op.Body)
 	buf, start := beginRecord(j.buf[:0])
 	buf, err := endRecord(appendCompletion(buf, e.id, op.State, &o), start, recCompletion)
 	j.buf = buf

@@ -55,7 +55,8 @@ func appendCompletion(buf []byte, id string, s State, o *outcome) []byte {
 func appendHeaderBody(buf []byte, h http.Header, body []byte) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(h)))
 	if len(h) > 0 {
-		names := make([]string, 0, len(h))
+		var few [16]string // most responses have fewer header names
+		names := few[:0]
 		for k := range h {
 			names = append(names, k)
 		}
