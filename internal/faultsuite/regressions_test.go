@@ -104,69 +104,91 @@ func TestCompletedOperationIsNotResentAfterCompaction(t *testing.T) {
 // and a retry that reached the server then was applied as a new request.
 // RunBatch runs pending operations first, which are the ones closest to
 // KeyTTL.
+//
+// The same holds for an attempt sent a moment before KeyTTL that is still
+// on its way (in a queue, in a proxy, waiting for the server's write lock)
+// when the key turns KeyTTL old and the server sweeps it: the server would
+// apply it as a new request. An attempt needs a margin of its own timeout,
+// so the client sends none within AttemptTimeout of KeyTTL.
 func TestRetriesStopAtKeyTTL(t *testing.T) {
-	const ttl = time.Hour
-	clock := newFakeClock()
-	srv := testserver.Start(t, testserver.Config{Now: clock.Now, Retention: ttl})
-	w := Workload{BaseURL: srv.URL, ClientID: "ttl", Ops: 1}
-	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "client.journal"),
-		idem.JournalOptions{Now: clock.Now, KeyTTL: ttl, Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	tr := NewTransport()
-	defer tr.CloseIdleConnections()
-	var attempts atomic.Int32
-	network := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		switch attempts.Add(1) {
-		case 1: // applied; the answer is lost
-			if resp, err := tr.RoundTrip(req); err == nil {
-				resp.Body.Close()
-			}
+	for _, tc := range []struct {
+		name string
+		// afterSweep is what becomes of the resume's attempt, sent 1ms
+		// before KeyTTL, once the server has swept the key.
+		afterSweep func(tr http.RoundTripper, req *http.Request) (*http.Response, error)
+	}{
+		{"attempt fails, then retried", func(http.RoundTripper, *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("read: %w", syscall.ECONNRESET)
-		case 2: // the resume, 1ms before KeyTTL, fails; time passes and the server sweeps
-			clock.Advance(2 * time.Millisecond)
-			if _, err := srv.Server.Sweep(context.Background()); err != nil {
-				t.Error(err)
+		}},
+		{"attempt still in flight", func(tr http.RoundTripper, req *http.Request) (*http.Response, error) {
+			return tr.RoundTrip(req)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const ttl = time.Hour
+			clock := newFakeClock()
+			srv := testserver.Start(t, testserver.Config{Now: clock.Now, Retention: ttl})
+			w := Workload{BaseURL: srv.URL, ClientID: "ttl", Ops: 1}
+			j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "client.journal"),
+				idem.JournalOptions{Now: clock.Now, KeyTTL: ttl, Logger: quietLog})
+			if err != nil {
+				t.Fatal(err)
 			}
-			return nil, fmt.Errorf("read: %w", syscall.ECONNRESET)
-		}
-		return tr.RoundTrip(req)
-	})
-	cfg := clientConfig(j, &http.Client{Transport: network})
-	cfg.Now, cfg.KeyTTL, cfg.MaxAttempts = clock.Now, ttl, 1
-	do := func(c *idem.Client) error {
-		req, err := w.Request(context.Background(), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := c.Do(OperationID(0), req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
-	c, err := idem.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := do(c); !errors.Is(err, idem.ErrUnknown) {
-		t.Fatalf("first Do = %v, want unknown", err)
-	}
-	clock.Advance(ttl - time.Millisecond)
-	cfg.MaxAttempts = 3
-	if c, err = idem.New(cfg); err != nil {
-		t.Fatal(err)
-	}
-	err = do(c)
-	st, serr := srv.Server.Stats(context.Background())
-	if serr != nil {
-		t.Fatal(serr)
-	}
-	if st.Effects.Charges != 1 || !errors.Is(err, idem.ErrKeyExpired) {
-		t.Fatalf("the resume made %d attempts and returned %v; the server holds %d charges, want 1 and ErrKeyExpired",
-			attempts.Load()-1, err, st.Effects.Charges)
+			defer j.Close()
+			tr := NewTransport()
+			defer tr.CloseIdleConnections()
+			var attempts atomic.Int32
+			network := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				switch attempts.Add(1) {
+				case 1: // applied; the answer is lost
+					if resp, err := tr.RoundTrip(req); err == nil {
+						resp.Body.Close()
+					}
+					return nil, fmt.Errorf("read: %w", syscall.ECONNRESET)
+				case 2: // the resume, 1ms before KeyTTL: 2ms pass and the server sweeps
+					clock.Advance(2 * time.Millisecond)
+					if _, err := srv.Server.Sweep(context.Background()); err != nil {
+						t.Error(err)
+					}
+					return tc.afterSweep(tr, req)
+				}
+				return tr.RoundTrip(req)
+			})
+			cfg := clientConfig(j, &http.Client{Transport: network})
+			cfg.Now, cfg.KeyTTL, cfg.MaxAttempts = clock.Now, ttl, 1
+			do := func(c *idem.Client) error {
+				req, err := w.Request(context.Background(), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := c.Do(OperationID(0), req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				return err
+			}
+			c, err := idem.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := do(c); !errors.Is(err, idem.ErrUnknown) {
+				t.Fatalf("first Do = %v, want unknown", err)
+			}
+			clock.Advance(ttl - time.Millisecond)
+			cfg.MaxAttempts = 3
+			if c, err = idem.New(cfg); err != nil {
+				t.Fatal(err)
+			}
+			err = do(c)
+			st, serr := srv.Server.Stats(context.Background())
+			if serr != nil {
+				t.Fatal(serr)
+			}
+			if st.Effects.Charges != 1 || !errors.Is(err, idem.ErrKeyExpired) {
+				t.Fatalf("a resume 1ms before KeyTTL (attempt timeout %s) made %d attempts and returned %v; the server holds %d charges, want 1 and ErrKeyExpired",
+					cfg.AttemptTimeout, attempts.Load()-1, err, st.Effects.Charges)
+			}
+		})
 	}
 }
 
@@ -199,72 +221,3 @@ func TestUnknownOutcomeNamesTheLastError(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// C6: no key the server has forgotten is sent. The client refuses to send
-// an attempt whose key is already KeyTTL old, but sends one that is a
-// moment younger, and that attempt may still be on its way (in a queue, in
-// a proxy, waiting for the server's write lock) when the key turns KeyTTL
-// old and the server sweeps it: the server then applies it as a new
-// request. The attempt needs a margin: at least its own timeout, within
-// which the client is still waiting for it to be processed (fixed: the
-// client sends no attempt within AttemptTimeout of KeyTTL).
-func TestNoAttemptCanReachTheServerAfterKeyTTL(t *testing.T) {
-	const ttl = time.Hour
-	clock := newFakeClock()
-	srv := testserver.Start(t, testserver.Config{Now: clock.Now, Retention: ttl})
-	w := Workload{BaseURL: srv.URL, ClientID: "in-flight", Ops: 1}
-	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "client.journal"),
-		idem.JournalOptions{Now: clock.Now, KeyTTL: ttl, Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	tr := NewTransport()
-	defer tr.CloseIdleConnections()
-	var attempts atomic.Int32
-	network := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		switch attempts.Add(1) {
-		case 1: // applied; the answer is lost
-			if resp, err := tr.RoundTrip(req); err == nil {
-				resp.Body.Close()
-			}
-			return nil, fmt.Errorf("read: %w", syscall.ECONNRESET)
-		case 2: // sent 1ms before KeyTTL, 2ms on the way; meanwhile the server sweeps
-			clock.Advance(2 * time.Millisecond)
-			if _, err := srv.Server.Sweep(context.Background()); err != nil {
-				t.Error(err)
-			}
-		}
-		return tr.RoundTrip(req)
-	})
-	cfg := clientConfig(j, &http.Client{Transport: network})
-	cfg.Now, cfg.KeyTTL, cfg.MaxAttempts = clock.Now, ttl, 1
-	c, err := idem.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	do := func() error {
-		req, err := w.Request(context.Background(), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := c.Do(OperationID(0), req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
-	if err := do(); !errors.Is(err, idem.ErrUnknown) {
-		t.Fatalf("first Do = %v, want unknown", err)
-	}
-	clock.Advance(ttl - time.Millisecond)
-	err = do()
-	st, serr := srv.Server.Stats(context.Background())
-	if serr != nil {
-		t.Fatal(serr)
-	}
-	if st.Effects.Charges != 1 || !errors.Is(err, idem.ErrKeyExpired) {
-		t.Fatalf("a Do 1ms before KeyTTL (attempt timeout %s) returned %v after %d attempts; the server holds %d charges, want 1 and ErrKeyExpired",
-			cfg.AttemptTimeout, err, attempts.Load()-1, st.Effects.Charges)
-	}
-}
