@@ -3,7 +3,6 @@ package faultsuite
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
@@ -29,15 +28,7 @@ func TestChaos(t *testing.T) {
 	if err := PrepareInventory(ctx, &http.Client{Transport: prep}, srv.URL, w.ClientID); err != nil {
 		t.Fatal(err)
 	}
-	upstream, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := chaos.Listen(chaos.Config{Upstream: upstream, Seed: seed, Rate: 0.3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy := listenProxy(t, srv.URL, seed, 0.3)
 	w.BaseURL = proxy.URL
 
 	j := openJournal(t)

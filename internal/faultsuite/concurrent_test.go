@@ -2,12 +2,9 @@ package faultsuite
 
 import (
 	"context"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/idemkit/idem/testserver/chaos"
 )
 
 // TestChaosConcurrentDoOfOneOperation runs each operation from four
@@ -22,15 +19,7 @@ func TestChaosConcurrentDoOfOneOperation(t *testing.T) {
 	srv := startServer(t)
 	w := Workload{ClientID: "concurrent", Ops: ops}
 	prepareInventory(t, srv.URL, w.ClientID)
-	upstream, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := chaos.Listen(chaos.Config{Upstream: upstream, Seed: seed, Rate: 0.3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy := listenProxy(t, srv.URL, seed, 0.3)
 	w.BaseURL = proxy.URL
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

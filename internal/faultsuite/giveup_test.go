@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/testserver/chaos"
 )
 
 // TestChaosCallerGivesUp makes the caller the fault: every Do runs under a
@@ -29,15 +27,7 @@ func TestChaosCallerGivesUp(t *testing.T) {
 		"-seed", fmt.Sprint(seed))
 	w := Workload{ClientID: "give-up", Ops: ops}
 	prepareInventory(t, srv.URL, w.ClientID)
-	upstream, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := chaos.Listen(chaos.Config{Upstream: upstream, Seed: seed, Rate: 0.2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy := listenProxy(t, srv.URL, seed, 0.2)
 	w.BaseURL = proxy.URL
 
 	checker := NewChecker(w.IDs())

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/testserver/chaos"
 )
 
 // seedOf returns the run's seed and logs it first, so that a failure can
@@ -45,6 +47,23 @@ func sizeOf(t *testing.T, name string, def int) int {
 
 // startServer starts the reference server's binary on a database in a
 // fresh directory, and kills it when the test ends if it still runs.
+// listenProxy starts the fault proxy in front of upstream, faulting rate of
+// the mutations with every kind of fault, drawn from seed; it is closed
+// when the test ends.
+func listenProxy(t *testing.T, upstream string, seed int64, rate float64) *chaos.Server {
+	t.Helper()
+	u, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := chaos.Listen(chaos.Config{Upstream: u, Seed: seed, Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	return proxy
+}
+
 func startServer(t *testing.T, args ...string) *ServerProcess {
 	t.Helper()
 	dir := t.TempDir()
@@ -152,6 +171,12 @@ func runOperation(ctx context.Context, c *idem.Client, w Workload, i int, rec Re
 // runWorkload runs every operation of w with the given number of workers
 // and returns the errors of the operations that did not end done.
 func runWorkload(ctx context.Context, c *idem.Client, w Workload, workers int, rec Recorder) []error {
+	return runEach(w.Ops, workers, func(i int) error { return runOperation(ctx, c, w, i, rec) })
+}
+
+// runEach runs op for 0..n-1 with the given number of workers and returns
+// the errors it returned.
+func runEach(n, workers int, op func(i int) error) []error {
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -163,7 +188,7 @@ func runWorkload(ctx context.Context, c *idem.Client, w Workload, workers int, r
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				if err := runOperation(ctx, c, w, i, rec); err != nil {
+				if err := op(i); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -171,7 +196,7 @@ func runWorkload(ctx context.Context, c *idem.Client, w Workload, workers int, r
 			}
 		}()
 	}
-	for i := range w.Ops {
+	for i := range n {
 		next <- i
 	}
 	close(next)

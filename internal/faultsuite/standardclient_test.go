@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/testserver/chaos"
 )
 
 // TestChaosStandardClient is the chaos scenario for code that only takes
@@ -27,15 +24,7 @@ func TestChaosStandardClient(t *testing.T) {
 	srv := startServer(t)
 	w := Workload{ClientID: "standard", Ops: ops}
 	prepareInventory(t, srv.URL, w.ClientID)
-	upstream, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := chaos.Listen(chaos.Config{Upstream: upstream, Seed: seed, Rate: 0.3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy := listenProxy(t, srv.URL, seed, 0.3)
 	w.BaseURL = proxy.URL
 
 	checker := NewChecker(w.IDs())
@@ -51,30 +40,7 @@ func TestChaosStandardClient(t *testing.T) {
 	hc := c.StandardClient()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		next = make(chan int)
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := runThroughStandardClient(ctx, hc, w, i, checker); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := range ops {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	errs := runEach(ops, workers, func(i int) error { return runThroughStandardClient(ctx, hc, w, i, checker) })
 	requireNoErrors(t, errs)
 	t.Logf("proxy: %s", proxy.Counts())
 	// The rows belong to the bearer token's scope: count every client's.
