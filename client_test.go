@@ -300,9 +300,8 @@ func TestMismatchRefusedWithoutSending(t *testing.T) {
 func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.journal")
 	s := newScript(t, hangUp)
-	var now atomic.Int64
-	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	now := newTestClock()
+	clock := now.Now
 
 	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{KeyTTL: time.Hour, Now: clock})
 	if err != nil {
@@ -313,11 +312,11 @@ func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
 	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrUnknown) {
 		t.Fatalf("err = %v, want ErrUnknown", err)
 	}
-	now.Add(int64(time.Hour - time.Nanosecond))
+	now.Advance(time.Hour - time.Nanosecond)
 	if len(j.Expired()) != 0 {
 		t.Fatal("listed as expired before KeyTTL")
 	}
-	now.Add(int64(time.Nanosecond))
+	now.Advance(time.Nanosecond)
 	_, err = c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	if !errors.Is(err, idem.ErrKeyExpired) {
 		t.Fatalf("err = %v, want ErrKeyExpired", err)
@@ -1169,11 +1168,10 @@ func TestRejectionCarriesAnswer(t *testing.T) {
 
 // C6: retrying stops before an attempt would carry a key older than KeyTTL.
 func TestKeyTTLCrossedWhileRetrying(t *testing.T) {
-	var now atomic.Int64
-	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	now := newTestClock()
+	clock := now.Now
 	s := newScript(t, func(w http.ResponseWriter, r *http.Request) {
-		now.Add(int64(25 * time.Minute)) // every attempt takes 25 minutes
+		now.Advance(25 * time.Minute) // every attempt takes 25 minutes
 		w.WriteHeader(503)
 	})
 	c := newClient(t, fast(idem.Config{KeyTTL: time.Hour, MaxElapsed: 24 * time.Hour, Now: clock}))
@@ -1319,9 +1317,8 @@ func TestClientsSharingAJournalSendOnce(t *testing.T) {
 // The Client takes its KeyTTL from the journal unless told otherwise, so
 // the two cannot disagree by accident.
 func TestKeyTTLFromJournal(t *testing.T) {
-	var now atomic.Int64
-	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	now := newTestClock()
+	clock := now.Now
 	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "ops.journal"), idem.JournalOptions{KeyTTL: time.Minute, Now: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -1330,7 +1327,7 @@ func TestKeyTTLFromJournal(t *testing.T) {
 	s := newScript(t, status(503, ""))
 	c := newClient(t, fast(idem.Config{Journal: j, MaxAttempts: 1, Now: clock}))
 	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
-	now.Add(int64(time.Minute))
+	now.Advance(time.Minute)
 	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrKeyExpired) {
 		t.Fatalf("err = %v, want ErrKeyExpired after the journal's one-minute KeyTTL", err)
 	}
@@ -1339,9 +1336,8 @@ func TestKeyTTLFromJournal(t *testing.T) {
 // A completed operation past KeyTTL survives compaction as a summary: its
 // ID is answered from the journal, never sent again under a new key.
 func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
-	var now atomic.Int64
-	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	now := newTestClock()
+	clock := now.Now
 	path := filepath.Join(t.TempDir(), "ops.journal")
 	s := newScript(t, status(201, "charged", "X-Charge", "ch_1"))
 	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Now: clock})
@@ -1354,7 +1350,7 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	now.Add(int64(30 * 24 * time.Hour))
+	now.Advance(30 * 24 * time.Hour)
 	if err := j.Compact(); err != nil {
 		t.Fatal(err)
 	}
@@ -1381,19 +1377,33 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 // C6: an attempt must be over before its key is KeyTTL old, so none is
 // sent within AttemptTimeout of that age.
 func TestNoAttemptWithinAttemptTimeoutOfKeyTTL(t *testing.T) {
-	var now atomic.Int64
-	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	now := newTestClock()
+	clock := now.Now
 	s := newScript(t, status(503, ""))
 	c := newClient(t, fast(idem.Config{KeyTTL: time.Hour, AttemptTimeout: 10 * time.Second, MaxAttempts: 1, Now: clock}))
 	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
-	now.Add(int64(time.Hour - 10*time.Second - time.Nanosecond))
+	now.Advance(time.Hour - 10*time.Second - time.Nanosecond)
 	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	if s.count() != 2 {
 		t.Fatalf("%d attempts; want the resume just outside the margin sent", s.count())
 	}
-	now.Add(int64(time.Nanosecond))
+	now.Advance(time.Nanosecond)
 	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrKeyExpired) || s.count() != 2 {
 		t.Fatalf("err = %v after %d attempts; want ErrKeyExpired and nothing sent", err, s.count())
 	}
 }
+
+// testClock is a clock a test moves by hand.
+type testClock struct{ ns atomic.Int64 }
+
+func newTestClock() *testClock {
+	c := &testClock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+// Now returns the clock's time.
+func (c *testClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+// Advance moves the clock forward by d.
+func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
