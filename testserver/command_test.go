@@ -329,7 +329,8 @@ func TestCommandFlagsFillTheConfig(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cfg, addr, err := parseArgs([]string{
 		"-addr", "127.0.0.1:9", "-db", "x.db", "-retention", "1m", "-sweep-interval", "2s", "-lock-timeout", "3s",
-		"-max-body", "100", "-seed", "7", "-faults", "0.35", "-fault-delay", "5ms",
+		"-max-body", "100", "-read-timeout", "6s", "-write-timeout", "7s", "-idle-timeout", "8s",
+		"-seed", "7", "-faults", "0.35", "-fault-delay", "5ms",
 		"-gateway-failure", "0.1", "-gateway-lost-response", "0.2", "-gateway-delay", "4ms", "-crash", "abort",
 	}, &stdout, &stderr)
 	if err != nil {
@@ -339,7 +340,8 @@ func TestCommandFlagsFillTheConfig(t *testing.T) {
 	want.Delay = 5 * time.Millisecond
 	want.Gateway = GatewayFaults{Failure: 0.1, LostResponse: 0.2, Delay: 4 * time.Millisecond}
 	if addr != "127.0.0.1:9" || cfg.Path != "x.db" || cfg.Retention != time.Minute || cfg.SweepInterval != 2*time.Second ||
-		cfg.LockTimeout != 3*time.Second || cfg.MaxBodyBytes != 100 || cfg.Faults != want || cfg.Crash != nil || cfg.Logger == nil {
+		cfg.LockTimeout != 3*time.Second || cfg.MaxBodyBytes != 100 || cfg.ReadTimeout != 6*time.Second ||
+		cfg.WriteTimeout != 7*time.Second || cfg.IdleTimeout != 8*time.Second || cfg.Faults != want || cfg.Crash != nil || cfg.Logger == nil {
 		t.Fatalf("parsed %q %+v", addr, cfg)
 	}
 
@@ -351,7 +353,8 @@ func TestCommandFlagsFillTheConfig(t *testing.T) {
 	}
 	want = Faults{ErrorBeforeCommit: 0.1, HangUpAfterCommit: 0.2, BadGatewayAfterCommit: 0.05, CrashBeforeCommit: 0.01,
 		CrashAfterCommit: 0.02, CrashAfterGateway: 0.03, DelayRate: 0.04, Delay: DefaultFaultDelay}
-	if cfg.Faults != want || cfg.Crash == nil || cfg.Path != "idem-testserver.db" || cfg.LockTimeout != DefaultLockTimeout {
+	if cfg.Faults != want || cfg.Crash == nil || cfg.Path != "idem-testserver.db" || cfg.LockTimeout != DefaultLockTimeout ||
+		cfg.ReadTimeout != DefaultReadTimeout || cfg.WriteTimeout != DefaultWriteTimeout || cfg.IdleTimeout != DefaultIdleTimeout {
 		t.Fatalf("parsed %+v", cfg)
 	}
 }

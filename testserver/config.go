@@ -23,6 +23,18 @@ const (
 	// write lock before failing with SQLITE_BUSY.
 	DefaultBusyTimeout = 5 * time.Second
 
+	// DefaultReadTimeout bounds the time to read a whole request, header
+	// and body: 30 seconds.
+	DefaultReadTimeout = 30 * time.Second
+
+	// DefaultWriteTimeout bounds the time from the end of a request's
+	// header to the end of its response: 60 seconds.
+	DefaultWriteTimeout = 60 * time.Second
+
+	// DefaultIdleTimeout bounds how long a keep-alive connection waits for
+	// its next request: 2 minutes.
+	DefaultIdleTimeout = 2 * time.Minute
+
 	// maxSweepInterval caps the default sweep interval for long retentions.
 	maxSweepInterval = time.Hour
 )
@@ -56,6 +68,25 @@ type Config struct {
 	// MaxBodyBytes is the largest request body accepted; a larger one gets
 	// 413. Default: 64 KiB.
 	MaxBodyBytes int64
+
+	// ReadTimeout bounds the time to read a whole request, header and body
+	// (S9). A client that trickles its body, or stops sending it, gets 408
+	// (a problem document) and its connection is closed; nothing is
+	// looked up or committed for the request. The header alone must
+	// arrive within the smaller of ReadTimeout and 10 seconds. Used by
+	// Listen. Default: 30 seconds.
+	ReadTimeout time.Duration
+
+	// WriteTimeout bounds the time from the end of a request's header to
+	// the end of its response; a response still being written then is cut
+	// off. Keep it above the longest a request may take (LockTimeout,
+	// gateway and fault delays). Used by Listen. Default: 60 seconds.
+	WriteTimeout time.Duration
+
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request before the server closes it. Used by Listen. Default:
+	// 2 minutes.
+	IdleTimeout time.Duration
 
 	// BusyTimeout is SQLite's busy_timeout: how long a connection waits for
 	// another connection's write lock (the gateway's, another process's).
@@ -99,7 +130,8 @@ type Config struct {
 // withDefaults returns c with every zero field replaced by its default, or
 // an error if a field holds a value that cannot work.
 func (c Config) withDefaults() (Config, error) {
-	if c.Retention < 0 || c.SweepInterval < 0 || c.LockTimeout < 0 || c.MaxBodyBytes < 0 || c.BusyTimeout < 0 {
+	if c.Retention < 0 || c.SweepInterval < 0 || c.LockTimeout < 0 || c.MaxBodyBytes < 0 || c.BusyTimeout < 0 ||
+		c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 {
 		return c, fmt.Errorf("%w: negative duration or size", ErrInvalidConfig)
 	}
 	if c.Retention == 0 {
@@ -116,6 +148,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BusyTimeout == 0 {
 		c.BusyTimeout = DefaultBusyTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -111,6 +111,16 @@
 // money again under a new downstream key. Once past retention with no live
 // lock it is counted in Stats.Abandoned, for a person to reconcile.
 //
+// # Slow clients
+//
+// A server that waits forever for a client holds a connection, a file
+// descriptor and a goroutine for it, and a graceful shutdown waits with it.
+// Listen bounds each wait (Config.ReadTimeout, WriteTimeout, IdleTimeout):
+// a request whose body trickles or stalls past ReadTimeout gets 408 (a
+// problem document) and its connection is closed, before its key is looked
+// up, so nothing is committed for it; an idle keep-alive connection is
+// closed after IdleTimeout.
+//
 // # Faults
 //
 // For tests, Config.Faults injects failures at the points where real servers

@@ -23,6 +23,10 @@ type Instance struct {
 	served   chan error
 }
 
+// maxHeaderWait bounds the wait for a request's header (see
+// Config.ReadTimeout).
+const maxHeaderWait = 10 * time.Second
+
 // Listen creates a Server from cfg and serves it on addr ("host:port";
 // empty means 127.0.0.1 on a free port). The caller must call Close or
 // Shutdown.
@@ -34,6 +38,7 @@ func Listen(cfg Config, addr string) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg = srv.cfg // with its defaults
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		srv.Close()
@@ -45,7 +50,10 @@ func Listen(cfg Config, addr string) (*Instance, error) {
 		listener: l,
 		http: &http.Server{
 			Handler:           srv,
-			ReadHeaderTimeout: 10 * time.Second,
+			ReadHeaderTimeout: min(maxHeaderWait, cfg.ReadTimeout),
+			ReadTimeout:       cfg.ReadTimeout,
+			WriteTimeout:      cfg.WriteTimeout,
+			IdleTimeout:       cfg.IdleTimeout,
 			ErrorLog:          slog.NewLogLogger(srv.log.Handler(), slog.LevelWarn),
 		},
 		client: &http.Client{Transport: &http.Transport{}},

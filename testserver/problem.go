@@ -17,6 +17,7 @@ const (
 	ProblemUnauthorized      = ProblemTypeBase + "unauthorized"             // 401
 	ProblemInvalidRequest    = ProblemTypeBase + "invalid-request"          // 400
 	ProblemBodyTooLarge      = ProblemTypeBase + "body-too-large"           // 413
+	ProblemRequestTimeout    = ProblemTypeBase + "request-timeout"          // 408
 	ProblemUnsupportedMedia  = ProblemTypeBase + "unsupported-media-type"   // 415
 	ProblemKeyMismatch       = ProblemTypeBase + "idempotency-key-mismatch" // 422
 	ProblemInFlight          = ProblemTypeBase + "request-in-flight"        // 409, with Retry-After

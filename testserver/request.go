@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -107,10 +108,17 @@ func checkJSONMediaType(ct string) *Problem {
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Problem) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
+	var netErr net.Error
 	switch {
 	case errors.As(err, &tooLarge):
 		return nil, problem(http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "Request body too large",
 			fmt.Sprintf("the request body is limited to %d bytes", limit))
+	case errors.As(err, &netErr) && netErr.Timeout():
+		// The body stalled past Config.ReadTimeout (S9). What is left of
+		// it can never be read, so the connection goes.
+		w.Header().Set("Connection", "close")
+		return nil, problem(http.StatusRequestTimeout, ProblemRequestTimeout, "Request body too slow",
+			"the request body did not arrive within the server's read timeout; nothing was done: send it again")
 	case err != nil:
 		return nil, badRequest("reading the request body: " + err.Error())
 	}

@@ -98,7 +98,7 @@ func TestServeHelpAndUsage(t *testing.T) {
 		t.Errorf("serve -h: exit code %d, stderr %q, stdout:\n%s\nwant 0, nothing, and the usage", r.code, r.stderr, r.stdout)
 	}
 	// The flags are idem-testserver's, every one of them.
-	for _, f := range []string{"-addr", "-db", "-retention", "-sweep-interval", "-lock-timeout", "-max-body", "-faults", "-seed", "-fault-error", "-crash", "-log-level", "-gateway-failure"} {
+	for _, f := range []string{"-addr", "-db", "-retention", "-sweep-interval", "-lock-timeout", "-max-body", "-read-timeout", "-write-timeout", "-idle-timeout", "-faults", "-seed", "-fault-error", "-crash", "-log-level", "-gateway-failure"} {
 		if !strings.Contains(r.stdout, "  "+f+" ") {
 			t.Errorf("serve -h lacks the flag %s:\n%s", f, r.stdout)
 		}
