@@ -46,7 +46,9 @@ package idem
 //	u8        encoding version, 1
 //	uvarint   len(ID), then ID bytes
 //	u8        State: 2 done, 3 rejected
-//	u8        flags: bit 0 BodyTruncated; the other bits are zero
+//	u8        flags: bit 0 BodyTruncated, bit 1 HeaderTruncated, bit 2
+//	          Summarized; the other bits are zero. A summary (bit 2) keeps
+//	          no header names and an empty body.
 //	varint    Completed, Unix nanoseconds
 //	uvarint   Status, 0..999
 //	uvarint   number of header names k; then k times, names in sorted order:
@@ -148,6 +150,14 @@ type Operation struct {
 	// BodyTruncated says the body is not kept, because it was larger than
 	// the limit or compaction summarized the operation: Body is nil then.
 	BodyTruncated bool
+	// HeaderTruncated says some header fields are not kept, because the
+	// header was larger than the client's limit (Config.MaxRecordedHeader)
+	// or compaction summarized the operation.
+	HeaderTruncated bool
+	// Summarized says compaction kept only a summary of the operation
+	// once its outcome was KeyTTL old: ID, key, fingerprint, state and
+	// status, without the header and body (see JournalOptions.KeyTTL).
+	Summarized bool
 }
 
 // Expired reports whether o is pending and its key is at least ttl old at
@@ -279,7 +289,8 @@ type JournalStats struct {
 // open for writing. The index of every operation in the file is kept in
 // memory, rebuilt from the file on open.
 type Journal struct {
-	path     string // "" for a journal without a file
+	path     string // as the caller gave it, for messages; "" for a journal without a file
+	file     string // the real file: path made absolute, symlinks resolved (J4)
 	readOnly bool
 	memory   bool // no file: appends only update the index
 	opt      JournalOptions
@@ -337,18 +348,18 @@ type entry struct {
 type outcome struct {
 	completed int64
 	status    int32
-	truncated bool
+	flags     uint8 // the completion record's flags (persist_codec.go)
 	raw       string
 }
 
 // newOutcome encodes an outcome as the journal keeps it.
-func newOutcome(completed time.Time, status int, truncated bool, h http.Header, body []byte) outcome {
-	return newOutcomeInto(nil, completed, status, truncated, h, body)
+func newOutcome(completed time.Time, status int, flags uint8, h http.Header, body []byte) outcome {
+	return newOutcomeInto(nil, completed, status, flags, h, body)
 }
 
 // newOutcomeInto is newOutcome encoding through scratch, a buffer the
 // caller reuses, so that the only allocation is the kept string.
-func newOutcomeInto(scratch *[]byte, completed time.Time, status int, truncated bool, h http.Header, body []byte) outcome {
+func newOutcomeInto(scratch *[]byte, completed time.Time, status int, flags uint8, h http.Header, body []byte) outcome {
 	var buf []byte
 	if scratch != nil {
 		buf = (*scratch)[:0]
@@ -360,7 +371,7 @@ func newOutcomeInto(scratch *[]byte, completed time.Time, status int, truncated 
 	return outcome{
 		completed: completed.UnixNano(),
 		status:    int32(status),
-		truncated: truncated,
+		flags:     flags,
 		raw:       string(buf),
 	}
 }
@@ -374,11 +385,14 @@ func OpenJournal(path string) (*Journal, error) {
 // OpenJournalWithOptions opens the journal at path, creating it if it does
 // not exist (unless o.ReadOnly), and rebuilds its index.
 //
-// A writable journal is locked for the life of the Journal through the
-// sidecar file path+".lock" (kept, never removed: removing a lock file races
-// with the next locker); a second writer, in this process or another, gets
-// an error matching ErrLocked. A compaction file path+".compact" left by a
-// crash before its rename is removed. A torn tail is truncated and the
+// A symlink at path is followed: the journal is the file it points at, and
+// every file below sits beside that file (J4). A writable journal is locked
+// for the life of the Journal through the sidecar file path+".lock" (kept,
+// never removed: removing a lock file races with the next locker); a second
+// writer, in this process or another, by this name or another, gets an
+// error matching ErrLocked, and a journal file with more than one hard link
+// is refused with ErrHardLinked. A compaction file path+".compact" left by
+// a crash before its rename is removed. A torn tail is truncated and the
 // truncation fsync'd; any other damage is a *CorruptError matching
 // ErrCorrupt, and the file is left untouched.
 func OpenJournalWithOptions(path string, o JournalOptions) (*Journal, error) {
@@ -389,6 +403,9 @@ func OpenJournalWithOptions(path string, o JournalOptions) (*Journal, error) {
 	j.path = path
 	j.readOnly = o.ReadOnly
 	var err error
+	if j.file, err = resolvePath(path); err != nil {
+		return nil, fmt.Errorf("idem: opening journal %s: resolving its path: %w", path, err)
+	}
 	if j.readOnly {
 		err = j.openReadOnly()
 	} else {
@@ -447,7 +464,7 @@ func newJournal(o JournalOptions) *Journal {
 
 // openReadOnly reads the file once and closes it: the index is a snapshot.
 func (j *Journal) openReadOnly() error {
-	f, err := os.Open(j.path)
+	f, err := os.Open(j.file)
 	if err != nil {
 		return fmt.Errorf("idem: opening journal read-only: %w", err)
 	}
@@ -482,14 +499,14 @@ func (j *Journal) openWritable() (err error) {
 	// A compaction file is only ever renamed into place after it is
 	// complete and fsync'd; one still under its own name was cut short by
 	// a crash before the rename, and the journal beside it is intact.
-	tmp := j.path + compactSuffix
+	tmp := j.file + compactSuffix
 	if err := os.Remove(tmp); err == nil {
 		j.log.Info("idem: removed unfinished journal compaction", "path", tmp)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("idem: opening journal: removing %s: %w", tmp, err)
 	}
 
-	fi, err := os.Stat(j.path)
+	fi, err := os.Stat(j.file)
 	if errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0) {
 		// A new journal is written like a compaction of nothing: header to
 		// a temporary file, fsync, rename, directory fsync. The journal's
@@ -504,12 +521,14 @@ func (j *Journal) openWritable() (err error) {
 	}
 	// Recovery reads, and may truncate, through a handle of its own:
 	// Windows refuses to truncate through a handle opened for appending.
-	f, err := j.openFile(j.path, os.O_RDWR)
+	f, err := j.openFile(j.file, os.O_RDWR)
 	if err != nil {
 		return fmt.Errorf("idem: opening journal: %w", err)
 	}
 	if fi, err = f.Stat(); err == nil {
-		err = j.recover(f, fi.Size())
+		if err = j.checkLinks(fi); err == nil {
+			err = j.recover(f, fi.Size())
+		}
 	}
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("idem: opening journal: %w", cerr)
@@ -519,7 +538,7 @@ func (j *Journal) openWritable() (err error) {
 	}
 	// Appends go through O_APPEND: each record lands at the end of the
 	// file, after the last whole record recovery found.
-	if j.f, err = j.openFile(j.path, os.O_RDWR|os.O_APPEND); err != nil {
+	if j.f, err = j.openFile(j.file, os.O_RDWR|os.O_APPEND); err != nil {
 		return fmt.Errorf("idem: opening journal: %w", err)
 	}
 	return nil
@@ -538,11 +557,12 @@ func (j *Journal) openFile(path string, flag int) (File, error) {
 	return f, nil
 }
 
-// dir is the directory holding the journal, whose fsync makes renames in
-// it durable.
-func (j *Journal) dir() string { return filepath.Dir(j.path) }
+// dir is the directory holding the journal file, whose fsync makes renames
+// in it durable.
+func (j *Journal) dir() string { return filepath.Dir(j.file) }
 
-// Path returns the journal file's path, or "" for a journal without a file.
+// Path returns the journal's path as it was opened, or "" for a journal
+// without a file. Through a symlink, the journal is the file it points at.
 func (j *Journal) Path() string { return j.path }
 
 // Close makes every appended record durable (one fsync), closes the file
@@ -742,7 +762,9 @@ func (e *entry) operation() Operation {
 		op.Completed = time.Unix(0, e.completed).UTC()
 		op.Status = int(e.status)
 		op.Header, op.Body = decodeHeaderBody(e.raw)
-		op.BodyTruncated = e.truncated
+		op.BodyTruncated = e.flags&flagBodyTruncated != 0
+		op.HeaderTruncated = e.flags&flagHeaderTruncated != 0
+		op.Summarized = e.flags&flagSummarized != 0
 	}
 	return op
 }
@@ -781,13 +803,20 @@ func (e *entry) completedWithin(now int64, d time.Duration) bool {
 }
 
 // summarized returns e with its response header and body dropped, as
-// compaction keeps a completed operation past KeyTTL. A body that was
-// recorded is marked not recorded, so reading it says so.
+// compaction keeps a completed operation past KeyTTL. A header or body that
+// was recorded is marked not recorded, and the summary is marked as one, so
+// that reading the body says why it is missing.
 func (e *entry) summarized() entry {
 	s := *e
 	if e.raw != emptyHeaderBody {
-		_, body := decodeHeaderBody(e.raw)
-		s.truncated = e.truncated || len(body) > 0
+		h, body := decodeHeaderBody(e.raw)
+		s.flags |= flagSummarized
+		if len(h) > 0 {
+			s.flags |= flagHeaderTruncated
+		}
+		if len(body) > 0 {
+			s.flags |= flagBodyTruncated
+		}
 		s.raw = emptyHeaderBody
 		s.completionSize = uint32(completionRecordSize(&s))
 	}

@@ -92,14 +92,15 @@ func (j *Journal) Begin(op Operation) error {
 }
 
 // Complete records the outcome of the operation op.ID: op.State (Done or
-// Rejected), Completed (the journal's clock when zero), Status, Header, Body
-// and BodyTruncated. It returns once the record is written, without waiting
+// Rejected), Completed (the journal's clock when zero), Status, Header, Body,
+// BodyTruncated and HeaderTruncated (Summarized is compaction's to set). It returns once the record is written, without waiting
 // for an fsync: losing it to a crash only causes a replay under the same key.
 // A later Complete for the same ID replaces the outcome.
 //
 // If op.Key is set it must be the operation's key. Complete refuses an ID
 // the journal does not hold (ErrNoSuchOperation), a body kept although
-// BodyTruncated is set and a status outside 0..999 (ErrInvalidOperation).
+// BodyTruncated is set, Summarized set, and a status outside 0..999
+// (ErrInvalidOperation).
 func (j *Journal) Complete(op Operation) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -120,7 +121,7 @@ func (j *Journal) Complete(op Operation) error {
 	if op.Completed.IsZero() {
 		op.Completed = j.opt.Now()
 	}
-	o := newOutcomeInto(&j.scratch, op.Completed, op.Status, op.BodyTruncated, op.Header, op.Body)
+	o := newOutcomeInto(&j.scratch, op.Completed, op.Status, op.flags(), op.Header, op.Body)
 	buf, start := beginRecord(j.buf[:0])
 	buf, err := endRecord(appendCompletion(buf, e.id, op.State, &o), start, recCompletion)
 	j.buf = buf
@@ -227,7 +228,8 @@ func checkIntent(op *Operation) error {
 	switch {
 	case op.State != 0 && op.State != Pending:
 		return fmt.Errorf("%w: state is %s, want pending", ErrInvalidOperation, op.State)
-	case !op.Completed.IsZero() || op.Status != 0 || op.Header != nil || op.Body != nil || op.BodyTruncated:
+	case !op.Completed.IsZero() || op.Status != 0 || op.Header != nil || op.Body != nil ||
+		op.BodyTruncated || op.HeaderTruncated || op.Summarized:
 		return fmt.Errorf("%w: outcome fields are set on an intent", ErrInvalidOperation)
 	}
 	return checkTime("created", op.Created)
@@ -245,6 +247,8 @@ func checkCompletion(op *Operation) error {
 		return fmt.Errorf("%w: status %d is outside 0..%d", ErrInvalidOperation, op.Status, maxStatus)
 	case op.BodyTruncated && len(op.Body) > 0:
 		return fmt.Errorf("%w: a truncated body is not kept, but Body has %d bytes", ErrInvalidOperation, len(op.Body))
+	case op.Summarized:
+		return fmt.Errorf("%w: only compaction summarizes an outcome", ErrInvalidOperation)
 	}
 	return checkTime("completed", op.Completed)
 }

@@ -145,7 +145,7 @@ func writeBenchJournal(b *testing.B, path string, ops int, live float64) {
 		if i%liveEvery == 0 {
 			completed = testNow.Add(-time.Hour)
 		}
-		o := newOutcome(completed, 201, false, header, body)
+		o := newOutcome(completed, 201, 0, header, body)
 		buf, start = beginRecord(buf)
 		buf, _ = endRecord(appendCompletion(buf, e.id, Done, &o), start, recCompletion)
 		if len(buf) > 1<<16 {

@@ -19,8 +19,11 @@ const (
 	maxKeyLen = 4096
 	// maxStatus is the largest status a completion may record.
 	maxStatus = 999
-	// flagBodyTruncated is bit 0 of a completion's flags.
-	flagBodyTruncated = 1 << 0
+	// The bits of a completion's flags.
+	flagBodyTruncated   = 1 << 0
+	flagHeaderTruncated = 1 << 1
+	flagSummarized      = 1 << 2
+	knownFlags          = flagBodyTruncated | flagHeaderTruncated | flagSummarized
 )
 
 // appendIntent appends e's intent payload to buf.
@@ -39,11 +42,7 @@ func appendIntent(buf []byte, e *entry) []byte {
 func appendCompletion(buf []byte, id string, s State, o *outcome) []byte {
 	buf = append(buf, payloadVersion)
 	buf = appendString(buf, id)
-	var flags byte
-	if o.truncated {
-		flags |= flagBodyTruncated
-	}
-	buf = append(buf, byte(s), flags)
+	buf = append(buf, byte(s), o.flags)
 	buf = binary.AppendVarint(buf, o.completed)
 	buf = binary.AppendUvarint(buf, uint64(o.status))
 	return append(buf, o.raw...)
@@ -226,7 +225,7 @@ func decodeOutcome(h *completionHead, o *outcome) string {
 	status := d.uvarint()
 	if d.bad == "" {
 		switch {
-		case flags&^flagBodyTruncated != 0:
+		case flags&^knownFlags != 0:
 			d.fail(fmt.Sprintf("unknown flags %#x", flags))
 		case status > maxStatus:
 			d.fail(fmt.Sprintf("status %d is over %d", status, maxStatus))
@@ -236,14 +235,16 @@ func decodeOutcome(h *completionHead, o *outcome) string {
 		return "completion: " + d.bad
 	}
 	o.status = int32(status)
-	o.truncated = flags&flagBodyTruncated != 0
+	o.flags = flags
 	raw := d.b[d.i:]
 	bodyLen, reason := checkHeaderBody(raw)
-	if reason != "" {
+	switch {
+	case reason != "":
 		return "completion: " + reason
-	}
-	if o.truncated && bodyLen > 0 {
+	case flags&flagBodyTruncated != 0 && bodyLen > 0:
 		return "completion: body kept although marked truncated"
+	case flags&flagSummarized != 0 && string(raw) != emptyHeaderBody:
+		return "completion: a summary keeps a header or body"
 	}
 	o.raw = string(raw)
 	return ""
@@ -379,4 +380,19 @@ func summaryRecordSize(e *entry) uint32 {
 	s := *e
 	s.raw = emptyHeaderBody
 	return uint32(completionRecordSize(&s))
+}
+
+// flags returns the completion flags op's outcome is recorded with.
+func (op *Operation) flags() uint8 {
+	var f uint8
+	if op.BodyTruncated {
+		f |= flagBodyTruncated
+	}
+	if op.HeaderTruncated {
+		f |= flagHeaderTruncated
+	}
+	if op.Summarized {
+		f |= flagSummarized
+	}
+	return f
 }

@@ -6,7 +6,8 @@ package idem
 // Both go through rewrite, in this order, each step relying on the one
 // before it:
 //
-//  1. Write the file header and the live records to path+".compact".
+//  1. Write the file header and the live records to path+".compact", beside
+//     the real file when the journal was opened through a symlink (J4).
 //  2. fsync it. The rename below makes these bytes the journal; if they
 //     were not on disk first, a crash after the rename could leave a
 //     journal whose records (or header) never reached the disk.
@@ -145,7 +146,7 @@ func (j *Journal) rewrite(live []*entry) error {
 		return nil
 	}
 
-	tmp := j.path + compactSuffix
+	tmp := j.file + compactSuffix
 	size, records, err := j.writeFile(tmp, live)
 	if err != nil {
 		if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
@@ -162,7 +163,7 @@ func (j *Journal) rewrite(live []*entry) error {
 		}
 		j.f = nil
 	}
-	if err := j.opt.rename(tmp, j.path); err != nil {
+	if err := j.opt.rename(tmp, j.file); err != nil {
 		// The journal is as it was (Windows refuses the rename while
 		// another process has the file open): go on appending to it.
 		err = fmt.Errorf("renaming %s into place: %w", tmp, err)
@@ -170,7 +171,7 @@ func (j *Journal) rewrite(live []*entry) error {
 			err = errors.Join(err, rerr)
 		}
 		if reopen {
-			f, oerr := j.openFile(j.path, os.O_RDWR|os.O_APPEND)
+			f, oerr := j.openFile(j.file, os.O_RDWR|os.O_APPEND)
 			if oerr != nil {
 				j.fail(fmt.Errorf("idem: journal %s: reopening after a failed compaction: %w", j.path, errors.Join(err, oerr)))
 				return j.failed
@@ -190,7 +191,7 @@ func (j *Journal) rewrite(live []*entry) error {
 	j.replaceIndex(nj, size, records)
 	j.syncedSeq = j.writeSeq
 	j.cond.Broadcast()
-	f, err := j.openFile(j.path, os.O_RDWR|os.O_APPEND)
+	f, err := j.openFile(j.file, os.O_RDWR|os.O_APPEND)
 	if err != nil {
 		j.fail(fmt.Errorf("idem: journal %s: reopening after compaction: %w", j.path, err))
 		return j.failed

@@ -12,6 +12,12 @@ var (
 	// one, holds the journal open for writing.
 	ErrLocked = errors.New("idem: journal is locked by another writer")
 
+	// ErrHardLinked reports a journal file with more than one hard link.
+	// One writer per file is enforced through the file's path, and another
+	// name of the same file would let a second writer in (J4). Remove the
+	// other links; a symlink is fine, since the journal follows it.
+	ErrHardLinked = errors.New("idem: journal file has more than one hard link")
+
 	// ErrCorrupt reports that the journal file fails a check that a torn
 	// write cannot explain. The concrete error is a *CorruptError.
 	ErrCorrupt = errors.New("idem: journal is corrupt")

@@ -1,8 +1,19 @@
 package idem
 
-// Locking: one writer per journal.
+// Locking: one writer per journal file (J4).
 //
-// The lock is taken on a sidecar file, path+".lock", not on the journal:
+// The rule is about the file, not the name that reaches it. A second writer
+// that reached the same file by another name would append the same
+// operation under a second key, so the name is first resolved: every
+// symlink in it is followed (resolvePath), and everything the journal does
+// on disk (the lock below, recovery, appends, compaction) uses the real
+// file's path. Compaction then renames its new file over the real file, in
+// the real file's directory, and a symlink keeps pointing at the live
+// journal. A hard link cannot be resolved: two names of one file are
+// equals. So a journal file with more than one link is refused
+// (ErrHardLinked); the error says how to fix it.
+//
+// The lock is taken on a sidecar file, real path+".lock", not on the journal:
 // compaction renames a new file over the journal, and a lock held on the old
 // file's inode would no longer guard the name. The sidecar is locked with
 // github.com/gofrs/flock (flock(2) on Unix, LockFileEx on Windows), which
@@ -16,11 +27,15 @@ package idem
 // process.
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"sync"
 
 	"github.com/gofrs/flock"
+	"github.com/idemkit/idem/internal/fsutil"
 )
 
 // lockSuffix names the sidecar lock file.
@@ -33,13 +48,61 @@ var openJournals struct {
 	paths map[string]bool
 }
 
-// acquire claims the journal for this Journal, in this process and then
-// across processes, or returns an error matching ErrLocked.
-func (j *Journal) acquire() error {
-	abs, err := filepath.Abs(j.path)
+// maxSymlinks bounds the symlinks followed in resolving a journal's path,
+// as the kernel bounds them (Linux's MAXSYMLINKS is 40).
+const maxSymlinks = 40
+
+// resolvePath returns the absolute path of the file that path names, every
+// symlink followed, whether or not that file exists yet (a dangling symlink
+// resolves to the file it would create). The directory it ends in must
+// exist.
+func resolvePath(path string) (string, error) {
+	path, err := filepath.Abs(path)
 	if err != nil {
-		return fmt.Errorf("idem: opening journal %s: %w", j.path, err)
+		return "", err
 	}
+	for range maxSymlinks {
+		dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+		if err != nil {
+			return "", err
+		}
+		path = filepath.Join(dir, filepath.Base(path))
+		fi, err := os.Lstat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return path, nil
+		case err != nil:
+			return "", err
+		case fi.Mode()&fs.ModeSymlink == 0:
+			return path, nil
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(dir, target)
+		}
+		path = target
+	}
+	return "", fmt.Errorf("more than %d symlinks", maxSymlinks)
+}
+
+// checkLinks refuses a journal file that other names share (J4).
+func (j *Journal) checkLinks(fi os.FileInfo) error {
+	if n, ok := fsutil.LinkCount(fi); ok && n > 1 {
+		return fmt.Errorf("idem: opening journal %s: %w: %s has %d names, and a second writer "+
+			"through another one would send operations under new keys; remove the other names "+
+			"(find / -xdev -samefile %s) and open the journal by one name, or through symlinks",
+			j.path, ErrHardLinked, j.file, n, j.file)
+	}
+	return nil
+}
+
+// acquire claims the journal file for this Journal, in this process and
+// then across processes, or returns an error matching ErrLocked.
+func (j *Journal) acquire() error {
+	abs := j.file
 	openJournals.Lock()
 	if openJournals.paths[abs] {
 		openJournals.Unlock()
@@ -56,7 +119,7 @@ func (j *Journal) acquire() error {
 		openJournals.Unlock()
 	}
 
-	lock := flock.New(j.path+lockSuffix, flock.SetPermissions(j.opt.FileMode))
+	lock := flock.New(j.file+lockSuffix, flock.SetPermissions(j.opt.FileMode))
 	ok, err := lock.TryLock()
 	if err != nil {
 		unclaim()

@@ -169,7 +169,7 @@ func intentPayload(op Operation) []byte {
 }
 
 func completionPayload(op Operation) []byte {
-	o := newOutcome(op.Completed, op.Status, op.BodyTruncated, op.Header, op.Body)
+	o := newOutcome(op.Completed, op.Status, op.flags(), op.Header, op.Body)
 	return appendCompletion(nil, op.ID, op.State, &o)
 }
 
@@ -401,6 +401,7 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 		"negative status": {ID: "op-0001", State: Done, Status: -1},
 		"status 1000":     {ID: "op-0001", State: Done, Status: 1000},
 		"truncated body":  {ID: "op-0001", State: Done, BodyTruncated: true, Body: []byte("x")},
+		"summarized":      {ID: "op-0001", State: Done, Summarized: true},
 		"wrong key":       {ID: "op-0001", Key: "other", State: Done},
 		"body too large":  {ID: "op-0001", State: Done, Body: make([]byte, maxPayload+1)},
 		"time too late":   {ID: "op-0001", State: Done, Completed: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
@@ -754,7 +755,9 @@ func TestJournalReportsInvalidRecordContents(t *testing.T) {
 	truncatedWithBody := completionPayload(testOutcome(a, 200, "x"))
 	truncatedWithBody[1+1+len(a.ID)+1] = flagBodyTruncated
 	unknownFlags := completionPayload(testOutcome(a, 200, "x"))
-	unknownFlags[1+1+len(a.ID)+1] = 0x80
+	unknownFlags[1+1+len(a.ID)+1] = 1 << 3
+	summaryWithHeader := completionPayload(testOutcome(a, 200, ""))
+	summaryWithHeader[1+1+len(a.ID)+1] = flagSummarized
 	bigStatus := completionPayload(testOutcome(a, 999, "x"))
 	bigStatus = bytes.Replace(bigStatus, binary.AppendUvarint(nil, 999), binary.AppendUvarint(nil, 1000), 1)
 
@@ -772,6 +775,7 @@ func TestJournalReportsInvalidRecordContents(t *testing.T) {
 		{"completion state", [][]byte{intentA, frameRecord(t, recCompletion, badState)}, "invalid state"},
 		{"truncated body kept", [][]byte{intentA, frameRecord(t, recCompletion, truncatedWithBody)}, "marked truncated"},
 		{"unknown flags", [][]byte{intentA, frameRecord(t, recCompletion, unknownFlags)}, "unknown flags"},
+		{"summary with a header", [][]byte{intentA, frameRecord(t, recCompletion, summaryWithHeader)}, "a summary keeps"},
 		{"status over 999", [][]byte{intentA, frameRecord(t, recCompletion, bigStatus)}, "status 1000"},
 		{"truncated varint", [][]byte{intentA, frameRecord(t, recIntent, []byte{1, 0x80})}, "bad varint"},
 		{"over-long ID", [][]byte{intentA, frameRecord(t, recIntent, binary.AppendUvarint([]byte{1}, maxIDLen+1))}, "too long"},
@@ -1221,9 +1225,10 @@ func compactionSets(t *testing.T, j *Journal) (summaries, live []Operation) {
 	mustComplete(t, j, old)
 	oldRejected.State, oldRejected.Completed, oldRejected.Status = Rejected, testNow.Add(-25*time.Hour), 400
 	mustComplete(t, j, oldRejected)
-	// A summary keeps all but the response header and body; a body it
-	// dropped reads as not recorded.
-	old.Header, old.Body, old.BodyTruncated = nil, nil, true
+	// A summary keeps all but the response header and body, marked as
+	// dropped, so that reading the body says why it is missing. The
+	// rejection recorded neither, so its summary is the outcome unchanged.
+	old.Header, old.Body, old.BodyTruncated, old.HeaderTruncated, old.Summarized = nil, nil, true, true, true
 	return []Operation{oldRejected, old}, []Operation{expired, recent, fresh}
 }
 

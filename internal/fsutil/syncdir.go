@@ -1,7 +1,8 @@
 //go:build !windows
 
-// Package fsutil holds the file-system step the standard library does not
-// name: making a change to a directory's entries durable.
+// Package fsutil holds the file-system facts the standard library does not
+// name: making a change to a directory's entries durable, and counting a
+// file's hard links.
 package fsutil
 
 import "os"

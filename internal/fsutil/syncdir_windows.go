@@ -1,5 +1,6 @@
-// Package fsutil holds the file-system step the standard library does not
-// name: making a change to a directory's entries durable.
+// Package fsutil holds the file-system facts the standard library does not
+// name: making a change to a directory's entries durable, and counting a
+// file's hard links.
 package fsutil
 
 // SyncDir does nothing on Windows: a directory handle cannot be flushed

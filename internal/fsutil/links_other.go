@@ -1,0 +1,9 @@
+//go:build !unix
+
+package fsutil
+
+import "os"
+
+// LinkCount returns false: os.FileInfo does not carry the link count on
+// this platform.
+func LinkCount(fi os.FileInfo) (uint64, bool) { return 0, false }
