@@ -23,12 +23,13 @@ import (
 // GetBody must return the same bytes each time it is called.
 
 // requestBody is what go-retryablehttp rewinds for each attempt (nil, a
-// []byte or a ReaderFunc), the length to send (-1 or 0 for unknown), and
-// the request's fingerprint.
+// []byte or a ReaderFunc), the length to send (-1 or 0 for unknown), the
+// request's fingerprint, and whether the body has any bytes at all.
 type requestBody struct {
 	rewind      any
 	length      int64
 	fingerprint Fingerprint
+	nonEmpty    bool
 }
 
 // captureBody takes the body out of req. It closes req.Body, as
@@ -55,12 +56,12 @@ func captureBody(req *http.Request, limit int64) (requestBody, error) {
 			return requestBody{}, err
 		}
 		fp := newFingerprintWriter(req.Method, url)
-		_, err = io.Copy(fp, body)
+		n, err := io.Copy(fp, body)
 		body.(io.Closer).Close()
 		if err != nil {
 			return requestBody{}, fmt.Errorf("reading request body: %w", err)
 		}
-		return requestBody{retryablehttp.ReaderFunc(get), req.ContentLength, fp.sum()}, nil
+		return requestBody{retryablehttp.ReaderFunc(get), req.ContentLength, fp.sum(), n > 0}, nil
 	}
 	defer req.Body.Close()
 	buf, complete, err := readPrefix(req.Body, limit)
@@ -70,7 +71,7 @@ func captureBody(req *http.Request, limit int64) (requestBody, error) {
 	if !complete {
 		return requestBody{}, fmt.Errorf("%w (%d bytes; set Request.GetBody to stream it)", ErrBodyTooLarge, limit)
 	}
-	return requestBody{buf, int64(len(buf)), fingerprintOf(req.Method, url, buf)}, nil
+	return requestBody{buf, int64(len(buf)), fingerprintOf(req.Method, url, buf), len(buf) > 0}, nil
 }
 
 // readPrefix reads up to limit+1 bytes of a body, to record it or to
@@ -110,17 +111,36 @@ func withPrefix(prefix []byte, rest io.ReadCloser) io.ReadCloser {
 }
 
 // recordedBody is the body of a response returned from the journal. When
-// the original body was not kept, reading it fails with ErrBodyNotRecorded.
+// the original body was not kept, reading it fails with notRecorded, an
+// error matching ErrBodyNotRecorded that says why.
 type recordedBody struct {
 	r           *bytes.Reader
-	notRecorded bool
+	notRecorded error
 }
 
 func (b *recordedBody) Read(p []byte) (int, error) {
-	if b.notRecorded {
-		return 0, ErrBodyNotRecorded
+	if b.notRecorded != nil {
+		return 0, b.notRecorded
 	}
 	return b.r.Read(p)
+}
+
+// Why a recorded body is missing, as reading it says.
+var (
+	errBodyOverLimit  = fmt.Errorf("%w: it was larger than the client's recording limit (Config.MaxRecordedBody) when received", ErrBodyNotRecorded)
+	errBodySummarized = fmt.Errorf("%w: compaction summarized the operation once its outcome was KeyTTL old, keeping its status only", ErrBodyNotRecorded)
+)
+
+// whyNotRecorded returns the error reading op's recorded body fails with,
+// or nil when the body was kept.
+func whyNotRecorded(op Operation) error {
+	switch {
+	case !op.BodyTruncated:
+		return nil
+	case op.Summarized:
+		return errBodySummarized
+	}
+	return errBodyOverLimit
 }
 
 func (b *recordedBody) Close() error { return nil }
@@ -138,7 +158,7 @@ func Recorded(resp *http.Response) bool {
 
 // recordedResponse rebuilds the response an operation completed with.
 func recordedResponse(op Operation, req *http.Request) *http.Response {
-	body := &recordedBody{r: bytes.NewReader(op.Body), notRecorded: op.BodyTruncated}
+	body := &recordedBody{r: bytes.NewReader(op.Body), notRecorded: whyNotRecorded(op)}
 	length := int64(len(op.Body))
 	if op.BodyTruncated {
 		length = -1

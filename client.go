@@ -26,9 +26,10 @@ type Config struct {
 	// retries within one run, but not a run that resumes after a crash.
 	Journal *Journal
 
-	// HTTPClient sends the attempts. Its Transport, Jar and CheckRedirect
-	// are used as they are; its Timeout is replaced by AttemptTimeout.
-	// Default: a pooled client from go-cleanhttp.
+	// HTTPClient sends the attempts. Its Transport and Jar are used as
+	// they are; its CheckRedirect is consulted only on redirects that the
+	// redirect rule (redirect.go) allows; its Timeout is replaced by
+	// AttemptTimeout. Default: a pooled client from go-cleanhttp.
 	HTTPClient *http.Client
 
 	// AttemptTimeout bounds each attempt, from sending the request to
@@ -90,6 +91,17 @@ type Config struct {
 	// ErrBodyNotRecorded. Default 64 KiB.
 	MaxRecordedBody int64
 
+	// MaxRecordedHeader bounds the response header recorded with an
+	// operation's outcome, so that a server answering with megabytes of
+	// header cannot grow the journal (and the memory that indexes it)
+	// without limit. A header field's size is counted as on the wire,
+	// name + ": " + value + CRLF for each value. When the header is larger,
+	// the names are taken in sorted order and each is kept, with all its
+	// values, if it still fits; the others are left out and the outcome is
+	// marked (Operation.HeaderTruncated). The caller of this Do gets the
+	// whole header. Default 16 KiB.
+	MaxRecordedHeader int64
+
 	// OnAttempt, when set, is called after each attempt's fate is decided,
 	// on the goroutine running Do. Default nil.
 	OnAttempt func(Attempt)
@@ -113,6 +125,8 @@ const (
 	DefaultKeyHeader       = "Idempotency-Key"
 	DefaultMaxBufferedBody = 1 << 20
 	DefaultMaxRecordedBody = 64 << 10
+
+	DefaultMaxRecordedHeader = 16 << 10
 )
 
 // errorBodyLimit bounds the prefix of a last response kept in an Unknown
@@ -133,7 +147,7 @@ type Client struct {
 // New returns a Client for cfg, with defaults filled in.
 func New(cfg Config) (*Client, error) {
 	if cfg.MaxAttempts < 0 || cfg.AttemptTimeout < 0 || cfg.MaxElapsed < 0 || cfg.InitialWait < 0 ||
-		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 ||
+		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.MaxRecordedHeader < 0 ||
 		!(cfg.Jitter <= 1) || math.IsInf(cfg.Jitter, -1) {
 		return nil, fmt.Errorf("%w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
 	}
@@ -152,6 +166,7 @@ func New(cfg Config) (*Client, error) {
 	setDefault(&cfg.KeyHeader, DefaultKeyHeader)
 	setDefault(&cfg.MaxBufferedBody, DefaultMaxBufferedBody)
 	setDefault(&cfg.MaxRecordedBody, DefaultMaxRecordedBody)
+	setDefault(&cfg.MaxRecordedHeader, DefaultMaxRecordedHeader)
 	switch {
 	case cfg.Jitter == 0:
 		cfg.Jitter = DefaultJitter
@@ -182,6 +197,7 @@ func New(cfg Config) (*Client, error) {
 	// pool on every unknown outcome. Broken connections are dropped by the
 	// transport itself.
 	attempt.Transport = attemptDeadline{keepIdle{attempt.Transport}}
+	attempt.CheckRedirect = followRedirect(hc.CheckRedirect)
 	c.hc = &attempt
 	return c, nil
 }
@@ -268,21 +284,34 @@ type result struct {
 	n       int // attempts; 0 for an outcome answered from the journal
 
 	// For a rejection: the body's first bytes, up to MaxRecordedBody, and
-	// whether the body was longer.
-	body          []byte
-	bodyTruncated bool
+	// whether the body was longer; whether the header lacks fields that
+	// were not recorded.
+	body            []byte
+	bodyTruncated   bool
+	headerTruncated bool
 }
 
 func (r result) rejection() *OutcomeError {
 	return &OutcomeError{
 		Operation: r.op.ID, Key: r.op.Key, Outcome: OutcomeRejected, Attempts: r.n, Recorded: r.n == 0,
 		Status: r.resp.StatusCode, Header: r.resp.Header, Body: r.body, BodyTruncated: r.bodyTruncated,
+		HeaderTruncated: r.headerTruncated,
 	}
+}
+
+// recordedResult is the result of an operation answered from the journal.
+func recordedResult(op Operation, req *http.Request) result {
+	res := result{op: op, outcome: OutcomeDone, resp: recordedResponse(op, req), body: op.Body,
+		bodyTruncated: op.BodyTruncated, headerTruncated: op.HeaderTruncated}
+	if op.State == Rejected {
+		res.outcome = OutcomeRejected
+	}
+	return res
 }
 
 // recordedRejection is the error of a rejection answered from the journal.
 func recordedRejection(op Operation) *OutcomeError {
-	return result{op: op, resp: recordedResponse(op, nil), body: op.Body, bodyTruncated: op.BodyTruncated}.rejection()
+	return recordedResult(op, nil).rejection()
 }
 
 // do runs an operation; an empty id is a request without one, whose key
@@ -320,11 +349,7 @@ func (c *Client) do(id string, req *http.Request) (result, error) {
 		}
 		if op.State != Pending {
 			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
-			res := result{op: op, outcome: OutcomeDone, resp: recordedResponse(op, req), body: op.Body, bodyTruncated: op.BodyTruncated}
-			if op.State == Rejected {
-				res.outcome = OutcomeRejected
-			}
-			return res, nil
+			return recordedResult(op, req), nil
 		}
 	}
 	return c.send(ctx, op, req, body)
@@ -362,6 +387,7 @@ func (c *Client) admit(id string, req *http.Request, fp Fingerprint) (Operation,
 // send makes the attempts of a pending operation and records its outcome.
 func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body requestBody) (result, error) {
 	a := c.newAttempts(op)
+	a.hasBody = body.nonEmpty
 	// A shallow copy with a header map of its own is all the attempts
 	// need: they add the key header and replace the body, and change
 	// nothing else (a deep req.Clone cost a tenth of the client's time).
@@ -396,13 +422,15 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 
 	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
 	state := Done
-	if resp.StatusCode >= 400 {
+	if rejects(resp.StatusCode) {
 		res.outcome, state = OutcomeRejected, Rejected
 		res.body, res.bodyTruncated = a.final[:min(len(a.final), int(c.cfg.MaxRecordedBody))], !a.fits
 	}
 	if op.ID != "" {
 		op.State, op.Completed = state, c.now()
-		op.Status, op.Header = resp.StatusCode, resp.Header // Complete encodes it: no copy needed
+		// Complete encodes the header: no copy is needed.
+		op.Status = resp.StatusCode
+		op.Header, op.HeaderTruncated = recordableHeader(resp.Header, c.cfg.MaxRecordedHeader)
 		if a.fits {
 			op.Body = a.final
 		} else {
@@ -420,6 +448,13 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 			"status", resp.StatusCode, "attempts", a.n)
 	}
 	return res, nil
+}
+
+// rejects reports whether a final status says the server did not apply the
+// request (see ErrRejected): a 4xx or 5xx that retryable (retry.go) does not
+// retry, or a redirect left unfollowed (redirect.go).
+func rejects(status int) bool {
+	return status >= 400 || unfollowedRedirect(status)
 }
 
 // unknown builds the error of a Do that ended without a final answer.
@@ -499,26 +534,57 @@ func OperationFrom(ctx context.Context) (string, bool) {
 }
 
 // RoundTripper returns an http.RoundTripper that sends each request as an
-// operation of c. A request whose context carries an operation ID
-// (WithOperation) is that operation, exactly as with Do. A request without
-// one gets a key minted for it alone, kept in memory, and reused across its
-// retries only.
+// operation of c (C12). A request whose context carries an operation ID
+// (WithOperation) is that operation, exactly as with Do. A mutating request
+// without one gets a key minted for it alone, kept in memory, and reused
+// across its retries only. A GET, HEAD or OPTIONS request without one is
+// not an operation: it goes to Config.HTTPClient's transport as it is, once,
+// without a key and without the journal.
 //
 // Unlike Do, a rejection is returned as the server's response (a 4xx the
 // calling code expects to read), not as an error; Unknown outcomes and
-// refusals (ErrMismatch, ErrKeyExpired) are returned as errors.
+// refusals (ErrMismatch, ErrKeyExpired) are returned as errors. A redirect
+// that the redirect rule (redirect.go) left unfollowed is a rejection too:
+// an *http.Client built on this RoundTripper must not follow it for a
+// request that carries a key, or it would send that request again as
+// another one. StandardClient's does not.
 func (c *Client) RoundTripper() http.RoundTripper { return roundTripper{c} }
 
 // StandardClient returns an *http.Client whose transport is
-// c.RoundTripper(). Redirects are followed by the Client's own
-// HTTPClient, inside each attempt.
+// c.RoundTripper(). A request that carries a key has its redirects decided
+// inside each attempt by the redirect rule (redirect.go), and the 3xx that
+// rule leaves unfollowed is returned as the response, not followed by the
+// returned client. A safe request without an operation follows redirects
+// as net/http does, each hop sent once without a key.
 func (c *Client) StandardClient() *http.Client {
-	return &http.Client{Transport: c.RoundTripper()}
+	return &http.Client{Transport: c.RoundTripper(), CheckRedirect: keyedStop}
+}
+
+// keyedStop is StandardClient's CheckRedirect: a redirect that reaches it
+// after a request that carried a key was left unfollowed on purpose;
+// anything else follows net/http's default policy.
+func keyedStop(req *http.Request, via []*http.Request) error {
+	if carriesKey(via[len(via)-1]) {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= maxRedirects {
+		return errTooManyRedirects
+	}
+	return nil
+}
+
+// carriesKey reports whether the RoundTripper sends req as an operation.
+func carriesKey(req *http.Request) bool {
+	_, named := OperationFrom(req.Context())
+	return named || !safeMethod(req.Method)
 }
 
 type roundTripper struct{ c *Client }
 
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !carriesKey(req) {
+		return t.c.hc.Transport.RoundTrip(req)
+	}
 	id, _ := OperationFrom(req.Context())
 	res, err := t.c.do(id, req)
 	if err != nil {

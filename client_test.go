@@ -360,7 +360,8 @@ func TestRetryClassification(t *testing.T) {
 		{"400", status(400, ""), 1, idem.OutcomeRejected},
 		{"401", status(401, ""), 1, idem.OutcomeRejected},
 		{"404", status(404, ""), 1, idem.OutcomeRejected},
-		{"409 conflict", status(409, ""), 1, idem.OutcomeRejected},
+		{"409 without Retry-After", status(409, ""), 2, idem.OutcomeDone},
+		{"409 replayed", status(409, "", "Idempotent-Replayed", "true"), 1, idem.OutcomeRejected},
 		{"422", status(422, ""), 1, idem.OutcomeRejected},
 		{"501", status(501, ""), 1, idem.OutcomeRejected},
 		{"too many redirects", redirectLoop, 10, idem.OutcomeUnknown},
@@ -684,11 +685,33 @@ func TestRecordedBodyLimit(t *testing.T) {
 	if !idem.Recorded(resp) || resp.StatusCode != 200 || resp.Header.Get("X-Charge") != "ch_9" {
 		t.Fatalf("recorded response %d %v", resp.StatusCode, resp.Header)
 	}
-	if _, err := io.ReadAll(resp.Body); !errors.Is(err, idem.ErrBodyNotRecorded) {
-		t.Fatalf("reading the recorded body: %v, want ErrBodyNotRecorded", err)
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, idem.ErrBodyNotRecorded) || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("reading the recorded body: %v, want ErrBodyNotRecorded saying it was larger than the limit", err)
 	}
 	if s.count() != 1 {
 		t.Fatalf("server saw %d attempts, want 1", s.count())
+	}
+}
+
+// C3: a response header larger than MaxRecordedHeader reaches the caller in
+// full; the recorded outcome keeps the fields that fit, in name order, and
+// says that some are missing.
+func TestRecordedHeaderLimit(t *testing.T) {
+	big := strings.Repeat("m", 3000)
+	s := newScript(t, status(422, "no", "A-Small", "1", "M-Big", big, "Z-Small", "2"))
+	c := newClient(t, fast(idem.Config{MaxRecordedHeader: 1000}))
+	var live, recorded *idem.OutcomeError
+	_, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if !errors.As(err, &live) || live.Header.Get("M-Big") != big || live.HeaderTruncated {
+		t.Fatalf("first Do: %v, want a rejection with the whole header", err)
+	}
+	_, err = c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if !errors.As(err, &recorded) || !recorded.Recorded || !recorded.HeaderTruncated {
+		t.Fatalf("second Do: %v, want the recorded rejection, its header truncated", err)
+	}
+	h := recorded.Header
+	if h.Get("M-Big") != "" || h.Get("A-Small") != "1" || h.Get("Z-Small") != "2" || string(recorded.Body) != "no" || s.count() != 1 {
+		t.Fatalf("recorded header %v, body %q after %d attempts; want the small fields, the body, 1 attempt", h, recorded.Body, s.count())
 	}
 }
 
@@ -1366,8 +1389,12 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if _, rerr := io.ReadAll(resp.Body); !idem.Recorded(resp) || resp.StatusCode != 201 || !errors.Is(rerr, idem.ErrBodyNotRecorded) {
-		t.Fatalf("after compaction: %d, recorded %v, body error %v", resp.StatusCode, idem.Recorded(resp), rerr)
+	_, rerr := io.ReadAll(resp.Body)
+	if !idem.Recorded(resp) || resp.StatusCode != 201 || !errors.Is(rerr, idem.ErrBodyNotRecorded) || !strings.Contains(rerr.Error(), "compaction summarized") {
+		t.Fatalf("after compaction: %d, recorded %v, body error %v; want 201 and a body that says compaction dropped it", resp.StatusCode, idem.Recorded(resp), rerr)
+	}
+	if op, _ := j.Lookup("op"); !op.Summarized || !op.HeaderTruncated || !op.BodyTruncated || op.Header != nil {
+		t.Fatalf("summary %+v, want it marked summarized, header and body dropped", op)
 	}
 	if s.count() != 1 {
 		t.Fatalf("server saw %d attempts, want 1", s.count())
@@ -1407,3 +1434,69 @@ func (c *testClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 
 // Advance moves the clock forward by d.
 func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// C13: a GET or HEAD operation without a body keeps its method and body
+// across a 301 or 302 within the origin, so the redirect is followed under
+// the same key; one with a body would lose it, so it is not, and ends
+// rejected; a 303 is recorded as it is even for a GET.
+func TestRedirectOfAGetOperation(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s %s %q %s", r.Method, r.URL.Path, body, r.Header.Get("Idempotency-Key")))
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/old":
+			http.Redirect(w, r, "/new", http.StatusFound)
+		case "/other":
+			http.Redirect(w, r, "/new", http.StatusSeeOther)
+		default:
+			io.WriteString(w, "here")
+		}
+	}))
+	defer srv.Close()
+	c := newClient(t, fast(idem.Config{}))
+	get := func(path, body string) *http.Request {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	drain := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		s := seen
+		seen = nil
+		return s
+	}
+
+	resp, err := c.Do("bodiless", get("/old", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := resp.Request.Header.Get("Idempotency-Key")
+	if got := readAll(t, resp); got != "here" || resp.StatusCode != 200 {
+		t.Fatalf("bodiless GET: %d %q, want the redirect followed", resp.StatusCode, got)
+	}
+	if got, want := drain(), []string{`GET /old "" ` + key, `GET /new "" ` + key}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("server saw %q, want %q", got, want)
+	}
+
+	_, err = c.Do("with a body", get("/old", "q"))
+	var oe *idem.OutcomeError
+	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeRejected || oe.Status != 302 || len(drain()) != 1 {
+		t.Fatalf("GET with a body: %v, want the 302 rejected and nothing more sent", err)
+	}
+
+	resp, err = c.Do("see other", get("/other", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 303 || len(drain()) != 1 {
+		t.Fatalf("GET answered 303: status %d, want the 303 recorded as it is", resp.StatusCode)
+	}
+}

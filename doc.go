@@ -24,9 +24,15 @@
 // response), Rejected (the server refused the request; an *OutcomeError),
 // or Unknown (retrying stopped before a final answer; an *OutcomeError, and
 // the operation stays pending for the next Do). Retries follow
-// go-retryablehttp's classification, extended for 408 and for 409 answers
-// to a key in flight, with cenkalti/backoff's jittered exponential waits,
-// Retry-After honoured up to a cap, and a client-wide retry budget.
+// go-retryablehttp's classification, extended for 408 and for every 409
+// that is not a stored answer replayed (the key may be in flight), with
+// cenkalti/backoff's jittered exponential waits, Retry-After honoured up to
+// a cap, and a client-wide retry budget. Redirects are followed only when
+// they keep the method, the body and the origin (see ErrRejected and
+// Config.HTTPClient).
+//
+// The rules the package keeps (C1 to C13, J1 to J8) are stated in the
+// repository's DESIGN.md.
 //
 // Attempt counts are a lower bound: net/http may itself resend a request
 // that carries an Idempotency-Key on a new connection when a reused

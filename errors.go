@@ -39,24 +39,28 @@ var (
 	// raise the limit. It also matches ErrInvalidRequest.
 	ErrBodyTooLarge = fmt.Errorf("%w: body without GetBody is larger than Config.MaxBufferedBody", ErrInvalidRequest)
 
-	// ErrBodyNotRecorded is returned when reading the body of a recorded
-	// response whose body was not kept: it was larger than
-	// Config.MaxRecordedBody when first received, or compaction summarized
-	// the operation after KeyTTL. The status is the original one; the
-	// header is too, unless the operation was summarized.
-	ErrBodyNotRecorded = errors.New("idem: response body was too large to record")
+	// ErrBodyNotRecorded is matched by the error of reading the body of a
+	// recorded response whose body was not kept; the error says which of
+	// two reasons holds: the body was larger than Config.MaxRecordedBody
+	// when first received (Operation.BodyTruncated), or compaction
+	// summarized the operation after KeyTTL (Operation.Summarized). The
+	// status is the original one; the header is too, within
+	// Config.MaxRecordedHeader, unless the operation was summarized.
+	ErrBodyNotRecorded = errors.New("idem: response body not recorded")
 )
 
 // Outcome is what became of an operation, as far as the client can know.
 type Outcome uint8
 
 const (
-	// OutcomeDone: the server gave a final answer that applied the operation
-	// (any 1xx-3xx status after redirects). Do returns the response.
+	// OutcomeDone: the server gave a final answer that applied the
+	// operation: a 2xx, a 303 See Other (recorded as it is, its Location
+	// not fetched), or another 1xx-3xx status that is not an unfollowed
+	// redirect. Do returns the response.
 	OutcomeDone Outcome = iota + 1
 	// OutcomeRejected: the server gave a final answer that did not apply
-	// the operation (a 4xx other than 408, 409-in-flight and 429, or 501).
-	// It is recorded like a done outcome: the operation is not sent again.
+	// the operation (see ErrRejected for the statuses). It is recorded like
+	// a done outcome: the operation is not sent again.
 	OutcomeRejected
 	// OutcomeUnknown: no final answer. Attempts ran out, the retry budget
 	// or MaxElapsed stopped them, the caller's context ended, or an error
@@ -82,7 +86,27 @@ func (o Outcome) String() string {
 
 // Sentinels that an *OutcomeError matches with errors.Is, by its Outcome.
 var (
-	// ErrRejected matches an *OutcomeError whose Outcome is OutcomeRejected.
+	// ErrRejected matches an *OutcomeError whose Outcome is
+	// OutcomeRejected: the server's final answer says it did not apply the
+	// operation, and the operation is recorded so and never sent again.
+	// Each such answer was checked against one question, "could the
+	// server have applied it?", and these are the ones whose answer is no:
+	//
+	//   - 4xx other than 408, 409 and 429: the server refused the request
+	//     as it stands (bad input, authentication, not found, a key reused
+	//     with another request...). This trusts that a 4xx comes from a
+	//     server that did not act, not from a proxy that forwarded the
+	//     request and then failed; proxies answer 502 and 504 for that.
+	//   - 409 carrying Idempotent-Replayed: true: the server's stored final
+	//     answer for the key. Any other 409 may mean the key is in flight,
+	//     so it is retried, and the outcome stays unknown when attempts
+	//     run out (C7).
+	//   - 501 Not Implemented: the server does not support the method.
+	//   - 301, 302, 307 and 308 not followed (C13): the server says the
+	//     resource is elsewhere; the OutcomeError names the Location.
+	//
+	// 408, 429 and 5xx other than 501 are retried and end unknown, never
+	// rejected, when retrying stops.
 	ErrRejected = errors.New("idem: operation rejected")
 	// ErrUnknown matches an *OutcomeError whose Outcome is OutcomeUnknown.
 	ErrUnknown = errors.New("idem: operation outcome unknown")
@@ -114,7 +138,10 @@ type OutcomeError struct {
 	Body []byte
 	// BodyTruncated: the body was longer than Body.
 	BodyTruncated bool
-	Err           error // the last error, or why retrying stopped; nil for a rejection
+	// HeaderTruncated: for a recorded rejection, some header fields were
+	// not recorded (see Operation.HeaderTruncated), so Header lacks them.
+	HeaderTruncated bool
+	Err             error // the last error, or why retrying stopped; nil for a rejection
 }
 
 // Error describes the outcome, the attempts, the last status or error, and
@@ -123,6 +150,9 @@ func (e *OutcomeError) Error() string {
 	msg := fmt.Sprintf("idem: operation %q %s after %d attempt(s) (key %s)", e.Operation, e.Outcome, e.Attempts, e.Key)
 	if e.Status != 0 {
 		msg += fmt.Sprintf(": last status %d", e.Status)
+		if loc := e.Header.Get("Location"); loc != "" && unfollowedRedirect(e.Status) {
+			msg += fmt.Sprintf(", a redirect to %q that idem does not follow for an operation", truncateForMessage([]byte(loc)))
+		}
 		if len(e.Body) > 0 {
 			msg += fmt.Sprintf(" %q", truncateForMessage(e.Body))
 		}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -17,17 +18,20 @@ import (
 
 // The retry rule.
 //
-// What is retried is go-retryablehttp's ErrorPropagatedRetryPolicy
+// What is retried (C7) is go-retryablehttp's ErrorPropagatedRetryPolicy
 // (connection errors, attempt timeouts, 429, and 5xx other than 501; not
 // certificate errors, unsupported schemes, invalid headers or too many
 // redirects), extended with two answers it does not know:
 //
 //   - 408 Request Timeout: the server gave up waiting for the request and
 //     says so; the request can be sent again.
-//   - 409 Conflict carrying Retry-After: the server holds the key in flight
-//     for an earlier attempt and asks the client to come back (the IETF
-//     idempotency-key draft's concurrent-request answer). A 409 without
-//     Retry-After is an ordinary conflict and final.
+//   - 409 Conflict, unless it is a stored answer replayed for the key
+//     (Idempotent-Replayed: true). In the IETF idempotency-key draft a 409
+//     means a request with this key is still being processed, and servers
+//     send it with or without Retry-After; an earlier attempt that timed
+//     out here may be committing there. Taking it for a refusal would
+//     record "not applied" for an operation the server is applying, so it
+//     is retried, and running out of attempts on it ends unknown.
 //
 // A body that fails to arrive in full after a final status is a failed
 // attempt too, retried like a connection error. No attempt is sent that
@@ -66,12 +70,19 @@ func retryable(ctx context.Context, resp *http.Response, err error) (bool, error
 		case http.StatusRequestTimeout:
 			return true, fmt.Errorf("unexpected HTTP status %s", resp.Status)
 		case http.StatusConflict:
-			if resp.Header.Get("Retry-After") != "" {
+			if !replayed(resp) {
 				return true, fmt.Errorf("key in flight: %s", resp.Status)
 			}
 		}
 	}
 	return retryablehttp.ErrorPropagatedRetryPolicy(ctx, resp, err)
+}
+
+// replayed reports whether resp is a server's stored answer for the key,
+// replayed (the Idempotent-Replayed header of Stripe and the reference
+// server), rather than an answer about this attempt.
+func replayed(resp *http.Response) bool {
+	return strings.EqualFold(strings.TrimSpace(resp.Header.Get("Idempotent-Replayed")), "true")
 }
 
 // retryAfter returns the wait the server asked for with Retry-After, in
@@ -137,6 +148,7 @@ type attempts struct {
 	fits  bool   // the final answer's body is all in final
 
 	deadline time.Time // the running attempt's (attempt_deadline.go)
+	hasBody  bool      // the request has body bytes a redirect must keep (redirect.go)
 }
 
 func (c *Client) newAttempts(op Operation) *attempts {

@@ -94,3 +94,51 @@ func TestJournalQuotesControlCharacters(t *testing.T) {
 		t.Errorf("show --json keeps the bytes: %+v (%v)", d, err)
 	}
 }
+
+// A body that compaction dropped is reported as dropped by compaction, not
+// as too large: show says which of the two happened.
+func TestJournalShowSaysCompactionDroppedTheBody(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.journal")
+	open := func(now time.Time) *idem.Journal {
+		j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Now: at(now), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	j := open(t0)
+	op := idem.Operation{ID: "charge-1", Key: "k-1", Method: "POST", URL: "http://a.test/charges"}
+	if err := j.Begin(op); err != nil {
+		t.Fatal(err)
+	}
+	op.State, op.Status, op.Header, op.Body = idem.Done, 201, http.Header{"X-Charge": {"ch_1"}}, []byte("hello world")
+	if err := j.Complete(op); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	j = open(t0.Add(48 * time.Hour)) // past the default 24h retention
+	if err := j.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+
+	r := runAt(t, at(t0.Add(48*time.Hour)), nil, "journal", "show", path, "charge-1")
+	for _, want := range []string{
+		"\nBody:        not recorded: compaction summarized the operation once its outcome was older than the key retention\n",
+		"\nHeader:      partly recorded: compaction summarized",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("show lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = runAt(t, at(t0.Add(48*time.Hour)), nil, "journal", "show", path, "charge-1", "--json")
+	var d struct {
+		Response responseJSON `json:"response"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Response.BodyRecorded || !d.Response.Summarized || !d.Response.HeaderTruncated || len(d.Response.Header) != 0 {
+		t.Errorf("show --json: %+v, want a summary: body and header not recorded", d.Response)
+	}
+}

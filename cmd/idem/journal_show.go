@@ -62,9 +62,15 @@ With --json, the output is one JSON object with the fields of
 "idem journal ls --json" and one more, response: null while the operation
 is pending, otherwise an object with these fields:
   header         object  the recorded response header, name to list of values
-  body_recorded  bool    false when the body was larger than the client's
-                         recording limit, or compaction summarized the
-                         operation, and it was not kept
+  header_truncated bool  true when some header fields were not kept: the
+                         header was larger than the client's recording
+                         limit, or compaction summarized the operation
+  body_recorded  bool    false when the body was not kept: it was larger
+                         than the client's recording limit, or compaction
+                         summarized the operation (see summarized)
+  summarized     bool    true when compaction kept only a summary of the
+                         operation (its status, without header and body)
+                         once its outcome was older than the key retention
   body_size      number  the recorded body's size in bytes
   body_encoding  string  "text" (body is the UTF-8 text) or "base64"
   body           string  the recorded body, "" when empty or not recorded
@@ -78,11 +84,13 @@ type operationDetailJSON struct {
 
 // responseJSON is the recorded response of a completed operation.
 type responseJSON struct {
-	Header       http.Header `json:"header"`
-	BodyRecorded bool        `json:"body_recorded"`
-	BodySize     int         `json:"body_size"`
-	BodyEncoding string      `json:"body_encoding"`
-	Body         string      `json:"body"`
+	Header          http.Header `json:"header"`
+	HeaderTruncated bool        `json:"header_truncated"`
+	BodyRecorded    bool        `json:"body_recorded"`
+	Summarized      bool        `json:"summarized"`
+	BodySize        int         `json:"body_size"`
+	BodyEncoding    string      `json:"body_encoding"`
+	Body            string      `json:"body"`
 }
 
 func detail(op idem.Operation, now time.Time, ttl time.Duration) operationDetailJSON {
@@ -91,11 +99,13 @@ func detail(op idem.Operation, now time.Time, ttl time.Duration) operationDetail
 		return d
 	}
 	r := &responseJSON{
-		Header:       op.Header,
-		BodyRecorded: !op.BodyTruncated,
-		BodySize:     len(op.Body),
-		BodyEncoding: "text",
-		Body:         string(op.Body),
+		Header:          op.Header,
+		HeaderTruncated: op.HeaderTruncated,
+		BodyRecorded:    !op.BodyTruncated,
+		Summarized:      op.Summarized,
+		BodySize:        len(op.Body),
+		BodyEncoding:    "text",
+		Body:            string(op.Body),
 	}
 	if r.Header == nil {
 		r.Header = http.Header{}
@@ -132,13 +142,16 @@ func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Dura
 	field("Status", fmt.Sprintf("%d %s", op.Status, http.StatusText(op.Status)))
 	switch {
 	case op.BodyTruncated:
-		field("Body", "not recorded: larger than the client's recording limit")
+		field("Body", "not recorded: "+whyBodyNotRecorded(op))
 	case len(op.Body) == 0:
 		field("Body", "empty")
 	case printable(op.Body):
 		field("Body", fmt.Sprintf("%d bytes, text", len(op.Body)))
 	default:
 		field("Body", fmt.Sprintf("%d bytes, binary, shown in base64", len(op.Body)))
+	}
+	if op.HeaderTruncated {
+		field("Header", "partly recorded: "+whyHeaderTruncated(op))
 	}
 	if len(op.Header) > 0 {
 		fmt.Fprintln(w)
@@ -165,6 +178,24 @@ func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Dura
 		enc = enc[76:]
 	}
 	fmt.Fprintln(w, enc)
+}
+
+// whyBodyNotRecorded says why a completed operation's body is not in the
+// journal.
+func whyBodyNotRecorded(op idem.Operation) string {
+	if op.Summarized {
+		return "compaction summarized the operation once its outcome was older than the key retention"
+	}
+	return "larger than the client's recording limit"
+}
+
+// whyHeaderTruncated says why some of a completed operation's header
+// fields are not in the journal.
+func whyHeaderTruncated(op idem.Operation) string {
+	if op.Summarized {
+		return "compaction summarized the operation once its outcome was older than the key retention"
+	}
+	return "larger than the client's recording limit; the fields that fit are shown"
 }
 
 // printable reports whether b is UTF-8 text that is safe to write to a

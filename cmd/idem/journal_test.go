@@ -243,6 +243,7 @@ func TestJournalShowJSON(t *testing.T) {
 					"Content-Length": []any{"13"},
 					"Location":       []any{"/charges/ch_1"},
 				},
+				"header_truncated": false, "summarized": false,
 				"body_recorded": true, "body_size": 13.0, "body_encoding": "text", "body": `{"id":"ch_1"}`,
 			}
 			return m
@@ -254,6 +255,7 @@ func TestJournalShowJSON(t *testing.T) {
 					"Content-Type":   []any{"application/problem+json"},
 					"Content-Length": []any{"25"},
 				},
+				"header_truncated": false, "summarized": false,
 				"body_recorded": true, "body_size": 25.0, "body_encoding": "text", "body": `{"title":"card declined"}`,
 			}
 			return m
@@ -265,6 +267,7 @@ func TestJournalShowJSON(t *testing.T) {
 					"Content-Type":   []any{"application/octet-stream"},
 					"Content-Length": []any{"6"},
 				},
+				"header_truncated": false, "summarized": false,
 				"body_recorded": true, "body_size": 6.0, "body_encoding": "base64",
 				"body": base64.StdEncoding.EncodeToString(binaryBody),
 			}

@@ -176,10 +176,12 @@ func newTransport() *http.Transport {
 
 // writeDone writes the response of a done operation to stdout.
 func writeDone(e env, cmd string, o sendOptions, j *idem.Journal, resp *http.Response) int {
+	var recorded idem.Operation
 	if idem.Recorded(resp) {
 		when := ""
 		if op, ok := j.Lookup(o.op); ok {
 			when = " at " + op.Completed.UTC().Format(time.RFC3339)
+			recorded = op
 		}
 		fmt.Fprintf(e.stderr, "%s: operation %s was already done: this is the response recorded%s; nothing was sent\n", cmd, cell(o.op), when)
 	}
@@ -188,6 +190,8 @@ func writeDone(e env, cmd string, o sendOptions, j *idem.Journal, resp *http.Res
 	}
 	_, err := io.Copy(e.stdout, resp.Body)
 	switch {
+	case errors.Is(err, idem.ErrBodyNotRecorded) && recorded.Summarized:
+		fmt.Fprintf(e.stderr, "%s: the response body was not recorded (%s), so it cannot be printed\n", cmd, whyBodyNotRecorded(recorded))
 	case errors.Is(err, idem.ErrBodyNotRecorded):
 		fmt.Fprintf(e.stderr, "%s: the response body was larger than the recording limit (%d bytes) when it arrived, so it was not recorded and cannot be printed\n", cmd, idem.DefaultMaxRecordedBody)
 	case err != nil:

@@ -55,7 +55,13 @@ func reportRejected(e env, cmd string, o sendOptions, oe *idem.OutcomeError) int
 	}
 	fmt.Fprintf(e.stderr, "%s: rejected: the server answered %d %s and did not apply the request (operation %s, key %s)%s\n",
 		cmd, oe.Status, http.StatusText(oe.Status), cell(o.op), oe.Key, how)
-	if oe.BodyTruncated {
+	if loc := oe.Header.Get("Location"); loc != "" && oe.Status >= 300 && oe.Status < 400 {
+		fmt.Fprintf(e.stderr, "%s: the server points to %s; an operation never follows a redirect that could apply it elsewhere or as another request: send it there under a new --op\n", cmd, cell(loc))
+	}
+	switch {
+	case oe.BodyTruncated && oe.Recorded:
+		fmt.Fprintf(e.stderr, "%s: the response body was not recorded; see idem journal show for why\n", cmd)
+	case oe.BodyTruncated:
 		fmt.Fprintf(e.stderr, "%s: the response body was larger than the recording limit (%d bytes) and is shown cut short\n", cmd, idem.DefaultMaxRecordedBody)
 	}
 	return exitRejected

@@ -170,6 +170,21 @@ func TestSendRejected(t *testing.T) {
 	oneKey(t, srv.keys(), 1)
 }
 
+// A POST answered 301 is rejected, not followed, and the command says where
+// the server points.
+func TestSendRejectedRedirect(t *testing.T) {
+	srv := newTestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/v2/charges", http.StatusMovedPermanently)
+	})
+	r := runCLI(t, "send", "--journal", journalIn(t), "--op", "invoice-8", "-d", `{"amount":1}`, srv.URL+"/charges")
+	key := oneKey(t, srv.keys(), 1)
+	want := fmt.Sprintf("idem send: rejected: the server answered 301 Moved Permanently and did not apply the request (operation invoice-8, key %s)\n"+
+		"idem send: the server points to /v2/charges; an operation never follows a redirect that could apply it elsewhere or as another request: send it there under a new --op\n", key)
+	if r.code != exitRejected || r.stderr != want {
+		t.Fatalf("exit code %d, stderr %q; want %d and %q", r.code, r.stderr, exitRejected, want)
+	}
+}
+
 func TestSendUnknownThenResumeUnderTheSameKey(t *testing.T) {
 	srv := newTestServer(t, respond(http.StatusServiceUnavailable, `{"title":"try later"}`))
 	path := journalIn(t)

@@ -1,0 +1,45 @@
+package idem
+
+import (
+	"net/http"
+	"slices"
+)
+
+// Bounding the recorded header (C3): see Config.MaxRecordedHeader.
+
+// recordableHeader returns the part of h that an outcome records within
+// limit bytes, and whether fields were left out. A header within the limit
+// is returned as it is, without a copy.
+func recordableHeader(h http.Header, limit int64) (http.Header, bool) {
+	total := int64(0)
+	for name, values := range h {
+		total += fieldSize(name, values)
+	}
+	if total <= limit {
+		return h, false
+	}
+	names := make([]string, 0, len(h))
+	for name := range h {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	kept := make(http.Header)
+	room := limit
+	for _, name := range names {
+		if size := fieldSize(name, h[name]); size <= room {
+			kept[name] = h[name]
+			room -= size
+		}
+	}
+	return kept, true
+}
+
+// fieldSize is the size of a header field on the wire: name + ": " + value
+// + CRLF for each of its values.
+func fieldSize(name string, values []string) int64 {
+	size := int64(0)
+	for _, v := range values {
+		size += int64(len(name) + len(v) + 4)
+	}
+	return size
+}
