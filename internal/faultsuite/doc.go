@@ -19,6 +19,8 @@
 //	TestClientAndServerCrash          both, alternately, in one run
 //	TestExpiryEndToEnd                a key that outlived the server's retention
 //	TestDisk*                         failing writes and fsyncs under the journal
+//	TestHostile*                      hostile peers: redirects, bare 409s, a journal reached
+//	                                  by a second name, megabyte headers, stalling clients
 //	TestModel, FuzzModel (package idem)  random Do, crash, reopen, compact and clock sequences
 //
 // The batch client of the crash scenarios is the test binary itself,
