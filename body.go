@@ -23,13 +23,12 @@ import (
 // GetBody must return the same bytes each time it is called.
 
 // requestBody is what go-retryablehttp rewinds for each attempt (nil, a
-// []byte or a ReaderFunc), the length to send (-1 or 0 for unknown), the
-// request's fingerprint, and whether the body has any bytes at all.
+// []byte or a ReaderFunc), the length to send (-1 or 0 for unknown), and
+// the request's fingerprint.
 type requestBody struct {
 	rewind      any
 	length      int64
 	fingerprint Fingerprint
-	nonEmpty    bool
 }
 
 // captureBody takes the body out of req. It closes req.Body, as
@@ -56,12 +55,12 @@ func captureBody(req *http.Request, limit int64) (requestBody, error) {
 			return requestBody{}, err
 		}
 		fp := newFingerprintWriter(req.Method, url)
-		n, err := io.Copy(fp, body)
+		_, err = io.Copy(fp, body)
 		body.(io.Closer).Close()
 		if err != nil {
 			return requestBody{}, fmt.Errorf("reading request body: %w", err)
 		}
-		return requestBody{retryablehttp.ReaderFunc(get), req.ContentLength, fp.sum(), n > 0}, nil
+		return requestBody{retryablehttp.ReaderFunc(get), req.ContentLength, fp.sum()}, nil
 	}
 	defer req.Body.Close()
 	buf, complete, err := readPrefix(req.Body, limit)
@@ -71,7 +70,7 @@ func captureBody(req *http.Request, limit int64) (requestBody, error) {
 	if !complete {
 		return requestBody{}, fmt.Errorf("%w (%d bytes; set Request.GetBody to stream it)", ErrBodyTooLarge, limit)
 	}
-	return requestBody{buf, int64(len(buf)), fingerprintOf(req.Method, url, buf), len(buf) > 0}, nil
+	return requestBody{buf, int64(len(buf)), fingerprintOf(req.Method, url, buf)}, nil
 }
 
 // readPrefix reads up to limit+1 bytes of a body, to record it or to

@@ -142,6 +142,8 @@ type Client struct {
 	budget  *budget
 	log     *slog.Logger
 	now     func() time.Time
+
+	callerRedirect func(*http.Request, []*http.Request) error // HTTPClient's CheckRedirect
 }
 
 // New returns a Client for cfg, with defaults filled in.
@@ -198,6 +200,7 @@ func New(cfg Config) (*Client, error) {
 	// transport itself.
 	attempt.Transport = attemptDeadline{keepIdle{attempt.Transport}}
 	attempt.CheckRedirect = followRedirect(hc.CheckRedirect)
+	c.callerRedirect = hc.CheckRedirect
 	c.hc = &attempt
 	return c, nil
 }
@@ -387,7 +390,6 @@ func (c *Client) admit(id string, req *http.Request, fp Fingerprint) (Operation,
 // send makes the attempts of a pending operation and records its outcome.
 func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body requestBody) (result, error) {
 	a := c.newAttempts(op)
-	a.hasBody = body.nonEmpty
 	// A shallow copy with a header map of its own is all the attempts
 	// need: they add the key header and replace the body, and change
 	// nothing else (a deep req.Clone cost a tenth of the client's time).
@@ -538,39 +540,37 @@ func OperationFrom(ctx context.Context) (string, bool) {
 // (WithOperation) is that operation, exactly as with Do. A mutating request
 // without one gets a key minted for it alone, kept in memory, and reused
 // across its retries only. A GET, HEAD or OPTIONS request without one is
-// not an operation: it goes to Config.HTTPClient's transport as it is, once,
-// without a key and without the journal.
+// not an operation: it is sent once, without a key and without the
+// journal, through Config.HTTPClient's transport and cookie jar, within
+// AttemptTimeout.
 //
 // Unlike Do, a rejection is returned as the server's response (a 4xx the
 // calling code expects to read), not as an error; Unknown outcomes and
 // refusals (ErrMismatch, ErrKeyExpired) are returned as errors. A redirect
-// that the redirect rule (redirect.go) left unfollowed is a rejection too:
-// an *http.Client built on this RoundTripper must not follow it for a
-// request that carries a key, or it would send that request again as
-// another one. StandardClient's does not.
+// that the redirect rule (redirect.go) left unfollowed is a rejection too,
+// and an *http.Client built on this RoundTripper must not follow it: the
+// RoundTripper refuses, with ErrInvalidRequest, a redirect of a request
+// that carried a key. StandardClient's client stops at those redirects.
 func (c *Client) RoundTripper() http.RoundTripper { return roundTripper{c} }
 
 // StandardClient returns an *http.Client whose transport is
 // c.RoundTripper(). A request that carries a key has its redirects decided
 // inside each attempt by the redirect rule (redirect.go), and the 3xx that
-// rule leaves unfollowed is returned as the response, not followed by the
-// returned client. A safe request without an operation follows redirects
-// as net/http does, each hop sent once without a key.
+// rule leaves unfollowed is returned as the response. A safe request
+// without an operation follows redirects as net/http does, under
+// Config.HTTPClient's CheckRedirect, each hop sent once without a key.
 func (c *Client) StandardClient() *http.Client {
-	return &http.Client{Transport: c.RoundTripper(), CheckRedirect: keyedStop}
+	return &http.Client{Transport: c.RoundTripper(), CheckRedirect: c.standardRedirect}
 }
 
-// keyedStop is StandardClient's CheckRedirect: a redirect that reaches it
-// after a request that carried a key was left unfollowed on purpose;
-// anything else follows net/http's default policy.
-func keyedStop(req *http.Request, via []*http.Request) error {
+// standardRedirect is StandardClient's CheckRedirect: a redirect after a
+// request that carried a key was left unfollowed on purpose; any other
+// follows the caller's policy.
+func (c *Client) standardRedirect(req *http.Request, via []*http.Request) error {
 	if carriesKey(via[len(via)-1]) {
 		return http.ErrUseLastResponse
 	}
-	if len(via) >= maxRedirects {
-		return errTooManyRedirects
-	}
-	return nil
+	return defaultRedirect(c.callerRedirect, req, via)
 }
 
 // carriesKey reports whether the RoundTripper sends req as an operation.
@@ -582,8 +582,13 @@ func carriesKey(req *http.Request) bool {
 type roundTripper struct{ c *Client }
 
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if prev := req.Response; prev != nil && prev.Request != nil && carriesKey(prev.Request) {
+		closeBody(req)
+		return nil, fmt.Errorf("%w: the *http.Client around idem's RoundTripper followed a %s redirect of a request that "+
+			"carries a key; use Client.StandardClient, or a CheckRedirect that returns http.ErrUseLastResponse", ErrInvalidRequest, prev.Status)
+	}
 	if !carriesKey(req) {
-		return t.c.hc.Transport.RoundTrip(req)
+		return t.c.passThrough(req)
 	}
 	id, _ := OperationFrom(req.Context())
 	res, err := t.c.do(id, req)
@@ -591,4 +596,19 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return res.resp, nil
+}
+
+// passThrough sends a safe request that names no operation once, as
+// RoundTripper describes; the client around the RoundTripper follows its
+// redirects.
+func (c *Client) passThrough(req *http.Request) (*http.Response, error) {
+	hc := http.Client{
+		Transport:     c.hc.Transport,
+		Jar:           c.hc.Jar,
+		Timeout:       c.cfg.AttemptTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	// The jar adds its cookies to the request it is given: give it a copy,
+	// as a RoundTripper must not change the caller's.
+	return hc.Do(req.Clone(req.Context()))
 }

@@ -27,8 +27,8 @@
 // go-retryablehttp's classification, extended for 408 and for every 409
 // that is not a stored answer replayed (the key may be in flight), with
 // cenkalti/backoff's jittered exponential waits, Retry-After honoured up to
-// a cap, and a client-wide retry budget. Redirects are followed only when
-// they keep the method, the body and the origin (see ErrRejected and
+// a cap, and a client-wide retry budget. Of redirects, an operation follows
+// only a 307 or 308 to its own origin (see ErrRejected and
 // Config.HTTPClient).
 //
 // The rules the package keeps (C1 to C13, J1 to J8) are stated in the

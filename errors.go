@@ -151,7 +151,7 @@ func (e *OutcomeError) Error() string {
 	if e.Status != 0 {
 		msg += fmt.Sprintf(": last status %d", e.Status)
 		if loc := e.Header.Get("Location"); loc != "" && unfollowedRedirect(e.Status) {
-			msg += fmt.Sprintf(", a redirect to %q that idem does not follow for an operation", truncateForMessage([]byte(loc)))
+			msg += fmt.Sprintf(", a redirect to %q, not followed", truncateForMessage([]byte(loc)))
 		}
 		if len(e.Body) > 0 {
 			msg += fmt.Sprintf(" %q", truncateForMessage(e.Body))

@@ -3,13 +3,17 @@ package idem
 import (
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // Bounding the recorded header (C3): see Config.MaxRecordedHeader.
 
 // recordableHeader returns the part of h that an outcome records within
 // limit bytes, and whether fields were left out. A header within the limit
-// is returned as it is, without a copy.
+// is returned as it is, without a copy. Over the limit, the fields that
+// say what became of the request (firstKept) are kept first, so that no
+// padding can push a redirect's Location out; then the others, in name
+// order, each if it still fits.
 func recordableHeader(h http.Header, limit int64) (http.Header, bool) {
 	total := int64(0)
 	for name, values := range h {
@@ -22,7 +26,16 @@ func recordableHeader(h http.Header, limit int64) (http.Header, bool) {
 	for name := range h {
 		names = append(names, name)
 	}
-	slices.Sort(names)
+	slices.SortFunc(names, func(a, b string) int {
+		pa, pb := slices.Contains(firstKept, a), slices.Contains(firstKept, b)
+		switch {
+		case pa && !pb:
+			return -1
+		case pb && !pa:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
 	kept := make(http.Header)
 	room := limit
 	for _, name := range names {
@@ -33,6 +46,10 @@ func recordableHeader(h http.Header, limit int64) (http.Header, bool) {
 	}
 	return kept, true
 }
+
+// firstKept are the header fields a bounded record keeps before any other,
+// in canonical form.
+var firstKept = []string{"Location", "Content-Location", "Content-Type", "Retry-After", "Idempotent-Replayed"}
 
 // fieldSize is the size of a header field on the wire: name + ": " + value
 // + CRLF for each of its values.

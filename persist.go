@@ -196,8 +196,8 @@ type JournalOptions struct {
 	// ReadOnly opens the journal for inspection while another process may
 	// be writing it: no lock is taken, nothing is written or truncated (a
 	// torn tail, such as a record the writer is appending at that moment,
-	// is ignored in memory), and Begin, Complete and Compact return
-	// ErrReadOnly. The file is read once, at open: the listings are a
+	// is ignored in memory; a file the writer cuts short while it is read
+	// is read again), and Begin, Complete and Compact return ErrReadOnly. The file is read once, at open: the listings are a
 	// snapshot. Default false.
 	ReadOnly bool
 
@@ -237,9 +237,10 @@ type JournalOptions struct {
 	// compaction. Default time.Now.
 	Now func() time.Time
 
-	// WrapFile, when set, wraps every file the journal writes (the journal
-	// and its compaction file) before it is used: the seam for injecting
-	// write and fsync failures. Default nil (files are used as opened).
+	// WrapFile, when set, wraps every file the journal opens (the journal
+	// and its compaction file, and the file a read-only journal reads)
+	// before it is used: the seam for injecting read, write and fsync
+	// failures. Default nil (files are used as opened).
 	WrapFile func(File) File
 
 	// Logger receives torn-tail truncations, compactions and failures.
@@ -406,16 +407,32 @@ func OpenJournalWithOptions(path string, o JournalOptions) (*Journal, error) {
 	if j.file, err = resolvePath(path); err != nil {
 		return nil, fmt.Errorf("idem: opening journal %s: resolving its path: %w", path, err)
 	}
-	if j.readOnly {
+	if !j.readOnly {
+		if err := j.openWritable(); err != nil {
+			return nil, err
+		}
+		return j, nil
+	}
+	for try := 1; ; try++ {
 		err = j.openReadOnly()
-	} else {
-		err = j.openWritable()
+		if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) || try == readOnlyTries {
+			break
+		}
+		// The file ended before the size it had when opened: its writer
+		// cut a torn tail meanwhile. Read it again as it is now.
+		rj := newJournal(o)
+		rj.path, rj.file, rj.readOnly = j.path, j.file, true
+		j = rj
 	}
 	if err != nil {
 		return nil, err
 	}
 	return j, nil
 }
+
+// readOnlyTries bounds the reads of a journal that its writer keeps cutting
+// short while it is read.
+const readOnlyTries = 3
 
 // newMemoryJournal returns a Journal without a file: Begin and Complete only
 // update the index, with the same checks as a file journal. The client uses
@@ -464,9 +481,13 @@ func newJournal(o JournalOptions) *Journal {
 
 // openReadOnly reads the file once and closes it: the index is a snapshot.
 func (j *Journal) openReadOnly() error {
-	f, err := os.Open(j.file)
+	osf, err := os.Open(j.file)
 	if err != nil {
 		return fmt.Errorf("idem: opening journal read-only: %w", err)
+	}
+	var f File = osf
+	if j.opt.WrapFile != nil {
+		f = j.opt.WrapFile(f)
 	}
 	defer f.Close()
 	fi, err := f.Stat()

@@ -55,18 +55,31 @@ const maxSymlinks = 40
 // resolvePath returns the absolute path of the file that path names, every
 // symlink followed, whether or not that file exists yet (a dangling symlink
 // resolves to the file it would create). The directory it ends in must
-// exist.
+// exist. The path is never cleaned before its symlinks are followed: as
+// the kernel reads it, "link/.." is the parent of the link's target, not
+// the directory holding the link, and a relative path starts from the real
+// working directory, not from $PWD.
 func resolvePath(path string) (string, error) {
-	path, err := filepath.Abs(path)
-	if err != nil {
-		return "", err
-	}
-	for range maxSymlinks {
-		dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if !filepath.IsAbs(path) {
+		wd, err := os.Getwd()
+		if err == nil {
+			wd, err = filepath.EvalSymlinks(wd)
+		}
 		if err != nil {
 			return "", err
 		}
-		path = filepath.Join(dir, filepath.Base(path))
+		path = wd + string(filepath.Separator) + path
+	}
+	for range maxSymlinks {
+		dir, base := filepath.Split(path)
+		if base == "" || base == "." || base == ".." {
+			return "", errors.New("the path names a directory")
+		}
+		dir, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return "", err
+		}
+		path = filepath.Join(dir, base)
 		fi, err := os.Lstat(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -81,7 +94,7 @@ func resolvePath(path string) (string, error) {
 			return "", err
 		}
 		if !filepath.IsAbs(target) {
-			target = filepath.Join(dir, target)
+			target = dir + string(filepath.Separator) + target
 		}
 		path = target
 	}

@@ -922,6 +922,49 @@ func TestJournalReadOnlyIgnoresATornTailWithoutWriting(t *testing.T) {
 	}
 }
 
+// A read-only open may race its writer cutting a torn tail: the file then
+// ends before the size it had when opened, and is read again as it is.
+func TestJournalReadOnlyRereadsAFileCutWhileItIsRead(t *testing.T) {
+	c := tornTailCases(t)[1]
+	path := journalPath(t)
+	torn := c.file[:len(c.file)-3]
+	writeFile(t, path, torn)
+	o := quietOptions()
+	o.ReadOnly = true
+	opens := 0
+	o.WrapFile = func(f File) File {
+		opens++
+		if opens == 1 {
+			return &cutOnFirstRead{File: f, path: path, size: c.last}
+		}
+		return f
+	}
+	r := openTestJournal(t, path, o)
+	sameOperations(t, "read-only view", r.Operations(), c.before)
+	if st := r.Stats(); opens != 2 || st.Truncated != 0 {
+		t.Fatalf("%d opens, %d torn bytes ignored; want 2 opens and the second seeing the cut file", opens, st.Truncated)
+	}
+}
+
+// cutOnFirstRead truncates the file at path to size before its first read,
+// as a writer cutting a torn tail would.
+type cutOnFirstRead struct {
+	File
+	path string
+	size int64
+	done bool
+}
+
+func (f *cutOnFirstRead) ReadAt(p []byte, off int64) (int, error) {
+	if !f.done {
+		f.done = true
+		if err := os.Truncate(f.path, f.size); err != nil {
+			return 0, err
+		}
+	}
+	return f.File.ReadAt(p, off)
+}
+
 func TestJournalReadOnlyNeedsAnExistingFile(t *testing.T) {
 	o := quietOptions()
 	o.ReadOnly = true

@@ -15,45 +15,58 @@ import (
 // outcome (the POST was never applied); a 303 fetches another resource
 // whose answer would be taken for the operation's; and a redirect to
 // another origin carries the key and the body to a host the caller never
-// named. So an attempt follows a redirect only when the next request keeps
-// the method and the body and stays within the origin (scheme, host and
-// port) of the request the caller made: 307 and 308 within the origin, and
-// 301 and 302 of a GET or HEAD without a body. Every other redirect ends
-// the attempt with the 3xx as the server's final answer:
+// named. So an attempt follows only a 307 or 308 (which keep the method
+// and the body) to the origin (scheme, host and port, the Host header
+// included) of the request the caller made. Every other redirect ends the
+// attempt with the 3xx as the server's final answer:
 //
 //   - 303 See Other: the server applied the request and points at the
 //     result. The operation is done, and the 303 itself, Location included,
 //     is what is recorded and returned; the Location is not fetched.
-//   - 301, 302, 307 and 308 not followed: the server did not apply the
-//     request here. The operation is rejected (see ErrRejected), and the
-//     OutcomeError says where the server points, so the caller can fix its
-//     URL.
+//   - 301, 302, and 307 or 308 to another origin: the server did not apply
+//     the request here. The operation is rejected (see ErrRejected), and
+//     the OutcomeError names the Location, so the caller can fix its URL.
 //
 // Config.HTTPClient's own CheckRedirect, when set, is asked about every
-// redirect these rules allow: it can stop one (the 3xx is then the answer,
-// judged as above) but never allow one they refuse. Without one, net/http's
-// limit of 10 redirects applies, and reaching it ends the operation
-// unknown.
+// redirect these rules allow. It can stop one, by returning any error or
+// http.ErrUseLastResponse: the 3xx is then the answer, judged as above. It
+// cannot allow one they refuse. Without one, net/http's limit of 10
+// redirects applies, and reaching it ends the operation unknown.
 //
-// Requests without a key are not the client's business: StandardClient
-// lets safe requests without an operation (C12) follow redirects as
-// net/http does.
+// Requests without a key are not the rule's business: safe requests that
+// name no operation pass through RoundTripper and StandardClient as net/http
+// sends them (C12).
 
 // followRedirect is the CheckRedirect of the Client's attempts: the
 // redirect rule first, then the caller's own policy.
 func followRedirect(caller func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
-		if a, ok := req.Context().Value(attemptsKey{}).(*attempts); ok && !a.mayFollow(req, via) {
+		if _, keyed := req.Context().Value(attemptsKey{}).(*attempts); !keyed {
+			return defaultRedirect(caller, req, via)
+		}
+		if !mayFollow(req, via) {
 			return http.ErrUseLastResponse
 		}
-		if caller != nil {
-			return caller(req, via)
+		if caller != nil && caller(req, via) != nil {
+			return http.ErrUseLastResponse // the caller stopped it: the 3xx is the answer
 		}
 		if len(via) >= maxRedirects {
 			return errTooManyRedirects
 		}
 		return nil
 	}
+}
+
+// defaultRedirect is net/http's redirect policy: the caller's, or its
+// default limit.
+func defaultRedirect(caller func(*http.Request, []*http.Request) error, req *http.Request, via []*http.Request) error {
+	if caller != nil {
+		return caller(req, via)
+	}
+	if len(via) >= maxRedirects {
+		return errTooManyRedirects
+	}
+	return nil
 }
 
 // maxRedirects is net/http's default limit, which a CheckRedirect of our
@@ -65,36 +78,42 @@ const maxRedirects = 10
 var errTooManyRedirects = errors.New("stopped after 10 redirects")
 
 // mayFollow reports whether the redirect to req, after the requests in via,
-// keeps the operation's method, body and origin.
-func (a *attempts) mayFollow(req *http.Request, via []*http.Request) bool {
-	prev := via[len(via)-1]
-	switch {
-	case req.Response != nil && req.Response.StatusCode == http.StatusSeeOther:
-		return false
-	case req.Method != prev.Method:
-		return false
-	case a.hasBody && req.GetBody == nil: // net/http dropped the body
+// is a 307 or 308 that stays at the origin of the first request.
+func mayFollow(req *http.Request, via []*http.Request) bool {
+	if req.Response == nil {
 		return false
 	}
-	return sameOrigin(req.URL, via[0].URL)
+	switch req.Response.StatusCode {
+	case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return sameOrigin(req, via[0])
+	}
+	return false
 }
 
-// sameOrigin reports whether u and v have the same scheme, host and port,
-// an absent port standing for the scheme's default.
-func sameOrigin(u, v *url.URL) bool {
-	return strings.EqualFold(u.Scheme, v.Scheme) &&
-		strings.EqualFold(u.Hostname(), v.Hostname()) &&
-		portOf(u) == portOf(v)
+// sameOrigin reports whether r and s go to the same scheme, host and port,
+// by their URLs and Host headers; an absent port stands for the scheme's
+// default.
+func sameOrigin(r, s *http.Request) bool {
+	rh, rp := hostPort(r)
+	sh, sp := hostPort(s)
+	return strings.EqualFold(r.URL.Scheme, s.URL.Scheme) && strings.EqualFold(rh, sh) && rp == sp
 }
 
-func portOf(u *url.URL) string {
+// hostPort returns the host and port r is addressed to: its Host header if
+// set, else its URL's, with the scheme's default port when none is given.
+func hostPort(r *http.Request) (string, string) {
+	host := r.Host
+	if host == "" {
+		host = r.URL.Host
+	}
+	u := url.URL{Host: host}
 	if p := u.Port(); p != "" {
-		return p
+		return u.Hostname(), p
 	}
-	if strings.EqualFold(u.Scheme, "https") {
-		return "443"
+	if strings.EqualFold(r.URL.Scheme, "https") {
+		return u.Hostname(), "443"
 	}
-	return "80"
+	return u.Hostname(), "80"
 }
 
 // unfollowedRedirect reports whether a final status is a redirect that

@@ -148,7 +148,6 @@ type attempts struct {
 	fits  bool   // the final answer's body is all in final
 
 	deadline time.Time // the running attempt's (attempt_deadline.go)
-	hasBody  bool      // the request has body bytes a redirect must keep (redirect.go)
 }
 
 func (c *Client) newAttempts(op Operation) *attempts {

@@ -59,9 +59,9 @@ func CauseOf(status int, err error) string {
 // ObserveFailures wraps base (http.DefaultTransport when nil) so that every
 // failed exchange is reported to rec with its cause: a transport error, a
 // status the client retries, or a response body that breaks off while it
-// is read. A 409 is reported only with Retry-After, as the client only
-// retries that one (the key is in flight). Responses the server replayed
-// are reported too.
+// is read. A 409 is reported unless the server replayed it as its stored
+// answer, as the client retries every other one (the key may be in
+// flight). Responses the server replayed are reported too.
 func ObserveFailures(base http.RoundTripper, rec Recorder) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -82,9 +82,9 @@ func (o observer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if resp.Header.Get(testserver.HeaderReplayed) == "true" {
 		o.rec.Replayed()
-	}
-	if resp.StatusCode == http.StatusConflict && resp.Header.Get("Retry-After") == "" {
-		return resp, nil // a final conflict, not a failure
+		if resp.StatusCode == http.StatusConflict {
+			return resp, nil // a stored, final conflict, not a failure
+		}
 	}
 	if cause := CauseOf(resp.StatusCode, nil); cause != "" {
 		o.rec.Failure(cause)

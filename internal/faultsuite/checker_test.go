@@ -63,9 +63,32 @@ func TestCheckerCatchesEveryViolation(t *testing.T) {
 			t.Errorf("error lacks %q:\n%s", s, msg)
 		}
 	}
-	const line = "unit: ops=5 attempts=8 retries=3 (502=1 reset=2) client-crash-resumes=0 replays=3 replays-seen=1 duplicates=1 lost=1 unfinished=1 unknown-then-resolved=1 key-changes=1 strays=2 captures=3/2 stock=5/4"
+	const line = "unit: ops=5 attempts=8 retries=3 (502=1 reset=2) client-crash-resumes=0 replays=3 replays-seen=1 duplicates=1 lost=1 unfinished=1 unknown-then-resolved=1 key-changes=1 overlaps=0 strays=2 captures=3/2 stock=5/4"
 	if r.String() != line {
 		t.Errorf("line\n%s\nwant\n%s", r, line)
+	}
+}
+
+// The wire is evidence of its own: a key the client never reported, and a
+// key sent twice at once, break the promise even when the client's own
+// reports are clean.
+func TestCheckerJudgesTheWire(t *testing.T) {
+	c := NewChecker([]string{"a", "b"})
+	c.Attempt("a", "k1")
+	c.Outcome("a", ResultDone)
+	c.Attempt("b", "k2")
+	c.Outcome("b", ResultDone)
+	r := c.Check("wire", ServerView{
+		Effects: map[string]int{"a": 1, "b": 1}, Replays: -1,
+		Wire: &WireView{Keys: map[string][]string{"a": {"k1"}, "b": {"k2", "k9"}}, Overlaps: []string{"key k1 was sent again"}},
+	})
+	if r.KeyChanges != 1 || r.Overlaps != 1 || r.OK() {
+		t.Fatalf("key changes %d, overlaps %d, ok %v; want 1, 1 and a broken promise", r.KeyChanges, r.Overlaps, r.OK())
+	}
+	for _, s := range []string{"operation b was sent under 2 keys: k2 k9", "key k1 was sent again"} {
+		if !strings.Contains(r.Err().Error(), s) {
+			t.Errorf("error lacks %q:\n%s", s, r.Err())
+		}
 	}
 }
 
@@ -152,17 +175,17 @@ func TestCauseOf(t *testing.T) {
 	}
 }
 
-// ObserveFailures reports retried statuses and broken bodies, and not a
-// final 409 (without Retry-After).
+// ObserveFailures reports retried statuses (every 409 the server did not
+// replay as its stored answer) and broken bodies, and not a stored 409.
 func TestObserveFailures(t *testing.T) {
 	step := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		step++
 		switch step {
 		case 1:
+			w.Header().Set("Idempotent-Replayed", "true")
 			w.WriteHeader(http.StatusConflict)
 		case 2:
-			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusConflict)
 		case 3:
 			w.Header().Set("Content-Length", "10")
