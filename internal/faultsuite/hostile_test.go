@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -262,6 +263,17 @@ func TestHostileRedirectsThroughCallerPolicyAndStandardClient(t *testing.T) {
 		if resp.StatusCode != 200 || string(b) != "elsewhere" || len(got) != 1 || got[0] != (seen{"GET", "/landing", "", ""}) {
 			t.Fatalf("status %d %q, other origin saw %v; want the redirect followed once, without a key", resp.StatusCode, b, got)
 		}
+		if fmt.Sprint(asked) != "[GET /landing]" {
+			t.Fatalf("the caller's CheckRedirect was asked about %v, want the GET's one redirect", asked)
+		}
+	})
+
+	t.Run("a plain http.Client around the RoundTripper", func(t *testing.T) {
+		before := len(other.requests())
+		_, err := (&http.Client{Transport: c.RoundTripper()}).Do(postTo(t, srv.URL+"/away", "x"))
+		if !errors.Is(err, idem.ErrInvalidRequest) || len(other.requests()) != before {
+			t.Fatalf("Do = %v, other origin saw %d requests; want the redirect refused and nothing sent there", err, len(other.requests())-before)
+		}
 	})
 }
 
@@ -432,6 +444,45 @@ func TestHostileSecondWriterThroughAnotherName(t *testing.T) {
 			if _, err := idem.OpenJournalWithOptions(name, idem.JournalOptions{Logger: quietLog}); !errors.Is(err, idem.ErrLocked) {
 				t.Fatalf("second writer through %s: %v, want ErrLocked", name, err)
 			}
+		}
+	})
+
+	t.Run("dot-dot after a symlink", func(t *testing.T) {
+		// other/a/link -> dir/sub: "other/a/link/../real.journal" is
+		// dir/real.journal, as the kernel reads it, not other/a/real.journal.
+		if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		other := t.TempDir()
+		if err := os.Mkdir(filepath.Join(other, "a"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(dir, "sub"), filepath.Join(other, "a", "link")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("link/../real.journal", filepath.Join(other, "a", "rel.journal")); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{other + "/a/link/../real.journal", filepath.Join(other, "a", "rel.journal")} {
+			if _, err := idem.OpenJournalWithOptions(name, idem.JournalOptions{Logger: quietLog}); !errors.Is(err, idem.ErrLocked) {
+				t.Fatalf("second writer through %s: %v, want ErrLocked", name, err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(other, "a", "real.journal")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a journal was created beside the link: %v", err)
+		}
+	})
+
+	t.Run("relative path from a working directory reached through a symlink", func(t *testing.T) {
+		// cwd is dir/sub, reached as other/cur: "../real.journal" is
+		// dir/real.journal, whatever $PWD spells.
+		other := t.TempDir()
+		if err := os.Symlink(filepath.Join(dir, "sub"), filepath.Join(other, "cur")); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(filepath.Join(other, "cur"))
+		if _, err := idem.OpenJournalWithOptions("../real.journal", idem.JournalOptions{Logger: quietLog}); !errors.Is(err, idem.ErrLocked) {
+			t.Fatalf("second writer through ../real.journal: %v, want ErrLocked", err)
 		}
 	})
 
