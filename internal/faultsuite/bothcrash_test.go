@@ -23,6 +23,8 @@ func TestClientAndServerCrash(t *testing.T) {
 	k := newServerKiller(t, seed, ops/(kills+2))
 	w := Workload{BaseURL: k.srv.URL, ClientID: "both-crash", Ops: ops}
 	prepareInventory(t, w.BaseURL, w.ClientID)
+	proxy, wire := listenProxy(t, k.srv.URL, seed, 0) // no faults: a witness of what reaches the server
+	w.BaseURL = proxy.URL
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	if err := k.arm(ctx); err != nil {
@@ -71,7 +73,7 @@ func TestClientAndServerCrash(t *testing.T) {
 		t.Fatalf("the last run ended with %v: %q\n%s", err, lines, b.stderr.String())
 	}
 	t.Logf("client kills: %d; server kills by point: %v", clientKills, k.byPoint)
-	report(t, checker, "both-crash", serverView(t, k.srv.URL, k.srv.DB, w, false))
+	report(t, checker, "both-crash", serverView(t, k.srv.URL, k.srv.DB, w, false, wire))
 	j, err := idem.OpenJournalWithOptions(cfg.Journal, idem.JournalOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

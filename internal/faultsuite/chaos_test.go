@@ -28,7 +28,7 @@ func TestChaos(t *testing.T) {
 	if err := PrepareInventory(ctx, &http.Client{Transport: prep}, srv.URL, w.ClientID); err != nil {
 		t.Fatal(err)
 	}
-	proxy := listenProxy(t, srv.URL, seed, 0.3)
+	proxy, wire := listenProxy(t, srv.URL, seed, 0.3)
 	w.BaseURL = proxy.URL
 
 	j := openJournal(t)
@@ -49,6 +49,6 @@ func TestChaos(t *testing.T) {
 	if share := float64(counts.Injected()) / float64(counts.Requests); share < 0.25 || share > 0.35 {
 		t.Errorf("the proxy faulted %.1f%% of %d requests, want about 30%%", 100*share, counts.Requests)
 	}
-	report(t, checker, "chaos", serverView(t, srv.URL, srv.DB, w, true))
+	report(t, checker, "chaos", serverView(t, srv.URL, srv.DB, w, true, wire))
 	requireJournalDone(t, j, w)
 }

@@ -150,6 +150,12 @@ type ServerView struct {
 	// lost, and Reserved how much its reservation rows hold: the same
 	// number, unless stock moved without a reservation or the other way.
 	StockTaken, Reserved int64
+	// Wire is what reached the server, seen between the proxy and the
+	// server (see Wire), or nil for a run without a proxy. With it, an
+	// operation's keys are counted from the wire as well as from the
+	// client's reports, and a key sent again while the server still
+	// answered it is a violation.
+	Wire *WireView
 }
 
 // maxViolations bounds the violations a Report spells out.
@@ -187,8 +193,13 @@ type Report struct {
 	// UnknownThenResolved: operations that ended unknown at least once
 	// (or were cut off by a crash) and were done in the end.
 	UnknownThenResolved int
-	// KeyChanges: operations whose attempts did not all carry one key.
+	// KeyChanges: operations whose attempts did not all carry one key,
+	// by the client's reports and by the wire.
 	KeyChanges int
+	// Overlaps: requests that reached the server while another with the
+	// same key was still being answered to a client that waited (see
+	// Wire): two sends of one operation at once (C11).
+	Overlaps int
 	// Strays: effects or attempts under an operation the run did not
 	// declare.
 	Strays int
@@ -226,9 +237,15 @@ func (c *Checker) Check(name string, v ServerView) Report {
 		} else if t.unknowns > 0 {
 			r.UnknownThenResolved++
 		}
-		if len(t.others) > 0 {
+		if keys := t.keys(v.Wire, id); len(keys) > 1 {
 			r.KeyChanges++
-			r.violate("operation %s was sent under %d keys", id, 1+len(t.others))
+			r.violate("operation %s was sent under %d keys: %s", id, len(keys), strings.Join(keys, " "))
+		}
+	}
+	if v.Wire != nil {
+		for _, o := range v.Wire.Overlaps {
+			r.Overlaps++
+			r.violate("%s", o)
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(c.strays)) {
@@ -250,6 +267,24 @@ func (c *Checker) Check(name string, v ServerView) Report {
 	return r
 }
 
+// keys returns the distinct keys op was sent under: the ones the client
+// reported and the ones the wire saw.
+func (t *trace) keys(wire *WireView, op string) []string {
+	all := maps.Clone(t.others)
+	if all == nil {
+		all = map[string]bool{}
+	}
+	if t.key != "" {
+		all[t.key] = true
+	}
+	if wire != nil {
+		for _, k := range wire.Keys[op] {
+			all[k] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(all))
+}
+
 func (r *Report) violate(format string, args ...any) {
 	if len(r.Violations) == maxViolations {
 		r.violationsOmitted++
@@ -259,8 +294,9 @@ func (r *Report) violate(format string, args ...any) {
 }
 
 // OK reports whether the run kept the promise: no duplicate, nothing lost,
-// everything done, one key per operation, no stray effect, one capture per
-// charge and as much stock taken as reserved.
+// everything done, one key per operation, never two sends of a key at
+// once, no stray effect, one capture per charge and as much stock taken as
+// reserved.
 func (r Report) OK() bool { return len(r.Violations) == 0 }
 
 // Err returns nil for a run that kept the promise, and otherwise an error
@@ -283,10 +319,10 @@ func (r Report) Err() error {
 // String returns the report on one line: operations, attempts, retries by
 // cause, resumes after client crashes, replays (by the server, and seen
 // by the client), duplicates, lost, unfinished, unknown-then-resolved, key
-// changes, strays, captures per charges and stock taken per stock
-// reserved, e.g.
+// changes, overlaps, strays, captures per charges and stock taken per
+// stock reserved, e.g.
 //
-//	chaos: ops=2000 attempts=2670 retries=670 (429=129 502=123 503=141 eof=17 partial-body=125 reset=26 timeout=109) client-crash-resumes=0 replays=469 replays-seen=341 duplicates=0 lost=0 unfinished=0 unknown-then-resolved=453 key-changes=0 strays=0 captures=1000/1000 stock=1999/1999
+//	chaos: ops=2000 attempts=2670 retries=670 (429=129 502=123 503=141 eof=17 partial-body=125 reset=26 timeout=109) client-crash-resumes=0 replays=469 replays-seen=341 duplicates=0 lost=0 unfinished=0 unknown-then-resolved=453 key-changes=0 overlaps=0 strays=0 captures=1000/1000 stock=1999/1999
 func (r Report) String() string {
 	total := 0
 	causes := slices.Sorted(maps.Keys(r.Retries))
@@ -299,7 +335,7 @@ func (r Report) String() string {
 	if r.Replays >= 0 {
 		replays = fmt.Sprint(r.Replays)
 	}
-	return fmt.Sprintf("%s: ops=%d attempts=%d retries=%d (%s) client-crash-resumes=%d replays=%s replays-seen=%d duplicates=%d lost=%d unfinished=%d unknown-then-resolved=%d key-changes=%d strays=%d captures=%d/%d stock=%d/%d",
+	return fmt.Sprintf("%s: ops=%d attempts=%d retries=%d (%s) client-crash-resumes=%d replays=%s replays-seen=%d duplicates=%d lost=%d unfinished=%d unknown-then-resolved=%d key-changes=%d overlaps=%d strays=%d captures=%d/%d stock=%d/%d",
 		r.Name, r.Operations, r.Attempts, total, strings.Join(parts, " "), r.ClientCrashes, replays, r.ReplaysSeen,
-		r.Duplicates, r.Lost, r.Unfinished, r.UnknownThenResolved, r.KeyChanges, r.Strays, r.Captures, r.Charges, r.StockTaken, r.Reserved)
+		r.Duplicates, r.Lost, r.Unfinished, r.UnknownThenResolved, r.KeyChanges, r.Overlaps, r.Strays, r.Captures, r.Charges, r.StockTaken, r.Reserved)
 }

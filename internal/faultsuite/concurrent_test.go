@@ -19,7 +19,7 @@ func TestChaosConcurrentDoOfOneOperation(t *testing.T) {
 	srv := startServer(t)
 	w := Workload{ClientID: "concurrent", Ops: ops}
 	prepareInventory(t, srv.URL, w.ClientID)
-	proxy := listenProxy(t, srv.URL, seed, 0.3)
+	proxy, wire := listenProxy(t, srv.URL, seed, 0.3)
 	w.BaseURL = proxy.URL
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -58,5 +58,5 @@ func TestChaosConcurrentDoOfOneOperation(t *testing.T) {
 	wg.Wait()
 	requireNoErrors(t, errs)
 	t.Logf("proxy: %s", proxy.Counts())
-	report(t, checker, "concurrent", serverView(t, srv.URL, srv.DB, w, true))
+	report(t, checker, "concurrent", serverView(t, srv.URL, srv.DB, w, true, wire))
 }

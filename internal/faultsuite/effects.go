@@ -2,7 +2,9 @@ package faultsuite
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -20,6 +22,13 @@ import (
 // Rows without a reference are counted under "". The file is opened
 // read-only; the server may be running.
 func EffectsInDatabase(ctx context.Context, path, clientID string) (map[string]int, error) {
+	return EffectsInScope(ctx, path, scopeOf(clientID))
+}
+
+// EffectsInScope is EffectsInDatabase for the rows of one key scope, as the
+// server names it ("client:<id>", or BearerScope's form), or of every scope
+// when scope is "".
+func EffectsInScope(ctx context.Context, path, scope string) (map[string]int, error) {
 	db, err := openReadOnly(path)
 	if err != nil {
 		return nil, err
@@ -30,7 +39,7 @@ func EffectsInDatabase(ctx context.Context, path, clientID string) (map[string]i
 			SELECT reference FROM charges WHERE ?1 = '' OR client_id = ?1
 			UNION ALL
 			SELECT reference FROM reservations WHERE ?1 = '' OR client_id = ?1
-		) GROUP BY 1`, scopeOf(clientID))
+		) GROUP BY 1`, scope)
 	if err != nil {
 		return nil, fmt.Errorf("faultsuite: counting effects in %s: %w", path, err)
 	}
@@ -57,6 +66,14 @@ func scopeOf(id string) string {
 		return ""
 	}
 	return "client:" + id
+}
+
+// BearerScope is the server's key scope for requests with Authorization:
+// Bearer token: "bearer:" and the first 16 bytes of the token's SHA-256, in
+// hex (see testserver's rule S2).
+func BearerScope(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "bearer:" + hex.EncodeToString(sum[:16])
 }
 
 // ReservedInDatabase sums the quantities of Item that the reservations in

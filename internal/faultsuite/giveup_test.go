@@ -27,7 +27,7 @@ func TestChaosCallerGivesUp(t *testing.T) {
 		"-seed", fmt.Sprint(seed))
 	w := Workload{ClientID: "give-up", Ops: ops}
 	prepareInventory(t, srv.URL, w.ClientID)
-	proxy := listenProxy(t, srv.URL, seed, 0.2)
+	proxy, wire := listenProxy(t, srv.URL, seed, 0.2)
 	w.BaseURL = proxy.URL
 
 	checker := NewChecker(w.IDs())
@@ -64,7 +64,14 @@ func TestChaosCallerGivesUp(t *testing.T) {
 	if gaveUp < ops/10 {
 		t.Errorf("the caller gave up on only %d Do calls: the deadlines did not bite", gaveUp)
 	}
-	report(t, checker, "give-up", serverView(t, srv.URL, srv.DB, w, true))
+	v := serverView(t, srv.URL, srv.DB, w, true, wire)
+	// These callers send an operation again the instant they gave up on it,
+	// and the server's answer to the abandoned request can reach the proxy
+	// before the proxy sees the connection close: the wire cannot tell that
+	// from two sends at once here. Keys are still counted from the wire;
+	// concurrent sends are judged where callers wait (TestChaos*).
+	v.Wire.Overlaps = nil
+	report(t, checker, "give-up", v)
 }
 
 // runImpatiently runs operation i with a fresh deadline drawn from intn for

@@ -48,20 +48,25 @@ func sizeOf(t *testing.T, name string, def int) int {
 // startServer starts the reference server's binary on a database in a
 // fresh directory, and kills it when the test ends if it still runs.
 // listenProxy starts the fault proxy in front of upstream, faulting rate of
-// the mutations with every kind of fault, drawn from seed; it is closed
-// when the test ends.
-func listenProxy(t *testing.T, upstream string, seed int64, rate float64) *chaos.Server {
+// the mutations with every kind of fault, drawn from seed, and recording
+// what it forwards on a Wire; it is closed when the test ends.
+func listenProxy(t *testing.T, upstream string, seed int64, rate float64) (*chaos.Server, *Wire) {
 	t.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := chaos.Listen(chaos.Config{Upstream: u, Seed: seed, Rate: rate})
+	wire := NewWire()
+	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}
+	proxy, err := chaos.Listen(chaos.Config{Upstream: u, Seed: seed, Rate: rate, Transport: wire.Transport(tr)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { proxy.Close() })
-	return proxy
+	t.Cleanup(func() {
+		proxy.Close()
+		tr.CloseIdleConnections()
+	})
+	return proxy, wire
 }
 
 func startServer(t *testing.T, args ...string) *ServerProcess {
@@ -223,7 +228,7 @@ func requireNoErrors(t *testing.T, errs []error) {
 // holds: effects per operation and reserved stock from its database, the
 // rest from GET /stats and GET /inventory. replays is false when the server
 // was killed during the run (its counters started over).
-func serverView(t *testing.T, url, db string, w Workload, replays bool) ServerView {
+func serverView(t *testing.T, url, db string, w Workload, replays bool, wire *Wire) ServerView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -252,6 +257,13 @@ func serverView(t *testing.T, url, db string, w Workload, replays bool) ServerVi
 	}
 	if replays {
 		v.Replays = st.Replays
+	}
+	if wire != nil {
+		wv := wire.View()
+		v.Wire = &wv
+		if wv.Requests == 0 {
+			t.Error("the wire saw no keyed request: the run did not go through the proxy")
+		}
 	}
 	if st.DuplicateReferences != 0 {
 		t.Errorf("the server counts %d references with more than one effect", st.DuplicateReferences)

@@ -51,6 +51,6 @@ func TestClientAgainstReferenceServer(t *testing.T) {
 		t.Errorf("GET /stats: %d charges and %d reservations for %d operations",
 			st.Effects.Charges, st.Effects.Reservations, w.Ops)
 	}
-	report(t, checker, "integration", serverView(t, srv.URL, db, w, true))
+	report(t, checker, "integration", serverView(t, srv.URL, db, w, true, nil))
 	requireJournalDone(t, j, w)
 }

@@ -136,6 +136,8 @@ func TestServerCrash(t *testing.T) {
 	k := newServerKiller(t, seed, ops/(kills+2))
 	w := Workload{BaseURL: k.srv.URL, ClientID: "server-crash", Ops: ops}
 	prepareInventory(t, w.BaseURL, w.ClientID)
+	proxy, wire := listenProxy(t, k.srv.URL, seed, 0) // no faults: a witness of what reaches the server
+	w.BaseURL = proxy.URL
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	if err := k.arm(ctx); err != nil {
@@ -168,5 +170,5 @@ func TestServerCrash(t *testing.T) {
 		t.Errorf("the server was killed %d times, want %d", n, kills)
 	}
 	t.Logf("server kills by point: %v", k.byPoint)
-	report(t, checker, "server-crash", serverView(t, k.srv.URL, k.srv.DB, w, false))
+	report(t, checker, "server-crash", serverView(t, k.srv.URL, k.srv.DB, w, false, wire))
 }

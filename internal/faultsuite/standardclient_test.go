@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"testing"
 	"time"
@@ -17,14 +18,15 @@ import (
 // by idem.WithOperation, with keys sent as quoted structured-field strings
 // and the client identified by a bearer token (so its keys live in the
 // token's scope). 400 operations through the proxy at 30%: every one must
-// end done with exactly one effect.
+// end done with exactly one effect, every effect must be in the token's
+// scope, and every key that reached the server must be quoted.
 func TestChaosStandardClient(t *testing.T) {
 	const ops, workers = 400, 16
 	seed := seedOf(t)
 	srv := startServer(t)
 	w := Workload{ClientID: "standard", Ops: ops}
 	prepareInventory(t, srv.URL, w.ClientID)
-	proxy := listenProxy(t, srv.URL, seed, 0.3)
+	proxy, wire := listenProxy(t, srv.URL, seed, 0.3)
 	w.BaseURL = proxy.URL
 
 	checker := NewChecker(w.IDs())
@@ -43,8 +45,19 @@ func TestChaosStandardClient(t *testing.T) {
 	errs := runEach(ops, workers, func(i int) error { return runThroughStandardClient(ctx, hc, w, i, checker) })
 	requireNoErrors(t, errs)
 	t.Logf("proxy: %s", proxy.Counts())
-	// The rows belong to the bearer token's scope: count every client's.
-	report(t, checker, "standard-client", serverView(t, srv.URL, srv.DB, Workload{Ops: ops}, true))
+	v := serverView(t, srv.URL, srv.DB, Workload{Ops: ops}, true, wire) // every scope's effects
+	scoped, err := EffectsInScope(ctx, srv.DB, BearerScope("token-of-"+w.ClientID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(scoped, v.Effects) {
+		t.Errorf("%d references have effects in the token's scope, %d in every scope: effects went to another scope", len(scoped), len(v.Effects))
+	}
+	v.Effects = scoped
+	if wv := v.Wire; wv.Bare != 0 || wv.Quoted != wv.Requests {
+		t.Errorf("%d of %d keys reached the server bare, want every one quoted", wv.Bare, wv.Requests)
+	}
+	report(t, checker, "standard-client", v)
 }
 
 // runThroughStandardClient runs operation i through hc, with the bearer

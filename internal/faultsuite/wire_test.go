@@ -1,0 +1,81 @@
+package faultsuite
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// The wire sees keys by operation, quoted or bare, and an exchange is open
+// until its response body has been read to its end; one whose client gave
+// up does not count.
+func TestWireRecordsKeysAndOverlaps(t *testing.T) {
+	release, arrived := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			arrived <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	wire := NewWire()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: wire.Transport(tr)}
+	send := func(ctx context.Context, path, key, ref string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path, strings.NewReader(`{"reference":"`+ref+`"}`))
+		req.Header.Set("Idempotency-Key", key)
+		return hc.Do(req)
+	}
+	read := func(resp *http.Response, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+
+	read(send(context.Background(), "/", "k1", "a"))
+	read(send(context.Background(), "/", "k1", "a")) // after the first ended: no overlap
+	read(send(context.Background(), "/", `"k2"`, "b"))
+	read(send(context.Background(), "/", "k3", "b"))
+
+	// A client that gives up while the server still works does not count;
+	// one that still waits does.
+	gaveUp, cancel := context.WithCancel(context.Background())
+	go send(gaveUp, "/slow", "k4", "c")
+	<-arrived // the wire opened the exchange before sending it
+	cancel()
+	waiting := make(chan struct{})
+	go func() {
+		defer close(waiting)
+		resp, err := send(context.Background(), "/slow", "k4", "c")
+		if err == nil {
+			io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	<-arrived
+	read(send(context.Background(), "/", "k4", "c")) // sent while the second still waits
+	close(release)
+	<-waiting
+
+	v := wire.View()
+	if got := strings.Join(v.Keys["a"], ","); got != "k1" {
+		t.Errorf("keys of a: %s, want k1", got)
+	}
+	if got := strings.Join(v.Keys["b"], ","); got != "k2,k3" {
+		t.Errorf("keys of b: %s, want k2,k3 (the quoted one unquoted)", got)
+	}
+	if v.Requests != 7 || v.Quoted != 1 || v.Bare != 6 {
+		t.Errorf("requests %d, quoted %d, bare %d; want 7, 1, 6", v.Requests, v.Quoted, v.Bare)
+	}
+	if len(v.Overlaps) != 1 || !strings.Contains(v.Overlaps[0], "key k4") {
+		t.Errorf("overlaps %q, want one, of k4", v.Overlaps)
+	}
+}
