@@ -25,8 +25,9 @@ type batchChildConfig struct {
 	ClientID     string
 	Ops          int
 	Concurrency  int
-	CompactEvery int // compact the journal after every this many outcomes; 0 never
-	Rounds       int // RunBatch calls before giving up on unknown outcomes
+	CompactEvery int    // compact the journal after every this many outcomes; 0 never
+	Rounds       int    // RunBatch calls before giving up on unknown outcomes
+	SyncLog      string // when set, the journal's fsyncs are logged there for power cuts (see SyncLog)
 }
 
 // Exit statuses of the batch child.
@@ -51,7 +52,17 @@ func runBatchChild(cfgJSON string) int {
 	}
 	ev := NewEventWriter(os.Stdout)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	j, err := idem.OpenJournalWithOptions(cfg.Journal, idem.JournalOptions{Logger: log})
+	opts := idem.JournalOptions{Logger: log}
+	if cfg.SyncLog != "" {
+		sl, err := OpenSyncLog(cfg.SyncLog)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "batch child:", err)
+			return childBadConfig
+		}
+		defer sl.Close()
+		opts.WrapFile = sl.Wrap
+	}
+	j, err := idem.OpenJournalWithOptions(cfg.Journal, opts)
 	if err != nil {
 		ev.Line("journal-error %s", strings.ReplaceAll(err.Error(), "\n", " "))
 		return childJournalError
@@ -61,7 +72,7 @@ func runBatchChild(cfgJSON string) int {
 	for _, op := range pending {
 		ev.Resumed(op.ID)
 	}
-	ev.Line("opened operations=%d pending=%d", len(j.Operations()), len(pending))
+	ev.Line("opened operations=%d pending=%d truncated=%d", len(j.Operations()), len(pending), j.Stats().Truncated)
 
 	tr := NewTransport()
 	defer tr.CloseIdleConnections()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -125,4 +126,22 @@ func (b *batchProcess) opened() bool {
 		}
 	}
 	return false
+}
+
+// truncatedOnOpen returns the torn-tail bytes the child reported cutting
+// when it opened its journal, or 0.
+func (b *batchProcess) truncatedOnOpen() int64 {
+	lines, _ := b.outputLines()
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "opened ") {
+			continue
+		}
+		for _, f := range strings.Fields(l) {
+			if v, ok := strings.CutPrefix(f, "truncated="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
 }

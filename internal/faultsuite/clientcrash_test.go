@@ -23,20 +23,40 @@ import (
 // job compacts its journal every 50 outcomes, so some kills land in a
 // compaction. Each restart resumes from the journal; the last one runs to
 // the end. The journal must open every time, and every operation must end
-// done with exactly one effect, under one key across all the processes.
-// Meanwhile the test opens the journal read-only, again and again, as a
-// person inspecting the running job would; every open must succeed.
+// done with exactly one effect, under one key across all the processes,
+// as the requests that reached the server show. Meanwhile the test opens
+// the journal read-only, again and again, as a person inspecting the
+// running job would; every open must succeed.
 func TestClientCrash(t *testing.T) {
+	runClientCrash(t, false)
+}
+
+// TestClientPowerCut is TestClientCrash with a power cut after every kill:
+// the journal loses every byte no fsync covered, and keeps a torn or
+// garbled part of them (see CutPower), so that what the client sent must
+// have been durable first (C2) and a torn tail must be cut on open (J2).
+func TestClientPowerCut(t *testing.T) {
+	runClientCrash(t, true)
+}
+
+func runClientCrash(t *testing.T, powerCuts bool) {
 	seed := seedOf(t)
 	ops := sizeOf(t, EnvCrashOps, DefaultCrashOps)
 	kills := sizeOf(t, EnvClientKills, DefaultClientKills)
 	srv := startServer(t, "-faults", "0.1", "-crash", "abort", "-lock-timeout", "1s", "-seed", strconv.FormatInt(seed, 10))
 	w := Workload{BaseURL: srv.URL, ClientID: "client-crash", Ops: ops}
 	prepareInventory(t, srv.URL, w.ClientID)
+	proxy, wire := listenProxy(t, srv.URL, seed, 0) // no faults: a witness of what reaches the server
+	w.BaseURL = proxy.URL
 
+	dir := t.TempDir()
 	cfg := batchChildConfig{
-		Journal: filepath.Join(t.TempDir(), "batch.journal"), URL: w.BaseURL, ClientID: w.ClientID,
+		Journal: filepath.Join(dir, "batch.journal"), URL: w.BaseURL, ClientID: w.ClientID,
 		Ops: ops, Concurrency: 8, CompactEvery: 50, Rounds: 200,
+	}
+	name := "client-crash"
+	if powerCuts {
+		cfg.SyncLog, name = filepath.Join(dir, "sync.log"), "power-cut"
 	}
 	checker := NewChecker(w.IDs())
 	rng := rngOf(seed, 2)
@@ -44,6 +64,7 @@ func TestClientCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	inspections := 0
+	var lost, garbled, tornOnOpen int64
 	for k := 1; k <= kills; k++ {
 		b := startBatch(t, cfg, checker)
 		in := inspect(cfg.Journal)
@@ -63,7 +84,20 @@ func TestClientCrash(t *testing.T) {
 		if msg := b.journalError(); msg != "" {
 			t.Fatalf("after %d kills the journal did not open: %s", k-1, msg)
 		}
+		tornOnOpen += b.truncatedOnOpen()
 		created = created || b.opened()
+		if powerCuts {
+			// Until one has, every cut garbles the tail it finds; then
+			// the rng chooses how each tail fares.
+			pc, err := CutPower(cfg.Journal, cfg.SyncLog, rng, garbled == 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lost += pc.Lost
+			if pc.How == "garbled" || pc.How == "torn" {
+				garbled++
+			}
+		}
 		requireJournalOpens(t, cfg.Journal, k, created)
 	}
 	b := startBatch(t, cfg, checker)
@@ -74,10 +108,17 @@ func TestClientCrash(t *testing.T) {
 	if !b.opened() {
 		t.Fatal("the last run did not report its journal open")
 	}
+	tornOnOpen += b.truncatedOnOpen()
 	t.Logf("%d read-only opens of the journal while the batch ran", inspections)
-	r := report(t, checker, "client-crash", serverView(t, srv.URL, srv.DB, w, true))
+	r := report(t, checker, name, serverView(t, srv.URL, srv.DB, w, true, wire))
 	if r.ClientCrashes == 0 {
 		t.Error("no operation was found pending after a kill: the kills missed the work")
+	}
+	if powerCuts {
+		t.Logf("power cuts took %d unsynced bytes; %d left a torn or garbled tail; opens cut %d torn bytes", lost, garbled, tornOnOpen)
+		if garbled == 0 || tornOnOpen == 0 {
+			t.Error("no power cut left a torn tail for an open to cut: the cuts missed the unsynced bytes")
+		}
 	}
 	j, err := idem.OpenJournalWithOptions(cfg.Journal, idem.JournalOptions{ReadOnly: true})
 	if err != nil {

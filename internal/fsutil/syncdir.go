@@ -1,8 +1,8 @@
 //go:build !windows
 
 // Package fsutil holds the file-system facts the standard library does not
-// name: making a change to a directory's entries durable, and counting a
-// file's hard links.
+// name: making a change to a directory's entries durable, and reading a
+// file's link count and inode number.
 package fsutil
 
 import "os"

@@ -1,6 +1,6 @@
 // Package fsutil holds the file-system facts the standard library does not
-// name: making a change to a directory's entries durable, and counting a
-// file's hard links.
+// name: making a change to a directory's entries durable, and reading a
+// file's link count and inode number.
 package fsutil
 
 // SyncDir does nothing on Windows: a directory handle cannot be flushed

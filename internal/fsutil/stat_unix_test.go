@@ -36,3 +36,35 @@ func TestLinkCountCountsHardLinks(t *testing.T) {
 		t.Fatalf("LinkCount after os.Link = %d, want 2", n)
 	}
 }
+
+func TestInodeFollowsTheFileNotTheName(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte(p), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ino := func(p string) uint64 {
+		t.Helper()
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, ok := Inode(fi)
+		if !ok {
+			t.Fatal("Inode: no number on a unix file")
+		}
+		return n
+	}
+	ib := ino(b)
+	if ino(a) == ib {
+		t.Fatal("two files share an inode number")
+	}
+	if err := os.Rename(b, a); err != nil {
+		t.Fatal(err)
+	}
+	if ino(a) != ib {
+		t.Fatal("a rename changed the inode number")
+	}
+}
