@@ -9,6 +9,7 @@ import (
 	"io"
 	"log"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -1015,52 +1016,14 @@ func TestStandardClient(t *testing.T) {
 	}
 }
 
-// eventFile records the journal's writes and syncs in a shared event log,
-// and fails syncs on demand.
-type eventFile struct {
-	idem.File
-	log      *eventLog
-	failSync error
-}
-
-func (f *eventFile) Write(p []byte) (int, error) {
-	f.log.add("write")
-	return f.File.Write(p)
-}
-
-func (f *eventFile) Sync() error {
-	if f.failSync != nil {
-		return f.failSync
-	}
-	f.log.add("sync")
-	return f.File.Sync()
-}
-
-type eventLog struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (l *eventLog) add(e string) {
-	l.mu.Lock()
-	l.events = append(l.events, e)
-	l.mu.Unlock()
-}
-
-func (l *eventLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.events, " ")
-}
-
 // C2: the intent is written and fsync'd before the first attempt is sent,
-// and what is on disk when the server sees the request holds its key.
+// and what is on disk when the server sees the request holds its key. The
+// test holds the intent's fsync: while it is held, nothing reaches the
+// server and Do does not return; once it returns, the request goes out.
 func TestIntentDurableBeforeFirstAttempt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.journal")
-	events := &eventLog{}
-	var onDisk string
+	arrived := make(chan string, 1) // the key on disk when the request arrived
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		events.add("send")
 		ro, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{ReadOnly: true})
 		if err != nil {
 			t.Error(err)
@@ -1068,30 +1031,78 @@ func TestIntentDurableBeforeFirstAttempt(t *testing.T) {
 		}
 		defer ro.Close()
 		op, _ := ro.Lookup("op")
-		onDisk = op.Key
+		arrived <- op.Key
 		w.WriteHeader(201)
 	}))
 	defer srv.Close()
+	hold := &heldSync{entered: make(chan struct{}), release: make(chan struct{})}
 	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{WrapFile: func(f idem.File) idem.File {
-		return &eventFile{File: f, log: events}
+		return &heldSyncFile{File: f, hold: hold}
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	events.events = nil // creating the file is not the point
+	hold.armed.Store(true) // creating the file is not the point
+
 	c := newClient(t, idem.Config{Journal: j})
-	resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
-	if err != nil {
-		t.Fatal(err)
+	req := post(t, context.Background(), srv.URL, "x")
+	var (
+		resp  *http.Response
+		doErr error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, doErr = c.Do("op", req)
+	}()
+	defer func() { <-done }()
+	release := sync.OnceFunc(func() { close(hold.release) })
+	defer release()
+
+	<-hold.entered // the intent is written; its fsync waits for release
+	select {
+	case <-arrived:
+		t.Fatal("the request reached the server before the intent's fsync returned")
+	case <-done:
+		t.Fatalf("Do returned (%v) before the intent's fsync returned", doErr)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	<-done
+	if doErr != nil {
+		t.Fatal(doErr)
 	}
 	resp.Body.Close()
-	if got := events.String(); !strings.HasPrefix(got, "write sync send") {
-		t.Fatalf("events %q, want the intent written and synced before the send", got)
+	select {
+	case onDisk := <-arrived:
+		if op, _ := j.Lookup("op"); onDisk == "" || onDisk != op.Key {
+			t.Fatalf("on disk at send time: key %q; journal: %q", onDisk, op.Key)
+		}
+	default:
+		t.Fatal("Do returned without the request reaching the server")
 	}
-	if op, _ := j.Lookup("op"); onDisk == "" || onDisk != op.Key {
-		t.Fatalf("on disk at send time: key %q; journal: %q", onDisk, op.Key)
+}
+
+// heldSync holds the first Sync after armed is set until release is
+// closed; entered is closed when that Sync starts.
+type heldSync struct {
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+type heldSyncFile struct {
+	idem.File
+	hold *heldSync
+}
+
+func (f *heldSyncFile) Sync() error {
+	if f.hold.armed.CompareAndSwap(true, false) {
+		close(f.hold.entered)
+		<-f.hold.release
 	}
+	return f.File.Sync()
 }
 
 // C2: when the intent cannot be made durable, nothing is sent and the
@@ -1435,68 +1446,100 @@ func (c *testClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 // Advance moves the clock forward by d.
 func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
-// C13: a GET or HEAD operation without a body keeps its method and body
-// across a 301 or 302 within the origin, so the redirect is followed under
-// the same key; one with a body would lose it, so it is not, and ends
-// rejected; a 303 is recorded as it is even for a GET.
-func TestRedirectOfAGetOperation(t *testing.T) {
+// C13, in detail: an operation follows nothing but a 307 or 308 to its own
+// origin, the Host header included; a caller's CheckRedirect that refuses
+// a redirect makes the 3xx the answer, not a retried error; a header padded
+// past MaxRecordedHeader keeps the Location the rejection names.
+func TestRedirectRuleDetails(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		seen = append(seen, fmt.Sprintf("%s %s %q %s", r.Method, r.URL.Path, body, r.Header.Get("Idempotency-Key")))
+		seen = append(seen, r.Method+" "+r.Host+r.URL.Path)
 		mu.Unlock()
 		switch r.URL.Path {
-		case "/old":
+		case "/found":
 			http.Redirect(w, r, "/new", http.StatusFound)
-		case "/other":
-			http.Redirect(w, r, "/new", http.StatusSeeOther)
+		case "/absolute":
+			http.Redirect(w, r, "http://"+r.Context().Value(http.LocalAddrContextKey).(net.Addr).String()+"/new", http.StatusTemporaryRedirect)
+		case "/relative":
+			http.Redirect(w, r, "/new", http.StatusTemporaryRedirect)
+		case "/padded":
+			w.Header().Set("A-Padding", strings.Repeat("p", 2000))
+			http.Redirect(w, r, "/new", http.StatusMovedPermanently)
 		default:
 			io.WriteString(w, "here")
 		}
 	}))
 	defer srv.Close()
-	c := newClient(t, fast(idem.Config{}))
-	get := func(path, body string) *http.Request {
-		req, err := http.NewRequest(http.MethodGet, srv.URL+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return req
-	}
-	drain := func() []string {
+	requests := func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		s := seen
 		seen = nil
 		return s
 	}
+	do := func(t *testing.T, c *idem.Client, id, method, path, hostHeader string) (int, error) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = hostHeader
+		resp, err := c.Do(id, req)
+		if err != nil {
+			var oe *idem.OutcomeError
+			if !errors.As(err, &oe) {
+				t.Fatalf("Do: %v", err)
+			}
+			return oe.Status, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
 
-	resp, err := c.Do("bodiless", get("/old", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := resp.Request.Header.Get("Idempotency-Key")
-	if got := readAll(t, resp); got != "here" || resp.StatusCode != 200 {
-		t.Fatalf("bodiless GET: %d %q, want the redirect followed", resp.StatusCode, got)
-	}
-	if got, want := drain(), []string{`GET /old "" ` + key, `GET /new "" ` + key}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("server saw %q, want %q", got, want)
-	}
+	t.Run("a GET operation answered 302", func(t *testing.T) {
+		c := newClient(t, fast(idem.Config{}))
+		status, err := do(t, c, "get", http.MethodGet, "/found", "")
+		if !errors.Is(err, idem.ErrRejected) || status != 302 || len(requests()) != 1 {
+			t.Fatalf("status %d, %v; want the 302 rejected and nothing more sent", status, err)
+		}
+	})
 
-	_, err = c.Do("with a body", get("/old", "q"))
-	var oe *idem.OutcomeError
-	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeRejected || oe.Status != 302 || len(drain()) != 1 {
-		t.Fatalf("GET with a body: %v, want the 302 rejected and nothing more sent", err)
-	}
+	t.Run("the Host header is part of the origin", func(t *testing.T) {
+		c := newClient(t, fast(idem.Config{}))
+		status, err := do(t, c, "absolute", http.MethodPost, "/absolute", "tenant-a.test")
+		if !errors.Is(err, idem.ErrRejected) || status != 307 {
+			t.Fatalf("307 to the same address, another host: status %d, %v; want rejected", status, err)
+		}
+		if got := requests(); len(got) != 1 {
+			t.Fatalf("sent %q, want the first request alone", got)
+		}
+		if status, err := do(t, c, "relative", http.MethodPost, "/relative", "tenant-a.test"); err != nil || status != 200 {
+			t.Fatalf("relative 307 under the same Host: status %d, %v; want it followed", status, err)
+		}
+		if got, want := requests(), []string{"POST tenant-a.test/relative", "POST tenant-a.test/new"}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("sent %q, want %q", got, want)
+		}
+	})
 
-	resp, err = c.Do("see other", get("/other", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 303 || len(drain()) != 1 {
-		t.Fatalf("GET answered 303: status %d, want the 303 recorded as it is", resp.StatusCode)
-	}
+	t.Run("a CheckRedirect that refuses", func(t *testing.T) {
+		refuse := func(*http.Request, []*http.Request) error { return errors.New("no redirects here") }
+		c := newClient(t, fast(idem.Config{HTTPClient: &http.Client{CheckRedirect: refuse}}))
+		status, err := do(t, c, "refused", http.MethodPost, "/relative", "")
+		if !errors.Is(err, idem.ErrRejected) || status != 307 || len(requests()) != 1 {
+			t.Fatalf("status %d, %v; want the 307 as a rejection after one request", status, err)
+		}
+	})
+
+	t.Run("a padded header keeps the Location", func(t *testing.T) {
+		c := newClient(t, fast(idem.Config{MaxRecordedHeader: 1000}))
+		do(t, c, "padded", http.MethodPost, "/padded", "")
+		_, err := do(t, c, "padded", http.MethodPost, "/padded", "")
+		var oe *idem.OutcomeError
+		if !errors.As(err, &oe) || !oe.Recorded || !oe.HeaderTruncated || oe.Header.Get("Location") != "/new" || !strings.Contains(err.Error(), `"/new"`) {
+			t.Fatalf("recorded rejection %v; want it to keep and name the Location", err)
+		}
+		requests()
+	})
 }

@@ -131,7 +131,11 @@ func TestDiskWriteFailureBeforeSending(t *testing.T) {
 }
 
 // A write that fails halfway through the intent leaves a torn tail: nothing
-// is sent, and the next open truncates the half record.
+// is sent, and the next open truncates the half record. Records appended
+// after the cut open cleanly again: had the half record stayed in the
+// file, the next open would have taken it, and everything after it, for a
+// torn tail, and the operations appended there would be sent again under
+// new keys.
 func TestDiskShortWriteLeavesATornTail(t *testing.T) {
 	r := newDiskRig(t)
 	if err := r.do(0); err != nil {
@@ -156,6 +160,28 @@ func TestDiskShortWriteLeavesATornTail(t *testing.T) {
 	}
 	if err := r.do(0); err != nil {
 		t.Fatal(err)
+	}
+	r.requireSent(2, 2)
+	keys := make([]string, 2)
+	for i := range keys {
+		op, _ := r.j.Lookup(OperationID(i))
+		keys[i] = op.Key
+	}
+	r.j.Close()
+
+	r.open(nil)
+	if st := r.j.Stats(); st.Truncated != 0 {
+		t.Errorf("the journal cut %d bytes when reopened after appends that followed the cut", st.Truncated)
+	}
+	for i, key := range keys {
+		if op, ok := r.j.Lookup(OperationID(i)); !ok || op.State != idem.Done || op.Key != key {
+			t.Errorf("reopened, operation %d is %v with key %q (found %v), want done with key %q", i, op.State, op.Key, ok, key)
+		}
+	}
+	for i := range keys {
+		if err := r.do(i); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r.requireSent(2, 2)
 }

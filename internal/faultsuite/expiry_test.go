@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,7 +21,10 @@ import (
 // server keeps keys, with the real clock: the server binary keeps keys for
 // 2 seconds, the client's KeyTTL (and its journal's) is the same. The
 // first attempt reaches the server and takes effect, but its answer is
-// dropped by the proxy, so the operation stays pending. Once the server
+// dropped by the proxy, so the operation stays pending. A resume, on a
+// clock the test moves, retries through a front end answering 503 until
+// the next attempt would start within its timeout of KeyTTL; it stops
+// there (ErrKeyExpired) and does not send that attempt. Once the server
 // has swept the key (a condition read from GET /stats, not a sleep), the
 // client must refuse to resend (ErrKeyExpired) and send nothing, the
 // server must hold one effect, and the journal must list the operation as
@@ -60,7 +64,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := OperationID(0)
-	do := func() error {
+	do := func(c *idem.Client, w Workload) error {
 		req, err := w.Request(context.Background(), 0)
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +76,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 		return err
 	}
 
-	if err := do(); !errors.Is(err, idem.ErrUnknown) {
+	if err := do(c, w); !errors.Is(err, idem.ErrUnknown) {
 		t.Fatalf("first Do = %v, want unknown (the answer was dropped)", err)
 	}
 	op, ok := j.Lookup(id)
@@ -83,13 +87,75 @@ func TestExpiryEndToEnd(t *testing.T) {
 	defer cancel()
 	stats := &http.Client{Transport: NewTransport()}
 	defer stats.CloseIdleConnections()
+
+	// The resume starts 750ms before KeyTTL on its clock. Every attempt
+	// gets 503 in 90ms and waits 10ms, so the fourth would start 450ms
+	// before KeyTTL, within the attempt timeout of 500ms. Sent anyway, it
+	// is still on its way when the server sweeps the key, and arrives
+	// after: the client's timeout does not call it back.
+	busy, err := chaos.Listen(chaos.Config{Upstream: upstream, Rates: map[chaos.Kind]float64{chaos.Unavailable: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	front, err := url.Parse(busy.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	clock.Advance(op.Created.Add(retention - 750*time.Millisecond).Sub(clock.Now()))
+	var attempts []time.Duration // when the attempts went, as time left before KeyTTL
+	resume := cfg
+	resume.Now, resume.AttemptTimeout, resume.MaxAttempts = clock.Now, 500*time.Millisecond, 10
+	resume.InitialWait, resume.MaxWait, resume.Jitter = 10*time.Millisecond, 10*time.Millisecond, -1
+	resume.OnAttempt = func(a idem.Attempt) {
+		if a.Retry {
+			clock.Advance(a.Wait)
+		}
+	}
+	resume.HTTPClient = &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		left := retention - clock.Now().Sub(op.Created)
+		attempts = append(attempts, left)
+		to := req.Clone(req.Context())
+		to.Host = ""
+		if left > resume.AttemptTimeout {
+			to.URL.Host = front.Host
+			resp, err := tr.RoundTrip(to)
+			clock.Advance(90 * time.Millisecond)
+			return resp, err
+		}
+		waitForStats(t, ctx, stats, srv.URL, "the key swept", func(st testserver.Stats) bool { return st.Keys == 0 })
+		to = to.WithContext(context.WithoutCancel(req.Context()))
+		to.URL.Host = upstream.Host
+		return tr.RoundTrip(to)
+	})}
+	rc, err := idem.New(resume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{750 * time.Millisecond, 650 * time.Millisecond, 550 * time.Millisecond}
+	err = do(rc, w)
+	resumed, serr := FetchStats(ctx, stats, srv.URL)
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	var oe *idem.OutcomeError
+	if !slices.Equal(attempts, want) || !errors.Is(err, idem.ErrUnknown) || !errors.Is(err, idem.ErrKeyExpired) ||
+		!errors.As(err, &oe) || oe.Attempts != len(want) || oe.Status != http.StatusServiceUnavailable || resumed.Effects.Charges != 1 {
+		t.Fatalf("the resume sent attempts %v before KeyTTL, want %v, and returned %v, want unknown with ErrKeyExpired after %d answers of 503; the server holds %d charges, want 1",
+			attempts, want, err, len(want), resumed.Effects.Charges)
+	}
+	if n := busy.Counts(); n.Requests != len(want) || n.Faults[chaos.Unavailable] != len(want) || n.Forwarded != 0 {
+		t.Fatalf("the front end saw %s; want %d requests, each answered 503", n, len(want))
+	}
+
 	before := waitForStats(t, ctx, stats, srv.URL, "the key swept", func(st testserver.Stats) bool { return st.Keys == 0 })
 	if before.Effects.Charges != 1 {
 		t.Fatalf("the server holds %d charges, want the first attempt's 1", before.Effects.Charges)
 	}
 	sent := proxy.Counts().Requests
 
-	if err := do(); !errors.Is(err, idem.ErrKeyExpired) {
+	if err := do(c, w); !errors.Is(err, idem.ErrKeyExpired) {
 		t.Fatalf("Do after the server forgot the key = %v, want ErrKeyExpired", err)
 	}
 	st, err := FetchStats(ctx, stats, srv.URL)

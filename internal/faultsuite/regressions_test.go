@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"sync/atomic"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -110,25 +110,55 @@ func TestCompletedOperationIsNotResentAfterCompaction(t *testing.T) {
 // when the key turns KeyTTL old and the server sweeps it: the server would
 // apply it as a new request. An attempt needs a margin of its own timeout,
 // so the client sends none within AttemptTimeout of KeyTTL.
+//
+// The first attempt is applied and its answer lost. The resume retries
+// failed attempts while the clock, which moves by what each attempt and
+// each wait takes, runs up to that margin. Each case says when its
+// attempts go, as time left before KeyTTL; the next one would start within
+// the margin, or after KeyTTL, and must not be sent. Sent anyway, it
+// reaches the server after the sweep and takes effect a second time.
 func TestRetriesStopAtKeyTTL(t *testing.T) {
+	const (
+		ttl     = time.Hour
+		timeout = 2 * time.Second       // AttemptTimeout
+		wait    = 10 * time.Millisecond // every wait between attempts
+	)
 	for _, tc := range []struct {
-		name string
-		// afterSweep is what becomes of the resume's attempt, sent 1ms
-		// before KeyTTL, once the server has swept the key.
-		afterSweep func(tr http.RoundTripper, req *http.Request) (*http.Response, error)
+		name  string
+		start time.Duration // the key's age when the resume starts
+		// attempt answers an attempt sent in time, and moves the clock by
+		// the time the attempt takes.
+		attempt func(clock *fakeClock, req *http.Request) (*http.Response, error)
+		sent    []time.Duration // when the attempts go, as time left before KeyTTL
 	}{
-		{"attempt fails, then retried", func(http.RoundTripper, *http.Request) (*http.Response, error) {
-			return nil, fmt.Errorf("read: %w", syscall.ECONNRESET)
-		}},
-		{"attempt still in flight", func(tr http.RoundTripper, req *http.Request) (*http.Response, error) {
-			return tr.RoundTrip(req)
-		}},
+		{
+			// 503s in 490ms: the fifth attempt would start 1.75s before
+			// KeyTTL, within the margin.
+			name:  "next attempt within AttemptTimeout of KeyTTL",
+			start: ttl - 3750*time.Millisecond,
+			attempt: func(clock *fakeClock, req *http.Request) (*http.Response, error) {
+				clock.Advance(490 * time.Millisecond)
+				return unavailable(req), nil
+			},
+			sent: []time.Duration{3750 * time.Millisecond, 3250 * time.Millisecond, 2750 * time.Millisecond, 2250 * time.Millisecond},
+		},
+		{
+			// Attempts that time out: the third ends 5ms before KeyTTL,
+			// and the fourth would start 5ms after it.
+			name:  "next attempt after KeyTTL",
+			start: ttl - 6025*time.Millisecond,
+			attempt: func(clock *fakeClock, req *http.Request) (*http.Response, error) {
+				clock.Advance(timeout)
+				return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL, context.DeadlineExceeded)
+			},
+			sent: []time.Duration{6025 * time.Millisecond, 4015 * time.Millisecond, 2005 * time.Millisecond},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const ttl = time.Hour
 			clock := newFakeClock()
 			srv := testserver.Start(t, testserver.Config{Now: clock.Now, Retention: ttl})
 			w := Workload{BaseURL: srv.URL, ClientID: "ttl", Ops: 1}
+			id := OperationID(0)
 			j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "client.journal"),
 				idem.JournalOptions{Now: clock.Now, KeyTTL: ttl, Logger: quietLog})
 			if err != nil {
@@ -137,58 +167,87 @@ func TestRetriesStopAtKeyTTL(t *testing.T) {
 			defer j.Close()
 			tr := NewTransport()
 			defer tr.CloseIdleConnections()
-			var attempts atomic.Int32
-			network := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-				switch attempts.Add(1) {
-				case 1: // applied; the answer is lost
-					if resp, err := tr.RoundTrip(req); err == nil {
-						resp.Body.Close()
-					}
-					return nil, fmt.Errorf("read: %w", syscall.ECONNRESET)
-				case 2: // the resume, 1ms before KeyTTL: 2ms pass and the server sweeps
-					clock.Advance(2 * time.Millisecond)
-					if _, err := srv.Server.Sweep(context.Background()); err != nil {
-						t.Error(err)
-					}
-					return tc.afterSweep(tr, req)
+			do := func(cfg idem.Config) error {
+				c, err := idem.New(cfg)
+				if err != nil {
+					t.Fatal(err)
 				}
-				return tr.RoundTrip(req)
-			})
-			cfg := clientConfig(j, &http.Client{Transport: network})
-			cfg.Now, cfg.KeyTTL, cfg.MaxAttempts = clock.Now, ttl, 1
-			do := func(c *idem.Client) error {
 				req, err := w.Request(context.Background(), 0)
 				if err != nil {
 					t.Fatal(err)
 				}
-				resp, err := c.Do(OperationID(0), req)
+				resp, err := c.Do(id, req)
 				if err == nil {
 					resp.Body.Close()
 				}
 				return err
 			}
-			c, err := idem.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := do(c); !errors.Is(err, idem.ErrUnknown) {
+
+			lost := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if resp, err := tr.RoundTrip(req); err == nil {
+					resp.Body.Close()
+				}
+				return nil, fmt.Errorf("read: %w", syscall.ECONNRESET)
+			})
+			cfg := clientConfig(j, &http.Client{Transport: lost})
+			cfg.Now, cfg.KeyTTL, cfg.AttemptTimeout, cfg.MaxAttempts = clock.Now, ttl, timeout, 1
+			if err := do(cfg); !errors.Is(err, idem.ErrUnknown) {
 				t.Fatalf("first Do = %v, want unknown", err)
 			}
-			clock.Advance(ttl - time.Millisecond)
-			cfg.MaxAttempts = 3
-			if c, err = idem.New(cfg); err != nil {
-				t.Fatal(err)
+			op, ok := j.Lookup(id)
+			if !ok {
+				t.Fatalf("the journal lost %s", id)
 			}
-			err = do(c)
+			clock.Advance(tc.start - clock.Now().Sub(op.Created))
+
+			var sent []time.Duration
+			cfg.HTTPClient = &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				left := ttl - clock.Now().Sub(op.Created)
+				sent = append(sent, left)
+				if left > timeout {
+					return tc.attempt(clock, req)
+				}
+				// Sent too late: the key turns KeyTTL old and is swept
+				// while the attempt is on its way.
+				clock.Advance(max(left, 0))
+				if _, err := srv.Server.Sweep(context.Background()); err != nil {
+					t.Error(err)
+				}
+				return tr.RoundTrip(req)
+			})}
+			cfg.MaxAttempts, cfg.InitialWait, cfg.MaxWait, cfg.Jitter = 10, wait, wait, -1
+			cfg.OnAttempt = func(a idem.Attempt) {
+				if a.Retry {
+					clock.Advance(a.Wait)
+				}
+			}
+			err = do(cfg)
 			st, serr := srv.Server.Stats(context.Background())
 			if serr != nil {
 				t.Fatal(serr)
 			}
-			if st.Effects.Charges != 1 || !errors.Is(err, idem.ErrKeyExpired) {
-				t.Fatalf("a resume 1ms before KeyTTL (attempt timeout %s) made %d attempts and returned %v; the server holds %d charges, want 1 and ErrKeyExpired",
-					cfg.AttemptTimeout, attempts.Load()-1, err, st.Effects.Charges)
+			var oe *idem.OutcomeError
+			if !slices.Equal(sent, tc.sent) || !errors.Is(err, idem.ErrUnknown) || !errors.Is(err, idem.ErrKeyExpired) ||
+				!errors.As(err, &oe) || oe.Attempts != len(tc.sent) || st.Effects.Charges != 1 {
+				t.Fatalf("the resume sent attempts %v before KeyTTL, want %v (none within the attempt timeout %s of it), and returned %v, want unknown with ErrKeyExpired after %d attempts; the server holds %d charges, want 1",
+					sent, tc.sent, timeout, err, len(tc.sent), st.Effects.Charges)
+			}
+			left := ttl - clock.Now().Sub(op.Created)
+			if err := do(cfg); !errors.Is(err, idem.ErrKeyExpired) || len(sent) != len(tc.sent) {
+				t.Fatalf("a resume %s before KeyTTL returned %v and sent %d attempts, want ErrKeyExpired and none",
+					left, err, len(sent)-len(tc.sent))
 			}
 		})
+	}
+}
+
+// unavailable is a 503 answer to req from a front end whose servers are
+// all busy.
+func unavailable(req *http.Request) *http.Response {
+	return &http.Response{
+		Status: "503 Service Unavailable", StatusCode: http.StatusServiceUnavailable,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: http.NoBody, Request: req,
 	}
 }
 
