@@ -48,7 +48,9 @@ package idem
 //	u8        State: 2 done, 3 rejected
 //	u8        flags: bit 0 BodyTruncated, bit 1 HeaderTruncated, bit 2
 //	          Summarized; the other bits are zero. A summary (bit 2) keeps
-//	          no header names and an empty body.
+//	          no header names and an empty body. Bits 1 and 2 came after
+//	          the format's first release: a reader from before them
+//	          reports a record carrying them as corrupt.
 //	varint    Completed, Unix nanoseconds
 //	uvarint   Status, 0..999
 //	uvarint   number of header names k; then k times, names in sorted order:

@@ -11,7 +11,8 @@ package idem
 // the real file's directory, and a symlink keeps pointing at the live
 // journal. A hard link cannot be resolved: two names of one file are
 // equals. So a journal file with more than one link is refused
-// (ErrHardLinked); the error says how to fix it.
+// (ErrHardLinked); the error says how to fix it. (Where os.FileInfo carries
+// no link count, on Windows, links are not counted.)
 //
 // The lock is taken on a sidecar file, real path+".lock", not on the journal:
 // compaction renames a new file over the journal, and a lock held on the old
