@@ -51,6 +51,7 @@ func TestClientAndServerCrash(t *testing.T) {
 				t.Fatalf("the batch ended (%v) before kill %d: %s", b.err, n, b.stderr.String())
 			}
 			b.kill()
+			wire.ClientKilled()
 			clientKills++
 			if msg := b.journalError(); msg != "" {
 				t.Fatalf("after kill %d the journal did not open: %s", n, msg)

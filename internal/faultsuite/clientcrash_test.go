@@ -81,6 +81,7 @@ func runClientCrash(t *testing.T, powerCuts bool) {
 			t.Fatalf("the batch ended (%v) before kill %d: %s", b.err, k, b.stderr.String())
 		}
 		b.kill()
+		wire.ClientKilled()
 		if msg := b.journalError(); msg != "" {
 			t.Fatalf("after %d kills the journal did not open: %s", k-1, msg)
 		}

@@ -31,7 +31,8 @@ import (
 // legitimately send the key again while the server still works on the old
 // one. The proxy may learn that the connection closed a moment after the
 // new request arrived, so an overlap is judged when the old exchange ends:
-// it counts unless that exchange was cut short because its client had gone.
+// it counts unless that exchange was cut short because its client had gone,
+// or its client was a process killed since (see ClientKilled).
 //
 // A Wire is safe for concurrent use.
 type Wire struct {
@@ -42,6 +43,7 @@ type Wire struct {
 	requests int
 	bare     int // keys sent as bare tokens
 	quoted   int // keys sent as structured-field strings
+	kills    int // client processes killed so far
 }
 
 // exchange is one request forwarded upstream.
@@ -49,6 +51,7 @@ type exchange struct {
 	op    string
 	ctx   context.Context // the client's request's
 	begun time.Time
+	kills int // client processes killed before it was sent
 
 	// Set when the exchange ends, under the Wire's lock.
 	ended  bool
@@ -114,6 +117,7 @@ func (w *Wire) begin(r *http.Request, raw string, body []byte) func() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.requests++
+	x.kills = w.kills
 	if quoted {
 		w.quoted++
 	} else {
@@ -126,7 +130,7 @@ func (w *Wire) begin(r *http.Request, raw string, body []byte) func() {
 		w.keys[x.op][key] = true
 	}
 	for _, o := range w.open[key] {
-		if o.ctx.Err() == nil {
+		if o.ctx.Err() == nil && o.kills == x.kills {
 			w.overlaps = append(w.overlaps, &overlap{key: key, old: o, after: x.begun.Sub(o.begun)})
 		}
 	}
@@ -143,6 +147,15 @@ func (w *Wire) begin(r *http.Request, raw string, body []byte) func() {
 			}
 		})
 	}
+}
+
+// ClientKilled tells w that a client process was killed, and has been
+// reaped: the requests it had sent are abandoned, though the proxy may not
+// have seen their connections close yet.
+func (w *Wire) ClientKilled() {
+	w.mu.Lock()
+	w.kills++
+	w.mu.Unlock()
 }
 
 // endOnEOF ends an exchange when its response body has been read to its

@@ -79,3 +79,38 @@ func TestWireRecordsKeysAndOverlaps(t *testing.T) {
 		t.Errorf("overlaps %q, want one, of k4", v.Overlaps)
 	}
 }
+
+// A request sent again after its first sender's process was killed is no
+// overlap, even if the proxy has not yet seen that process's connection
+// close.
+func TestWireForgivesTheRequestsOfAKilledClient(t *testing.T) {
+	release, arrived := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	wire := NewWire()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: wire.Transport(tr)}
+	send := func() {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"reference":"a"}`))
+		req.Header.Set("Idempotency-Key", "k1")
+		if resp, err := hc.Do(req); err == nil {
+			io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); send() }() // the process about to be killed
+	<-arrived
+	wire.ClientKilled()
+	go func() { <-arrived; close(release) }()
+	send() // the next process
+	<-done
+	if v := wire.View(); len(v.Overlaps) != 0 || v.Requests != 2 {
+		t.Fatalf("overlaps %q after %d requests; want none after 2", v.Overlaps, v.Requests)
+	}
+}
