@@ -46,7 +46,7 @@ func (in *chargeRequest) validate() *Problem {
 	case *in.Amount <= 0:
 		return badRequest(fmt.Sprintf(`field "amount" must be positive, not %d`, *in.Amount))
 	case *in.Amount > maxAmount:
-		return badRequest(fmt.Sprintf(`field "amount" must be at most %d`, maxAmount))
+		return badRequest(fmt.Sprintf(`field "amount" must be at most %d`, int64(maxAmount)))
 	}
 	if in.Currency == nil {
 		return badRequest(`field "currency" is required`)
