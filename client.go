@@ -96,10 +96,11 @@ type Config struct {
 	// header cannot grow the journal (and the memory that indexes it)
 	// without limit. A header field's size is counted as on the wire,
 	// name + ": " + value + CRLF for each value. When the header is larger,
-	// the names are taken in sorted order and each is kept, with all its
-	// values, if it still fits; the others are left out and the outcome is
-	// marked (Operation.HeaderTruncated). The caller of this Do gets the
-	// whole header. Default 16 KiB.
+	// the fields that say what became of the request (Location,
+	// Content-Type, Retry-After...) are kept first, then the others in name
+	// order, each with all its values if it still fits; the rest are left
+	// out and the outcome is marked (Operation.HeaderTruncated). The caller
+	// of this Do gets the whole header. Default 16 KiB.
 	MaxRecordedHeader int64
 
 	// OnAttempt, when set, is called after each attempt's fate is decided,

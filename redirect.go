@@ -37,13 +37,11 @@ import (
 // name no operation pass through RoundTripper and StandardClient as net/http
 // sends them (C12).
 
-// followRedirect is the CheckRedirect of the Client's attempts: the
-// redirect rule first, then the caller's own policy.
+// followRedirect is the CheckRedirect of the Client's attempts (every
+// request its attempt client sends carries a key): the redirect rule
+// first, then the caller's own policy.
 func followRedirect(caller func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
-		if _, keyed := req.Context().Value(attemptsKey{}).(*attempts); !keyed {
-			return defaultRedirect(caller, req, via)
-		}
 		if !mayFollow(req, via) {
 			return http.ErrUseLastResponse
 		}
