@@ -134,30 +134,14 @@ func (c Config) withDefaults() (Config, error) {
 		c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 {
 		return c, fmt.Errorf("%w: negative duration or size", ErrInvalidConfig)
 	}
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
-	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = min(max(c.Retention/10, 10*time.Millisecond), maxSweepInterval)
-	}
-	if c.LockTimeout == 0 {
-		c.LockTimeout = DefaultLockTimeout
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.BusyTimeout == 0 {
-		c.BusyTimeout = DefaultBusyTimeout
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = DefaultReadTimeout
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = DefaultWriteTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
+	setDefault(&c.Retention, DefaultRetention)
+	setDefault(&c.SweepInterval, min(max(c.Retention/10, 10*time.Millisecond), maxSweepInterval))
+	setDefault(&c.LockTimeout, DefaultLockTimeout)
+	setDefault(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&c.BusyTimeout, DefaultBusyTimeout)
+	setDefault(&c.ReadTimeout, DefaultReadTimeout)
+	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -168,4 +152,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// setDefault sets *field to def when it is zero.
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
 }
