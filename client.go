@@ -103,9 +103,27 @@ type Config struct {
 	// of this Do gets the whole header. Default 16 KiB.
 	MaxRecordedHeader int64
 
+	// CheckRetry, when set, decides after each attempt whether another
+	// follows, in place of DefaultCheckRetry (the retry rule of retry.go),
+	// which it may call; its form is go-retryablehttp's CheckRetry. It
+	// teaches idem an API's own signals, such as a Should-Retry header. It
+	// may retry an answer the rule takes for final, under the same key and
+	// within MaxAttempts, MaxElapsed and the retry budget. It may stop
+	// retrying an answer the rule would retry, but it cannot make that
+	// answer final: the server may still apply the request, so the outcome
+	// is unknown (ErrRetryDeclined) and the operation stays pending. It is
+	// not asked once the call's context has ended. Default nil: the rule.
+	CheckRetry func(ctx context.Context, resp *http.Response, err error) (bool, error)
+
 	// OnAttempt, when set, is called after each attempt's fate is decided,
 	// on the goroutine running Do. Default nil.
 	OnAttempt func(Attempt)
+
+	// OnOperation, when set, is called once at the end of every Do (and of
+	// every request through RoundTripper), on the goroutine that made it:
+	// its outcome, whether it was answered from the journal, or why it was
+	// refused before sending. Default nil.
+	OnOperation func(OperationEnd)
 
 	// Logger receives debug records of attempts and warnings of unknown
 	// outcomes. Default nil: silent.
@@ -318,14 +336,30 @@ func recordedRejection(op Operation) *OutcomeError {
 	return recordedResult(op, nil).rejection()
 }
 
-// do runs an operation; an empty id is a request without one, whose key
-// lives only as long as this call.
+// do runs an operation, and tells Config.OnOperation how it ended.
 func (c *Client) do(id string, req *http.Request) (result, error) {
+	if c.cfg.OnOperation == nil {
+		return c.run(id, req)
+	}
+	start := time.Now()
+	res, err := c.run(id, req)
+	c.cfg.OnOperation(endOf(id, res, err, time.Since(start)))
+	return res, err
+}
+
+// run runs an operation; an empty id is a request without one, whose key
+// lives only as long as this call.
+func (c *Client) run(id string, req *http.Request) (result, error) {
 	if err := validate(id, req); err != nil {
 		closeBody(req)
 		return result{}, err
 	}
 	ctx := req.Context()
+	lim, err := c.callLimits(ctx)
+	if err != nil {
+		closeBody(req)
+		return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
+	}
 	body, err := captureBody(req, c.cfg.MaxBufferedBody)
 	if err != nil {
 		return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
@@ -349,14 +383,14 @@ func (c *Client) do(id string, req *http.Request) (result, error) {
 		}
 		op, err = c.admit(id, req, fp)
 		if err != nil {
-			return result{}, err
+			return result{op: op}, err // op holds the key of a refused operation, if known
 		}
 		if op.State != Pending {
 			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
 			return recordedResult(op, req), nil
 		}
 	}
-	return c.send(ctx, op, req, body)
+	return c.send(ctx, op, req, body, lim)
 }
 
 // admit finds the operation in the journal, or mints its key and journals
@@ -389,8 +423,8 @@ func (c *Client) admit(id string, req *http.Request, fp Fingerprint) (Operation,
 }
 
 // send makes the attempts of a pending operation and records its outcome.
-func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body requestBody) (result, error) {
-	a := c.newAttempts(op)
+func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body requestBody, lim limits) (result, error) {
+	a := c.newAttempts(op, lim)
 	// A shallow copy with a header map of its own is all the attempts
 	// need: they add the key header and replace the body, and change
 	// nothing else (a deep req.Clone cost a tenth of the client's time).
@@ -412,7 +446,7 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 
 	rc := &retryablehttp.Client{
 		HTTPClient:     c.hc,
-		RetryMax:       c.cfg.MaxAttempts - 1,
+		RetryMax:       lim.attempts - 1,
 		CheckRetry:     a.checkRetry,
 		Backoff:        a.next,
 		RequestLogHook: a.begin,

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -158,4 +159,66 @@ func ExampleClient_RunBatch() {
 	// Output:
 	// run 1: done 100 (from the journal 0), unknown 0, err <nil>
 	// run 2: done 100 (from the journal 100), unknown 0, err <nil>
+}
+
+// Code that only takes an *http.Client gets one from StandardClient; the
+// operation of each request is named in its context. A retry of the same
+// operation, even through another request value, carries the same key.
+func ExampleClient_StandardClient() {
+	var mu sync.Mutex
+	keys := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys[r.Header.Get("Idempotency-Key")] = true
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+
+	c, err := idem.New(idem.Config{})
+	if err != nil {
+		panic(err)
+	}
+	hc := c.StandardClient() // hand this to a generated API client
+	for range 2 {
+		ctx := idem.WithOperation(context.Background(), "refund-7781")
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/refunds", strings.NewReader(`{"charge":"ch_1"}`))
+		resp, err := hc.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, "answered from the journal:", idem.Recorded(resp))
+	}
+	fmt.Println("keys the server saw:", len(keys))
+	// Output:
+	// 201 answered from the journal: false
+	// 201 answered from the journal: true
+	// keys the server saw: 1
+}
+
+// A call that must give up sooner than the Client's others says so in its
+// context; Config.OnOperation hears how every call ended.
+func ExampleWithCallOptions() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+
+	c, err := idem.New(idem.Config{
+		InitialWait: time.Millisecond,
+		OnOperation: func(e idem.OperationEnd) {
+			fmt.Printf("%s: %v after %d attempts, last status %d\n", e.Operation, e.Outcome, e.Attempts, e.Status)
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := idem.WithCallOptions(context.Background(), idem.CallOptions{MaxAttempts: 2})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":1200}`))
+	_, err = c.Do("invoice-43", req)
+	fmt.Println(errors.Is(err, idem.ErrUnknown))
+	// Output:
+	// invoice-43: unknown after 2 attempts, last status 503
+	// true
 }

@@ -60,7 +60,19 @@ var (
 	// ErrRetryBudgetExhausted: the client-wide retry budget is empty (many
 	// recent attempts failed), so no retry was made. See RetryBudget.
 	ErrRetryBudgetExhausted = errors.New("idem: retry budget exhausted")
+	// ErrRetryDeclined: Config.CheckRetry declined to retry an answer the
+	// retry rule would have retried. The error it returned, if any, is
+	// wrapped too.
+	ErrRetryDeclined = errors.New("idem: Config.CheckRetry declined to retry")
 )
+
+// DefaultCheckRetry is the retry rule above, in the form of
+// go-retryablehttp's CheckRetry: whether to send another attempt after
+// this one's response or error, and, when not, the error that explains
+// why (nil for a final answer). A Config.CheckRetry may call it.
+func DefaultCheckRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	return retryable(ctx, resp, err)
+}
 
 // retryable classifies the result of one attempt: whether to send another,
 // and, when not, the error that explains why (nil for a final answer).
@@ -132,6 +144,9 @@ type attempts struct {
 	backoff *backoff.ExponentialBackOff
 	started time.Time
 
+	maxAttempts int           // Config.MaxAttempts, or the call's (CallOptions)
+	maxElapsed  time.Duration // Config.MaxElapsed, or the call's
+
 	n    int           // attempts made so far
 	wait time.Duration // the wait chosen after the last attempt
 	stop error         // why retrying stopped before a final answer
@@ -150,15 +165,16 @@ type attempts struct {
 	deadline time.Time // the running attempt's (attempt_deadline.go)
 }
 
-func (c *Client) newAttempts(op Operation) *attempts {
+func (c *Client) newAttempts(op Operation, lim limits) *attempts {
 	b := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(c.cfg.InitialWait),
 		backoff.WithMaxInterval(c.cfg.MaxWait),
 		backoff.WithRandomizationFactor(c.cfg.Jitter),
-		backoff.WithMaxElapsedTime(c.cfg.MaxElapsed),
+		backoff.WithMaxElapsedTime(lim.elapsed),
 		backoff.WithClockProvider(clockFunc(c.now)),
 	)
-	return &attempts{c: c, op: op.ID, key: op.Key, created: op.Created, backoff: b, started: c.now()}
+	return &attempts{c: c, op: op.ID, key: op.Key, created: op.Created, backoff: b, started: c.now(),
+		maxAttempts: lim.attempts, maxElapsed: lim.elapsed}
 }
 
 // begin is go-retryablehttp's RequestLogHook: it runs before every attempt.
@@ -174,7 +190,7 @@ func (a *attempts) next(_, _ time.Duration, _ int, _ *http.Response) time.Durati
 
 // checkRetry is go-retryablehttp's CheckRetry.
 func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	retry, why := retryable(ctx, resp, err)
+	retry, why := a.classify(ctx, resp, err)
 	if !retry && why == nil && err == nil {
 		// A final answer. Its body is part of it: read it now, within the
 		// attempt, to record it; if it breaks off, the attempt failed.
@@ -195,7 +211,7 @@ func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err erro
 
 	a.c.budget.fail()
 	switch {
-	case a.n >= a.c.cfg.MaxAttempts:
+	case a.n >= a.maxAttempts:
 		a.stop = ErrAttemptsExhausted
 	case !a.c.budget.allowRetry():
 		a.stop = ErrRetryBudgetExhausted
@@ -213,6 +229,29 @@ func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err erro
 	return true, why
 }
 
+// classify is the retry rule, as Config.CheckRetry may amend it: it may
+// retry an answer the rule takes for final, or stop retrying one the rule
+// would retry; then the outcome is unknown (ErrRetryDeclined), never a
+// recorded answer, since the server may still apply the request.
+func (a *attempts) classify(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	retry, why := retryable(ctx, resp, err)
+	hook := a.c.cfg.CheckRetry
+	if hook == nil || ctx.Err() != nil {
+		return retry, why
+	}
+	again, herr := hook(ctx, resp, err)
+	switch {
+	case again && !retry && why == nil:
+		return true, fmt.Errorf("Config.CheckRetry retries status %s", resp.Status)
+	case !again && retry:
+		if herr != nil {
+			return false, fmt.Errorf("%w: %w", ErrRetryDeclined, herr)
+		}
+		return false, ErrRetryDeclined
+	}
+	return retry, why
+}
+
 // nextWait chooses the wait before the next attempt, or says why there is
 // none: MaxElapsed would pass, or the key would outlive KeyTTL.
 func (a *attempts) nextWait(resp *http.Response) (time.Duration, error) {
@@ -222,7 +261,7 @@ func (a *attempts) nextWait(resp *http.Response) (time.Duration, error) {
 	}
 	if ra, ok := retryAfter(resp); ok && ra > wait {
 		wait = min(ra, a.c.cfg.MaxWait)
-		if a.c.now().Sub(a.started)+wait > a.c.cfg.MaxElapsed {
+		if a.c.now().Sub(a.started)+wait > a.maxElapsed {
 			return 0, ErrMaxElapsed
 		}
 	}

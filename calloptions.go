@@ -1,0 +1,47 @@
+package idem
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// CallOptions override, for the calls whose request context carries them,
+// the Config fields of the same names; a zero field keeps the Config's.
+// They serve a call that must give up sooner (or may try harder) than the
+// Client's other calls, as when a request handler has a deadline of its
+// own.
+type CallOptions struct {
+	// MaxAttempts bounds the attempts of the call, the first included.
+	MaxAttempts int
+	// MaxElapsed bounds the time the call spends retrying.
+	MaxElapsed time.Duration
+}
+
+type callOptionsKey struct{}
+
+// WithCallOptions returns a context that carries o for the calls made
+// with it: Do with a request built on it, or a request through
+// StandardClient.
+func WithCallOptions(ctx context.Context, o CallOptions) context.Context {
+	return context.WithValue(ctx, callOptionsKey{}, o)
+}
+
+// limits are the bounds of one call's retrying.
+type limits struct {
+	attempts int
+	elapsed  time.Duration
+}
+
+// callLimits returns the bounds of a call made with ctx: the Config's,
+// overridden by the CallOptions ctx carries; ErrInvalidRequest for options
+// out of range.
+func (c *Client) callLimits(ctx context.Context) (limits, error) {
+	o, _ := ctx.Value(callOptionsKey{}).(CallOptions)
+	if o.MaxAttempts < 0 || o.MaxElapsed < 0 {
+		return limits{}, fmt.Errorf("%w: negative CallOptions", ErrInvalidRequest)
+	}
+	setDefault(&o.MaxAttempts, c.cfg.MaxAttempts)
+	setDefault(&o.MaxElapsed, c.cfg.MaxElapsed)
+	return limits{o.MaxAttempts, o.MaxElapsed}, nil
+}
