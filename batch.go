@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"slices"
 	"sync"
@@ -78,9 +79,6 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 		}
 		seen[op.ID] = true
 	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 8
-	}
 
 	// Pending operations first: they have been sent before, so their
 	// outcome is the most overdue, and their keys are the closest to
@@ -93,7 +91,34 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 	slices.SortStableFunc(order, func(a, b BatchOp) int {
 		return boolRank(pending[b.ID]) - boolRank(pending[a.ID])
 	})
+	summary, err := c.runBatch(ctx, slices.Values(order), opts)
+	summary.Skipped += len(order) - summary.Total() // never read: the context ended first
+	return summary, err
+}
 
+// RunBatchSeq is RunBatch for a batch too large to hold in memory: ops
+// yields the operations one at a time, and is read only as fast as the
+// workers take them, so no more than Concurrency operations are held at
+// once. Three things differ, since the batch is never seen whole:
+//
+//   - operations run in the order ops yields them; pending ones are not
+//     moved first;
+//   - an operation with an empty ID or no Request is a failed result
+//     (ErrInvalidRequest), not an error for the whole batch;
+//   - a repeated ID runs again, as another call of the same operation:
+//     answered from the journal if the first one finished.
+//
+// When ctx ends, ops is read no further; Skipped counts only the
+// operations read but not started.
+func (c *Client) RunBatchSeq(ctx context.Context, ops iter.Seq[BatchOp], opts BatchOptions) (BatchSummary, error) {
+	return c.runBatch(ctx, ops, opts)
+}
+
+// runBatch runs the operations ops yields, opts.Concurrency at a time.
+func (c *Client) runBatch(ctx context.Context, ops iter.Seq[BatchOp], opts BatchOptions) (BatchSummary, error) {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 8
+	}
 	var (
 		mu      sync.Mutex
 		summary BatchSummary
@@ -108,7 +133,7 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 			opts.Progress(r, summary)
 		}
 	}
-	for range min(opts.Concurrency, len(order)) {
+	for range opts.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -117,19 +142,21 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 			}
 		}()
 	}
-	started := 0
-feed:
-	for _, op := range order {
-		select {
-		case work <- op:
-			started++
-		case <-ctx.Done():
-			break feed
+	for op := range ops {
+		if ctx.Err() == nil { // select alone may still pick a ready worker
+			select {
+			case work <- op:
+				continue
+			case <-ctx.Done():
+			}
 		}
+		mu.Lock()
+		summary.Skipped++ // read, not started
+		mu.Unlock()
+		break
 	}
 	close(work)
 	wg.Wait()
-	summary.Skipped += len(order) - started
 	return summary, ctx.Err()
 }
 
@@ -145,6 +172,10 @@ func (c *Client) runOne(ctx context.Context, op BatchOp) BatchResult {
 	r := BatchResult{ID: op.ID}
 	if err := ctx.Err(); err != nil {
 		r.Err = err
+		return r
+	}
+	if op.ID == "" || op.Request == nil {
+		r.Err = fmt.Errorf("%w: batch operation %q: empty ID, or no Request", ErrInvalidRequest, op.ID)
 		return r
 	}
 	if rec, ok := c.journal.Lookup(op.ID); ok && rec.State != Pending {

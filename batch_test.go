@@ -167,3 +167,79 @@ func TestRunBatchInvalid(t *testing.T) {
 		t.Fatal("an invalid batch sent requests")
 	}
 }
+
+// RunBatchSeq reads its operations only as workers take them, runs a
+// repeated ID again as another call of one operation, fails an invalid
+// operation alone, and reads no further once its context ends.
+func TestRunBatchSeq(t *testing.T) {
+	b := newBatchServer(t)
+	c, err := idem.New(idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, concurrency = 200, 4
+	var mu sync.Mutex
+	read, started, lead := 0, 0, 0
+	ops := func(yield func(idem.BatchOp) bool) {
+		for i := range n {
+			var op idem.BatchOp
+			switch i {
+			case 50:
+				op = idem.BatchOp{ID: ""} // invalid
+			case 60:
+				op = b.ops("op-1")[0] // repeated
+			default:
+				op = b.ops(fmt.Sprint("op-", i))[0]
+			}
+			build := op.Request
+			if build != nil {
+				op.Request = func(ctx context.Context) (*http.Request, error) {
+					mu.Lock()
+					started++
+					mu.Unlock()
+					return build(ctx)
+				}
+			}
+			mu.Lock()
+			read++
+			lead = max(lead, read-started)
+			mu.Unlock()
+			if !yield(op) {
+				return
+			}
+		}
+	}
+	sum, err := c.RunBatchSeq(context.Background(), ops, idem.BatchOptions{Concurrency: concurrency})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Done != n-1 || sum.Failed != 1 || sum.Recorded != 1 || sum.Total() != n {
+		t.Fatalf("summary %+v; want %d done (one of them recorded) and 1 failed", sum, n-1)
+	}
+	if lead > concurrency+2 {
+		t.Fatalf("the sequence was read %d operations ahead of the workers; want at most %d", lead, concurrency+2)
+	}
+	if keys := b.keys["op-1"]; len(keys) != 1 {
+		t.Fatalf("op-1 was sent %d times, want once (the repeat answered from the journal)", len(keys))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	readAfter := 0
+	endless := func(yield func(idem.BatchOp) bool) {
+		for i := 0; ; i++ {
+			if ctx.Err() != nil {
+				readAfter++
+			}
+			if i == 10 {
+				cancel()
+			}
+			if !yield(b.ops(fmt.Sprint("endless-", i))[0]) {
+				return
+			}
+		}
+	}
+	sum, err = c.RunBatchSeq(ctx, endless, idem.BatchOptions{Concurrency: concurrency})
+	if !errors.Is(err, context.Canceled) || readAfter != 0 || sum.Done < 1 || sum.Skipped < 1 {
+		t.Fatalf("cancelled run: %+v, %v; read %d operations after the cancel, want none", sum, err, readAfter)
+	}
+}
