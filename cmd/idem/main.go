@@ -59,6 +59,9 @@ func runEnv(ctx context.Context, e env, args []string) int {
 	case "-h", "-help", "--help", "help":
 		writeUsage(e.stdout)
 		return exitOK
+	case "-version", "--version", "version":
+		writeVersion(e.stdout)
+		return exitOK
 	}
 	for _, c := range commands {
 		if c.name == name {
@@ -76,6 +79,6 @@ func writeUsage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
-	fmt.Fprint(w, "\nRun \"idem <command> -h\" for a command's arguments and flags.\n\n")
+	fmt.Fprint(w, "\nRun \"idem <command> -h\" for a command's arguments and flags, \"idem --version\" for the build.\n\n")
 	writeExitCodes(w)
 }
