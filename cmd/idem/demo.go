@@ -85,11 +85,11 @@ func runDemo(ctx context.Context, e env, args []string) int {
 	}
 	switch {
 	case len(pos) != 0:
-		return usageError(e, cmd, usage, "unexpected arguments %q", pos)
+		return usageError(e, cmd, "unexpected arguments %q", pos)
 	case o.ops < 1:
-		return usageError(e, cmd, usage, "--ops must be at least 1, not %d", o.ops)
+		return usageError(e, cmd, "--ops must be at least 1, not %d", o.ops)
 	case !(o.faults >= 0 && o.faults < 1): // also refuses NaN
-		return usageError(e, cmd, usage, "--faults must be at least 0 and below 1, not %v", o.faults)
+		return usageError(e, cmd, "--faults must be at least 0 and below 1, not %v", o.faults)
 	}
 	if err := demo(ctx, e, o); err != nil {
 		switch {

@@ -51,7 +51,7 @@ func runDemoBatch(ctx context.Context, e env, args []string) int {
 		return code
 	}
 	if len(pos) != 0 || *url == "" || *path == "" || *n < 1 {
-		return usageError(e, cmd, usage, "want -url, -journal and a positive -ops, and no arguments")
+		return usageError(e, cmd, "want -url, -journal and a positive -ops, and no arguments")
 	}
 
 	j, err := idem.OpenJournalWithOptions(*path, idem.JournalOptions{Logger: warnLogger(e.stderr)})

@@ -27,7 +27,8 @@ type usageFunc func(w io.Writer)
 
 // parseFlags parses args with fs and returns the positional arguments. When
 // parsing ends the command (-h, or a bad flag), it writes the help to stdout
-// or the error and usage to stderr, and returns ok false and the exit code.
+// or the error and a pointer to -h to stderr, and returns ok false and the
+// exit code.
 func parseFlags(fs *flag.FlagSet, e env, args []string, usage usageFunc) (pos []string, code int, ok bool) {
 	pos, err := parseInterspersed(fs, args)
 	switch {
@@ -38,17 +39,23 @@ func parseFlags(fs *flag.FlagSet, e env, args []string, usage usageFunc) (pos []
 		return nil, exitOK, false
 	default:
 		fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), err)
-		usage(e.stderr)
+		pointToHelp(e, fs.Name())
 		return nil, exitUsage, false
 	}
 }
 
 // usageError reports a wrong positional argument or flag value found after
-// parsing, with the usage, and returns exitUsage.
-func usageError(e env, name string, usage usageFunc, format string, args ...any) int {
+// parsing, in one line and a pointer to the command's help, and returns
+// exitUsage.
+func usageError(e env, name string, format string, args ...any) int {
 	fmt.Fprintf(e.stderr, "%s: %s\n", name, fmt.Sprintf(format, args...))
-	usage(e.stderr)
+	pointToHelp(e, name)
 	return exitUsage
+}
+
+// pointToHelp tells where a command's full help is, after a usage error.
+func pointToHelp(e env, name string) {
+	fmt.Fprintf(e.stderr, "Run '%s -h' for usage.\n", name)
 }
 
 // writeFlags writes fs's flags with their defaults to w.

@@ -41,7 +41,7 @@ var journalActions = []journalAction{
 func runJournal(ctx context.Context, e env, args []string) int {
 	if len(args) == 0 {
 		fmt.Fprintln(e.stderr, "idem journal: no subcommand given")
-		writeJournalUsage(e.stderr)
+		pointToHelp(e, "idem journal")
 		return exitUsage
 	}
 	switch args[0] {
@@ -55,7 +55,7 @@ func runJournal(ctx context.Context, e env, args []string) int {
 		}
 	}
 	fmt.Fprintf(e.stderr, "idem journal: unknown subcommand %q\n", args[0])
-	writeJournalUsage(e.stderr)
+	pointToHelp(e, "idem journal")
 	return exitUsage
 }
 

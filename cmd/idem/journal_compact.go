@@ -32,13 +32,13 @@ left by a crash is cut first.
 		return code
 	}
 	if len(pos) != 1 {
-		return usageError(e, cmd, usage, "want one journal PATH, got %d arguments", len(pos))
+		return usageError(e, cmd, "want one journal PATH, got %d arguments", len(pos))
 	}
 	if *ttl <= 0 {
-		return usageError(e, cmd, usage, "--ttl must be positive")
+		return usageError(e, cmd, "--ttl must be positive")
 	}
 	if *forget < 0 {
-		return usageError(e, cmd, usage, "--forget-after must not be negative")
+		return usageError(e, cmd, "--forget-after must not be negative")
 	}
 	path := pos[0]
 	// Opening for writing creates a missing journal; compacting one that

@@ -41,10 +41,10 @@ func runJournalList(e env, cmd, what string, sel func(*idem.Journal) []idem.Oper
 		return code
 	}
 	if len(pos) != 1 {
-		return usageError(e, cmd, usage, "want one journal PATH, got %d arguments", len(pos))
+		return usageError(e, cmd, "want one journal PATH, got %d arguments", len(pos))
 	}
 	if *ttl <= 0 {
-		return usageError(e, cmd, usage, "--ttl must be positive")
+		return usageError(e, cmd, "--ttl must be positive")
 	}
 	path := pos[0]
 	j, err := openForReading(e, path, *ttl)

@@ -33,10 +33,10 @@ func runJournalShow(_ context.Context, e env, args []string) int {
 		return code
 	}
 	if len(pos) != 2 {
-		return usageError(e, cmd, usage, "want a journal PATH and an operation ID, got %d arguments", len(pos))
+		return usageError(e, cmd, "want a journal PATH and an operation ID, got %d arguments", len(pos))
 	}
 	if *ttl <= 0 {
-		return usageError(e, cmd, usage, "--ttl must be positive")
+		return usageError(e, cmd, "--ttl must be positive")
 	}
 	path, id := pos[0], pos[1]
 	j, err := openForReading(e, path, *ttl)

@@ -51,7 +51,7 @@ var commands = []command{
 func runEnv(ctx context.Context, e env, args []string) int {
 	if len(args) == 0 {
 		fmt.Fprintln(e.stderr, "idem: no command given")
-		writeUsage(e.stderr)
+		pointToHelp(e, "idem")
 		return exitUsage
 	}
 	name := args[0]
@@ -69,7 +69,7 @@ func runEnv(ctx context.Context, e env, args []string) int {
 		}
 	}
 	fmt.Fprintf(e.stderr, "idem: unknown command %q\n", name)
-	writeUsage(e.stderr)
+	pointToHelp(e, "idem")
 	return exitUsage
 }
 

@@ -105,8 +105,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		if r.stdout != "" {
 			t.Errorf("idem %q: stdout %q, want nothing", args, r.stdout)
 		}
-		if !strings.Contains(r.stderr, "Usage: idem") {
-			t.Errorf("idem %q: stderr has no usage:\n%s", args, r.stderr)
+		if lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n"); len(lines) != 2 ||
+			!strings.HasPrefix(lines[1], "Run 'idem") || !strings.HasSuffix(lines[1], " -h' for usage.") {
+			t.Errorf("idem %q: stderr is not one line and a pointer to -h:\n%s", args, r.stderr)
 		}
 	}
 }

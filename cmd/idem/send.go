@@ -82,18 +82,18 @@ func runSend(ctx context.Context, e env, args []string) int {
 	}
 	switch {
 	case len(pos) != 1:
-		return usageError(e, cmd, usage, "want one URL, got %d arguments", len(pos))
+		return usageError(e, cmd, "want one URL, got %d arguments", len(pos))
 	case o.journal != "" && o.op == "":
-		return usageError(e, cmd, usage, "--journal needs --op: the operation ID that a rerun resumes")
+		return usageError(e, cmd, "--journal needs --op: the operation ID that a rerun resumes")
 	case o.attempts < 1:
-		return usageError(e, cmd, usage, "--attempts must be at least 1")
+		return usageError(e, cmd, "--attempts must be at least 1")
 	case o.timeout <= 0 || o.maxElapsed <= 0 || o.ttl <= 0:
-		return usageError(e, cmd, usage, "--timeout, --max-elapsed and --ttl must be positive")
+		return usageError(e, cmd, "--timeout, --max-elapsed and --ttl must be positive")
 	case !validHeaderName(o.method):
-		return usageError(e, cmd, usage, "-X %q is not a valid method", o.method)
+		return usageError(e, cmd, "-X %q is not a valid method", o.method)
 	}
 	if _, err := parseTarget(pos[0]); err != nil {
-		return usageError(e, cmd, usage, "%v", err)
+		return usageError(e, cmd, "%v", err)
 	}
 	body, err := o.data.read(e.stdin)
 	if err != nil {
