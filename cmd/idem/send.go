@@ -5,10 +5,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -33,6 +36,11 @@ type sendOptions struct {
 	ttl        time.Duration
 	include    bool
 	verbose    bool
+	keyHeader  string
+	quotedKey  bool
+	insecure   bool
+	caCert     string
+	wait       time.Duration
 }
 
 // memoryOp is the operation ID of a send without --journal and --op: the
@@ -67,6 +75,11 @@ func runSend(ctx context.Context, e env, args []string) int {
 	fs.IntVar(&o.attempts, "attempts", idem.DefaultMaxAttempts, "most attempts, the first included")
 	fs.DurationVar(&o.maxElapsed, "max-elapsed", idem.DefaultMaxElapsed, "no retry starts after this long")
 	fs.DurationVar(&o.ttl, "ttl", idem.DefaultKeyTTL, "how long the server keeps a key: a pending operation with an older key is refused, not resent")
+	fs.StringVar(&o.keyHeader, "key-header", keyHeader, "the header that carries the key")
+	fs.BoolVar(&o.quotedKey, "quoted-key", false, "send the key as a structured-field string (\"...\"), as the IETF draft does")
+	fs.BoolVar(&o.insecure, "k", false, "do not verify the server's TLS certificate")
+	fs.StringVar(&o.caCert, "cacert", "", "verify the server's TLS certificate against the CA certificates in PEM `FILE`")
+	fs.DurationVar(&o.wait, "wait", 0, "when another process holds the journal, wait this long for it instead of failing at once")
 	fs.BoolVar(&o.include, "i", false, "print the response's status line and header before its body")
 	fs.BoolVar(&o.verbose, "v", false, "report every attempt on stderr")
 	usage := func(w io.Writer) {
@@ -87,13 +100,18 @@ func runSend(ctx context.Context, e env, args []string) int {
 		return usageError(e, cmd, "--journal needs --op: the operation ID that a rerun resumes")
 	case o.attempts < 1:
 		return usageError(e, cmd, "--attempts must be at least 1")
-	case o.timeout <= 0 || o.maxElapsed <= 0 || o.ttl <= 0:
-		return usageError(e, cmd, "--timeout, --max-elapsed and --ttl must be positive")
+	case o.timeout <= 0 || o.maxElapsed <= 0 || o.ttl <= 0 || o.wait < 0:
+		return usageError(e, cmd, "--timeout, --max-elapsed and --ttl must be positive, and --wait not negative")
+	case !validHeaderName(o.keyHeader):
+		return usageError(e, cmd, "--key-header %q is not a valid header name", o.keyHeader)
 	case !validHeaderName(o.method):
 		return usageError(e, cmd, "-X %q is not a valid method", o.method)
 	}
 	if _, err := parseTarget(pos[0]); err != nil {
 		return usageError(e, cmd, "%v", err)
+	}
+	if err := o.headers.without(o.keyHeader); err != nil {
+		return usageError(e, cmd, "-H %v", err)
 	}
 	body, err := o.data.read(e.stdin)
 	if err != nil {
@@ -114,11 +132,11 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 	var j *idem.Journal
 	if o.journal != "" {
 		var err error
-		j, err = idem.OpenJournalWithOptions(o.journal, idem.JournalOptions{
+		j, err = openWaiting(req.Context(), o.journal, idem.JournalOptions{
 			KeyTTL: o.ttl,
 			Now:    e.now,
 			Logger: warnLogger(e.stderr),
-		})
+		}, o.wait)
 		if err != nil {
 			return reportJournalError(e, cmd, o.journal, err)
 		}
@@ -139,7 +157,13 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 
 	tr := newTransport()
 	defer tr.CloseIdleConnections()
+	if err := o.configureTLS(tr); err != nil {
+		fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
+		return exitFailure
+	}
 	cfg := idem.Config{
+		KeyHeader:      o.keyHeader,
+		QuotedKey:      o.quotedKey,
 		Journal:        j,
 		HTTPClient:     &http.Client{Transport: tr},
 		AttemptTimeout: o.timeout,
@@ -221,4 +245,44 @@ func reportAttempt(w io.Writer, cmd string, a idem.Attempt) {
 		msg += fmt.Sprintf("; retrying in %s", a.Wait.Round(time.Millisecond))
 	}
 	fmt.Fprintln(w, msg)
+}
+
+// configureTLS applies -k and --cacert to tr.
+func (o sendOptions) configureTLS(tr *http.Transport) error {
+	if !o.insecure && o.caCert == "" {
+		return nil
+	}
+	cfg := &tls.Config{InsecureSkipVerify: o.insecure}
+	if o.caCert != "" {
+		pem, err := os.ReadFile(o.caCert)
+		if err != nil {
+			return fmt.Errorf("--cacert: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--cacert: no PEM certificate in %s", o.caCert)
+		}
+	}
+	tr.TLSClientConfig = cfg
+	return nil
+}
+
+// journalPoll is how often openWaiting tries a held journal again.
+const journalPoll = 50 * time.Millisecond
+
+// openWaiting opens the journal for writing; while another process holds
+// it, it tries again until wait has passed or ctx ends.
+func openWaiting(ctx context.Context, path string, o idem.JournalOptions, wait time.Duration) (*idem.Journal, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		j, err := idem.OpenJournalWithOptions(path, o)
+		if !errors.Is(err, idem.ErrLocked) || !time.Now().Before(deadline) {
+			return j, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(journalPoll):
+		}
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/idemkit/idem"
 )
 
 // headerFlags collects -H "Name: value" flags, in order.
@@ -35,9 +37,6 @@ func (h *headerFlags) Set(s string) error {
 	}
 	if !validHeaderValue(value) {
 		return fmt.Errorf("header %q: the value has a control character", s)
-	}
-	if http.CanonicalHeaderKey(name) == keyHeader {
-		return fmt.Errorf("header %q: idem sets %s itself, one key per operation", s, keyHeader)
 	}
 	*h = append(*h, header{name, value})
 	return nil
@@ -69,9 +68,19 @@ func validHeaderValue(value string) bool {
 	return true
 }
 
-// keyHeader is the header the client sends the key in (the default of
-// idem.Config.KeyHeader, which send does not change).
-const keyHeader = "Idempotency-Key"
+// keyHeader is the default of --key-header: the header the key goes in.
+const keyHeader = idem.DefaultKeyHeader
+
+// without returns an error if h sets the key header: idem sets it, one key
+// per operation.
+func (h headerFlags) without(name string) error {
+	for _, hd := range h {
+		if http.CanonicalHeaderKey(hd.name) == http.CanonicalHeaderKey(name) {
+			return fmt.Errorf("header %q: idem sets %s itself, one key per operation", hd.name+": "+hd.value, name)
+		}
+	}
+	return nil
+}
 
 // dataFlag is the -d flag: the body as given, @file, or @- for stdin. It
 // may be given once.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,10 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // uuidV4 matches the canonical form of a random UUID.
@@ -365,5 +369,71 @@ func TestSendWithoutJournal(t *testing.T) {
 	r = runCLI(t, "send", "--attempts", "1", "-d", "{}", srv.URL+"/charges")
 	if r.code != exitUnknown || !strings.Contains(r.stderr, "without --journal the key is lost when this process exits") {
 		t.Errorf("unknown: exit code %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// --key-header and --quoted-key choose how the key is sent; -H cannot set
+// that header itself.
+func TestSendKeyHeaderAndQuotedKey(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusCreated, "made"))
+	r := runCLI(t, "send", "--key-header", "X-Op-Key", "--quoted-key", "-d", "{}", srv.URL+"/charges")
+	reqs := srv.requests()
+	if r.code != exitOK || len(reqs) != 1 {
+		t.Fatalf("exit code %d after %d requests; stderr %q", r.code, len(reqs), r.stderr)
+	}
+	key, err := strconv.Unquote(reqs[0].header.Get("X-Op-Key"))
+	if err != nil || !uuidV4.MatchString(key) || reqs[0].key != "" {
+		t.Fatalf("X-Op-Key %q, Idempotency-Key %q; want a quoted UUID in X-Op-Key alone", reqs[0].header.Get("X-Op-Key"), reqs[0].key)
+	}
+	r = runCLI(t, "send", "--key-header", "X-Op-Key", "-H", "x-op-key: mine", srv.URL+"/charges")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "idem sets X-Op-Key itself") {
+		t.Fatalf("-H setting the key header: exit code %d, stderr %q; want a usage error", r.code, r.stderr)
+	}
+}
+
+// A TLS server is verified unless -k says not to, or against --cacert.
+func TestSendTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	if r := runCLI(t, "send", "--attempts", "1", srv.URL); r.code != exitUnknown || !strings.Contains(r.stderr, "certificate") {
+		t.Fatalf("unverifiable certificate: exit code %d, stderr %q; want unknown, naming the certificate", r.code, r.stderr)
+	}
+	if r := runCLI(t, "send", "-k", srv.URL); r.code != exitOK {
+		t.Fatalf("-k: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(ca, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, "send", "--cacert", ca, srv.URL); r.code != exitOK {
+		t.Fatalf("--cacert: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runCLI(t, "send", "--cacert", filepath.Join(t.TempDir(), "none.pem"), srv.URL); r.code != exitFailure || !strings.Contains(r.stderr, "--cacert") {
+		t.Fatalf("missing --cacert file: exit code %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// Without --wait a held journal fails at once; with it, send waits for the
+// holder to let go.
+func TestSendWaitsForAHeldJournal(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusCreated, "made"))
+	path := journalIn(t)
+	held, err := idem.OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"send", "--journal", path, "--op", "charge-1", srv.URL}
+	if r := runCLI(t, args...); r.code != exitJournal || !strings.Contains(r.stderr, "locked") {
+		t.Fatalf("held journal without --wait: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	const holdFor = 300 * time.Millisecond
+	start := time.Now()
+	time.AfterFunc(holdFor, func() { held.Close() })
+	r := runCLI(t, append([]string{"send", "--wait", "1m"}, args[1:]...)...)
+	if r.code != exitOK || time.Since(start) < holdFor || len(srv.requests()) != 1 {
+		t.Fatalf("--wait: exit code %d after %v, %d requests; stderr %q", r.code, time.Since(start), len(srv.requests()), r.stderr)
 	}
 }
