@@ -125,8 +125,10 @@ type Config struct {
 	// refused before sending. Default nil.
 	OnOperation func(OperationEnd)
 
-	// Logger receives debug records of attempts and warnings of unknown
-	// outcomes. Default nil: silent.
+	// Logger receives the Client's records, by the logging rule of the
+	// package documentation: its routine at Debug (outcomes, answers from
+	// the journal), and at Error an outcome it could not record. Default
+	// nil: slog.Default().
 	Logger *slog.Logger
 
 	// Now is the clock for key ages and backoff. Default time.Now.
@@ -202,7 +204,7 @@ func New(cfg Config) (*Client, error) {
 		c.journal = newMemoryJournalWithOptions(JournalOptions{KeyTTL: cfg.KeyTTL, Now: cfg.Now})
 	}
 	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
+		c.log = slog.Default()
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -506,7 +508,7 @@ func (c *Client) unknown(a *attempts, resp *http.Response, err error) error {
 	if resp != nil {
 		drain(resp.Body)
 	}
-	c.log.Warn("idem: operation outcome", "op", a.op, "key", a.key, "outcome", e.Outcome,
+	c.log.Debug("idem: operation outcome", "op", a.op, "key", a.key, "outcome", e.Outcome,
 		"attempts", a.n, "status", a.status, "err", e.Err)
 	return e
 }

@@ -41,4 +41,17 @@
 //
 // For code that only accepts an *http.Client, StandardClient gives one;
 // name the operation of a request with WithOperation.
+//
+// # Logging
+//
+// A Client and a Journal log through their Logger (Config.Logger,
+// JournalOptions.Logger), slog.Default() unless set, by one rule: what
+// they do routinely (attempts, outcomes, answers from the journal,
+// compactions) at Debug, so that a default logger shows none of it; what a
+// person may need to know and no call returns (a torn tail cut on open, an
+// unfinished compaction removed, an automatic compaction or the recording
+// of an outcome that failed) at Warn or Error; and a journal that has
+// latched a failure, once, at Error. An outcome or error returned to the
+// caller is not logged again above Debug. To silence idem entirely, pass
+// slog.New(slog.DiscardHandler).
 package idem

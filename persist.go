@@ -245,8 +245,11 @@ type JournalOptions struct {
 	// failures. Default nil (files are used as opened).
 	WrapFile func(File) File
 
-	// Logger receives torn-tail truncations, compactions and failures.
-	// Default slog.Default().
+	// Logger receives the journal's records, by the logging rule of the
+	// package documentation: compactions at Debug; a torn tail cut, an
+	// unfinished compaction removed, or an automatic compaction that failed
+	// at Warn or Error; the failure that latches it at Error. Default nil:
+	// slog.Default().
 	Logger *slog.Logger
 
 	// syncDir makes a directory's entries durable and rename renames a
@@ -524,7 +527,7 @@ func (j *Journal) openWritable() (err error) {
 	// a crash before the rename, and the journal beside it is intact.
 	tmp := j.file + compactSuffix
 	if err := os.Remove(tmp); err == nil {
-		j.log.Info("idem: removed unfinished journal compaction", "path", tmp)
+		j.log.Warn("idem: removed unfinished journal compaction", "path", tmp)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("idem: opening journal: removing %s: %w", tmp, err)
 	}

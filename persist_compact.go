@@ -35,10 +35,8 @@ package idem
 // the journal rather than sent again under a new key, until ForgetAfter.
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/idemkit/idem/internal/fsutil"
@@ -117,11 +115,7 @@ func (j *Journal) compactLocked() error {
 		return fmt.Errorf("idem: compacting journal: %w", err)
 	}
 	j.compactions++
-	level := slog.LevelInfo
-	if j.memory {
-		level = slog.LevelDebug
-	}
-	j.log.Log(context.Background(), level, "idem: compacted journal", "path", j.path, "operations", len(live), "bytes", j.size)
+	j.log.Debug("idem: compacted journal", "path", j.path, "operations", len(live), "bytes", j.size)
 	return nil
 }
 

@@ -92,7 +92,7 @@ func (j *Journal) cutTornTail(f File, off, size int64) error {
 	j.size = off
 	j.truncated = size - off
 	if j.readOnly {
-		j.log.Info("idem: ignoring torn journal tail (read-only)", "path", j.path, "offset", off, "bytes", size-off)
+		j.log.Debug("idem: ignoring torn journal tail (read-only)", "path", j.path, "offset", off, "bytes", size-off)
 		return nil
 	}
 	j.log.Warn("idem: truncating torn journal tail", "path", j.path, "offset", off, "bytes", size-off)

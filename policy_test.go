@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,5 +137,49 @@ func TestOnOperation(t *testing.T) {
 	}
 	if !errors.Is(ends[4].Err, idem.ErrMismatch) || ends[0].Elapsed <= 0 {
 		t.Fatalf("refusal err %v, elapsed %v; want ErrMismatch and a duration", ends[4].Err, ends[0].Elapsed)
+	}
+}
+
+// The logging rule: routine work (outcomes, answers from the journal,
+// compactions) logs below Info, so a default logger shows none of it; a
+// torn tail cut on open is a warning.
+func TestLoggingRule(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newScript(t, status(201, "made"), status(503, ""))
+	c := newClient(t, fast(idem.Config{Journal: j, Logger: log, MaxAttempts: 1}))
+	for _, id := range []string{"done", "done", "unknown"} {
+		if resp, err := c.Do(id, post(t, context.Background(), s.srv.URL, "x")); err == nil {
+			resp.Body.Close()
+		}
+	}
+	if err := j.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("routine work logged at Info or above:\n%s", buf.String())
+	}
+
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{7, 0, 0}) // a torn record
+	f.Close()
+	j, err = idem.OpenJournalWithOptions(path, idem.JournalOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "level=WARN") || !strings.Contains(got, "torn journal tail") {
+		t.Fatalf("opening a torn journal logged:\n%s\nwant one warning of the cut", got)
 	}
 }
