@@ -55,3 +55,20 @@ func TestREADMECompiles(t *testing.T) {
 		t.Fatalf("README Go blocks do not compile (block N is the N+1th ```go block):\n%s", out)
 	}
 }
+
+// The quickstart in README.md is examples/quickstart/main.go, so that the
+// commands beside it run exactly what the reader sees.
+func TestREADMEQuickstartIsTheExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile(filepath.Join("examples", "quickstart", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := goBlock.FindAllSubmatch(readme, -1)
+	if len(blocks) == 0 || string(blocks[0][1]) != string(example) {
+		t.Fatal("README.md's first Go block is not examples/quickstart/main.go")
+	}
+}
