@@ -144,8 +144,7 @@ type attempts struct {
 	backoff *backoff.ExponentialBackOff
 	started time.Time
 
-	maxAttempts int           // Config.MaxAttempts, or the call's (CallOptions)
-	maxElapsed  time.Duration // Config.MaxElapsed, or the call's
+	lim limits // the Config's bounds, or the call's (calloptions.go)
 
 	n    int           // attempts made so far
 	wait time.Duration // the wait chosen after the last attempt
@@ -173,8 +172,7 @@ func (c *Client) newAttempts(op Operation, lim limits) *attempts {
 		backoff.WithMaxElapsedTime(lim.elapsed),
 		backoff.WithClockProvider(clockFunc(c.now)),
 	)
-	return &attempts{c: c, op: op.ID, key: op.Key, created: op.Created, backoff: b, started: c.now(),
-		maxAttempts: lim.attempts, maxElapsed: lim.elapsed}
+	return &attempts{c: c, op: op.ID, key: op.Key, created: op.Created, backoff: b, started: c.now(), lim: lim}
 }
 
 // begin is go-retryablehttp's RequestLogHook: it runs before every attempt.
@@ -211,7 +209,7 @@ func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err erro
 
 	a.c.budget.fail()
 	switch {
-	case a.n >= a.maxAttempts:
+	case a.n >= a.lim.attempts:
 		a.stop = ErrAttemptsExhausted
 	case !a.c.budget.allowRetry():
 		a.stop = ErrRetryBudgetExhausted
@@ -261,7 +259,7 @@ func (a *attempts) nextWait(resp *http.Response) (time.Duration, error) {
 	}
 	if ra, ok := retryAfter(resp); ok && ra > wait {
 		wait = min(ra, a.c.cfg.MaxWait)
-		if a.c.now().Sub(a.started)+wait > a.maxElapsed {
+		if a.c.now().Sub(a.started)+wait > a.lim.elapsed {
 			return 0, ErrMaxElapsed
 		}
 	}
