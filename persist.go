@@ -199,8 +199,9 @@ type JournalOptions struct {
 	// be writing it: no lock is taken, nothing is written or truncated (a
 	// torn tail, such as a record the writer is appending at that moment,
 	// is ignored in memory; a file the writer cuts short while it is read
-	// is read again), and Begin, Complete and Compact return ErrReadOnly. The file is read once, at open: the listings are a
-	// snapshot. Default false.
+	// is read again), and Begin, Complete and Compact return ErrReadOnly.
+	// The file is read once, at open: the listings are a snapshot. Default
+	// false.
 	ReadOnly bool
 
 	// KeyTTL is how long a key lives on the server. A pending operation
