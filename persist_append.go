@@ -93,9 +93,10 @@ func (j *Journal) Begin(op Operation) error {
 
 // Complete records the outcome of the operation op.ID: op.State (Done or
 // Rejected), Completed (the journal's clock when zero), Status, Header, Body,
-// BodyTruncated and HeaderTruncated (Summarized is compaction's to set). It returns once the record is written, without waiting
-// for an fsync: losing it to a crash only causes a replay under the same key.
-// A later Complete for the same ID replaces the outcome.
+// BodyTruncated and HeaderTruncated (Summarized is compaction's to set). It
+// returns once the record is written, without waiting for an fsync: losing
+// it to a crash only causes a replay under the same key. A later Complete
+// for the same ID replaces the outcome.
 //
 // If op.Key is set it must be the operation's key. Complete refuses an ID
 // the journal does not hold (ErrNoSuchOperation), a body kept although
