@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -1542,4 +1544,78 @@ func TestRedirectRuleDetails(t *testing.T) {
 		}
 		requests()
 	})
+}
+
+// C2 across processes: an intent a killed process wrote but never made
+// durable is found by the next process that opens the journal, which must
+// make it durable before it resends under its key. Otherwise a power cut
+// after the resend loses the intent, and a third process sends the same
+// operation under a new key.
+func TestResumedIntentIsDurableBeforeItIsSent(t *testing.T) {
+	s := newScript(t, status(503, ""), status(201, "made"))
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	var synced atomic.Int64 // the file's length at its last successful fsync
+	open := func(failSyncs bool) *idem.Journal {
+		t.Helper()
+		j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Logger: slog.New(slog.DiscardHandler),
+			WrapFile: func(f idem.File) idem.File { return &sizeAtSync{File: f, synced: &synced, fail: failSyncs} }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	do := func(j *idem.Journal) error {
+		c := newClient(t, fast(idem.Config{Journal: j, MaxAttempts: 1}))
+		resp, err := c.Do("x", post(t, context.Background(), s.srv.URL, "x"))
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+
+	j := open(false) // created: its header is durable
+	j.Close()
+	j = open(true) // the first process: its intent's fsync fails, as a kill inside it would leave it
+	if err := do(j); err == nil || s.count() != 0 {
+		t.Fatalf("Do on a failing fsync = %v after %d requests; want the failure and nothing sent", err, s.count())
+	}
+	j.Close()
+
+	j = open(false) // the second process finds the intent and resends it (503: still pending)
+	do(j)
+	j.Close()
+	if err := os.Truncate(path, synced.Load()); err != nil { // a power cut
+		t.Fatal(err)
+	}
+	j = open(false) // the third process
+	defer j.Close()
+	if err := do(j); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.attempts(); len(got) != 2 || got[0].Key != got[1].Key {
+		t.Fatalf("the server saw %d requests under keys %v; want 2 under one key", len(got), got)
+	}
+}
+
+// sizeAtSync notes the file's length before each fsync that succeeds, or
+// fails every fsync.
+type sizeAtSync struct {
+	idem.File
+	synced *atomic.Int64
+	fail   bool
+}
+
+func (f *sizeAtSync) Sync() error {
+	if f.fail {
+		return errors.New("injected fsync failure")
+	}
+	fi, err := f.File.Stat()
+	if err != nil {
+		return err
+	}
+	if err := f.File.Sync(); err != nil {
+		return err
+	}
+	f.synced.Store(fi.Size())
+	return nil
 }

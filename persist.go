@@ -557,6 +557,17 @@ func (j *Journal) openWritable() (err error) {
 			err = j.recover(f, fi.Size())
 		}
 	}
+	if err == nil && j.truncated == 0 && j.records > 0 {
+		// What recovery read may be in the page cache only: a process
+		// killed inside its fsync leaves its records readable but not
+		// durable, and a resumed operation must not be sent on them (C2).
+		// One fsync makes them durable before anything is done with them.
+		// (A cut torn tail was fsync'd with the cut.)
+		j.syncs++
+		if serr := f.Sync(); serr != nil {
+			err = fmt.Errorf("idem: opening journal %s: fsync of what recovery read: %w", j.path, serr)
+		}
+	}
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("idem: opening journal: %w", cerr)
 	}

@@ -87,8 +87,9 @@ type PowerCut struct {
 // CutPower applies a power cut to the journal at path, by the sync log at
 // logPath, drawing from rng how the unsynced tail fares: cut away, torn
 // (a random prefix kept), or garbled (a random prefix kept, then random
-// bytes or zeros to the old end). With garble set, a tail that exists is
-// always garbled. A journal that does not exist yet is left alone.
+// bytes or zeros to the old end). With garble set, the tail is always
+// garbled, and where nothing was unsynced the remains of a write in flight
+// are appended. A journal that does not exist yet is left alone.
 func CutPower(path, logPath string, rng *rand.Rand, garble bool) (PowerCut, error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -116,7 +117,21 @@ func CutPower(path, logPath string, rng *rand.Rand, garble bool) (PowerCut, erro
 	}
 	pc := PowerCut{Durable: durable, Lost: size - durable, How: "cut"}
 	if pc.Lost == 0 {
-		return pc, nil
+		if !garble {
+			return pc, nil
+		}
+		// Nothing was unsynced: leave the remains of a write that was in
+		// flight when the power went, as a torn tail.
+		junk := make([]byte, 1+rng.IntN(600))
+		for i := range junk {
+			junk[i] = byte(rng.Uint32())
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return PowerCut{}, err
+		}
+		_, err = f.Write(junk)
+		return PowerCut{Durable: durable, Lost: int64(len(junk)), How: "garbled"}, errors.Join(err, f.Close())
 	}
 	mode := rng.IntN(3)
 	if garble {

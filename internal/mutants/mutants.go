@@ -80,6 +80,18 @@ var mutants = []mutant{
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientPowerCut", "TestDiskFsyncFailureNeverSendsTheUnsyncedIntent"},
 	},
 	{
+		Name: "what recovery read is not made durable before a resume sends it", Rules: "C2",
+		Edits: []edit{{File: "persist.go", Old: "\tif err == nil && j.truncated == 0 && j.records > 0 {\n",
+			New: "\tif false {\n"}},
+		Pkg: ".", Tests: []string{"TestResumedIntentIsDurableBeforeItIsSent"},
+	},
+	{
+		Name: "a group commit counts as synced what was written during its fsync", Rules: "J5, C2",
+		Edits: []edit{{File: "persist_append.go", Old: "\t\t} else if target > j.syncedSeq {\n\t\t\tj.syncedSeq = target\n",
+			New: "\t\t} else if target > j.syncedSeq {\n\t\t\tj.syncedSeq = j.writeSeq\n"}},
+		Pkg: "./internal/faultsuite", Tests: []string{"TestClientPowerCut"},
+	},
+	{
 		Name: "no torn-tail truncation", Rules: "J2",
 		Edits: []edit{{File: "persist_recover.go", Old: "\tif err := f.Truncate(off); err != nil {\n",
 			New: "\tif err := error(nil); err != nil {\n"}},
