@@ -1555,10 +1555,12 @@ func TestResumedIntentIsDurableBeforeItIsSent(t *testing.T) {
 	s := newScript(t, status(503, ""), status(201, "made"))
 	path := filepath.Join(t.TempDir(), "ops.journal")
 	var synced atomic.Int64 // the file's length at its last successful fsync
-	open := func(failSyncs bool) *idem.Journal {
+	open := func(failSync bool) *idem.Journal {
 		t.Helper()
+		fault := &syncFault{}
+		fault.armed.Store(failSync)
 		j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Logger: slog.New(slog.DiscardHandler),
-			WrapFile: func(f idem.File) idem.File { return &sizeAtSync{File: f, synced: &synced, fail: failSyncs} }})
+			WrapFile: func(f idem.File) idem.File { return syncedFile{File: f, size: &synced, fault: fault} }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1595,27 +1597,4 @@ func TestResumedIntentIsDurableBeforeItIsSent(t *testing.T) {
 	if got := s.attempts(); len(got) != 2 || got[0].Key != got[1].Key {
 		t.Fatalf("the server saw %d requests under keys %v; want 2 under one key", len(got), got)
 	}
-}
-
-// sizeAtSync notes the file's length before each fsync that succeeds, or
-// fails every fsync.
-type sizeAtSync struct {
-	idem.File
-	synced *atomic.Int64
-	fail   bool
-}
-
-func (f *sizeAtSync) Sync() error {
-	if f.fail {
-		return errors.New("injected fsync failure")
-	}
-	fi, err := f.File.Stat()
-	if err != nil {
-		return err
-	}
-	if err := f.File.Sync(); err != nil {
-		return err
-	}
-	f.synced.Store(fi.Size())
-	return nil
 }
