@@ -247,6 +247,9 @@ func (c *Checker) Check(name string, v ServerView) Report {
 			r.Overlaps++
 			r.violate("%s", o)
 		}
+		if v.Wire.Keyless > 0 {
+			r.violate("%d mutating requests reached the server without a key", v.Wire.Keyless)
+		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(c.strays)) {
 		r.Strays++

@@ -80,12 +80,12 @@ func TestCheckerJudgesTheWire(t *testing.T) {
 	c.Outcome("b", ResultDone)
 	r := c.Check("wire", ServerView{
 		Effects: map[string]int{"a": 1, "b": 1}, Replays: -1,
-		Wire: &WireView{Keys: map[string][]string{"a": {"k1"}, "b": {"k2", "k9"}}, Overlaps: []string{"key k1 was sent again"}},
+		Wire: &WireView{Keys: map[string][]string{"a": {"k1"}, "b": {"k2", "k9"}}, Overlaps: []string{"key k1 was sent again"}, Keyless: 2},
 	})
 	if r.KeyChanges != 1 || r.Overlaps != 1 || r.OK() {
 		t.Fatalf("key changes %d, overlaps %d, ok %v; want 1, 1 and a broken promise", r.KeyChanges, r.Overlaps, r.OK())
 	}
-	for _, s := range []string{"operation b was sent under 2 keys: k2 k9", "key k1 was sent again"} {
+	for _, s := range []string{"operation b was sent under 2 keys: k2 k9", "key k1 was sent again", "2 mutating requests reached the server without a key"} {
 		if !strings.Contains(r.Err().Error(), s) {
 			t.Errorf("error lacks %q:\n%s", s, r.Err())
 		}

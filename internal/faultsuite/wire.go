@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idem/testserver/chaos"
 )
 
 // Wire is the evidence of what reached the server, taken between the fault
@@ -43,6 +45,7 @@ type Wire struct {
 	requests int
 	bare     int // keys sent as bare tokens
 	quoted   int // keys sent as structured-field strings
+	keyless  int // mutating requests without a key
 	kills    int // client processes killed so far
 }
 
@@ -82,6 +85,11 @@ type wireTransport struct {
 
 func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	raw := r.Header.Get("Idempotency-Key")
+	if raw == "" && chaos.Mutating(r) {
+		t.w.mu.Lock()
+		t.w.keyless++
+		t.w.mu.Unlock()
+	}
 	if raw == "" || r.Body == nil {
 		return t.base.RoundTrip(r)
 	}
@@ -189,13 +197,15 @@ type WireView struct {
 	// Requests counts the keyed requests forwarded; Quoted and Bare how
 	// many carried their key as a structured-field string or bare.
 	Requests, Quoted, Bare int
+	// Keyless counts the mutating requests forwarded without a key.
+	Keyless int
 }
 
 // View returns what w saw so far.
 func (w *Wire) View() WireView {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	v := WireView{Keys: make(map[string][]string, len(w.keys)), Requests: w.requests, Quoted: w.quoted, Bare: w.bare}
+	v := WireView{Keys: make(map[string][]string, len(w.keys)), Requests: w.requests, Quoted: w.quoted, Bare: w.bare, Keyless: w.keyless}
 	for _, o := range w.overlaps {
 		if o.old.ended && o.old.gaveUp || !o.old.ended && o.old.ctx.Err() != nil {
 			continue // its client had given up on it

@@ -42,6 +42,9 @@ func TestWireRecordsKeysAndOverlaps(t *testing.T) {
 
 	read(send(context.Background(), "/", "k1", "a"))
 	read(send(context.Background(), "/", "k1", "a")) // after the first ended: no overlap
+	read(send(context.Background(), "/", "", "a"))   // a mutation without a key
+	get, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	read(hc.Do(get)) // a read needs none
 	read(send(context.Background(), "/", `"k2"`, "b"))
 	read(send(context.Background(), "/", "k3", "b"))
 
@@ -72,8 +75,8 @@ func TestWireRecordsKeysAndOverlaps(t *testing.T) {
 	if got := strings.Join(v.Keys["b"], ","); got != "k2,k3" {
 		t.Errorf("keys of b: %s, want k2,k3 (the quoted one unquoted)", got)
 	}
-	if v.Requests != 7 || v.Quoted != 1 || v.Bare != 6 {
-		t.Errorf("requests %d, quoted %d, bare %d; want 7, 1, 6", v.Requests, v.Quoted, v.Bare)
+	if v.Requests != 7 || v.Quoted != 1 || v.Bare != 6 || v.Keyless != 1 {
+		t.Errorf("requests %d, quoted %d, bare %d, keyless %d; want 7, 1, 6, 1", v.Requests, v.Quoted, v.Bare, v.Keyless)
 	}
 	if len(v.Overlaps) != 1 || !strings.Contains(v.Overlaps[0], "key k4") {
 		t.Errorf("overlaps %q, want one, of k4", v.Overlaps)
