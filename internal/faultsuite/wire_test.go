@@ -13,24 +13,8 @@ import (
 // until its response body has been read to its end; one whose client gave
 // up does not count.
 func TestWireRecordsKeysAndOverlaps(t *testing.T) {
-	release, arrived := make(chan struct{}), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			arrived <- struct{}{}
-			<-release
-		}
-		io.WriteString(w, "ok")
-	}))
-	defer srv.Close()
-	wire := NewWire()
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: wire.Transport(tr)}
-	send := func(ctx context.Context, path, key, ref string) (*http.Response, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path, strings.NewReader(`{"reference":"`+ref+`"}`))
-		req.Header.Set("Idempotency-Key", key)
-		return hc.Do(req)
-	}
+	rig := newWireRig(t)
+	wire, hc, srv, send, arrived, release := rig.wire, rig.hc, rig.srv, rig.send, rig.arrived, rig.release
 	read := func(resp *http.Response, err error) {
 		t.Helper()
 		if err != nil {
@@ -87,21 +71,10 @@ func TestWireRecordsKeysAndOverlaps(t *testing.T) {
 // overlap, even if the proxy has not yet seen that process's connection
 // close.
 func TestWireForgivesTheRequestsOfAKilledClient(t *testing.T) {
-	release, arrived := make(chan struct{}), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		<-release
-		io.WriteString(w, "ok")
-	}))
-	defer srv.Close()
-	wire := NewWire()
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: wire.Transport(tr)}
+	rig := newWireRig(t)
+	wire, arrived, release := rig.wire, rig.arrived, rig.release
 	send := func() {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"reference":"a"}`))
-		req.Header.Set("Idempotency-Key", "k1")
-		if resp, err := hc.Do(req); err == nil {
+		if resp, err := rig.send(context.Background(), "/slow", "k1", "a"); err == nil {
 			io.ReadAll(resp.Body)
 			resp.Body.Close()
 		}
@@ -116,4 +89,36 @@ func TestWireForgivesTheRequestsOfAKilledClient(t *testing.T) {
 	if v := wire.View(); len(v.Overlaps) != 0 || v.Requests != 2 {
 		t.Fatalf("overlaps %q after %d requests; want none after 2", v.Overlaps, v.Requests)
 	}
+}
+
+// wireRig is a server behind a Wire's transport. A request to /slow is
+// announced on arrived and held until release is closed.
+type wireRig struct {
+	wire             *Wire
+	srv              *httptest.Server
+	hc               *http.Client
+	arrived, release chan struct{}
+}
+
+func newWireRig(t *testing.T) *wireRig {
+	r := &wireRig{wire: NewWire(), arrived: make(chan struct{}), release: make(chan struct{})}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/slow" {
+			r.arrived <- struct{}{}
+			<-r.release
+		}
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(r.srv.Close)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	r.hc = &http.Client{Transport: r.wire.Transport(tr)}
+	return r
+}
+
+// send posts to path with the key (none when "") and a body naming ref.
+func (r *wireRig) send(ctx context.Context, path, key, ref string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.srv.URL+path, strings.NewReader(`{"reference":"`+ref+`"}`))
+	req.Header.Set("Idempotency-Key", key)
+	return r.hc.Do(req)
 }
