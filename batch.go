@@ -83,8 +83,12 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 	// Pending operations first: they have been sent before, so their
 	// outcome is the most overdue, and their keys are the closest to
 	// KeyTTL.
-	pending := make(map[string]bool)
-	for _, op := range c.journal.Pending() {
+	resumable, err := c.journal.List(ctx, ListPending)
+	if err != nil {
+		return BatchSummary{}, fmt.Errorf("idem: batch: listing pending operations: %w", err)
+	}
+	pending := make(map[string]bool, len(resumable))
+	for _, op := range resumable {
 		pending[op.ID] = true
 	}
 	order := slices.Clone(ops)
@@ -178,7 +182,12 @@ func (c *Client) runOne(ctx context.Context, op BatchOp) BatchResult {
 		r.Err = fmt.Errorf("%w: batch operation %q: empty ID, or no Request", ErrInvalidRequest, op.ID)
 		return r
 	}
-	if rec, ok := c.journal.Lookup(op.ID); ok && rec.State != Pending {
+	rec, ok, err := c.journal.Lookup(ctx, op.ID)
+	if err != nil {
+		r.Err = fmt.Errorf("idem: batch operation %q: %w", op.ID, err)
+		return r
+	}
+	if ok && rec.State != Pending {
 		r.Recorded, r.Status, r.Body = true, rec.Status, rec.Body
 		r.Outcome = OutcomeDone
 		if rec.State == Rejected {

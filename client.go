@@ -19,12 +19,14 @@ import (
 // process only, and every other field takes the default stated beside it.
 type Config struct {
 	// Journal persists keys and outcomes so that an operation keeps its key
-	// across process restarts (OpenJournal). Several Clients may share one
-	// Journal; Do calls of one operation ID still run one at a time. Default
-	// nil: keys and outcomes live in this process only, and completed
-	// operations are forgotten KeyTTL after they complete; that protects
-	// retries within one run, but not a run that resumes after a crash.
-	Journal *Journal
+	// across process restarts: a FileJournal (OpenJournal) on one machine,
+	// or a journal shared by many (package pgjournal). Several Clients may
+	// share one Journal; Do calls of one operation ID still run one at a
+	// time. Default nil: keys and outcomes live in this process only, and
+	// completed operations are forgotten KeyTTL after they complete; that
+	// protects retries within one run, but not a run that resumes after a
+	// crash.
+	Journal Journal
 
 	// HTTPClient sends the attempts. Its Transport and Jar are used as
 	// they are; its CheckRedirect is consulted only on redirects that the
@@ -63,7 +65,7 @@ type Config struct {
 	// AttemptTimeout of that age): a pending operation with such a key is
 	// refused with ErrKeyExpired rather than resent, and retrying stops.
 	// Set it to the server's retention, or less. Default: the Journal's
-	// KeyTTL (JournalOptions.KeyTTL), or 24h without a journal.
+	// KeyTTL (Journal.KeyTTL), or 24h without a journal.
 	KeyTTL time.Duration
 
 	// RetryBudget bounds retries across all operations of the Client; on
@@ -131,7 +133,9 @@ type Config struct {
 	// nil: slog.Default().
 	Logger *slog.Logger
 
-	// Now is the clock for key ages and backoff. Default time.Now.
+	// Now is the clock for key ages and backoff. Default: the Journal's
+	// clock (Journal.Now; a shared journal's is its database's), or
+	// time.Now without a journal.
 	Now func() time.Time
 }
 
@@ -158,7 +162,7 @@ const errorBodyLimit = 4 << 10
 // use; create one and reuse it.
 type Client struct {
 	cfg     Config
-	journal *Journal
+	journal Journal
 	hc      *http.Client
 	budget  *budget
 	log     *slog.Logger
@@ -183,7 +187,7 @@ func New(cfg Config) (*Client, error) {
 	setDefault(&cfg.InitialWait, DefaultInitialWait)
 	setDefault(&cfg.MaxWait, DefaultMaxWait)
 	if cfg.KeyTTL == 0 && cfg.Journal != nil {
-		cfg.KeyTTL = cfg.Journal.opt.KeyTTL
+		cfg.KeyTTL = cfg.Journal.KeyTTL()
 	}
 	setDefault(&cfg.KeyTTL, DefaultKeyTTL)
 	setDefault(&cfg.KeyHeader, DefaultKeyHeader)
@@ -198,6 +202,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+		if cfg.Journal != nil {
+			cfg.Now = cfg.Journal.Now
+		}
 	}
 	c := &Client{cfg: cfg, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), log: cfg.Logger, now: cfg.Now}
 	if c.journal == nil {
@@ -375,15 +382,15 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 		}
 		op = Operation{Key: key, Fingerprint: fp, Created: c.now(), State: Pending}
 	} else {
-		unlock, err := c.journal.running.lock(ctx, id)
+		claim, err := c.journal.Claim(ctx, id)
 		if err != nil {
 			return result{}, fmt.Errorf("idem: operation %q: waiting for a concurrent Do: %w", id, err)
 		}
-		defer unlock()
+		defer claim.Release()
 		if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
 			return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
 		}
-		op, err = c.admit(id, req, fp)
+		op, err = c.admit(ctx, claim, id, req, fp)
 		if err != nil {
 			return result{op: op}, err // op holds the key of a refused operation, if known
 		}
@@ -391,14 +398,29 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
 			return recordedResult(op, req), nil
 		}
+		if lost := claim.Lost(); lost != nil {
+			// A lapsed claim stops the attempts: another machine may
+			// be sending the operation now (F3).
+			var stop context.CancelCauseFunc
+			ctx, stop = context.WithCancelCause(ctx)
+			defer stop(nil)
+			go func() {
+				select {
+				case <-lost:
+					stop(ErrClaimLost)
+				case <-ctx.Done():
+				}
+			}()
+		}
+		return c.send(ctx, claim, op, req, body, lim)
 	}
-	return c.send(ctx, op, req, body, lim)
+	return c.send(ctx, nil, op, req, body, lim)
 }
 
 // admit finds the operation in the journal, or mints its key and journals
 // its intent. The intent is durable when admit returns (C2).
-func (c *Client) admit(id string, req *http.Request, fp Fingerprint) (Operation, error) {
-	if op, ok := c.journal.Lookup(id); ok {
+func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Request, fp Fingerprint) (Operation, error) {
+	if op, ok := claim.Operation(); ok {
 		switch {
 		case op.Fingerprint != fp:
 			return op, fmt.Errorf("idem: operation %q (key %s): %w", id, op.Key, ErrMismatch)
@@ -418,14 +440,14 @@ func (c *Client) admit(id string, req *http.Request, fp Fingerprint) (Operation,
 		ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: req.URL.Redacted(),
 		Created: c.now(), State: Pending,
 	}
-	if err := c.journal.Begin(op); err != nil {
+	if err := claim.Begin(ctx, op); err != nil {
 		return Operation{}, fmt.Errorf("idem: operation %q: journaling intent: %w", id, err)
 	}
 	return op, nil
 }
 
 // send makes the attempts of a pending operation and records its outcome.
-func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body requestBody, lim limits) (result, error) {
+func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.Request, body requestBody, lim limits) (result, error) {
 	a := c.newAttempts(op, lim)
 	// A shallow copy with a header map of its own is all the attempts
 	// need: they add the key header and replace the body, and change
@@ -456,6 +478,9 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 	}
 	resp, err := rc.Do(rreq)
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrClaimLost) && !errors.Is(err, ErrClaimLost) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
 		return result{}, c.unknown(a, resp, err)
 	}
 
@@ -465,7 +490,7 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 		res.outcome, state = OutcomeRejected, Rejected
 		res.body, res.bodyTruncated = a.final[:min(len(a.final), int(c.cfg.MaxRecordedBody))], !a.fits
 	}
-	if op.ID != "" {
+	if claim != nil {
 		op.State, op.Completed = state, c.now()
 		// Complete encodes the header: no copy is needed.
 		op.Status = resp.StatusCode
@@ -477,7 +502,8 @@ func (c *Client) send(ctx context.Context, op Operation, req *http.Request, body
 		}
 		// The completion is not waited for (C3): were it lost, the next
 		// Do would resend under the same key and get the server's replay.
-		if err := c.journal.Complete(op); err != nil {
+		// It is recorded even when ctx ended just after the answer came.
+		if err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {
 			c.log.Error("idem: recording outcome", "op", op.ID, "key", op.Key, "err", err)
 		}
 		res.op = op

@@ -127,7 +127,7 @@ func newClient(t *testing.T, cfg idem.Config) *idem.Client {
 	return c
 }
 
-func openJournal(t *testing.T, path string) *idem.Journal {
+func openJournal(t *testing.T, path string) *idem.FileJournal {
 	t.Helper()
 	j, err := idem.OpenJournal(path)
 	if err != nil {
@@ -198,7 +198,7 @@ func TestKeySurvivesReopen(t *testing.T) {
 
 	j = openJournal(t, path)
 	defer j.Close()
-	op, ok := j.Lookup("op-1")
+	op, ok := lookup(j, "op-1")
 	if !ok || op.State != idem.Pending {
 		t.Fatalf("after reopen: Lookup = %+v, %v; want pending", op, ok)
 	}
@@ -316,7 +316,7 @@ func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
 		t.Fatalf("err = %v, want ErrUnknown", err)
 	}
 	now.Advance(time.Hour - time.Nanosecond)
-	if len(j.Expired()) != 0 {
+	if len(list(j, idem.ListExpired)) != 0 {
 		t.Fatal("listed as expired before KeyTTL")
 	}
 	now.Advance(time.Nanosecond)
@@ -327,7 +327,7 @@ func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
 	if n := s.count(); n != 1 {
 		t.Fatalf("server saw %d attempts, want 1", n)
 	}
-	if exp := j.Expired(); len(exp) != 1 || exp[0].ID != "op" {
+	if exp := list(j, idem.ListExpired); len(exp) != 1 || exp[0].ID != "op" {
 		t.Fatalf("Expired() = %+v, want op", exp)
 	}
 }
@@ -514,7 +514,7 @@ func TestContextEndsWait(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, context.Canceled) || oe.Status != 503 || string(oe.Body) != "busy" {
 			t.Fatalf("err = %v, want Unknown, canceled, last status 503 busy", err)
 		}
-		if op, _ := j.Lookup("op"); op.State != idem.Pending || op.Key != oe.Key {
+		if op, _ := lookup(j, "op"); op.State != idem.Pending || op.Key != oe.Key {
 			t.Fatalf("journal holds %+v, want pending under %s", op, oe.Key)
 		}
 	case <-time.After(10 * time.Second):
@@ -952,8 +952,8 @@ func TestManyConcurrentOperations(t *testing.T) {
 	for _, k := range keys {
 		distinct[k] = true
 	}
-	if len(keys) != 100 || len(distinct) != 100 || len(j.Completed()) != 100 {
-		t.Fatalf("%d operations answered under %d distinct keys, %d completed; want 100", len(keys), len(distinct), len(j.Completed()))
+	if len(keys) != 100 || len(distinct) != 100 || len(list(j, idem.ListCompleted)) != 100 {
+		t.Fatalf("%d operations answered under %d distinct keys, %d completed; want 100", len(keys), len(distinct), len(list(j, idem.ListCompleted)))
 	}
 }
 
@@ -1032,7 +1032,7 @@ func TestIntentDurableBeforeFirstAttempt(t *testing.T) {
 			return
 		}
 		defer ro.Close()
-		op, _ := ro.Lookup("op")
+		op, _ := lookup(ro, "op")
 		arrived <- op.Key
 		w.WriteHeader(201)
 	}))
@@ -1078,7 +1078,7 @@ func TestIntentDurableBeforeFirstAttempt(t *testing.T) {
 	resp.Body.Close()
 	select {
 	case onDisk := <-arrived:
-		if op, _ := j.Lookup("op"); onDisk == "" || onDisk != op.Key {
+		if op, _ := lookup(j, "op"); onDisk == "" || onDisk != op.Key {
 			t.Fatalf("on disk at send time: key %q; journal: %q", onDisk, op.Key)
 		}
 	default:
@@ -1304,7 +1304,7 @@ func TestJournalURLRedacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if op, _ := j.Lookup("op"); strings.Contains(op.URL, "secret") || !strings.Contains(op.URL, "user:xxxxx@") {
+	if op, _ := lookup(j, "op"); strings.Contains(op.URL, "secret") || !strings.Contains(op.URL, "user:xxxxx@") {
 		t.Fatalf("journal URL %q", op.URL)
 	}
 	other := strings.Replace(u, "secret", "other", 1)
@@ -1406,7 +1406,7 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 	if !idem.Recorded(resp) || resp.StatusCode != 201 || !errors.Is(rerr, idem.ErrBodyNotRecorded) || !strings.Contains(rerr.Error(), "compaction summarized") {
 		t.Fatalf("after compaction: %d, recorded %v, body error %v; want 201 and a body that says compaction dropped it", resp.StatusCode, idem.Recorded(resp), rerr)
 	}
-	if op, _ := j.Lookup("op"); !op.Summarized || !op.HeaderTruncated || !op.BodyTruncated || op.Header != nil {
+	if op, _ := lookup(j, "op"); !op.Summarized || !op.HeaderTruncated || !op.BodyTruncated || op.Header != nil {
 		t.Fatalf("summary %+v, want it marked summarized, header and body dropped", op)
 	}
 	if s.count() != 1 {
@@ -1555,7 +1555,7 @@ func TestResumedIntentIsDurableBeforeItIsSent(t *testing.T) {
 	s := newScript(t, status(503, ""), status(201, "made"))
 	path := filepath.Join(t.TempDir(), "ops.journal")
 	var synced atomic.Int64 // the file's length at its last successful fsync
-	open := func(failSync bool) *idem.Journal {
+	open := func(failSync bool) *idem.FileJournal {
 		t.Helper()
 		fault := &syncFault{}
 		fault.armed.Store(failSync)
@@ -1566,7 +1566,7 @@ func TestResumedIntentIsDurableBeforeItIsSent(t *testing.T) {
 		}
 		return j
 	}
-	do := func(j *idem.Journal) error {
+	do := func(j *idem.FileJournal) error {
 		c := newClient(t, fast(idem.Config{Journal: j, MaxAttempts: 1}))
 		resp, err := c.Do("x", post(t, context.Background(), s.srv.URL, "x"))
 		if err == nil {

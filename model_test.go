@@ -331,7 +331,7 @@ type machine struct {
 	gen      int // the journal file's generation: a crash copies it to the next
 	synced   atomic.Int64
 	net      *modelNetwork
-	j        *idem.Journal
+	j        *idem.FileJournal
 	c        *idem.Client
 	fault    *syncFault // the current process's
 	latched  bool       // the current process's journal failed an fsync
@@ -420,7 +420,7 @@ func (m *machine) close(t *rapid.T) {
 func (m *machine) restarted(t *rapid.T, how string, lossy bool) {
 	for _, id := range modelOps {
 		o := m.ops[id]
-		jo, ok := m.j.Lookup(id)
+		jo, ok := lookup(m.j, id)
 		if o.key == "" {
 			switch {
 			case !ok:
@@ -539,7 +539,7 @@ func (m *machine) settle(t *rapid.T, id string, calls []*modelCall, now time.Tim
 		return
 	}
 
-	jo, ok := m.j.Lookup(id)
+	jo, ok := lookup(m.j, id)
 	if !ok {
 		t.Fatalf("%d Do calls of %s ended, and the journal does not hold it", len(calls), id)
 	}
@@ -663,7 +663,7 @@ func (m *machine) corrupt(t *rapid.T) {
 		KeyTTL: modelTTL, Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err == nil {
-		n := len(j.Operations())
+		n := len(list(j, idem.ListAll))
 		j.Close()
 		t.Fatalf("the journal opened with byte %d of record %d of %d (at %d) damaged, holding %d operations",
 			at, i, len(recs), recs[i], n)
@@ -745,7 +745,7 @@ func (m *machine) compact(t *rapid.T) {
 		if o.key == "" {
 			continue
 		}
-		if jo, ok := m.j.Lookup(id); !ok || jo.Key != o.key || jo.State != o.state {
+		if jo, ok := lookup(m.j, id); !ok || jo.Key != o.key || jo.State != o.state {
 			t.Fatalf("after compaction the journal holds %s as %v with key %s (found %v); want %v with key %s",
 				id, jo.State, jo.Key, ok, o.state, o.key)
 		}
@@ -807,7 +807,7 @@ func (m *machine) check(t *rapid.T) {
 		case len(keys) == 1 && keys[0] != o.key:
 			t.Fatalf("%s was sent under key %s; the journal holds it durably under %q", id, keys[0], o.key)
 		}
-		jo, ok := m.j.Lookup(id)
+		jo, ok := lookup(m.j, id)
 		if o.key == "" {
 			if ok {
 				t.Fatalf("the journal holds %s as %v with key %s; no Begin of it succeeded", id, jo.State, jo.Key)
@@ -842,10 +842,10 @@ func (m *machine) check(t *rapid.T) {
 			}
 		}
 	}
-	if got := opIDs(m.j.Expired()); !slices.Equal(got, wantExpired) {
+	if got := opIDs(list(m.j, idem.ListExpired)); !slices.Equal(got, wantExpired) {
 		t.Fatalf("Expired() lists %v, want %v", got, wantExpired)
 	}
-	if got := opIDs(m.j.Pending()); !slices.Equal(got, wantPending) {
+	if got := opIDs(list(m.j, idem.ListPending)); !slices.Equal(got, wantPending) {
 		t.Fatalf("Pending() lists %v, want %v", got, wantPending)
 	}
 }

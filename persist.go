@@ -70,6 +70,7 @@ package idem
 // persist_compact.go for creation and compaction.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -291,11 +292,12 @@ type JournalStats struct {
 	Truncated int64
 }
 
-// Journal is the crash-safe record of operations. It is safe for concurrent
-// use. Open one with OpenJournal; only one Journal at a time may hold a file
+// FileJournal is the crash-safe record of operations in one file on one
+// machine's disk: the default Journal. It is safe for concurrent use. Open
+// one with OpenJournal; only one FileJournal at a time may hold a file
 // open for writing. The index of every operation in the file is kept in
 // memory, rebuilt from the file on open.
-type Journal struct {
+type FileJournal struct {
 	path     string // as the caller gave it, for messages; "" for a journal without a file
 	file     string // the real file: path made absolute, symlinks resolved (J4)
 	readOnly bool
@@ -385,7 +387,7 @@ func newOutcomeInto(scratch *[]byte, completed time.Time, status int, flags uint
 
 // OpenJournal opens the journal at path with default options, creating it if
 // it does not exist. See OpenJournalWithOptions.
-func OpenJournal(path string) (*Journal, error) {
+func OpenJournal(path string) (*FileJournal, error) {
 	return OpenJournalWithOptions(path, JournalOptions{})
 }
 
@@ -402,7 +404,7 @@ func OpenJournal(path string) (*Journal, error) {
 // a crash before its rename is removed. A torn tail is truncated and the
 // truncation fsync'd; any other damage is a *CorruptError matching
 // ErrCorrupt, and the file is left untouched.
-func OpenJournalWithOptions(path string, o JournalOptions) (*Journal, error) {
+func OpenJournalWithOptions(path string, o JournalOptions) (*FileJournal, error) {
 	if path == "" {
 		return nil, errors.New("idem: opening journal: empty path")
 	}
@@ -443,13 +445,13 @@ const readOnlyTries = 3
 // newMemoryJournal returns a Journal without a file: Begin and Complete only
 // update the index, with the same checks as a file journal. The client uses
 // it when no journal is configured.
-func newMemoryJournal() *Journal {
+func newMemoryJournal() *FileJournal {
 	return newMemoryJournalWithOptions(JournalOptions{})
 }
 
 // newMemoryJournalWithOptions is newMemoryJournal with options; ReadOnly and
 // WrapFile are ignored.
-func newMemoryJournalWithOptions(o JournalOptions) *Journal {
+func newMemoryJournalWithOptions(o JournalOptions) *FileJournal {
 	j := newJournal(o)
 	j.memory = true
 	j.size = fileHeaderSize
@@ -457,7 +459,7 @@ func newMemoryJournalWithOptions(o JournalOptions) *Journal {
 }
 
 // newJournal returns an empty Journal with o's defaults filled in.
-func newJournal(o JournalOptions) *Journal {
+func newJournal(o JournalOptions) *FileJournal {
 	if o.KeyTTL <= 0 {
 		o.KeyTTL = DefaultKeyTTL
 	}
@@ -479,14 +481,14 @@ func newJournal(o JournalOptions) *Journal {
 	if o.rename == nil {
 		o.rename = os.Rename
 	}
-	j := &Journal{opt: o, log: o.Logger, ops: make(map[string]*entry)}
+	j := &FileJournal{opt: o, log: o.Logger, ops: make(map[string]*entry)}
 	j.cond.L = &j.mu
 	j.nextCheck = max(o.CompactMinSize, 0)
 	return j
 }
 
 // openReadOnly reads the file once and closes it: the index is a snapshot.
-func (j *Journal) openReadOnly() error {
+func (j *FileJournal) openReadOnly() error {
 	osf, err := os.Open(j.file)
 	if err != nil {
 		return fmt.Errorf("idem: opening journal read-only: %w", err)
@@ -510,7 +512,7 @@ func (j *Journal) openReadOnly() error {
 
 // openWritable locks the journal, clears a leftover compaction file and then
 // creates or recovers the journal file.
-func (j *Journal) openWritable() (err error) {
+func (j *FileJournal) openWritable() (err error) {
 	if err := j.acquire(); err != nil {
 		return err
 	}
@@ -583,7 +585,7 @@ func (j *Journal) openWritable() (err error) {
 }
 
 // openFile opens a file the journal writes, through WrapFile.
-func (j *Journal) openFile(path string, flag int) (File, error) {
+func (j *FileJournal) openFile(path string, flag int) (File, error) {
 	osf, err := os.OpenFile(path, flag, j.opt.FileMode)
 	if err != nil {
 		return nil, err
@@ -597,18 +599,18 @@ func (j *Journal) openFile(path string, flag int) (File, error) {
 
 // dir is the directory holding the journal file, whose fsync makes renames
 // in it durable.
-func (j *Journal) dir() string { return filepath.Dir(j.file) }
+func (j *FileJournal) dir() string { return filepath.Dir(j.file) }
 
 // Path returns the journal's path as it was opened, or "" for a journal
 // without a file. Through a symlink, the journal is the file it points at.
-func (j *Journal) Path() string { return j.path }
+func (j *FileJournal) Path() string { return j.path }
 
 // Close makes every appended record durable (one fsync), closes the file
 // and releases the lock. A second Close returns nil; every other method
 // returns an error matching ErrClosed afterwards, except the listings, which
 // keep answering from the index. If the journal had latched a failure, Close
 // releases everything and returns that failure.
-func (j *Journal) Close() error {
+func (j *FileJournal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -644,7 +646,7 @@ func (j *Journal) Close() error {
 }
 
 // usable returns why appends are refused, or nil. Called with mu held.
-func (j *Journal) usable(verb string) error {
+func (j *FileJournal) usable(verb string) error {
 	switch {
 	case j.closed:
 		return fmt.Errorf("idem: journal %s: %s: %w", j.path, verb, ErrClosed)
@@ -659,7 +661,7 @@ func (j *Journal) usable(verb string) error {
 // fail latches err: the journal refuses every later append with it, and
 // forgets the operations whose intent no fsync has covered. Called with mu
 // held.
-func (j *Journal) fail(err error) {
+func (j *FileJournal) fail(err error) {
 	if j.failed == nil {
 		j.failed = err
 		j.log.Error("idem: journal failed; refusing further appends", "path", j.path, "err", err)
@@ -674,11 +676,11 @@ func (j *Journal) fail(err error) {
 // process would send an operation whose intent may never reach the disk.
 // (If the page does reach it, the next process finds the intent and resumes
 // under its key, which is just as safe.) Called with mu held.
-func (j *Journal) forgetUnsynced() {
+func (j *FileJournal) forgetUnsynced() {
 	if j.writeSeq <= j.syncedSeq {
 		return
 	}
-	nj := &Journal{ops: make(map[string]*entry, len(j.ops))}
+	nj := &FileJournal{ops: make(map[string]*entry, len(j.ops))}
 	for _, slab := range j.slabs {
 		for i := range slab {
 			if e := &slab[i]; e.seq <= j.syncedSeq {
@@ -694,54 +696,28 @@ func (j *Journal) forgetUnsynced() {
 	}
 }
 
-// Lookup returns the operation with the given ID.
-func (j *Journal) Lookup(id string) (Operation, bool) {
+// Lookup returns the operation with the given ID. It never fails: the
+// index is in memory, and keeps answering after Close.
+func (j *FileJournal) Lookup(_ context.Context, id string) (Operation, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e, ok := j.ops[id]
 	if !ok {
-		return Operation{}, false
+		return Operation{}, false, nil
 	}
-	return e.operation(), true
+	return e.operation(), true, nil
 }
 
-// Operations returns every operation the journal holds, ordered by Created
-// time and then by ID.
-func (j *Journal) Operations() []Operation {
-	return j.list(func(*entry, time.Time) bool { return true })
-}
-
-// Pending returns the pending operations that have not expired (see
-// Operation.Expired and JournalOptions.KeyTTL): the ones a batch may resume.
-func (j *Journal) Pending() []Operation {
-	return j.list(func(e *entry, now time.Time) bool {
-		return e.state == Pending && !e.expired(now, j.opt.KeyTTL)
-	})
-}
-
-// Expired returns the pending operations whose key has outlived KeyTTL:
-// sending them again could apply them twice, so a person must reconcile
-// them. Compaction never drops them.
-func (j *Journal) Expired() []Operation {
-	return j.list(func(e *entry, now time.Time) bool {
-		return e.state == Pending && e.expired(now, j.opt.KeyTTL)
-	})
-}
-
-// Completed returns the operations whose outcome is recorded: Done or
-// Rejected.
-func (j *Journal) Completed() []Operation {
-	return j.list(func(e *entry, _ time.Time) bool { return e.state.final() })
-}
-
-// list returns the operations keep selects, ordered by Created then ID.
-func (j *Journal) list(keep func(*entry, time.Time) bool) []Operation {
+// List returns the operations the listing selects, ordered by Created then
+// ID; pending and expired are judged by JournalOptions.KeyTTL and Now. It
+// never fails, and keeps answering after Close.
+func (j *FileJournal) List(_ context.Context, which Listing) ([]Operation, error) {
 	now := j.opt.Now()
 	j.mu.Lock()
 	var sel []*entry
 	for _, slab := range j.slabs {
 		for i := range slab {
-			if e := &slab[i]; keep(e, now) {
+			if e := &slab[i]; which.selectsEntry(e, now, j.opt.KeyTTL) {
 				sel = append(sel, e)
 			}
 		}
@@ -760,12 +736,79 @@ func (j *Journal) list(keep func(*entry, time.Time) bool) []Operation {
 		out[i] = e.operation()
 	}
 	j.mu.Unlock()
-	return out
+	return out, nil
+}
+
+// selectsEntry is Listing.Selects on the stored fields.
+func (l Listing) selectsEntry(e *entry, now time.Time, ttl time.Duration) bool {
+	switch l {
+	case ListAll:
+		return true
+	case ListPending:
+		return e.state == Pending && !e.expired(now, ttl)
+	case ListExpired:
+		return e.expired(now, ttl)
+	case ListCompleted:
+		return e.state.final()
+	}
+	return false
+}
+
+// KeyTTL returns JournalOptions.KeyTTL.
+func (j *FileJournal) KeyTTL() time.Duration { return j.opt.KeyTTL }
+
+// Now returns the time by JournalOptions.Now.
+func (j *FileJournal) Now() time.Time { return j.opt.Now() }
+
+// Claim waits until no other Do of id runs through this journal, or ctx
+// ends. Only one process writes a file journal (J4), so a claim on it is
+// an in-process lock, and never lapses.
+func (j *FileJournal) Claim(ctx context.Context, id string) (Claim, error) {
+	unlock, err := j.running.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &fileClaim{j: j, id: id, unlock: unlock}, nil
+}
+
+// fileClaim is a FileJournal's Claim.
+type fileClaim struct {
+	j      *FileJournal
+	id     string
+	unlock func()
+}
+
+func (c *fileClaim) Operation() (Operation, bool) {
+	op, ok, _ := c.j.Lookup(context.Background(), c.id)
+	return op, ok
+}
+
+func (c *fileClaim) Begin(_ context.Context, op Operation) error {
+	if op.ID != c.id {
+		return fmt.Errorf("idem: journal %s: Begin of %s under the claim on %s: %w", c.j.path, quoteID(op.ID), quoteID(c.id), ErrInvalidOperation)
+	}
+	return c.j.Begin(op)
+}
+
+func (c *fileClaim) Complete(_ context.Context, op Operation) error {
+	if op.ID != c.id {
+		return fmt.Errorf("idem: journal %s: Complete of %s under the claim on %s: %w", c.j.path, quoteID(op.ID), quoteID(c.id), ErrInvalidOperation)
+	}
+	return c.j.Complete(op)
+}
+
+func (c *fileClaim) Lost() <-chan struct{} { return nil }
+
+func (c *fileClaim) Release() {
+	if c.unlock != nil {
+		c.unlock()
+		c.unlock = nil
+	}
 }
 
 // Stats returns the journal's counters. Live and LiveBytes cost a pass over
 // the index.
-func (j *Journal) Stats() JournalStats {
+func (j *FileJournal) Stats() JournalStats {
 	now := j.opt.Now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -821,7 +864,7 @@ func (e *entry) live(now int64, ttl time.Duration) bool {
 // remembered reports whether compaction at now keeps e at all, whole or as
 // a summary: a journal without a file forgets completed operations after
 // KeyTTL, a file journal after ForgetAfter (never by default).
-func (j *Journal) remembered(e *entry, now int64) bool {
+func (j *FileJournal) remembered(e *entry, now int64) bool {
 	switch {
 	case e.live(now, j.opt.KeyTTL):
 		return true
@@ -863,7 +906,7 @@ func (e *entry) summarized() entry {
 
 // liveSet counts the operations compaction at now would keep, whole or as
 // summaries, and the bytes of their records. Called with mu held.
-func (j *Journal) liveSet(now time.Time) (n int, bytes int64) {
+func (j *FileJournal) liveSet(now time.Time) (n int, bytes int64) {
 	ns := unixNanos(now)
 	for _, slab := range j.slabs {
 		for i := range slab {
@@ -885,7 +928,7 @@ func (j *Journal) liveSet(now time.Time) (n int, bytes int64) {
 // newEntry returns a zeroed entry for the index. Entries live in slabs so
 // that recovering a million operations does not make a million allocations;
 // the slabs also keep the order in which intents were written.
-func (j *Journal) newEntry() *entry {
+func (j *FileJournal) newEntry() *entry {
 	n := len(j.slabs)
 	if n == 0 || len(j.slabs[n-1]) == cap(j.slabs[n-1]) {
 		size := 64

@@ -48,7 +48,7 @@ import (
 // record is written, while Begin still waits for the fsync; callers that
 // may Begin and Lookup the same ID concurrently must order those calls
 // themselves.
-func (j *Journal) Begin(op Operation) error {
+func (j *FileJournal) Begin(op Operation) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.usable("begin"); err != nil {
@@ -102,7 +102,7 @@ func (j *Journal) Begin(op Operation) error {
 // the journal does not hold (ErrNoSuchOperation), a body kept although
 // BodyTruncated is set, Summarized set, and a status outside 0..999
 // (ErrInvalidOperation).
-func (j *Journal) Complete(op Operation) error {
+func (j *FileJournal) Complete(op Operation) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.usable("complete"); err != nil {
@@ -142,7 +142,7 @@ func (j *Journal) Complete(op Operation) error {
 // Sync returns once every record appended so far is durable, sharing the
 // fsync with concurrent Begins. It returns nil for a read-only journal and
 // a journal without a file.
-func (j *Journal) Sync() error {
+func (j *FileJournal) Sync() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	switch {
@@ -159,7 +159,7 @@ func (j *Journal) Sync() error {
 // write appends one framed record to the file (one write(2), which the
 // O_APPEND file places at its end) and returns the record's sequence
 // number. A failed or short write latches. Called with mu held.
-func (j *Journal) write(rec []byte) (uint64, error) {
+func (j *FileJournal) write(rec []byte) (uint64, error) {
 	if !j.memory {
 		n, err := j.f.Write(rec)
 		if err == nil && n != len(rec) {
@@ -187,7 +187,7 @@ func (j *Journal) write(rec []byte) (uint64, error) {
 // fsync itself if none is running (the group commit leader), or returns the
 // latched failure. Called with mu held; mu is released during the fsync
 // and while waiting.
-func (j *Journal) waitDurable(seq uint64) error {
+func (j *FileJournal) waitDurable(seq uint64) error {
 	for j.syncedSeq < seq {
 		if j.failed != nil {
 			return j.failed

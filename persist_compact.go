@@ -54,7 +54,7 @@ const rewriteChunk = 1 << 20
 // Compact rewrites the journal with only its live operations, whole, and
 // summaries of the completed ones past KeyTTL (see JournalOptions.KeyTTL and
 // ForgetAfter). Appends wait while it runs.
-func (j *Journal) Compact() error {
+func (j *FileJournal) Compact() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.usable("compact"); err != nil {
@@ -73,7 +73,7 @@ func (j *Journal) Compact() error {
 // check costs a pass over the index, so after each one the next waits for
 // the file to grow by half. A failed automatic compaction is logged, not
 // returned: the append that triggered it is written. Called with mu held.
-func (j *Journal) maybeCompact() {
+func (j *FileJournal) maybeCompact() {
 	if j.opt.CompactMinSize < 0 || j.size < j.nextCheck || j.compacting {
 		return
 	}
@@ -87,7 +87,7 @@ func (j *Journal) maybeCompact() {
 }
 
 // compactLocked compacts. Called with mu held.
-func (j *Journal) compactLocked() error {
+func (j *FileJournal) compactLocked() error {
 	j.compacting = true
 	defer func() { j.compacting = false }()
 	// The file is about to be replaced: let a running group-commit fsync
@@ -122,9 +122,9 @@ func (j *Journal) compactLocked() error {
 // rewrite replaces the journal file by one holding the given entries, in
 // order, and makes the index exactly those entries. With no entries it
 // creates a new journal. Called with mu held and no fsync running.
-func (j *Journal) rewrite(live []*entry) error {
+func (j *FileJournal) rewrite(live []*entry) error {
 	// The new index, built aside so a failure leaves the old one.
-	nj := &Journal{ops: make(map[string]*entry, len(live))}
+	nj := &FileJournal{ops: make(map[string]*entry, len(live))}
 	for _, e := range live {
 		ne := nj.newEntry()
 		*ne = *e
@@ -196,7 +196,7 @@ func (j *Journal) rewrite(live []*entry) error {
 
 // writeFile writes a journal holding the entries to path and fsyncs it,
 // returning its size and record count.
-func (j *Journal) writeFile(path string, live []*entry) (size, records int64, err error) {
+func (j *FileJournal) writeFile(path string, live []*entry) (size, records int64, err error) {
 	f, err := j.openFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return 0, 0, err
@@ -252,7 +252,7 @@ func (j *Journal) writeFile(path string, live []*entry) (size, records int64, er
 
 // replaceIndex makes nj's index the journal's, for a file of size bytes
 // holding records records.
-func (j *Journal) replaceIndex(nj *Journal, size, records int64) {
+func (j *FileJournal) replaceIndex(nj *FileJournal, size, records int64) {
 	j.ops, j.slabs = nj.ops, nj.slabs
 	j.size, j.records = size, records
 }

@@ -52,7 +52,7 @@ func (i memInfo) Sys() any           { return nil }
 
 // recoverBytes runs recovery over b as a writable journal would and returns
 // the journal and the file as recovery left it.
-func recoverBytes(b []byte) (*Journal, []byte, error) {
+func recoverBytes(b []byte) (*FileJournal, []byte, error) {
 	f := &memFile{b: bytes.Clone(b)}
 	j := newJournal(quietOptions())
 	j.path = "fuzz.journal"
@@ -118,7 +118,7 @@ func FuzzDecode(f *testing.F) {
 		if !bytes.Equal(after, data[:len(after)]) {
 			t.Fatal("recovery did more than cut a tail")
 		}
-		ops := j.Operations()
+		ops := list(j, ListAll)
 
 		again, after2, err := recoverBytes(after)
 		if err != nil {
@@ -127,7 +127,7 @@ func FuzzDecode(f *testing.F) {
 		if len(after2) != len(after) || again.truncated != 0 {
 			t.Fatalf("recovered file had a torn tail again: %d bytes cut", again.truncated)
 		}
-		if got := again.Operations(); !reflect.DeepEqual(got, ops) {
+		if got := list(again, ListAll); !reflect.DeepEqual(got, ops) {
 			t.Fatalf("reopened operations differ:\n got  %+v\n want %+v", got, ops)
 		}
 
@@ -154,7 +154,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("rewritten journal does not open: %v", err)
 		}
-		if got := rewritten.Operations(); !reflect.DeepEqual(got, ops) {
+		if got := list(rewritten, ListAll); !reflect.DeepEqual(got, ops) {
 			t.Fatalf("rewritten operations differ:\n got  %+v\n want %+v", got, ops)
 		}
 	})
@@ -178,7 +178,7 @@ func TestJournalRecoversFromDiskAsFromMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	disk := openTestJournal(t, path, quietOptions())
-	sameOperations(t, "disk vs memory", disk.Operations(), mem.Operations())
+	sameOperations(t, "disk vs memory", list(disk, ListAll), list(mem, ListAll))
 	if got := readFile(t, path); !bytes.Equal(got, after) {
 		t.Fatalf("disk recovery left %d bytes, memory recovery %d", len(got), len(after))
 	}

@@ -26,7 +26,7 @@ import (
 // recover reads the file of size bytes into the index, and truncates a torn
 // tail unless the journal is read-only. It leaves j.size at the end of the
 // last whole record.
-func (j *Journal) recover(f File, size int64) error {
+func (j *FileJournal) recover(f File, size int64) error {
 	fr := newFileReader(f, size)
 	h, err := fr.at(0, fileHeaderSize)
 	if err != nil {
@@ -76,7 +76,7 @@ func (j *Journal) recover(f File, size int64) error {
 
 // tornOrCorrupt returns reason if a whole record follows from searchFrom
 // on (the failure at off is corruption), or "" if none does (a torn tail).
-func (j *Journal) tornOrCorrupt(fr *fileReader, off, searchFrom int64, reason string) (string, error) {
+func (j *FileJournal) tornOrCorrupt(fr *fileReader, off, searchFrom int64, reason string) (string, error) {
 	found, err := fr.validFrom(searchFrom)
 	if err != nil || !found {
 		return "", err
@@ -88,7 +88,7 @@ func (j *Journal) tornOrCorrupt(fr *fileReader, off, searchFrom int64, reason st
 // crash interrupted, none of which had been reported durable. The cut is
 // fsync'd before anything is appended, so a later append can never land
 // after leftover bytes and be mistaken for damage.
-func (j *Journal) cutTornTail(f File, off, size int64) error {
+func (j *FileJournal) cutTornTail(f File, off, size int64) error {
 	j.size = off
 	j.truncated = size - off
 	if j.readOnly {
@@ -108,7 +108,7 @@ func (j *Journal) cutTornTail(f File, off, size int64) error {
 
 // apply adds a whole, checksummed record to the index and returns why it
 // cannot, or "".
-func (j *Journal) apply(fm frame) string {
+func (j *FileJournal) apply(fm frame) string {
 	switch fm.typ {
 	case recIntent:
 		return j.applyIntent(fm)
@@ -118,7 +118,7 @@ func (j *Journal) apply(fm frame) string {
 	return fmt.Sprintf("unknown record type %d", fm.typ)
 }
 
-func (j *Journal) applyIntent(fm frame) string {
+func (j *FileJournal) applyIntent(fm frame) string {
 	e := j.newEntry()
 	if reason := decodeIntent(fm.payload, e); reason != "" {
 		j.dropNewEntry()
@@ -146,7 +146,7 @@ func (j *Journal) applyIntent(fm frame) string {
 
 // firstEntry returns the earliest entry in the slabs with the given ID. It
 // is slow, and only used when an ID turns up twice.
-func (j *Journal) firstEntry(id string) *entry {
+func (j *FileJournal) firstEntry(id string) *entry {
 	for _, slab := range j.slabs {
 		for i := range slab {
 			if slab[i].id == id {
@@ -157,7 +157,7 @@ func (j *Journal) firstEntry(id string) *entry {
 	return nil
 }
 
-func (j *Journal) applyCompletion(fm frame) string {
+func (j *FileJournal) applyCompletion(fm frame) string {
 	h, reason := decodeCompletionHead(fm.payload)
 	if reason != "" {
 		return reason
@@ -177,17 +177,17 @@ func (j *Journal) applyCompletion(fm frame) string {
 }
 
 // dropNewEntry takes back the entry newEntry just handed out.
-func (j *Journal) dropNewEntry() {
+func (j *FileJournal) dropNewEntry() {
 	s := &j.slabs[len(j.slabs)-1]
 	(*s)[len(*s)-1] = entry{}
 	*s = (*s)[:len(*s)-1]
 }
 
-func (j *Journal) corrupt(off int64, reason string) error {
+func (j *FileJournal) corrupt(off int64, reason string) error {
 	return &CorruptError{Path: j.path, Offset: off, Reason: reason}
 }
 
-func (j *Journal) readError(err error) error {
+func (j *FileJournal) readError(err error) error {
 	return fmt.Errorf("idem: reading journal %s: %w", j.path, err)
 }
 

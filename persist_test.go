@@ -63,7 +63,7 @@ func journalPath(t testing.TB) string {
 	return filepath.Join(t.TempDir(), "ops.journal")
 }
 
-func openTestJournal(t testing.TB, path string, o JournalOptions) *Journal {
+func openTestJournal(t testing.TB, path string, o JournalOptions) *FileJournal {
 	t.Helper()
 	j, err := OpenJournalWithOptions(path, o)
 	if err != nil {
@@ -73,21 +73,21 @@ func openTestJournal(t testing.TB, path string, o JournalOptions) *Journal {
 	return j
 }
 
-func mustBegin(t testing.TB, j *Journal, op Operation) {
+func mustBegin(t testing.TB, j *FileJournal, op Operation) {
 	t.Helper()
 	if err := j.Begin(op); err != nil {
 		t.Fatalf("Begin(%s): %v", op.ID, err)
 	}
 }
 
-func mustComplete(t testing.TB, j *Journal, op Operation) {
+func mustComplete(t testing.TB, j *FileJournal, op Operation) {
 	t.Helper()
 	if err := j.Complete(op); err != nil {
 		t.Fatalf("Complete(%s): %v", op.ID, err)
 	}
 }
 
-func mustClose(t testing.TB, j *Journal) {
+func mustClose(t testing.TB, j *FileJournal) {
 	t.Helper()
 	if err := j.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -273,13 +273,13 @@ func TestJournalReopenRoundTripsEveryField(t *testing.T) {
 	// Ordered by Created.
 	want := []Operation{odd, truncated, rejected, done, pending}
 
-	sameOperations(t, "before reopen", j.Operations(), want)
+	sameOperations(t, "before reopen", list(j, ListAll), want)
 	mustClose(t, j)
 
 	j2 := openTestJournal(t, path, quietOptions())
-	sameOperations(t, "after reopen", j2.Operations(), want)
+	sameOperations(t, "after reopen", list(j2, ListAll), want)
 	for _, op := range want {
-		got, ok := j2.Lookup(op.ID)
+		got, ok := lookup(j2, op.ID)
 		if !ok || !reflect.DeepEqual(got, op) {
 			t.Fatalf("Lookup(%s) = %+v, %v; want %+v", quoteID(op.ID), got, ok, op)
 		}
@@ -299,10 +299,10 @@ func TestJournalLookupReturnsCopies(t *testing.T) {
 	done.Header.Set("Content-Type", "changed by caller")
 	done.Body[0] = 'X'
 
-	got, _ := j.Lookup(op.ID)
+	got, _ := lookup(j, op.ID)
 	got.Header.Set("X-Request-Id", "changed")
 	got.Body[0] = 'Y'
-	again, _ := j.Lookup(op.ID)
+	again, _ := lookup(j, op.ID)
 	if again.Header.Get("Content-Type") != "application/json" || again.Header.Get("X-Request-Id") != "a" || string(again.Body) != "body" {
 		t.Fatalf("journal's copy changed through a caller's slice or map: %+v", again)
 	}
@@ -319,7 +319,7 @@ func TestJournalCompletionReplacesOutcome(t *testing.T) {
 	mustClose(t, j)
 
 	j2 := openTestJournal(t, path, quietOptions())
-	sameOperations(t, "after reopen", j2.Operations(), []Operation{second})
+	sameOperations(t, "after reopen", list(j2, ListAll), []Operation{second})
 }
 
 func TestJournalListings(t *testing.T) {
@@ -339,11 +339,11 @@ func TestJournalListings(t *testing.T) {
 	mustComplete(t, j, rejected)
 	done.Body = nil // an empty body reads back as nil
 
-	sameOperations(t, "Pending", j.Pending(), []Operation{young, fresh})
-	sameOperations(t, "Expired", j.Expired(), []Operation{expired})
-	sameOperations(t, "Completed", j.Completed(), []Operation{rejected, done})
-	sameOperations(t, "Operations", j.Operations(), []Operation{expired, young, rejected, done, fresh})
-	if _, ok := j.Lookup("missing"); ok {
+	sameOperations(t, "Pending", list(j, ListPending), []Operation{young, fresh})
+	sameOperations(t, "Expired", list(j, ListExpired), []Operation{expired})
+	sameOperations(t, "Completed", list(j, ListCompleted), []Operation{rejected, done})
+	sameOperations(t, "Operations", list(j, ListAll), []Operation{expired, young, rejected, done, fresh})
+	if _, ok := lookup(j, "missing"); ok {
 		t.Fatal("Lookup(missing) found an operation")
 	}
 	if !expired.Expired(testNow, time.Hour) || young.Expired(testNow, time.Hour) || done.Expired(testNow.Add(48*time.Hour), time.Hour) {
@@ -358,7 +358,7 @@ func TestJournalOrdersEqualCreatedTimesByID(t *testing.T) {
 	a.Created = b.Created
 	mustBegin(t, j, b)
 	mustBegin(t, j, a)
-	sameOperations(t, "Operations", j.Operations(), []Operation{a, b})
+	sameOperations(t, "Operations", list(j, ListAll), []Operation{a, b})
 }
 
 func TestStateString(t *testing.T) {
@@ -429,9 +429,9 @@ func TestJournalFillsZeroTimesFromItsClock(t *testing.T) {
 	mustBegin(t, j, Operation{ID: "a", Key: "k"})
 	mustComplete(t, j, Operation{ID: "a", State: Rejected, Status: 400})
 	want := []Operation{{ID: "a", Key: "k", Created: testNow, State: Rejected, Completed: testNow, Status: 400}}
-	sameOperations(t, "Operations", j.Operations(), want)
+	sameOperations(t, "Operations", list(j, ListAll), want)
 	mustClose(t, j)
-	sameOperations(t, "after reopen", openTestJournal(t, path, quietOptions()).Operations(), want)
+	sameOperations(t, "after reopen", list(openTestJournal(t, path, quietOptions()), ListAll), want)
 }
 
 // --- J7, creation ---------------------------------------------------------
@@ -475,7 +475,7 @@ func TestJournalTreatsAnEmptyFileAsNew(t *testing.T) {
 	j := openTestJournal(t, path, quietOptions())
 	mustBegin(t, j, testIntent(1))
 	mustClose(t, j)
-	if n := len(openTestJournal(t, path, quietOptions()).Operations()); n != 1 {
+	if n := len(list(openTestJournal(t, path, quietOptions()), ListAll)); n != 1 {
 		t.Fatalf("reopened journal holds %d operations, want 1", n)
 	}
 }
@@ -505,13 +505,13 @@ func tornTailCases(t *testing.T) []tornTailCase {
 	var cases []tornTailCase
 	for _, c := range []struct {
 		name string
-		last func(t *testing.T, j *Journal) // appends the last record
+		last func(t *testing.T, j *FileJournal) // appends the last record
 	}{
-		{"intent", func(t *testing.T, j *Journal) { mustBegin(t, j, testIntent(9)) }},
-		{"completion", func(t *testing.T, j *Journal) {
+		{"intent", func(t *testing.T, j *FileJournal) { mustBegin(t, j, testIntent(9)) }},
+		{"completion", func(t *testing.T, j *FileJournal) {
 			mustComplete(t, j, testOutcome(testIntent(2), 200, "ok"))
 		}},
-		{"large completion", func(t *testing.T, j *Journal) {
+		{"large completion", func(t *testing.T, j *FileJournal) {
 			mustComplete(t, j, testOutcome(testIntent(2), 200, strings.Repeat("b", 400)))
 		}},
 	} {
@@ -521,7 +521,7 @@ func tornTailCases(t *testing.T) []tornTailCase {
 			mustBegin(t, j, testIntent(i))
 		}
 		mustComplete(t, j, testOutcome(testIntent(1), 201, `{"id":1}`))
-		before := j.Operations()
+		before := list(j, ListAll)
 		last := j.Stats().FileSize
 		c.last(t, j)
 		mustClose(t, j)
@@ -569,7 +569,7 @@ func checkTornTailRecovers(t *testing.T, file []byte, good int64, before []Opera
 	if err != nil {
 		t.Fatalf("%s: open: %v", what, err)
 	}
-	sameOperations(t, what+": after recovery", j.Operations(), before)
+	sameOperations(t, what+": after recovery", list(j, ListAll), before)
 	st := j.Stats()
 	if st.FileSize != good || st.Truncated != int64(len(file))-good {
 		t.Fatalf("%s: stats = %+v; want FileSize %d, Truncated %d", what, st, good, int64(len(file))-good)
@@ -589,9 +589,9 @@ func checkTornTailRecovers(t *testing.T, file []byte, good int64, before []Opera
 	if st := j2.Stats(); st.Truncated != 0 {
 		t.Fatalf("%s: reopen after append truncated %d bytes", what, st.Truncated)
 	}
-	got, ok := j2.Lookup(next.ID)
-	if !ok || !reflect.DeepEqual(got, next) || len(j2.Operations()) != len(before)+1 {
-		t.Fatalf("%s: reopen after append holds %+v", what, j2.Operations())
+	got, ok := lookup(j2, next.ID)
+	if !ok || !reflect.DeepEqual(got, next) || len(list(j2, ListAll)) != len(before)+1 {
+		t.Fatalf("%s: reopen after append holds %+v", what, list(j2, ListAll))
 	}
 }
 
@@ -599,7 +599,7 @@ func TestJournalTruncatesATornRecordLargerThanTheReadBuffer(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
 	mustBegin(t, j, testIntent(1))
-	before := j.Operations()
+	before := list(j, ListAll)
 	last := j.Stats().FileSize
 	mustComplete(t, j, testOutcome(testIntent(1), 200, strings.Repeat("L", readChunk+readChunk/2)))
 	mustClose(t, j)
@@ -789,7 +789,7 @@ func TestJournalReportsInvalidRecordContents(t *testing.T) {
 		path := journalPath(t)
 		writeFile(t, path, fileOf(intentA, intentA, intentB))
 		j := openTestJournal(t, path, quietOptions())
-		sameOperations(t, "Operations", j.Operations(), []Operation{b, a})
+		sameOperations(t, "Operations", list(j, ListAll), []Operation{b, a})
 	})
 }
 
@@ -826,7 +826,7 @@ func TestJournalSecondOpenerIsLockedOut(t *testing.T) {
 		t.Fatalf("open from another process after Close: %s, want opened", err)
 	}
 	j2 := openTestJournal(t, path, quietOptions())
-	if _, ok := j2.Lookup(testIntent(1).ID); !ok {
+	if _, ok := lookup(j2, testIntent(1).ID); !ok {
 		t.Fatal("reopened journal lost its operation")
 	}
 }
@@ -883,7 +883,7 @@ func TestJournalReadOnlyReadsWhileAWriterHoldsTheLock(t *testing.T) {
 	o := quietOptions()
 	o.ReadOnly = true
 	r := openTestJournal(t, path, o)
-	sameOperations(t, "read-only view", r.Operations(), w.Operations())
+	sameOperations(t, "read-only view", list(r, ListAll), list(w, ListAll))
 
 	for name, err := range map[string]error{
 		"Begin":    r.Begin(testIntent(3)),
@@ -910,7 +910,7 @@ func TestJournalReadOnlyIgnoresATornTailWithoutWriting(t *testing.T) {
 	o := quietOptions()
 	o.ReadOnly = true
 	r := openTestJournal(t, path, o)
-	sameOperations(t, "read-only view", r.Operations(), c.before)
+	sameOperations(t, "read-only view", list(r, ListAll), c.before)
 	if st := r.Stats(); st.Truncated != int64(len(torn))-c.last || st.Syncs != 0 {
 		t.Fatalf("stats = %+v; want %d truncated bytes and no fsync", st, int64(len(torn))-c.last)
 	}
@@ -940,7 +940,7 @@ func TestJournalReadOnlyRereadsAFileCutWhileItIsRead(t *testing.T) {
 		return f
 	}
 	r := openTestJournal(t, path, o)
-	sameOperations(t, "read-only view", r.Operations(), c.before)
+	sameOperations(t, "read-only view", list(r, ListAll), c.before)
 	if st := r.Stats(); opens != 2 || st.Truncated != 0 {
 		t.Fatalf("%d opens, %d torn bytes ignored; want 2 opens and the second seeing the cut file", opens, st.Truncated)
 	}
@@ -1032,7 +1032,7 @@ func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
 		t.Fatalf("stats = %+v; want 2 fsyncs for %d appends", st, appenders)
 	}
 	mustClose(t, j)
-	if n := len(openTestJournal(t, path, quietOptions()).Operations()); n != appenders {
+	if n := len(list(openTestJournal(t, path, quietOptions()), ListAll)); n != appenders {
 		t.Fatalf("reopened journal holds %d operations, want %d", n, appenders)
 	}
 }
@@ -1127,10 +1127,10 @@ func TestJournalFsyncFailureLatches(t *testing.T) {
 	}
 	// The failed intent may never reach the disk: it must not be found as
 	// pending, or it would be sent. The one synced before stays.
-	if op, ok := j.Lookup(testIntent(1).ID); ok {
+	if op, ok := lookup(j, testIntent(1).ID); ok {
 		t.Fatalf("Lookup finds the operation whose intent fsync failed: %+v", op)
 	}
-	sameOperations(t, "after the failure", j.Operations(), []Operation{testIntent(0)})
+	sameOperations(t, "after the failure", list(j, ListAll), []Operation{testIntent(0)})
 	for name, err := range map[string]error{
 		"Begin":    j.Begin(testIntent(2)),
 		"Complete": j.Complete(testOutcome(testIntent(1), 200, "")),
@@ -1191,7 +1191,7 @@ func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if ops := j.Operations(); len(ops) != 0 {
+	if ops := list(j, ListAll); len(ops) != 0 {
 		t.Fatalf("operations whose intent fsync failed are in the index: %+v", ops)
 	}
 	if st := j.Stats(); st.Syncs != 1 {
@@ -1220,7 +1220,7 @@ func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
 	if err := j.Begin(testIntent(2)); !errors.Is(err, errInjected) {
 		t.Fatalf("Begin with a short write: err = %v, want the injected error", err)
 	}
-	if _, ok := j.Lookup(testIntent(2).ID); ok {
+	if _, ok := lookup(j, testIntent(2).ID); ok {
 		t.Fatal("an operation whose intent was not written is in the index")
 	}
 	if err := j.Complete(testOutcome(testIntent(1), 200, "")); !errors.Is(err, errInjected) {
@@ -1235,7 +1235,7 @@ func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
 	}
 	mustBegin(t, j2, testIntent(3))
 	mustClose(t, j2)
-	sameOperations(t, "after reopen", openTestJournal(t, path, quietOptions()).Operations(), []Operation{testIntent(3), testIntent(1)})
+	sameOperations(t, "after reopen", list(openTestJournal(t, path, quietOptions()), ListAll), []Operation{testIntent(3), testIntent(1)})
 }
 
 // --- J7, compaction -------------------------------------------------------
@@ -1244,14 +1244,14 @@ func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
 // kind and returns what compaction at testNow keeps with KeyTTL 24h, in
 // Operations order: the live set whole, and summaries of the operations
 // completed KeyTTL ago or more.
-func compactionFixture(t *testing.T, j *Journal) (kept []Operation) {
+func compactionFixture(t *testing.T, j *FileJournal) (kept []Operation) {
 	summaries, live := compactionSets(t, j)
 	return append(summaries, live...)
 }
 
 // compactionSets fills the journal as compactionFixture does and returns
 // the summaries compaction keeps and the live set it keeps whole.
-func compactionSets(t *testing.T, j *Journal) (summaries, live []Operation) {
+func compactionSets(t *testing.T, j *FileJournal) (summaries, live []Operation) {
 	fresh := testIntent(10)
 	expired := testIntent(30 * 3600) // created 30h ago, never completed
 	recent := testIntent(20)
@@ -1282,7 +1282,7 @@ func TestJournalCompactKeepsExactlyTheLiveSet(t *testing.T) {
 	if err := j.Compact(); err != nil {
 		t.Fatalf("Compact: %v", err)
 	}
-	sameOperations(t, "after Compact", j.Operations(), live)
+	sameOperations(t, "after Compact", list(j, ListAll), live)
 	st := j.Stats()
 	size := int64(len(readFile(t, path)))
 	if st.Compactions != 1 || st.Records != 8 || st.FileSize != size || st.LiveBytes != size-fileHeaderSize || st.Live != 5 {
@@ -1292,7 +1292,7 @@ func TestJournalCompactKeepsExactlyTheLiveSet(t *testing.T) {
 	mustBegin(t, j, testIntent(5))
 	mustClose(t, j)
 	j2 := openTestJournal(t, path, quietOptions())
-	sameOperations(t, "after reopen", j2.Operations(), append(live, testIntent(5)))
+	sameOperations(t, "after reopen", list(j2, ListAll), append(live, testIntent(5)))
 	if _, err := os.Stat(path + compactSuffix); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("temporary file left after compaction: %v", err)
 	}
@@ -1326,12 +1326,12 @@ func TestJournalCompactsOnItsOwnWhenGarbageOutweighsLiveData(t *testing.T) {
 			t.Fatal("no automatic compaction after 1000 operations")
 		}
 	}
-	sameOperations(t, "after automatic compaction", j.Operations(), want)
+	sameOperations(t, "after automatic compaction", list(j, ListAll), want)
 	if st := j.Stats(); st.FileSize >= o.CompactMinSize || st.Records != int64(len(want)) {
 		t.Fatalf("after automatic compaction: stats = %+v", st)
 	}
 	mustClose(t, j)
-	sameOperations(t, "after reopen", openTestJournal(t, path, o).Operations(), want)
+	sameOperations(t, "after reopen", list(openTestJournal(t, path, o), ListAll), want)
 }
 
 func TestJournalAutomaticCompactionRespectsItsMinimumAndSwitch(t *testing.T) {
@@ -1377,7 +1377,7 @@ func TestJournalSurvivesACrashAroundTheCompactionRename(t *testing.T) {
 	}
 	j := openTestJournal(t, path, o)
 	live := compactionFixture(t, j)
-	all := j.Operations()
+	all := list(j, ListAll)
 	journalBefore := readFile(t, path)
 
 	crash = true
@@ -1391,16 +1391,16 @@ func TestJournalSurvivesACrashAroundTheCompactionRename(t *testing.T) {
 	if _, err := os.Stat(path + compactSuffix); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("failed compaction left its file: %v", err)
 	}
-	sameOperations(t, "after the failed compaction", j.Operations(), all)
+	sameOperations(t, "after the failed compaction", list(j, ListAll), all)
 	mustBegin(t, j, testIntent(7))
-	all = j.Operations()
+	all = list(j, ListAll)
 	mustClose(t, j)
 
 	// Crash before the rename: the compaction file is there beside the
 	// intact journal. Opening removes it and keeps every operation.
 	writeFile(t, path+compactSuffix, snapshot)
 	j2 := openTestJournal(t, path, quietOptions())
-	sameOperations(t, "crash before rename", j2.Operations(), all)
+	sameOperations(t, "crash before rename", list(j2, ListAll), all)
 	if _, err := os.Stat(path + compactSuffix); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("open left the compaction file: %v", err)
 	}
@@ -1409,7 +1409,7 @@ func TestJournalSurvivesACrashAroundTheCompactionRename(t *testing.T) {
 	// Crash after the rename: the compaction file is the journal.
 	writeFile(t, path, snapshot)
 	j3 := openTestJournal(t, path, quietOptions())
-	sameOperations(t, "crash after rename", j3.Operations(), live)
+	sameOperations(t, "crash after rename", list(j3, ListAll), live)
 }
 
 func TestJournalDirectoryFsyncFailureAfterRenameLatches(t *testing.T) {
@@ -1432,7 +1432,7 @@ func TestJournalDirectoryFsyncFailureAfterRenameLatches(t *testing.T) {
 		t.Fatalf("Begin after the failure: err = %v, want the injected error", err)
 	}
 	j.Close()
-	sameOperations(t, "reopened", openTestJournal(t, path, quietOptions()).Operations(), live)
+	sameOperations(t, "reopened", list(openTestJournal(t, path, quietOptions()), ListAll), live)
 }
 
 func TestJournalFailedRenameLeavesTheJournalInUse(t *testing.T) {
@@ -1447,7 +1447,7 @@ func TestJournalFailedRenameLeavesTheJournalInUse(t *testing.T) {
 	}
 	j := openTestJournal(t, path, o)
 	compactionFixture(t, j)
-	all := j.Operations()
+	all := list(j, ListAll)
 	before := readFile(t, path)
 	fail = true
 	if err := j.Compact(); !errors.Is(err, errInjected) {
@@ -1461,7 +1461,7 @@ func TestJournalFailedRenameLeavesTheJournalInUse(t *testing.T) {
 	}
 	mustBegin(t, j, testIntent(6))
 	mustClose(t, j)
-	sameOperations(t, "reopened", openTestJournal(t, path, quietOptions()).Operations(), append(all[:len(all):len(all)], testIntent(6)))
+	sameOperations(t, "reopened", list(openTestJournal(t, path, quietOptions()), ListAll), append(all[:len(all):len(all)], testIntent(6)))
 }
 
 func TestJournalCompactionTempFsyncFailureDoesNotLatch(t *testing.T) {
@@ -1491,7 +1491,7 @@ func TestJournalCompactionTempFsyncFailureDoesNotLatch(t *testing.T) {
 		t.Fatalf("Compact after a failed one: %v", err)
 	}
 	mustClose(t, j)
-	if n := len(openTestJournal(t, path, quietOptions()).Operations()); n != 6 {
+	if n := len(list(openTestJournal(t, path, quietOptions()), ListAll)); n != 6 {
 		t.Fatalf("after compaction: %d operations, want 6 (3 live, 2 summaries, 1 new)", n)
 	}
 }
@@ -1510,9 +1510,9 @@ func TestJournalForgetAfterDropsOldCompletedOperations(t *testing.T) {
 	// The rejection completed 25h ago is forgotten; the one 24h ago is
 	// summarized.
 	want := append([]Operation{summaries[1]}, live...)
-	sameOperations(t, "after Compact", j.Operations(), want)
+	sameOperations(t, "after Compact", list(j, ListAll), want)
 	mustClose(t, j)
-	sameOperations(t, "after reopen", openTestJournal(t, path, o).Operations(), want)
+	sameOperations(t, "after reopen", list(openTestJournal(t, path, o), ListAll), want)
 }
 
 // A summary is compacted once: compacting again keeps it as it is.
@@ -1524,7 +1524,7 @@ func TestJournalSummariesAreStable(t *testing.T) {
 		if err := j.Compact(); err != nil {
 			t.Fatal(err)
 		}
-		sameOperations(t, fmt.Sprint("after compaction ", i+1), j.Operations(), kept)
+		sameOperations(t, fmt.Sprint("after compaction ", i+1), list(j, ListAll), kept)
 	}
 	if st := j.Stats(); st.LiveBytes != st.FileSize-fileHeaderSize {
 		t.Fatalf("stats = %+v: live bytes should be the whole file", st)
@@ -1551,7 +1551,7 @@ func TestJournalCloseIsIdempotentAndRefusesLaterCalls(t *testing.T) {
 			t.Errorf("%s after Close: err = %v, want ErrClosed", name, err)
 		}
 	}
-	if _, ok := j.Lookup(testIntent(1).ID); !ok {
+	if _, ok := lookup(j, testIntent(1).ID); !ok {
 		t.Error("Lookup after Close lost the index")
 	}
 	// The lock is released.
@@ -1579,7 +1579,7 @@ func TestJournalCloseWaitsForConcurrentBegins(t *testing.T) {
 	mustClose(t, j)
 	wg.Wait()
 	// Every Begin that succeeded is in the file.
-	if got := len(openTestJournal(t, path, quietOptions()).Operations()); got != int(ok.Load()) {
+	if got := len(list(openTestJournal(t, path, quietOptions()), ListAll)); got != int(ok.Load()) {
 		t.Fatalf("reopened journal holds %d operations, %d Begins succeeded", got, ok.Load())
 	}
 }
@@ -1600,7 +1600,7 @@ func TestMemoryJournalKeepsTheIndexWithoutAFile(t *testing.T) {
 	}
 	done := testOutcome(op, 200, "ok")
 	mustComplete(t, j, done)
-	sameOperations(t, "Completed", j.Completed(), []Operation{done})
+	sameOperations(t, "Completed", list(j, ListCompleted), []Operation{done})
 	if err := j.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -1632,7 +1632,7 @@ func TestMemoryJournalCompactsItsIndex(t *testing.T) {
 	if st.Compactions == 0 || st.Operations >= 100 {
 		t.Fatalf("stats = %+v; want automatic compaction to have dropped old outcomes", st)
 	}
-	if _, ok := j.Lookup(testIntent(0).ID); !ok {
+	if _, ok := lookup(j, testIntent(0).ID); !ok {
 		t.Fatal("compaction dropped a pending operation")
 	}
 	if err := newMemoryJournal().Compact(); err != nil {

@@ -87,9 +87,13 @@ func runDemoBatch(ctx context.Context, e env, args []string) int {
 
 // reportJournal writes the journal line: what the journal held when this
 // process opened it.
-func reportJournal(w io.Writer, j *idem.Journal) error {
+func reportJournal(w io.Writer, j *idem.FileJournal) error {
 	var done, rejected, pending int
-	for _, op := range j.Operations() {
+	ops, err := j.List(context.Background(), idem.ListAll)
+	if err != nil {
+		return err
+	}
+	for _, op := range ops {
 		switch op.State {
 		case idem.Done:
 			done++

@@ -267,7 +267,7 @@ func journalKeys(t *testing.T, path string, n int) []string {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	ops := j.Operations()
+	ops := list(j, idem.ListAll)
 	if len(ops) != n {
 		t.Errorf("the journal holds %d operations, want %d", len(ops), n)
 	}

@@ -99,7 +99,7 @@ func TestJournalQuotesControlCharacters(t *testing.T) {
 // as too large: show says which of the two happened.
 func TestJournalShowSaysCompactionDroppedTheBody(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
-	open := func(now time.Time) *idem.Journal {
+	open := func(now time.Time) *idem.FileJournal {
 		j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Now: at(now), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)

@@ -30,10 +30,10 @@ type journalAction struct {
 // journalActions are the subcommands of idem journal, in the order usage
 // lists them. The listing ones are in journal_list.go.
 var journalActions = []journalAction{
-	listAction("ls", "every operation", (*idem.Journal).Operations),
-	listAction("pending", "pending operations whose key has not expired (what a rerun resumes)", (*idem.Journal).Pending),
-	listAction("expired", "pending operations whose key is older than --ttl (to reconcile by hand)", (*idem.Journal).Expired),
-	listAction("completed", "done and rejected operations", (*idem.Journal).Completed),
+	listAction("ls", "every operation", idem.ListAll),
+	listAction("pending", "pending operations whose key has not expired (what a rerun resumes)", idem.ListPending),
+	listAction("expired", "pending operations whose key is older than --ttl (to reconcile by hand)", idem.ListExpired),
+	listAction("completed", "done and rejected operations", idem.ListCompleted),
 	{name: "show", args: "PATH ID", summary: "one operation in full, with its recorded response", run: runJournalShow},
 	{name: "compact", args: "PATH", summary: "rewrite the journal with only its live operations", run: runJournalCompact},
 }
@@ -78,7 +78,7 @@ const ttlUsage = "how long the server keeps a key: a pending operation with an o
 
 // openForReading opens the journal at path read-only, so that nothing in the
 // file or beside it changes, and notes on stderr a torn tail it ignored.
-func openForReading(e env, path string, ttl time.Duration) (*idem.Journal, error) {
+func openForReading(e env, path string, ttl time.Duration) (*idem.FileJournal, error) {
 	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{
 		ReadOnly: true,
 		KeyTTL:   ttl,

@@ -18,16 +18,16 @@ import (
 )
 
 // listAction returns the journal subcommand name, which lists the
-// operations that sel selects.
-func listAction(name, what string, sel func(*idem.Journal) []idem.Operation) journalAction {
+// operations of the listing which.
+func listAction(name, what string, which idem.Listing) journalAction {
 	a := journalAction{name: name, args: "PATH", summary: what}
-	a.run = func(_ context.Context, e env, args []string) int {
-		return runJournalList(e, "idem journal "+name, what, sel, args)
+	a.run = func(ctx context.Context, e env, args []string) int {
+		return runJournalList(ctx, e, "idem journal "+name, what, which, args)
 	}
 	return a
 }
 
-func runJournalList(e env, cmd, what string, sel func(*idem.Journal) []idem.Operation, args []string) int {
+func runJournalList(ctx context.Context, e env, cmd, what string, which idem.Listing, args []string) int {
 	fs := newFlagSet(cmd)
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 	ttl := fs.Duration("ttl", idem.DefaultKeyTTL, ttlUsage)
@@ -52,7 +52,10 @@ func runJournalList(e env, cmd, what string, sel func(*idem.Journal) []idem.Oper
 		return reportJournalError(e, cmd, path, err)
 	}
 	defer j.Close()
-	ops := sel(j)
+	ops, err := j.List(ctx, which)
+	if err != nil {
+		return reportJournalError(e, cmd, path, err)
+	}
 	now := e.now()
 	if *asJSON {
 		out := make([]operationJSON, len(ops))

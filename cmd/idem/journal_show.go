@@ -18,7 +18,7 @@ import (
 	"github.com/idemkit/idem"
 )
 
-func runJournalShow(_ context.Context, e env, args []string) int {
+func runJournalShow(ctx context.Context, e env, args []string) int {
 	const cmd = "idem journal show"
 	fs := newFlagSet(cmd)
 	asJSON := fs.Bool("json", false, "print a JSON object instead of text")
@@ -44,7 +44,10 @@ func runJournalShow(_ context.Context, e env, args []string) int {
 		return reportJournalError(e, cmd, path, err)
 	}
 	defer j.Close()
-	op, found := j.Lookup(id)
+	op, found, err := j.Lookup(ctx, id)
+	if err != nil {
+		return reportJournalError(e, cmd, path, err)
+	}
 	if !found {
 		fmt.Fprintf(e.stderr, "%s: no operation %s in %s\n", cmd, cell(id), path)
 		return exitFailure

@@ -98,7 +98,7 @@ func newFixture(t *testing.T) fixture {
 	do(day.Add(2*time.Minute), "charge-3", "/unavailable", `{"n":3}`, idem.ErrUnknown)
 	do(day.Add(3*time.Minute), "blob", "/binary", `{"n":4}`, nil)
 	ops := map[string]idem.Operation{}
-	for _, op := range j.Operations() {
+	for _, op := range list(j, idem.ListAll) {
 		ops[op.ID] = op
 	}
 	if err := j.Close(); err != nil {

@@ -129,7 +129,7 @@ func runSend(ctx context.Context, e env, args []string) int {
 // send opens the journal, sends req as the operation and reports how it
 // ended.
 func send(e env, cmd string, o sendOptions, req *http.Request) int {
-	var j *idem.Journal
+	var j *idem.FileJournal
 	if o.journal != "" {
 		var err error
 		j, err = openWaiting(req.Context(), o.journal, idem.JournalOptions{
@@ -164,13 +164,15 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 	cfg := idem.Config{
 		KeyHeader:      o.keyHeader,
 		QuotedKey:      o.quotedKey,
-		Journal:        j,
 		HTTPClient:     &http.Client{Transport: tr},
 		AttemptTimeout: o.timeout,
 		MaxAttempts:    o.attempts,
 		MaxElapsed:     o.maxElapsed,
 		KeyTTL:         o.ttl,
 		Now:            e.now,
+	}
+	if j != nil {
+		cfg.Journal = j
 	}
 	if o.verbose {
 		cfg.OnAttempt = func(a idem.Attempt) { reportAttempt(e.stderr, cmd, a) }
@@ -199,11 +201,11 @@ func newTransport() *http.Transport {
 }
 
 // writeDone writes the response of a done operation to stdout.
-func writeDone(e env, cmd string, o sendOptions, j *idem.Journal, resp *http.Response) int {
+func writeDone(e env, cmd string, o sendOptions, j *idem.FileJournal, resp *http.Response) int {
 	var recorded idem.Operation
 	if idem.Recorded(resp) {
 		when := ""
-		if op, ok := j.Lookup(o.op); ok {
+		if op, ok, _ := j.Lookup(context.Background(), o.op); ok {
 			when = " at " + op.Completed.UTC().Format(time.RFC3339)
 			recorded = op
 		}
@@ -272,7 +274,7 @@ const journalPoll = 50 * time.Millisecond
 
 // openWaiting opens the journal for writing; while another process holds
 // it, it tries again until wait has passed or ctx ends.
-func openWaiting(ctx context.Context, path string, o idem.JournalOptions, wait time.Duration) (*idem.Journal, error) {
+func openWaiting(ctx context.Context, path string, o idem.JournalOptions, wait time.Duration) (*idem.FileJournal, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		j, err := idem.OpenJournalWithOptions(path, o)

@@ -14,7 +14,7 @@ import (
 
 // reportNotDone explains err, from Client.Do, and returns its exit code. A
 // rejection's body still goes to stdout.
-func reportNotDone(e env, cmd string, o sendOptions, j *idem.Journal, req *http.Request, err error) int {
+func reportNotDone(e env, cmd string, o sendOptions, j *idem.FileJournal, req *http.Request, err error) int {
 	var oe *idem.OutcomeError
 	switch {
 	case errors.As(err, &oe) && oe.Outcome == idem.OutcomeRejected:
@@ -88,10 +88,10 @@ func reportUnknown(e env, cmd string, o sendOptions, oe *idem.OutcomeError) int 
 
 // difference says how req differs from the request the operation id was
 // first sent with, as the journal recorded it.
-func difference(j *idem.Journal, id string, req *http.Request) string {
-	op, ok := j.Lookup(id)
+func difference(j idem.Journal, id string, req *http.Request) string {
+	op, ok, err := j.Lookup(req.Context(), id)
 	switch {
-	case !ok:
+	case err != nil || !ok:
 		return "with a different method, URL or body"
 	case op.Method != req.Method:
 		return fmt.Sprintf("with method %s, not %s", cell(op.Method), req.Method)

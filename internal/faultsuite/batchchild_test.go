@@ -68,11 +68,11 @@ func runBatchChild(cfgJSON string) int {
 		return childJournalError
 	}
 	defer j.Close()
-	pending := j.Pending()
+	pending := list(j, idem.ListPending)
 	for _, op := range pending {
 		ev.Resumed(op.ID)
 	}
-	ev.Line("opened operations=%d pending=%d truncated=%d", len(j.Operations()), len(pending), j.Stats().Truncated)
+	ev.Line("opened operations=%d pending=%d truncated=%d", len(list(j, idem.ListAll)), len(pending), j.Stats().Truncated)
 
 	tr := NewTransport()
 	defer tr.CloseIdleConnections()

@@ -79,7 +79,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 	if err := do(c, w); !errors.Is(err, idem.ErrUnknown) {
 		t.Fatalf("first Do = %v, want unknown (the answer was dropped)", err)
 	}
-	op, ok := j.Lookup(id)
+	op, ok := lookup(j, id)
 	if !ok || op.State != idem.Pending {
 		t.Fatalf("journal: %s is %v (found %v), want pending", id, op.State, ok)
 	}
@@ -218,13 +218,13 @@ func TestExpiryEndToEnd(t *testing.T) {
 
 // requireExpired checks that the journal lists the operation, with its
 // key, as expired, and not as pending.
-func requireExpired(t *testing.T, j *idem.Journal, id, key string) {
+func requireExpired(t *testing.T, j *idem.FileJournal, id, key string) {
 	t.Helper()
-	exp := j.Expired()
+	exp := list(j, idem.ListExpired)
 	if len(exp) != 1 || exp[0].ID != id || exp[0].Key != key {
 		t.Errorf("Expired() = %+v, want %s with key %s", exp, id, key)
 	}
-	if p := j.Pending(); len(p) != 0 {
+	if p := list(j, idem.ListPending); len(p) != 0 {
 		t.Errorf("Pending() = %+v, want none", p)
 	}
 }

@@ -94,7 +94,7 @@ func startServer(t *testing.T, args ...string) *ServerProcess {
 // waits so that stalls and outages cost seconds, not minutes, and the
 // default retry budget, which throttles retries under heavy faults by
 // design (a worker re-runs an operation that ended unknown).
-func clientConfig(j *idem.Journal, hc *http.Client) idem.Config {
+func clientConfig(j *idem.FileJournal, hc *http.Client) idem.Config {
 	return idem.Config{
 		Journal:        j,
 		HTTPClient:     hc,
@@ -108,7 +108,7 @@ func clientConfig(j *idem.Journal, hc *http.Client) idem.Config {
 
 // newClient returns an instrumented client reporting to rec, and a
 // function that closes its idle connections.
-func newClient(t *testing.T, j *idem.Journal, rec Recorder) *idem.Client {
+func newClient(t *testing.T, j *idem.FileJournal, rec Recorder) *idem.Client {
 	t.Helper()
 	tr := NewTransport()
 	t.Cleanup(tr.CloseIdleConnections)
@@ -127,7 +127,7 @@ var quietLog = slog.New(slog.DiscardHandler)
 
 // openJournal opens a journal in a fresh directory and closes it when the
 // test ends.
-func openJournal(t *testing.T) *idem.Journal {
+func openJournal(t *testing.T) *idem.FileJournal {
 	t.Helper()
 	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "client.journal"), idem.JournalOptions{Logger: quietLog})
 	if err != nil {
@@ -291,10 +291,10 @@ func report(t *testing.T, c *Checker, name string, v ServerView) Report {
 
 // requireJournalDone checks that the journal holds every operation of w
 // as done.
-func requireJournalDone(t *testing.T, j *idem.Journal, w Workload) {
+func requireJournalDone(t *testing.T, j *idem.FileJournal, w Workload) {
 	t.Helper()
 	for _, id := range w.IDs() {
-		op, ok := j.Lookup(id)
+		op, ok := lookup(j, id)
 		if !ok || op.State != idem.Done {
 			t.Errorf("journal: operation %s is %v (found %v), want done", id, op.State, ok)
 			return

@@ -63,7 +63,7 @@ func (h *hostile) requests() []seen {
 
 // hostileClient is a client on a journal in a fresh directory, with quick
 // retries; tweak changes its Config first.
-func hostileClient(t *testing.T, tweak func(*idem.Config)) (*idem.Client, *idem.Journal) {
+func hostileClient(t *testing.T, tweak func(*idem.Config)) (*idem.Client, *idem.FileJournal) {
 	t.Helper()
 	j := openJournal(t)
 	tr := NewTransport()
@@ -156,7 +156,7 @@ func TestHostileRedirects(t *testing.T) {
 				if fmt.Sprint(reqs) != fmt.Sprint(wantReqs) {
 					t.Fatalf("requests seen\n got %v\nwant %v", reqs, wantReqs)
 				}
-				op, ok := j.Lookup("charge-1")
+				op, ok := lookup(j, "charge-1")
 				wantState := idem.Done
 				if w.outcome == idem.OutcomeRejected {
 					wantState = idem.Rejected
@@ -365,7 +365,7 @@ func TestHostileBareConflictWhileInFlight(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || oe.Status != 409 || !errors.Is(err, idem.ErrAttemptsExhausted) {
 			t.Fatalf("Do = %v, want unknown after attempts exhausted on 409s", err)
 		}
-		if op, _ := j.Lookup("charge-1"); op.State != idem.Pending {
+		if op, _ := lookup(j, "charge-1"); op.State != idem.Pending {
 			t.Fatalf("journal holds %v, want pending", op.State)
 		}
 		close(s.release)
@@ -380,9 +380,9 @@ func TestHostileBareConflictWhileInFlight(t *testing.T) {
 
 // requireOneKeyOneEffect checks that the server saw n requests, all under
 // the key the journal holds as done, and applied the operation once.
-func requireOneKeyOneEffect(t *testing.T, s *conflictServer, j *idem.Journal, n int) {
+func requireOneKeyOneEffect(t *testing.T, s *conflictServer, j *idem.FileJournal, n int) {
 	t.Helper()
-	op, _ := j.Lookup("charge-1")
+	op, _ := lookup(j, "charge-1")
 	reqs := s.requests()
 	for _, r := range reqs {
 		if r.key != op.Key {
@@ -413,7 +413,7 @@ func TestHostileStoredConflictIsRejected(t *testing.T) {
 			t.Fatalf("run %d: Do = %v, want a rejection with 409 (recorded: %v)", run, err, run == 1)
 		}
 	}
-	if op, _ := j.Lookup("reserve-1"); op.State != idem.Rejected || len(srv.requests()) != 1 {
+	if op, _ := lookup(j, "reserve-1"); op.State != idem.Rejected || len(srv.requests()) != 1 {
 		t.Fatalf("journal %v after %d requests, want rejected after 1", op.State, len(srv.requests()))
 	}
 }
@@ -595,7 +595,7 @@ func TestHostileHugeResponseHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	op, _ := r.Lookup("op-0") // as the next process reads it
+	op, _ := lookup(r, "op-0") // as the next process reads it
 	if !op.HeaderTruncated || op.Header.Get("X-Huge") != "" || op.Header.Get("Content-Type") != "application/json" || string(op.Body) != `{"id":"ch_1"}` {
 		t.Fatalf("recorded: header truncated %v, header %v, body %q; want the fields that fit, flagged", op.HeaderTruncated, op.Header, op.Body)
 	}

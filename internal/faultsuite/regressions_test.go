@@ -194,7 +194,7 @@ func TestRetriesStopAtKeyTTL(t *testing.T) {
 			if err := do(cfg); !errors.Is(err, idem.ErrUnknown) {
 				t.Fatalf("first Do = %v, want unknown", err)
 			}
-			op, ok := j.Lookup(id)
+			op, ok := lookup(j, id)
 			if !ok {
 				t.Fatalf("the journal lost %s", id)
 			}

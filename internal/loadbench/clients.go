@@ -169,7 +169,7 @@ func (d *retryableDriver) close() error { return nil }
 type idemDriver struct {
 	url     string
 	c       *idem.Client
-	journal *idem.Journal // nil without one
+	journal *idem.FileJournal // nil without one
 }
 
 func (d *idemDriver) do(ctx context.Context, w int, n uint64) error {

@@ -36,10 +36,10 @@ var mutants = []mutant{
 	{
 		Name: "no per-operation lock; the loser of the Begin race sends under the winner's key", Rules: "C11",
 		Edits: []edit{
-			{File: "client.go", Old: "c.journal.running.lock(ctx, id)",
+			{File: "persist.go", Old: "j.running.lock(ctx, id)",
 				New: "func(context.Context, string) (func(), error) { return func() {}, nil }(ctx, id)"},
-			{File: "client.go", Old: "\tif err := c.journal.Begin(op); err != nil {\n",
-				New: "\tif err := c.journal.Begin(op); err != nil {\n\t\tif won, ok := c.journal.Lookup(id); ok && errors.Is(err, ErrOperationExists) {\n\t\t\treturn won, nil\n\t\t}\n"},
+			{File: "client.go", Old: "\tif err := claim.Begin(ctx, op); err != nil {\n",
+				New: "\tif err := claim.Begin(ctx, op); err != nil {\n\t\tif won, ok, _ := c.journal.Lookup(ctx, id); ok && errors.Is(err, ErrOperationExists) {\n\t\t\treturn won, nil\n\t\t}\n"},
 		},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaosConcurrentDoOfOneOperation"},
 	},
@@ -52,7 +52,7 @@ var mutants = []mutant{
 	{
 		Name: "a Do its caller gave up on recorded as rejected", Rules: "C8, C9",
 		Edits: []edit{{File: "client.go", Old: "\t\treturn result{}, c.unknown(a, resp, err)\n",
-			New: "\t\tif ctx.Err() != nil && op.ID != \"\" {\n\t\t\top.State, op.Status = Rejected, 499\n\t\t\tc.journal.Complete(op)\n\t\t}\n\t\treturn result{}, c.unknown(a, resp, err)\n"}},
+			New: "\t\tif ctx.Err() != nil && op.ID != \"\" {\n\t\t\top.State, op.Status = Rejected, 499\n\t\t\tclaim.Complete(ctx, op)\n\t\t}\n\t\treturn result{}, c.unknown(a, resp, err)\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaosCallerGivesUp"},
 	},
 	{
@@ -123,7 +123,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "no completion record", Rules: "C3, C4",
-		Edits: []edit{{File: "client.go", Old: "\t\tif err := c.journal.Complete(op); err != nil {\n",
+		Edits: []edit{{File: "client.go", Old: "\t\tif err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {\n",
 			New: "\t\tif err := error(nil); err != nil {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestCompletedOperationIsNotResentAfterCompaction"},
 	},

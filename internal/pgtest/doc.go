@@ -1,0 +1,56 @@
+// Package pgtest runs tests against a real PostgreSQL 15 that the tests
+// start themselves: no docker, no server to set up by hand.
+//
+// Most tests want a database of their own and nothing else:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		dsn := pgtest.NewDatabase(t) // fresh and empty, dropped when t ends
+//		...
+//	}
+//
+// NewDatabase creates its database on one server per test binary (Shared),
+// started by the first test that asks for it and stopped by Main once the
+// tests are done. A package that already has a TestMain runs the tests
+// through Run instead, which returns the exit code; with goleak, for
+// example:
+//
+//	type withPostgres struct{ m *testing.M }
+//
+//	func (w withPostgres) Run() int { return pgtest.Run(w.m) }
+//
+//	func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
+//
+// Shared and NewDatabase fail the test if neither Main nor Run is running
+// it, since the shared server would then outlive the test binary. Tests
+// that stop, kill or restart PostgreSQL take a server of their own from
+// Own, closed when the test ends; the shared one must stay up for the
+// others.
+//
+// # Where the server comes from
+//
+// One function (choose) applies these rules, in this order:
+//
+//   - IDEM_PG_DSN set: Shared and NewDatabase use the server it names
+//     (a postgres:// URL or key=value string, for a role that may create
+//     and drop databases) and start nothing. Own skips, since it cannot
+//     kill or restart a server it does not own, except when CI=true, where
+//     it starts a private server as if IDEM_PG_DSN were unset.
+//   - Otherwise the binaries are those in IDEM_PG_BIN, or in
+//     /usr/lib/postgresql/15/bin when it is unset. Each server lives in a
+//     temporary directory, listens on 127.0.0.1 only, on a free port, and
+//     has no unix socket, so servers of parallel test binaries never meet.
+//   - PostgreSQL unavailable (no initdb or pg_ctl there, or, running as
+//     root, no postgres user or runuser to run them with): the test skips
+//     with a one-line reason, or fails with it when CI=true, so that CI
+//     cannot pass by skipping.
+//
+// As root the binaries run as the postgres user through runuser, since
+// initdb refuses to run as root; the temporary directory is then given to
+// that user, under /tmp when the usual temporary directory is not open to
+// it. Nothing here leaves a goroutine behind: servers are processes of
+// their own, and every connection this package opens is closed before the
+// call that opened it returns. A test binary killed before Main returns
+// (a -timeout panic, say) does leave its servers running.
+package pgtest

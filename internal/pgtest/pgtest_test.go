@@ -1,0 +1,255 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+)
+
+// withPostgres runs the tests through Run, for goleak, which then checks
+// that nothing is left once the shared server is closed.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int { return Run(w.m) }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
+
+// connect returns a connection to dsn, closed when t ends.
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// queryRow returns the one value of the one row of sql.
+func queryRow[T any](t *testing.T, conn *pgx.Conn, sql string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := conn.QueryRow(t.Context(), sql, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return v
+}
+
+func TestNewDatabaseGivesDistinctEmptyDatabases(t *testing.T) {
+	a, b := connect(t, NewDatabase(t)), connect(t, NewDatabase(t))
+	nameA := queryRow[string](t, a, "SELECT current_database()")
+	nameB := queryRow[string](t, b, "SELECT current_database()")
+	if nameA == nameB || nameA == "postgres" || nameB == "postgres" {
+		t.Fatalf("databases %q and %q: want two new, distinct ones", nameA, nameB)
+	}
+	for _, conn := range []*pgx.Conn{a, b} {
+		if n := queryRow[int](t, conn, "SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace"); n != 0 {
+			t.Fatalf("a new database has %d relations in public, want 0", n)
+		}
+	}
+
+	if _, err := a.Exec(t.Context(), "CREATE TABLE charges (id int PRIMARY KEY); INSERT INTO charges VALUES (1), (2)"); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryRow[int](t, a, "SELECT count(*) FROM charges"); n != 2 {
+		t.Fatalf("charges has %d rows in %s, want 2", n, nameA)
+	}
+	if absent := queryRow[bool](t, b, "SELECT to_regclass('public.charges') IS NULL"); !absent {
+		t.Fatalf("table charges, created in %s, exists in %s too", nameA, nameB)
+	}
+}
+
+func TestNewDatabaseIsDroppedAtCleanup(t *testing.T) {
+	admin := connect(t, Shared(t).DSN())
+	const exists = "SELECT count(*) FROM pg_database WHERE datname = $1"
+	var name string
+	var left *pgx.Conn // left open by the subtest: the drop must end it
+	t.Run("user", func(t *testing.T) {
+		conn, err := pgx.Connect(t.Context(), NewDatabase(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		left = conn
+		name = queryRow[string](t, conn, "SELECT current_database()")
+		if n := queryRow[int](t, admin, exists, name); n != 1 {
+			t.Fatalf("database %s: %d rows in pg_database, want 1", name, n)
+		}
+	})
+	if left == nil {
+		t.FailNow()
+	}
+	defer left.Close(context.Background())
+	if n := queryRow[int](t, admin, exists, name); n != 0 {
+		t.Fatalf("database %s still exists after its test ended", name)
+	}
+	if err := left.Ping(t.Context()); err == nil {
+		t.Fatalf("a connection to the dropped database %s still works", name)
+	}
+}
+
+func TestKillLosesNothingCommitted(t *testing.T) {
+	s := Own(t)
+	dsn, port := s.DSN(), s.Port()
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(t.Context(), `CREATE TABLE charges (id int PRIMARY KEY, amount int NOT NULL);
+		INSERT INTO charges SELECT i, i * 100 FROM generate_series(1, 1000) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(t.Context())
+
+	if err := s.Kill(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(t.Context(), dsn); err == nil {
+		t.Fatal("the server answers after Kill")
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if s.DSN() != dsn || s.Port() != port {
+		t.Fatalf("after Start: DSN %s port %d, want %s and %d as before", s.DSN(), s.Port(), dsn, port)
+	}
+	log, err := os.ReadFile(s.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "automatic recovery in progress") {
+		t.Fatalf("the server log shows no crash recovery after Kill:\n%s", log)
+	}
+
+	conn = connect(t, dsn)
+	if n := queryRow[int](t, conn, "SELECT count(*) FROM charges"); n != 1000 {
+		t.Fatalf("after Kill and Start, %d charges, want 1000", n)
+	}
+	if sum := queryRow[int64](t, conn, "SELECT sum(amount) FROM charges"); sum != 100*1000*1001/2 {
+		t.Fatalf("after Kill and Start, charges sum to %d, want %d", sum, 100*1000*1001/2)
+	}
+}
+
+func TestStopStartAndClose(t *testing.T) {
+	ctx := t.Context()
+	s, err := Start(ctx)
+	if errors.Is(err, ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(ctx); err == nil {
+		t.Fatal("Stop of a stopped server succeeded")
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(ctx, s.DSN()); err != nil {
+		t.Fatalf("after Stop and Start: %v", err)
+	}
+	s.Close()
+	s.Close()
+	if _, err := os.Stat(s.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("after Close, %s: %v, want it gone", s.dir, err)
+	}
+	if err := ping(ctx, s.DSN()); err == nil {
+		t.Fatal("the server answers after Close")
+	}
+}
+
+func TestStartWithoutBinaries(t *testing.T) {
+	t.Setenv(envBin, t.TempDir())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	s, err := Start(ctx)
+	if !errors.Is(err, ErrUnavailable) {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("Start with an empty IDEM_PG_BIN: %v, want ErrUnavailable", err)
+	}
+}
+
+func TestChoose(t *testing.T) {
+	present := func(string) error { return nil }
+	missing := func(bin string) error { return errors.New("PostgreSQL 15 not found at " + bin) }
+	tests := []struct {
+		name  string
+		env   map[string]string
+		own   bool
+		probe func(string) error
+		want  choice
+	}{
+		{"binaries", nil, false, present, choice{verdict: startLocal}},
+		{"binaries, own", nil, true, present, choice{verdict: startLocal}},
+		{"dsn", map[string]string{envDSN: "postgres://x/y"}, false, missing,
+			choice{verdict: useExternal, dsn: "postgres://x/y"}},
+		{"dsn, own", map[string]string{envDSN: "postgres://x/y"}, true, present,
+			choice{verdict: skipTest, reason: "pgtest: this test kills or restarts PostgreSQL and cannot do that to the server at IDEM_PG_DSN; skipping (CI=true makes it start its own)"}},
+		{"dsn, own, CI", map[string]string{envDSN: "postgres://x/y", envCI: "true"}, true, present,
+			choice{verdict: startLocal}},
+		{"dsn, own, CI, no binaries", map[string]string{envDSN: "postgres://x/y", envCI: "true"}, true, missing,
+			choice{verdict: failTest, reason: "pgtest: PostgreSQL 15 not found at /usr/lib/postgresql/15/bin; under CI=true this test needs a server of its own even with IDEM_PG_DSN set"}},
+		{"no binaries", nil, false, missing,
+			choice{verdict: skipTest, reason: "pgtest: PostgreSQL 15 not found at /usr/lib/postgresql/15/bin and IDEM_PG_DSN unset; skipping (CI=true makes this a failure)"}},
+		{"no binaries, CI", map[string]string{envCI: "true"}, false, missing,
+			choice{verdict: failTest, reason: "pgtest: PostgreSQL 15 not found at /usr/lib/postgresql/15/bin and IDEM_PG_DSN unset; failing since CI=true"}},
+		{"no binaries, own, CI=false", map[string]string{envCI: "false"}, true, missing,
+			choice{verdict: skipTest, reason: "pgtest: PostgreSQL 15 not found at /usr/lib/postgresql/15/bin and IDEM_PG_DSN unset; skipping (CI=true makes this a failure)"}},
+		{"IDEM_PG_BIN", map[string]string{envBin: "/opt/pg/bin"}, false, missing,
+			choice{verdict: skipTest, reason: "pgtest: PostgreSQL 15 not found at /opt/pg/bin and IDEM_PG_DSN unset; skipping (CI=true makes this a failure)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := choose(func(k string) string { return tt.env[k] }, tt.own, tt.probe)
+			if got != tt.want {
+				t.Fatalf("choose:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWithDatabase(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable": "postgres://postgres@127.0.0.1:5432/pgtest_x?sslmode=disable",
+		"postgresql://u:p@h/db":   "postgresql://u:p@h/pgtest_x",
+		"host=h user=u dbname=db": "host=h user=u dbname=db dbname=pgtest_x",
+		"postgres://h:port/db":    "",
+	} {
+		got, err := withDatabase(dsn, "pgtest_x")
+		if want == "" {
+			if err == nil {
+				t.Errorf("withDatabase(%q) = %q, want an error", dsn, got)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("withDatabase(%q) = %q, %v; want %q", dsn, got, err, want)
+		}
+		if _, err := pgx.ParseConfig(got); err != nil {
+			t.Errorf("withDatabase(%q) = %q: %v", dsn, got, err)
+		}
+	}
+	if cfg, _ := pgx.ParseConfig("host=h dbname=db dbname=pgtest_x"); cfg.Database != "pgtest_x" {
+		t.Errorf("a repeated dbname gives database %q, want the last", cfg.Database)
+	}
+}
+
+func TestDatabaseName(t *testing.T) {
+	a, b := databaseName("TestX/sub-case_with a very long name indeed, longer than thirty"), databaseName("TestX")
+	if a == b || len(a) > 63 || !strings.HasPrefix(a, "pgtest_testx_sub_case_with_a_very_lon_") {
+		t.Fatalf("databaseName: %q and %q", a, b)
+	}
+	for _, r := range a {
+		if !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '_') {
+			t.Fatalf("databaseName: %q has %q", a, r)
+		}
+	}
+}

@@ -1,0 +1,348 @@
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrUnavailable is wrapped by the error of Start when PostgreSQL cannot be
+// run here: its binaries are missing or, as root, there is no postgres user
+// or no runuser to run them as that user.
+var ErrUnavailable = errors.New("pgtest: PostgreSQL unavailable")
+
+// errNotOwned is returned by the methods that stop or start a server that
+// this process connects to but did not start (IDEM_PG_DSN).
+var errNotOwned = errors.New("pgtest: the server at " + envDSN + " is not owned by this process")
+
+const (
+	// defaultStartTimeout bounds Start and Server.Start when their context
+	// has no deadline.
+	defaultStartTimeout = 60 * time.Second
+
+	// closeTimeout bounds Close, which has no context.
+	closeTimeout = 30 * time.Second
+
+	// logTailLines is how much of the server log a failed start quotes.
+	logTailLines = 20
+)
+
+// settings are appended to postgresql.conf after initdb. fsync stays on:
+// crash tests kill the server and count on what it committed.
+const settings = `
+# pgtest
+listen_addresses = '127.0.0.1'
+port = %d
+unix_socket_directories = ''
+max_connections = 200
+shared_buffers = 32MB
+fsync = on
+synchronous_commit = on
+`
+
+// A Server is a PostgreSQL server that a test started (Start, Own, Shared)
+// or, for Shared under IDEM_PG_DSN, one it connects to. Its methods are
+// safe for concurrent use.
+type Server struct {
+	dsn      string
+	port     int
+	external bool // IDEM_PG_DSN: nothing to stop, start or remove
+
+	bin     string   // directory of initdb and pg_ctl
+	asUser  []string // prefix that runs a binary as the postgres user, or nil
+	dir     string   // temporary directory holding data and the log
+	dataDir string
+	logPath string
+
+	mu     sync.Mutex // serializes Stop, Kill, Start and Close
+	closed bool
+}
+
+// Start initializes a cluster in a new temporary directory and starts a
+// server on it, returning once the server accepts connections. It waits no
+// longer than ctx allows, or a minute when ctx has no deadline. The error
+// wraps ErrUnavailable when PostgreSQL cannot be run here. The caller must
+// Close the server.
+func Start(ctx context.Context) (*Server, error) {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+
+	bin := binDir(os.Getenv)
+	asUser, owner, err := probe(bin)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	dir, err := os.MkdirTemp(tempBase(owner != nil), "pgtest-")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	s := &Server{
+		bin:     bin,
+		asUser:  asUser,
+		dir:     dir,
+		dataDir: filepath.Join(dir, "data"),
+		logPath: filepath.Join(dir, "server.log"),
+	}
+	if err := s.init(ctx, owner); err != nil {
+		return nil, errors.Join(err, s.close())
+	}
+	if err := s.Start(ctx); err != nil {
+		return nil, errors.Join(err, s.close())
+	}
+	return s, nil
+}
+
+// init runs initdb in s.dir, given to owner first when it is not nil, and
+// picks the port.
+func (s *Server) init(ctx context.Context, owner *user.User) error {
+	if owner != nil {
+		uid, err1 := strconv.Atoi(owner.Uid)
+		gid, err2 := strconv.Atoi(owner.Gid)
+		if err := errors.Join(err1, err2); err != nil {
+			return fmt.Errorf("pgtest: user %s: %w", owner.Username, err)
+		}
+		if err := os.Chown(s.dir, uid, gid); err != nil {
+			return fmt.Errorf("pgtest: %w", err)
+		}
+	}
+	if err := s.run(ctx, "initdb", "-D", s.dataDir, "--auth=trust", "-U", "postgres",
+		"--no-sync", "-E", "UTF8", "--locale=C", "--no-instructions"); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.port = port
+	s.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	f, err := os.OpenFile(filepath.Join(s.dataDir, "postgresql.conf"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	_, err = fmt.Fprintf(f, settings, port)
+	return errors.Join(err, f.Close())
+}
+
+// DSN returns a postgres:// URL for the postgres database of s, as the
+// superuser postgres (under IDEM_PG_DSN, that DSN as given).
+func (s *Server) DSN() string { return s.dsn }
+
+// Port returns the TCP port s listens on, on 127.0.0.1. It stays the same
+// across Stop and Start.
+func (s *Server) Port() int { return s.port }
+
+// Start starts s again, on the same data directory and port, after Stop or
+// Kill, and returns once it accepts connections. After Kill that includes
+// crash recovery. It waits no longer than ctx allows, or a minute when ctx
+// has no deadline.
+func (s *Server) Start(ctx context.Context) error {
+	if s.external {
+		return errNotOwned
+	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("pgtest: Start of a closed server")
+	}
+	if err := s.run(ctx, "pg_ctl", "start", "-w", "-t", waitSeconds(ctx), "-D", s.dataDir, "-l", s.logPath); err != nil {
+		return fmt.Errorf("%w\n%s", err, s.logTail())
+	}
+	if err := waitReady(ctx, s.dsn); err != nil {
+		return fmt.Errorf("%w\n%s", err, s.logTail())
+	}
+	return nil
+}
+
+// Stop shuts s down cleanly (pg_ctl stop -m fast): open sessions are
+// ended and their transactions rolled back, and a checkpoint is written.
+func (s *Server) Stop(ctx context.Context) error { return s.stop(ctx, "fast") }
+
+// Kill stops s the way a crash would (pg_ctl stop -m immediate): no
+// checkpoint, so the next Start runs crash recovery from the WAL. What s
+// committed before Kill survives it.
+func (s *Server) Kill(ctx context.Context) error { return s.stop(ctx, "immediate") }
+
+func (s *Server) stop(ctx context.Context, mode string) error {
+	if s.external {
+		return errNotOwned
+	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("pgtest: stop of a closed server")
+	}
+	return s.run(ctx, "pg_ctl", "stop", "-w", "-t", waitSeconds(ctx), "-m", mode, "-D", s.dataDir)
+}
+
+// Close stops s if it is running and removes its temporary directory. It
+// is safe to call more than once; under IDEM_PG_DSN it does nothing.
+func (s *Server) Close() { _ = s.close() }
+
+// close is Close, returning what went wrong.
+func (s *Server) close() error {
+	if s.external {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	var err error
+	// The postmaster removes its pid file whenever it exits, short of
+	// SIGKILL; with no pid file there is nothing to stop.
+	if _, statErr := os.Stat(filepath.Join(s.dataDir, "postmaster.pid")); statErr == nil {
+		if err = s.run(ctx, "pg_ctl", "stop", "-w", "-m", "fast", "-D", s.dataDir); err != nil {
+			err = errors.Join(err, s.run(ctx, "pg_ctl", "stop", "-w", "-m", "immediate", "-D", s.dataDir))
+		}
+	}
+	if rmErr := os.RemoveAll(s.dir); rmErr != nil {
+		err = errors.Join(err, fmt.Errorf("pgtest: %w", rmErr))
+	}
+	return err
+}
+
+// run runs the binary name of s.bin with args, as the postgres user when
+// this process is root, in s.dir. Its error names the command and quotes
+// its output.
+func (s *Server) run(ctx context.Context, name string, args ...string) error {
+	argv := append(append(append([]string(nil), s.asUser...), filepath.Join(s.bin, name)), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = s.dir
+	// Under runuser, killing the command on ctx does not kill pg_ctl; do
+	// not wait for it to let go of the output pipe.
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgtest: %s: %w\n%s", strings.Join(argv, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// logTail returns the last lines of the server log, for errors.
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(s.logPath)
+	if err != nil {
+		return fmt.Sprintf("(server log: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > logTailLines {
+		lines = lines[len(lines)-logTailLines:]
+	}
+	return "last lines of " + s.logPath + ":\n" + strings.Join(lines, "\n")
+}
+
+// probe reports why PostgreSQL cannot be run from bin, in a phrase, or
+// nil when it can. As root it also returns the command prefix that runs a
+// binary as the postgres user, and that user.
+func probe(bin string) (asUser []string, owner *user.User, err error) {
+	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
+		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
+			return nil, nil, fmt.Errorf("PostgreSQL 15 not found at %s", bin)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return nil, nil, nil
+	}
+	owner, err = user.Lookup("postgres")
+	if err != nil {
+		return nil, nil, errors.New("running as root with no postgres user to run PostgreSQL as")
+	}
+	runuser, err := exec.LookPath("runuser")
+	if err != nil {
+		return nil, nil, errors.New("running as root with no runuser to run PostgreSQL as postgres")
+	}
+	return []string{runuser, "-u", "postgres", "--"}, owner, nil
+}
+
+// tempBase returns the directory for the temporary directories: the usual
+// one, unless another user must reach into it (forOther) and cannot.
+func tempBase(forOther bool) string {
+	base := os.TempDir()
+	if !forOther {
+		return base
+	}
+	for dir := base; ; dir = filepath.Dir(dir) {
+		if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return "/tmp"
+		}
+		if dir == filepath.Dir(dir) {
+			return base
+		}
+	}
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: finding a free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
+}
+
+// waitReady returns once the server at dsn accepts a connection and
+// answers on it, or when ctx ends.
+func waitReady(ctx context.Context, dsn string) error {
+	const pause = 50 * time.Millisecond
+	for {
+		err := ping(ctx, dsn)
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("pgtest: server not accepting connections: %w (last attempt: %v)", context.Cause(ctx), err)
+		case <-t.C:
+		}
+	}
+}
+
+// ping connects to dsn, checks the connection and closes it.
+func ping(ctx context.Context, dsn string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	return errors.Join(conn.Ping(ctx), conn.Close(ctx))
+}
+
+// withDefaultTimeout bounds ctx by defaultStartTimeout when it has no
+// deadline.
+func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, defaultStartTimeout)
+}
+
+// waitSeconds is pg_ctl's -t for ctx: the whole seconds left, at least 1.
+func waitSeconds(ctx context.Context) string {
+	d, _ := ctx.Deadline()
+	return strconv.Itoa(max(1, int(math.Ceil(time.Until(d).Seconds()))))
+}
