@@ -1,0 +1,9 @@
+package idem
+
+import "time"
+
+// NewMemoryJournal returns the journal a Client without Config.Journal
+// keeps, for the conformance suite.
+func NewMemoryJournal(keyTTL time.Duration) Journal {
+	return newMemoryJournalWithOptions(JournalOptions{KeyTTL: keyTTL})
+}

@@ -1,0 +1,493 @@
+// Package journaltest is the conformance suite of idem.Journal: every rule
+// the client relies on a journal for, run against each backend (the file
+// journal, the Client's in-memory journal and the PostgreSQL journal) so
+// that they cannot drift apart. The rules are C2, C3, C11, J8 and F1 to F5
+// of DESIGN.md, as far as one process can observe them.
+package journaltest
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// Backend is a journal under test.
+type Backend struct {
+	// Journal is a fresh, empty journal whose keys live KeyTTL.
+	Journal idem.Journal
+	// Reopen closes Journal and opens it again over the same storage, as
+	// the next process would; nil for a journal that keeps nothing.
+	Reopen func(t *testing.T) idem.Journal
+}
+
+// Open returns a fresh Backend whose journal's KeyTTL is keyTTL.
+type Open func(t *testing.T, keyTTL time.Duration) Backend
+
+// Run runs the suite against the backends open returns.
+func Run(t *testing.T, open Open) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
+	}
+}
+
+var cases = []struct {
+	name string
+	run  func(t *testing.T, open Open)
+}{
+	{"BeginIsReadBackWhole", testBeginIsReadBackWhole},
+	{"CompleteIsReadBackWhole", testCompleteIsReadBackWhole},
+	{"EmptyOutcomeReadsBackAsNil", testEmptyOutcomeReadsBackAsNil},
+	{"AnIntentIsRecordedOnce", testAnIntentIsRecordedOnce},
+	{"AnOutcomeNeedsAnIntent", testAnOutcomeNeedsAnIntent},
+	{"InvalidOperationsAreRefused", testInvalidOperationsAreRefused},
+	{"ClaimOfACompletedOperation", testClaimOfACompletedOperation},
+	{"ReleaseWithoutBeginLeavesNothing", testReleaseWithoutBeginLeavesNothing},
+	{"ListingsSelectAndOrder", testListingsSelectAndOrder},
+	{"ExpiryFollowsKeyTTL", testExpiryFollowsKeyTTL},
+	{"OneClaimAtATime", testOneClaimAtATime},
+	{"ClaimWaitsWithinItsContext", testClaimWaitsWithinItsContext},
+	{"ReopenKeepsEverything", testReopenKeepsEverything},
+}
+
+const ttl = time.Hour
+
+// intent returns a pending operation named id, created at created.
+func intent(id string, created time.Time) idem.Operation {
+	return idem.Operation{
+		ID: id, Key: "key-" + id, Fingerprint: sha256.Sum256([]byte(id)),
+		Method: http.MethodPost, URL: "https://api.example/charges/" + id,
+		Created: created.Truncate(time.Microsecond).Add(123), // nanoseconds survive
+		State:   idem.Pending,
+	}
+}
+
+// outcome returns op completed with the given status and a body.
+func outcome(op idem.Operation, status int) idem.Operation {
+	op.State, op.Status = idem.Done, status
+	if status >= 400 {
+		op.State = idem.Rejected
+	}
+	op.Completed = op.Created.Add(1500 * time.Millisecond)
+	op.Header = http.Header{"Content-Type": {"application/json"}, "X-Many": {"a", "b"}}
+	op.Body = []byte(`{"id":"` + op.ID + `"}`)
+	return op
+}
+
+// claim claims id, failing t on error.
+func claim(t *testing.T, j idem.Journal, id string) idem.Claim {
+	t.Helper()
+	c, err := j.Claim(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Claim(%q): %v", id, err)
+	}
+	return c
+}
+
+// begin claims op.ID, records op's intent and releases the claim.
+func begin(t *testing.T, j idem.Journal, op idem.Operation) {
+	t.Helper()
+	c := claim(t, j, op.ID)
+	defer c.Release()
+	if err := c.Begin(context.Background(), op); err != nil {
+		t.Fatalf("Begin(%q): %v", op.ID, err)
+	}
+}
+
+// complete claims op.ID, records op's outcome and releases the claim.
+func complete(t *testing.T, j idem.Journal, op idem.Operation) {
+	t.Helper()
+	c := claim(t, j, op.ID)
+	defer c.Release()
+	if err := c.Complete(context.Background(), op); err != nil {
+		t.Fatalf("Complete(%q): %v", op.ID, err)
+	}
+}
+
+// lookup returns what j holds for id, failing t on error.
+func lookup(t *testing.T, j idem.Journal, id string) (idem.Operation, bool) {
+	t.Helper()
+	op, ok, err := j.Lookup(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Lookup(%q): %v", id, err)
+	}
+	return op, ok
+}
+
+// list returns j's listing, failing t on error.
+func list(t *testing.T, j idem.Journal, which idem.Listing) []idem.Operation {
+	t.Helper()
+	ops, err := j.List(context.Background(), which)
+	if err != nil {
+		t.Fatalf("List(%s): %v", which, err)
+	}
+	return ops
+}
+
+// same fails t unless got equals want in every field.
+func same(t *testing.T, what string, got, want idem.Operation) {
+	t.Helper()
+	if d := diff(got, want); d != "" {
+		t.Fatalf("%s: %s\n got %+v\nwant %+v", what, d, got, want)
+	}
+}
+
+// diff names the first field in which got and want differ, or "".
+func diff(got, want idem.Operation) string {
+	switch {
+	case got.ID != want.ID || got.Key != want.Key || got.Fingerprint != want.Fingerprint:
+		return "ID, key or fingerprint differ"
+	case got.Method != want.Method || got.URL != want.URL:
+		return "method or URL differ"
+	case !got.Created.Equal(want.Created) || got.Created.Location() != time.UTC:
+		return fmt.Sprintf("created %v, want %v in UTC", got.Created, want.Created)
+	case got.State != want.State:
+		return fmt.Sprintf("state %s, want %s", got.State, want.State)
+	case !got.Completed.Equal(want.Completed) || (!got.Completed.IsZero() && got.Completed.Location() != time.UTC):
+		return fmt.Sprintf("completed %v, want %v in UTC", got.Completed, want.Completed)
+	case got.Status != want.Status || got.BodyTruncated != want.BodyTruncated || got.HeaderTruncated != want.HeaderTruncated:
+		return "status or truncation flags differ"
+	case !equalHeader(got.Header, want.Header) || (got.Header == nil) != (len(want.Header) == 0):
+		return fmt.Sprintf("header %v, want %v", got.Header, want.Header)
+	case string(got.Body) != string(want.Body) || (got.Body == nil) != (len(want.Body) == 0):
+		return fmt.Sprintf("body %q, want %q", got.Body, want.Body)
+	}
+	return ""
+}
+
+func equalHeader(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// ids returns the IDs of ops, in order.
+func ids(ops []idem.Operation) []string {
+	out := make([]string, len(ops))
+	for i, op := range ops {
+		out[i] = op.ID
+	}
+	return out
+}
+
+func testBeginIsReadBackWhole(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	c := claim(t, j, "op")
+	if _, ok := c.Operation(); ok {
+		t.Fatal("a claim on a new ID found an operation")
+	}
+	op := intent("op", j.Now())
+	if err := c.Begin(context.Background(), op); err != nil {
+		t.Fatal(err)
+	}
+	// C2/F1: the intent is readable by anyone as soon as Begin returns.
+	got, ok := lookup(t, j, "op")
+	if !ok {
+		t.Fatal("Lookup does not find an operation whose Begin returned")
+	}
+	same(t, "after Begin", got, op)
+	c.Release()
+	c = claim(t, j, "op")
+	defer c.Release()
+	got, ok = c.Operation()
+	if !ok {
+		t.Fatal("the next claim does not find the operation")
+	}
+	same(t, "the next claim's Operation", got, op)
+}
+
+func testCompleteIsReadBackWhole(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	for i, status := range []int{201, 422} {
+		op := intent(fmt.Sprint("op-", i), j.Now())
+		c := claim(t, j, op.ID)
+		if err := c.Begin(context.Background(), op); err != nil {
+			t.Fatal(err)
+		}
+		done := outcome(op, status)
+		done.HeaderTruncated = status >= 400
+		if err := c.Complete(context.Background(), done); err != nil {
+			t.Fatal(err)
+		}
+		c.Release()
+		got, _ := lookup(t, j, op.ID)
+		same(t, fmt.Sprintf("completed with %d", status), got, done)
+	}
+}
+
+func testEmptyOutcomeReadsBackAsNil(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	op := intent("op", j.Now())
+	begin(t, j, op)
+	done := op
+	done.State, done.Status, done.Completed, done.BodyTruncated = idem.Done, 204, op.Created.Add(time.Second), true
+	done.Header = http.Header{}
+	complete(t, j, done)
+	got, _ := lookup(t, j, "op")
+	done.Header = nil
+	same(t, "an empty header and a body not recorded", got, done)
+}
+
+func testAnIntentIsRecordedOnce(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	op := intent("op", j.Now())
+	begin(t, j, op)
+	c := claim(t, j, "op")
+	defer c.Release()
+	other := op
+	other.Key = "another-key"
+	if err := c.Begin(context.Background(), other); !errors.Is(err, idem.ErrOperationExists) {
+		t.Fatalf("a second Begin of one ID: %v, want ErrOperationExists", err)
+	}
+	if got, _ := lookup(t, j, "op"); got.Key != op.Key {
+		t.Fatalf("key %q after a refused second Begin, want %q", got.Key, op.Key)
+	}
+}
+
+func testAnOutcomeNeedsAnIntent(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	c := claim(t, j, "op")
+	defer c.Release()
+	if err := c.Complete(context.Background(), outcome(intent("op", j.Now()), 200)); !errors.Is(err, idem.ErrNoSuchOperation) {
+		t.Fatalf("Complete without an intent: %v, want ErrNoSuchOperation", err)
+	}
+	if _, ok := lookup(t, j, "op"); ok {
+		t.Fatal("an outcome without an intent was recorded")
+	}
+}
+
+func testInvalidOperationsAreRefused(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	now := j.Now()
+	intents := map[string]func(*idem.Operation){
+		"no key":           func(op *idem.Operation) { op.Key = "" },
+		"state done":       func(op *idem.Operation) { op.State = idem.Done },
+		"an outcome field": func(op *idem.Operation) { op.Status = 200 },
+		"another ID":       func(op *idem.Operation) { op.ID = "elsewhere" },
+	}
+	for what, change := range intents {
+		op := intent("op", now)
+		change(&op)
+		c := claim(t, j, "op")
+		err := c.Begin(context.Background(), op)
+		c.Release()
+		if !errors.Is(err, idem.ErrInvalidOperation) {
+			t.Errorf("Begin with %s: %v, want ErrInvalidOperation", what, err)
+		}
+	}
+	if ops := list(t, j, idem.ListAll); len(ops) != 0 {
+		t.Fatalf("refused intents left %d operations", len(ops))
+	}
+	op := intent("op", now)
+	begin(t, j, op)
+	outcomes := map[string]func(*idem.Operation){
+		"state pending": func(o *idem.Operation) { o.State = idem.Pending },
+		"status 1000":   func(o *idem.Operation) { o.Status = 1000 },
+		"a kept body marked truncated": func(o *idem.Operation) {
+			o.BodyTruncated = true
+		},
+	}
+	for what, change := range outcomes {
+		o := outcome(op, 200)
+		change(&o)
+		c := claim(t, j, "op")
+		err := c.Complete(context.Background(), o)
+		c.Release()
+		if !errors.Is(err, idem.ErrInvalidOperation) {
+			t.Errorf("Complete with %s: %v, want ErrInvalidOperation", what, err)
+		}
+	}
+	if got, _ := lookup(t, j, "op"); got.State != idem.Pending {
+		t.Fatalf("state %s after refused outcomes, want pending", got.State)
+	}
+}
+
+func testClaimOfACompletedOperation(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	op := intent("op", j.Now())
+	begin(t, j, op)
+	done := outcome(op, 200)
+	complete(t, j, done)
+	c := claim(t, j, "op")
+	defer c.Release()
+	got, ok := c.Operation()
+	if !ok {
+		t.Fatal("a claim on a completed operation does not find it")
+	}
+	same(t, "claim of a completed operation", got, done)
+}
+
+func testReleaseWithoutBeginLeavesNothing(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	claim(t, j, "op").Release()
+	if _, ok := lookup(t, j, "op"); ok {
+		t.Fatal("a claim released without Begin left an operation")
+	}
+	if ops := list(t, j, idem.ListAll); len(ops) != 0 {
+		t.Fatalf("a claim released without Begin left %d listed operations", len(ops))
+	}
+	op := intent("op", j.Now())
+	begin(t, j, op) // the ID is free for the next claim
+	got, _ := lookup(t, j, "op")
+	same(t, "Begin after an empty claim", got, op)
+}
+
+func testListingsSelectAndOrder(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	now := j.Now()
+	// Equal Created times are ordered by the IDs' bytes: "B" before "a",
+	// whatever a database's collation says.
+	p1, p2, p3 := intent("a", now), intent("B", now), intent("c", now.Add(-time.Minute))
+	expired := intent("old", now.Add(-2*ttl))
+	d := intent("done", now.Add(-2*time.Minute))
+	r := intent("rejected", now.Add(-3*time.Minute))
+	for _, op := range []idem.Operation{p1, p2, p3, expired, d, r} {
+		begin(t, j, op)
+	}
+	complete(t, j, outcome(d, 200))
+	complete(t, j, outcome(r, 409))
+	want := map[idem.Listing][]string{
+		idem.ListAll:       {"old", "rejected", "done", "c", "B", "a"},
+		idem.ListPending:   {"c", "B", "a"},
+		idem.ListExpired:   {"old"},
+		idem.ListCompleted: {"rejected", "done"},
+	}
+	for which, w := range want {
+		if got := ids(list(t, j, which)); !slices.Equal(got, w) {
+			t.Errorf("List(%s) = %q, want %q", which, got, w)
+		}
+	}
+}
+
+func testExpiryFollowsKeyTTL(t *testing.T, open Open) {
+	const short = 2 * time.Second
+	j := open(t, short).Journal
+	if j.KeyTTL() != short {
+		t.Fatalf("KeyTTL() = %s, want %s", j.KeyTTL(), short)
+	}
+	now := j.Now()
+	young, old := intent("young", now), intent("old", now.Add(-short-time.Millisecond))
+	begin(t, j, young)
+	begin(t, j, old)
+	if got := ids(list(t, j, idem.ListExpired)); !slices.Equal(got, []string{"old"}) {
+		t.Fatalf("expired %q, want [old]", got)
+	}
+	if got := ids(list(t, j, idem.ListPending)); !slices.Equal(got, []string{"young"}) {
+		t.Fatalf("pending %q, want [young]", got)
+	}
+	// A completed operation never expires.
+	complete(t, j, outcome(old, 200))
+	if got := list(t, j, idem.ListExpired); len(got) != 0 {
+		t.Fatalf("a completed operation is listed as expired: %q", ids(got))
+	}
+}
+
+func testOneClaimAtATime(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	const n = 8
+	var (
+		inside, most atomic.Int32
+		began        atomic.Int32
+		wg           sync.WaitGroup
+		errs         = make(chan error, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := j.Claim(context.Background(), "op")
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Release()
+			if k := inside.Add(1); k > most.Load() {
+				most.Store(k)
+			}
+			defer inside.Add(-1)
+			if _, ok := c.Operation(); !ok {
+				op := intent("op", j.Now())
+				op.Key = fmt.Sprint("key-of-", i)
+				if err := c.Begin(context.Background(), op); err != nil {
+					errs <- err
+					return
+				}
+				began.Add(1)
+			}
+			time.Sleep(time.Millisecond) // hold the claim while others try
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if most.Load() != 1 || began.Load() != 1 {
+		t.Fatalf("%d claims held at once and %d intents begun, want 1 and 1", most.Load(), began.Load())
+	}
+}
+
+func testClaimWaitsWithinItsContext(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	held := claim(t, j, "op")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if c, err := j.Claim(ctx, "op"); !errors.Is(err, context.DeadlineExceeded) {
+		if c != nil {
+			c.Release()
+		}
+		t.Fatalf("Claim of a held operation: %v, want an error matching context.DeadlineExceeded", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		c, err := j.Claim(context.Background(), "op")
+		if err == nil {
+			c.Release()
+		}
+		got <- err
+	}()
+	held.Release()
+	if err := <-got; err != nil {
+		t.Fatalf("Claim after the holder released: %v", err)
+	}
+}
+
+func testReopenKeepsEverything(t *testing.T, open Open) {
+	b := open(t, ttl)
+	if b.Reopen == nil {
+		return // a journal that keeps nothing has nothing to reopen
+	}
+	j := b.Journal
+	p := intent("pending", j.Now())
+	d := intent("done", j.Now().Add(time.Millisecond))
+	begin(t, j, p)
+	begin(t, j, d)
+	done := outcome(d, 201)
+	complete(t, j, done)
+	j = b.Reopen(t)
+	got := list(t, j, idem.ListAll)
+	if len(got) != 2 {
+		t.Fatalf("%d operations after reopening, want 2", len(got))
+	}
+	same(t, "pending after reopening", got[0], p)
+	same(t, "done after reopening", got[1], done)
+	c := claim(t, j, "pending")
+	defer c.Release()
+	if op, ok := c.Operation(); !ok || op.Key != p.Key {
+		t.Fatalf("the pending operation resumes under %q, want %q", op.Key, p.Key)
+	}
+}

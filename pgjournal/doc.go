@@ -1,0 +1,42 @@
+// Package pgjournal keeps idem's journal in PostgreSQL, so that every
+// machine of a fleet shares operations, keys and outcomes: a Kubernetes Job
+// rescheduled to another node, an autoscaled worker pool, or a queue
+// consumer whose message is redelivered elsewhere resumes an operation
+// under the key the first machine minted, and answers a completed one from
+// its recorded outcome without sending it again.
+//
+//	j, err := pgjournal.Open(ctx, "postgres://idem@db/jobs", pgjournal.Options{})
+//	...
+//	c, err := idem.New(idem.Config{Journal: j})
+//
+// It keeps the rules of a shared journal, F1 to F6 (defined in DESIGN.md at
+// the repository's root):
+//
+//   - F1: an operation's intent row is committed before its first byte is
+//     sent, and a failed commit sends nothing (Claim.Begin).
+//   - F2: any machine opening the same database and namespace resumes a
+//     pending operation under its original key and answers a completed one
+//     from the recorded outcome.
+//   - F3: one sender at a time. A machine sends an operation only while it
+//     holds its lease (claim.go); another machine's Do of it waits, within
+//     its context, and returns a *idem.HeldError naming the holder if the
+//     context ends first. A dead holder's lease lapses after
+//     Options.LeaseTTL and the operation resumes elsewhere.
+//   - F4: expiry is judged by the database's clock (Journal.Now).
+//   - F5: every write carries the lease's fencing token: a machine whose
+//     lease was taken over cannot overwrite the next holder's outcome.
+//   - F6: when the database cannot be reached, Do fails before sending with
+//     an error matching idem.ErrJournalUnavailable, and works again once the
+//     database answers.
+//
+// The tables (schema.go) are created or upgraded on Open, or by Migrate
+// (`idem journal migrate URL`). The SQL runs unchanged on CockroachDB and
+// YugabyteDB, which is the way on when one PostgreSQL is no longer enough:
+// point the DSN at the distributed database, or split the fleet's work
+// into namespaces on separate PostgreSQL servers.
+//
+// Durability is PostgreSQL's: a commit is durable when it returns with
+// synchronous_commit on (the default). With streaming replicas, make the
+// commit synchronous to the standby you would fail over to, or a failover
+// can lose intents that were already sent.
+package pgjournal

@@ -1,0 +1,529 @@
+package pgjournal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/pgjournal"
+)
+
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int { return pgtest.Run(w.m) }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// openJournal opens the journal in dsn's database, closed when t ends.
+func openJournal(t testing.TB, dsn string, o pgjournal.Options) *pgjournal.Journal {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = quiet
+	}
+	j, err := pgjournal.Open(context.Background(), dsn, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+// exec runs sql on dsn's database.
+func exec(t testing.TB, dsn, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// TestConforms runs the journal conformance suite against the PostgreSQL
+// journal: each case in a namespace of its own, reopened as another
+// process (another pool, another owner) would open it.
+func TestConforms(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	var n atomic.Int64
+	journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
+		o := pgjournal.Options{Namespace: fmt.Sprint("conformance-", n.Add(1)), KeyTTL: keyTTL}
+		j := openJournal(t, dsn, o)
+		return journaltest.Backend{Journal: j, Reopen: func(t *testing.T) idem.Journal {
+			j.Close()
+			return openJournal(t, dsn, o)
+		}}
+	})
+}
+
+// server counts the requests of each key and answers 201, or what hold
+// says for a request.
+type server struct {
+	*httptest.Server
+	mu   sync.Mutex
+	keys map[string]int
+	hold func(r *http.Request) int // the status to answer, 0 for 201
+}
+
+func newServer(t *testing.T) *server {
+	s := &server{keys: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		s.mu.Lock()
+		s.keys[r.Header.Get("Idempotency-Key")]++
+		hold := s.hold
+		s.mu.Unlock()
+		status := http.StatusCreated
+		if hold != nil {
+			if st := hold(r); st != 0 {
+				status = st
+			}
+		}
+		w.WriteHeader(status)
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// requests returns the number of requests, and the keys they carried.
+func (s *server) requests() (n int, keys []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, c := range s.keys {
+		n += c
+		keys = append(keys, k)
+	}
+	return n, keys
+}
+
+func (s *server) post(t testing.TB, ctx context.Context) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/charges", strings.NewReader(`{"amount":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// client returns a Client of j that tries once per Do.
+func client(t testing.TB, j idem.Journal) *idem.Client {
+	t.Helper()
+	c, err := idem.New(idem.Config{Journal: j, MaxAttempts: 1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestIntentIsCommittedBeforeTheFirstByte is F1: when the server gets the
+// first attempt, another machine already reads the operation as pending
+// under the key the attempt carries; and an intent whose commit fails
+// sends nothing.
+func TestIntentIsCommittedBeforeTheFirstByte(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{})
+	other := openJournal(t, dsn, pgjournal.Options{})
+	srv := newServer(t)
+	var seen atomic.Value
+	srv.hold = func(r *http.Request) int {
+		op, ok, err := other.Lookup(r.Context(), "charge-1")
+		seen.Store(fmt.Sprintf("%v %v %v %v", ok, op.State, op.Key == r.Header.Get("Idempotency-Key"), err))
+		return 0
+	}
+	resp, err := client(t, a).Do("charge-1", srv.post(t, context.Background()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := seen.Load(); got != "true pending true <nil>" {
+		t.Fatalf("at the first byte, another machine read (found, state, same key, err) = %v; want true pending true <nil>", got)
+	}
+
+	// A commit that fails: the database refuses this one intent.
+	exec(t, dsn, `CREATE FUNCTION refuse_intent() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN RAISE EXCEPTION 'refused'; END $$`)
+	exec(t, dsn, `CREATE TRIGGER refuse_intent BEFORE UPDATE ON idem_operations
+		FOR EACH ROW WHEN (NEW.op_id = 'charge-2' AND NEW.state = 1) EXECUTE FUNCTION refuse_intent()`)
+	before, _ := srv.requests()
+	_, err = client(t, a).Do("charge-2", srv.post(t, context.Background()))
+	if err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("Do with a failed intent commit: %v, want the database's refusal", err)
+	}
+	if after, _ := srv.requests(); after != before {
+		t.Fatalf("%d requests sent for an intent that was not committed", after-before)
+	}
+	if _, ok, _ := other.Lookup(context.Background(), "charge-2"); ok {
+		t.Fatal("an intent whose commit failed is in the journal")
+	}
+}
+
+// TestAnotherMachineResumesAndReplays is F2: an operation left pending by
+// one machine is resumed by another under the same key; once done, a third
+// machine answers it from the journal with no request; another namespace is
+// another journal.
+func TestAnotherMachineResumesAndReplays(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	srv := newServer(t)
+	var fail atomic.Bool
+	fail.Store(true)
+	srv.hold = func(*http.Request) int {
+		if fail.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	}
+	a, b, c := openJournal(t, dsn, pgjournal.Options{}), openJournal(t, dsn, pgjournal.Options{}), openJournal(t, dsn, pgjournal.Options{})
+	_, err := client(t, a).Do("charge", srv.post(t, context.Background()))
+	var oe *idem.OutcomeError
+	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown {
+		t.Fatalf("first machine: %v, want an unknown outcome", err)
+	}
+	fail.Store(false)
+	resp, err := client(t, b).Do("charge", srv.post(t, context.Background()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	n, keys := srv.requests()
+	if n != 2 || len(keys) != 1 || keys[0] != oe.Key {
+		t.Fatalf("%d requests under keys %q; want 2 under the first machine's key %q", n, keys, oe.Key)
+	}
+	resp, err = client(t, c).Do("charge", srv.post(t, context.Background()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if m, _ := srv.requests(); m != 2 || !idem.Recorded(resp) || resp.StatusCode != http.StatusCreated || string(body) != `{"ok":true}` {
+		t.Fatalf("third machine: %d requests, recorded %v, %d %q; want 2, true, 201 and the recorded body", m, idem.Recorded(resp), resp.StatusCode, body)
+	}
+	other := openJournal(t, dsn, pgjournal.Options{Namespace: "elsewhere"})
+	if _, ok, err := other.Lookup(context.Background(), "charge"); ok || err != nil {
+		t.Fatalf("another namespace finds the operation (%v, %v)", ok, err)
+	}
+}
+
+// TestOneSenderAtATime is F3: while one machine's attempt of an operation
+// is in flight, another machine's Do of it waits; if its context ends
+// first it gets a *HeldError naming the holder, and otherwise it answers
+// from the outcome the holder recorded, with nothing sent.
+func TestOneSenderAtATime(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	srv := newServer(t)
+	inside, release := make(chan struct{}), make(chan struct{})
+	srv.hold = func(*http.Request) int {
+		close(inside)
+		<-release
+		return 0
+	}
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "machine-a"})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "machine-b"})
+	first := make(chan error, 1)
+	go func() {
+		resp, err := client(t, a).Do("charge", srv.post(t, context.Background()))
+		if err == nil {
+			resp.Body.Close()
+		}
+		first <- err
+	}()
+	<-inside
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := client(t, b).Do("charge", srv.post(t, ctx))
+	var held *idem.HeldError
+	if !errors.As(err, &held) || !errors.Is(err, idem.ErrClaimed) || !errors.Is(err, context.DeadlineExceeded) ||
+		held.Holder != "machine-a" || !held.Until.After(b.Now()) {
+		t.Fatalf("second machine's Do while the first sends: %v; want a *HeldError naming machine-a with a lease in the future", err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		resp, err := client(t, b).Do("charge", srv.post(t, context.Background()))
+		if err == nil {
+			if !idem.Recorded(resp) {
+				err = errors.New("the waiting Do did not answer from the journal")
+			}
+			resp.Body.Close()
+		}
+		second <- err
+	}()
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := srv.requests(); n != 1 {
+		t.Fatalf("%d requests, want 1", n)
+	}
+}
+
+// TestADeadHoldersLeaseLapses is F3's last part: a machine that dies with
+// the lease held (its connections gone, nothing released) holds up the
+// operation for LeaseTTL, after which another machine resumes it under the
+// same key.
+func TestADeadHoldersLeaseLapses(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	const lease = 500 * time.Millisecond
+	dead := openJournal(t, dsn, pgjournal.Options{LeaseTTL: lease, Owner: "dead"})
+	c, err := dead.Claim(context.Background(), "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := idem.Operation{ID: "charge", Key: "the-first-key", Method: "POST", URL: "http://x/charges", State: idem.Pending}
+	if err := c.Begin(context.Background(), op); err != nil {
+		t.Fatal(err)
+	}
+	diedAt := time.Now()
+	dead.Close() // the process dies: no renewal, no release reaches the database
+	defer c.Release()
+
+	next := openJournal(t, dsn, pgjournal.Options{LeaseTTL: lease})
+	c2, err := next.Claim(context.Background(), "charge")
+	took := time.Since(diedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Release()
+	got, ok := c2.Operation()
+	if !ok || got.Key != "the-first-key" || got.State != idem.Pending {
+		t.Fatalf("after the lapse the next machine finds %+v (%v); want the pending operation under the-first-key", got, ok)
+	}
+	if took < lease/2 || took > lease+2*time.Second {
+		t.Fatalf("takeover after %s, want about the lease (%s)", took, lease)
+	}
+	t.Logf("lease takeover after %s (LeaseTTL %s)", took, lease)
+}
+
+// TestExpiryByTheDatabasesClock is F4: a database whose clock runs two
+// hours ahead of this machine's (a shadowing clock_timestamp) makes a key
+// minted by this machine's clock an hour ago expired, for the listings and
+// for Do.
+func TestExpiryByTheDatabasesClock(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	exec(t, dsn, `CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE sql
+		AS $$ SELECT pg_catalog.clock_timestamp() + interval '2 hours' $$`)
+	skewed := dsn + "&options=-c%20search_path%3Dpublic,pg_catalog"
+	if !strings.Contains(dsn, "?") {
+		skewed = dsn + "?options=-c%20search_path%3Dpublic,pg_catalog"
+	}
+	j := openJournal(t, skewed, pgjournal.Options{KeyTTL: 90 * time.Minute})
+	if ahead := j.Now().Sub(time.Now()); ahead < 2*time.Hour-time.Minute || ahead > 2*time.Hour+time.Minute {
+		t.Fatalf("journal clock %s ahead of this machine's, want the database's 2h", ahead)
+	}
+	srv := newServer(t)
+	srv.hold = func(*http.Request) int { return http.StatusServiceUnavailable }
+	c := client(t, j) // no Config.Now: the journal's clock
+	if _, err := c.Do("charge", srv.post(t, context.Background())); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("first Do: %v, want an unknown outcome", err)
+	}
+	op, _, _ := j.Lookup(context.Background(), "charge")
+	if d := op.Created.Sub(time.Now()); d < 2*time.Hour-time.Minute {
+		t.Fatalf("key minted at %s, %s from this machine's clock; want the database's, 2h ahead", op.Created, d)
+	}
+	// Say this machine's clock had minted it an hour ago: fresh by this
+	// machine's clock (KeyTTL 90m), 3h old by the database's.
+	exec(t, skewed, `UPDATE idem_operations SET created_ns = $1`, time.Now().Add(-time.Hour).UnixNano())
+	ops, err := j.List(context.Background(), idem.ListExpired)
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("expired listing: %d operations (%v), want the one", len(ops), err)
+	}
+	if ops, _ := j.List(context.Background(), idem.ListPending); len(ops) != 0 {
+		t.Fatalf("pending listing holds %d operations, want none", len(ops))
+	}
+	if _, err := c.Do("charge", srv.post(t, context.Background())); !errors.Is(err, idem.ErrKeyExpired) {
+		t.Fatalf("Do of the operation: %v, want ErrKeyExpired", err)
+	}
+	if n, _ := srv.requests(); n != 1 {
+		t.Fatalf("%d requests, want only the first", n)
+	}
+}
+
+// TestALapsedHolderCannotOverwrite is F5: a machine whose lease lapsed and
+// was taken over cannot record its outcome over the next holder's, and
+// its Begin is refused too.
+func TestALapsedHolderCannotOverwrite(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: 3 * time.Second})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b"})
+	ca, err := a.Claim(context.Background(), "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Release()
+	op := idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.Pending}
+	if err := ca.Begin(context.Background(), op); err != nil {
+		t.Fatal(err)
+	}
+	// a stalls past its lease (a long GC pause, a frozen VM): the lease
+	// lapses and b takes the operation over.
+	exec(t, dsn, `UPDATE idem_operations SET lease_until = clock_timestamp() - interval '1 second'`)
+	cb, err := b.Claim(context.Background(), "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := op
+	done.State, done.Status, done.Body = idem.Done, 201, []byte("b's answer")
+	if err := cb.Complete(context.Background(), done); err != nil {
+		t.Fatal(err)
+	}
+	cb.Release()
+	late := op
+	late.State, late.Status, late.Body = idem.Rejected, 500, []byte("a's late answer")
+	if err := ca.Complete(context.Background(), late); !errors.Is(err, idem.ErrClaimLost) {
+		t.Fatalf("the lapsed holder's Complete: %v, want ErrClaimLost", err)
+	}
+	got, _, _ := b.Lookup(context.Background(), "charge")
+	if got.State != idem.Done || got.Status != 201 || string(got.Body) != "b's answer" {
+		t.Fatalf("recorded %s %d %q, want b's done 201", got.State, got.Status, got.Body)
+	}
+	select {
+	case <-ca.Lost():
+	case <-time.After(time.Minute):
+		t.Fatal("the lapsed holder's claim is never reported lost")
+	}
+}
+
+// TestALostLeaseStopsTheAttempts is F3 from the sender's side: a Do whose
+// lease is taken over while its attempt is in flight stops, ends unknown
+// with ErrClaimLost, and records nothing.
+func TestALostLeaseStopsTheAttempts(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	srv := newServer(t)
+	inside := make(chan struct{})
+	srv.hold = func(r *http.Request) int {
+		close(inside)
+		<-r.Context().Done() // the client gives the attempt up
+		return 0
+	}
+	const lease = 300 * time.Millisecond
+	a := openJournal(t, dsn, pgjournal.Options{LeaseTTL: lease})
+	done := make(chan error, 1)
+	go func() {
+		_, err := client(t, a).Do("charge", srv.post(t, context.Background()))
+		done <- err
+	}()
+	<-inside
+	exec(t, dsn, `UPDATE idem_operations SET fence = fence + 1`) // another machine took it
+	select {
+	case err := <-done:
+		var oe *idem.OutcomeError
+		if !errors.Is(err, idem.ErrClaimLost) || !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown {
+			t.Fatalf("Do whose lease was taken: %v, want an unknown outcome matching ErrClaimLost", err)
+		}
+	case <-time.After(10 * lease):
+		t.Fatal("the attempt went on after the lease was taken over")
+	}
+	if got, _, _ := a.Lookup(context.Background(), "charge"); got.State != idem.Pending {
+		t.Fatalf("state %s, want pending", got.State)
+	}
+}
+
+// TestDatabaseDownFailsBeforeSending is F6: with the database stopped, Do
+// fails with ErrJournalUnavailable and sends nothing; once it is back, the
+// same Client works.
+func TestDatabaseDownFailsBeforeSending(t *testing.T) {
+	pg := pgtest.Own(t)
+	j := openJournal(t, pg.DSN(), pgjournal.Options{Timeout: 2 * time.Second})
+	srv := newServer(t)
+	c := client(t, j)
+	ctx := context.Background()
+	if err := pg.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Do("charge", srv.post(t, ctx))
+	if !errors.Is(err, idem.ErrJournalUnavailable) {
+		t.Fatalf("Do with the database down: %v, want ErrJournalUnavailable", err)
+	}
+	if n, _ := srv.requests(); n != 0 {
+		t.Fatalf("%d requests sent with the database down", n)
+	}
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do("charge", srv.post(t, ctx))
+	if err != nil {
+		t.Fatalf("Do once the database is back: %v", err)
+	}
+	resp.Body.Close()
+	if n, _ := srv.requests(); n != 1 {
+		t.Fatalf("%d requests, want 1", n)
+	}
+}
+
+// TestMigrate: a second Migrate does nothing, concurrent ones agree, and a
+// database from a newer idem is refused.
+func TestMigrate(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j, err := pgjournal.Open(context.Background(), dsn, pgjournal.Options{Logger: quiet})
+			if err == nil {
+				j.Close()
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent opens of a new database: %v", err)
+		}
+	}
+	j, err := pgjournal.Open(context.Background(), dsn, pgjournal.Options{NoMigrate: true, Logger: quiet})
+	if err != nil {
+		t.Fatalf("NoMigrate on a migrated database: %v", err)
+	}
+	j.Close()
+	exec(t, dsn, `UPDATE idem_schema SET version = $1`, pgjournal.SchemaVersion+1)
+	if _, err := pgjournal.Open(context.Background(), dsn, pgjournal.Options{Logger: quiet}); !errors.Is(err, pgjournal.ErrSchemaTooNew) {
+		t.Fatalf("Open of a newer schema: %v, want ErrSchemaTooNew", err)
+	}
+	fresh := pgtest.NewDatabase(t)
+	if _, err := pgjournal.Open(context.Background(), fresh, pgjournal.Options{NoMigrate: true, Logger: quiet}); err == nil {
+		t.Fatal("NoMigrate opened a database without the journal's tables")
+	}
+}
+
+// TestBadOptionsAndDSN: bad input is a clear error, and a DSN's password
+// never appears in it.
+func TestBadOptionsAndDSN(t *testing.T) {
+	ctx := context.Background()
+	if _, err := pgjournal.Open(ctx, "postgres://u:s3cret@[::1", pgjournal.Options{}); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Open of a DSN that does not parse: %v; want an error without the password", err)
+	}
+	dsn := pgtest.NewDatabase(t)
+	if _, err := pgjournal.Open(ctx, dsn, pgjournal.Options{LeaseTTL: -time.Second}); !errors.Is(err, idem.ErrInvalidConfig) {
+		t.Fatalf("negative LeaseTTL: %v, want ErrInvalidConfig", err)
+	}
+	j := openJournal(t, dsn, pgjournal.Options{})
+	j.Close()
+	if _, err := j.Claim(ctx, "x"); !errors.Is(err, idem.ErrClosed) {
+		t.Fatalf("Claim after Close: %v, want ErrClosed", err)
+	}
+}
