@@ -3,6 +3,7 @@ package faultsuite
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgjournal"
 )
 
 // batchChildEnv names the environment variable that makes the test binary
@@ -28,6 +30,12 @@ type batchChildConfig struct {
 	CompactEvery int    // compact the journal after every this many outcomes; 0 never
 	Rounds       int    // RunBatch calls before giving up on unknown outcomes
 	SyncLog      string // when set, the journal's fsyncs are logged there for power cuts (see SyncLog)
+
+	// PostgresDSN, when set, makes the journal the shared PostgreSQL
+	// journal in that database (Journal is then unused), with leases of
+	// LeaseTTL: the child is one machine of a fleet.
+	PostgresDSN string
+	LeaseTTL    time.Duration
 }
 
 // Exit statuses of the batch child.
@@ -62,17 +70,27 @@ func runBatchChild(cfgJSON string) int {
 		defer sl.Close()
 		opts.WrapFile = sl.Wrap
 	}
-	j, err := idem.OpenJournalWithOptions(cfg.Journal, opts)
+	if cfg.PostgresDSN != "" {
+		return runFleetChild(cfg, ev, log)
+	}
+	fj, err := idem.OpenJournalWithOptions(cfg.Journal, opts)
 	if err != nil {
 		ev.Line("journal-error %s", strings.ReplaceAll(err.Error(), "\n", " "))
 		return childJournalError
 	}
-	defer j.Close()
-	pending := list(j, idem.ListPending)
+	defer fj.Close()
+	pending := list(fj, idem.ListPending)
 	for _, op := range pending {
 		ev.Resumed(op.ID)
 	}
-	ev.Line("opened operations=%d pending=%d truncated=%d", len(list(j, idem.ListAll)), len(pending), j.Stats().Truncated)
+	ev.Line("opened operations=%d pending=%d truncated=%d", len(list(fj, idem.ListAll)), len(pending), fj.Stats().Truncated)
+	return runBatchRounds(cfg, ev, log, fj, func() error { return fj.Compact() }, fj.Close)
+}
+
+// runBatchRounds runs the workload on j until every operation is done.
+// compact, when set, compacts the journal; closeJournal makes it durable
+// before the child reports it finished.
+func runBatchRounds(cfg batchChildConfig, ev *EventWriter, log *slog.Logger, j idem.Journal, compact, closeJournal func() error) int {
 
 	tr := NewTransport()
 	defer tr.CloseIdleConnections()
@@ -91,8 +109,14 @@ func runBatchChild(cfgJSON string) int {
 			return w.Request(ctx, i)
 		}}
 	}
-	outcomes := 0
+	outcomes, unavailable := 0, 0
 	progress := func(r idem.BatchResult, _ idem.BatchSummary) {
+		if errors.Is(r.Err, idem.ErrJournalUnavailable) {
+			// Refused before sending (F6): not an outcome.
+			ev.Line("unavailable %s", r.ID)
+			unavailable++
+			return
+		}
 		if r.Recorded {
 			// Done in an earlier run, whose report of it the kill may
 			// have cut off. A line of its own, so that the parent does
@@ -102,27 +126,33 @@ func runBatchChild(cfgJSON string) int {
 		}
 		ev.Outcome(r.ID, batchResult(r))
 		outcomes++
-		if cfg.CompactEvery > 0 && outcomes%cfg.CompactEvery == 0 {
-			if err := j.Compact(); err != nil {
+		if compact != nil && cfg.CompactEvery > 0 && outcomes%cfg.CompactEvery == 0 {
+			if err := compact(); err != nil {
 				ev.Line("compact-error %s", err)
 			}
 		}
 	}
 	for round := range cfg.Rounds {
+		unavailable = 0
 		sum, err := c.RunBatch(context.Background(), ops, idem.BatchOptions{Concurrency: cfg.Concurrency, Progress: progress})
-		if err != nil {
+		switch {
+		case errors.Is(err, idem.ErrJournalUnavailable):
+			// A shared journal's database is down: wait for it.
+			time.Sleep(50 * time.Millisecond)
+			continue
+		case err != nil:
 			fmt.Fprintln(os.Stderr, "batch child:", err)
 			return childBadConfig
 		}
 		if sum.Done == len(ops) {
 			ev.Line("finished rounds=%d", round+1)
-			if err := j.Close(); err != nil {
+			if err := closeJournal(); err != nil {
 				ev.Line("journal-error closing: %s", err)
 				return childJournalError
 			}
 			return childFinished
 		}
-		if sum.Unknown == 0 {
+		if sum.Unknown == 0 && unavailable == 0 {
 			ev.Line("unfinished %+v", sum)
 			return childUnfinished
 		}
@@ -143,4 +173,36 @@ func batchResult(r idem.BatchResult) Result {
 		return ResultUnknown
 	}
 	return ResultRefused
+}
+
+// runFleetChild is the batch client as one machine of a fleet: its journal
+// is the shared PostgreSQL journal, which it opens once the database
+// answers (the parent restarts the database now and then).
+func runFleetChild(cfg batchChildConfig, ev *EventWriter, log *slog.Logger) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var (
+		j   *pgjournal.Journal
+		err error
+	)
+	for {
+		j, err = pgjournal.Open(ctx, cfg.PostgresDSN, pgjournal.Options{LeaseTTL: cfg.LeaseTTL, Timeout: 2 * time.Second, Logger: log})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		ev.Line("journal-error %s", strings.ReplaceAll(err.Error(), "\n", " "))
+		return childJournalError
+	}
+	defer j.Close()
+	pending, err := j.List(ctx, idem.ListPending)
+	if err == nil {
+		for _, op := range pending {
+			ev.Resumed(op.ID)
+		}
+	}
+	ev.Line("opened pending=%d", len(pending))
+	return runBatchRounds(cfg, ev, log, j, nil, j.Close)
 }

@@ -94,7 +94,7 @@ func startServer(t *testing.T, args ...string) *ServerProcess {
 // waits so that stalls and outages cost seconds, not minutes, and the
 // default retry budget, which throttles retries under heavy faults by
 // design (a worker re-runs an operation that ended unknown).
-func clientConfig(j *idem.FileJournal, hc *http.Client) idem.Config {
+func clientConfig(j idem.Journal, hc *http.Client) idem.Config {
 	return idem.Config{
 		Journal:        j,
 		HTTPClient:     hc,
@@ -291,7 +291,7 @@ func report(t *testing.T, c *Checker, name string, v ServerView) Report {
 
 // requireJournalDone checks that the journal holds every operation of w
 // as done.
-func requireJournalDone(t *testing.T, j *idem.FileJournal, w Workload) {
+func requireJournalDone(t *testing.T, j idem.Journal, w Workload) {
 	t.Helper()
 	for _, id := range w.IDs() {
 		op, ok := lookup(j, id)

@@ -1,0 +1,260 @@
+package faultsuite
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/pgjournal"
+)
+
+// Sizes of TestFleetCrash.
+const (
+	// EnvFleetOps is the number of operations of TestFleetCrash's batch.
+	EnvFleetOps = "IDEM_FLEET_OPS"
+	// EnvFleetKills is how many times TestFleetCrash SIGKILLs a worker;
+	// every fifth kill also stops PostgreSQL (pg_ctl stop -m immediate)
+	// and starts it again.
+	EnvFleetKills = "IDEM_FLEET_KILLS"
+
+	DefaultFleetOps   = 3000
+	DefaultFleetKills = 15
+)
+
+// fleetLease is the workers' LeaseTTL: a killed worker's operations wait
+// this long before another worker takes them over.
+const fleetLease = time.Second
+
+// fleetWorkers is the number of machines of the fleet.
+const fleetWorkers = 3
+
+// TestFleetCrash is F1 to F6 under fire: three worker processes, each a
+// machine of a fleet, run one batch (Client.RunBatch) against the
+// reference server through the chaos proxy, sharing one PostgreSQL
+// journal. Workers are SIGKILLed at random and restarted; every fifth kill
+// PostgreSQL is stopped with pg_ctl stop -m immediate and restarted. Every
+// operation must end with exactly one effect, under one key, as the
+// server's database shows, and a killed worker's operations must be taken
+// over by the others once its leases lapse.
+func TestFleetCrash(t *testing.T) {
+	seed := seedOf(t)
+	ops := sizeOf(t, EnvFleetOps, DefaultFleetOps)
+	kills := sizeOf(t, EnvFleetKills, DefaultFleetKills)
+	pg := pgtest.Own(t)
+	srv := startServer(t, "-faults", "0.1", "-crash", "abort", "-lock-timeout", "1s", "-seed", strconv.FormatInt(seed, 10))
+	w := Workload{BaseURL: srv.URL, ClientID: "fleet", Ops: ops}
+	prepareInventory(t, srv.URL, w.ClientID)
+	proxy, wire := listenProxy(t, srv.URL, seed, 0.05)
+	w.BaseURL = proxy.URL
+	cfg := batchChildConfig{
+		PostgresDSN: pg.DSN(), LeaseTTL: fleetLease, URL: w.BaseURL, ClientID: w.ClientID,
+		Ops: ops, Concurrency: 8, Rounds: 400,
+	}
+	checker := NewChecker(w.IDs())
+	takeovers := newTakeovers()
+	rng := rngOf(seed, 7)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	workers := make([]*batchProcess, fleetWorkers)
+	for i := range workers {
+		workers[i] = startBatch(t, cfg, takeovers.recorder(checker, i))
+	}
+	restarts := 0
+	for k := 1; k <= kills; k++ {
+		i := rng.IntN(fleetWorkers)
+		running, err := killPoint(ctx, workers[i], rng, ops/(fleetWorkers*kills))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !running {
+			t.Fatalf("worker %d ended (%v) before kill %d: %s", i, workers[i].err, k, workers[i].stderr.String())
+		}
+		workers[i].kill()
+		takeovers.killed(i)
+		wire.ClientKilled()
+		if k%5 == 0 {
+			if err := pg.Kill(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := pg.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			restarts++
+		}
+		workers[i] = startBatch(t, cfg, takeovers.recorder(checker, i))
+	}
+	for i, b := range workers {
+		if err := b.wait(ctx); err != nil {
+			lines, _ := b.outputLines()
+			t.Fatalf("worker %d's last run ended with %v: %q\n%s", i, err, lines, b.stderr.String())
+		}
+	}
+	r := report(t, checker, "fleet", serverView(t, srv.URL, srv.DB, w, true, wire))
+	if r.ClientCrashes == 0 {
+		t.Error("no operation was found pending after a kill: the kills missed the work")
+	}
+	if restarts < kills/5 {
+		t.Fatalf("%d PostgreSQL restarts, want %d", restarts, kills/5)
+	}
+	t.Logf("%d worker kills, %d PostgreSQL restarts; %s", kills, restarts, takeovers)
+	if takeovers.count() == 0 {
+		t.Error("no operation of a killed worker was taken over by another: the kills missed the leases")
+	}
+	j, err := pgjournal.Open(ctx, pg.DSN(), pgjournal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	requireJournalDone(t, j, w)
+}
+
+// TestBatchAcrossProcesses runs one batch on three processes at once,
+// sharing a PostgreSQL journal, with no faults: every operation is applied
+// once, and each process's progress accounts for every operation, those
+// that finished on another process included (as recorded outcomes).
+func TestBatchAcrossProcesses(t *testing.T) {
+	const ops = 600
+	dsn := pgtest.Own(t).DSN()
+	srv := startServer(t, "-seed", "1")
+	w := Workload{BaseURL: srv.URL, ClientID: "across", Ops: ops}
+	prepareInventory(t, srv.URL, w.ClientID)
+	proxy, wire := listenProxy(t, srv.URL, 1, 0)
+	w.BaseURL = proxy.URL
+	cfg := batchChildConfig{PostgresDSN: dsn, LeaseTTL: fleetLease, URL: w.BaseURL, ClientID: w.ClientID,
+		Ops: ops, Concurrency: 8, Rounds: 10}
+	checker := NewChecker(w.IDs())
+	seen := make([]*opSet, fleetWorkers)
+	workers := make([]*batchProcess, fleetWorkers)
+	for i := range workers {
+		seen[i] = &opSet{Recorder: checker, ids: map[string]bool{}}
+		workers[i] = startBatch(t, cfg, seen[i])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	elsewhere := 0
+	for i, b := range workers {
+		if err := b.wait(ctx); err != nil {
+			t.Fatalf("process %d: %v\n%s", i, err, b.stderr.String())
+		}
+		if n := seen[i].len(); n != ops {
+			t.Errorf("process %d's progress accounted for %d operations, want all %d", i, n, ops)
+		}
+		elsewhere += seen[i].outcomes() - b.progress.count() // recorded lines are outcomes, not progress
+	}
+	r := report(t, checker, "across", serverView(t, srv.URL, srv.DB, w, true, wire))
+	if r.Duplicates != 0 || r.Lost != 0 {
+		t.Fatal("duplicates or lost operations")
+	}
+	if elsewhere <= 0 {
+		t.Fatalf("no process counted an operation finished elsewhere (%d)", elsewhere)
+	}
+	t.Logf("%d operations counted by a process as finished on another", elsewhere)
+}
+
+// opSet is a Recorder that collects the operations whose outcome a process
+// reported, its own or recorded elsewhere.
+type opSet struct {
+	Recorder
+	mu  sync.Mutex
+	ids map[string]bool
+	n   int // outcomes reported
+}
+
+func (s *opSet) Outcome(op string, r Result) {
+	s.Recorder.Outcome(op, r)
+	s.mu.Lock()
+	s.ids[op] = true
+	s.n++
+	s.mu.Unlock()
+}
+
+func (s *opSet) outcomes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func (s *opSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ids)
+}
+
+// takeovers measures lease takeover: from a worker's kill to the first
+// attempt, by another worker, of an operation the killed one was sending.
+type takeovers struct {
+	mu       sync.Mutex
+	sending  map[string]int       // op -> the worker whose attempt was last, until an outcome
+	orphaned map[string]time.Time // op -> when its sender was killed
+	took     []time.Duration
+}
+
+func newTakeovers() *takeovers {
+	return &takeovers{sending: map[string]int{}, orphaned: map[string]time.Time{}}
+}
+
+// recorder returns worker i's recorder, passing events on to rec.
+func (t *takeovers) recorder(rec Recorder, i int) Recorder { return takeoverRecorder{rec, t, i} }
+
+// killed notes that worker i was killed now.
+func (t *takeovers) killed(i int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	for op, w := range t.sending {
+		if w == i {
+			t.orphaned[op] = now
+			delete(t.sending, op)
+		}
+	}
+}
+
+func (t *takeovers) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.took)
+}
+
+func (t *takeovers) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.took) == 0 {
+		return "no takeovers"
+	}
+	s := slices.Clone(t.took)
+	slices.Sort(s)
+	return fmt.Sprintf("%d operations taken over after a kill: median %s, max %s (LeaseTTL %s)",
+		len(s), s[len(s)/2].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), fleetLease)
+}
+
+type takeoverRecorder struct {
+	Recorder
+	t *takeovers
+	i int
+}
+
+func (r takeoverRecorder) Attempt(op, key string) {
+	r.Recorder.Attempt(op, key)
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	if at, ok := r.t.orphaned[op]; ok {
+		r.t.took = append(r.t.took, time.Since(at))
+		delete(r.t.orphaned, op)
+	}
+	r.t.sending[op] = r.i
+}
+
+func (r takeoverRecorder) Outcome(op string, res Result) {
+	r.Recorder.Outcome(op, res)
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	if r.t.sending[op] == r.i {
+		delete(r.t.sending, op)
+	}
+}
