@@ -28,7 +28,8 @@ const (
 	// exitRefused: send refused the operation before sending anything
 	// (its ID was used for a different request, or its key expired).
 	exitRefused = 5
-	// exitJournal: the journal is locked by another process, or corrupt.
+	// exitJournal: the journal is locked by another process, or corrupt,
+	// or its database did not answer.
 	exitJournal = 6
 )
 
@@ -42,14 +43,14 @@ func writeExitCodes(w io.Writer) {
   3  send: rejected, the server answered without applying the request
   4  send: outcome unknown, the operation stays pending; rerun to resume
   5  send: refused before sending (operation ID reused, key expired)
-  6  journal locked by another process, or corrupt
+  6  journal locked by another process, or corrupt, or its database down
 `)
 }
 
-// journalExitCode returns exitJournal for a locked or corrupt journal and
-// exitFailure for any other error.
+// journalExitCode returns exitJournal for a locked or corrupt journal, or
+// one whose database did not answer, and exitFailure for any other error.
 func journalExitCode(err error) int {
-	if errors.Is(err, idem.ErrLocked) || errors.Is(err, idem.ErrCorrupt) {
+	if errors.Is(err, idem.ErrLocked) || errors.Is(err, idem.ErrCorrupt) || errors.Is(err, idem.ErrJournalUnavailable) {
 		return exitJournal
 	}
 	return exitFailure

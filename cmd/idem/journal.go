@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -36,6 +37,7 @@ var journalActions = []journalAction{
 	listAction("completed", "done and rejected operations", idem.ListCompleted),
 	{name: "show", args: "PATH ID", summary: "one operation in full, with its recorded response", run: runJournalShow},
 	{name: "compact", args: "PATH", summary: "rewrite the journal with only its live operations", run: runJournalCompact},
+	{name: "migrate", args: "URL", summary: "create or upgrade a shared PostgreSQL journal's tables", run: runJournalMigrate},
 }
 
 func runJournal(ctx context.Context, e env, args []string) int {
@@ -78,7 +80,10 @@ const ttlUsage = "how long the server keeps a key: a pending operation with an o
 
 // openForReading opens the journal at path read-only, so that nothing in the
 // file or beside it changes, and notes on stderr a torn tail it ignored.
-func openForReading(e env, path string, ttl time.Duration) (*idem.FileJournal, error) {
+func openForReading(ctx context.Context, e env, path string, ttl time.Duration) (openedJournal, error) {
+	if isShared(path) {
+		return openShared(ctx, e, path, ttl)
+	}
 	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{
 		ReadOnly: true,
 		KeyTTL:   ttl,
@@ -126,6 +131,10 @@ func reportJournalError(e env, cmd, path string, err error) int {
 		fmt.Fprintf(e.stderr, "%s: journal %s is locked: another process has it open for writing; wait for it to finish\n", cmd, path)
 	case errors.Is(err, fs.ErrNotExist):
 		fmt.Fprintf(e.stderr, "%s: no journal at %s\n", cmd, path)
+	case errors.Is(err, idem.ErrJournalUnavailable):
+		// pgx lists each address it tried on a line of its own.
+		msg := strings.Join(strings.Fields(err.Error()), " ")
+		fmt.Fprintf(e.stderr, "%s: journal %s: the database did not answer: %s\n", cmd, displayLocation(path), msg)
 	default:
 		fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
 	}

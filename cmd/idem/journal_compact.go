@@ -41,6 +41,9 @@ left by a crash is cut first.
 		return usageError(e, cmd, "--forget-after must not be negative")
 	}
 	path := pos[0]
+	if isShared(path) {
+		return usageError(e, cmd, "a shared PostgreSQL journal has no file to compact; its rows are deleted with SQL")
+	}
 	// Opening for writing creates a missing journal; compacting one that
 	// is not there is a mistake in the path.
 	if err := requireFile(path); err != nil {

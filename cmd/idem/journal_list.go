@@ -47,7 +47,7 @@ func runJournalList(ctx context.Context, e env, cmd, what string, which idem.Lis
 		return usageError(e, cmd, "--ttl must be positive")
 	}
 	path := pos[0]
-	j, err := openForReading(e, path, *ttl)
+	j, err := openForReading(ctx, e, path, *ttl)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}

@@ -39,7 +39,7 @@ func runJournalShow(ctx context.Context, e env, args []string) int {
 		return usageError(e, cmd, "--ttl must be positive")
 	}
 	path, id := pos[0], pos[1]
-	j, err := openForReading(e, path, *ttl)
+	j, err := openForReading(ctx, e, path, *ttl)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/idemkit/idem/internal/pgtest"
 	"io"
 	"strings"
 	"sync"
@@ -12,8 +13,12 @@ import (
 	"go.uber.org/goleak"
 )
 
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int { return pgtest.Run(w.m) }
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(withPostgres{m})
 }
 
 // t0 is the start of the fake clock.

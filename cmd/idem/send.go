@@ -66,7 +66,7 @@ func runSend(ctx context.Context, e env, args []string) int {
 	const cmd = "idem send"
 	fs := newFlagSet(cmd)
 	var o sendOptions
-	fs.StringVar(&o.journal, "journal", "", "journal `PATH` that keeps the operation's key across runs; created if missing (default: keys in memory only)")
+	fs.StringVar(&o.journal, "journal", "", "journal `PATH` (or postgres:// URL of a shared journal) that keeps the operation's key across runs; created if missing (default: keys in memory only)")
 	fs.StringVar(&o.op, "op", "", "operation `ID`, stable across reruns; required with --journal")
 	fs.StringVar(&o.method, "X", http.MethodPost, "request `METHOD`")
 	fs.Var(&o.headers, "H", "request `header` as \"Name: value\"; repeatable")
@@ -129,14 +129,18 @@ func runSend(ctx context.Context, e env, args []string) int {
 // send opens the journal, sends req as the operation and reports how it
 // ended.
 func send(e env, cmd string, o sendOptions, req *http.Request) int {
-	var j *idem.FileJournal
+	var j openedJournal
 	if o.journal != "" {
 		var err error
-		j, err = openWaiting(req.Context(), o.journal, idem.JournalOptions{
-			KeyTTL: o.ttl,
-			Now:    e.now,
-			Logger: warnLogger(e.stderr),
-		}, o.wait)
+		if isShared(o.journal) {
+			j, err = openShared(req.Context(), e, o.journal, o.ttl)
+		} else {
+			j, err = openWaiting(req.Context(), o.journal, idem.JournalOptions{
+				KeyTTL: o.ttl,
+				Now:    e.now,
+				Logger: warnLogger(e.stderr),
+			}, o.wait)
+		}
 		if err != nil {
 			return reportJournalError(e, cmd, o.journal, err)
 		}
@@ -201,9 +205,9 @@ func newTransport() *http.Transport {
 }
 
 // writeDone writes the response of a done operation to stdout.
-func writeDone(e env, cmd string, o sendOptions, j *idem.FileJournal, resp *http.Response) int {
+func writeDone(e env, cmd string, o sendOptions, j idem.Journal, resp *http.Response) int {
 	var recorded idem.Operation
-	if idem.Recorded(resp) {
+	if idem.Recorded(resp) && j != nil {
 		when := ""
 		if op, ok, _ := j.Lookup(context.Background(), o.op); ok {
 			when = " at " + op.Completed.UTC().Format(time.RFC3339)

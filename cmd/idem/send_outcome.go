@@ -14,7 +14,7 @@ import (
 
 // reportNotDone explains err, from Client.Do, and returns its exit code. A
 // rejection's body still goes to stdout.
-func reportNotDone(e env, cmd string, o sendOptions, j *idem.FileJournal, req *http.Request, err error) int {
+func reportNotDone(e env, cmd string, o sendOptions, j idem.Journal, req *http.Request, err error) int {
 	var oe *idem.OutcomeError
 	switch {
 	case errors.As(err, &oe) && oe.Outcome == idem.OutcomeRejected:
@@ -89,6 +89,9 @@ func reportUnknown(e env, cmd string, o sendOptions, oe *idem.OutcomeError) int 
 // difference says how req differs from the request the operation id was
 // first sent with, as the journal recorded it.
 func difference(j idem.Journal, id string, req *http.Request) string {
+	if j == nil {
+		return "with a different method, URL or body"
+	}
 	op, ok, err := j.Lookup(req.Context(), id)
 	switch {
 	case err != nil || !ok:

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem/internal/pgtest"
+)
+
+// TestSendAndListThroughASharedJournal: send and the journal commands take
+// a postgres:// URL, whose fragment is the namespace; a rerun on "another
+// machine" answers from the shared journal.
+func TestSendAndListThroughASharedJournal(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	loc := dsn + "#nightly"
+	srv := newTestServer(t, respond(http.StatusCreated, `{"id":"ch_1"}`))
+	args := []string{"send", "--journal", loc, "--op", "invoice-42", "-d", `{"amount":1}`, srv.URL + "/charges"}
+	if r := runCLI(t, args...); r.code != exitOK || r.stdout != `{"id":"ch_1"}` {
+		t.Fatalf("send: exit code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	again := runCLI(t, args...)
+	if again.code != exitOK || !strings.Contains(again.stderr, "was already done") {
+		t.Fatalf("rerun: exit code %d, stderr %q; want the recorded answer", again.code, again.stderr)
+	}
+	key := oneKey(t, srv.keys(), 1)
+
+	ls := runCLI(t, "journal", "completed", "--json", loc)
+	var ops []operationJSON
+	if err := json.Unmarshal([]byte(ls.stdout), &ops); err != nil {
+		t.Fatalf("%v: %q %q", err, ls.stdout, ls.stderr)
+	}
+	if len(ops) != 1 || ops[0].ID != "invoice-42" || ops[0].Key != key || ops[0].State != "done" {
+		t.Fatalf("journal completed: %+v; want invoice-42 done under %s", ops, key)
+	}
+	if other := runCLI(t, "journal", "ls", "--json", dsn+"#elsewhere"); other.code != exitOK || strings.TrimSpace(other.stdout) != "[]" {
+		t.Fatalf("another namespace: exit code %d, stdout %q", other.code, other.stdout)
+	}
+	show := runCLI(t, "journal", "show", loc, "invoice-42")
+	if show.code != exitOK || !strings.Contains(show.stdout, key) {
+		t.Fatalf("journal show: exit code %d, stdout %q", show.code, show.stdout)
+	}
+	if m := runCLI(t, "journal", "migrate", dsn); m.code != exitOK || !strings.Contains(m.stdout, "schema version 1") {
+		t.Fatalf("journal migrate: exit code %d, stdout %q, stderr %q", m.code, m.stdout, m.stderr)
+	}
+	if c := runCLI(t, "journal", "compact", loc); c.code != exitUsage || strings.Count(c.stderr, "\n") != 2 {
+		t.Fatalf("journal compact of a URL: exit code %d, stderr %q; want a usage error", c.code, c.stderr)
+	}
+}
+
+// TestSharedJournalDown: a database that does not answer is one line
+// naming it, without its password, and exit code 6; nothing is sent.
+func TestSharedJournalDown(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusCreated, `{}`))
+	loc := "postgres://idem:s3cret@127.0.0.1:1/jobs?connect_timeout=2"
+	for _, args := range [][]string{
+		{"send", "--journal", loc, "--op", "x", "-d", "{}", srv.URL},
+		{"journal", "ls", loc},
+		{"journal", "migrate", loc},
+	} {
+		r := runCLI(t, args...)
+		if r.code != exitJournal || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "s3cret") ||
+			!strings.Contains(r.stderr, "did not answer") {
+			t.Errorf("%q: exit code %d, stderr %q; want 6 and one line without the password", args[:2], r.code, r.stderr)
+		}
+	}
+	if n := len(srv.requests()); n != 0 {
+		t.Fatalf("%d requests sent with the journal down", n)
+	}
+}
