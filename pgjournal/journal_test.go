@@ -231,20 +231,25 @@ func TestOneSenderAtATime(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	srv := newServer(t)
 	inside, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
 	srv.hold = func(*http.Request) int {
-		close(inside)
+		sent := false
+		first.Do(func() { sent = true; close(inside) })
+		if !sent {
+			return http.StatusTeapot // a second sender: the test fails below, without hanging
+		}
 		<-release
 		return 0
 	}
 	a := openJournal(t, dsn, pgjournal.Options{Owner: "machine-a"})
 	b := openJournal(t, dsn, pgjournal.Options{Owner: "machine-b"})
-	first := make(chan error, 1)
+	firstDo := make(chan error, 1)
 	go func() {
 		resp, err := client(t, a).Do("charge", srv.post(t, context.Background()))
 		if err == nil {
 			resp.Body.Close()
 		}
-		first <- err
+		firstDo <- err
 	}()
 	<-inside
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -267,7 +272,7 @@ func TestOneSenderAtATime(t *testing.T) {
 		second <- err
 	}()
 	close(release)
-	if err := <-first; err != nil {
+	if err := <-firstDo; err != nil {
 		t.Fatal(err)
 	}
 	if err := <-second; err != nil {
