@@ -73,7 +73,7 @@ func runCell(ctx context.Context, cfg Config, c Cell, seq int) (Sample, error) {
 	defer ep.close()
 	tr := newTransport(c.Concurrency)
 	defer tr.CloseIdleConnections()
-	d, err := newDriver(c.Client, ep, tr, cfg.Dir, seq)
+	d, err := newDriver(c.Client, ep, tr, cfg.Dir, cfg.PostgresDSN, seq)
 	if err != nil {
 		return Sample{}, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgjournal"
 )
 
 // A driver sends one operation at a time for one worker; the workers of a
@@ -42,7 +43,7 @@ func newTransport(concurrency int) *http.Transport {
 
 // newDriver returns the driver for client c sending to ep, over tr. A
 // journal goes in dir, named after seq.
-func newDriver(c Client, ep *endpoint, tr *http.Transport, dir string, seq int) (driver, error) {
+func newDriver(c Client, ep *endpoint, tr *http.Transport, dir, pgDSN string, seq int) (driver, error) {
 	hc := &http.Client{Transport: tr}
 	switch c {
 	case ClientNetHTTP:
@@ -75,6 +76,19 @@ func newDriver(c Client, ep *endpoint, tr *http.Transport, dir string, seq int) 
 			return nil, fmt.Errorf("loadbench: %w", err)
 		}
 		return &idemDriver{url: ep.url, c: ic, journal: j}, nil
+	case ClientIdemPostgres:
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		j, err := pgjournal.Open(ctx, pgDSN, pgjournal.Options{Namespace: "bench-" + strconv.Itoa(seq)})
+		if err != nil {
+			return nil, fmt.Errorf("loadbench: %w", err)
+		}
+		ic, err := idem.New(idem.Config{HTTPClient: hc, Journal: j})
+		if err != nil {
+			j.Close()
+			return nil, fmt.Errorf("loadbench: %w", err)
+		}
+		return &idemDriver{url: ep.url, c: ic, closer: j.Close}, nil
 	}
 	return nil, fmt.Errorf("loadbench: unknown client %q", c)
 }
@@ -170,6 +184,7 @@ type idemDriver struct {
 	url     string
 	c       *idem.Client
 	journal *idem.FileJournal // nil without one
+	closer  func() error      // closes another journal, if any
 }
 
 func (d *idemDriver) do(ctx context.Context, w int, n uint64) error {
@@ -200,8 +215,11 @@ func (d *idemDriver) syncs() uint64 {
 }
 
 func (d *idemDriver) close() error {
-	if d.journal == nil {
-		return nil
+	switch {
+	case d.journal != nil:
+		return d.journal.Close()
+	case d.closer != nil:
+		return d.closer()
 	}
-	return d.journal.Close()
+	return nil
 }

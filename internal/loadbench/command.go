@@ -135,7 +135,8 @@ Flags:
 	fs.IntVar(&o.cfg.Runs, "runs", DefaultRuns, "how many times the grid is measured (the table gives medians)")
 	conc := fs.String("concurrency", joinInts(DefaultConcurrency), "comma-separated numbers of concurrent callers")
 	targets := fs.String("targets", joinNames(AllTargets), "comma-separated targets: trivial, server, server-unkeyed")
-	clients := fs.String("clients", joinNames(AllClients), "comma-separated clients: net/http, net/http+fsync, retryablehttp, idem, idem+journal")
+	clients := fs.String("clients", joinNames(AllClients), "comma-separated clients: net/http, net/http+fsync, retryablehttp, idem, idem+journal, idem+postgres")
+	pgDSN := fs.String("pg", "", "PostgreSQL `DSN` for the idem+postgres client's journal (default: start a server from /usr/lib/postgresql/15/bin)")
 	fs.StringVar(&o.cfg.Dir, "dir", "", "directory for the journals, databases and fsync probe (default: a new temporary directory)")
 	fs.IntVar(&o.cfg.FsyncSamples, "fsyncs", DefaultFsyncSamples, "fsyncs the disk's fsync latency is measured over")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
@@ -163,6 +164,7 @@ Flags:
 	}
 	o.cfg.Targets = parseNames[Target](*targets)
 	o.cfg.Clients = parseNames[Client](*clients)
+	o.cfg.PostgresDSN = *pgDSN
 	if o.cfg.Duration <= 0 || o.cfg.Warmup < 0 || o.cfg.Runs < 1 || o.cfg.FsyncSamples < 1 {
 		return usage("-duration must be positive, -warmup not negative, -runs and -fsyncs at least 1")
 	}

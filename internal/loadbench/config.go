@@ -47,12 +47,21 @@ const (
 	// ClientIdemJournal is idem.Client.Do with a journal file in Config.Dir:
 	// every operation's intent is fsync'd (group commit) before it is sent.
 	ClientIdemJournal Client = "idem+journal"
+	// ClientIdemPostgres is idem.Client.Do with the shared PostgreSQL
+	// journal (pgjournal), each cell in a namespace of its own: every
+	// operation takes a lease, commits its intent, then records its
+	// outcome, each a PostgreSQL commit. Not in AllClients: it needs a
+	// PostgreSQL server (Config.PostgresDSN, or one the run starts).
+	ClientIdemPostgres Client = "idem+postgres"
 )
 
 // AllTargets and AllClients are the defaults of Config, in report order.
 var (
 	AllTargets = []Target{TargetTrivial, TargetServer, TargetServerUnkeyed}
 	AllClients = []Client{ClientNetHTTP, ClientNetHTTPFsync, ClientRetryable, ClientIdem, ClientIdemJournal}
+
+	// KnownClients are the clients Config.Clients may name.
+	KnownClients = append(slices.Clone(AllClients), ClientIdemPostgres)
 )
 
 // Defaults of Config.
@@ -101,6 +110,12 @@ type Config struct {
 	// latency is measured over before each run. Default
 	// DefaultFsyncSamples (200).
 	FsyncSamples int
+
+	// PostgresDSN is the database of ClientIdemPostgres's journal. Default
+	// "": a PostgreSQL server the run starts from the binaries at
+	// /usr/lib/postgresql/15/bin (IDEM_PG_BIN overrides) and stops at the
+	// end.
+	PostgresDSN string
 
 	// Progress, when set, is called before each cell is measured, with the
 	// number of cells done and the total. Default nil.
@@ -160,8 +175,8 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	for _, cl := range c.Clients {
-		if !slices.Contains(AllClients, cl) {
-			return c, fmt.Errorf("loadbench: unknown client %q (want one of %v)", cl, AllClients)
+		if !slices.Contains(KnownClients, cl) {
+			return c, fmt.Errorf("loadbench: unknown client %q (want one of %v)", cl, KnownClients)
 		}
 	}
 	if slices.Contains(c.Targets, TargetServerUnkeyed) && !slices.Contains(c.Clients, ClientNetHTTP) {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/idemkit/idem/internal/pgtest"
 )
 
 // Report is what a run measured.
@@ -58,6 +60,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		defer os.RemoveAll(dir)
 		cfg.Dir = dir
+	}
+	if slices.Contains(cfg.Clients, ClientIdemPostgres) && cfg.PostgresDSN == "" {
+		pg, err := pgtest.Start(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("loadbench: starting PostgreSQL for %s (or give a DSN): %w", ClientIdemPostgres, err)
+		}
+		defer pg.Close()
+		cfg.PostgresDSN = pg.DSN()
 	}
 	r := &Report{
 		Started: time.Now(),

@@ -1,0 +1,85 @@
+package pgjournal_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/pgjournal"
+)
+
+// BenchmarkIntentCommit measures what the shared journal adds before an
+// operation's first byte: a claim (the lease) and the intent's commit, at
+// 1, 16 and 64 concurrent callers, each operation new. It reports the
+// latency of the intent's commit (Begin) and of the whole claim-and-begin,
+// p50 and p99, and operations per second; the release that follows is
+// counted in the throughput only.
+//
+//	go test -run '^$' -bench IntentCommit -count 3 ./pgjournal
+func BenchmarkIntentCommit(b *testing.B) {
+	dsn := pgtest.NewDatabase(b)
+	for _, callers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprint("callers=", callers), func(b *testing.B) {
+			j := openJournal(b, dsn, pgjournal.Options{Namespace: fmt.Sprint("bench-", callers, "-", b.N)})
+			var (
+				next          atomic.Int64
+				mu            sync.Mutex
+				begins, total []time.Duration
+				wg            sync.WaitGroup
+			)
+			ctx := context.Background()
+			b.ResetTimer()
+			start := time.Now()
+			for range callers {
+				wg.Go(func() {
+					var mine, whole []time.Duration
+					for {
+						n := next.Add(1)
+						if n > int64(b.N) {
+							break
+						}
+						id := fmt.Sprint("op-", n)
+						t0 := time.Now()
+						c, err := j.Claim(ctx, id)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						t1 := time.Now()
+						err = c.Begin(ctx, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: idem.Pending})
+						t2 := time.Now()
+						c.Release()
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mine, whole = append(mine, t2.Sub(t1)), append(whole, t2.Sub(t0))
+					}
+					mu.Lock()
+					begins, total = append(begins, mine...), append(total, whole...)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			slices.Sort(begins)
+			slices.Sort(total)
+			if len(begins) == 0 {
+				return
+			}
+			q := func(d []time.Duration, p float64) float64 { return float64(d[int(p*float64(len(d)-1))].Microseconds()) }
+			b.ReportMetric(q(begins, 0.5), "commit-p50-µs")
+			b.ReportMetric(q(begins, 0.99), "commit-p99-µs")
+			b.ReportMetric(q(total, 0.5), "claim+commit-p50-µs")
+			b.ReportMetric(q(total, 0.99), "claim+commit-p99-µs")
+			b.ReportMetric(float64(len(begins))/elapsed.Seconds(), "ops/s")
+		})
+	}
+}
