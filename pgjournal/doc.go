@@ -30,10 +30,12 @@
 //     database answers.
 //
 // The tables (schema.go) are created or upgraded on Open, or by Migrate
-// (`idem journal migrate URL`). The SQL runs unchanged on CockroachDB and
-// YugabyteDB, which is the way on when one PostgreSQL is no longer enough:
-// point the DSN at the distributed database, or split the fleet's work
-// into namespaces on separate PostgreSQL servers.
+// (`idem journal migrate URL`). The SQL keeps to what CockroachDB and
+// YugabyteDB also accept (no advisory locks, no LISTEN, no extensions; the
+// tests here run on PostgreSQL 15 only), which is the way on when one
+// PostgreSQL is no longer enough: point the DSN at the distributed
+// database, or split the fleet's work into namespaces on separate
+// PostgreSQL servers.
 //
 // Durability is PostgreSQL's: a commit is durable when it returns with
 // synchronous_commit on (the default). With streaming replicas, make the
