@@ -420,28 +420,36 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 // admit finds the operation in the journal, or mints its key and journals
 // its intent. The intent is durable when admit returns (C2).
 func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Request, fp Fingerprint) (Operation, error) {
-	if op, ok := claim.Operation(); ok {
-		switch {
-		case op.Fingerprint != fp:
-			return op, fmt.Errorf("idem: operation %q (key %s): %w", id, op.Key, ErrMismatch)
-		case op.State == Pending && !c.keyUsable(op.Created, c.now()):
-			return op, fmt.Errorf("idem: operation %q (key %s, minted %s): %w",
-				id, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
+	op, ok := claim.Operation()
+	if !ok {
+		key, err := newKey()
+		if err != nil {
+			return Operation{}, err
 		}
-		return op, nil
+		op = Operation{
+			// The URL is kept without its password: the journal is a
+			// file people read. The fingerprint covers the whole URL.
+			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: req.URL.Redacted(),
+			Created: c.now(), State: Pending,
+		}
+		err = claim.Begin(ctx, op)
+		if err == nil {
+			return op, nil
+		}
+		// A shared journal's claim on a new ID races with other
+		// machines' until Begin: the loser's claim ends up holding what
+		// the winner began (Claim.Begin), which is judged below like any
+		// operation found in the journal. Its key is the one sent.
+		if op, ok = claim.Operation(); !ok || !errors.Is(err, ErrOperationExists) {
+			return Operation{}, fmt.Errorf("idem: operation %q: journaling intent: %w", id, err)
+		}
 	}
-	key, err := newKey()
-	if err != nil {
-		return Operation{}, err
-	}
-	op := Operation{
-		// The URL is kept without its password: the journal is a file
-		// people read. The fingerprint covers the whole URL.
-		ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: req.URL.Redacted(),
-		Created: c.now(), State: Pending,
-	}
-	if err := claim.Begin(ctx, op); err != nil {
-		return Operation{}, fmt.Errorf("idem: operation %q: journaling intent: %w", id, err)
+	switch {
+	case op.Fingerprint != fp:
+		return op, fmt.Errorf("idem: operation %q (key %s): %w", id, op.Key, ErrMismatch)
+	case op.State == Pending && !c.keyUsable(op.Created, c.now()):
+		return op, fmt.Errorf("idem: operation %q (key %s, minted %s): %w",
+			id, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
 	}
 	return op, nil
 }

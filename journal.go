@@ -53,14 +53,19 @@ type Journal interface {
 // Release. Its methods are not safe for concurrent use: one Do holds it.
 type Claim interface {
 	// Operation returns what the journal held for the operation when the
-	// claim was taken, and false if it held nothing.
+	// claim was taken, and false if it held nothing; after Begin, what
+	// Begin recorded or (see Begin) found.
 	Operation() (Operation, bool)
 
 	// Begin journals a new operation's intent (Operation with State
 	// Pending), durably: when Begin returns nil, a crash of this machine
 	// (or of the database) cannot lose it (C2, F1). An operation is never
 	// sent before its Begin returned nil. Begin refuses an ID that already
-	// has an intent.
+	// has an intent with an error matching ErrOperationExists. A shared
+	// journal may find that another machine began the ID after the claim
+	// was taken: its Begin then waits for that machine as Claim waits,
+	// takes the operation over, and returns ErrOperationExists with the
+	// operation the other machine began in Operation.
 	Begin(ctx context.Context, op Operation) error
 
 	// Complete records the outcome of the claimed operation (State Done or

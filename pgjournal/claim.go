@@ -4,10 +4,13 @@ package pgjournal
 //
 // A claim is a lease on the operation's row: lease_owner, lease_until (set
 // and compared by the database's clock) and fence, a counter that every
-// new lease increments. Claim takes the lease only when it is free or has
-// lapsed; every write the holder makes (Begin, Complete, renewals, the
-// release) carries the fence it was given and changes nothing when the row
-// holds another, so a holder whose lease lapsed and was taken over cannot
+// new lease increments. Claim reads the row and takes the lease only when
+// it is free or has lapsed; an ID with no row has no lease to take, and
+// Begin inserts the row with the intent and the lease in one commit, which
+// at most one machine wins (the others wait for its lease, as Claim
+// would). Every write the holder makes (Complete, renewals, the release)
+// carries the fence it was given and changes nothing when the row holds
+// another, so a holder whose lease lapsed and was taken over cannot
 // overwrite what the next holder records.
 //
 // The holder cannot read the database's clock between its statements, so
@@ -27,6 +30,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Bounds of the wait for a claim held elsewhere: polls start at the first
@@ -36,11 +40,13 @@ const (
 	maxPoll   = 250 * time.Millisecond
 )
 
-// Claim waits until no other Do of operation id holds it, on any machine
-// sharing the journal, and takes its lease. A completed operation is
-// claimed without a lease: there is nothing left to send. When ctx ends
-// while another machine holds the lease, Claim returns a *idem.HeldError
-// naming it (matching idem.ErrClaimed and ctx's error).
+// Claim waits until no other Do of operation id holds it, in this process
+// or on any machine sharing the journal, and takes its lease. A completed
+// operation is claimed without a lease: there is nothing left to send. An
+// ID the journal does not hold is claimed without a lease too: Begin takes
+// it with the intent, in one commit (see Begin). When ctx ends while
+// another machine holds the lease, Claim returns a *idem.HeldError naming
+// it (matching idem.ErrClaimed and ctx's error).
 func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 	if err := j.usable(); err != nil {
 		return nil, err
@@ -48,149 +54,169 @@ func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 	if id == "" {
 		return nil, fmt.Errorf("pgjournal: claiming: %w: empty operation ID", idem.ErrInvalidOperation)
 	}
+	unlock, err := j.running.Lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c := &claim{j: j, id: id, unlock: unlock}
+	if err := c.acquire(ctx); err != nil {
+		unlock()
+		return nil, err
+	}
+	return c, nil
+}
+
+// acquire waits until the operation's lease is free, then takes it (or,
+// for a new or completed operation, notes that there is none to take).
+func (c *claim) acquire(ctx context.Context) error {
 	poll := firstPoll
 	for {
-		c, held, err := j.tryClaim(ctx, id)
-		if err != nil || c != nil {
-			return c, err
+		held, err := c.try(ctx)
+		if err != nil || held == nil && c.state != stateUnknown {
+			return err
 		}
-		if held == nil { // the lease lapsed or was released meanwhile
+		if held == nil { // the row changed between two statements: look again
 			continue
 		}
-		wait := min(poll, max(held.Until.Sub(j.Now()), time.Millisecond))
+		wait := min(poll, max(held.Until.Sub(c.j.Now()), time.Millisecond))
 		poll = min(2*poll, maxPoll)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			held.Err = ctx.Err()
-			return nil, held
+			return held
 		case <-t.C:
 		}
 	}
 }
 
-// claimSQL takes the lease on an operation's row, creating the row if the
-// ID is new, unless the operation is completed or its lease is held.
-const claimSQL = `INSERT INTO idem_operations AS o (namespace, op_id, lease_owner, lease_until, fence)
-	VALUES ($1, $2, $3, clock_timestamp() + $4 * interval '1 microsecond', 1)
-	ON CONFLICT (namespace, op_id) DO UPDATE
-		SET lease_owner = excluded.lease_owner, lease_until = excluded.lease_until, fence = o.fence + 1
-		WHERE o.state < 2 AND (o.lease_until IS NULL OR o.lease_until <= clock_timestamp())
-	RETURNING o.fence, clock_timestamp(), ` + operationColumns
+// readSQL reads an operation's row, its lease, and the database's clock.
+const readSQL = `SELECT fence, clock_timestamp(), ` + operationColumns + `,
+	lease_owner, lease_until, lease_until > clock_timestamp()
+	FROM idem_operations WHERE namespace = $1 AND op_id = $2`
 
-// tryClaim makes one attempt at the lease. It returns the claim, or who
-// holds the lease (nil if it lapsed meanwhile: try again), or an error.
-func (j *Journal) tryClaim(ctx context.Context, id string) (*claim, *idem.HeldError, error) {
-	sent := time.Now()
-	var (
-		c    *claim
-		held *idem.HeldError
-	)
+// leaseSQL takes the lease on a row read with fence $3, unless the row
+// changed since or its lease is held.
+const leaseSQL = `UPDATE idem_operations
+	SET lease_owner = $4, lease_until = clock_timestamp() + $5 * interval '1 microsecond', fence = fence + 1
+	WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state < 2
+		AND (lease_until IS NULL OR lease_until <= clock_timestamp())
+	RETURNING fence, clock_timestamp(), ` + operationColumns
+
+// try makes one attempt: it reads the row and, if the operation may be
+// sent and its lease is free, takes the lease. It returns who holds the
+// lease when another does; c.state is stateUnknown after an attempt that
+// must be made again.
+func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
+	j := c.j
+	c.state = stateUnknown
+	var held *idem.HeldError
 	err := j.statement(ctx, func(ctx context.Context) error {
-		rows, err := j.pool.Query(ctx, claimSQL, j.opt.Namespace, id, j.opt.Owner, j.opt.LeaseTTL.Microseconds())
+		rows, err := j.pool.Query(ctx, readSQL, j.opt.Namespace, c.id)
 		if err != nil {
 			return err
 		}
-		c, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (*claim, error) {
-			return j.scanClaim(row, id, sent)
+		var (
+			fence int64
+			owner *string
+			until *time.Time
+			live  *bool
+		)
+		_, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (bool, error) {
+			return true, c.scan(row, &fence, &owner, &until, &live)
 		})
-		if !errors.Is(err, pgx.ErrNoRows) {
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			c.state = stateNew // Begin takes the lease with the intent
+			return nil
+		case err != nil:
 			return err
-		}
-		// Not taken: completed, or leased to another.
-		rows, err = j.pool.Query(ctx, `SELECT o.fence, clock_timestamp(), `+operationColumns+`,
-			o.lease_owner, o.lease_until, o.lease_until > clock_timestamp()
-			FROM idem_operations o WHERE namespace = $1 AND op_id = $2`, j.opt.Namespace, id)
-		if err != nil {
-			return err
-		}
-		c, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (*claim, error) {
-			var (
-				owner *string
-				until *time.Time
-				live  *bool
-			)
-			c, err := j.scanClaimWith(row, id, sent, &owner, &until, &live)
-			switch {
-			case err != nil || c.done:
-				return c, err
-			case live != nil && *live && owner != nil && until != nil:
-				held = &idem.HeldError{ID: id, Holder: *owner, Until: until.UTC()}
-			}
-			return nil, nil
-		})
-		if errors.Is(err, pgx.ErrNoRows) { // released and deleted meanwhile
+		case c.done:
+			c.state = stateCompleted
+			return nil
+		case live != nil && *live && owner != nil && until != nil:
+			held = &idem.HeldError{ID: c.id, Holder: *owner, Until: until.UTC()}
 			return nil
 		}
-		return err
+		sent := time.Now()
+		rows, err = j.pool.Query(ctx, leaseSQL, j.opt.Namespace, c.id, fence, j.opt.Owner, j.opt.LeaseTTL.Microseconds())
+		if err != nil {
+			return err
+		}
+		_, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (bool, error) {
+			return true, c.scan(row, &c.fence)
+		})
+		switch {
+		case errors.Is(err, pgx.ErrNoRows): // taken or changed meanwhile
+			return nil
+		case err != nil:
+			return err
+		}
+		c.state = stateLeased
+		c.lease(sent)
+		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("pgjournal: claiming %q: %w", id, err)
+		return nil, fmt.Errorf("pgjournal: claiming %q: %w", c.id, err)
 	}
-	if c != nil && c.leased {
-		c.start()
-	}
-	return c, held, nil
+	return held, nil
 }
 
-// scanClaim reads a row of claimSQL's RETURNING into a leased claim.
-func (j *Journal) scanClaim(row pgx.CollectableRow, id string, sent time.Time) (*claim, error) {
-	c, err := j.scanClaimWith(row, id, sent)
-	if err != nil {
-		return nil, err
-	}
-	c.leased = true
-	return c, nil
-}
-
-// scanClaimWith reads the fence, the database's clock and the operation's
-// columns, then extra, into a claim without a lease.
-func (j *Journal) scanClaimWith(row pgx.CollectableRow, id string, sent time.Time, extra ...any) (*claim, error) {
-	c := &claim{j: j, id: id, deadline: sent.Add(j.opt.LeaseTTL)}
+// scan reads a row that starts with the fence, the database's clock and
+// the operation's columns, then extra: it sets the clock, and what the
+// claim knows of the operation.
+func (c *claim) scan(row pgx.CollectableRow, fence *int64, extra ...any) error {
 	var (
 		dbNow time.Time
 		r     opRow
 	)
-	if err := row.Scan(append(append([]any{&c.fence, &dbNow}, r.dest()...), extra...)...); err != nil {
-		return nil, err
+	if err := row.Scan(append(append([]any{fence, &dbNow}, r.dest()...), extra...)...); err != nil {
+		return err
 	}
-	j.clock.set(dbNow)
+	c.j.clock.set(dbNow)
 	c.done = r.state >= 2
-	if r.state > 0 {
-		op, err := r.operation()
-		if err != nil {
-			return nil, err
-		}
-		c.op, c.found = op, true
+	op, err := r.operation()
+	if err != nil {
+		return err
 	}
-	return c, nil
+	c.op, c.found = op, true
+	return nil
 }
+
+// The states of a claim.
+const (
+	stateUnknown   = iota // acquire has not settled
+	stateNew              // no row: Begin takes the lease with the intent
+	stateLeased           // the claim holds the lease, fence c.fence
+	stateCompleted        // the operation is completed: no lease
+	stateReleased         // Complete or Release gave the lease back
+)
 
 // claim is a Journal's idem.Claim.
 type claim struct {
-	j     *Journal
-	id    string
+	j      *Journal
+	id     string
+	unlock func() // the in-process lock on id
+
+	state int
 	fence int64
 	op    idem.Operation
-	found bool // an intent was recorded when the claim was taken
-	done  bool // the operation is completed: no lease was taken
-
-	leased bool // holds a lease to renew and release
-
-	began    bool // this claim recorded the intent
-	released bool // Complete or Release gave the lease back
+	found bool // an intent is recorded (Operation's second result)
+	done  bool // the operation is completed
 
 	mu       sync.Mutex
 	deadline time.Time     // local monotonic time by which the lease may lapse
 	lost     chan struct{} // closed when the deadline passes or the lease is taken
-	stop     chan struct{} // closed by Release: stops the renewals
+	stop     chan struct{} // closed when the lease is given back: stops the renewals
 	wg       sync.WaitGroup
 }
 
-// start begins renewing the lease every LeaseTTL/3 until Release, and
-// closing lost if the deadline passes first.
-func (c *claim) start() {
+// lease starts renewing the lease taken by a statement sent at sent, every
+// LeaseTTL/3 until it is given back, and closing lost if the deadline
+// passes first.
+func (c *claim) lease(sent time.Time) {
+	c.deadline = sent.Add(c.j.opt.LeaseTTL)
 	c.lost = make(chan struct{})
 	c.stop = make(chan struct{})
 	c.wg.Add(1)
@@ -255,14 +281,18 @@ func (c *claim) errLost(verb string) error {
 	return fmt.Errorf("pgjournal: %s %q: %w (another machine claimed it, or the lease lapsed)", verb, c.id, idem.ErrClaimLost)
 }
 
-// Begin records the intent, if the claim still holds the lease: the
-// commit is durable when Begin returns nil (F1), as PostgreSQL's commits
-// are with synchronous_commit on, its default.
+// Begin records the intent: the commit is durable when Begin returns nil
+// (F1), as PostgreSQL's commits are with synchronous_commit on, its
+// default. For a new ID, the same commit inserts the row and takes its
+// lease. If another machine inserted it first, Begin waits for that
+// machine's lease as Claim does, takes it, and returns an error matching
+// idem.ErrOperationExists; Operation then returns what the other machine
+// began, which this claim now holds.
 func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 	if err := c.writable("recording the intent of", op.ID); err != nil {
 		return err
 	}
-	if c.found {
+	if c.state != stateNew {
 		return fmt.Errorf("pgjournal: recording the intent of %q: %w", op.ID, idem.ErrOperationExists)
 	}
 	if op.Created.IsZero() {
@@ -271,12 +301,23 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 	if err := idem.CheckIntent(op); err != nil {
 		return fmt.Errorf("pgjournal: recording the intent of %q: %w", op.ID, err)
 	}
-	var n int64
-	err := c.j.statement(ctx, func(ctx context.Context) error {
-		tag, err := c.j.pool.Exec(ctx, `UPDATE idem_operations
-			SET op_key = $4, fingerprint = $5, method = $6, url = $7, created_ns = $8, state = 1
-			WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state = 0 AND lease_until > clock_timestamp()`,
-			c.j.opt.Namespace, c.id, c.fence, op.Key, op.Fingerprint[:], op.Method, op.URL, op.Created.UnixNano())
+	j := c.j
+	var (
+		n    int64
+		sent time.Time
+	)
+	err := j.statement(ctx, func(ctx context.Context) error {
+		var (
+			tag pgconn.CommandTag
+			err error
+		)
+		sent = time.Now()
+		tag, err = j.pool.Exec(ctx, `INSERT INTO idem_operations
+			(namespace, op_id, op_key, fingerprint, method, url, created_ns, state, lease_owner, lease_until, fence)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, clock_timestamp() + $9 * interval '1 microsecond', 1)
+			ON CONFLICT (namespace, op_id) DO NOTHING`,
+			j.opt.Namespace, c.id, op.Key, op.Fingerprint[:], op.Method, op.URL, op.Created.UnixNano(),
+			j.opt.Owner, j.opt.LeaseTTL.Microseconds())
 		n = tag.RowsAffected()
 		return err
 	})
@@ -284,9 +325,15 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 	case err != nil:
 		return fmt.Errorf("pgjournal: recording the intent of %q: %w", op.ID, err)
 	case n == 0:
-		return c.errLost("recording the intent of")
+		// Another machine began the operation since the claim read it.
+		if err := c.acquire(ctx); err != nil {
+			return err
+		}
+		return fmt.Errorf("pgjournal: recording the intent of %q: another machine began it first: %w", op.ID, idem.ErrOperationExists)
 	}
-	c.began = true
+	c.state, c.fence = stateLeased, 1
+	c.lease(sent)
+	c.op, c.found = op, true
 	return nil
 }
 
@@ -296,7 +343,7 @@ func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
 	if err := c.writable("recording the outcome of", op.ID); err != nil {
 		return err
 	}
-	if !c.found && !c.began {
+	if !c.found {
 		return fmt.Errorf("pgjournal: recording the outcome of %q: %w", op.ID, idem.ErrNoSuchOperation)
 	}
 	if op.Completed.IsZero() {
@@ -333,7 +380,7 @@ func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
 	case n == 0:
 		return c.errLost("recording the outcome of")
 	}
-	c.released = true
+	c.state = stateReleased
 	c.stopRenewing()
 	return nil
 }
@@ -343,9 +390,9 @@ func (c *claim) writable(verb, id string) error {
 	switch {
 	case id != c.id:
 		return fmt.Errorf("pgjournal: %s %q under the claim on %q: %w", verb, id, c.id, idem.ErrInvalidOperation)
-	case c.done:
+	case c.state == stateCompleted:
 		return fmt.Errorf("pgjournal: %s %q: %w: it is completed", verb, id, idem.ErrOperationExists)
-	case c.released:
+	case c.state == stateReleased:
 		return c.errLost(verb)
 	}
 	return nil
@@ -363,26 +410,24 @@ func (c *claim) stopRenewing() {
 	}
 }
 
-// Release gives the lease back: the row of an ID whose intent was never
-// recorded is deleted, any other keeps its operation with no lease. A
-// release that fails (the database is unreachable) is logged; the lease
-// then lapses by itself after LeaseTTL.
+// Release gives the lease back, if the claim holds one; the operation
+// stays, pending, with no lease. A release that fails (the database is
+// unreachable) is logged; the lease then lapses by itself after LeaseTTL.
+// Then it unlocks the ID for this process's other Do calls.
 func (c *claim) Release() {
-	if !c.leased || c.released {
-		c.released = true
+	if c.unlock == nil {
 		return
 	}
-	c.released = true
+	defer func() { c.unlock(); c.unlock = nil }()
+	if c.state != stateLeased {
+		c.state = stateReleased
+		return
+	}
+	c.state = stateReleased
 	c.stopRenewing()
 	err := c.j.statement(context.Background(), func(ctx context.Context) error {
-		var err error
-		if c.found || c.began {
-			_, err = c.j.pool.Exec(ctx, `UPDATE idem_operations SET lease_owner = NULL, lease_until = NULL
-				WHERE namespace = $1 AND op_id = $2 AND fence = $3`, c.j.opt.Namespace, c.id, c.fence)
-		} else {
-			_, err = c.j.pool.Exec(ctx, `DELETE FROM idem_operations
-				WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state = 0`, c.j.opt.Namespace, c.id, c.fence)
-		}
+		_, err := c.j.pool.Exec(ctx, `UPDATE idem_operations SET lease_owner = NULL, lease_until = NULL
+			WHERE namespace = $1 AND op_id = $2 AND fence = $3`, c.j.opt.Namespace, c.id, c.fence)
 		return err
 	})
 	if err != nil {

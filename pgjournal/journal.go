@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/keyedlock"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -28,6 +29,9 @@ const (
 	DefaultLeaseTTL = 30 * time.Second
 	// DefaultTimeout is the default Options.Timeout.
 	DefaultTimeout = 5 * time.Second
+	// DefaultMaxConns is the size of the connection pool Open makes when
+	// the DSN does not set pool_max_conns.
+	DefaultMaxConns = 32
 )
 
 // Options tunes a Journal. The zero value is the default for every field.
@@ -81,6 +85,10 @@ type Journal struct {
 	log     *slog.Logger
 	clock   clock
 
+	// running serializes this process's claims on each ID: the
+	// database's lease does it across machines.
+	running keyedlock.Set
+
 	mu     sync.Mutex
 	closed bool
 }
@@ -88,14 +96,20 @@ type Journal struct {
 var _ idem.Journal = (*Journal)(nil)
 
 // Open connects to the database at dsn (a postgres:// URL or a key=value
-// connection string, as pgx reads it), creates or upgrades the journal's
-// tables (see Migrate) and returns the Journal. Close closes its
-// connections.
+// connection string, as pgx reads it, pool_max_conns included: default
+// DefaultMaxConns), creates or upgrades the journal's tables (see Migrate)
+// and returns the Journal. Close closes its connections.
 func Open(ctx context.Context, dsn string, opt Options) (*Journal, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's message would repeat the DSN, password included.
 		return nil, fmt.Errorf("pgjournal: opening: the connection string does not parse: %w", errors.Unwrap(err))
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		// pgxpool's default (4, or the number of CPUs) queues a fleet
+		// machine's callers behind a handful of connections: each
+		// operation holds one for two or three short statements.
+		cfg.MaxConns = DefaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -214,7 +228,7 @@ func (j *Journal) Lookup(ctx context.Context, id string) (idem.Operation, bool, 
 	sctx, cancel := context.WithTimeout(ctx, j.opt.Timeout)
 	defer cancel()
 	rows, err := j.pool.Query(sctx, `SELECT `+operationColumns+` FROM idem_operations
-		WHERE namespace = $1 AND op_id = $2 AND state > 0`, j.opt.Namespace, id)
+		WHERE namespace = $1 AND op_id = $2`, j.opt.Namespace, id)
 	if err != nil {
 		return idem.Operation{}, false, fmt.Errorf("pgjournal: looking up %q: %w", id, classify(ctx, err))
 	}
@@ -238,7 +252,7 @@ func (j *Journal) List(ctx context.Context, which idem.Listing) ([]idem.Operatio
 	var where string
 	switch which {
 	case idem.ListAll:
-		where = `state > 0`
+		where = `true`
 	case idem.ListPending:
 		where = `state = 1 AND created_ns > $2`
 	case idem.ListExpired:
@@ -280,7 +294,7 @@ const operationColumns = `op_id, op_key, fingerprint, method, url, created_ns, s
 // opRow holds a row of operationColumns as scanned.
 type opRow struct {
 	opID, method, url  string
-	key                *string
+	key                string
 	fp, header, body   []byte
 	created, completed int64
 	state, flags       int16
@@ -296,10 +310,10 @@ func (r *opRow) dest() []any {
 // operation returns the row as an Operation.
 func (r *opRow) operation() (idem.Operation, error) {
 	var op idem.Operation
-	if r.key == nil || len(r.fp) != len(op.Fingerprint) {
-		return op, fmt.Errorf("pgjournal: operation %q: row has no key or a %d-byte fingerprint", r.opID, len(r.fp))
+	if len(r.fp) != len(op.Fingerprint) {
+		return op, fmt.Errorf("pgjournal: operation %q: row has a %d-byte fingerprint", r.opID, len(r.fp))
 	}
-	op.ID, op.Key, op.Method, op.URL = r.opID, *r.key, r.method, r.url
+	op.ID, op.Key, op.Method, op.URL = r.opID, r.key, r.method, r.url
 	copy(op.Fingerprint[:], r.fp)
 	op.Created = time.Unix(0, r.created).UTC()
 	op.State = idem.State(r.state)

@@ -162,7 +162,7 @@ func TestIntentIsCommittedBeforeTheFirstByte(t *testing.T) {
 	// A commit that fails: the database refuses this one intent.
 	exec(t, dsn, `CREATE FUNCTION refuse_intent() RETURNS trigger LANGUAGE plpgsql AS
 		$$ BEGIN RAISE EXCEPTION 'refused'; END $$`)
-	exec(t, dsn, `CREATE TRIGGER refuse_intent BEFORE UPDATE ON idem_operations
+	exec(t, dsn, `CREATE TRIGGER refuse_intent BEFORE INSERT OR UPDATE ON idem_operations
 		FOR EACH ROW WHEN (NEW.op_id = 'charge-2' AND NEW.state = 1) EXECUTE FUNCTION refuse_intent()`)
 	before, _ := srv.requests()
 	_, err = client(t, a).Do("charge-2", srv.post(t, context.Background()))
@@ -530,5 +530,54 @@ func TestBadOptionsAndDSN(t *testing.T) {
 	j.Close()
 	if _, err := j.Claim(ctx, "x"); !errors.Is(err, idem.ErrClosed) {
 		t.Fatalf("Claim after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestTheLoserOfARaceToBeginTakesTheWinnersOperation: two machines claim a
+// new ID at once (neither finds a row), one begins it; the other's Begin
+// waits for the winner's lease, then returns ErrOperationExists with the
+// winner's operation, never its own key (F1, F2).
+func TestTheLoserOfARaceToBeginTakesTheWinnersOperation(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b"})
+	ctx := context.Background()
+	cb, err := b.Claim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Release()
+	ca, err := a.Claim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	won := idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.Pending}
+	if err := ca.Begin(ctx, won); err != nil {
+		t.Fatal(err)
+	}
+	lost := make(chan error, 1)
+	go func() {
+		lost <- cb.Begin(ctx, idem.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", State: idem.Pending})
+	}()
+	select {
+	case err := <-lost:
+		t.Fatalf("the loser's Begin returned (%v) while the winner held the lease", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	done := won
+	done.State, done.Status = idem.Done, 201
+	if err := ca.Complete(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	ca.Release()
+	if err := <-lost; !errors.Is(err, idem.ErrOperationExists) {
+		t.Fatalf("the loser's Begin: %v, want ErrOperationExists", err)
+	}
+	got, ok := cb.Operation()
+	if !ok || got.Key != "a-key" || got.State != idem.Done {
+		t.Fatalf("the loser's claim holds %+v (%v), want the winner's done operation under a-key", got, ok)
+	}
+	if op, _, _ := b.Lookup(ctx, "charge"); op.Key != "a-key" {
+		t.Fatalf("the journal holds key %q, want a-key", op.Key)
 	}
 }

@@ -23,20 +23,19 @@ var ErrSchemaTooNew = errors.New("pgjournal: database schema is newer than this 
 // whole or not at all. The SQL sticks to what PostgreSQL, CockroachDB and
 // YugabyteDB all run: no advisory locks, no LISTEN, no extensions.
 var migrations = []string{
-	// 0 -> 1: one row per operation. A row with state 0 is a claim on an
-	// ID whose intent is not recorded yet: it holds a lease and nothing
-	// else, and readers never see it. Times of the operation are Unix
+	// 0 -> 1: one row per operation, inserted with its intent (state 1,
+	// pending; 2 done, 3 rejected). Times of the operation are Unix
 	// nanoseconds by the journal's clock (the database's, F4); the lease's
 	// expiry is a timestamptz set and compared by the database itself.
 	`CREATE TABLE IF NOT EXISTS idem_operations (
 		namespace    text     NOT NULL,
 		op_id        text     NOT NULL,
-		op_key       text,
-		fingerprint  bytea,
+		op_key       text     NOT NULL,
+		fingerprint  bytea    NOT NULL,
 		method       text     NOT NULL DEFAULT '',
 		url          text     NOT NULL DEFAULT '',
 		created_ns   bigint   NOT NULL DEFAULT 0,
-		state        smallint NOT NULL DEFAULT 0,
+		state        smallint NOT NULL,
 		completed_ns bigint   NOT NULL DEFAULT 0,
 		status       integer  NOT NULL DEFAULT 0,
 		flags        smallint NOT NULL DEFAULT 0,

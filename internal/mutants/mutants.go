@@ -34,12 +34,10 @@ var mutants = []mutant{
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaos"},
 	},
 	{
-		Name: "no per-operation lock; the loser of the Begin race sends under the winner's key", Rules: "C11",
+		Name: "no per-operation lock; the loser of the Begin race sends under the winner's key at once", Rules: "C11",
 		Edits: []edit{
 			{File: "persist.go", Old: "j.running.lock(ctx, id)",
 				New: "func(context.Context, string) (func(), error) { return func() {}, nil }(ctx, id)"},
-			{File: "client.go", Old: "\tif err := claim.Begin(ctx, op); err != nil {\n",
-				New: "\tif err := claim.Begin(ctx, op); err != nil {\n\t\tif won, ok, _ := c.journal.Lookup(ctx, id); ok && errors.Is(err, ErrOperationExists) {\n\t\t\treturn won, nil\n\t\t}\n"},
 		},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaosConcurrentDoOfOneOperation"},
 	},
@@ -63,9 +61,27 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a new key minted on resume", Rules: "C1",
-		Edits: []edit{{File: "client.go", Old: "\t\t\treturn op, fmt.Errorf(\"idem: operation %q (key %s, minted %s): %w\",\n\t\t\t\tid, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t\t}\n\t\treturn op, nil\n",
-			New: "\t\t\treturn op, fmt.Errorf(\"idem: operation %q (key %s, minted %s): %w\",\n\t\t\t\tid, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t\t}\n\t\tif op.State == Pending {\n\t\t\top.Key, _ = newKey()\n\t\t}\n\t\treturn op, nil\n"}},
+		Edits: []edit{{File: "client.go", Old: "\t\treturn op, fmt.Errorf(\"idem: operation %q (key %s, minted %s): %w\",\n\t\t\tid, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\treturn op, nil\n",
+			New: "\t\treturn op, fmt.Errorf(\"idem: operation %q (key %s, minted %s): %w\",\n\t\t\tid, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\tif op.State == Pending {\n\t\top.Key, _ = newKey()\n\t}\n\treturn op, nil\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientCrash", "TestClientAndServerCrash"},
+	},
+	{
+		Name: "a claim ignores another machine's lease", Rules: "F3",
+		Edits: []edit{{File: "pgjournal/claim.go", Old: "AND fence = $3 AND state < 2\n\t\tAND (lease_until IS NULL OR lease_until <= clock_timestamp())",
+			New: "AND fence = $3 AND state < 2"}},
+		Pkg: "./pgjournal", Tests: []string{"TestModel", "TestOneSenderAtATime"},
+	},
+	{
+		Name: "the loser of a race to begin overwrites the winner's intent with its key", Rules: "F1, F2",
+		Edits: []edit{{File: "pgjournal/claim.go", Old: "ON CONFLICT (namespace, op_id) DO NOTHING`",
+			New: "ON CONFLICT (namespace, op_id) DO UPDATE SET op_key = excluded.op_key, lease_owner = excluded.lease_owner, fence = idem_operations.fence + 1`"}},
+		Pkg: "./internal/faultsuite", Tests: []string{"TestBatchAcrossProcesses", "TestFleetCrash"},
+	},
+	{
+		Name: "a shared journal lists equal times in its database's collation order", Rules: "J8",
+		Edits: []edit{{File: "pgjournal/journal.go", Old: "return strings.Compare(a.ID, b.ID)",
+			New: "return strings.Compare(strings.ToLower(a.ID), strings.ToLower(b.ID))"}},
+		Pkg: "./pgjournal", Tests: []string{"TestConforms"},
 	},
 	{
 		Name: "a resumed charge captures again under a new downstream key", Rules: "S5",

@@ -1,0 +1,56 @@
+// Package keyedlock is a set of locks named by strings, each taken within a
+// context: the in-process half of "one Do of an operation at a time" (C11)
+// that every journal's Claim starts with.
+package keyedlock
+
+import (
+	"context"
+	"sync"
+)
+
+// Set is a set of locks by name. The zero Set is ready to use; a name's
+// lock exists only while it is held or awaited.
+type Set struct {
+	mu sync.Mutex
+	m  map[string]*lock
+}
+
+type lock struct {
+	held chan struct{} // holds one token while the lock is held
+	refs int           // holders and waiters; the entry goes at zero
+}
+
+// Lock waits until no one holds name's lock, or ctx ends, and returns the
+// function that unlocks it, or ctx's error.
+func (s *Set) Lock(ctx context.Context, name string) (unlock func(), err error) {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = make(map[string]*lock)
+	}
+	e := s.m[name]
+	if e == nil {
+		e = &lock{held: make(chan struct{}, 1)}
+		s.m[name] = e
+	}
+	e.refs++
+	s.mu.Unlock()
+
+	release := func() {
+		s.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(s.m, name)
+		}
+		s.mu.Unlock()
+	}
+	if err := ctx.Err(); err != nil {
+		release()
+		return nil, err
+	}
+	select {
+	case e.held <- struct{}{}:
+		return func() { <-e.held; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+}
