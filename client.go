@@ -105,6 +105,24 @@ type Config struct {
 	// of this Do gets the whole header. Default 16 KiB.
 	MaxRecordedHeader int64
 
+	// UnrecordedHeaders names response header fields an outcome does not
+	// record, besides DefaultUnrecordedHeaders (cookies and credentials;
+	// the secrets rule of secrets.go). The caller of the Do that received
+	// them gets them; a later Do answered from the journal gets the field
+	// Idem-Unrecorded-Headers naming them instead. Default nil.
+	UnrecordedHeaders []string
+
+	// RecordedHeaders, when set, is the only response header fields an
+	// outcome records (an allow list, in place of the deny list above).
+	// Default nil: every field but the unrecorded ones.
+	RecordedHeaders []string
+
+	// RedactedParams names query parameters whose values are not written
+	// (in the journal, in errors, in logs), besides DefaultRedactedParams
+	// (access_token, token, api_key, signature...). The fingerprint still
+	// covers the whole URL. Default nil.
+	RedactedParams []string
+
 	// CheckRetry, when set, decides after each attempt whether another
 	// follows, in place of DefaultCheckRetry (the retry rule of retry.go),
 	// which it may call; its form is go-retryablehttp's CheckRetry. It
@@ -165,6 +183,7 @@ type Client struct {
 	journal Journal
 	hc      *http.Client
 	budget  *budget
+	secrets secrets
 	log     *slog.Logger
 	now     func() time.Time
 
@@ -206,7 +225,7 @@ func New(cfg Config) (*Client, error) {
 			cfg.Now = cfg.Journal.Now
 		}
 	}
-	c := &Client{cfg: cfg, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), log: cfg.Logger, now: cfg.Now}
+	c := &Client{cfg: cfg, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), secrets: newSecrets(cfg), log: cfg.Logger, now: cfg.Now}
 	if c.journal == nil {
 		c.journal = newMemoryJournalWithOptions(JournalOptions{KeyTTL: cfg.KeyTTL, Now: cfg.Now})
 	}
@@ -427,9 +446,9 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 			return Operation{}, err
 		}
 		op = Operation{
-			// The URL is kept without its password: the journal is a
-			// file people read. The fingerprint covers the whole URL.
-			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: req.URL.Redacted(),
+			// The URL is written by the secrets rule (secrets.go); the
+			// fingerprint covers the whole URL.
+			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: c.secrets.url(req.URL),
 			Created: c.now(), State: Pending,
 		}
 		err = claim.Begin(ctx, op)
@@ -486,6 +505,7 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 	}
 	resp, err := rc.Do(rreq)
 	if err != nil {
+		err = c.secrets.error(err)
 		if cause := context.Cause(ctx); errors.Is(cause, ErrClaimLost) && !errors.Is(err, ErrClaimLost) {
 			err = fmt.Errorf("%w: %w", cause, err)
 		}
@@ -502,7 +522,7 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 		op.State, op.Completed = state, c.now()
 		// Complete encodes the header: no copy is needed.
 		op.Status = resp.StatusCode
-		op.Header, op.HeaderTruncated = recordableHeader(resp.Header, c.cfg.MaxRecordedHeader)
+		op.Header, op.HeaderTruncated = recordableHeader(c.secrets.header(resp.Header), c.cfg.MaxRecordedHeader)
 		if a.fits {
 			op.Body = a.final
 		} else {

@@ -188,6 +188,7 @@ func (a *attempts) next(_, _ time.Duration, _ int, _ *http.Response) time.Durati
 
 // checkRetry is go-retryablehttp's CheckRetry.
 func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	err = a.c.secrets.error(err) // the secrets rule (secrets.go): the error names the URL
 	retry, why := a.classify(ctx, resp, err)
 	if !retry && why == nil && err == nil {
 		// A final answer. Its body is part of it: read it now, within the

@@ -69,3 +69,35 @@ func TestSharedJournalDown(t *testing.T) {
 		t.Fatalf("%d requests sent with the journal down", n)
 	}
 }
+
+// TestJournalShowsNoSecrets: what send journals from a response setting a
+// cookie, for a URL with user info and a token, shows none of them in
+// journal show and ls, and send's own messages hold none either.
+func TestJournalShowsNoSecrets(t *testing.T) {
+	srv := newTestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Set-Cookie", "session=c00k1e-s3cret")
+		respond(http.StatusCreated, `{"id":"ch_1"}`)(w, r)
+	})
+	path := journalIn(t)
+	u := strings.Replace(srv.URL, "http://", "http://user:pa55-s3cret@", 1) + "/charges?access_token=t0k3n-s3cret"
+	r := runCLI(t, "send", "--journal", path, "--op", "c1", "-d", "{}", u)
+	if r.code != exitOK {
+		t.Fatalf("send: %d %q", r.code, r.stderr)
+	}
+	other := runCLI(t, "send", "--journal", path, "--op", "c1", "-d", "{}", strings.Replace(u, "t0k3n", "other", 1))
+	if other.code != exitRefused || !strings.Contains(other.stderr, "other credentials in the URL") {
+		t.Fatalf("send with another token: %d %q; want refused, saying the credentials differ", other.code, other.stderr)
+	}
+	show := runCLI(t, "journal", "show", path, "c1")
+	ls := runCLI(t, "journal", "ls", "--json", path)
+	for what, out := range map[string]string{"show": show.stdout + show.stderr, "ls": ls.stdout + ls.stderr, "refused send": other.stderr} {
+		for _, secret := range []string{"c00k1e-s3cret", "pa55-s3cret", "t0k3n-s3cret"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("journal %s prints %q: %s", what, secret, out)
+			}
+		}
+	}
+	if !strings.Contains(show.stdout, "access_token=xxxxx") || !strings.Contains(show.stdout, "Idem-Unrecorded-Headers") {
+		t.Fatalf("journal show does not say what it redacted:\n%s", show.stdout)
+	}
+}

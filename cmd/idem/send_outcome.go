@@ -98,8 +98,10 @@ func difference(j idem.Journal, id string, req *http.Request) string {
 		return "with a different method, URL or body"
 	case op.Method != req.Method:
 		return fmt.Sprintf("with method %s, not %s", cell(op.Method), req.Method)
-	case op.URL != req.URL.String():
-		return fmt.Sprintf("to %s, not %s", cell(op.URL), cell(req.URL.String()))
+	case op.URL != idem.RedactURL(req.URL):
+		return fmt.Sprintf("to %s, not %s", cell(op.URL), cell(idem.RedactURL(req.URL)))
+	case idem.RedactURL(req.URL) != req.URL.String():
+		return "with a different body, or other credentials in the URL (the journal keeps them redacted)"
 	}
 	return "with a different body"
 }

@@ -1,0 +1,194 @@
+package idem
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// The secrets rule: nothing idem writes or emits hands out a session or a
+// credential. A journal outlives its process, is copied into bug reports
+// and is printed by `idem journal show`; logs and error strings travel
+// further still. So:
+//
+//   - a recorded response header leaves out the fields that carry
+//     credentials or session state (DefaultUnrecordedHeaders, and
+//     Config.UnrecordedHeaders or Config.RecordedHeaders), and names them in
+//     UnrecordedHeadersField so that a replay says what it lacks;
+//   - a URL is written without its user info, and with the value of every
+//     query parameter whose name looks like a credential replaced
+//     (DefaultRedactedParams, and Config.RedactedParams), in the journal,
+//     in the errors Do returns, and in what it logs.
+//
+// The fingerprint is still computed over the whole, real URL: a request
+// whose token changed is a different request, refused with ErrMismatch
+// exactly as before. The fingerprint is a SHA-256, so it gives nothing
+// away, but note that a token guessable from a small set could be tested
+// against it.
+
+// DefaultUnrecordedHeaders are the response header fields an outcome never
+// records: cookies and credentials, which would let anyone who reads the
+// journal take over a session. WWW-Authenticate and Proxy-Authenticate are
+// challenges, not credentials, and are kept.
+var DefaultUnrecordedHeaders = []string{
+	"Set-Cookie", "Set-Cookie2", "Cookie", "Authorization", "Proxy-Authorization",
+	"Authentication-Info", "Proxy-Authentication-Info",
+}
+
+// UnrecordedHeadersField is the field a recorded header gains, listing the
+// names of the fields the secrets rule left out, so that a response
+// answered from the journal says which fields it lacks.
+const UnrecordedHeadersField = "Idem-Unrecorded-Headers"
+
+// DefaultRedactedParams are the query parameters whose values are never
+// written. A parameter is redacted when its name, compared without case,
+// is one of them or ends with "_" or "-" followed by one of them
+// ("refresh_token", "client_secret", "x-api-key").
+var DefaultRedactedParams = []string{
+	"access_token", "token", "api_key", "apikey", "key", "signature", "sig",
+	"password", "passwd", "secret", "auth", "credential", "x-amz-signature",
+	"x-amz-credential", "x-amz-security-token",
+}
+
+// redactedValue replaces a secret's value.
+const redactedValue = "xxxxx"
+
+// secrets applies the secrets rule with a Client's configuration.
+type secrets struct {
+	unrecorded []string // canonical header names never recorded
+	recorded   []string // when set, the only canonical names recorded
+	params     []string // lower-case parameter names redacted
+}
+
+func newSecrets(cfg Config) secrets {
+	s := secrets{unrecorded: canonicalNames(DefaultUnrecordedHeaders, cfg.UnrecordedHeaders)}
+	if cfg.RecordedHeaders != nil {
+		s.recorded = canonicalNames(cfg.RecordedHeaders)
+	}
+	for _, list := range [][]string{DefaultRedactedParams, cfg.RedactedParams} {
+		for _, p := range list {
+			s.params = append(s.params, strings.ToLower(p))
+		}
+	}
+	return s
+}
+
+func canonicalNames(lists ...[]string) []string {
+	var out []string
+	for _, list := range lists {
+		for _, n := range list {
+			out = append(out, http.CanonicalHeaderKey(n))
+		}
+	}
+	return out
+}
+
+// recordable reports whether a header field may be recorded.
+func (s secrets) recordable(name string) bool {
+	if name == UnrecordedHeadersField {
+		return false // the server's own, if any, would mislead
+	}
+	if s.recorded != nil {
+		return slices.Contains(s.recorded, name)
+	}
+	return !slices.Contains(s.unrecorded, name)
+}
+
+// header returns h without the fields it may not record, with
+// UnrecordedHeadersField naming them; h itself when it has none.
+func (s secrets) header(h http.Header) http.Header {
+	var left []string
+	for name := range h {
+		if !s.recordable(name) {
+			left = append(left, name)
+		}
+	}
+	if len(left) == 0 {
+		return h
+	}
+	kept := make(http.Header, len(h)-len(left)+1)
+	for name, values := range h {
+		if s.recordable(name) {
+			kept[name] = values
+		}
+	}
+	slices.Sort(left)
+	kept[UnrecordedHeadersField] = []string{strings.Join(left, ", ")}
+	return kept
+}
+
+// redactedParam reports whether the query parameter name holds a secret.
+func (s secrets) redactedParam(name string) bool {
+	name = strings.ToLower(name)
+	for _, p := range s.params {
+		if name == p || strings.HasSuffix(name, p) && len(name) > len(p) &&
+			(name[len(name)-len(p)-1] == '_' || name[len(name)-len(p)-1] == '-') {
+			return true
+		}
+	}
+	return false
+}
+
+// url returns u as idem writes it: no user info, secret query values
+// replaced. The rest (scheme, host, path, other parameters, their order) is
+// kept as it is.
+func (s secrets) url(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	c := *u
+	c.User = nil
+	if c.RawQuery != "" {
+		c.RawQuery = s.query(c.RawQuery)
+	}
+	return c.String()
+}
+
+// query redacts a raw query, keeping its form: the parameters' order, and
+// the encoding of those it keeps.
+func (s secrets) query(raw string) string {
+	parts := strings.Split(raw, "&")
+	for i, part := range parts {
+		name, _, hasValue := strings.Cut(part, "=")
+		if unescaped, err := url.QueryUnescape(name); err == nil {
+			name = unescaped
+		}
+		if hasValue && s.redactedParam(name) {
+			k, _, _ := strings.Cut(part, "=")
+			parts[i] = k + "=" + redactedValue
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// urlString redacts a URL given as a string; one that does not parse is
+// replaced whole.
+func (s secrets) urlString(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	return s.url(u)
+}
+
+// error redacts the URL of every *url.Error in err's chain, in place: the
+// errors of attempts name the request's URL, and Do returns and logs them.
+func (s secrets) error(err error) error {
+	for e := err; e != nil; {
+		var ue *url.Error
+		if !errors.As(e, &ue) {
+			break
+		}
+		ue.URL = s.urlString(ue.URL)
+		e = ue.Err
+	}
+	return err
+}
+
+// RedactURL returns u as a Client without Config.RedactedParams writes it
+// (the secrets rule): without user info, and with the values of the
+// DefaultRedactedParams replaced. Tools that show a request beside a
+// journaled one use it to compare like with like.
+func RedactURL(u *url.URL) string { return newSecrets(Config{}).url(u) }

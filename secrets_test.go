@@ -1,0 +1,181 @@
+package idem_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem"
+)
+
+// TestNoSecretsAtRest is the secrets rule (secrets.go): a response that
+// sets a session cookie, and a request URL with an access token and user
+// info. The journal file, the logs and the errors hold none of the secret
+// values; the operation still replays, saying which header it lacks, and a
+// request with another token is still another request.
+func TestNoSecretsAtRest(t *testing.T) {
+	const cookie, token, password, signed = "session=c00k1e-s3cret", "t0k3n-s3cret", "pa55-s3cret", "s1gnature-s3cret"
+	secretsIn := func(s string) []string {
+		var found []string
+		for _, v := range []string{"c00k1e-s3cret", token, password, signed} {
+			if strings.Contains(s, v) {
+				found = append(found, v)
+			}
+		}
+		return found
+	}
+	fail := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if fail { // the first attempt breaks off: an error naming the URL
+			fail = false
+			hj, _ := w.(http.Hijacker)
+			conn, _, _ := hj.Hijack()
+			conn.Close()
+			return
+		}
+		w.Header().Add("Set-Cookie", cookie)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"ch_1"}`)
+	}))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attemptErrs []string
+	c, err := idem.New(idem.Config{Journal: j, Logger: log, MaxAttempts: 1,
+		OnAttempt: func(a idem.Attempt) {
+			if a.Err != nil {
+				attemptErrs = append(attemptErrs, a.Err.Error())
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := strings.Replace(srv.URL, "http://", "http://user:"+password+"@", 1) +
+		"/charges?amount=5&access_token=" + token + "&X-Amz-Signature=" + signed + "&refresh_token=" + token
+	post := func(u string) *http.Request {
+		req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(`{"amount":5}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	_, err = c.Do("charge", post(u))
+	if !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("first Do: %v, want an unknown outcome", err)
+	}
+	if s := secretsIn(err.Error()); s != nil {
+		t.Fatalf("the error %q holds %q", err, s)
+	}
+	resp, err := c.Do("charge", post(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Get("Set-Cookie") != cookie {
+		t.Fatalf("the caller got Set-Cookie %q, want the server's", resp.Header.Get("Set-Cookie"))
+	}
+	resp.Body.Close()
+
+	replay, err := c.Do("charge", post(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(replay.Body)
+	replay.Body.Close()
+	if !idem.Recorded(replay) || replay.StatusCode != 201 || string(body) != `{"id":"ch_1"}` ||
+		replay.Header.Get("Set-Cookie") != "" || replay.Header.Get(idem.UnrecordedHeadersField) != "Set-Cookie" ||
+		replay.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("replay: recorded %v, %d %q, header %v", idem.Recorded(replay), replay.StatusCode, body, replay.Header)
+	}
+	other := strings.Replace(u, "access_token="+token, "access_token=another", 1)
+	if _, err := c.Do("charge", post(other)); !errors.Is(err, idem.ErrMismatch) {
+		t.Fatalf("Do with another token: %v, want ErrMismatch", err)
+	}
+	op, _ := lookup(j, "charge")
+	want := srv.URL + "/charges?amount=5&access_token=xxxxx&X-Amz-Signature=xxxxx&refresh_token=xxxxx"
+	if op.URL != want {
+		t.Fatalf("journaled URL %q, want %q", op.URL, want)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, text := range map[string]string{"the journal file": string(file), "the logs": logs.String(),
+		"the attempts' errors": strings.Join(attemptErrs, "\n")} {
+		if s := secretsIn(text); s != nil {
+			t.Errorf("%s hold %q", what, s)
+		}
+	}
+	if len(attemptErrs) == 0 || !strings.Contains(logs.String(), "access_token=xxxxx") {
+		t.Fatalf("the test saw no attempt error (%d) or no log naming the URL: it proves nothing", len(attemptErrs))
+	}
+}
+
+// TestRecordedHeadersAllowListAndExtraDenials: Config.RecordedHeaders
+// records only the fields it names; Config.UnrecordedHeaders adds to the
+// fields never recorded; Config.RedactedParams adds parameters.
+func TestRecordedHeadersAllowListAndExtraDenials(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Session", "s")
+		w.Header().Set("X-Request-Id", "r")
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(201)
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name     string
+		cfg      idem.Config
+		kept     []string
+		withheld string
+		url      string
+	}{
+		{"deny", idem.Config{UnrecordedHeaders: []string{"x-session"}, RedactedParams: []string{"session"}},
+			[]string{"X-Request-Id", "Content-Type"}, "X-Session", "/c?session=xxxxx&n=1"},
+		{"allow", idem.Config{RecordedHeaders: []string{"content-type"}},
+			[]string{"Content-Type"}, "Content-Length, Date, X-Request-Id, X-Session", "/c?session=s&n=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Journal = openJournal(t, filepath.Join(t.TempDir(), "j"))
+			c, err := idem.New(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/c?session=s&n=1", nil)
+				resp, err := c.Do("op", req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			op, _ := lookup(tc.cfg.Journal, "op")
+			for _, name := range tc.kept {
+				if op.Header.Get(name) == "" {
+					t.Errorf("%s not recorded: %v", name, op.Header)
+				}
+			}
+			if got := op.Header.Get(idem.UnrecordedHeadersField); got != tc.withheld {
+				t.Errorf("%s = %q, want %q", idem.UnrecordedHeadersField, got, tc.withheld)
+			}
+			if op.URL != srv.URL+tc.url {
+				t.Errorf("URL %q, want %q", op.URL, srv.URL+tc.url)
+			}
+		})
+	}
+}
