@@ -327,12 +327,11 @@ type FileJournal struct {
 	buf       []byte // record encoding buffer, reused under mu
 	scratch   []byte // outcome encoding buffer, reused under mu
 
-	ops map[string]*entry // the index: operation ID to its entry
+	idx index // every operation, by ID and in the order of its intent
 
 	// running serializes the Do calls of each operation ID across every
 	// Client using this journal. It has its own lock.
 	running opLocks
-	slabs   [][]entry // the entries, in the order their intents were written
 
 	appends, syncs, dirSyncs, compactions uint64
 	truncated                             int64
@@ -481,7 +480,7 @@ func newJournal(o JournalOptions) *FileJournal {
 	if o.rename == nil {
 		o.rename = os.Rename
 	}
-	j := &FileJournal{opt: o, log: o.Logger, ops: make(map[string]*entry)}
+	j := &FileJournal{opt: o, log: o.Logger, idx: newIndex(0)}
 	j.cond.L = &j.mu
 	j.nextCheck = max(o.CompactMinSize, 0)
 	return j
@@ -680,19 +679,15 @@ func (j *FileJournal) forgetUnsynced() {
 	if j.writeSeq <= j.syncedSeq {
 		return
 	}
-	nj := &FileJournal{ops: make(map[string]*entry, len(j.ops))}
-	for _, slab := range j.slabs {
-		for i := range slab {
-			if e := &slab[i]; e.seq <= j.syncedSeq {
-				ne := nj.newEntry()
-				*ne = *e
-				nj.ops[ne.id] = ne
-			}
+	kept := newIndex(j.idx.len())
+	for e := range j.idx.all() {
+		if e.seq <= j.syncedSeq {
+			kept.add(e)
 		}
 	}
-	if len(nj.ops) < len(j.ops) {
-		j.log.Warn("idem: forgetting operations whose intent fsync failed", "path", j.path, "operations", len(j.ops)-len(nj.ops))
-		j.ops, j.slabs = nj.ops, nj.slabs
+	if kept.len() < j.idx.len() {
+		j.log.Warn("idem: forgetting operations whose intent fsync failed", "path", j.path, "operations", j.idx.len()-kept.len())
+		j.idx = kept
 	}
 }
 
@@ -701,7 +696,7 @@ func (j *FileJournal) forgetUnsynced() {
 func (j *FileJournal) Lookup(_ context.Context, id string) (Operation, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	e, ok := j.ops[id]
+	e, ok := j.idx.get(id)
 	if !ok {
 		return Operation{}, false, nil
 	}
@@ -715,11 +710,9 @@ func (j *FileJournal) List(_ context.Context, which Listing) ([]Operation, error
 	now := j.opt.Now()
 	j.mu.Lock()
 	var sel []*entry
-	for _, slab := range j.slabs {
-		for i := range slab {
-			if e := &slab[i]; which.selectsEntry(e, now, j.opt.KeyTTL) {
-				sel = append(sel, e)
-			}
+	for e := range j.idx.all() {
+		if which.selectsEntry(e, now, j.opt.KeyTTL) {
+			sel = append(sel, e)
 		}
 	}
 	slices.SortFunc(sel, func(a, b *entry) int {
@@ -819,7 +812,7 @@ func (j *FileJournal) Stats() JournalStats {
 		DirSyncs:    j.dirSyncs,
 		Compactions: j.compactions,
 		Records:     j.records,
-		Operations:  len(j.ops),
+		Operations:  j.idx.len(),
 		Live:        live,
 		LiveBytes:   liveBytes,
 		FileSize:    j.size,
@@ -908,39 +901,18 @@ func (e *entry) summarized() entry {
 // summaries, and the bytes of their records. Called with mu held.
 func (j *FileJournal) liveSet(now time.Time) (n int, bytes int64) {
 	ns := unixNanos(now)
-	for _, slab := range j.slabs {
-		for i := range slab {
-			e := &slab[i]
-			switch {
-			case e.live(ns, j.opt.KeyTTL):
-				bytes += int64(e.intentSize) + int64(e.completionSize)
-			case j.remembered(e, ns):
-				bytes += int64(e.intentSize) + int64(min(e.completionSize, summaryRecordSize(e)))
-			default:
-				continue
-			}
-			n++
+	for e := range j.idx.all() {
+		switch {
+		case e.live(ns, j.opt.KeyTTL):
+			bytes += int64(e.intentSize) + int64(e.completionSize)
+		case j.remembered(e, ns):
+			bytes += int64(e.intentSize) + int64(min(e.completionSize, summaryRecordSize(e)))
+		default:
+			continue
 		}
-	}
-	return n, bytes
-}
-
-// newEntry returns a zeroed entry for the index. Entries live in slabs so
-// that recovering a million operations does not make a million allocations;
-// the slabs also keep the order in which intents were written.
-func (j *FileJournal) newEntry() *entry {
-	n := len(j.slabs)
-	if n == 0 || len(j.slabs[n-1]) == cap(j.slabs[n-1]) {
-		size := 64
-		if n > 0 {
-			size = min(2*cap(j.slabs[n-1]), 4096)
-		}
-		j.slabs = append(j.slabs, make([]entry, 0, size))
 		n++
 	}
-	s := &j.slabs[n-1]
-	*s = (*s)[:len(*s)+1]
-	return &(*s)[len(*s)-1]
+	return n, bytes
 }
 
 // unixNanos returns t as Unix nanoseconds, saturating outside the range

@@ -57,7 +57,7 @@ func (j *FileJournal) Begin(op Operation) error {
 	if err := checkIntent(&op); err != nil {
 		return fmt.Errorf("idem: journal %s: begin %s: %w", j.path, quoteID(op.ID), err)
 	}
-	if _, ok := j.ops[op.ID]; ok {
+	if _, ok := j.idx.get(op.ID); ok {
 		return fmt.Errorf("idem: journal %s: begin %s: %w", j.path, quoteID(op.ID), ErrOperationExists)
 	}
 	if op.Created.IsZero() {
@@ -84,9 +84,7 @@ func (j *FileJournal) Begin(op Operation) error {
 	}
 	e.intentSize = uint32(len(buf))
 	e.seq = seq
-	ne := j.newEntry()
-	*ne = e
-	j.ops[ne.id] = ne
+	j.idx.add(&e)
 	j.maybeCompact()
 	return j.waitDurable(seq)
 }
@@ -111,7 +109,7 @@ func (j *FileJournal) Complete(op Operation) error {
 	if err := checkCompletion(&op); err != nil {
 		return fmt.Errorf("idem: journal %s: complete %s: %w", j.path, quoteID(op.ID), err)
 	}
-	e, ok := j.ops[op.ID]
+	e, ok := j.idx.get(op.ID)
 	if !ok {
 		return fmt.Errorf("idem: journal %s: complete %s: %w", j.path, quoteID(op.ID), ErrNoSuchOperation)
 	}

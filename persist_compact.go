@@ -100,15 +100,13 @@ func (j *FileJournal) compactLocked() error {
 	}
 	now := unixNanos(j.opt.Now())
 	var live []*entry
-	for _, slab := range j.slabs {
-		for i := range slab {
-			switch e := &slab[i]; {
-			case e.live(now, j.opt.KeyTTL):
-				live = append(live, e)
-			case j.remembered(e, now):
-				s := e.summarized()
-				live = append(live, &s)
-			}
+	for e := range j.idx.all() {
+		switch {
+		case e.live(now, j.opt.KeyTTL):
+			live = append(live, e)
+		case j.remembered(e, now):
+			s := e.summarized()
+			live = append(live, &s)
 		}
 	}
 	if err := j.rewrite(live); err != nil {
@@ -124,11 +122,9 @@ func (j *FileJournal) compactLocked() error {
 // creates a new journal. Called with mu held and no fsync running.
 func (j *FileJournal) rewrite(live []*entry) error {
 	// The new index, built aside so a failure leaves the old one.
-	nj := &FileJournal{ops: make(map[string]*entry, len(live))}
+	idx := newIndex(len(live))
 	for _, e := range live {
-		ne := nj.newEntry()
-		*ne = *e
-		nj.ops[ne.id] = ne
+		idx.add(e)
 	}
 
 	if j.memory {
@@ -136,7 +132,7 @@ func (j *FileJournal) rewrite(live []*entry) error {
 		for _, e := range live {
 			size += int64(e.intentSize) + int64(e.completionSize)
 		}
-		j.replaceIndex(nj, size, int64(len(live)))
+		j.replaceIndex(idx, size, int64(len(live)))
 		return nil
 	}
 
@@ -182,7 +178,7 @@ func (j *FileJournal) rewrite(live []*entry) error {
 		return j.failed
 	}
 	// The new file holds every record written before, and it is durable.
-	j.replaceIndex(nj, size, records)
+	j.replaceIndex(idx, size, records)
 	j.syncedSeq = j.writeSeq
 	j.cond.Broadcast()
 	f, err := j.openFile(j.file, os.O_RDWR|os.O_APPEND)
@@ -250,9 +246,9 @@ func (j *FileJournal) writeFile(path string, live []*entry) (size, records int64
 	return size, records, nil
 }
 
-// replaceIndex makes nj's index the journal's, for a file of size bytes
+// replaceIndex makes idx the journal's index, for a file of size bytes
 // holding records records.
-func (j *FileJournal) replaceIndex(nj *FileJournal, size, records int64) {
-	j.ops, j.slabs = nj.ops, nj.slabs
+func (j *FileJournal) replaceIndex(idx index, size, records int64) {
+	j.idx = idx
 	j.size, j.records = size, records
 }

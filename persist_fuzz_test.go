@@ -132,15 +132,9 @@ func FuzzDecode(f *testing.F) {
 		}
 
 		// Writing the index out (as compaction does) reads back the same.
-		var live []*entry
-		for _, slab := range j.slabs {
-			for i := range slab {
-				live = append(live, &slab[i])
-			}
-		}
 		w := &memFile{}
 		buf := appendFileHeader(nil)
-		for _, e := range live {
+		for e := range j.idx.all() {
 			var start int
 			buf, start = beginRecord(buf)
 			buf, _ = endRecord(appendIntent(buf, e), start, recIntent)

@@ -37,7 +37,7 @@ func (j *FileJournal) recover(f File, size int64) error {
 	}
 	// A map sized for the file saves rehashing while it grows. An
 	// operation takes well over 256 bytes once its outcome is recorded.
-	j.ops = make(map[string]*entry, min(size/256, 1<<24))
+	j.idx = newIndex(int(min(size/256, 1<<24)))
 	off := int64(fileHeaderSize)
 	for off < size {
 		fm, check, reason, err := fr.check(off)
@@ -119,42 +119,22 @@ func (j *FileJournal) apply(fm frame) string {
 }
 
 func (j *FileJournal) applyIntent(fm frame) string {
-	e := j.newEntry()
+	e := j.idx.alloc()
 	if reason := decodeIntent(fm.payload, e); reason != "" {
-		j.dropNewEntry()
+		j.idx.unalloc()
 		return reason
 	}
 	e.intentSize = uint32(fm.size)
-	// Insert without looking first: one map probe per intent instead of
-	// two, a tenth of the time recovery takes. If the map did not grow,
-	// the ID was there already (a repeated record, or damage): find the
-	// first entry in the slabs, put it back and compare.
-	n := len(j.ops)
-	j.ops[e.id] = e
-	if len(j.ops) > n {
+	old := j.idx.insert(e)
+	if old == nil {
 		return ""
 	}
-	old := j.firstEntry(e.id)
-	j.ops[old.id] = old
 	same := old.key == e.key && old.fp == e.fp && old.method == e.method && old.url == e.url && old.created == e.created
-	j.dropNewEntry()
+	j.idx.unalloc()
 	if !same {
 		return fmt.Sprintf("second intent for operation %s with different fields", quoteID(old.id))
 	}
 	return "" // a repeat of the same intent changes nothing
-}
-
-// firstEntry returns the earliest entry in the slabs with the given ID. It
-// is slow, and only used when an ID turns up twice.
-func (j *FileJournal) firstEntry(id string) *entry {
-	for _, slab := range j.slabs {
-		for i := range slab {
-			if slab[i].id == id {
-				return &slab[i]
-			}
-		}
-	}
-	return nil
 }
 
 func (j *FileJournal) applyCompletion(fm frame) string {
@@ -162,7 +142,7 @@ func (j *FileJournal) applyCompletion(fm frame) string {
 	if reason != "" {
 		return reason
 	}
-	e, ok := j.ops[string(h.id)]
+	e, ok := j.idx.get(string(h.id))
 	if !ok {
 		return fmt.Sprintf("completion for operation %s, which has no intent", quoteID(string(h.id)))
 	}
@@ -174,13 +154,6 @@ func (j *FileJournal) applyCompletion(fm frame) string {
 	e.outcome = o
 	e.completionSize = uint32(fm.size)
 	return ""
-}
-
-// dropNewEntry takes back the entry newEntry just handed out.
-func (j *FileJournal) dropNewEntry() {
-	s := &j.slabs[len(j.slabs)-1]
-	(*s)[len(*s)-1] = entry{}
-	*s = (*s)[:len(*s)-1]
 }
 
 func (j *FileJournal) corrupt(off int64, reason string) error {
