@@ -1,0 +1,447 @@
+package filejournal
+
+// Payload encodings of the intent and completion records, the bytes inside
+// frame.go's record envelope: varints and length-prefixed bytes, no
+// reflection, so that recovery decodes a record with at most a few
+// allocations. The header of a completion is an http.Header, the one type
+// of net/http the journal knows, encoded and decoded here.
+//
+// Intent payload (type 1), written by Begin:
+//
+//	u8        encoding version, 1
+//	uvarint   len(ID), then ID bytes          1..4096 bytes
+//	uvarint   len(Key), then Key bytes        1..4096 bytes
+//	[32]byte  Fingerprint
+//	uvarint   len(Method), then Method bytes
+//	uvarint   len(URL), then URL bytes
+//	varint    Created, Unix nanoseconds
+//
+// Completion payload (type 2), written by Complete:
+//
+//	u8        encoding version, 1
+//	uvarint   len(ID), then ID bytes
+//	u8        State: 2 done, 3 rejected
+//	u8        flags: bit 0 BodyTruncated, bit 1 HeaderTruncated, bit 2
+//	          Summarized; the other bits are zero. A summary (bit 2) keeps
+//	          no header names and an empty body. Bits 1 and 2 came after
+//	          the format's first release: a reader from before them
+//	          reports a record carrying them as corrupt.
+//	varint    Completed, Unix nanoseconds
+//	uvarint   Status, 0..999
+//	uvarint   number of header names k; then k times, names in sorted order:
+//	            uvarint len(name), name bytes,
+//	            uvarint number of values v; then v times:
+//	              uvarint len(value), value bytes
+//	uvarint   len(Body), then Body bytes, ending the payload
+//
+// A payload that does not decode exactly (bad version, over-long field,
+// trailing bytes) is corruption, as is an intent for an ID already present
+// with different fields, and a completion for an ID without an intent. A
+// later completion for an ID replaces the earlier one.
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+)
+
+const (
+	// payloadVersion is the first byte of every payload.
+	payloadVersion = 1
+	// MaxIDLen and MaxKeyLen bound an operation ID and a key.
+	MaxIDLen  = 4096
+	MaxKeyLen = 4096
+	// MaxStatus is the largest status a completion may record.
+	MaxStatus = 999
+)
+
+// The bits of a completion's flags (Outcome.Flags).
+const (
+	// FlagBodyTruncated: the response body is not kept.
+	FlagBodyTruncated = 1 << 0
+	// FlagHeaderTruncated: some response header fields are not kept.
+	FlagHeaderTruncated = 1 << 1
+	// FlagSummarized: compaction kept only a summary of the outcome.
+	FlagSummarized = 1 << 2
+
+	knownFlags = FlagBodyTruncated | FlagHeaderTruncated | FlagSummarized
+)
+
+// appendIntent appends r's intent payload to buf.
+func appendIntent(buf []byte, r *Record) []byte {
+	buf = append(buf, payloadVersion)
+	buf = appendString(buf, r.ID)
+	buf = appendString(buf, r.Key)
+	buf = append(buf, r.Fingerprint[:]...)
+	buf = appendString(buf, r.Method)
+	buf = appendString(buf, r.URL)
+	return binary.AppendVarint(buf, r.Created)
+}
+
+// appendCompletion appends the completion payload of operation id with
+// state s and outcome o to buf.
+func appendCompletion(buf []byte, id string, s State, o *Outcome) []byte {
+	buf = append(buf, payloadVersion)
+	buf = appendString(buf, id)
+	buf = append(buf, byte(s), o.Flags)
+	buf = binary.AppendVarint(buf, o.Completed)
+	buf = binary.AppendUvarint(buf, uint64(o.Status))
+	return append(buf, o.Raw...)
+}
+
+// appendHeaderBody appends the header-and-body section of a completion
+// payload: the header names in sorted order, so the same header always
+// encodes to the same bytes, then the body.
+func appendHeaderBody(buf []byte, h http.Header, body []byte) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(h)))
+	if len(h) > 0 {
+		var few [16]string // most responses have fewer header names
+		names := few[:0]
+		for k := range h {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			vs := h[k]
+			buf = appendString(buf, k)
+			buf = binary.AppendUvarint(buf, uint64(len(vs)))
+			for _, v := range vs {
+				buf = appendString(buf, v)
+			}
+		}
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(body)))
+	return append(buf, body...)
+}
+
+func appendString(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
+}
+
+// decoder reads a payload. The first failure is kept in bad and every later
+// read returns zero values, so a decode function checks once at the end.
+type decoder struct {
+	b   []byte
+	i   int
+	bad string
+}
+
+func (d *decoder) fail(reason string) {
+	if d.bad == "" {
+		d.bad = reason
+	}
+	d.i = len(d.b)
+}
+
+func (d *decoder) byte() byte {
+	if d.i >= len(d.b) {
+		d.fail("payload ends early")
+		return 0
+	}
+	c := d.b[d.i]
+	d.i++
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b[d.i:])
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.i += n
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b[d.i:])
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.i += n
+	return v
+}
+
+// span reads a length-prefixed field of at most limit bytes and returns its
+// bounds in the payload.
+func (d *decoder) span(what string, limit int) (int, int) {
+	n := d.uvarint()
+	if n > uint64(limit) || n > uint64(len(d.b)-d.i) {
+		if d.bad == "" {
+			d.fail(fmt.Sprintf("%s length %d is too long", what, n))
+		}
+		return d.i, d.i
+	}
+	start := d.i
+	d.i += int(n)
+	return start, d.i
+}
+
+// end fails unless the whole payload was read.
+func (d *decoder) end() {
+	if d.bad == "" && d.i != len(d.b) {
+		d.fail(fmt.Sprintf("%d trailing payload bytes", len(d.b)-d.i))
+	}
+}
+
+// decodeIntent decodes an intent payload into r and returns why it cannot,
+// or "". The strings of r share one allocation.
+func decodeIntent(p []byte, r *Record) string {
+	d := decoder{b: p}
+	if v := d.byte(); v != payloadVersion && d.bad == "" {
+		return fmt.Sprintf("unsupported intent encoding %d", v)
+	}
+	idA, idB := d.span("operation ID", MaxIDLen)
+	keyA, keyB := d.span("key", MaxKeyLen)
+	fpA, fpB := d.i, d.i+len(r.Fingerprint)
+	if fpB > len(p) {
+		d.fail("payload ends early")
+	} else {
+		d.i = fpB
+	}
+	mA, mB := d.span("method", len(p))
+	uA, uB := d.span("URL", len(p))
+	created := d.varint()
+	d.end()
+	switch {
+	case d.bad != "":
+		return "intent: " + d.bad
+	case idA == idB:
+		return "intent: empty operation ID"
+	case keyA == keyB:
+		return "intent: empty key"
+	}
+	// One string holds ID, key, method and URL (and the bytes between
+	// them); the fields are slices of it.
+	s := string(p[idA:uB])
+	r.ID = s[:idB-idA]
+	r.Key = s[keyA-idA : keyB-idA]
+	r.Method = s[mA-idA : mB-idA]
+	r.URL = s[uA-idA : uB-idA]
+	copy(r.Fingerprint[:], p[fpA:fpB])
+	r.Created = created
+	r.State = Pending
+	return ""
+}
+
+// completionHead is the part of a completion payload read before the
+// operation is looked up.
+type completionHead struct {
+	id    []byte // aliases the payload
+	state State
+	d     decoder
+}
+
+// decodeCompletionHead reads a completion's version, ID and state.
+func decodeCompletionHead(p []byte) (completionHead, string) {
+	h := completionHead{d: decoder{b: p}}
+	d := &h.d
+	if v := d.byte(); v != payloadVersion && d.bad == "" {
+		return h, fmt.Sprintf("unsupported completion encoding %d", v)
+	}
+	idA, idB := d.span("operation ID", MaxIDLen)
+	h.id = p[idA:idB]
+	h.state = State(d.byte())
+	switch {
+	case d.bad != "":
+		return h, "completion: " + d.bad
+	case idA == idB:
+		return h, "completion: empty operation ID"
+	case !h.state.final():
+		return h, fmt.Sprintf("completion: invalid state %d", h.state)
+	}
+	return h, ""
+}
+
+// decodeOutcome reads the rest of a completion payload after its head. The
+// header and body are checked but kept encoded, as one string: most
+// outcomes are never looked at again, and recovery should not pay for a map
+// per response. DecodeHeaderBody decodes them when asked.
+func decodeOutcome(h *completionHead, o *Outcome) string {
+	d := &h.d
+	flags := d.byte()
+	o.Completed = d.varint()
+	status := d.uvarint()
+	if d.bad == "" {
+		switch {
+		case flags&^knownFlags != 0:
+			d.fail(fmt.Sprintf("unknown flags %#x", flags))
+		case status > MaxStatus:
+			d.fail(fmt.Sprintf("status %d is over %d", status, MaxStatus))
+		}
+	}
+	if d.bad != "" {
+		return "completion: " + d.bad
+	}
+	o.Status = int32(status)
+	o.Flags = flags
+	raw := d.b[d.i:]
+	bodyLen, reason := checkHeaderBody(raw)
+	switch {
+	case reason != "":
+		return "completion: " + reason
+	case flags&FlagBodyTruncated != 0 && bodyLen > 0:
+		return "completion: body kept although marked truncated"
+	case flags&FlagSummarized != 0 && string(raw) != emptyHeaderBody:
+		return "completion: a summary keeps a header or body"
+	}
+	o.Raw = string(raw)
+	return ""
+}
+
+// checkHeaderBody checks a header-and-body section without allocating:
+// names strictly increasing (sorted, no repeats), every length inside the
+// section, nothing after the body. It returns the body's length.
+func checkHeaderBody(b []byte) (int, string) {
+	d := decoder{b: b}
+	n := d.uvarint()
+	if d.bad == "" && n > uint64(len(b))/2 {
+		// Every name takes at least two bytes (length, value count).
+		return 0, fmt.Sprintf("header name count %d is too large", n)
+	}
+	prevA, prevB := -1, -1
+	for range n {
+		a, z := d.span("header name", len(b))
+		if d.bad != "" {
+			break
+		}
+		if prevA >= 0 && string(b[a:z]) <= string(b[prevA:prevB]) {
+			return 0, fmt.Sprintf("header name %q is out of order", b[a:z])
+		}
+		prevA, prevB = a, z
+		nv := d.uvarint()
+		if d.bad == "" && nv > uint64(len(b)-d.i) {
+			return 0, fmt.Sprintf("header value count %d is too large", nv)
+		}
+		for range nv {
+			d.span("header value", len(b))
+		}
+		if d.bad != "" {
+			break
+		}
+	}
+	bA, bB := d.span("body", len(b))
+	d.end()
+	if d.bad != "" {
+		return 0, d.bad
+	}
+	return bB - bA, ""
+}
+
+// DecodeHeaderBody decodes Outcome.Raw, a section checkHeaderBody accepted.
+// The header's names and values are slices of one string and its value
+// lists slices of one array; the body is a fresh copy, so the caller may
+// keep and change both. Empty parts are nil.
+func DecodeHeaderBody(raw string) (http.Header, []byte) {
+	r := stringReader{s: raw}
+	n := int(r.uvarint())
+	var h http.Header
+	if n > 0 {
+		// Count the values first, so they can share one array.
+		save := r.i
+		total := 0
+		for range n {
+			r.str()
+			nv := int(r.uvarint())
+			total += nv
+			for range nv {
+				r.str()
+			}
+		}
+		r.i = save
+		h = make(http.Header, n)
+		all := make([]string, 0, total)
+		for range n {
+			name := r.str()
+			nv := int(r.uvarint())
+			if nv == 0 {
+				h[name] = nil
+				continue
+			}
+			start := len(all)
+			for range nv {
+				all = append(all, r.str())
+			}
+			h[name] = all[start:len(all):len(all)]
+		}
+	}
+	var body []byte
+	if b := r.str(); len(b) > 0 {
+		body = []byte(b)
+	}
+	return h, body
+}
+
+// stringReader reads varints and length-prefixed strings from a section
+// already checked. Out-of-range input yields zero values, never a panic.
+type stringReader struct {
+	s string
+	i int
+}
+
+func (r *stringReader) uvarint() uint64 {
+	var v uint64
+	for shift := 0; r.i < len(r.s) && shift < 64; shift += 7 {
+		c := r.s[r.i]
+		r.i++
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v
+		}
+	}
+	return v
+}
+
+func (r *stringReader) str() string {
+	n := r.uvarint()
+	if n > uint64(len(r.s)-r.i) {
+		r.i = len(r.s)
+		return ""
+	}
+	s := r.s[r.i : r.i+int(n)]
+	r.i += int(n)
+	return s
+}
+
+// emptyHeaderBody is the header-and-body section of an outcome without a
+// header or a body, as compaction's summaries keep it.
+var emptyHeaderBody = string(appendHeaderBody(nil, nil, nil))
+
+// completionRecordSize is the framed size of r's completion record.
+func completionRecordSize(r *Record) int64 {
+	var scratch [128]byte
+	payload := appendCompletion(scratch[:0], r.ID, r.State, &r.Outcome)
+	return alignRecord(int64(recordHeaderSize + len(payload) + recordCRCSize))
+}
+
+// summaryRecordSize is the framed size of the completion record of r's
+// summary.
+func summaryRecordSize(r *Record) uint32 {
+	s := *r
+	s.Raw = emptyHeaderBody
+	return uint32(completionRecordSize(&s))
+}
+
+// newOutcomeInto encodes an outcome as the journal keeps it, through
+// scratch, a buffer the caller reuses (or nil), so that the only
+// allocation is the kept string.
+func newOutcomeInto(scratch *[]byte, completed time.Time, status int, flags uint8, h http.Header, body []byte) Outcome {
+	var buf []byte
+	if scratch != nil {
+		buf = (*scratch)[:0]
+	}
+	buf = appendHeaderBody(buf, h, body)
+	if scratch != nil && cap(buf) <= rewriteChunk {
+		*scratch = buf
+	}
+	return Outcome{
+		Completed: completed.UnixNano(),
+		Status:    int32(status),
+		Flags:     flags,
+		Raw:       string(buf),
+	}
+}
