@@ -36,7 +36,7 @@ var mutants = []mutant{
 	{
 		Name: "no per-operation lock; the loser of the Begin race sends under the winner's key", Rules: "C11",
 		Edits: []edit{
-			{File: "persist.go", Old: "j.running.lock(ctx, id)",
+			{File: "journal_file_claim.go", Old: "j.running.lock(ctx, id)",
 				New: "func(context.Context, string) (func(), error) { return func() {}, nil }(ctx, id)"},
 			{File: "client.go", Old: "\tif err := claim.Begin(ctx, op); err != nil {\n",
 				New: "\tif err := claim.Begin(ctx, op); err != nil {\n\t\tif won, ok, _ := c.journal.Lookup(ctx, id); ok && errors.Is(err, ErrOperationExists) {\n\t\t\treturn won, nil\n\t\t}\n"},
@@ -75,25 +75,25 @@ var mutants = []mutant{
 	},
 	{
 		Name: "Begin returns before its fsync", Rules: "C2",
-		Edits: []edit{{File: "persist_append.go", Old: "\tj.maybeCompact()\n\treturn j.waitDurable(seq)\n",
+		Edits: []edit{{File: "internal/filejournal/append.go", Old: "\tj.maybeCompact()\n\treturn j.waitDurable(seq)\n",
 			New: "\tj.maybeCompact()\n\t_ = seq\n\treturn nil\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientPowerCut", "TestDiskFsyncFailureNeverSendsTheUnsyncedIntent"},
 	},
 	{
 		Name: "what recovery read is not made durable before a resume sends it", Rules: "C2",
-		Edits: []edit{{File: "persist.go", Old: "\tif err == nil && j.truncated == 0 && j.records > 0 {\n",
+		Edits: []edit{{File: "internal/filejournal/journal.go", Old: "\tif err == nil && j.truncated == 0 && j.records > 0 {\n",
 			New: "\tif false {\n"}},
 		Pkg: ".", Tests: []string{"TestResumedIntentIsDurableBeforeItIsSent"},
 	},
 	{
 		Name: "a group commit counts as synced what was written during its fsync", Rules: "J5, C2",
-		Edits: []edit{{File: "persist_append.go", Old: "\t\t} else if target > j.syncedSeq {\n\t\t\tj.syncedSeq = target\n",
+		Edits: []edit{{File: "internal/filejournal/append.go", Old: "\t\t} else if target > j.syncedSeq {\n\t\t\tj.syncedSeq = target\n",
 			New: "\t\t} else if target > j.syncedSeq {\n\t\t\tj.syncedSeq = j.writeSeq\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientPowerCut"},
 	},
 	{
 		Name: "no torn-tail truncation", Rules: "J2",
-		Edits: []edit{{File: "persist_recover.go", Old: "\tif err := f.Truncate(off); err != nil {\n",
+		Edits: []edit{{File: "internal/filejournal/recover.go", Old: "\tif err := f.Truncate(off); err != nil {\n",
 			New: "\tif err := error(nil); err != nil {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientPowerCut", "TestDiskShortWriteLeavesATornTail"},
 	},
@@ -111,13 +111,13 @@ var mutants = []mutant{
 	},
 	{
 		Name: "an intent whose fsync failed stays pending in memory", Rules: "J6, C2",
-		Edits: []edit{{File: "persist.go", Old: "\t\tj.forgetUnsynced()\n",
+		Edits: []edit{{File: "internal/filejournal/journal.go", Old: "\t\tj.forgetUnsynced()\n",
 			New: "\t\t_ = j.forgetUnsynced\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestDiskFsyncFailureNeverSendsTheUnsyncedIntent"},
 	},
 	{
 		Name: "compaction forgets completed operations past KeyTTL", Rules: "C4, J7",
-		Edits: []edit{{File: "persist.go", Old: "\treturn j.opt.ForgetAfter <= 0 || e.completedWithin(now, j.opt.ForgetAfter)\n",
+		Edits: []edit{{File: "internal/filejournal/compact.go", Old: "\treturn j.opt.ForgetAfter <= 0 || e.completedWithin(now, j.opt.ForgetAfter)\n",
 			New: "\treturn false\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestCompletedOperationIsNotResentAfterCompaction"},
 	},
@@ -129,7 +129,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "mid-file damage cut as a torn tail", Rules: "J3",
-		Edits: []edit{{File: "persist_recover.go", Old: "\tif err != nil || !found {\n\t\treturn \"\", err\n\t}\n",
+		Edits: []edit{{File: "internal/filejournal/recover.go", Old: "\tif err != nil || !found {\n\t\treturn \"\", err\n\t}\n",
 			New: "\tif err != nil || !found || true {\n\t\treturn \"\", err\n\t}\n"}},
 		Pkg: ".", Tests: []string{"TestModel"},
 	},
@@ -147,13 +147,13 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the journal's path taken as given, symlinks unresolved", Rules: "J4",
-		Edits: []edit{{File: "persist.go", Old: "\tif j.file, err = resolvePath(path); err != nil {\n",
+		Edits: []edit{{File: "internal/filejournal/journal.go", Old: "\tif j.file, err = resolvePath(path); err != nil {\n",
 			New: "\tif j.file, err = filepath.Abs(path); err != nil {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileSecondWriterThroughAnotherName", "TestHostileCompactionThroughASymlink"},
 	},
 	{
 		Name: "hard links not counted", Rules: "J4",
-		Edits: []edit{{File: "persist_lock.go", Old: "\tif n, ok := fsutil.LinkCount(fi); ok && n > 1 {\n",
+		Edits: []edit{{File: "internal/filejournal/lock.go", Old: "\tif n, ok := fsutil.LinkCount(fi); ok && n > 1 {\n",
 			New: "\tif n, ok := fsutil.LinkCount(fi); ok && n > 1000 {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileSecondWriterThroughAnotherName"},
 	},
