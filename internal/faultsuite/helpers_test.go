@@ -93,10 +93,10 @@ func startServer(t *testing.T, args ...string) *ServerProcess {
 // clientConfig is the client of the scenarios: short attempt timeouts and
 // waits so that stalls and outages cost seconds, not minutes, and the
 // default retry budget, which throttles retries under heavy faults by
-// design (a worker re-runs an operation that ended unknown).
+// design (a worker re-runs an operation that ended unknown). A nil j means
+// no journal: the client keeps its keys in memory.
 func clientConfig(j *idem.FileJournal, hc *http.Client) idem.Config {
-	return idem.Config{
-		Journal:        j,
+	cfg := idem.Config{
 		HTTPClient:     hc,
 		AttemptTimeout: 2 * time.Second,
 		MaxAttempts:    6,
@@ -104,6 +104,12 @@ func clientConfig(j *idem.FileJournal, hc *http.Client) idem.Config {
 		InitialWait:    5 * time.Millisecond,
 		MaxWait:        250 * time.Millisecond,
 	}
+	if j != nil {
+		// Only then: a nil *FileJournal in Config.Journal is not a nil
+		// Journal, and New would use it.
+		cfg.Journal = j
+	}
+	return cfg
 }
 
 // newClient returns an instrumented client reporting to rec, and a
