@@ -200,6 +200,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.KeyHeader != "" && !validHeaderName(cfg.KeyHeader) {
 		return nil, fmt.Errorf("%w: KeyHeader %q is not a header name", ErrInvalidConfig, cfg.KeyHeader)
 	}
+	if fj, ok := cfg.Journal.(*FileJournal); ok && fj == nil {
+		cfg.Journal = nil // a nil *FileJournal means no journal, as it did before Journal was an interface
+	}
 	setDefault(&cfg.AttemptTimeout, DefaultAttemptTimeout)
 	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&cfg.MaxElapsed, DefaultMaxElapsed)

@@ -93,7 +93,8 @@ func startServer(t *testing.T, args ...string) *ServerProcess {
 // clientConfig is the client of the scenarios: short attempt timeouts and
 // waits so that stalls and outages cost seconds, not minutes, and the
 // default retry budget, which throttles retries under heavy faults by
-// design (a worker re-runs an operation that ended unknown).
+// design (a worker re-runs an operation that ended unknown). A nil j means
+// no journal: the client keeps its keys in memory.
 func clientConfig(j idem.Journal, hc *http.Client) idem.Config {
 	return idem.Config{
 		Journal:        j,

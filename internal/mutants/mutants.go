@@ -36,7 +36,7 @@ var mutants = []mutant{
 	{
 		Name: "no per-operation lock; the loser of the Begin race sends under the winner's key at once", Rules: "C11",
 		Edits: []edit{
-			{File: "persist.go", Old: "j.running.lock(ctx, id)",
+			{File: "journal_file_claim.go", Old: "j.running.Lock(ctx, id)",
 				New: "func(context.Context, string) (func(), error) { return func() {}, nil }(ctx, id)"},
 		},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaosConcurrentDoOfOneOperation"},
@@ -91,25 +91,25 @@ var mutants = []mutant{
 	},
 	{
 		Name: "Begin returns before its fsync", Rules: "C2",
-		Edits: []edit{{File: "persist_append.go", Old: "\tj.maybeCompact()\n\treturn j.waitDurable(seq)\n",
+		Edits: []edit{{File: "internal/filejournal/append.go", Old: "\tj.maybeCompact()\n\treturn j.waitDurable(seq)\n",
 			New: "\tj.maybeCompact()\n\t_ = seq\n\treturn nil\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientPowerCut", "TestDiskFsyncFailureNeverSendsTheUnsyncedIntent"},
 	},
 	{
 		Name: "what recovery read is not made durable before a resume sends it", Rules: "C2",
-		Edits: []edit{{File: "persist.go", Old: "\tif err == nil && j.truncated == 0 && j.records > 0 {\n",
+		Edits: []edit{{File: "internal/filejournal/journal.go", Old: "\tif err == nil && j.truncated == 0 && j.records > 0 {\n",
 			New: "\tif false {\n"}},
 		Pkg: ".", Tests: []string{"TestResumedIntentIsDurableBeforeItIsSent"},
 	},
 	{
 		Name: "a group commit counts as synced what was written during its fsync", Rules: "J5, C2",
-		Edits: []edit{{File: "persist_append.go", Old: "\t\t} else if target > j.syncedSeq {\n\t\t\tj.syncedSeq = target\n",
+		Edits: []edit{{File: "internal/filejournal/append.go", Old: "\t\t} else if target > j.syncedSeq {\n\t\t\tj.syncedSeq = target\n",
 			New: "\t\t} else if target > j.syncedSeq {\n\t\t\tj.syncedSeq = j.writeSeq\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientPowerCut"},
 	},
 	{
 		Name: "no torn-tail truncation", Rules: "J2",
-		Edits: []edit{{File: "persist_recover.go", Old: "\tif err := f.Truncate(off); err != nil {\n",
+		Edits: []edit{{File: "internal/filejournal/recover.go", Old: "\tif err := f.Truncate(off); err != nil {\n",
 			New: "\tif err := error(nil); err != nil {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientPowerCut", "TestDiskShortWriteLeavesATornTail"},
 	},
@@ -127,13 +127,13 @@ var mutants = []mutant{
 	},
 	{
 		Name: "an intent whose fsync failed stays pending in memory", Rules: "J6, C2",
-		Edits: []edit{{File: "persist.go", Old: "\t\tj.forgetUnsynced()\n",
+		Edits: []edit{{File: "internal/filejournal/journal.go", Old: "\t\tj.forgetUnsynced()\n",
 			New: "\t\t_ = j.forgetUnsynced\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestDiskFsyncFailureNeverSendsTheUnsyncedIntent"},
 	},
 	{
 		Name: "compaction forgets completed operations past KeyTTL", Rules: "C4, J7",
-		Edits: []edit{{File: "persist.go", Old: "\treturn j.opt.ForgetAfter <= 0 || e.completedWithin(now, j.opt.ForgetAfter)\n",
+		Edits: []edit{{File: "internal/filejournal/compact.go", Old: "\treturn j.opt.ForgetAfter <= 0 || e.completedWithin(now, j.opt.ForgetAfter)\n",
 			New: "\treturn false\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestCompletedOperationIsNotResentAfterCompaction"},
 	},
@@ -145,7 +145,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "mid-file damage cut as a torn tail", Rules: "J3",
-		Edits: []edit{{File: "persist_recover.go", Old: "\tif err != nil || !found {\n\t\treturn \"\", err\n\t}\n",
+		Edits: []edit{{File: "internal/filejournal/recover.go", Old: "\tif err != nil || !found {\n\t\treturn \"\", err\n\t}\n",
 			New: "\tif err != nil || !found || true {\n\t\treturn \"\", err\n\t}\n"}},
 		Pkg: ".", Tests: []string{"TestModel"},
 	},
@@ -163,20 +163,31 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the journal's path taken as given, symlinks unresolved", Rules: "J4",
-		Edits: []edit{{File: "persist.go", Old: "\tif j.file, err = resolvePath(path); err != nil {\n",
+		Edits: []edit{{File: "internal/filejournal/journal.go", Old: "\tif j.file, err = resolvePath(path); err != nil {\n",
 			New: "\tif j.file, err = filepath.Abs(path); err != nil {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileSecondWriterThroughAnotherName", "TestHostileCompactionThroughASymlink"},
 	},
 	{
 		Name: "hard links not counted", Rules: "J4",
-		Edits: []edit{{File: "persist_lock.go", Old: "\tif n, ok := fsutil.LinkCount(fi); ok && n > 1 {\n",
+		Edits: []edit{{File: "internal/filejournal/lock.go", Old: "\tif n, ok := fsutil.LinkCount(fi); ok && n > 1 {\n",
 			New: "\tif n, ok := fsutil.LinkCount(fi); ok && n > 1000 {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileSecondWriterThroughAnotherName"},
 	},
 	{
+		Name: "a session cookie recorded with the outcome", Rules: "C3",
+		Edits: []edit{{File: "client.go", Old: "recordableHeader(c.secrets.header(resp.Header), c.cfg.MaxRecordedHeader)",
+			New: "recordableHeader(resp.Header, c.cfg.MaxRecordedHeader)"}},
+		Pkg: ".", Tests: []string{"TestNoSecretsAtRest"},
+	},
+	{
+		Name: "an attempt's error names the URL with its token", Rules: "C3",
+		Edits: []edit{{File: "retry.go", Old: "\terr = a.c.secrets.error(err) // the secrets rule", New: "\t_ = a.c.secrets.error // the secrets rule"}},
+		Pkg: ".", Tests: []string{"TestNoSecretsAtRest"},
+	},
+	{
 		Name: "the response header recorded whole", Rules: "C3",
-		Edits: []edit{{File: "client.go", Old: "op.Header, op.HeaderTruncated = recordableHeader(resp.Header, c.cfg.MaxRecordedHeader)",
-			New: "op.Header, op.HeaderTruncated = resp.Header, false"}},
+		Edits: []edit{{File: "client.go", Old: "op.Header, op.HeaderTruncated = recordableHeader(c.secrets.header(resp.Header), c.cfg.MaxRecordedHeader)",
+			New: "op.Header, op.HeaderTruncated = c.secrets.header(resp.Header), false"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileHugeResponseHeader"},
 	},
 	{

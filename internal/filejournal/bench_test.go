@@ -1,4 +1,4 @@
-package idem
+package filejournal
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,11 +27,11 @@ func benchIDs(prefix string, n int) []string {
 
 // benchIntent is a typical intent: a UUID key, a SHA-256 fingerprint, a
 // short URL.
-func benchIntent(id string) Operation {
-	return Operation{
+func benchIntent(id string) Intent {
+	return Intent{
 		ID:          id,
 		Key:         "6f1c2f4e-8a5b-4c3d-9e7f-0a1b2c3d4e5f",
-		Fingerprint: Fingerprint{1, 2, 3, 4, 5, 6, 7, 8},
+		Fingerprint: [32]byte{1, 2, 3, 4, 5, 6, 7, 8},
 		Method:      http.MethodPost,
 		URL:         "https://api.example.test/charges",
 		Created:     testNow,
@@ -38,7 +39,7 @@ func benchIntent(id string) Operation {
 }
 
 func BenchmarkJournalBeginSerial(b *testing.B) {
-	j, err := OpenJournalWithOptions(journalPath(b), quietOptions())
+	j, err := Open(journalPath(b), quietOptions())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func BenchmarkJournalBeginSerial(b *testing.B) {
 func BenchmarkJournalBeginConcurrent(b *testing.B) {
 	for _, appenders := range []int{16, 64} {
 		b.Run(fmt.Sprintf("appenders=%d", appenders), func(b *testing.B) {
-			j, err := OpenJournalWithOptions(journalPath(b), quietOptions())
+			j, err := Open(journalPath(b), quietOptions())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -103,7 +104,7 @@ func BenchmarkJournalBeginConcurrent(b *testing.B) {
 }
 
 func BenchmarkJournalComplete(b *testing.B) {
-	j, err := OpenJournalWithOptions(journalPath(b), quietOptions())
+	j, err := Open(journalPath(b), quietOptions())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func BenchmarkJournalComplete(b *testing.B) {
 	if err := j.Begin(benchIntent("op")); err != nil {
 		b.Fatal(err)
 	}
-	done := Operation{ID: "op", State: Done, Completed: testNow, Status: 201,
+	done := Completion{ID: "op", State: Done, Completed: testNow, Status: 201,
 		Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ch_123","status":"succeeded"}`)}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -135,19 +136,19 @@ func writeBenchJournal(b *testing.B, path string, ops int, live float64) {
 	body := []byte(`{"id":"ch_123","status":"succeeded"}`)
 	liveEvery := int(1 / live)
 	for i := range ops {
-		e := entry{id: "op-" + strconv.Itoa(i), key: "6f1c2f4e-8a5b-4c3d-9e7f-0a1b2c3d4e5f",
-			method: http.MethodPost, url: "https://api.example.test/charges", created: testNow.Add(-49 * time.Hour).UnixNano()}
-		e.fp[0] = byte(i)
+		r := Record{ID: "op-" + strconv.Itoa(i), Key: "6f1c2f4e-8a5b-4c3d-9e7f-0a1b2c3d4e5f",
+			Method: http.MethodPost, URL: "https://api.example.test/charges", Created: testNow.Add(-49 * time.Hour).UnixNano()}
+		r.Fingerprint[0] = byte(i)
 		var start int
 		buf, start = beginRecord(buf)
-		buf, _ = endRecord(appendIntent(buf, &e), start, recIntent)
+		buf, _ = endRecord(appendIntent(buf, &r), start, recIntent)
 		completed := testNow.Add(-48 * time.Hour)
 		if i%liveEvery == 0 {
 			completed = testNow.Add(-time.Hour)
 		}
-		o := newOutcome(completed, 201, 0, header, body)
+		o := newOutcomeInto(nil, completed, 201, 0, header, body)
 		buf, start = beginRecord(buf)
-		buf, _ = endRecord(appendCompletion(buf, e.id, Done, &o), start, recCompletion)
+		buf, _ = endRecord(appendCompletion(buf, r.ID, Done, &o), start, recCompletion)
 		if len(buf) > 1<<16 {
 			w.Write(buf)
 			buf = buf[:0]
@@ -173,7 +174,7 @@ func BenchmarkJournalOpen(b *testing.B) {
 			b.SetBytes(fi.Size())
 			b.ReportAllocs()
 			for b.Loop() {
-				j, err := OpenJournalWithOptions(path, o)
+				j, err := Open(path, o)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -212,7 +213,7 @@ func BenchmarkJournalCompact(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				copyFile(b, master, path)
-				j, err := OpenJournalWithOptions(path, o)
+				j, err := Open(path, o)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -247,5 +248,44 @@ func copyFile(b *testing.B, from, to string) {
 	}
 	if err := dst.Close(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkJournalMemoryPerOperation reports the heap an open journal
+// holds per operation it knows: its index, rebuilt by recovery. Every
+// operation is live (completed within KeyTTL), with a 36-byte response
+// body and one header, as writeBenchJournal writes them; a larger recorded
+// body costs its size on top.
+//
+//	go test -run '^$' -bench JournalMemoryPerOperation -benchtime 3x ./internal/filejournal
+func BenchmarkJournalMemoryPerOperation(b *testing.B) {
+	for _, records := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("records=%d", records), func(b *testing.B) {
+			path := journalPath(b)
+			writeBenchJournal(b, path, records/2, 1)
+			o := quietOptions()
+			o.CompactMinSize = -1
+			var perOp float64
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				j, err := Open(path, o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				st := j.Stats()
+				if st.Live != records/2 {
+					b.Fatalf("%d live operations, want %d", st.Live, records/2)
+				}
+				perOp = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(st.Live)
+				if err := j.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(perOp, "heap-B/live-op")
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package idem
+package filejournal
 
 // Locking: one writer per journal file (J4).
 //
@@ -103,7 +103,7 @@ func resolvePath(path string) (string, error) {
 }
 
 // checkLinks refuses a journal file that other names share (J4).
-func (j *FileJournal) checkLinks(fi os.FileInfo) error {
+func (j *Journal) checkLinks(fi os.FileInfo) error {
 	if n, ok := fsutil.LinkCount(fi); ok && n > 1 {
 		return fmt.Errorf("idem: opening journal %s: %w: %s has %d names, and a second writer "+
 			"through another one would send operations under new keys; remove the other names "+
@@ -115,7 +115,7 @@ func (j *FileJournal) checkLinks(fi os.FileInfo) error {
 
 // acquire claims the journal file for this Journal, in this process and
 // then across processes, or returns an error matching ErrLocked.
-func (j *FileJournal) acquire() error {
+func (j *Journal) acquire() error {
 	abs := j.file
 	openJournals.Lock()
 	if openJournals.paths[abs] {
@@ -149,7 +149,7 @@ func (j *FileJournal) acquire() error {
 
 // release gives up what acquire claimed. Called with mu held or during
 // open.
-func (j *FileJournal) release() {
+func (j *Journal) release() {
 	if j.lock != nil {
 		if err := j.lock.Unlock(); err != nil {
 			j.log.Warn("idem: unlocking journal", "path", j.path, "err", err)

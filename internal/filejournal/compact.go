@@ -1,6 +1,6 @@
-package idem
+package filejournal
 
-// Creation and compaction: writing a whole journal to a new file and
+// Creation and compaction (J7): writing a whole journal to a new file and
 // renaming it over the journal.
 //
 // Both go through rewrite, in this order, each step relying on the one
@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/idemkit/idem/internal/fsutil"
 )
@@ -45,16 +46,16 @@ import (
 // compactSuffix names the temporary file a compaction writes.
 const compactSuffix = ".compact"
 
-// syncDir is the default JournalOptions.syncDir.
+// syncDir is the default Options.syncDir.
 var syncDir = fsutil.SyncDir
 
 // rewriteChunk is how many bytes rewrite buffers between writes.
 const rewriteChunk = 1 << 20
 
 // Compact rewrites the journal with only its live operations, whole, and
-// summaries of the completed ones past KeyTTL (see JournalOptions.KeyTTL and
-// ForgetAfter). Appends wait while it runs.
-func (j *FileJournal) Compact() error {
+// summaries of the completed ones past KeyTTL, until ForgetAfter (above).
+// Appends wait while it runs.
+func (j *Journal) Compact() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.usable("compact"); err != nil {
@@ -73,7 +74,7 @@ func (j *FileJournal) Compact() error {
 // check costs a pass over the index, so after each one the next waits for
 // the file to grow by half. A failed automatic compaction is logged, not
 // returned: the append that triggered it is written. Called with mu held.
-func (j *FileJournal) maybeCompact() {
+func (j *Journal) maybeCompact() {
 	if j.opt.CompactMinSize < 0 || j.size < j.nextCheck || j.compacting {
 		return
 	}
@@ -87,7 +88,7 @@ func (j *FileJournal) maybeCompact() {
 }
 
 // compactLocked compacts. Called with mu held.
-func (j *FileJournal) compactLocked() error {
+func (j *Journal) compactLocked() error {
 	j.compacting = true
 	defer func() { j.compacting = false }()
 	// The file is about to be replaced: let a running group-commit fsync
@@ -100,15 +101,13 @@ func (j *FileJournal) compactLocked() error {
 	}
 	now := unixNanos(j.opt.Now())
 	var live []*entry
-	for _, slab := range j.slabs {
-		for i := range slab {
-			switch e := &slab[i]; {
-			case e.live(now, j.opt.KeyTTL):
-				live = append(live, e)
-			case j.remembered(e, now):
-				s := e.summarized()
-				live = append(live, &s)
-			}
+	for e := range j.idx.all() {
+		switch {
+		case e.live(now, j.opt.KeyTTL):
+			live = append(live, e)
+		case j.remembered(e, now):
+			s := e.summarized()
+			live = append(live, &s)
 		}
 	}
 	if err := j.rewrite(live); err != nil {
@@ -122,13 +121,11 @@ func (j *FileJournal) compactLocked() error {
 // rewrite replaces the journal file by one holding the given entries, in
 // order, and makes the index exactly those entries. With no entries it
 // creates a new journal. Called with mu held and no fsync running.
-func (j *FileJournal) rewrite(live []*entry) error {
+func (j *Journal) rewrite(live []*entry) error {
 	// The new index, built aside so a failure leaves the old one.
-	nj := &FileJournal{ops: make(map[string]*entry, len(live))}
+	idx := newIndex(len(live))
 	for _, e := range live {
-		ne := nj.newEntry()
-		*ne = *e
-		nj.ops[ne.id] = ne
+		idx.add(e)
 	}
 
 	if j.memory {
@@ -136,7 +133,7 @@ func (j *FileJournal) rewrite(live []*entry) error {
 		for _, e := range live {
 			size += int64(e.intentSize) + int64(e.completionSize)
 		}
-		j.replaceIndex(nj, size, int64(len(live)))
+		j.replaceIndex(idx, size, int64(len(live)))
 		return nil
 	}
 
@@ -182,7 +179,7 @@ func (j *FileJournal) rewrite(live []*entry) error {
 		return j.failed
 	}
 	// The new file holds every record written before, and it is durable.
-	j.replaceIndex(nj, size, records)
+	j.replaceIndex(idx, size, records)
 	j.syncedSeq = j.writeSeq
 	j.cond.Broadcast()
 	f, err := j.openFile(j.file, os.O_RDWR|os.O_APPEND)
@@ -196,7 +193,7 @@ func (j *FileJournal) rewrite(live []*entry) error {
 
 // writeFile writes a journal holding the entries to path and fsyncs it,
 // returning its size and record count.
-func (j *FileJournal) writeFile(path string, live []*entry) (size, records int64, err error) {
+func (j *Journal) writeFile(path string, live []*entry) (size, records int64, err error) {
 	f, err := j.openFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return 0, 0, err
@@ -222,13 +219,13 @@ func (j *FileJournal) writeFile(path string, live []*entry) (size, records int64
 	for _, e := range live {
 		var start int
 		buf, start = beginRecord(buf)
-		if buf, err = endRecord(appendIntent(buf, e), start, recIntent); err != nil {
+		if buf, err = endRecord(appendIntent(buf, &e.Record), start, recIntent); err != nil {
 			return 0, 0, err
 		}
 		records++
-		if e.state.final() {
+		if e.State.final() {
 			buf, start = beginRecord(buf)
-			if buf, err = endRecord(appendCompletion(buf, e.id, e.state, &e.outcome), start, recCompletion); err != nil {
+			if buf, err = endRecord(appendCompletion(buf, e.ID, e.State, &e.Outcome), start, recCompletion); err != nil {
 				return 0, 0, err
 			}
 			records++
@@ -250,9 +247,76 @@ func (j *FileJournal) writeFile(path string, live []*entry) (size, records int64
 	return size, records, nil
 }
 
-// replaceIndex makes nj's index the journal's, for a file of size bytes
+// replaceIndex makes idx the journal's index, for a file of size bytes
 // holding records records.
-func (j *FileJournal) replaceIndex(nj *FileJournal, size, records int64) {
-	j.ops, j.slabs = nj.ops, nj.slabs
+func (j *Journal) replaceIndex(idx index, size, records int64) {
+	j.idx = idx
 	j.size, j.records = size, records
+}
+
+// live reports whether compaction at now keeps e whole: it is pending
+// (expired or not), or its outcome was recorded less than ttl ago.
+func (e *entry) live(now int64, ttl time.Duration) bool {
+	return e.State == Pending || e.completedWithin(now, ttl)
+}
+
+// remembered reports whether compaction at now keeps e at all, whole or as
+// a summary: a journal without a file forgets completed operations after
+// KeyTTL, a file journal after ForgetAfter (never by default).
+func (j *Journal) remembered(e *entry, now int64) bool {
+	switch {
+	case e.live(now, j.opt.KeyTTL):
+		return true
+	case j.memory:
+		return false
+	}
+	return j.opt.ForgetAfter <= 0 || e.completedWithin(now, j.opt.ForgetAfter)
+}
+
+// completedWithin reports whether e's outcome was recorded less than d
+// before now.
+func (e *entry) completedWithin(now int64, d time.Duration) bool {
+	if e.Completed >= now {
+		return true
+	}
+	return uint64(now)-uint64(e.Completed) < uint64(d) // now > completed: no overflow in uint64
+}
+
+// summarized returns e with its response header and body dropped, as
+// compaction keeps a completed operation past KeyTTL. A header or body that
+// was recorded is marked not recorded, and the summary is marked as one, so
+// that reading the body says why it is missing.
+func (e *entry) summarized() entry {
+	s := *e
+	if e.Raw != emptyHeaderBody {
+		h, body := DecodeHeaderBody(e.Raw)
+		s.Flags |= FlagSummarized
+		if len(h) > 0 {
+			s.Flags |= FlagHeaderTruncated
+		}
+		if len(body) > 0 {
+			s.Flags |= FlagBodyTruncated
+		}
+		s.Raw = emptyHeaderBody
+		s.completionSize = uint32(completionRecordSize(&s.Record))
+	}
+	return s
+}
+
+// liveSet counts the operations compaction at now would keep, whole or as
+// summaries, and the bytes of their records. Called with mu held.
+func (j *Journal) liveSet(now time.Time) (n int, bytes int64) {
+	ns := unixNanos(now)
+	for e := range j.idx.all() {
+		switch {
+		case e.live(ns, j.opt.KeyTTL):
+			bytes += int64(e.intentSize) + int64(e.completionSize)
+		case j.remembered(e, ns):
+			bytes += int64(e.intentSize) + int64(min(e.completionSize, summaryRecordSize(&e.Record)))
+		default:
+			continue
+		}
+		n++
+	}
+	return n, bytes
 }

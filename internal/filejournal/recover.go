@@ -1,7 +1,8 @@
-package idem
+package filejournal
 
 // Recovery: reading a journal file front to back into the index, and
-// telling a torn tail (cut away) from corruption (reported, never cut).
+// telling a torn tail (cut away, J2) from corruption (reported, never cut,
+// J3).
 //
 // Only the end of a journal can be torn: records are appended, and a crash
 // interrupts at most the writes after the last completed fsync. So a record
@@ -26,7 +27,7 @@ import (
 // recover reads the file of size bytes into the index, and truncates a torn
 // tail unless the journal is read-only. It leaves j.size at the end of the
 // last whole record.
-func (j *FileJournal) recover(f File, size int64) error {
+func (j *Journal) recover(f File, size int64) error {
 	fr := newFileReader(f, size)
 	h, err := fr.at(0, fileHeaderSize)
 	if err != nil {
@@ -37,7 +38,7 @@ func (j *FileJournal) recover(f File, size int64) error {
 	}
 	// A map sized for the file saves rehashing while it grows. An
 	// operation takes well over 256 bytes once its outcome is recorded.
-	j.ops = make(map[string]*entry, min(size/256, 1<<24))
+	j.idx = newIndex(int(min(size/256, 1<<24)))
 	off := int64(fileHeaderSize)
 	for off < size {
 		fm, check, reason, err := fr.check(off)
@@ -76,7 +77,7 @@ func (j *FileJournal) recover(f File, size int64) error {
 
 // tornOrCorrupt returns reason if a whole record follows from searchFrom
 // on (the failure at off is corruption), or "" if none does (a torn tail).
-func (j *FileJournal) tornOrCorrupt(fr *fileReader, off, searchFrom int64, reason string) (string, error) {
+func (j *Journal) tornOrCorrupt(fr *fileReader, off, searchFrom int64, reason string) (string, error) {
 	found, err := fr.validFrom(searchFrom)
 	if err != nil || !found {
 		return "", err
@@ -88,7 +89,7 @@ func (j *FileJournal) tornOrCorrupt(fr *fileReader, off, searchFrom int64, reaso
 // crash interrupted, none of which had been reported durable. The cut is
 // fsync'd before anything is appended, so a later append can never land
 // after leftover bytes and be mistaken for damage.
-func (j *FileJournal) cutTornTail(f File, off, size int64) error {
+func (j *Journal) cutTornTail(f File, off, size int64) error {
 	j.size = off
 	j.truncated = size - off
 	if j.readOnly {
@@ -108,7 +109,7 @@ func (j *FileJournal) cutTornTail(f File, off, size int64) error {
 
 // apply adds a whole, checksummed record to the index and returns why it
 // cannot, or "".
-func (j *FileJournal) apply(fm frame) string {
+func (j *Journal) apply(fm frame) string {
 	switch fm.typ {
 	case recIntent:
 		return j.applyIntent(fm)
@@ -118,83 +119,48 @@ func (j *FileJournal) apply(fm frame) string {
 	return fmt.Sprintf("unknown record type %d", fm.typ)
 }
 
-func (j *FileJournal) applyIntent(fm frame) string {
-	e := j.newEntry()
-	if reason := decodeIntent(fm.payload, e); reason != "" {
-		j.dropNewEntry()
+func (j *Journal) applyIntent(fm frame) string {
+	e := j.idx.alloc()
+	if reason := decodeIntent(fm.payload, &e.Record); reason != "" {
+		j.idx.unalloc()
 		return reason
 	}
 	e.intentSize = uint32(fm.size)
-	// Insert without looking first: one map probe per intent instead of
-	// two, a tenth of the time recovery takes. If the map did not grow,
-	// the ID was there already (a repeated record, or damage): find the
-	// first entry in the slabs, put it back and compare.
-	n := len(j.ops)
-	j.ops[e.id] = e
-	if len(j.ops) > n {
+	old := j.idx.insert(e)
+	if old == nil {
 		return ""
 	}
-	old := j.firstEntry(e.id)
-	j.ops[old.id] = old
-	same := old.key == e.key && old.fp == e.fp && old.method == e.method && old.url == e.url && old.created == e.created
-	j.dropNewEntry()
+	same := old.Key == e.Key && old.Fingerprint == e.Fingerprint && old.Method == e.Method && old.URL == e.URL && old.Created == e.Created
+	j.idx.unalloc()
 	if !same {
-		return fmt.Sprintf("second intent for operation %s with different fields", quoteID(old.id))
+		return fmt.Sprintf("second intent for operation %s with different fields", QuoteID(old.ID))
 	}
 	return "" // a repeat of the same intent changes nothing
 }
 
-// firstEntry returns the earliest entry in the slabs with the given ID. It
-// is slow, and only used when an ID turns up twice.
-func (j *FileJournal) firstEntry(id string) *entry {
-	for _, slab := range j.slabs {
-		for i := range slab {
-			if slab[i].id == id {
-				return &slab[i]
-			}
-		}
-	}
-	return nil
-}
-
-func (j *FileJournal) applyCompletion(fm frame) string {
+func (j *Journal) applyCompletion(fm frame) string {
 	h, reason := decodeCompletionHead(fm.payload)
 	if reason != "" {
 		return reason
 	}
-	e, ok := j.ops[string(h.id)]
+	e, ok := j.idx.get(string(h.id))
 	if !ok {
-		return fmt.Sprintf("completion for operation %s, which has no intent", quoteID(string(h.id)))
+		return fmt.Sprintf("completion for operation %s, which has no intent", QuoteID(string(h.id)))
 	}
-	var o outcome
+	var o Outcome
 	if reason := decodeOutcome(&h, &o); reason != "" {
 		return reason
 	}
-	e.state = h.state
-	e.outcome = o
+	e.State = h.state
+	e.Outcome = o
 	e.completionSize = uint32(fm.size)
 	return ""
 }
 
-// dropNewEntry takes back the entry newEntry just handed out.
-func (j *FileJournal) dropNewEntry() {
-	s := &j.slabs[len(j.slabs)-1]
-	(*s)[len(*s)-1] = entry{}
-	*s = (*s)[:len(*s)-1]
-}
-
-func (j *FileJournal) corrupt(off int64, reason string) error {
+func (j *Journal) corrupt(off int64, reason string) error {
 	return &CorruptError{Path: j.path, Offset: off, Reason: reason}
 }
 
-func (j *FileJournal) readError(err error) error {
+func (j *Journal) readError(err error) error {
 	return fmt.Errorf("idem: reading journal %s: %w", j.path, err)
-}
-
-// quoteID quotes an operation ID for a message, shortened if it is long.
-func quoteID(id string) string {
-	if len(id) > 64 {
-		return fmt.Sprintf("%q...", id[:64])
-	}
-	return fmt.Sprintf("%q", id)
 }

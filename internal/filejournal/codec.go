@@ -1,51 +1,94 @@
-package idem
+package filejournal
 
-// Payload encodings of the intent and completion records (drawn in
-// persist.go): varints and length-prefixed bytes, no reflection, so that
-// recovery decodes a record with at most a few allocations.
+// Payload encodings of the intent and completion records, the bytes inside
+// frame.go's record envelope: varints and length-prefixed bytes, no
+// reflection, so that recovery decodes a record with at most a few
+// allocations. The header of a completion is an http.Header, the one type
+// of net/http the journal knows, encoded and decoded here.
+//
+// Intent payload (type 1), written by Begin:
+//
+//	u8        encoding version, 1
+//	uvarint   len(ID), then ID bytes          1..4096 bytes
+//	uvarint   len(Key), then Key bytes        1..4096 bytes
+//	[32]byte  Fingerprint
+//	uvarint   len(Method), then Method bytes
+//	uvarint   len(URL), then URL bytes
+//	varint    Created, Unix nanoseconds
+//
+// Completion payload (type 2), written by Complete:
+//
+//	u8        encoding version, 1
+//	uvarint   len(ID), then ID bytes
+//	u8        State: 2 done, 3 rejected
+//	u8        flags: bit 0 BodyTruncated, bit 1 HeaderTruncated, bit 2
+//	          Summarized; the other bits are zero. A summary (bit 2) keeps
+//	          no header names and an empty body. Bits 1 and 2 came after
+//	          the format's first release: a reader from before them
+//	          reports a record carrying them as corrupt.
+//	varint    Completed, Unix nanoseconds
+//	uvarint   Status, 0..999
+//	uvarint   number of header names k; then k times, names in sorted order:
+//	            uvarint len(name), name bytes,
+//	            uvarint number of values v; then v times:
+//	              uvarint len(value), value bytes
+//	uvarint   len(Body), then Body bytes, ending the payload
+//
+// A payload that does not decode exactly (bad version, over-long field,
+// trailing bytes) is corruption, as is an intent for an ID already present
+// with different fields, and a completion for an ID without an intent. A
+// later completion for an ID replaces the earlier one.
 
 import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 )
 
 const (
 	// payloadVersion is the first byte of every payload.
 	payloadVersion = 1
-	// maxIDLen and maxKeyLen bound an operation ID and a key.
-	maxIDLen  = 4096
-	maxKeyLen = 4096
-	// maxStatus is the largest status a completion may record.
-	maxStatus = 999
-	// The bits of a completion's flags.
-	flagBodyTruncated   = 1 << 0
-	flagHeaderTruncated = 1 << 1
-	flagSummarized      = 1 << 2
-	knownFlags          = flagBodyTruncated | flagHeaderTruncated | flagSummarized
+	// MaxIDLen and MaxKeyLen bound an operation ID and a key.
+	MaxIDLen  = 4096
+	MaxKeyLen = 4096
+	// MaxStatus is the largest status a completion may record.
+	MaxStatus = 999
 )
 
-// appendIntent appends e's intent payload to buf.
-func appendIntent(buf []byte, e *entry) []byte {
+// The bits of a completion's flags (Outcome.Flags).
+const (
+	// FlagBodyTruncated: the response body is not kept.
+	FlagBodyTruncated = 1 << 0
+	// FlagHeaderTruncated: some response header fields are not kept.
+	FlagHeaderTruncated = 1 << 1
+	// FlagSummarized: compaction kept only a summary of the outcome.
+	FlagSummarized = 1 << 2
+
+	knownFlags = FlagBodyTruncated | FlagHeaderTruncated | FlagSummarized
+)
+
+// appendIntent appends r's intent payload to buf.
+func appendIntent(buf []byte, r *Record) []byte {
 	buf = append(buf, payloadVersion)
-	buf = appendString(buf, e.id)
-	buf = appendString(buf, e.key)
-	buf = append(buf, e.fp[:]...)
-	buf = appendString(buf, e.method)
-	buf = appendString(buf, e.url)
-	return binary.AppendVarint(buf, e.created)
+	buf = appendString(buf, r.ID)
+	buf = appendString(buf, r.Key)
+	buf = append(buf, r.Fingerprint[:]...)
+	buf = appendString(buf, r.Method)
+	buf = appendString(buf, r.URL)
+	return binary.AppendVarint(buf, r.Created)
 }
 
 // appendCompletion appends the completion payload of operation id with
 // state s and outcome o to buf.
-func appendCompletion(buf []byte, id string, s State, o *outcome) []byte {
+func appendCompletion(buf []byte, id string, s State, o *Outcome) []byte {
 	buf = append(buf, payloadVersion)
 	buf = appendString(buf, id)
-	buf = append(buf, byte(s), o.flags)
-	buf = binary.AppendVarint(buf, o.completed)
-	buf = binary.AppendUvarint(buf, uint64(o.status))
-	return append(buf, o.raw...)
+	buf = append(buf, byte(s), o.Flags)
+	buf = binary.AppendVarint(buf, o.Completed)
+	buf = binary.AppendUvarint(buf, uint64(o.Status))
+	return append(buf, o.Raw...)
 }
 
 // appendHeaderBody appends the header-and-body section of a completion
@@ -145,16 +188,16 @@ func (d *decoder) end() {
 	}
 }
 
-// decodeIntent decodes an intent payload into e and returns why it cannot,
-// or "". The strings of e share one allocation.
-func decodeIntent(p []byte, e *entry) string {
+// decodeIntent decodes an intent payload into r and returns why it cannot,
+// or "". The strings of r share one allocation.
+func decodeIntent(p []byte, r *Record) string {
 	d := decoder{b: p}
 	if v := d.byte(); v != payloadVersion && d.bad == "" {
 		return fmt.Sprintf("unsupported intent encoding %d", v)
 	}
-	idA, idB := d.span("operation ID", maxIDLen)
-	keyA, keyB := d.span("key", maxKeyLen)
-	fpA, fpB := d.i, d.i+len(e.fp)
+	idA, idB := d.span("operation ID", MaxIDLen)
+	keyA, keyB := d.span("key", MaxKeyLen)
+	fpA, fpB := d.i, d.i+len(r.Fingerprint)
 	if fpB > len(p) {
 		d.fail("payload ends early")
 	} else {
@@ -175,13 +218,13 @@ func decodeIntent(p []byte, e *entry) string {
 	// One string holds ID, key, method and URL (and the bytes between
 	// them); the fields are slices of it.
 	s := string(p[idA:uB])
-	e.id = s[:idB-idA]
-	e.key = s[keyA-idA : keyB-idA]
-	e.method = s[mA-idA : mB-idA]
-	e.url = s[uA-idA : uB-idA]
-	copy(e.fp[:], p[fpA:fpB])
-	e.created = created
-	e.state = Pending
+	r.ID = s[:idB-idA]
+	r.Key = s[keyA-idA : keyB-idA]
+	r.Method = s[mA-idA : mB-idA]
+	r.URL = s[uA-idA : uB-idA]
+	copy(r.Fingerprint[:], p[fpA:fpB])
+	r.Created = created
+	r.State = Pending
 	return ""
 }
 
@@ -200,7 +243,7 @@ func decodeCompletionHead(p []byte) (completionHead, string) {
 	if v := d.byte(); v != payloadVersion && d.bad == "" {
 		return h, fmt.Sprintf("unsupported completion encoding %d", v)
 	}
-	idA, idB := d.span("operation ID", maxIDLen)
+	idA, idB := d.span("operation ID", MaxIDLen)
 	h.id = p[idA:idB]
 	h.state = State(d.byte())
 	switch {
@@ -217,36 +260,36 @@ func decodeCompletionHead(p []byte) (completionHead, string) {
 // decodeOutcome reads the rest of a completion payload after its head. The
 // header and body are checked but kept encoded, as one string: most
 // outcomes are never looked at again, and recovery should not pay for a map
-// per response. Operation decodes them when asked.
-func decodeOutcome(h *completionHead, o *outcome) string {
+// per response. DecodeHeaderBody decodes them when asked.
+func decodeOutcome(h *completionHead, o *Outcome) string {
 	d := &h.d
 	flags := d.byte()
-	o.completed = d.varint()
+	o.Completed = d.varint()
 	status := d.uvarint()
 	if d.bad == "" {
 		switch {
 		case flags&^knownFlags != 0:
 			d.fail(fmt.Sprintf("unknown flags %#x", flags))
-		case status > maxStatus:
-			d.fail(fmt.Sprintf("status %d is over %d", status, maxStatus))
+		case status > MaxStatus:
+			d.fail(fmt.Sprintf("status %d is over %d", status, MaxStatus))
 		}
 	}
 	if d.bad != "" {
 		return "completion: " + d.bad
 	}
-	o.status = int32(status)
-	o.flags = flags
+	o.Status = int32(status)
+	o.Flags = flags
 	raw := d.b[d.i:]
 	bodyLen, reason := checkHeaderBody(raw)
 	switch {
 	case reason != "":
 		return "completion: " + reason
-	case flags&flagBodyTruncated != 0 && bodyLen > 0:
+	case flags&FlagBodyTruncated != 0 && bodyLen > 0:
 		return "completion: body kept although marked truncated"
-	case flags&flagSummarized != 0 && string(raw) != emptyHeaderBody:
+	case flags&FlagSummarized != 0 && string(raw) != emptyHeaderBody:
 		return "completion: a summary keeps a header or body"
 	}
-	o.raw = string(raw)
+	o.Raw = string(raw)
 	return ""
 }
 
@@ -289,10 +332,11 @@ func checkHeaderBody(b []byte) (int, string) {
 	return bB - bA, ""
 }
 
-// decodeHeaderBody decodes a section checkHeaderBody accepted. The header's
-// names and values are slices of one string and its value lists slices of
-// one array; the body is a fresh copy. Empty parts are nil.
-func decodeHeaderBody(raw string) (http.Header, []byte) {
+// DecodeHeaderBody decodes Outcome.Raw, a section checkHeaderBody accepted.
+// The header's names and values are slices of one string and its value
+// lists slices of one array; the body is a fresh copy, so the caller may
+// keep and change both. Empty parts are nil.
+func DecodeHeaderBody(raw string) (http.Header, []byte) {
 	r := stringReader{s: raw}
 	n := int(r.uvarint())
 	var h http.Header
@@ -367,32 +411,37 @@ func (r *stringReader) str() string {
 // header or a body, as compaction's summaries keep it.
 var emptyHeaderBody = string(appendHeaderBody(nil, nil, nil))
 
-// completionRecordSize is the framed size of e's completion record.
-func completionRecordSize(e *entry) int64 {
+// completionRecordSize is the framed size of r's completion record.
+func completionRecordSize(r *Record) int64 {
 	var scratch [128]byte
-	payload := appendCompletion(scratch[:0], e.id, e.state, &e.outcome)
+	payload := appendCompletion(scratch[:0], r.ID, r.State, &r.Outcome)
 	return alignRecord(int64(recordHeaderSize + len(payload) + recordCRCSize))
 }
 
-// summaryRecordSize is the framed size of the completion record of e's
+// summaryRecordSize is the framed size of the completion record of r's
 // summary.
-func summaryRecordSize(e *entry) uint32 {
-	s := *e
-	s.raw = emptyHeaderBody
+func summaryRecordSize(r *Record) uint32 {
+	s := *r
+	s.Raw = emptyHeaderBody
 	return uint32(completionRecordSize(&s))
 }
 
-// flags returns the completion flags op's outcome is recorded with.
-func (op *Operation) flags() uint8 {
-	var f uint8
-	if op.BodyTruncated {
-		f |= flagBodyTruncated
+// newOutcomeInto encodes an outcome as the journal keeps it, through
+// scratch, a buffer the caller reuses (or nil), so that the only
+// allocation is the kept string.
+func newOutcomeInto(scratch *[]byte, completed time.Time, status int, flags uint8, h http.Header, body []byte) Outcome {
+	var buf []byte
+	if scratch != nil {
+		buf = (*scratch)[:0]
 	}
-	if op.HeaderTruncated {
-		f |= flagHeaderTruncated
+	buf = appendHeaderBody(buf, h, body)
+	if scratch != nil && cap(buf) <= rewriteChunk {
+		*scratch = buf
 	}
-	if op.Summarized {
-		f |= flagSummarized
+	return Outcome{
+		Completed: completed.UnixNano(),
+		Status:    int32(status),
+		Flags:     flags,
+		Raw:       string(buf),
 	}
-	return f
 }

@@ -1,4 +1,4 @@
-package idem
+package filejournal
 
 import (
 	"bytes"
@@ -52,7 +52,7 @@ func (i memInfo) Sys() any           { return nil }
 
 // recoverBytes runs recovery over b as a writable journal would and returns
 // the journal and the file as recovery left it.
-func recoverBytes(b []byte) (*FileJournal, []byte, error) {
+func recoverBytes(b []byte) (*Journal, []byte, error) {
 	f := &memFile{b: bytes.Clone(b)}
 	j := newJournal(quietOptions())
 	j.path = "fuzz.journal"
@@ -64,7 +64,7 @@ func recoverBytes(b []byte) (*FileJournal, []byte, error) {
 // seedJournals returns real journal files for the fuzz corpus.
 func seedJournals(f *testing.F) [][]byte {
 	path := journalPath(f)
-	j, err := OpenJournalWithOptions(path, quietOptions())
+	j, err := Open(path, quietOptions())
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -73,9 +73,9 @@ func seedJournals(f *testing.F) [][]byte {
 		mustBegin(f, j, testIntent(i))
 	}
 	mustComplete(f, j, testOutcome(testIntent(0), 201, `{"id":"ch_1"}`))
-	mustComplete(f, j, Operation{ID: testIntent(1).ID, State: Rejected, Status: 409,
+	mustComplete(f, j, Completion{ID: testIntent(1).ID, State: Rejected, Status: 409,
 		Header: http.Header{"Content-Type": {"application/problem+json"}, "Retry-After": nil}, Body: []byte("{}")})
-	mustComplete(f, j, Operation{ID: testIntent(2).ID, State: Done, Status: 200, BodyTruncated: true})
+	mustComplete(f, j, Completion{ID: testIntent(2).ID, State: Done, Status: 200, Flags: FlagBodyTruncated})
 	mustComplete(f, j, testOutcome(testIntent(0), 200, strings.Repeat("r", 100)))
 	if err := j.Close(); err != nil {
 		f.Fatal(err)
@@ -118,7 +118,7 @@ func FuzzDecode(f *testing.F) {
 		if !bytes.Equal(after, data[:len(after)]) {
 			t.Fatal("recovery did more than cut a tail")
 		}
-		ops := list(j, ListAll)
+		recs := records(j)
 
 		again, after2, err := recoverBytes(after)
 		if err != nil {
@@ -127,26 +127,20 @@ func FuzzDecode(f *testing.F) {
 		if len(after2) != len(after) || again.truncated != 0 {
 			t.Fatalf("recovered file had a torn tail again: %d bytes cut", again.truncated)
 		}
-		if got := list(again, ListAll); !reflect.DeepEqual(got, ops) {
-			t.Fatalf("reopened operations differ:\n got  %+v\n want %+v", got, ops)
+		if got := records(again); !reflect.DeepEqual(got, recs) {
+			t.Fatalf("reopened records differ:\n got  %+v\n want %+v", got, recs)
 		}
 
 		// Writing the index out (as compaction does) reads back the same.
-		var live []*entry
-		for _, slab := range j.slabs {
-			for i := range slab {
-				live = append(live, &slab[i])
-			}
-		}
 		w := &memFile{}
 		buf := appendFileHeader(nil)
-		for _, e := range live {
+		for e := range j.idx.all() {
 			var start int
 			buf, start = beginRecord(buf)
-			buf, _ = endRecord(appendIntent(buf, e), start, recIntent)
-			if e.state.final() {
+			buf, _ = endRecord(appendIntent(buf, &e.Record), start, recIntent)
+			if e.State.final() {
 				buf, start = beginRecord(buf)
-				buf, _ = endRecord(appendCompletion(buf, e.id, e.state, &e.outcome), start, recCompletion)
+				buf, _ = endRecord(appendCompletion(buf, e.ID, e.State, &e.Outcome), start, recCompletion)
 			}
 		}
 		w.Write(buf)
@@ -154,8 +148,8 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("rewritten journal does not open: %v", err)
 		}
-		if got := list(rewritten, ListAll); !reflect.DeepEqual(got, ops) {
-			t.Fatalf("rewritten operations differ:\n got  %+v\n want %+v", got, ops)
+		if got := records(rewritten); !reflect.DeepEqual(got, recs) {
+			t.Fatalf("rewritten records differ:\n got  %+v\n want %+v", got, recs)
 		}
 	})
 }
@@ -178,7 +172,7 @@ func TestJournalRecoversFromDiskAsFromMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	disk := openTestJournal(t, path, quietOptions())
-	sameOperations(t, "disk vs memory", list(disk, ListAll), list(mem, ListAll))
+	sameRecords(t, "disk vs memory", records(disk), records(mem))
 	if got := readFile(t, path); !bytes.Equal(got, after) {
 		t.Fatalf("disk recovery left %d bytes, memory recovery %d", len(got), len(after))
 	}

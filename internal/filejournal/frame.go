@@ -1,8 +1,35 @@
-package idem
+package filejournal
 
-// Framing of the journal file: the file header and the record envelope
-// (length, type, header checksum, payload, payload checksum, padding). The
-// layout is drawn in persist.go.
+// Framing of the journal file (J1): the file header and the record
+// envelope. The payloads inside the envelope are codec.go's.
+//
+// # On-disk format
+//
+// A journal file is a file header followed by records. Integers are
+// little-endian. Every record starts at an offset that is a multiple of 8.
+//
+// File header, 16 bytes:
+//
+//	0                    8           12          16
+//	+--------------------+-----------+-----------+
+//	| magic "IDEMJRNL"   | version   | crc       |
+//	+--------------------+-----------+-----------+
+//	version  u32, currently 1
+//	crc      u32, CRC-32C (Castagnoli) of bytes 0..12
+//
+// Record, align8(16+n) bytes for an n-byte payload:
+//
+//	0          4      5          8          12              12+n       16+n        align8(16+n)
+//	+----------+------+----------+----------+---------------+----------+-----------+
+//	| length n | type | reserved | hdr crc  | payload       | data crc | padding   |
+//	+----------+------+----------+----------+---------------+----------+-----------+
+//	length    u32, payload bytes, at most MaxPayload (16 MiB); more is corruption
+//	type      u8, 1 intent, 2 completion; anything else is corruption
+//	reserved  3 bytes, zero
+//	hdr crc   u32, CRC-32C of bytes 0..8 (length, type, reserved): a damaged
+//	          length is caught here, before it is used to find the next record
+//	data crc  u32, CRC-32C of the type byte followed by the payload
+//	padding   0 to 7 bytes, zero, checked on read
 
 import (
 	"encoding/binary"
@@ -22,10 +49,11 @@ const (
 	recordAlign      = 8
 	minRecordSize    = recordHeaderSize + recordCRCSize // an empty payload, already aligned
 
-	// maxPayload is the largest payload a record may carry: 16 MiB. A
+	// MaxPayload is the largest payload a record may carry: 16 MiB. A
 	// header claiming more is corruption, so a damaged length can never
-	// make recovery allocate or read without bound.
-	maxPayload = 16 << 20
+	// make recovery allocate or read without bound; an append that would
+	// need more is refused with ErrInvalidOperation.
+	MaxPayload = 16 << 20
 )
 
 // recordType says what a record's payload is.
@@ -89,11 +117,11 @@ func beginRecord(buf []byte) ([]byte, int) {
 
 // endRecord frames the payload appended to buf since beginRecord: it fills
 // in the header, appends the data checksum and the zero padding. A payload
-// over maxPayload is refused and buf is returned cut back to start.
+// over MaxPayload is refused and buf is returned cut back to start.
 func endRecord(buf []byte, start int, t recordType) ([]byte, error) {
 	n := len(buf) - start - recordHeaderSize
-	if n > maxPayload {
-		return buf[:start], fmt.Errorf("%w: record payload is %d bytes, over the %d-byte limit", ErrInvalidOperation, n, maxPayload)
+	if n > MaxPayload {
+		return buf[:start], fmt.Errorf("%w: record payload is %d bytes, over the %d-byte limit", ErrInvalidOperation, n, MaxPayload)
 	}
 	h := buf[start : start+recordHeaderSize]
 	binary.LittleEndian.PutUint32(h[0:4], uint32(n))
@@ -197,8 +225,8 @@ func (fr *fileReader) check(off int64) (frame, recordCheck, string, error) {
 	if h[5]|h[6]|h[7] != 0 {
 		return frame{}, recordInvalid, "reserved record header bytes are not zero", nil
 	}
-	if n > maxPayload {
-		return frame{}, recordInvalid, fmt.Sprintf("record length %d is over the %d-byte limit", n, maxPayload), nil
+	if n > MaxPayload {
+		return frame{}, recordInvalid, fmt.Sprintf("record length %d is over the %d-byte limit", n, MaxPayload), nil
 	}
 	size := recordSize(int(n))
 	if off+size > fr.size {
@@ -238,7 +266,7 @@ func (fr *fileReader) validFrom(off int64) (bool, error) {
 			continue
 		}
 		n := binary.LittleEndian.Uint32(h[0:4])
-		if n > maxPayload || p+recordSize(int(n)) > fr.size {
+		if n > MaxPayload || p+recordSize(int(n)) > fr.size {
 			continue
 		}
 		b, err := fr.at(p, int(recordSize(int(n))))

@@ -1,0 +1,271 @@
+package filejournal
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// --- J5, group commit -----------------------------------------------------
+
+func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const appenders = 64
+	path := journalPath(t)
+	mustClose(t, openTestJournal(t, path, quietOptions()))
+
+	// The first fsync blocks until every appender has written its record,
+	// so they cannot each have their own: every one of them arrives while
+	// an fsync runs.
+	var written, syncCalls atomic.Int32
+	allWritten := make(chan struct{})
+	o := quietOptions()
+	o.WrapFile = func(f File) File {
+		return &hookFile{
+			File: f,
+			write: func(f File, p []byte) (int, error) {
+				n, err := f.Write(p)
+				if written.Add(1) == appenders {
+					close(allWritten)
+				}
+				return n, err
+			},
+			sync: func(f File) error {
+				if syncCalls.Add(1) == 1 {
+					<-allWritten
+				}
+				return f.Sync()
+			},
+		}
+	}
+	j := openTestJournal(t, path, o)
+	start := make(chan struct{})
+	errs := make(chan error, appenders)
+	var wg sync.WaitGroup
+	for i := range appenders {
+		wg.Go(func() {
+			<-start
+			errs <- j.Begin(testIntent(i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("Begin: %v", err)
+		}
+	}
+	// One fsync for the first record, one shared by the other 63.
+	if st := j.Stats(); st.Syncs != 2 || st.Appends != appenders {
+		t.Fatalf("stats = %+v; want 2 fsyncs for %d appends", st, appenders)
+	}
+	mustClose(t, j)
+	if n := len(records(openTestJournal(t, path, quietOptions()))); n != appenders {
+		t.Fatalf("reopened journal holds %d operations, want %d", n, appenders)
+	}
+}
+
+func TestJournalBeginWaitsForFsyncAndCompleteDoesNot(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	path := journalPath(t)
+	mustClose(t, openTestJournal(t, path, quietOptions()))
+	inSync := make(chan struct{}, 1)
+	release := make(chan struct{})
+	o := quietOptions()
+	o.WrapFile = func(f File) File {
+		return &hookFile{File: f, sync: func(f File) error {
+			inSync <- struct{}{}
+			<-release
+			return f.Sync()
+		}}
+	}
+	j := openTestJournal(t, path, o)
+	began := make(chan error, 1)
+	go func() { began <- j.Begin(testIntent(1)) }()
+	select {
+	case <-inSync:
+	case err := <-began:
+		t.Fatalf("Begin returned (%v) without an fsync", err)
+	}
+	select {
+	case err := <-began:
+		t.Fatalf("Begin returned (%v) while its fsync was still running", err)
+	default:
+	}
+	close(release)
+	if err := <-began; err != nil {
+		t.Fatal(err)
+	}
+
+	// Complete writes and returns without an fsync.
+	before := j.Stats().Syncs
+	mustComplete(t, j, testOutcome(testIntent(1), 200, "ok"))
+	if st := j.Stats(); st.Syncs != before || st.Appends != 2 {
+		t.Fatalf("Complete: stats = %+v; want no new fsync and 2 appends", st)
+	}
+	// Close makes it durable with one more fsync.
+	mustClose(t, j)
+	if st := j.Stats(); st.Syncs != before+1 {
+		t.Fatalf("Close: %d fsyncs, want %d", st.Syncs, before+1)
+	}
+}
+
+func TestJournalSerialBeginsEachPayOneFsync(t *testing.T) {
+	j := openTestJournal(t, journalPath(t), quietOptions())
+	base := j.Stats().Syncs
+	for i := range 3 {
+		mustBegin(t, j, testIntent(i))
+	}
+	if got := j.Stats().Syncs - base; got != 3 {
+		t.Fatalf("3 serial Begins made %d fsyncs, want 3", got)
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := j.Stats().Syncs - base; got != 3 {
+		t.Fatalf("Sync with nothing new made an fsync (%d in all)", got)
+	}
+}
+
+// --- J6, latched failures -------------------------------------------------
+
+func TestJournalFsyncFailureLatches(t *testing.T) {
+	path := journalPath(t)
+	mustClose(t, openTestJournal(t, path, quietOptions()))
+	var syncCalls atomic.Int32
+	failing := false
+	o := quietOptions()
+	o.WrapFile = func(f File) File {
+		return &hookFile{File: f, sync: func(f File) error {
+			if !failing {
+				return f.Sync()
+			}
+			syncCalls.Add(1)
+			return errInjected
+		}}
+	}
+	j, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustBegin(t, j, testIntent(0))
+	failing = true
+	if err := j.Begin(testIntent(1)); !errors.Is(err, errInjected) {
+		t.Fatalf("Begin with a failing fsync: err = %v, want the injected error", err)
+	}
+	// The failed intent may never reach the disk: it must not be found as
+	// pending, or it would be sent. The one synced before stays.
+	if op, ok := j.Lookup(testIntent(1).ID); ok {
+		t.Fatalf("Lookup finds the operation whose intent fsync failed: %+v", op)
+	}
+	sameRecords(t, "after the failure", records(j), []Record{recordOf(testIntent(0))})
+	for name, err := range map[string]error{
+		"Begin":    j.Begin(testIntent(2)),
+		"Complete": j.Complete(testOutcome(testIntent(1), 200, "")),
+		"Sync":     j.Sync(),
+		"Compact":  j.Compact(),
+	} {
+		if !errors.Is(err, errInjected) {
+			t.Errorf("%s after the failure: err = %v, want the injected error", name, err)
+		}
+	}
+	if err := j.Close(); !errors.Is(err, errInjected) {
+		t.Errorf("Close after the failure: err = %v, want the injected error", err)
+	}
+	if n := syncCalls.Load(); n != 1 {
+		t.Fatalf("fsync was called %d times on the failed file, want exactly 1", n)
+	}
+	if st := j.Stats(); st.Appends != 2 {
+		t.Fatalf("appends: %d, want the two before the failure", st.Appends)
+	}
+	// Close released the lock; the file is readable.
+	j2 := openTestJournal(t, path, quietOptions())
+	mustBegin(t, j2, testIntent(3))
+}
+
+func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const appenders = 8
+	path := journalPath(t)
+	mustClose(t, openTestJournal(t, path, quietOptions()))
+	// The first fsync waits for every appender's record, then fails: one
+	// of them led it, the others were waiting for it or for the next.
+	var written atomic.Int32
+	allWritten := make(chan struct{})
+	o := quietOptions()
+	o.WrapFile = func(f File) File {
+		return &hookFile{
+			File: f,
+			write: func(f File, p []byte) (int, error) {
+				n, err := f.Write(p)
+				if written.Add(1) == appenders {
+					close(allWritten)
+				}
+				return n, err
+			},
+			sync: func(File) error {
+				<-allWritten
+				return errInjected
+			},
+		}
+	}
+	j := openTestJournal(t, path, o)
+	var wg sync.WaitGroup
+	for i := range appenders {
+		wg.Go(func() {
+			if err := j.Begin(testIntent(i)); !errors.Is(err, errInjected) {
+				t.Errorf("Begin(%d): err = %v, want the injected error", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if ops := records(j); len(ops) != 0 {
+		t.Fatalf("operations whose intent fsync failed are in the index: %+v", ops)
+	}
+	if st := j.Stats(); st.Syncs != 1 {
+		t.Fatalf("%d fsyncs, want the one that failed", st.Syncs)
+	}
+}
+
+func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
+	path := journalPath(t)
+	j := openTestJournal(t, path, quietOptions())
+	mustBegin(t, j, testIntent(1))
+	mustClose(t, j)
+	good := int64(len(readFile(t, path)))
+
+	o := quietOptions()
+	o.WrapFile = func(f File) File {
+		return &hookFile{File: f, write: func(f File, p []byte) (int, error) {
+			n, _ := f.Write(p[:len(p)/2])
+			return n, errInjected
+		}}
+	}
+	j, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Begin(testIntent(2)); !errors.Is(err, errInjected) {
+		t.Fatalf("Begin with a short write: err = %v, want the injected error", err)
+	}
+	if _, ok := j.Lookup(testIntent(2).ID); ok {
+		t.Fatal("an operation whose intent was not written is in the index")
+	}
+	if err := j.Complete(testOutcome(testIntent(1), 200, "")); !errors.Is(err, errInjected) {
+		t.Fatalf("Complete after a short write: err = %v, want the injected error", err)
+	}
+	j.Close()
+
+	// The half record is a torn tail: cut, and appends after it reopen.
+	j2 := openTestJournal(t, path, quietOptions())
+	if st := j2.Stats(); st.FileSize != good || st.Truncated == 0 {
+		t.Fatalf("stats after reopen = %+v; want the half record (from %d) cut", st, good)
+	}
+	mustBegin(t, j2, testIntent(3))
+	mustClose(t, j2)
+	sameRecords(t, "after reopen", records(openTestJournal(t, path, quietOptions())), []Record{recordOf(testIntent(3)), recordOf(testIntent(1))})
+}

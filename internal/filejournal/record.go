@@ -1,0 +1,146 @@
+package filejournal
+
+// The records the journal holds and takes: what it knows of an operation,
+// in the form it stores it (times as Unix nanoseconds, the outcome's
+// header and body encoded), and the limits a record must keep.
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// State is where an operation stands: the state byte of the format.
+type State uint8
+
+// The states of an operation. The zero State is not valid.
+const (
+	// Pending: the intent is recorded; no final outcome is known.
+	Pending State = 1
+	// Done: a final response was recorded.
+	Done State = 2
+	// Rejected: a response that refused the operation was recorded.
+	Rejected State = 3
+)
+
+// final reports whether s is an outcome: Done or Rejected.
+func (s State) final() bool { return s == Done || s == Rejected }
+
+// Record is one operation as the journal holds it: its intent and, once
+// State is Done or Rejected, its outcome.
+type Record struct {
+	// ID is the operation's ID and Key its key: 1 to MaxIDLen and
+	// MaxKeyLen bytes.
+	ID, Key string
+	// Method and URL are the request's, for people reading the journal.
+	Method, URL string
+	// Fingerprint identifies the request the operation sends.
+	Fingerprint [32]byte
+	// Created is when the key was minted, in Unix nanoseconds.
+	Created int64
+	// State is Pending after Begin, Done or Rejected after Complete.
+	State State
+	// Outcome is set once State is Done or Rejected.
+	Outcome
+}
+
+// Outcome is the part of a Record a completion sets. The response header
+// and body stay in their encoded form, Raw, until DecodeHeaderBody is
+// asked for them: most outcomes are never looked at again.
+type Outcome struct {
+	// Completed is when the outcome was recorded, in Unix nanoseconds.
+	Completed int64
+	// Status is the response status, 0 to MaxStatus.
+	Status int32
+	// Flags are the completion's flags: FlagBodyTruncated,
+	// FlagHeaderTruncated, FlagSummarized.
+	Flags uint8
+	// Raw is the response header and body, encoded (codec.go).
+	Raw string
+}
+
+// Intent is what Begin records of a new operation.
+type Intent struct {
+	ID, Key, Method, URL string
+	Fingerprint          [32]byte
+	// Created is when the key was minted; zero means now, by Options.Now.
+	Created time.Time
+}
+
+// Completion is what Complete records of an operation's outcome.
+type Completion struct {
+	// ID names the operation. Key, when set, must be its key.
+	ID, Key string
+	// State is Done or Rejected.
+	State State
+	// Completed is when the outcome was known; zero means now, by
+	// Options.Now.
+	Completed time.Time
+	// Status, Flags, Header and Body are the outcome, encoded by Complete
+	// into Outcome's Status, Flags and Raw.
+	Status int
+	Flags  uint8
+	Header http.Header
+	Body   []byte
+}
+
+// entry is one operation in the index: its Record, and the sizes of its
+// records in the file.
+type entry struct {
+	Record
+	intentSize     uint32 // framed size of the intent record
+	completionSize uint32 // framed size of the latest completion record, or 0
+	seq            uint64 // write sequence number of the intent; 0 if recovered
+}
+
+// CheckIDKey returns an error matching ErrInvalidOperation if id or key
+// breaks the format's limits: an empty ID, an ID or key over MaxIDLen or
+// MaxKeyLen bytes, or an empty key where one is required.
+func CheckIDKey(id, key string, keyRequired bool) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty operation ID", ErrInvalidOperation)
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("%w: operation ID is %d bytes, over %d", ErrInvalidOperation, len(id), MaxIDLen)
+	case key == "" && keyRequired:
+		return fmt.Errorf("%w: empty key", ErrInvalidOperation)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: key is %d bytes, over %d", ErrInvalidOperation, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// CheckTime returns an error matching ErrInvalidOperation if t is a time a
+// record cannot hold; the zero time, which means "now", passes.
+func CheckTime(what string, t time.Time) error {
+	if !t.IsZero() && (t.Before(minStoredTime) || t.After(maxStoredTime)) {
+		return fmt.Errorf("%w: %s time %v is outside the range the journal stores (years 1678 to 2262)", ErrInvalidOperation, what, t)
+	}
+	return nil
+}
+
+// The range of times a record can hold.
+var (
+	minStoredTime = time.Unix(0, -1<<63)
+	maxStoredTime = time.Unix(0, 1<<63-1)
+)
+
+// unixNanos returns t as Unix nanoseconds, saturating outside the range
+// int64 nanoseconds can hold (years 1678 to 2262).
+func unixNanos(t time.Time) int64 {
+	switch {
+	case t.Before(minStoredTime):
+		return minStoredTime.UnixNano()
+	case t.After(maxStoredTime):
+		return maxStoredTime.UnixNano()
+	}
+	return t.UnixNano()
+}
+
+// QuoteID quotes an operation ID for a message, shortened if it is long.
+func QuoteID(id string) string {
+	if len(id) > 64 {
+		return fmt.Sprintf("%q...", id[:64])
+	}
+	return fmt.Sprintf("%q", id)
+}

@@ -1,0 +1,406 @@
+package idem
+
+// FileJournal: the Journal in one file on one machine's disk. Its engine
+// (the file format, recovery, group commit, compaction, the writer lock and
+// the index) is package internal/filejournal, which keeps rules J1 to J8;
+// this file converts Operations to and from the engine's records and checks
+// them before they are written.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/keyedlock"
+)
+
+// File is the journal's view of an open file: the seam through which
+// JournalOptions.WrapFile injects faults. *os.File implements it.
+type File interface {
+	io.ReaderAt
+	io.Writer
+	Sync() error
+	Truncate(size int64) error
+	Stat() (os.FileInfo, error)
+	Close() error
+}
+
+// Defaults of JournalOptions.
+const (
+	// DefaultKeyTTL is the default JournalOptions.KeyTTL, 24 hours: the
+	// reference server's retention window.
+	DefaultKeyTTL = filejournal.DefaultKeyTTL
+	// DefaultCompactMinSize is the default JournalOptions.CompactMinSize,
+	// 4 MiB.
+	DefaultCompactMinSize = filejournal.DefaultCompactMinSize
+	// DefaultJournalFileMode is the default JournalOptions.FileMode, 0600.
+	// The journal holds response bodies, so only the owner may read it.
+	DefaultJournalFileMode = filejournal.DefaultFileMode
+)
+
+// JournalOptions tunes a Journal. The zero value is the default for every
+// field.
+type JournalOptions struct {
+	// ReadOnly opens the journal for inspection while another process may
+	// be writing it: no lock is taken, nothing is written or truncated (a
+	// torn tail, such as a record the writer is appending at that moment,
+	// is ignored in memory; a file the writer cuts short while it is read
+	// is read again), and Begin, Complete and Compact return ErrReadOnly.
+	// The file is read once, at open: the listings are a snapshot. Default
+	// false.
+	ReadOnly bool
+
+	// KeyTTL is how long a key lives on the server. A pending operation
+	// older than KeyTTL is expired (listed by Expired, kept forever by
+	// compaction). A completed operation whose Completed time is KeyTTL or
+	// more in the past is summarized by compaction: its response header
+	// and body are dropped (the server has forgotten them too), the rest
+	// is kept (see ForgetAfter). A Client with this journal and no
+	// Config.KeyTTL uses this one. Default DefaultKeyTTL (24h).
+	KeyTTL time.Duration
+
+	// ForgetAfter is how long after its completion a completed operation
+	// is remembered at all. Until then, even as a summary, Lookup finds it
+	// and a Client answers its ID from the journal, so an operation ID
+	// presented again, however late, is never sent under a new key. After
+	// it, compaction drops the operation and its ID is new again. Default
+	// 0: never forget, the safe choice for batch jobs; a service whose
+	// operation IDs never repeat may set it to bound the journal's size. A
+	// journal without a file (a Client's default) forgets completed
+	// operations after KeyTTL.
+	ForgetAfter time.Duration
+
+	// CompactMinSize is the file size below which the journal never
+	// compacts on its own. Above it, an append compacts when the bytes of
+	// records compaction would drop outweigh the bytes it would keep.
+	// Negative disables automatic compaction; Compact still works. Default
+	// DefaultCompactMinSize (4 MiB).
+	CompactMinSize int64
+
+	// FileMode is the permission of the journal file, its compaction file
+	// and its lock file when they are created. Default
+	// DefaultJournalFileMode (0600).
+	FileMode os.FileMode
+
+	// Now is the clock for zero Created and Completed times, expiry and
+	// compaction. Default time.Now.
+	Now func() time.Time
+
+	// WrapFile, when set, wraps every file the journal opens (the journal
+	// and its compaction file, and the file a read-only journal reads)
+	// before it is used: the seam for injecting read, write and fsync
+	// failures. Default nil (files are used as opened).
+	WrapFile func(File) File
+
+	// Logger receives the journal's records, by the logging rule of the
+	// package documentation: compactions at Debug; a torn tail cut, an
+	// unfinished compaction removed, or an automatic compaction that failed
+	// at Warn or Error; the failure that latches it at Error. Default nil:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// engine returns o as the journal's engine takes it; the engine fills in
+// the defaults.
+func (o JournalOptions) engine() filejournal.Options {
+	eo := filejournal.Options{
+		ReadOnly:       o.ReadOnly,
+		KeyTTL:         o.KeyTTL,
+		ForgetAfter:    o.ForgetAfter,
+		CompactMinSize: o.CompactMinSize,
+		FileMode:       o.FileMode,
+		Now:            o.Now,
+		Logger:         o.Logger,
+	}
+	if wrap := o.WrapFile; wrap != nil {
+		eo.WrapFile = func(f filejournal.File) filejournal.File { return wrap(f) }
+	}
+	return eo
+}
+
+// JournalStats are counters of a Journal, for tests and monitoring.
+type JournalStats struct {
+	// Appends counts records this Journal appended (intents and
+	// completions) since it was opened.
+	Appends uint64
+	// Syncs counts fsyncs of journal files: the group commits of Begin and
+	// Sync, the fsync after truncating a torn tail, and the fsync of each
+	// file written by creation or compaction.
+	Syncs uint64
+	// DirSyncs counts fsyncs of the journal's directory.
+	DirSyncs uint64
+	// Compactions counts compactions, automatic or not.
+	Compactions uint64
+	// Records is the number of records in the current file.
+	Records int64
+	// Operations is the number of operations the journal holds.
+	Operations int
+	// Live is the number of operations a compaction now would keep:
+	// pending ones, completed ones inside KeyTTL, and summaries of older
+	// completed ones (see ForgetAfter).
+	Live int
+	// LiveBytes is the size of those operations' records.
+	LiveBytes int64
+	// FileSize is the size of the current file (for a journal without a
+	// file, the size it would have).
+	FileSize int64
+	// Truncated is the number of torn-tail bytes cut (or, read-only,
+	// ignored) when the journal was opened.
+	Truncated int64
+}
+
+// FileJournal is the crash-safe record of operations in one file on one
+// machine's disk: the default Journal. It is safe for concurrent use. Open
+// one with OpenJournal; only one FileJournal at a time may hold a file
+// open for writing. The index of every operation in the file is kept in
+// memory, rebuilt from the file on open.
+type FileJournal struct {
+	eng *filejournal.Journal
+
+	// running serializes the Do calls of each operation ID across every
+	// Client using this journal (C11). It has its own lock.
+	running keyedlock.Set
+}
+
+// OpenJournal opens the journal at path with default options, creating it if
+// it does not exist. See OpenJournalWithOptions.
+func OpenJournal(path string) (*FileJournal, error) {
+	return OpenJournalWithOptions(path, JournalOptions{})
+}
+
+// OpenJournalWithOptions opens the journal at path, creating it if it does
+// not exist (unless o.ReadOnly), and rebuilds its index.
+//
+// A symlink at path is followed: the journal is the file it points at, and
+// every file below sits beside that file (J4). A writable journal is locked
+// for the life of the Journal through the sidecar file path+".lock" (kept,
+// never removed: removing a lock file races with the next locker); a second
+// writer, in this process or another, by this name or another, gets an
+// error matching ErrLocked, and a journal file with more than one hard link
+// is refused with ErrHardLinked. A compaction file path+".compact" left by
+// a crash before its rename is removed. A torn tail is truncated and the
+// truncation fsync'd; any other damage is a *CorruptError matching
+// ErrCorrupt, and the file is left untouched.
+func OpenJournalWithOptions(path string, o JournalOptions) (*FileJournal, error) {
+	eng, err := filejournal.Open(path, o.engine())
+	if err != nil {
+		return nil, err
+	}
+	return &FileJournal{eng: eng}, nil
+}
+
+// newMemoryJournal returns a Journal without a file: Begin and Complete only
+// update the index, with the same checks as a file journal. The client uses
+// it when no journal is configured.
+func newMemoryJournal() *FileJournal {
+	return newMemoryJournalWithOptions(JournalOptions{})
+}
+
+// newMemoryJournalWithOptions is newMemoryJournal with options; ReadOnly and
+// WrapFile are ignored.
+func newMemoryJournalWithOptions(o JournalOptions) *FileJournal {
+	return &FileJournal{eng: filejournal.NewMemory(o.engine())}
+}
+
+// Path returns the journal's path as it was opened, or "" for a journal
+// without a file. Through a symlink, the journal is the file it points at.
+func (j *FileJournal) Path() string { return j.eng.Path() }
+
+// Begin records the intent of op (ID, Key, Fingerprint, Method, URL,
+// Created) and returns once the record is durable: written and fsync'd,
+// sharing the fsync with concurrent Begins. A zero Created is set from the
+// journal's clock. op.State must be zero or Pending, and the outcome fields
+// must be zero.
+//
+// Begin refuses an empty or over-long ID or key (ErrInvalidOperation) and an
+// ID the journal already holds (ErrOperationExists). After a failed write or
+// fsync it returns that failure, as does every later append. When Begin
+// returns an error the operation is not in the journal: Lookup does not
+// find it, and it must not be sent.
+//
+// The operation is in the index (Lookup finds it) from the moment its
+// record is written, while Begin still waits for the fsync; callers that
+// may Begin and Lookup the same ID concurrently must order those calls
+// themselves.
+func (j *FileJournal) Begin(op Operation) error {
+	if err := checkIntent(&op); err != nil {
+		return j.eng.Refuse("begin", op.ID, err)
+	}
+	return j.eng.Begin(filejournal.Intent{
+		ID:          op.ID,
+		Key:         op.Key,
+		Fingerprint: op.Fingerprint,
+		Method:      op.Method,
+		URL:         op.URL,
+		Created:     op.Created,
+	})
+}
+
+// Complete records the outcome of the operation op.ID: op.State (Done or
+// Rejected), Completed (the journal's clock when zero), Status, Header, Body,
+// BodyTruncated and HeaderTruncated (Summarized is compaction's to set). It
+// returns once the record is written, without waiting for an fsync: losing
+// it to a crash only causes a replay under the same key. A later Complete
+// for the same ID replaces the outcome.
+//
+// If op.Key is set it must be the operation's key. Complete refuses an ID
+// the journal does not hold (ErrNoSuchOperation), a body kept although
+// BodyTruncated is set, Summarized set, and a status outside 0..999
+// (ErrInvalidOperation).
+func (j *FileJournal) Complete(op Operation) error {
+	if err := checkCompletion(&op); err != nil {
+		return j.eng.Refuse("complete", op.ID, err)
+	}
+	return j.eng.Complete(filejournal.Completion{
+		ID:        op.ID,
+		Key:       op.Key,
+		State:     filejournal.State(op.State),
+		Completed: op.Completed,
+		Status:    op.Status,
+		Flags:     op.flags(),
+		Header:    op.Header,
+		Body:      op.Body,
+	})
+}
+
+// Sync returns once every record appended so far is durable, sharing the
+// fsync with concurrent Begins. It returns nil for a read-only journal and
+// a journal without a file.
+func (j *FileJournal) Sync() error { return j.eng.Sync() }
+
+// Compact rewrites the journal with only its live operations, whole, and
+// summaries of the completed ones past KeyTTL (see JournalOptions.KeyTTL and
+// ForgetAfter). Appends wait while it runs.
+func (j *FileJournal) Compact() error { return j.eng.Compact() }
+
+// Close makes every appended record durable (one fsync), closes the file
+// and releases the lock. A second Close returns nil; every other method
+// returns an error matching ErrClosed afterwards, except the listings, which
+// keep answering from the index. If the journal had latched a failure, Close
+// releases everything and returns that failure.
+func (j *FileJournal) Close() error { return j.eng.Close() }
+
+// Lookup returns the operation with the given ID. It never fails: the
+// index is in memory, and keeps answering after Close.
+func (j *FileJournal) Lookup(_ context.Context, id string) (Operation, bool, error) {
+	r, ok := j.eng.Lookup(id)
+	if !ok {
+		return Operation{}, false, nil
+	}
+	return operationOf(&r), true, nil
+}
+
+// List returns the operations the listing selects, ordered by Created then
+// ID; pending and expired are judged by JournalOptions.KeyTTL and Now. It
+// never fails, and keeps answering after Close.
+func (j *FileJournal) List(_ context.Context, which Listing) ([]Operation, error) {
+	now, ttl := j.eng.Now(), j.eng.KeyTTL()
+	keep := func(r *filejournal.Record) bool { return which.selectsRecord(r, now, ttl) }
+	return filejournal.List(j.eng, keep, operationOf), nil
+}
+
+// selectsRecord is Listing.Selects on a record of the journal's engine.
+func (l Listing) selectsRecord(r *filejournal.Record, now time.Time, ttl time.Duration) bool {
+	switch l {
+	case ListAll:
+		return true
+	case ListPending:
+		return State(r.State) == Pending && !recordExpired(r, now, ttl)
+	case ListExpired:
+		return recordExpired(r, now, ttl)
+	case ListCompleted:
+		return State(r.State).final()
+	}
+	return false
+}
+
+// recordExpired is Operation.Expired on a record of the journal's engine.
+func recordExpired(r *filejournal.Record, now time.Time, ttl time.Duration) bool {
+	return State(r.State) == Pending && now.Sub(time.Unix(0, r.Created)) >= ttl
+}
+
+// KeyTTL returns JournalOptions.KeyTTL.
+func (j *FileJournal) KeyTTL() time.Duration { return j.eng.KeyTTL() }
+
+// Now returns the time by JournalOptions.Now.
+func (j *FileJournal) Now() time.Time { return j.eng.Now() }
+
+// Stats returns the journal's counters. Live and LiveBytes cost a pass over
+// the index.
+func (j *FileJournal) Stats() JournalStats { return JournalStats(j.eng.Stats()) }
+
+// operationOf returns r as an Operation. The header and body are decoded
+// from their encoded form into fresh memory, so the caller may keep and
+// change them.
+func operationOf(r *filejournal.Record) Operation {
+	op := Operation{
+		ID:          r.ID,
+		Key:         r.Key,
+		Fingerprint: r.Fingerprint,
+		Method:      r.Method,
+		URL:         r.URL,
+		Created:     time.Unix(0, r.Created).UTC(),
+		State:       State(r.State),
+	}
+	if op.State.final() {
+		op.Completed = time.Unix(0, r.Completed).UTC()
+		op.Status = int(r.Status)
+		op.Header, op.Body = filejournal.DecodeHeaderBody(r.Raw)
+		op.BodyTruncated = r.Flags&filejournal.FlagBodyTruncated != 0
+		op.HeaderTruncated = r.Flags&filejournal.FlagHeaderTruncated != 0
+		op.Summarized = r.Flags&filejournal.FlagSummarized != 0
+	}
+	return op
+}
+
+// flags returns the completion flags op's outcome is recorded with.
+func (op *Operation) flags() uint8 {
+	var f uint8
+	if op.BodyTruncated {
+		f |= filejournal.FlagBodyTruncated
+	}
+	if op.HeaderTruncated {
+		f |= filejournal.FlagHeaderTruncated
+	}
+	if op.Summarized {
+		f |= filejournal.FlagSummarized
+	}
+	return f
+}
+
+// checkIntent validates op for Begin.
+func checkIntent(op *Operation) error {
+	if err := filejournal.CheckIDKey(op.ID, op.Key, true); err != nil {
+		return err
+	}
+	switch {
+	case op.State != 0 && op.State != Pending:
+		return fmt.Errorf("%w: state is %s, want pending", ErrInvalidOperation, op.State)
+	case !op.Completed.IsZero() || op.Status != 0 || op.Header != nil || op.Body != nil ||
+		op.BodyTruncated || op.HeaderTruncated || op.Summarized:
+		return fmt.Errorf("%w: outcome fields are set on an intent", ErrInvalidOperation)
+	}
+	return filejournal.CheckTime("created", op.Created)
+}
+
+// checkCompletion validates op for Complete.
+func checkCompletion(op *Operation) error {
+	if err := filejournal.CheckIDKey(op.ID, op.Key, false); err != nil {
+		return err
+	}
+	switch {
+	case !op.State.final():
+		return fmt.Errorf("%w: state is %s, want done or rejected", ErrInvalidOperation, op.State)
+	case op.Status < 0 || op.Status > filejournal.MaxStatus:
+		return fmt.Errorf("%w: status %d is outside 0..%d", ErrInvalidOperation, op.Status, filejournal.MaxStatus)
+	case op.BodyTruncated && len(op.Body) > 0:
+		return fmt.Errorf("%w: a truncated body is not kept, but Body has %d bytes", ErrInvalidOperation, len(op.Body))
+	case op.Summarized:
+		return fmt.Errorf("%w: only compaction summarizes an outcome", ErrInvalidOperation)
+	}
+	return filejournal.CheckTime("completed", op.Completed)
+}

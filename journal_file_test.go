@@ -1,0 +1,412 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/internal/filejournal"
+)
+
+// The public behaviour of FileJournal: what it keeps of an Operation, how
+// it lists them, what it refuses. Its engine's own tests (framing,
+// recovery, group commit, compaction, locking) are in internal/filejournal.
+
+// testNow is the fixed clock of the journal tests.
+var testNow = time.Date(2030, 1, 2, 3, 4, 5, 600700800, time.UTC)
+
+// quietOptions returns options with the fixed clock and no log output.
+func quietOptions() JournalOptions {
+	return JournalOptions{
+		Now:    func() time.Time { return testNow },
+		Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+// testIntent returns the intent of operation i, with Created i seconds
+// before testNow.
+func testIntent(i int) Operation {
+	url := fmt.Sprintf("https://api.example.test/charges?n=%d", i)
+	body := fmt.Appendf(nil, `{"amount":%d}`, i)
+	return Operation{
+		ID:          fmt.Sprintf("op-%04d", i),
+		Key:         fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
+		Fingerprint: fingerprintOf(http.MethodPost, url, body),
+		Method:      http.MethodPost,
+		URL:         url,
+		Created:     testNow.Add(-time.Duration(i) * time.Second),
+		State:       Pending,
+	}
+}
+
+// testOutcome returns op completed as done with a response.
+func testOutcome(op Operation, status int, body string) Operation {
+	op.State = Done
+	op.Completed = op.Created.Add(1500 * time.Millisecond)
+	op.Status = status
+	op.Header = http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"a", "b"}}
+	op.Body = []byte(body)
+	return op
+}
+
+func journalPath(t testing.TB) string {
+	return filepath.Join(t.TempDir(), "ops.journal")
+}
+
+func openTestJournal(t testing.TB, path string, o JournalOptions) *FileJournal {
+	t.Helper()
+	j, err := OpenJournalWithOptions(path, o)
+	if err != nil {
+		t.Fatalf("OpenJournalWithOptions(%s): %v", path, err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+func mustBegin(t testing.TB, j *FileJournal, op Operation) {
+	t.Helper()
+	if err := j.Begin(op); err != nil {
+		t.Fatalf("Begin(%s): %v", op.ID, err)
+	}
+}
+
+func mustComplete(t testing.TB, j *FileJournal, op Operation) {
+	t.Helper()
+	if err := j.Complete(op); err != nil {
+		t.Fatalf("Complete(%s): %v", op.ID, err)
+	}
+}
+
+func mustClose(t testing.TB, j *FileJournal) {
+	t.Helper()
+	if err := j.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+func writeFile(t testing.TB, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameOperations fails the test unless got and want are equal field by
+// field.
+func sameOperations(t testing.TB, what string, got, want []Operation) {
+	t.Helper()
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s:\n got  %d operations %+v\n want %d operations %+v", what, len(got), got, len(want), want)
+	}
+}
+
+// --- J8, round trip -------------------------------------------------------
+
+func TestJournalReopenRoundTripsEveryField(t *testing.T) {
+	path := journalPath(t)
+	j := openTestJournal(t, path, quietOptions())
+
+	pending := testIntent(1)
+	done := testIntent(2)
+	rejected := testIntent(3)
+	truncated := testIntent(4)
+	odd := Operation{ // empty method and URL, zero fingerprint, a time far from now
+		ID:      strings.Repeat("x", filejournal.MaxIDLen),
+		Key:     "k\x00with\xffbytes",
+		Created: time.Date(1700, 1, 1, 0, 0, 0, 1, time.UTC),
+	}
+	for _, op := range []Operation{pending, done, rejected, truncated, odd} {
+		mustBegin(t, j, op)
+	}
+	done = testOutcome(done, 201, `{"id":"ch_1"}`)
+	mustComplete(t, j, done)
+	rejected.State = Rejected
+	rejected.Completed = time.Date(2031, 5, 6, 7, 8, 9, 999999999, time.UTC)
+	rejected.Status = 409
+	rejected.Header = http.Header{"Content-Type": {"application/problem+json"}, "Empty": nil, "Retry-After": {"3"}}
+	rejected.Body = []byte("{\"type\":\"https://x/insufficient-stock\"}\x00\xff")
+	mustComplete(t, j, rejected)
+	truncated.State = Done
+	truncated.Completed = testNow
+	truncated.Status = 200
+	truncated.BodyTruncated = true
+	mustComplete(t, j, truncated)
+	odd.State = Done
+	odd.Completed = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
+	mustComplete(t, j, odd)
+
+	// Ordered by Created.
+	want := []Operation{odd, truncated, rejected, done, pending}
+
+	sameOperations(t, "before reopen", list(j, ListAll), want)
+	mustClose(t, j)
+
+	j2 := openTestJournal(t, path, quietOptions())
+	sameOperations(t, "after reopen", list(j2, ListAll), want)
+	for _, op := range want {
+		got, ok := lookup(j2, op.ID)
+		if !ok || !reflect.DeepEqual(got, op) {
+			t.Fatalf("Lookup(%s) = %+v, %v; want %+v", filejournal.QuoteID(op.ID), got, ok, op)
+		}
+	}
+	st := j2.Stats()
+	if st.Records != 9 || st.Operations != 5 || st.Appends != 0 || st.Truncated != 0 {
+		t.Fatalf("stats after reopen = %+v; want 9 records, 5 operations, 0 appends, 0 truncated", st)
+	}
+}
+
+func TestJournalLookupReturnsCopies(t *testing.T) {
+	j := openTestJournal(t, journalPath(t), quietOptions())
+	op := testIntent(1)
+	mustBegin(t, j, op)
+	done := testOutcome(op, 200, "body")
+	mustComplete(t, j, done)
+	done.Header.Set("Content-Type", "changed by caller")
+	done.Body[0] = 'X'
+
+	got, _ := lookup(j, op.ID)
+	got.Header.Set("X-Request-Id", "changed")
+	got.Body[0] = 'Y'
+	again, _ := lookup(j, op.ID)
+	if again.Header.Get("Content-Type") != "application/json" || again.Header.Get("X-Request-Id") != "a" || string(again.Body) != "body" {
+		t.Fatalf("journal's copy changed through a caller's slice or map: %+v", again)
+	}
+}
+
+func TestJournalCompletionReplacesOutcome(t *testing.T) {
+	path := journalPath(t)
+	j := openTestJournal(t, path, quietOptions())
+	op := testIntent(1)
+	mustBegin(t, j, op)
+	mustComplete(t, j, testOutcome(op, 500, "first"))
+	second := testOutcome(op, 201, "second")
+	mustComplete(t, j, second)
+	mustClose(t, j)
+
+	j2 := openTestJournal(t, path, quietOptions())
+	sameOperations(t, "after reopen", list(j2, ListAll), []Operation{second})
+}
+
+func TestJournalListings(t *testing.T) {
+	o := quietOptions()
+	o.KeyTTL = time.Hour
+	j := openTestJournal(t, journalPath(t), o)
+	fresh := testIntent(10)     // 10s old
+	expired := testIntent(3600) // exactly KeyTTL old: expired
+	young := testIntent(3599)   // one second short of KeyTTL
+	done := testOutcome(testIntent(20), 200, "")
+	rejected := testIntent(30)
+	for _, op := range []Operation{fresh, expired, young, testIntent(20), rejected} {
+		mustBegin(t, j, op)
+	}
+	mustComplete(t, j, done)
+	rejected.State, rejected.Completed, rejected.Status = Rejected, testNow, 422
+	mustComplete(t, j, rejected)
+	done.Body = nil // an empty body reads back as nil
+
+	sameOperations(t, "Pending", list(j, ListPending), []Operation{young, fresh})
+	sameOperations(t, "Expired", list(j, ListExpired), []Operation{expired})
+	sameOperations(t, "Completed", list(j, ListCompleted), []Operation{rejected, done})
+	sameOperations(t, "Operations", list(j, ListAll), []Operation{expired, young, rejected, done, fresh})
+	if _, ok := lookup(j, "missing"); ok {
+		t.Fatal("Lookup(missing) found an operation")
+	}
+	if !expired.Expired(testNow, time.Hour) || young.Expired(testNow, time.Hour) || done.Expired(testNow.Add(48*time.Hour), time.Hour) {
+		t.Fatal("Operation.Expired disagrees with its definition")
+	}
+}
+
+func TestJournalOrdersEqualCreatedTimesByID(t *testing.T) {
+	j := openTestJournal(t, journalPath(t), quietOptions())
+	b, a := testIntent(1), testIntent(2)
+	b.ID, a.ID = "b", "a"
+	a.Created = b.Created
+	mustBegin(t, j, b)
+	mustBegin(t, j, a)
+	sameOperations(t, "Operations", list(j, ListAll), []Operation{a, b})
+}
+
+func TestStateString(t *testing.T) {
+	for s, want := range map[State]string{Pending: "pending", Done: "done", Rejected: "rejected", 0: "State(0)", 9: "State(9)"} {
+		if got := s.String(); got != want {
+			t.Errorf("State(%d).String() = %q, want %q", uint8(s), got, want)
+		}
+	}
+}
+
+// --- validation -----------------------------------------------------------
+
+func TestJournalRefusesInvalidOperations(t *testing.T) {
+	j := openTestJournal(t, journalPath(t), quietOptions())
+	mustBegin(t, j, testIntent(1))
+	okOutcome := testOutcome(testIntent(1), 200, "ok")
+
+	begins := map[string]Operation{
+		"empty ID":         {Key: "k"},
+		"long ID":          {ID: strings.Repeat("i", filejournal.MaxIDLen+1), Key: "k"},
+		"empty key":        {ID: "x"},
+		"long key":         {ID: "x", Key: strings.Repeat("k", filejournal.MaxKeyLen+1)},
+		"done state":       {ID: "x", Key: "k", State: Done},
+		"invalid state":    {ID: "x", Key: "k", State: 7},
+		"outcome set":      {ID: "x", Key: "k", Status: 200},
+		"body set":         {ID: "x", Key: "k", Body: []byte{}},
+		"time too early":   {ID: "x", Key: "k", Created: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"time too late":    {ID: "x", Key: "k", Created: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"record too large": {ID: "x", Key: "k", Method: "POST", URL: strings.Repeat("u", filejournal.MaxPayload)},
+	}
+	for name, op := range begins {
+		if err := j.Begin(op); !errors.Is(err, ErrInvalidOperation) {
+			t.Errorf("Begin with %s: err = %v, want ErrInvalidOperation", name, err)
+		}
+	}
+	completes := map[string]Operation{
+		"empty ID":        {State: Done},
+		"pending state":   {ID: "op-0001", State: Pending},
+		"zero state":      {ID: "op-0001"},
+		"negative status": {ID: "op-0001", State: Done, Status: -1},
+		"status 1000":     {ID: "op-0001", State: Done, Status: 1000},
+		"truncated body":  {ID: "op-0001", State: Done, BodyTruncated: true, Body: []byte("x")},
+		"summarized":      {ID: "op-0001", State: Done, Summarized: true},
+		"wrong key":       {ID: "op-0001", Key: "other", State: Done},
+		"body too large":  {ID: "op-0001", State: Done, Body: make([]byte, filejournal.MaxPayload+1)},
+		"time too late":   {ID: "op-0001", State: Done, Completed: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	for name, op := range completes {
+		if err := j.Complete(op); !errors.Is(err, ErrInvalidOperation) {
+			t.Errorf("Complete with %s: err = %v, want ErrInvalidOperation", name, err)
+		}
+	}
+	if err := j.Begin(testIntent(1)); !errors.Is(err, ErrOperationExists) {
+		t.Errorf("second Begin of op-0001: err = %v, want ErrOperationExists", err)
+	}
+	if err := j.Complete(Operation{ID: "never-begun", State: Done}); !errors.Is(err, ErrNoSuchOperation) {
+		t.Errorf("Complete of unknown ID: err = %v, want ErrNoSuchOperation", err)
+	}
+	if st := j.Stats(); st.Appends != 1 || st.Records != 1 {
+		t.Fatalf("refused calls wrote records: %+v", st)
+	}
+	mustComplete(t, j, okOutcome)
+}
+
+// A journal that refuses every append says so before it looks at the
+// operation: an invalid one gets ErrClosed or ErrReadOnly too.
+func TestJournalReportsItsStateBeforeAnInvalidOperation(t *testing.T) {
+	path := journalPath(t)
+	w := openTestJournal(t, path, quietOptions())
+	mustBegin(t, w, testIntent(1))
+	o := quietOptions()
+	o.ReadOnly = true
+	r := openTestJournal(t, path, o)
+	mustClose(t, w)
+	for _, c := range []struct {
+		name string
+		j    *FileJournal
+		want error
+	}{{"closed", w, ErrClosed}, {"read-only", r, ErrReadOnly}} {
+		if err := c.j.Begin(Operation{Key: "k"}); !errors.Is(err, c.want) || errors.Is(err, ErrInvalidOperation) {
+			t.Errorf("%s: Begin without an ID: err = %v, want %v", c.name, err, c.want)
+		}
+		if err := c.j.Complete(Operation{ID: testIntent(1).ID}); !errors.Is(err, c.want) || errors.Is(err, ErrInvalidOperation) {
+			t.Errorf("%s: Complete without a state: err = %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func TestJournalFillsZeroTimesFromItsClock(t *testing.T) {
+	path := journalPath(t)
+	j := openTestJournal(t, path, quietOptions())
+	mustBegin(t, j, Operation{ID: "a", Key: "k"})
+	mustComplete(t, j, Operation{ID: "a", State: Rejected, Status: 400})
+	want := []Operation{{ID: "a", Key: "k", Created: testNow, State: Rejected, Completed: testNow, Status: 400}}
+	sameOperations(t, "Operations", list(j, ListAll), want)
+	mustClose(t, j)
+	sameOperations(t, "after reopen", list(openTestJournal(t, path, quietOptions()), ListAll), want)
+}
+
+// --- J7, creation ---------------------------------------------------------
+
+func TestJournalTreatsAnEmptyFileAsNew(t *testing.T) {
+	path := journalPath(t)
+	writeFile(t, path, nil)
+	j := openTestJournal(t, path, quietOptions())
+	mustBegin(t, j, testIntent(1))
+	mustClose(t, j)
+	if n := len(list(openTestJournal(t, path, quietOptions()), ListAll)); n != 1 {
+		t.Fatalf("reopened journal holds %d operations, want 1", n)
+	}
+}
+
+func TestJournalOpenRefusesEmptyPathAndMissingDirectory(t *testing.T) {
+	if _, err := OpenJournal(""); err == nil {
+		t.Fatal("OpenJournal(\"\") succeeded")
+	}
+	if _, err := OpenJournal(filepath.Join(t.TempDir(), "missing", "j")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("OpenJournal in a missing directory: err = %v, want a not-exist error", err)
+	}
+}
+
+// --- memory journal -------------------------------------------------------
+
+func TestMemoryJournalKeepsTheIndexWithoutAFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	j := newMemoryJournalWithOptions(quietOptions())
+	op := testIntent(1)
+	mustBegin(t, j, op)
+	if err := j.Begin(op); !errors.Is(err, ErrOperationExists) {
+		t.Fatalf("second Begin: err = %v, want ErrOperationExists", err)
+	}
+	if err := j.Begin(Operation{Key: "k"}); !errors.Is(err, ErrInvalidOperation) {
+		t.Fatalf("Begin without ID: err = %v, want ErrInvalidOperation", err)
+	}
+	done := testOutcome(op, 200, "ok")
+	mustComplete(t, j, done)
+	sameOperations(t, "Completed", list(j, ListCompleted), []Operation{done})
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if st := j.Stats(); st.Syncs != 0 || st.Appends != 2 || j.Path() != "" {
+		t.Fatalf("stats = %+v, path %q", st, j.Path())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("memory journal wrote files: %v", entries)
+	}
+	mustClose(t, j)
+	if err := j.Begin(testIntent(2)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Begin after Close: err = %v, want ErrClosed", err)
+	}
+}
+
+func TestMemoryJournalCompactsItsIndex(t *testing.T) {
+	o := quietOptions()
+	o.CompactMinSize = 2048
+	j := newMemoryJournalWithOptions(o)
+	mustBegin(t, j, testIntent(0))
+	for i := 1; i < 100; i++ {
+		op := testIntent(i)
+		mustBegin(t, j, op)
+		op = testOutcome(op, 200, "x")
+		op.Completed = testNow.Add(-48 * time.Hour)
+		mustComplete(t, j, op)
+	}
+	st := j.Stats()
+	if st.Compactions == 0 || st.Operations >= 100 {
+		t.Fatalf("stats = %+v; want automatic compaction to have dropped old outcomes", st)
+	}
+	if _, ok := lookup(j, testIntent(0).ID); !ok {
+		t.Fatal("compaction dropped a pending operation")
+	}
+	if err := newMemoryJournal().Compact(); err != nil {
+		t.Fatal(err)
+	}
+}
