@@ -525,7 +525,7 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 		op.State, op.Completed = state, c.now()
 		// Complete encodes the header: no copy is needed.
 		op.Status = resp.StatusCode
-		op.Header, op.HeaderTruncated = recordableHeader(c.secrets.header(resp.Header), c.cfg.MaxRecordedHeader)
+		op.Header, op.HeaderTruncated = recordableHeader(c.secrets.recordedHeader(resp.Header), c.cfg.MaxRecordedHeader)
 		if a.fits {
 			op.Body = a.final
 		} else {

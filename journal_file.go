@@ -115,6 +115,10 @@ func (o JournalOptions) engine() filejournal.Options {
 		FileMode:       o.FileMode,
 		Now:            o.Now,
 		Logger:         o.Logger,
+		// The secrets rule (secrets.go), as a Client with no extra names
+		// applies it: compaction drops what older versions recorded.
+		ScrubURL:    defaultSecrets.urlString,
+		ScrubHeader: defaultSecrets.header,
 	}
 	if wrap := o.WrapFile; wrap != nil {
 		eo.WrapFile = func(f filejournal.File) filejournal.File { return wrap(f) }

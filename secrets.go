@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// The secrets rule: nothing idem writes or emits hands out a session or a
-// credential. A journal outlives its process, is copied into bug reports
+// The secrets rule (C14): nothing idem writes or emits hands out a session
+// or a credential. A journal outlives its process, is copied into bug reports
 // and is printed by `idem journal show`; logs and error strings travel
 // further still. So:
 //
@@ -87,9 +87,6 @@ func canonicalNames(lists ...[]string) []string {
 
 // recordable reports whether a header field may be recorded.
 func (s secrets) recordable(name string) bool {
-	if name == UnrecordedHeadersField {
-		return false // the server's own, if any, would mislead
-	}
 	if s.recorded != nil {
 		return slices.Contains(s.recorded, name)
 	}
@@ -97,27 +94,41 @@ func (s secrets) recordable(name string) bool {
 }
 
 // header returns h without the fields it may not record, with
-// UnrecordedHeadersField naming them; h itself when it has none.
-func (s secrets) header(h http.Header) http.Header {
+// UnrecordedHeadersField naming them (and any it named before), and true;
+// or h itself and false when it has none to leave out.
+func (s secrets) header(h http.Header) (http.Header, bool) {
 	var left []string
 	for name := range h {
-		if !s.recordable(name) {
+		if name != UnrecordedHeadersField && !s.recordable(name) {
 			left = append(left, name)
 		}
 	}
 	if len(left) == 0 {
-		return h
+		return h, false
 	}
 	kept := make(http.Header, len(h)-len(left)+1)
 	for name, values := range h {
-		if s.recordable(name) {
+		if name != UnrecordedHeadersField && s.recordable(name) {
 			kept[name] = values
 		}
 	}
+	for _, v := range h[UnrecordedHeadersField] {
+		left = append(left, strings.Split(v, ", ")...)
+	}
 	slices.Sort(left)
-	kept[UnrecordedHeadersField] = []string{strings.Join(left, ", ")}
+	kept[UnrecordedHeadersField] = []string{strings.Join(slices.Compact(left), ", ")}
+	return kept, true
+}
+
+// recordedHeader is header without its second result.
+func (s secrets) recordedHeader(h http.Header) http.Header {
+	kept, _ := s.header(h)
 	return kept
 }
+
+// defaultSecrets is the rule with no extra names: what compaction applies
+// to the journal it rewrites.
+var defaultSecrets = newSecrets(Config{})
 
 // redactedParam reports whether the query parameter name holds a secret.
 func (s secrets) redactedParam(name string) bool {

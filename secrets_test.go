@@ -179,3 +179,55 @@ func TestRecordedHeadersAllowListAndExtraDenials(t *testing.T) {
 		})
 	}
 }
+
+// TestCompactionScrubsWhatOlderVersionsRecorded: a journal whose records
+// hold a cookie, a token and user info (as versions before the secrets rule
+// wrote them) loses them at its next compaction, and keeps everything else.
+func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.journal")
+	j := openJournal(t, path)
+	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.Pending,
+		URL: "https://user:xxxxx@api.example/charges?access_token=t0k3n-s3cret&n=1"}
+	old.Fingerprint[0] = 7
+	if err := j.Begin(old); err != nil {
+		t.Fatal(err)
+	}
+	done := old
+	done.State, done.Status, done.Body = idem.Done, 201, []byte(`{"id":"ch_1"}`)
+	done.Header = http.Header{"Set-Cookie": {"session=c00k1e-s3cret"}, "Content-Type": {"application/json"}}
+	if err := j.Complete(done); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"t0k3n-s3cret", "c00k1e-s3cret", "user"} {
+		if bytes.Contains(file, []byte(secret)) {
+			t.Errorf("the compacted file still holds %q", secret)
+		}
+	}
+	j = openJournal(t, path)
+	defer j.Close()
+	got, _ := lookup(j, "charge")
+	if got.URL != "https://api.example/charges?access_token=xxxxx&n=1" || got.Key != "k-1" || got.Fingerprint != old.Fingerprint ||
+		got.Status != 201 || string(got.Body) != `{"id":"ch_1"}` || got.Header.Get("Set-Cookie") != "" ||
+		got.Header.Get("Content-Type") != "application/json" || got.Header.Get(idem.UnrecordedHeadersField) != "Set-Cookie" {
+		t.Fatalf("after compaction: %+v", got)
+	}
+	// A second compaction changes nothing more.
+	before, _ := os.ReadFile(path)
+	if err := j.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(path)
+	if !bytes.Equal(before, after) {
+		t.Fatal("a second compaction rewrote the scrubbed records differently")
+	}
+}

@@ -418,6 +418,12 @@ func completionRecordSize(r *Record) int64 {
 	return alignRecord(int64(recordHeaderSize + len(payload) + recordCRCSize))
 }
 
+// intentRecordSize is the framed size of r's intent record.
+func intentRecordSize(r *Record) int64 {
+	payload := appendIntent(nil, r)
+	return alignRecord(int64(recordHeaderSize + len(payload) + recordCRCSize))
+}
+
 // summaryRecordSize is the framed size of the completion record of r's
 // summary.
 func summaryRecordSize(r *Record) uint32 {

@@ -110,6 +110,11 @@ func (j *Journal) compactLocked() error {
 			live = append(live, &s)
 		}
 	}
+	for i, e := range live {
+		if s, ok := j.scrubbed(e); ok {
+			live[i] = &s
+		}
+	}
 	if err := j.rewrite(live); err != nil {
 		return fmt.Errorf("idem: compacting journal: %w", err)
 	}
@@ -301,6 +306,32 @@ func (e *entry) summarized() entry {
 		s.completionSize = uint32(completionRecordSize(&s.Record))
 	}
 	return s
+}
+
+// scrubbed returns e as Options.ScrubURL and ScrubHeader would have
+// recorded it, and whether that differs from e.
+func (j *Journal) scrubbed(e *entry) (entry, bool) {
+	s := *e
+	changed := false
+	if j.opt.ScrubURL != nil {
+		s.URL = j.opt.ScrubURL(e.URL)
+		changed = s.URL != e.URL
+	}
+	if j.opt.ScrubHeader != nil && e.State.final() && e.Raw != emptyHeaderBody {
+		h, body := DecodeHeaderBody(e.Raw)
+		if kept, ok := j.opt.ScrubHeader(h); ok {
+			s.Raw = string(appendHeaderBody(nil, kept, body))
+			changed = true
+		}
+	}
+	if !changed {
+		return s, false
+	}
+	s.intentSize = uint32(intentRecordSize(&s.Record))
+	if s.State.final() {
+		s.completionSize = uint32(completionRecordSize(&s.Record))
+	}
+	return s, true
 }
 
 // liveSet counts the operations compaction at now would keep, whole or as

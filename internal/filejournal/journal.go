@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,6 +50,14 @@ type Options struct {
 	Now            func() time.Time
 	WrapFile       func(File) File
 	Logger         *slog.Logger
+
+	// ScrubURL and ScrubHeader, when set, rewrite what compaction keeps
+	// of each operation: its URL, and its recorded response header
+	// (ScrubHeader returns whether it changed it). So a journal written
+	// before a rule about secrets existed loses, at its next compaction,
+	// what the rule would not have recorded.
+	ScrubURL    func(url string) string
+	ScrubHeader func(h http.Header) (http.Header, bool)
 
 	// syncDir makes a directory's entries durable and rename renames a
 	// file; tests replace them to inject failures. Defaults fsutil.SyncDir

@@ -175,19 +175,19 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a session cookie recorded with the outcome", Rules: "C3",
-		Edits: []edit{{File: "client.go", Old: "recordableHeader(c.secrets.header(resp.Header), c.cfg.MaxRecordedHeader)",
+		Edits: []edit{{File: "client.go", Old: "recordableHeader(c.secrets.recordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
 			New: "recordableHeader(resp.Header, c.cfg.MaxRecordedHeader)"}},
 		Pkg: ".", Tests: []string{"TestNoSecretsAtRest"},
 	},
 	{
 		Name: "an attempt's error names the URL with its token", Rules: "C3",
 		Edits: []edit{{File: "retry.go", Old: "\terr = a.c.secrets.error(err) // the secrets rule", New: "\t_ = a.c.secrets.error // the secrets rule"}},
-		Pkg: ".", Tests: []string{"TestNoSecretsAtRest"},
+		Pkg:   ".", Tests: []string{"TestNoSecretsAtRest"},
 	},
 	{
 		Name: "the response header recorded whole", Rules: "C3",
-		Edits: []edit{{File: "client.go", Old: "op.Header, op.HeaderTruncated = recordableHeader(c.secrets.header(resp.Header), c.cfg.MaxRecordedHeader)",
-			New: "op.Header, op.HeaderTruncated = c.secrets.header(resp.Header), false"}},
+		Edits: []edit{{File: "client.go", Old: "op.Header, op.HeaderTruncated = recordableHeader(c.secrets.recordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
+			New: "op.Header, op.HeaderTruncated = c.secrets.recordedHeader(resp.Header), false"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileHugeResponseHeader"},
 	},
 	{
