@@ -145,6 +145,15 @@ type Config struct {
 	// refused before sending. Default nil.
 	OnOperation func(OperationEnd)
 
+	// OnOperationStart, when set, is called at the start of every Do (and
+	// of every request through RoundTripper) with the request's context
+	// and the operation ID ("" for a request without one). The context it
+	// returns is the operation's: the attempts are sent with it, and
+	// OperationEnd.Context carries it to OnOperation, so that a tracer can
+	// open a span here and end it there (package idemotel does).
+	// Default nil.
+	OnOperationStart func(ctx context.Context, id string) context.Context
+
 	// Logger receives the Client's records, by the logging rule of the
 	// package documentation: its routine at Debug (outcomes, answers from
 	// the journal), and at Error an outcome it could not record. Default
@@ -367,16 +376,28 @@ func recordedRejection(op Operation) *OutcomeError {
 	return recordedResult(op, nil).rejection()
 }
 
-// do runs an operation, and tells Config.OnOperation how it ended.
+// do runs an operation, and tells Config.OnOperationStart and OnOperation
+// how it starts and ends.
 func (c *Client) do(id string, req *http.Request) (result, error) {
+	if start := c.cfg.OnOperationStart; start != nil && req != nil {
+		req = req.WithContext(start(req.Context(), id))
+	}
 	if c.cfg.OnOperation == nil {
 		return c.run(id, req)
 	}
 	start := time.Now()
 	res, err := c.run(id, req)
-	c.cfg.OnOperation(endOf(id, res, err, time.Since(start)))
+	end := endOf(id, res, err, time.Since(start))
+	if req != nil {
+		end.Context = req.Context()
+	}
+	c.cfg.OnOperation(end)
 	return res, err
 }
+
+// RetryBudgetTokens returns the tokens left in the Client's retry budget
+// (see RetryBudget), for monitoring.
+func (c *Client) RetryBudgetTokens() float64 { return c.budget.available() }
 
 // run runs an operation; an empty id is a request without one, whose key
 // lives only as long as this call.

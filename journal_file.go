@@ -102,6 +102,13 @@ type JournalOptions struct {
 	// at Warn or Error; the failure that latches it at Error. Default nil:
 	// slog.Default().
 	Logger *slog.Logger
+
+	// OnSync, when set, is told of every fsync of a group commit (Begin,
+	// Sync): how long it took, how many records it made durable at once
+	// (the group), and its error. It runs on the goroutine that led the
+	// commit, without the journal's lock, so it must not call the journal.
+	// Package idemotel turns it into metrics. Default nil.
+	OnSync func(took time.Duration, records int, err error)
 }
 
 // engine returns o as the journal's engine takes it; the engine fills in
@@ -117,6 +124,7 @@ func (o JournalOptions) engine() filejournal.Options {
 		Logger:         o.Logger,
 		// The secrets rule (secrets.go), as a Client with no extra names
 		// applies it: compaction drops what older versions recorded.
+		OnSync:      o.OnSync,
 		ScrubURL:    defaultSecrets.urlString,
 		ScrubHeader: defaultSecrets.header,
 	}
@@ -155,6 +163,9 @@ type JournalStats struct {
 	// Truncated is the number of torn-tail bytes cut (or, read-only,
 	// ignored) when the journal was opened.
 	Truncated int64
+	// Pending is the number of pending operations whose key has not
+	// expired (what List(ctx, ListPending) returns).
+	Pending int
 }
 
 // FileJournal is the crash-safe record of operations in one file on one

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"context"
 	"errors"
 	"time"
 )
@@ -23,6 +24,9 @@ type OperationEnd struct {
 	Status   int           // the final status, or the last one for Unknown; 0 if none
 	Err      error         // for Unknown, why retrying stopped; for a refusal, the error
 	Elapsed  time.Duration // how long the call took
+	// Context is the operation's context: the request's, as
+	// Config.OnOperationStart returned it.
+	Context context.Context
 }
 
 // endOf describes how a call of operation id ended, with res and err,

@@ -29,6 +29,7 @@ package filejournal
 import (
 	"fmt"
 	"io"
+	"time"
 )
 
 // Begin records the intent in and returns once the record is durable:
@@ -204,8 +205,13 @@ func (j *Journal) waitDurable(seq uint64) error {
 		// it runs wait for the next one.
 		j.syncing = true
 		target, f := j.writeSeq, j.f
+		group := target - j.syncedSeq
 		j.mu.Unlock()
+		began := time.Now()
 		err := f.Sync()
+		if j.opt.OnSync != nil {
+			j.opt.OnSync(time.Since(began), int(group), err)
+		}
 		j.mu.Lock()
 		j.syncing = false
 		j.syncs++

@@ -56,6 +56,11 @@ type Options struct {
 	// (ScrubHeader returns whether it changed it). So a journal written
 	// before a rule about secrets existed loses, at its next compaction,
 	// what the rule would not have recorded.
+	// OnSync, when set, is told of every group commit's fsync: how long
+	// it took, how many records it made durable, and its error. It is
+	// called without the journal's lock held.
+	OnSync func(took time.Duration, records int, err error)
+
 	ScrubURL    func(url string) string
 	ScrubHeader func(h http.Header) (http.Header, bool)
 
@@ -80,6 +85,7 @@ type Stats struct {
 	LiveBytes   int64
 	FileSize    int64
 	Truncated   int64
+	Pending     int
 }
 
 // Journal is the crash-safe record of operations in one file, or, made by
@@ -472,5 +478,18 @@ func (j *Journal) Stats() Stats {
 		LiveBytes:   liveBytes,
 		FileSize:    j.size,
 		Truncated:   j.truncated,
+		Pending:     j.pending(now),
 	}
+}
+
+// pending counts the pending operations whose key has not expired at now.
+// Called with mu held.
+func (j *Journal) pending(now time.Time) int {
+	n := 0
+	for e := range j.idx.all() {
+		if e.State == Pending && now.Sub(time.Unix(0, e.Created)) < j.opt.KeyTTL {
+			n++
+		}
+	}
+	return n
 }
