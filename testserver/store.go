@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -95,6 +98,9 @@ func openStore(ctx context.Context, path string, busy time.Duration, readers int
 			return nil, err
 		}
 		return s, nil
+	}
+	if err := checkDatabasePath(path); err != nil {
+		return nil, err
 	}
 	w, err := sql.Open("sqlite", dsn(path, busy, false))
 	if err != nil {
@@ -211,4 +217,20 @@ var serverSchema = []string{
 	)`,
 	`CREATE INDEX IF NOT EXISTS charges_customer ON charges (client_id, customer)`,
 	`CREATE INDEX IF NOT EXISTS charges_reference ON charges (client_id, reference)`,
+}
+
+// checkDatabasePath names what is wrong with a database file's path before
+// SQLite reports it as "unable to open database file": a directory where
+// the file should be, or a directory that does not exist.
+func checkDatabasePath(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("testserver: database %s is a directory, not a file", path)
+	case errors.Is(err, fs.ErrNotExist):
+		if _, derr := os.Stat(filepath.Dir(path)); errors.Is(derr, fs.ErrNotExist) {
+			return fmt.Errorf("testserver: database %s: directory %s does not exist", path, filepath.Dir(path))
+		}
+	}
+	return nil
 }

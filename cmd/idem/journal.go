@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -105,6 +107,37 @@ func warnLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
+// pathProblem says, in the words every command uses, what is wrong with a
+// journal path that failed with err: a directory where the file should be,
+// a directory that does not exist, no journal, no permission, a read-only
+// file system. It returns "" for any other failure.
+func pathProblem(path string, err error) string {
+	if isShared(path) {
+		return ""
+	}
+	fi, serr := os.Stat(path)
+	switch {
+	case serr == nil && fi.IsDir():
+		return fmt.Sprintf("%s is a directory, not a journal", path)
+	case errors.Is(err, fs.ErrNotExist):
+		if dir := filepath.Dir(path); !exists(dir) {
+			return fmt.Sprintf("no journal at %s: directory %s does not exist", path, dir)
+		}
+		return fmt.Sprintf("no journal at %s", path)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Sprintf("journal %s: permission denied", path)
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Sprintf("journal %s: the file system is read-only", path)
+	}
+	return ""
+}
+
+// exists reports whether something is at path.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 // requireFile returns an error matching fs.ErrNotExist if no file is at
 // path: commands that only act on an existing journal check first, so that
 // a writable open does not create one.
@@ -114,7 +147,7 @@ func requireFile(path string) error {
 		return err
 	}
 	if fi.IsDir() {
-		return fmt.Errorf("%s is a directory, not a journal", path)
+		return fmt.Errorf("%s: %w", path, syscall.EISDIR)
 	}
 	return nil
 }
@@ -122,6 +155,10 @@ func requireFile(path string) error {
 // reportJournalError explains a failure to open or use the journal at path
 // on stderr and returns the exit code for it.
 func reportJournalError(e env, cmd, path string, err error) int {
+	if msg := pathProblem(path, err); msg != "" {
+		fmt.Fprintf(e.stderr, "%s: %s\n", cmd, msg)
+		return journalExitCode(err)
+	}
 	var corrupt *idem.CorruptError
 	switch {
 	case errors.As(err, &corrupt):

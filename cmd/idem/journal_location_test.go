@@ -101,3 +101,31 @@ func TestJournalShowsNoSecrets(t *testing.T) {
 		t.Fatalf("journal show does not say what it redacted:\n%s", show.stdout)
 	}
 }
+
+// TestPathErrorsAreConsistent: every command given a directory, or a path
+// in a directory that does not exist, says so in the same words, on one
+// line, and fails.
+func TestPathErrorsAreConsistent(t *testing.T) {
+	dir := t.TempDir()
+	missing := dir + "/nodir/j"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"journal", "ls", dir}, dir + " is a directory, not a journal"},
+		{[]string{"journal", "show", dir, "x"}, dir + " is a directory, not a journal"},
+		{[]string{"journal", "compact", dir}, dir + " is a directory, not a journal"},
+		{[]string{"send", "--journal", dir, "--op", "a", "http://127.0.0.1:1/"}, dir + " is a directory, not a journal"},
+		{[]string{"journal", "ls", missing}, "no journal at " + missing + ": directory " + dir + "/nodir does not exist"},
+		{[]string{"journal", "compact", missing}, "no journal at " + missing + ": directory " + dir + "/nodir does not exist"},
+		{[]string{"send", "--journal", missing, "--op", "a", "http://127.0.0.1:1/"}, "no journal at " + missing + ": directory " + dir + "/nodir does not exist"},
+		{[]string{"serve", "--db", dir, "--addr", "127.0.0.1:0"}, "database " + dir + " is a directory, not a file"},
+		{[]string{"serve", "--db", missing, "--addr", "127.0.0.1:0"}, "database " + missing + ": directory " + dir + "/nodir does not exist"},
+	} {
+		r := runCLI(t, tc.args...)
+		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		if r.code == exitOK || !strings.Contains(lines[len(lines)-1], tc.want) || strings.Count(r.stderr, "\n") > 2 {
+			t.Errorf("idem %s: exit code %d, stderr %q; want a failure saying %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+}
