@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -34,7 +35,14 @@ func (t attemptDeadline) RoundTrip(r *http.Request) (*http.Response, error) {
 	if !ok {
 		return t.rt.RoundTrip(r)
 	}
+	if a.claimLost() {
+		closeBody(r)
+		return nil, ErrClaimLost // no attempt once the claim lapsed (F3)
+	}
 	ctx, cancel := context.WithDeadline(r.Context(), a.deadline)
+	if a.lost != nil {
+		cancel = cancelOnLoss(a.lost, cancel)
+	}
 	resp, err := t.rt.RoundTrip(r.WithContext(ctx))
 	if err != nil {
 		cancel()
@@ -54,6 +62,37 @@ func (b *cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
+}
+
+// cancelOnLoss calls cancel when lost is closed, until the function it
+// returns (which also calls cancel) is called: an attempt in flight when
+// the claim lapses is cut short, since another machine may take the
+// operation over. Only a claim that can lapse (a shared journal's lease)
+// pays for the goroutine.
+func cancelOnLoss(lost <-chan struct{}, cancel context.CancelFunc) context.CancelFunc {
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-lost:
+			cancel()
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		cancel()
+	}
+}
+
+// claimLost reports whether the operation's claim has lapsed.
+func (a *attempts) claimLost() bool {
+	select {
+	case <-a.lost:
+		return true
+	default:
+		return false // also for a nil channel: a claim that cannot lapse
+	}
 }
 
 // startDeadline sets the deadline of the attempt about to start. The

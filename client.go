@@ -441,20 +441,6 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
 			return recordedResult(op, req), nil
 		}
-		if lost := claim.Lost(); lost != nil {
-			// A lapsed claim stops the attempts: another machine may
-			// be sending the operation now (F3).
-			var stop context.CancelCauseFunc
-			ctx, stop = context.WithCancelCause(ctx)
-			defer stop(nil)
-			go func() {
-				select {
-				case <-lost:
-					stop(ErrClaimLost)
-				case <-ctx.Done():
-				}
-			}()
-		}
 		return c.send(ctx, claim, op, req, body, lim)
 	}
 	return c.send(ctx, nil, op, req, body, lim)
@@ -500,6 +486,9 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 // send makes the attempts of a pending operation and records its outcome.
 func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.Request, body requestBody, lim limits) (result, error) {
 	a := c.newAttempts(op, lim)
+	if claim != nil {
+		a.lost = claim.Lost()
+	}
 	// A shallow copy with a header map of its own is all the attempts
 	// need: they add the key header and replace the body, and change
 	// nothing else (a deep req.Clone cost a tenth of the client's time).
@@ -530,8 +519,8 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 	resp, err := rc.Do(rreq)
 	if err != nil {
 		err = c.secrets.error(err)
-		if cause := context.Cause(ctx); errors.Is(cause, ErrClaimLost) && !errors.Is(err, ErrClaimLost) {
-			err = fmt.Errorf("%w: %w", cause, err)
+		if a.claimLost() && !errors.Is(err, ErrClaimLost) {
+			err = fmt.Errorf("%w: %w", ErrClaimLost, err)
 		}
 		return result{}, c.unknown(a, resp, err)
 	}

@@ -146,6 +146,11 @@ type attempts struct {
 
 	lim limits // the Config's bounds, or the call's (calloptions.go)
 
+	// lost is closed if the operation's claim lapses (a shared journal's
+	// lease, F3): no attempt starts after, and the one in flight is cut
+	// short (attempt_deadline.go). Nil for a claim that cannot lapse.
+	lost <-chan struct{}
+
 	n    int           // attempts made so far
 	wait time.Duration // the wait chosen after the last attempt
 	stop error         // why retrying stopped before a final answer
@@ -210,6 +215,8 @@ func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err erro
 
 	a.c.budget.fail()
 	switch {
+	case a.claimLost():
+		a.stop = ErrClaimLost
 	case a.n >= a.lim.attempts:
 		a.stop = ErrAttemptsExhausted
 	case !a.c.budget.allowRetry():

@@ -25,8 +25,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idem"
 	"github.com/jackc/pgx/v5"
@@ -46,13 +48,16 @@ const (
 // ID the journal does not hold is claimed without a lease too: Begin takes
 // it with the intent, in one commit (see Begin). When ctx ends while
 // another machine holds the lease, Claim returns a *idem.HeldError naming
-// it (matching idem.ErrClaimed and ctx's error).
+// it (matching idem.ErrClaimed and ctx's error). An operation ID must be
+// valid UTF-8 without NUL bytes, as PostgreSQL's text is (the file journal
+// takes any bytes); another is refused with idem.ErrInvalidOperation.
 func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 	if err := j.usable(); err != nil {
 		return nil, err
 	}
-	if id == "" {
-		return nil, fmt.Errorf("pgjournal: claiming: %w: empty operation ID", idem.ErrInvalidOperation)
+	if id == "" || !utf8.ValidString(id) || strings.IndexByte(id, 0) >= 0 {
+		return nil, fmt.Errorf("pgjournal: claiming %q: %w: an operation ID in PostgreSQL is text: not empty, UTF-8, without NUL",
+			id, idem.ErrInvalidOperation)
 	}
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
@@ -206,22 +211,35 @@ type claim struct {
 	done  bool // the operation is completed
 
 	mu       sync.Mutex
-	deadline time.Time     // local monotonic time by which the lease may lapse
+	deadline time.Time   // local monotonic time by which the lease may lapse
+	lapse    *time.Timer // closes lost at the deadline
+
 	lost     chan struct{} // closed when the deadline passes or the lease is taken
+	loseOnce sync.Once
 	stop     chan struct{} // closed when the lease is given back: stops the renewals
+	stopOnce sync.Once
 	wg       sync.WaitGroup
 }
 
-// lease starts renewing the lease taken by a statement sent at sent, every
-// LeaseTTL/3 until it is given back, and closing lost if the deadline
-// passes first.
+// lease starts keeping the lease taken by a statement sent at sent: a
+// timer closes lost when the deadline passes, whatever the renewals are
+// doing, and a loop renews the lease every LeaseTTL/3 until it is given
+// back, each renewal bounded by the deadline it tries to move.
 func (c *claim) lease(sent time.Time) {
-	c.deadline = sent.Add(c.j.opt.LeaseTTL)
 	c.lost = make(chan struct{})
 	c.stop = make(chan struct{})
+	c.deadline = sent.Add(c.j.opt.LeaseTTL)
+	c.lapse = time.AfterFunc(time.Until(c.deadline), func() {
+		c.j.log.Warn("pgjournal: lease lapsed before it could be renewed", "op", c.id, "owner", c.j.opt.Owner)
+		c.lose()
+	})
+	c.j.hold(c)
 	c.wg.Add(1)
 	go c.renew()
 }
+
+// lose closes lost, once.
+func (c *claim) lose() { c.loseOnce.Do(func() { close(c.lost) }) }
 
 // renew is the renewal loop of a leased claim.
 func (c *claim) renew() {
@@ -229,23 +247,21 @@ func (c *claim) renew() {
 	ttl := c.j.opt.LeaseTTL
 	tick := time.NewTimer(ttl / 3)
 	defer tick.Stop()
-	c.mu.Lock()
-	lapse := time.NewTimer(time.Until(c.deadline))
-	c.mu.Unlock()
-	defer lapse.Stop()
 	for {
 		select {
 		case <-c.stop:
 			return
-		case <-lapse.C:
-			c.j.log.Warn("pgjournal: lease lapsed before it could be renewed", "op", c.id, "owner", c.j.opt.Owner)
-			close(c.lost)
+		case <-c.lost:
 			return
 		case <-tick.C:
 		}
+		c.mu.Lock()
+		deadline := c.deadline
+		c.mu.Unlock()
 		sent := time.Now()
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		var n int64
-		err := c.j.statement(context.Background(), func(ctx context.Context) error {
+		err := c.j.statement(ctx, func(ctx context.Context) error {
 			tag, err := c.j.pool.Exec(ctx, `UPDATE idem_operations
 				SET lease_until = clock_timestamp() + $4 * interval '1 microsecond'
 				WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND lease_owner IS NOT NULL`,
@@ -253,6 +269,12 @@ func (c *claim) renew() {
 			n = tag.RowsAffected()
 			return err
 		})
+		cancel()
+		select {
+		case <-c.stop: // given back meanwhile: whatever the renewal found is moot
+			return
+		default:
+		}
 		switch {
 		case err != nil:
 			// Try again soon; the lapse timer still runs.
@@ -261,12 +283,14 @@ func (c *claim) renew() {
 			continue
 		case n == 0:
 			c.j.log.Warn("pgjournal: lease taken over", "op", c.id, "owner", c.j.opt.Owner)
-			close(c.lost)
+			c.lose()
 			return
 		}
 		c.mu.Lock()
 		c.deadline = sent.Add(ttl)
-		lapse.Reset(time.Until(c.deadline))
+		if c.lapse.Stop() { // not fired yet: move it
+			c.lapse.Reset(time.Until(c.deadline))
+		}
 		c.mu.Unlock()
 		tick.Reset(ttl / 3)
 	}
@@ -352,10 +376,7 @@ func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
 	if err := idem.CheckOutcome(op); err != nil {
 		return fmt.Errorf("pgjournal: recording the outcome of %q: %w", op.ID, err)
 	}
-	header, err := encodeHeader(op.Header)
-	if err != nil {
-		return fmt.Errorf("pgjournal: recording the outcome of %q: %w", op.ID, err)
-	}
+	header := encodeHeader(op.Header)
 	var flags int16
 	if op.BodyTruncated {
 		flags |= flagBodyTruncated
@@ -364,7 +385,7 @@ func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
 		flags |= flagHeaderTruncated
 	}
 	var n int64
-	err = c.j.statement(ctx, func(ctx context.Context) error {
+	err := c.j.statement(ctx, func(ctx context.Context) error {
 		tag, err := c.j.pool.Exec(ctx, `UPDATE idem_operations
 			SET state = $4, completed_ns = $5, status = $6, flags = $7, header = $8, body = $9,
 				lease_owner = NULL, lease_until = NULL
@@ -387,6 +408,9 @@ func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
 
 // writable checks that the claim may write op's records.
 func (c *claim) writable(verb, id string) error {
+	if err := c.j.usable(); err != nil {
+		return err
+	}
 	switch {
 	case id != c.id:
 		return fmt.Errorf("pgjournal: %s %q under the claim on %q: %w", verb, id, c.id, idem.ErrInvalidOperation)
@@ -398,16 +422,28 @@ func (c *claim) writable(verb, id string) error {
 	return nil
 }
 
-// stopRenewing ends the renewal loop and waits for it.
+// stopRenewing ends the renewal loop and the lapse timer, and waits for
+// the loop.
 func (c *claim) stopRenewing() {
-	if c.stop != nil {
-		select {
-		case <-c.stop:
-		default:
-			close(c.stop)
-		}
-		c.wg.Wait()
+	if c.stop == nil {
+		return
 	}
+	c.stopOnce.Do(func() {
+		close(c.stop)
+		c.mu.Lock()
+		c.lapse.Stop()
+		c.mu.Unlock()
+		c.j.unhold(c)
+	})
+	c.wg.Wait()
+}
+
+// abandon is what Journal.Close does to a claim still leased: no more
+// renewals, and lost, so that its attempts stop; the lease lapses in the
+// database by itself.
+func (c *claim) abandon() {
+	c.stopRenewing()
+	c.lose()
 }
 
 // Release gives the lease back, if the claim holds one; the operation

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/filejournal"
 	"github.com/idemkit/idem/internal/keyedlock"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -91,6 +91,7 @@ type Journal struct {
 
 	mu     sync.Mutex
 	closed bool
+	held   map[*claim]struct{} // leased claims, abandoned by Close
 }
 
 var _ idem.Journal = (*Journal)(nil)
@@ -102,8 +103,12 @@ var _ idem.Journal = (*Journal)(nil)
 func Open(ctx context.Context, dsn string, opt Options) (*Journal, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		// pgx's message would repeat the DSN, password included.
-		return nil, fmt.Errorf("pgjournal: opening: the connection string does not parse: %w", errors.Unwrap(err))
+		// pgx's message would repeat the DSN, password included; the
+		// error it wraps, when there is one, does not.
+		if inner := errors.Unwrap(err); inner != nil {
+			return nil, fmt.Errorf("pgjournal: opening: the connection string does not parse: %w", inner)
+		}
+		return nil, errors.New("pgjournal: opening: the connection string does not parse")
 	}
 	if !strings.Contains(dsn, "pool_max_conns") {
 		// pgxpool's default (4, or the number of CPUs) queues a fleet
@@ -164,7 +169,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 			return nil, fmt.Errorf("pgjournal: opening: %w", classify(ctx, err))
 		}
 	} else if err := Migrate(sctx, pool); err != nil {
-		return nil, err
+		// Judged against the caller's context: Migrate's own ended
+		// with Options.Timeout, which is the database's doing.
+		if errors.Is(err, ErrSchemaTooNew) {
+			return nil, err
+		}
+		return nil, classify(ctx, err)
 	}
 	if err := j.clock.sync(sctx, pool); err != nil {
 		return nil, fmt.Errorf("pgjournal: opening: reading the database's clock: %w", classify(ctx, err))
@@ -184,17 +194,45 @@ func defaultOwner() string {
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// Close stops the Journal; claims still held lapse by themselves. A pool
-// the Journal opened is closed; one given to New is not. A second Close
-// does nothing.
+// Close stops the Journal. Claims still held stop renewing their leases
+// and report them lost (their attempts stop); the leases lapse in the
+// database by themselves. A pool the Journal opened is closed; one given to
+// New is not. A second Close does nothing.
 func (j *Journal) Close() error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	if !j.closed && j.ownPool {
-		j.pool.Close()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
 	}
 	j.closed = true
+	held := make([]*claim, 0, len(j.held))
+	for c := range j.held {
+		held = append(held, c)
+	}
+	j.mu.Unlock()
+	for _, c := range held {
+		c.abandon()
+	}
+	if j.ownPool {
+		j.pool.Close()
+	}
 	return nil
+}
+
+// hold and unhold keep the set of leased claims.
+func (j *Journal) hold(c *claim) {
+	j.mu.Lock()
+	if j.held == nil {
+		j.held = make(map[*claim]struct{})
+	}
+	j.held[c] = struct{}{}
+	j.mu.Unlock()
+}
+
+func (j *Journal) unhold(c *claim) {
+	j.mu.Lock()
+	delete(j.held, c)
+	j.mu.Unlock()
 }
 
 // usable returns idem.ErrClosed after Close.
@@ -321,12 +359,11 @@ func (r *opRow) operation() (idem.Operation, error) {
 		op.Completed = time.Unix(0, r.completed).UTC()
 		op.Status = int(r.status)
 		if len(r.header) > 0 {
-			if err := json.Unmarshal(r.header, &op.Header); err != nil {
+			h, err := filejournal.DecodeHeader(r.header)
+			if err != nil {
 				return op, fmt.Errorf("pgjournal: operation %q: recorded header: %w", r.opID, err)
 			}
-			if len(op.Header) == 0 {
-				op.Header = nil
-			}
+			op.Header = h
 		}
 		if len(r.body) > 0 {
 			op.Body = r.body
@@ -352,13 +389,14 @@ const (
 	flagHeaderTruncated = 2
 )
 
-// encodeHeader returns h as the header column holds it: JSON, or nil for
-// an empty header.
-func encodeHeader(h http.Header) ([]byte, error) {
+// encodeHeader returns h as the header column holds it, in the file
+// journal's encoding (every byte of a value kept, as HTTP allows bytes
+// that are not UTF-8), or nil for an empty header.
+func encodeHeader(h http.Header) []byte {
 	if len(h) == 0 {
-		return nil, nil
+		return nil
 	}
-	return json.Marshal(h)
+	return filejournal.EncodeHeader(h)
 }
 
 // statement runs fn with a context bounded by Options.Timeout.

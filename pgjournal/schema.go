@@ -39,7 +39,7 @@ var migrations = []string{
 		completed_ns bigint   NOT NULL DEFAULT 0,
 		status       integer  NOT NULL DEFAULT 0,
 		flags        smallint NOT NULL DEFAULT 0,
-		header       jsonb,
+		header       bytea,
 		body         bytea,
 		lease_owner  text,
 		lease_until  timestamptz,
@@ -57,12 +57,13 @@ var migrations = []string{
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	// The version table itself is created outside the migrations: two
 	// machines creating it at once may both try, and the loser's error
-	// (a duplicate type or table) means it now exists.
+	// (a unique violation in the catalog, a duplicate table or type)
+	// means it now exists.
 	const versionTable = `CREATE TABLE IF NOT EXISTS idem_schema (
 		singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
 		version   integer NOT NULL
 	)`
-	if _, err := pool.Exec(ctx, versionTable); err != nil && !isCode(err, "23505", "42P07") {
+	if _, err := pool.Exec(ctx, versionTable); err != nil && !isCode(err, "23505", "42P07", "42710") {
 		return fmt.Errorf("pgjournal: migrating: %w", classify(ctx, err))
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO idem_schema (version) VALUES (0) ON CONFLICT DO NOTHING`); err != nil {

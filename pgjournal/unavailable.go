@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 
 	"github.com/idemkit/idem"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -12,18 +15,38 @@ import (
 
 // classify marks an error of the database as idem.ErrJournalUnavailable
 // when it says the database could not be reached or did not answer in time
-// (F6), and leaves other errors (a constraint, a permission, a schema
-// mismatch) as they are. When ctx, the caller's context, has ended, the
-// error is the caller's doing, not the database's, and is left alone too.
+// (F6): a connection that failed or broke, a statement past
+// Options.Timeout, a server shutting down or refusing connections. Other
+// errors (a constraint, a permission, a schema mismatch, a row that does not
+// decode) are left as they are: they will not clear by themselves. When
+// ctx, the caller's context, has ended, the error is the caller's doing and
+// is left alone too.
 func classify(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() != nil || errors.Is(err, idem.ErrJournalUnavailable) {
 		return err
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && !unavailableCode(pe.Code) {
-		return err
+	if unreachable(err) {
+		return fmt.Errorf("%w: %w", idem.ErrJournalUnavailable, err)
 	}
-	return fmt.Errorf("%w: %w", idem.ErrJournalUnavailable, err)
+	return err
+}
+
+// unreachable reports whether err says the database did not answer.
+func unreachable(err error) bool {
+	var (
+		pe *pgconn.PgError
+		ce *pgconn.ConnectError
+		ne net.Error
+	)
+	switch {
+	case errors.As(err, &pe):
+		return unavailableCode(pe.Code)
+	case errors.As(err, &ce), errors.As(err, &ne), pgconn.Timeout(err), pgconn.SafeToRetry(err):
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, pgconn.ErrConnClosed)
 }
 
 // unavailableCode reports whether a PostgreSQL error code says the server

@@ -332,6 +332,21 @@ func checkHeaderBody(b []byte) (int, string) {
 	return bB - bA, ""
 }
 
+// EncodeHeader returns h in the journal's encoding of a header (with an
+// empty body), which DecodeHeaderBody reads back: byte for byte, whatever
+// the values hold. The shared journal stores headers this way too.
+func EncodeHeader(h http.Header) []byte { return appendHeaderBody(nil, h, nil) }
+
+// DecodeHeader reads back what EncodeHeader wrote, and refuses, with an
+// error matching ErrCorrupt, bytes it did not write.
+func DecodeHeader(b []byte) (http.Header, error) {
+	if _, reason := checkHeaderBody(b); reason != "" {
+		return nil, fmt.Errorf("%w: encoded header: %s", ErrCorrupt, reason)
+	}
+	h, _ := DecodeHeaderBody(string(b))
+	return h, nil
+}
+
 // DecodeHeaderBody decodes Outcome.Raw, a section checkHeaderBody accepted.
 // The header's names and values are slices of one string and its value
 // lists slices of one array; the body is a fresh copy, so the caller may

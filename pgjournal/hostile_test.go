@@ -1,0 +1,250 @@
+package pgjournal_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/pgjournal"
+)
+
+// machineTransport marks each request with the machine that sends it.
+type machineTransport struct{ name string }
+
+func (t machineTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Machine", t.name)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestAPartitionedHolderStopsSending is F3 under a partition: machine a
+// can reach the API but no longer the database, while its attempts are
+// retried. Its lease lapses in the database and b takes the operation
+// over; a must have stopped sending before b's attempt starts, however
+// long its renewal statement hangs.
+func TestAPartitionedHolderStopsSending(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p, viaProxy := newProxy(t, dsn)
+	const lease = 600 * time.Millisecond
+	a := openJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: lease}) // Timeout 5s: longer than the lease
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: lease})
+	type sent struct {
+		who        string
+		start, end time.Time
+	}
+	var (
+		mu    sync.Mutex
+		sends []sent
+		first = make(chan struct{})
+		once  sync.Once
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		who, start := r.Header.Get("X-Machine"), time.Now()
+		once.Do(func() { close(first) })
+		time.Sleep(20 * time.Millisecond) // an attempt takes a while
+		mu.Lock()
+		sends = append(sends, sent{who, start, time.Now()})
+		mu.Unlock()
+		if who == "a" {
+			w.WriteHeader(http.StatusServiceUnavailable) // retried, again and again
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	client := func(j idem.Journal, name string) *idem.Client {
+		c, err := idem.New(idem.Config{Journal: j, Logger: quiet, MaxAttempts: 100000, MaxElapsed: time.Hour,
+			InitialWait: time.Millisecond, MaxWait: time.Millisecond, RetryBudget: idem.RetryBudget{Disabled: true},
+			HTTPClient: &http.Client{Transport: machineTransport{name}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	post := func() *http.Request {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":1}`))
+		return req
+	}
+	aEnded := make(chan error, 1)
+	go func() {
+		_, err := client(a, "a").Do("charge", post())
+		aEnded <- err
+	}()
+	<-first
+	p.Freeze(true) // a can no longer reach the database; b can
+	resp, err := client(b, "b").Do("charge", post())
+	if err != nil {
+		t.Fatalf("b: %v", err)
+	}
+	resp.Body.Close()
+	select {
+	case err = <-aEnded:
+	case <-time.After(time.Minute):
+		t.Fatal("a never stopped")
+	}
+	p.Freeze(false)
+	if !errors.Is(err, idem.ErrClaimLost) {
+		t.Fatalf("a ended with %v, want ErrClaimLost", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var bStart time.Time
+	for _, s := range sends {
+		if s.who == "b" {
+			bStart = s.start
+		}
+	}
+	for _, s := range sends {
+		if s.who == "a" && s.end.After(bStart) {
+			t.Fatalf("a, whose lease had lapsed, was still sending at %s, after b started at %s", s.end, bStart)
+		}
+	}
+}
+
+// TestALargeBodyOfALeasedDoIsReadWhole: a done response whose body is over
+// MaxRecordedBody reaches the caller whole, as with any journal; a lease
+// does not cut it short when Do returns.
+func TestALargeBodyOfALeasedDoIsReadWhole(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 8<<20)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+		w.Write(big)
+	}))
+	defer srv.Close()
+	c := client(t, openJournal(t, pgtest.NewDatabase(t), pgjournal.Options{}))
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{}`))
+	resp, err := c.Do("big", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || n != int64(len(big)) {
+		t.Fatalf("read %d of %d bytes: %v", n, len(big), err)
+	}
+}
+
+// TestCloseAbandonsTheLeases: a Journal built with New on the caller's
+// pool, closed while it holds a claim, renews it no more: the lease lapses
+// and another machine takes the operation; the claim reports it lost.
+func TestCloseAbandonsTheLeases(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	const lease = 300 * time.Millisecond
+	a, err := pgjournal.New(ctx, pool, pgjournal.Options{Owner: "a", LeaseTTL: lease, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := a.Claim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Release()
+	if err := ca.Begin(ctx, idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.Pending}); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	select {
+	case <-ca.Lost():
+	default:
+		t.Fatal("a claim of a closed journal is not reported lost")
+	}
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: lease})
+	wctx, cancel := context.WithTimeout(ctx, 10*lease)
+	defer cancel()
+	cb, err := b.Claim(wctx, "charge")
+	if err != nil {
+		t.Fatalf("10 leases after Close: %v", err)
+	}
+	cb.Release()
+}
+
+// TestOpenOfADatabaseThatDoesNotAnswer is F6 at Open: a database that
+// does not answer within Options.Timeout is unavailable, migrating or not.
+func TestOpenOfADatabaseThatDoesNotAnswer(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	openJournal(t, dsn, pgjournal.Options{}) // the tables exist
+	p, via := newProxy(t, dsn)
+	p.Freeze(true)
+	for _, noMigrate := range []bool{false, true} {
+		_, err := pgjournal.Open(context.Background(), via, pgjournal.Options{Timeout: 300 * time.Millisecond, NoMigrate: noMigrate, Logger: quiet})
+		if !errors.Is(err, idem.ErrJournalUnavailable) {
+			t.Errorf("Open (NoMigrate %v) of a database that does not answer: %v, want ErrJournalUnavailable", noMigrate, err)
+		}
+	}
+}
+
+// TestRecordsEveryByteOfAHeader: a header value that is not UTF-8 (HTTP
+// allows obs-text) replays byte for byte; an operation ID PostgreSQL's
+// text cannot hold is refused before anything is written.
+func TestRecordsEveryByteOfAHeader(t *testing.T) {
+	ctx := context.Background()
+	j := openJournal(t, pgtest.NewDatabase(t), pgjournal.Options{})
+	c, err := j.Claim(ctx, "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := idem.Operation{ID: "op", Key: "k", Method: "POST", URL: "http://x/", State: idem.Pending}
+	if err := c.Begin(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	op.State, op.Status, op.Header = idem.Done, 201, http.Header{"Content-Disposition": {"attachment; filename=caf\xe9.pdf"}, "X-Empty": {""}}
+	if err := c.Complete(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	got, _, err := j.Lookup(ctx, "op")
+	if err != nil || got.Header.Get("Content-Disposition") != "attachment; filename=caf\xe9.pdf" || len(got.Header["X-Empty"]) != 1 {
+		t.Fatalf("replayed header %q (%v)", got.Header, err)
+	}
+	for _, id := range []string{"a\x00b", "caf\xe9"} {
+		if _, err := j.Claim(ctx, id); !errors.Is(err, idem.ErrInvalidOperation) {
+			t.Errorf("Claim(%q): %v, want ErrInvalidOperation", id, err)
+		}
+	}
+}
+
+// TestConcurrentOpensOfANewDatabase: machines opening a new database at
+// once all succeed, whichever creates the tables.
+func TestConcurrentOpensOfANewDatabase(t *testing.T) {
+	for round := range 8 {
+		dsn := pgtest.NewDatabase(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Go(func() {
+				j, err := pgjournal.Open(context.Background(), dsn, pgjournal.Options{Logger: quiet})
+				if err == nil {
+					j.Close()
+				}
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(fmt.Errorf("round %d: %w", round, err))
+			}
+		}
+	}
+}

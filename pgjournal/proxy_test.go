@@ -1,0 +1,96 @@
+package pgjournal_test
+
+import (
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+)
+
+// proxy forwards TCP to the database; Freeze stops forwarding, without
+// closing anything: a network partition between one machine and the
+// database, or a database that stopped answering.
+type proxy struct {
+	ln       net.Listener
+	upstream string
+	mu       sync.Mutex
+	cond     *sync.Cond
+	frozen   bool
+	conns    []net.Conn
+}
+
+// newProxy returns a proxy to dsn's server and the DSN through it.
+func newProxy(t *testing.T, dsn string) (*proxy, string) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, upstream: u.Host}
+	p.cond = sync.NewCond(&p.mu)
+	go p.serve()
+	t.Cleanup(p.close)
+	u.Host = ln.Addr().String()
+	return p, u.String()
+}
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.upstream)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+func (p *proxy) pipe(from, to net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.frozen {
+				p.cond.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := to.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			to.Close()
+			return
+		}
+	}
+}
+
+// Freeze stops (on) or resumes forwarding.
+func (p *proxy) Freeze(on bool) {
+	p.mu.Lock()
+	p.frozen = on
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+func (p *proxy) close() {
+	p.Freeze(false)
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+}
