@@ -231,6 +231,9 @@ func TestOneSenderAtATime(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	srv := newServer(t)
 	inside, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the server's Close, which waits for the held handler
 	var first sync.Once
 	srv.hold = func(*http.Request) int {
 		sent := false
@@ -271,7 +274,7 @@ func TestOneSenderAtATime(t *testing.T) {
 		}
 		second <- err
 	}()
-	close(release)
+	free()
 	if err := <-firstDo; err != nil {
 		t.Fatal(err)
 	}
