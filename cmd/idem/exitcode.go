@@ -31,6 +31,9 @@ const (
 	// exitJournal: the journal is locked by another process, or corrupt,
 	// or its database did not answer.
 	exitJournal = 6
+	// exitDamaged: journal verify found damage that is not a torn tail,
+	// or an operation it costs; verify or salvage found no journal at all.
+	exitDamaged = 7
 )
 
 // writeExitCodes documents the exit codes for usage text.
@@ -44,6 +47,7 @@ func writeExitCodes(w io.Writer) {
   4  send: outcome unknown, the operation stays pending; rerun to resume
   5  send: refused before sending (operation ID reused, key expired)
   6  journal locked by another process, or corrupt, or its database down
+  7  journal verify: damaged (not a torn tail); verify, salvage: not a journal
 `)
 }
 

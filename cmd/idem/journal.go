@@ -39,6 +39,8 @@ var journalActions = []journalAction{
 	listAction("completed", "done and rejected operations", idem.ListCompleted),
 	{name: "show", args: "PATH ID", summary: "one operation in full, with its recorded response", run: runJournalShow},
 	{name: "compact", args: "PATH", summary: "rewrite the journal with only its live operations", run: runJournalCompact},
+	{name: "verify", args: "PATH", summary: "read the whole journal and report every damaged record", run: runJournalVerify},
+	{name: "salvage", args: "SRC DST", summary: "copy every record that still reads into a new journal", run: runJournalSalvage},
 	{name: "migrate", args: "URL", summary: "create or upgrade a shared PostgreSQL journal's tables", run: runJournalMigrate},
 }
 
