@@ -67,7 +67,10 @@ is written), 1 when DST exists or cannot be written.
 			fmt.Fprintf(e.stderr, "%s: %s exists; salvage writes a new journal and never replaces a file\n", cmd, dst)
 			return exitFailure
 		}
-		return reportJournalError(e, cmd, dst, fmt.Errorf("writing %s: %w", dst, err))
+		// The destination is not a journal yet: say what failed in
+		// writing it, not that there is no journal.
+		fmt.Fprintf(e.stderr, "%s: writing %s: %v\n", cmd, dst, err)
+		return exitFailure
 	}
 	writeScanReport(e.stdout, rep)
 	fmt.Fprintf(e.stdout, "salvaged %s to %s: %d operations in %d records kept, %d lost, %d kept pending as ambiguous\n",

@@ -209,6 +209,7 @@ func TestJournalSalvageRefusesAnExistingDestination(t *testing.T) {
 }
 
 func TestJournalVerifyAndSalvageBadPaths(t *testing.T) {
+	f := newFixture(t)
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage")
 	if err := os.WriteFile(garbage, []byte("not a journal at all, just a few words of text\n"), 0o600); err != nil {
@@ -232,6 +233,12 @@ func TestJournalVerifyAndSalvageBadPaths(t *testing.T) {
 		if r.code != tc.code || r.stdout != "" || r.stderr != tc.want+"\n" {
 			t.Errorf("%q: exit code %d, stdout %q, stderr %q; want %d and %q", tc.args, r.code, r.stdout, r.stderr, tc.code, tc.want)
 		}
+	}
+	// A destination that cannot be written: one line naming it.
+	nodir := filepath.Join(dir, "nosuch", "out.journal")
+	r := runCLI(t, "journal", "salvage", f.path, nodir)
+	if r.code != exitFailure || r.stdout != "" || !strings.HasPrefix(r.stderr, "idem journal salvage: writing "+nodir+": ") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("salvage to %s: exit code %d, stdout %q, stderr %q", nodir, r.code, r.stdout, r.stderr)
 	}
 	if exists(dst) || exists(missing) {
 		t.Error("a failed verify or salvage left a file behind")
