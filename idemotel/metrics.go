@@ -1,0 +1,118 @@
+package idemotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/idemkit/idem"
+)
+
+// PendingListTimeout bounds each List a collection of idem.journal.pending
+// makes on a journal other than a *idem.FileJournal.
+const PendingListTimeout = 5 * time.Second
+
+// SyncRecorder returns a function for JournalOptions.OnSync that records
+// each group commit's fsync: its duration in idem.journal.fsync.duration
+// and the records it made durable in idem.journal.fsync.group_size, both
+// with error.type when the fsync failed. Give it to the journal before it
+// is opened:
+//
+//	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{OnSync: idemotel.SyncRecorder(opts)})
+//
+// An instrument that cannot be made is reported to otel.Handle, and its
+// records are dropped.
+func SyncRecorder(opts Options) func(took time.Duration, records int, err error) {
+	meter := opts.meter()
+	duration, derr := meter.Float64Histogram("idem.journal.fsync.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of the journal's group-commit fsyncs."),
+		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+	group, gerr := meter.Int64Histogram("idem.journal.fsync.group_size", metric.WithUnit("{record}"),
+		metric.WithDescription("Records made durable by each of the journal's group-commit fsyncs."),
+		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
+	if err := errors.Join(derr, gerr); err != nil {
+		otel.Handle(err)
+	}
+	return func(took time.Duration, records int, err error) {
+		// OnSync has no context: the records need none.
+		ctx := context.Background()
+		var opt []metric.RecordOption
+		if err != nil {
+			opt = append(opt, metric.WithAttributes(semconv.ErrorType(err)))
+		}
+		if duration != nil {
+			duration.Record(ctx, took.Seconds(), opt...)
+		}
+		if group != nil {
+			group.Record(ctx, int64(records), opt...)
+		}
+	}
+}
+
+// Observe registers the gauges idem.retry_budget.tokens, read from c, and
+// idem.journal.pending, read from j; either may be nil, and its gauge is
+// then not reported. Give it the Journal of c's Config (a Client without
+// one keeps its operations in its own memory, which is not observable).
+// The returned function unregisters the gauges' callback; call it when c
+// is no longer used.
+//
+// The gauges are read at each collection. The budget costs a lock. The
+// pending count of a *idem.FileJournal is its Stats, a pass over the
+// journal's index in memory, under the journal's lock. Any other Journal
+// (a shared one, such as pgjournal's) is asked List(ctx, idem.ListPending)
+// within PendingListTimeout: one query that returns every pending
+// operation, whole, at each collection; a failed one is reported as the
+// callback's error, and the gauge has no value for that collection.
+//
+// The gauges carry no attributes: observe one Client and one Journal per
+// MeterProvider, or their values share one series.
+func Observe(c *idem.Client, j idem.Journal, opts Options) (unregister func() error, err error) {
+	if fj, ok := j.(*idem.FileJournal); ok && fj == nil {
+		j = nil
+	}
+	meter := opts.meter()
+	tokens, terr := meter.Float64ObservableGauge("idem.retry_budget.tokens", metric.WithUnit("{token}"),
+		metric.WithDescription("Tokens left in the Client's retry budget."))
+	pending, perr := meter.Int64ObservableGauge("idem.journal.pending", metric.WithUnit("{operation}"),
+		metric.WithDescription("Pending operations of the journal whose key has not expired."))
+	if err := errors.Join(terr, perr); err != nil {
+		return nil, err
+	}
+	reg, err := meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		if c != nil {
+			o.ObserveFloat64(tokens, c.RetryBudgetTokens())
+		}
+		if j == nil {
+			return nil
+		}
+		n, err := pendingOf(ctx, j)
+		if err != nil {
+			return err
+		}
+		o.ObserveInt64(pending, int64(n))
+		return nil
+	}, tokens, pending)
+	if err != nil {
+		return nil, err
+	}
+	return reg.Unregister, nil
+}
+
+// pendingOf counts j's pending operations whose key has not expired.
+func pendingOf(ctx context.Context, j idem.Journal) (int, error) {
+	if fj, ok := j.(*idem.FileJournal); ok {
+		return fj.Stats().Pending, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, PendingListTimeout)
+	defer cancel()
+	ops, err := j.List(ctx, idem.ListPending)
+	if err != nil {
+		return 0, fmt.Errorf("idemotel: listing the journal's pending operations: %w", err)
+	}
+	return len(ops), nil
+}
