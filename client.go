@@ -164,6 +164,11 @@ type Config struct {
 	// clock (Journal.Now; a shared journal's is its database's), or
 	// time.Now without a journal.
 	Now func() time.Time
+
+	// BaseURLMoves lets journaled operations resume under their keys
+	// after their API moved: old URL prefix -> new prefix (rebase.go).
+	// Default nil: a different URL is refused with ErrMismatch.
+	BaseURLMoves map[string]string
 }
 
 // Defaults of Config, applied by New to zero fields.
@@ -433,7 +438,7 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 		if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
 			return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
 		}
-		op, err = c.admit(ctx, claim, id, req, fp)
+		op, err = c.admit(ctx, claim, id, req, body)
 		if err != nil {
 			return result{op: op}, err // op holds the key of a refused operation, if known
 		}
@@ -448,7 +453,8 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 
 // admit finds the operation in the journal, or mints its key and journals
 // its intent. The intent is durable when admit returns (C2).
-func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Request, fp Fingerprint) (Operation, error) {
+func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Request, body requestBody) (Operation, error) {
+	fp := body.fingerprint
 	op, ok := claim.Operation()
 	if !ok {
 		key, err := newKey()
@@ -474,7 +480,7 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		}
 	}
 	switch {
-	case op.Fingerprint != fp:
+	case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go
 		return op, fmt.Errorf("idem: operation %q (key %s): %w", id, op.Key, ErrMismatch)
 	case op.State == Pending && !c.keyUsable(op.Created, c.now()):
 		return op, fmt.Errorf("idem: operation %q (key %s, minted %s): %w",

@@ -419,3 +419,19 @@ func checkCompletion(op *Operation) error {
 	}
 	return filejournal.CheckTime("completed", op.Completed)
 }
+
+// Forget drops operation id from the journal, whatever its state, so that
+// the next Do of id mints a NEW key: if the server applied the operation,
+// sending it again under the new key may apply it twice. It waits for a
+// running Do of id in this process, as Claim does, then rewrites the
+// journal without the operation (a compaction that keeps everything else),
+// durably. It returns an error matching ErrNoSuchOperation if the journal
+// does not hold id. Settle with Settlement.Forget is the checked way in.
+func (j *FileJournal) Forget(ctx context.Context, id string) error {
+	unlock, err := j.running.Lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return j.eng.Forget(id)
+}

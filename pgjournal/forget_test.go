@@ -1,0 +1,78 @@
+package pgjournal_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/pgjournal"
+)
+
+// begin journals a pending operation id in j.
+func beginOp(t *testing.T, j *pgjournal.Journal, id string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := j.Claim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if err := c.Begin(ctx, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "https://api.example.test/x"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestForgetAndSettle: Forget deletes a pending or a completed row (and
+// nothing else), waits for a machine holding the lease, and reports an
+// unknown ID; idem.Settle records an outcome by hand through the lease.
+func TestForgetAndSettle(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a, b := openJournal(t, dsn, pgjournal.Options{}), openJournal(t, dsn, pgjournal.Options{})
+	ctx := context.Background()
+	for _, id := range []string{"p", "d", "keep", "held"} {
+		beginOp(t, a, id)
+	}
+	if err := idem.Settle(ctx, a, "d", idem.Settlement{State: idem.Done, Status: 201, Note: "seen in the dashboard"}); err != nil {
+		t.Fatal(err)
+	}
+	op, ok, err := b.Lookup(ctx, "d")
+	if err != nil || !ok || op.State != idem.Done || op.Status != 201 || op.Header.Get(idem.SettledNoteHeader) != "seen in the dashboard" {
+		t.Fatalf("settled op on another machine: %+v %v %v", op, ok, err)
+	}
+	if err := idem.Settle(ctx, b, "d", idem.Settlement{State: idem.Rejected, Status: 400}); !errors.Is(err, idem.ErrAlreadyCompleted) {
+		t.Fatalf("Settle of a completed op = %v, want ErrAlreadyCompleted", err)
+	}
+	if err := b.Forget(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Forget(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Forget(ctx, "nope"); !errors.Is(err, idem.ErrNoSuchOperation) {
+		t.Fatalf("Forget of an unknown ID = %v, want ErrNoSuchOperation", err)
+	}
+	for id, want := range map[string]bool{"p": false, "d": false, "keep": true} {
+		if _, ok, err := a.Lookup(ctx, id); ok != want || err != nil {
+			t.Fatalf("Lookup(%s) after Forget = %v, %v; want %v", id, ok, err, want)
+		}
+	}
+	// A machine holding the lease makes Forget wait.
+	held, err := a.Claim(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := b.Forget(short, "held"); !errors.Is(err, idem.ErrClaimed) {
+		t.Fatalf("Forget while another machine holds the lease = %v, want ErrClaimed", err)
+	}
+	held.Release()
+	if err := b.Forget(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	// A forgotten ID begins again, with a new key.
+	beginOp(t, b, "p")
+}

@@ -1,0 +1,155 @@
+package idem
+
+// Settling an operation by hand: a person checked the server and records
+// what it found.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Settlement is what a person found on the server for a pending (or
+// expired) operation, for Settle: either an outcome (State Done or Rejected,
+// with Status and an optional Note), or Forget.
+type Settlement struct {
+	// State is Done (the server applied the operation) or Rejected (it
+	// did not, and never will). Zero with Forget.
+	State State
+	// Status is the status code to record, 0 to 999: the one the server
+	// answered, as far as the person could tell.
+	Status int
+	// Note is kept in the journal with the outcome, as the recorded
+	// response header field Idem-Settled-Note (without control
+	// characters). Optional.
+	Note string
+
+	// Forget drops the operation from the journal instead of recording
+	// an outcome. The next Do of its ID then mints a NEW key: if the
+	// server applied the operation, that Do may apply it a second time.
+	// Forget only when the server certainly did not apply it and the
+	// operation must be sent again, or when it must never be answered
+	// from the journal again.
+	Forget bool
+	// ForgetCompleted allows Forget of an operation whose outcome is
+	// recorded (Done or Rejected); without it Settle refuses one with
+	// ErrAlreadyCompleted.
+	ForgetCompleted bool
+}
+
+// The response header fields of an outcome Settle records.
+const (
+	// SettledHeader marks an outcome recorded by Settle: its value is
+	// "by hand".
+	SettledHeader = "Idem-Settled"
+	// SettledNoteHeader holds Settlement.Note.
+	SettledNoteHeader = "Idem-Settled-Note"
+)
+
+// ErrAlreadyCompleted: Settle was asked to settle an operation whose
+// outcome is already recorded (Done or Rejected).
+var ErrAlreadyCompleted = errors.New("idem: operation already completed")
+
+// Forgetter is a Journal that can drop an operation: FileJournal and the
+// PostgreSQL journal of package pgjournal. Forget waits for a running Do of
+// id as Claim does, and returns an error matching ErrNoSuchOperation for
+// an ID the journal does not hold.
+type Forgetter interface {
+	Forget(ctx context.Context, id string) error
+}
+
+// Settle resolves operation id, which a person reconciled with the server:
+// it records s's outcome (Done or Rejected, with its Status, a SettledHeader
+// field "by hand" and the Note) or, with s.Forget, drops the operation. It
+// claims the operation as Do does (Journal.Claim), so it waits for a Do of
+// id running in this process or, for a shared journal, on any machine, and
+// its outcome is fenced like Do's (F5).
+//
+// Settle returns an error matching ErrNoSuchOperation for an ID the journal
+// does not hold, ErrAlreadyCompleted for an operation whose outcome is
+// recorded (unless s.Forget and s.ForgetCompleted), and ErrInvalidOperation
+// for a Settlement that is neither one outcome nor Forget, or a journal
+// that cannot forget.
+//
+// After Forget the next Do of id mints a NEW key (see Settlement.Forget).
+// Forget checks the operation's state, then has the journal drop it under
+// a claim of its own: an outcome recorded in between by a Do that was
+// running is dropped as well.
+func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
+	if err := s.check(); err != nil {
+		return fmt.Errorf("idem: settling %q: %w", id, err)
+	}
+	if s.Forget {
+		return forget(ctx, j, id, s)
+	}
+	claim, err := j.Claim(ctx, id)
+	if err != nil {
+		return fmt.Errorf("idem: settling %q: %w", id, err)
+	}
+	defer claim.Release()
+	op, ok := claim.Operation()
+	switch {
+	case !ok:
+		return fmt.Errorf("idem: settling %q: %w", id, ErrNoSuchOperation)
+	case op.State.final():
+		return fmt.Errorf("idem: settling %q: %w: it is %s with status %d", id, ErrAlreadyCompleted, op.State, op.Status)
+	}
+	h := http.Header{SettledHeader: {"by hand"}}
+	if s.Note != "" {
+		h[SettledNoteHeader] = []string{s.Note}
+	}
+	out := Operation{
+		ID: op.ID, Key: op.Key, Fingerprint: op.Fingerprint, Method: op.Method, URL: op.URL,
+		Created: op.Created, State: s.State, Status: s.Status, Header: h,
+	}
+	if err := claim.Complete(ctx, out); err != nil {
+		return fmt.Errorf("idem: settling %q: %w", id, err)
+	}
+	return nil
+}
+
+func forget(ctx context.Context, j Journal, id string, s Settlement) error {
+	f, ok := j.(Forgetter)
+	if !ok {
+		return fmt.Errorf("idem: settling %q: %w: the journal (%T) cannot forget an operation", id, ErrInvalidOperation, j)
+	}
+	op, ok, err := j.Lookup(ctx, id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("idem: settling %q: %w", id, err)
+	case !ok:
+		return fmt.Errorf("idem: settling %q: %w", id, ErrNoSuchOperation)
+	case op.State.final() && !s.ForgetCompleted:
+		return fmt.Errorf("idem: settling %q: %w: it is %s with status %d; forgetting it needs ForgetCompleted",
+			id, ErrAlreadyCompleted, op.State, op.Status)
+	}
+	if err := f.Forget(ctx, id); err != nil {
+		return fmt.Errorf("idem: settling %q: forgetting: %w", id, err)
+	}
+	return nil
+}
+
+// check returns why s is not a settlement, or nil.
+func (s Settlement) check() error {
+	if s.Forget {
+		if s.State != 0 || s.Status != 0 || s.Note != "" {
+			return fmt.Errorf("%w: a settlement that forgets records no outcome", ErrInvalidOperation)
+		}
+		return nil
+	}
+	switch {
+	case s.ForgetCompleted:
+		return fmt.Errorf("%w: ForgetCompleted without Forget", ErrInvalidOperation)
+	case !s.State.final():
+		return fmt.Errorf("%w: a settlement is done, rejected or forget, not %s", ErrInvalidOperation, s.State)
+	case s.Status < 0 || s.Status > 999:
+		return fmt.Errorf("%w: status %d is outside 0..999", ErrInvalidOperation, s.Status)
+	}
+	for _, r := range s.Note {
+		if r < 0x20 && r != '\t' || r == 0x7f {
+			return fmt.Errorf("%w: the note has a control character %q", ErrInvalidOperation, r)
+		}
+	}
+	return nil
+}
