@@ -1,8 +1,9 @@
 package main
 
 // idem demo: a batch of card charges through a network that fails a
-// quarter of the requests, once with idem and once with plain retries, and
-// what the server's database says about each.
+// quarter of the requests, by a job that is killed halfway and started
+// again, once with idem and once with careful retries without it, and what
+// the server's database says about each.
 
 import (
 	"context"
@@ -18,15 +19,17 @@ import (
 
 var demoCommand = command{
 	name:    "demo",
-	summary: "charge a batch through injected faults, with idem and with plain retries, and compare",
+	summary: "charge a batch through faults and a crash, with idem and with careful retries, and compare",
 	run:     runDemo,
 }
 
 // Files in the demo's folder.
 const (
 	demoIdemDB      = "idem.db"      // the server's database for the idem client
-	demoPlainDB     = "plain.db"     // the server's database for plain retries
 	demoJournalFile = "idem.journal" // the idem client's journal
+	demoCarefulDB   = "careful.db"   // the server's database for the careful job
+	demoDoneFile    = "careful.done" // the careful job's record of finished rows
+	demoCarefulLog  = "careful.log"  // the careful job's report, as the demo read it
 )
 
 // demoOptions are the flags of idem demo.
@@ -45,26 +48,38 @@ dropped or replaced by 502 after the server committed, stalls, bodies cut in
 half, 429 and 503. Everything runs here: the reference server on SQLite
 files in a temporary folder, the proxy in front of it, the client.
 
-First with idem: one Idempotency-Key per operation, written to a journal
-before the first byte is sent. The batch runs in a process of its own,
-which is killed with SIGKILL about halfway through and started again on
-the same journal: it resumes every operation under its key.
+The batch runs twice, each time in a process of its own that is killed with
+SIGKILL about halfway through (after the same number of rows is done, with
+the same seed for the proxy's faults) and then started again.
 
-Then with plain retries (go-retryablehttp) and a fresh Idempotency-Key on
-every attempt: the server requires a key, so a key per attempt is what a
-client without idempotency looks like to it.
+First with idem: one Idempotency-Key per operation, written to a journal
+before the first byte is sent. The second process resends the operations
+the journal holds pending under their journaled keys.
+
+Then with careful retries, as a careful user writes the job without idem:
+go-retryablehttp, one Idempotency-Key per charge (a UUIDv4, as stripe-go
+mints one) kept in memory and reused by every retry of that charge, 409
+retried too, and each row recorded in a done file, fsync'd, once its answer
+is in. The second process skips the rows the done file holds and charges
+the others under new keys: the old ones died with the first process.
 
 Last, a table of what the server's database and its /stats say: attempts,
 faults survived, replays, charges, duplicate charges, invoices never
-charged, and the payment gateway's captures.
+charged, and the payment gateway's captures. The careful job's duplicates
+are split by where their invoice stood at the kill, as the job reported it:
+in flight (sent, no answer yet), answered but not yet recorded, or neither
+(faults alone, retried under one key).
 
 The exit code is 0 when idem charged every invoice exactly once, and 1
 otherwise: the demo is a test too.
 `
 
 func runDemo(ctx context.Context, e env, args []string) int {
-	if isDemoBatchProcess() {
+	switch os.Getenv(demoBatchEnv) {
+	case demoBatchIdem:
 		return runDemoBatch(ctx, e, args)
+	case demoBatchCareful:
+		return runCarefulJob(ctx, e, args)
 	}
 	const cmd = "idem demo"
 	fs := newFlagSet(cmd)
@@ -72,7 +87,7 @@ func runDemo(ctx context.Context, e env, args []string) int {
 	fs.IntVar(&o.ops, "ops", 500, "number of invoices to charge")
 	fs.Float64Var(&o.faults, "faults", 0.25, "`fraction` of requests the proxy breaks, in [0, 1)")
 	fs.Int64Var(&o.seed, "seed", 1, "seed of the proxy's fault choices and of the moment of the kill")
-	fs.BoolVar(&o.keep, "keep", false, "keep the temporary folder (databases and journal) and print its path")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary folder (databases, journal, done file) and print its path")
 	fs.BoolVar(&o.noProgress, "no-progress", false, "draw no progress bar (none is drawn when stderr is not a terminal)")
 	usage := func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: %s [--ops N] [--faults FRACTION] [--seed N] [--keep] [--no-progress]\n", cmd)
@@ -121,7 +136,8 @@ func demo(ctx context.Context, e env, o demoOptions) (err error) {
 	scr := newScreen(e, !o.noProgress)
 	defer func() {
 		if o.keep {
-			scr.say("\nkept the demo's files in %s: %s and %s (the server's databases), %s (the journal)", dir, demoIdemDB, demoPlainDB, demoJournalFile)
+			scr.say("\nkept the demo's files in %s: %s and %s (the server's databases), %s (idem's journal), %s and %s (the careful job's done file and report)",
+				dir, demoIdemDB, demoCarefulDB, demoJournalFile, demoDoneFile, demoCarefulLog)
 			return
 		}
 		if rerr := os.RemoveAll(dir); rerr != nil {
@@ -156,32 +172,49 @@ func demo(ctx context.Context, e env, o demoOptions) (err error) {
 		return err
 	}
 
-	plainStage, err := startStage(filepath.Join(dir, demoPlainDB), o.faults, o.seed)
+	carefulStage, err := startStage(filepath.Join(dir, demoCarefulDB), o.faults, o.seed)
 	if err != nil {
 		return err
 	}
-	defer plainStage.stop()
-	scr.say("\n2. plain retries: go-retryablehttp, a fresh Idempotency-Key on every attempt")
-	scr.say("  (the server requires a key: a new key per attempt is what no idempotency looks like)")
-	plainRun, err := runPlainBatch(ctx, plainStage.URL(), charges, scr)
+	defer carefulStage.stop()
+	scr.say("\n2. careful retries without idem: go-retryablehttp, one Idempotency-Key per charge kept in memory,")
+	scr.say("  each row recorded in a done file (fsync'd) once answered; killed at the same point")
+	jobLog, err := os.Create(filepath.Join(dir, demoCarefulLog))
+	if err != nil {
+		return fmt.Errorf("creating the careful job's log: %w", err)
+	}
+	defer jobLog.Close()
+	job := carefulBatch{
+		exe:    exe,
+		url:    carefulStage.URL(),
+		done:   filepath.Join(dir, demoDoneFile),
+		ops:    o.ops,
+		killAt: batch.killAt,
+		log:    jobLog,
+		screen: scr,
+	}
+	carefulRun, err := job.run(ctx)
 	if err != nil {
 		return err
 	}
-	scr.say("  %d of %s succeeded in %s, %s", plainRun.Succeeded, plural(o.ops, "invoice"), plural(plainRun.Rounds, "round"), plainRun.Elapsed.Round(100*time.Millisecond))
-	plainReport, err := plainStage.finish(ctx, charges)
+	scr.say("  %s recorded done in %s and %s, %s", plural(carefulRun.Recorded, "row"), plural(carefulRun.Rounds, "round"), plural(carefulRun.Processes, "process"), carefulRun.Elapsed.Round(100*time.Millisecond))
+	carefulReport, err := carefulStage.finish(ctx, charges)
 	if err != nil {
 		return err
 	}
 
+	idemCol := demoColumn{idemReport, idemRun.Rounds, idemRun.Processes, idemRun.Kill}
+	carefulCol := demoColumn{carefulReport, carefulRun.Rounds, carefulRun.Processes, carefulRun.Kill}
 	scr.say("")
-	writeDemoTable(e.stdout, o.ops, demoColumn{idemReport, idemRun.Rounds, idemRun.Processes}, demoColumn{plainReport, plainRun.Rounds, 1})
+	writeDemoTable(e.stdout, o.ops, idemCol, carefulCol)
+	writeDemoNotes(e.stdout, o.ops, carefulCol, chargedUnderBothKeys(carefulReport.keys, carefulRun.Keys))
 	scr.say("")
-	return verdict(scr, o.ops, idemRun, idemReport.ledger, plainReport.ledger)
+	return verdict(scr, o.ops, idemRun, idemReport.ledger, carefulReport.ledger, carefulCol.duplicates())
 }
 
 // verdict says what the table shows, and returns errDemoFailed unless idem
 // charged every invoice exactly once.
-func verdict(scr *screen, ops int, run idemRun, withIdem, plain ledger) error {
+func verdict(scr *screen, ops int, run idemRun, withIdem, careful ledger, dup dupSplit) error {
 	ok := withIdem.Duplicates == 0 && withIdem.Lost == 0 && withIdem.Foreign == 0 &&
 		withIdem.Charges == int64(ops) && withIdem.Captures == withIdem.Charges && run.Done == ops
 	if ok {
@@ -192,8 +225,9 @@ func verdict(scr *screen, ops int, run idemRun, withIdem, plain ledger) error {
 			plural(int(withIdem.Duplicates), "duplicate charge"), plural(int(withIdem.Lost), "invoice"),
 			plural(int(withIdem.Captures), "gateway capture"), plural(int(withIdem.Charges), "charge"), run.Done, ops)
 	}
-	scr.say("plain retries: %s (%s overcharged), %s never charged.",
-		plural(int(plain.Duplicates), "duplicate charge"), dollars(plain.Overcharged), plural(int(plain.Lost), "invoice"))
+	scr.say("careful retries: %s (%s overcharged), %d of them from the kill; %s never charged.",
+		plural(int(careful.Duplicates), "duplicate charge"), dollars(careful.Overcharged),
+		dup.inFlight+dup.unrecorded, plural(int(careful.Lost), "invoice"))
 	if !ok {
 		return errDemoFailed
 	}

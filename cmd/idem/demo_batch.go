@@ -11,21 +11,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/testserver"
 )
 
-// demoBatchEnv, set to "1" in the environment of "idem demo", makes the
-// process the demo's batch process instead of the demo: the demo re-runs
-// its own executable that way, so that it has a process to kill that
-// nothing else depends on. It is not meant to be set by hand.
+// demoBatchEnv, set in the environment of "idem demo", makes the process
+// one of the demo's jobs instead of the demo: demoBatchIdem the idem batch
+// process, demoBatchCareful the careful job. The demo re-runs its own
+// executable that way, so that it has a process to kill that nothing else
+// depends on. It is not meant to be set by hand.
 const demoBatchEnv = "IDEM_DEMO_BATCH_PROCESS"
 
-// isDemoBatchProcess reports whether this process was started as the
-// demo's batch process.
-func isDemoBatchProcess() bool { return os.Getenv(demoBatchEnv) == "1" }
+// demoBatchIdem, as the value of demoBatchEnv, makes the process the
+// demo's idem batch process.
+const demoBatchIdem = "1"
 
 // demoBatchArgs returns the arguments that start the batch process on the
 // journal at path, charging n invoices through url.

@@ -13,16 +13,20 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // idemRun is how the idem batch went, as the batch processes reported it.
 type idemRun struct {
 	Processes int
 	Rounds    int
-	KilledAt  int // operations done when the first process was killed; 0 if it was not
-	Done      int // operations reported done
-	Rejected  int // operations reported rejected
-	Elapsed   time.Duration
+	// Kill is where the operations stood when the first process was
+	// killed, as the journal held them: pending ones are in flight.
+	Kill     killSplit
+	Done     int // operations reported done
+	Rejected int // operations reported rejected
+	Elapsed  time.Duration
 }
 
 // idemBatch runs the batch processes of the demo.
@@ -65,7 +69,7 @@ func (b *idemBatch) run(ctx context.Context) (idemRun, error) {
 // (only the first one is), following its report.
 func (b *idemBatch) runProcess(ctx context.Context, r *idemRun, done, rejected map[string]bool) (killed bool, err error) {
 	cmd := exec.CommandContext(ctx, b.exe, demoBatchArgs(b.url, b.journal, b.ops)...)
-	cmd.Env = append(os.Environ(), demoBatchEnv+"=1")
+	cmd.Env = append(os.Environ(), demoBatchEnv+"="+demoBatchIdem)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -107,7 +111,6 @@ func (b *idemBatch) runProcess(ctx context.Context, r *idemRun, done, rejected m
 			if err := cmd.Process.Kill(); err == nil { // SIGKILL on Unix
 				killed = true
 				r.Rounds++
-				r.KilledAt = len(done)
 				b.screen.say("  round %d: killed the batch process (SIGKILL) at %d/%d done — resuming from the journal", r.Rounds, len(done), b.ops)
 			}
 		}
@@ -120,7 +123,8 @@ func (b *idemBatch) runProcess(ctx context.Context, r *idemRun, done, rejected m
 	case ctx.Err() != nil:
 		return false, ctx.Err()
 	case killed:
-		return true, nil
+		r.Kill, err = journalSplit(ctx, b.journal)
+		return true, err
 	case werr != nil:
 		return false, fmt.Errorf("the batch process failed: %w\n%s", werr, strings.TrimSpace(stderr.String()))
 	case sc.Err() != nil:
@@ -162,4 +166,30 @@ func (b *idemBatch) sayRound(n int, ev batchEvent) {
 		msg += fmt.Sprintf(", %d could not be sent", ev.failed)
 	}
 	b.screen.say("%s", msg)
+}
+
+// journalSplit tells where the operations of the killed first process
+// stood, from its journal: done or rejected, or pending (sent, or about to
+// be, with no outcome recorded: the next process resends them under their
+// journaled keys). The journal cannot tell a pending operation whose answer
+// arrived from one still waiting for it, nor does it need to.
+func journalSplit(ctx context.Context, path string) (killSplit, error) {
+	s := killSplit{Killed: true, InFlight: map[string]bool{}}
+	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{ReadOnly: true})
+	if err != nil {
+		return s, fmt.Errorf("reading the journal after the kill: %w", err)
+	}
+	defer j.Close()
+	ops, err := j.List(ctx, idem.ListAll)
+	if err != nil {
+		return s, fmt.Errorf("reading the journal after the kill: %w", err)
+	}
+	for _, op := range ops {
+		if op.State == idem.Pending {
+			s.InFlight[op.ID] = true
+		} else {
+			s.Recorded++
+		}
+	}
+	return s, nil
 }

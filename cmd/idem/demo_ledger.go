@@ -31,16 +31,21 @@ type ledger struct {
 	Captures, Captured int64
 }
 
+// chargeKeys maps an invoice to the idempotency keys of its charges, in
+// the order the server recorded them: more than one key, more than one
+// charge.
+type chargeKeys map[string][]string
+
 // readLedger reads the ledger of the demo's client from the SQLite file
-// db, for the batch of charges.
-func readLedger(ctx context.Context, db string, charges []demoCharge) (l ledger, err error) {
+// db, for the batch of charges, and the keys of each invoice's charges.
+func readLedger(ctx context.Context, db string, charges []demoCharge) (l ledger, keys chargeKeys, err error) {
 	q := url.Values{}
 	q.Add("_pragma", "query_only(1)")
 	q.Add("_pragma", "busy_timeout(5000)")
 	path := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(db)
 	conn, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
-		return l, fmt.Errorf("opening the server's database: %w", err)
+		return l, nil, fmt.Errorf("opening the server's database: %w", err)
 	}
 	defer func() {
 		if cerr := conn.Close(); cerr != nil {
@@ -49,14 +54,18 @@ func readLedger(ctx context.Context, db string, charges []demoCharge) (l ledger,
 	}()
 	scope := "client:" + demoClientID
 	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM idempotency_keys WHERE client_id = ?`, scope).Scan(&l.Keys); err != nil {
-		return l, fmt.Errorf("counting keys: %w", err)
+		return l, nil, fmt.Errorf("counting keys: %w", err)
 	}
 	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(amount), 0) FROM gateway_captures`).Scan(&l.Captures, &l.Captured); err != nil {
-		return l, fmt.Errorf("counting gateway captures: %w", err)
+		return l, nil, fmt.Errorf("counting gateway captures: %w", err)
 	}
-	seen, err := chargesByReference(ctx, conn, scope, &l)
+	keys, err = chargesByReference(ctx, conn, scope, &l)
 	if err != nil {
-		return l, err
+		return l, nil, err
+	}
+	seen := map[string]int64{}
+	for ref, ks := range keys {
+		seen[ref] = int64(len(ks))
 	}
 	for _, ch := range charges {
 		if seen[ch.ID] == 0 {
@@ -69,33 +78,34 @@ func readLedger(ctx context.Context, db string, charges []demoCharge) (l ledger,
 	for _, n := range seen {
 		l.Foreign += n
 	}
-	return l, nil
+	return l, keys, nil
 }
 
 // chargesByReference counts the client's charges in l (Charges,
-// Duplicates, Overcharged) and returns how many each reference has.
-func chargesByReference(ctx context.Context, conn *sql.DB, scope string, l *ledger) (map[string]int64, error) {
-	rows, err := conn.QueryContext(ctx, `SELECT COALESCE(reference, ''), amount FROM charges WHERE client_id = ? ORDER BY created_at, id`, scope)
+// Duplicates, Overcharged) and returns the keys of each reference's
+// charges.
+func chargesByReference(ctx context.Context, conn *sql.DB, scope string, l *ledger) (chargeKeys, error) {
+	rows, err := conn.QueryContext(ctx, `SELECT COALESCE(reference, ''), amount, COALESCE(idempotency_key, '') FROM charges WHERE client_id = ? ORDER BY created_at, id`, scope)
 	if err != nil {
 		return nil, fmt.Errorf("reading charges: %w", err)
 	}
 	defer rows.Close()
-	seen := map[string]int64{}
+	keys := chargeKeys{}
 	for rows.Next() {
-		var ref string
+		var ref, key string
 		var amount int64
-		if err := rows.Scan(&ref, &amount); err != nil {
+		if err := rows.Scan(&ref, &amount, &key); err != nil {
 			return nil, fmt.Errorf("reading charges: %w", err)
 		}
 		l.Charges++
-		if seen[ref] > 0 {
+		if len(keys[ref]) > 0 {
 			l.Duplicates++
 			l.Overcharged += amount
 		}
-		seen[ref]++
+		keys[ref] = append(keys[ref], key)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reading charges: %w", err)
 	}
-	return seen, nil
+	return keys, nil
 }

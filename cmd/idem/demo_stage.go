@@ -32,6 +32,7 @@ type stageReport struct {
 	proxy  chaos.Counts
 	stats  testserver.Stats
 	ledger ledger
+	keys   chargeKeys // the keys of each invoice's charges
 }
 
 // startStage starts a server on the database file db and a proxy in front
@@ -73,8 +74,8 @@ func (s *demoStage) finish(ctx context.Context, charges []demoCharge) (stageRepo
 	if err := errors.Join(statsErr, s.stop()); err != nil {
 		return r, err
 	}
-	l, err := readLedger(ctx, s.db, charges)
-	r.ledger = l
+	var err error
+	r.ledger, r.keys, err = readLedger(ctx, s.db, charges)
 	return r, err
 }
 

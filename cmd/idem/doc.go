@@ -8,7 +8,7 @@
 //
 // The commands are:
 //
-//	demo     charge a batch through faults and a crash, with idem and with plain retries
+//	demo     charge a batch through faults and a crash, with idem and with careful retries
 //	journal  list, show or compact the operations of a journal
 //	send     send one HTTP request as an idempotent operation, curl-style
 //	serve    run the reference server (package testserver)
@@ -25,11 +25,18 @@
 // the network does (resets, answers lost after the commit, 502s, stalls,
 // cut bodies, 429 and 503). It charges --ops invoices through the first
 // with idem, from a batch process that it SIGKILLs midway and restarts on
-// the same journal, and through the second with plain retries and a fresh
-// key per attempt. It ends with a table read from the servers' databases:
-// attempts, retries by cause, replays, duplicate charges and lost invoices.
+// the same journal. Through the second it runs the job a careful user
+// writes without idem: go-retryablehttp with one key per charge, minted in
+// memory and reused by its retries, and a done file, fsync'd after each
+// answer; it SIGKILLs that job at the same point and restarts it, and the
+// restarted job skips the rows in its done file and sends the others under
+// new keys. It ends with a table read from the servers' databases:
+// attempts, retries by cause, replays, duplicate charges, split by where
+// the invoice stood at the kill (in flight, answered but not yet recorded,
+// or neither), and lost invoices.
 // It exits 0 when idem charged every invoice exactly once, 1 otherwise.
-// --keep keeps the folder (databases and journal) and prints its path.
+// --keep keeps the folder (databases, journal, done file and the careful
+// job's report) and prints its path.
 //
 // # idem serve
 //
