@@ -6,6 +6,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idem"
 )
@@ -35,6 +37,10 @@ type dumpedOperation struct {
 	BodyTruncated   bool        `json:"body_truncated,omitempty"`
 	HeaderTruncated bool        `json:"header_truncated,omitempty"`
 	Summarized      bool        `json:"summarized,omitempty"`
+	// Base64 names the fields among id, key, method, url and header
+	// (its names and values) that are written in base64 because they are
+	// not valid UTF-8, which JSON cannot carry as it is.
+	Base64 []string `json:"base64,omitempty"`
 }
 
 const dumpFormatHelp = `
@@ -48,6 +54,9 @@ Each line is one JSON object, oldest operation first:
   header                object  the recorded response header, name: [values]
   body                  string  the recorded response body, base64
   body_truncated, header_truncated, summarized  bool, absent when false
+  base64                array   the fields among id, key, method, url and
+                                header (names and values) written in
+                                base64 because they are not valid UTF-8
 `
 
 func dumped(op idem.Operation) dumpedOperation {
@@ -61,11 +70,96 @@ func dumped(op idem.Operation) dumpedOperation {
 		completed, status := op.Completed.UTC(), op.Status
 		d.Completed, d.Status = &completed, &status
 	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"id", &d.ID}, {"key", &d.Key}, {"method", &d.Method}, {"url", &d.URL}} {
+		if !utf8.ValidString(*f.v) {
+			*f.v = base64.StdEncoding.EncodeToString([]byte(*f.v))
+			d.Base64 = append(d.Base64, f.name)
+		}
+	}
+	if !validHeader(d.Header) {
+		h := make(http.Header, len(d.Header))
+		for name, values := range d.Header {
+			enc := make([]string, len(values))
+			for i, v := range values {
+				enc[i] = base64.StdEncoding.EncodeToString([]byte(v))
+			}
+			h[base64.StdEncoding.EncodeToString([]byte(name))] = enc
+		}
+		d.Header = h
+		d.Base64 = append(d.Base64, "header")
+	}
 	return d
+}
+
+// validHeader reports whether every name and value of h is valid UTF-8.
+func validHeader(h http.Header) bool {
+	for name, values := range h {
+		if !utf8.ValidString(name) {
+			return false
+		}
+		for _, v := range values {
+			if !utf8.ValidString(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// decodeBase64 decodes the fields d.Base64 names, in place.
+func (d *dumpedOperation) decodeBase64() error {
+	dec := func(s string) (string, error) {
+		b, err := base64.StdEncoding.DecodeString(s)
+		return string(b), err
+	}
+	for _, name := range d.Base64 {
+		var v *string
+		switch name {
+		case "id":
+			v = &d.ID
+		case "key":
+			v = &d.Key
+		case "method":
+			v = &d.Method
+		case "url":
+			v = &d.URL
+		case "header":
+			h := make(http.Header, len(d.Header))
+			for name, values := range d.Header {
+				n, err := dec(name)
+				if err != nil {
+					return fmt.Errorf("header name %q: %w", name, err)
+				}
+				out := make([]string, len(values))
+				for i, value := range values {
+					if out[i], err = dec(value); err != nil {
+						return fmt.Errorf("header %q: %w", n, err)
+					}
+				}
+				h[n] = out
+			}
+			d.Header = h
+			continue
+		default:
+			return fmt.Errorf("base64: unknown field %q", name)
+		}
+		s, err := dec(*v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		*v = s
+	}
+	return nil
 }
 
 // operation returns the operation d describes.
 func (d dumpedOperation) operation() (idem.Operation, error) {
+	if err := d.decodeBase64(); err != nil {
+		return idem.Operation{}, err
+	}
 	op := idem.Operation{
 		ID: d.ID, Key: d.Key, Method: d.Method, URL: d.URL, Created: d.Created.UTC(),
 		Header: d.Header, Body: d.Body,

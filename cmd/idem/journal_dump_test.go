@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/pgtest"
@@ -156,5 +159,43 @@ func TestJournalCopyThroughPostgres(t *testing.T) {
 	ops := runAt(t, at(listNow), nil, "journal", "dump", dsn).stdout
 	if strings.Contains(ops, `"id":"old"`) || !strings.Contains(ops, `"status":422`) {
 		t.Fatalf("after settling in postgres:\n%s", ops)
+	}
+}
+
+// TestJournalDumpKeepsBytesThatAreNotUTF8: JSON cannot carry them as they
+// are, so dump writes them in base64, and load gets the same bytes back.
+func TestJournalDumpKeepsBytesThatAreNotUTF8(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src.journal")
+	e := env{stderr: new(bytes.Buffer), now: at(listNow)}
+	j, err := openFileForWriting(e, src, idem.DefaultKeyTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := idem.Operation{ID: "op-\xff", Key: "key-\xfe", Method: "POST", URL: "https://x.test/\xe9", Created: listNow.Add(-time.Hour).UTC()}
+	if err := j.Begin(want); err != nil {
+		t.Fatal(err)
+	}
+	want.State, want.Status, want.Completed = idem.Done, 200, listNow.UTC()
+	want.Header = http.Header{"X-Name": {"caf\xe9"}}
+	want.Body = []byte{0, 0xff}
+	if err := j.Complete(want); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	dump := runAt(t, at(listNow), nil, "journal", "dump", src)
+	if dump.code != exitOK || !strings.Contains(dump.stdout, `"base64":["id","key","url","header"]`) {
+		t.Fatalf("dump: %+v", dump)
+	}
+	dst := filepath.Join(t.TempDir(), "dst.journal")
+	if r := runAt(t, at(listNow), strings.NewReader(dump.stdout), "journal", "load", dst); r.code != exitOK {
+		t.Fatalf("load: %+v", r)
+	}
+	got, ok := readOp(t, dst, want.ID)
+	if !ok || got.Key != want.Key || got.URL != want.URL || !got.Created.Equal(want.Created) ||
+		!got.Completed.Equal(want.Completed) || !reflect.DeepEqual(got.Header, want.Header) || !bytes.Equal(got.Body, want.Body) {
+		t.Fatalf("loaded %+v, want %+v", got, want)
+	}
+	if again := runAt(t, at(listNow), nil, "journal", "dump", dst).stdout; again != dump.stdout {
+		t.Fatalf("dumps differ:\n%s\n%s", again, dump.stdout)
 	}
 }
