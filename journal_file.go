@@ -420,18 +420,23 @@ func checkCompletion(op *Operation) error {
 	return filejournal.CheckTime("completed", op.Completed)
 }
 
-// Forget drops operation id from the journal, whatever its state, so that
-// the next Do of id mints a NEW key: if the server applied the operation,
-// sending it again under the new key may apply it twice. It waits for a
-// running Do of id in this process, as Claim does, then rewrites the
-// journal without the operation (a compaction that keeps everything else),
-// durably. It returns an error matching ErrNoSuchOperation if the journal
-// does not hold id. Settle with Settlement.Forget is the checked way in.
-func (j *FileJournal) Forget(ctx context.Context, id string) error {
+// Forget drops operation id from the journal, so that the next Do of id
+// mints a NEW key: if the server applied the operation, sending it again
+// under the new key may apply it twice. It waits for a running Do of id in
+// this process, as Claim does, then rewrites the journal without the
+// operation (a compaction that keeps everything else), durably. It returns
+// an error matching ErrNoSuchOperation if the journal does not hold id, and
+// ErrAlreadyCompleted for an operation whose outcome is recorded unless
+// completed is true. Settle with Settlement.Forget is the checked way in.
+func (j *FileJournal) Forget(ctx context.Context, id string, completed bool) error {
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if r, ok := j.eng.Lookup(id); ok && State(r.State).final() && !completed {
+		return fmt.Errorf("idem: journal %s: forget %s: %w: it is %s with status %d",
+			j.Path(), filejournal.QuoteID(id), ErrAlreadyCompleted, State(r.State), r.Status)
+	}
 	return j.eng.Forget(id)
 }

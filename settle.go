@@ -52,11 +52,13 @@ const (
 var ErrAlreadyCompleted = errors.New("idem: operation already completed")
 
 // Forgetter is a Journal that can drop an operation: FileJournal and the
-// PostgreSQL journal of package pgjournal. Forget waits for a running Do of
-// id as Claim does, and returns an error matching ErrNoSuchOperation for
-// an ID the journal does not hold.
+// PostgreSQL journal of package pgjournal. Forget claims the operation as
+// Do does (so it waits for a running Do of id), and returns an error
+// matching ErrNoSuchOperation for an ID the journal does not hold, and
+// ErrAlreadyCompleted for an operation whose outcome is recorded unless
+// completed is true.
 type Forgetter interface {
-	Forget(ctx context.Context, id string) error
+	Forget(ctx context.Context, id string, completed bool) error
 }
 
 // Settle resolves operation id, which a person reconciled with the server:
@@ -73,9 +75,7 @@ type Forgetter interface {
 // that cannot forget.
 //
 // After Forget the next Do of id mints a NEW key (see Settlement.Forget).
-// Forget checks the operation's state, then has the journal drop it under
-// a claim of its own: an outcome recorded in between by a Do that was
-// running is dropped as well.
+// The journal checks the operation's state and drops it under one claim.
 func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
 	if err := s.check(); err != nil {
 		return fmt.Errorf("idem: settling %q: %w", id, err)
@@ -114,17 +114,7 @@ func forget(ctx context.Context, j Journal, id string, s Settlement) error {
 	if !ok {
 		return fmt.Errorf("idem: settling %q: %w: the journal (%T) cannot forget an operation", id, ErrInvalidOperation, j)
 	}
-	op, ok, err := j.Lookup(ctx, id)
-	switch {
-	case err != nil:
-		return fmt.Errorf("idem: settling %q: %w", id, err)
-	case !ok:
-		return fmt.Errorf("idem: settling %q: %w", id, ErrNoSuchOperation)
-	case op.State.final() && !s.ForgetCompleted:
-		return fmt.Errorf("idem: settling %q: %w: it is %s with status %d; forgetting it needs ForgetCompleted",
-			id, ErrAlreadyCompleted, op.State, op.Status)
-	}
-	if err := f.Forget(ctx, id); err != nil {
+	if err := f.Forget(ctx, id, s.ForgetCompleted); err != nil {
 		return fmt.Errorf("idem: settling %q: forgetting: %w", id, err)
 	}
 	return nil

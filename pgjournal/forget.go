@@ -7,15 +7,17 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// Forget deletes operation id from the journal, whatever its state, so that
-// the next Do of id, on any machine, mints a NEW key: if the server applied
-// the operation, sending it again under the new key may apply it twice. It
-// claims the operation first, as Do does, so it waits for a machine running
-// it; a pending operation's row is deleted under the lease taken (fenced,
-// F5), a completed one's only if it is still completed. It returns an error
-// matching idem.ErrNoSuchOperation if the journal does not hold id.
-// idem.Settle with Settlement.Forget is the checked way in.
-func (j *Journal) Forget(ctx context.Context, id string) error {
+// Forget deletes operation id from the journal, so that the next Do of id,
+// on any machine, mints a NEW key: if the server applied the operation,
+// sending it again under the new key may apply it twice. It claims the
+// operation first, as Do does, so it waits for a machine running it; a
+// pending operation's row is deleted under the lease taken (fenced, F5), a
+// completed one's (only when completed is true) only if it is still
+// completed. It returns an error matching idem.ErrNoSuchOperation if the
+// journal does not hold id, and idem.ErrAlreadyCompleted for a completed
+// operation when completed is false. idem.Settle with Settlement.Forget is
+// the checked way in.
+func (j *Journal) Forget(ctx context.Context, id string, completed bool) error {
 	ic, err := j.Claim(ctx, id)
 	if err != nil {
 		return err
@@ -33,6 +35,9 @@ func (j *Journal) Forget(ctx context.Context, id string) error {
 		query = `DELETE FROM idem_operations WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state = 1`
 		args = append(args, c.fence)
 	case stateCompleted:
+		if !completed {
+			return fmt.Errorf("pgjournal: forgetting %q: %w: it is %s with status %d", id, idem.ErrAlreadyCompleted, c.op.State, c.op.Status)
+		}
 		query = `DELETE FROM idem_operations WHERE namespace = $1 AND op_id = $2 AND state >= 2`
 	default:
 		return c.errLost("forgetting")

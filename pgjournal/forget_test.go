@@ -45,13 +45,16 @@ func TestForgetAndSettle(t *testing.T) {
 	if err := idem.Settle(ctx, b, "d", idem.Settlement{State: idem.Rejected, Status: 400}); !errors.Is(err, idem.ErrAlreadyCompleted) {
 		t.Fatalf("Settle of a completed op = %v, want ErrAlreadyCompleted", err)
 	}
-	if err := b.Forget(ctx, "p"); err != nil {
+	if err := b.Forget(ctx, "p", false); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Forget(ctx, "d"); err != nil {
+	if err := b.Forget(ctx, "d", false); !errors.Is(err, idem.ErrAlreadyCompleted) {
+		t.Fatalf("Forget of a completed op = %v, want ErrAlreadyCompleted", err)
+	}
+	if err := b.Forget(ctx, "d", true); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Forget(ctx, "nope"); !errors.Is(err, idem.ErrNoSuchOperation) {
+	if err := b.Forget(ctx, "nope", false); !errors.Is(err, idem.ErrNoSuchOperation) {
 		t.Fatalf("Forget of an unknown ID = %v, want ErrNoSuchOperation", err)
 	}
 	for id, want := range map[string]bool{"p": false, "d": false, "keep": true} {
@@ -66,11 +69,11 @@ func TestForgetAndSettle(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if err := b.Forget(short, "held"); !errors.Is(err, idem.ErrClaimed) {
+	if err := b.Forget(short, "held", false); !errors.Is(err, idem.ErrClaimed) {
 		t.Fatalf("Forget while another machine holds the lease = %v, want ErrClaimed", err)
 	}
 	held.Release()
-	if err := b.Forget(ctx, "held"); err != nil {
+	if err := b.Forget(ctx, "held", false); err != nil {
 		t.Fatal(err)
 	}
 	// A forgotten ID begins again, with a new key.
