@@ -198,8 +198,17 @@ func (s secrets) error(err error) error {
 	return err
 }
 
-// RedactURL returns u as a Client without Config.RedactedParams writes it
-// (the secrets rule): without user info, and with the values of the
-// DefaultRedactedParams replaced. Tools that show a request beside a
-// journaled one use it to compare like with like.
-func RedactURL(u *url.URL) string { return newSecrets(Config{}).url(u) }
+// RedactURL returns u as a Client whose Config.RedactedParams is
+// extraParams writes it (the secrets rule, C14): without user info, and
+// with the values of the DefaultRedactedParams and extraParams replaced.
+// Tools that show a request beside a journaled one, or trace it, use it.
+func RedactURL(u *url.URL, extraParams ...string) string {
+	return newSecrets(Config{RedactedParams: extraParams}).url(u)
+}
+
+// RedactError rewrites, in place, the URL of every *url.Error in err's
+// chain as RedactURL writes it, and returns err: the error of an HTTP
+// request names its URL.
+func RedactError(err error, extraParams ...string) error {
+	return newSecrets(Config{RedactedParams: extraParams}).error(err)
+}

@@ -214,7 +214,7 @@ func Instrument(cfg *idem.Config, opts Options) error {
 		next:   next,
 		tracer: tracer,
 		prop:   opts.propagator(),
-		redact: redactor(cfg.RedactedParams),
+		extra:  cfg.RedactedParams,
 	}
 	cfg.HTTPClient = &wrapped
 

@@ -27,13 +27,13 @@ type transport struct {
 	next   http.RoundTripper
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
-	redact func(*url.URL) string
+	extra  []string // Config.RedactedParams
 }
 
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx := r.Context()
 	name, attrs := methodAttributes(r.Method)
-	attrs = append(attrs, semconv.URLFull(t.redact(r.URL)))
+	attrs = append(attrs, semconv.URLFull(idem.RedactURL(r.URL, t.extra...)))
 	if host, port := serverOf(r.URL); host != "" {
 		attrs = append(attrs, semconv.ServerAddress(host))
 		if port > 0 {
@@ -95,25 +95,10 @@ func (t *transport) fail(span trace.Span, err error) {
 	span.SetStatus(codes.Error, err.Error())
 }
 
-// redactError returns err with the URL of every *url.Error in its chain
-// written by the secrets rule, in place, as idem does with every attempt's
-// error before it returns or logs it (a wrapped transport may name the
-// request's URL).
-func (t *transport) redactError(err error) error {
-	for e := err; e != nil; {
-		var ue *url.Error
-		if !errors.As(e, &ue) {
-			break
-		}
-		if u, perr := url.Parse(ue.URL); perr == nil {
-			ue.URL = t.redact(u)
-		} else {
-			ue.URL = "(a URL that does not parse)"
-		}
-		e = ue.Err
-	}
-	return err
-}
+// redactError rewrites the URLs err names by the secrets rule, as idem
+// does with every attempt's error before it returns or logs it (a wrapped
+// transport may name the request's URL).
+func (t *transport) redactError(err error) error { return idem.RedactError(err, t.extra...) }
 
 // spanBody ends its request's span when the body is read to its end, fails,
 // or is closed, whichever comes first.
@@ -233,58 +218,6 @@ func stoppedRetrying(err error) bool {
 	for _, stop := range []error{idem.ErrAttemptsExhausted, idem.ErrMaxElapsed, idem.ErrRetryBudgetExhausted,
 		idem.ErrRetryDeclined, idem.ErrKeyExpired} {
 		if errors.Is(err, stop) {
-			return true
-		}
-	}
-	return false
-}
-
-// redactor returns the secrets rule as a Client with the given
-// Config.RedactedParams applies it to URLs: idem.RedactURL, which knows only
-// the default names, after the values of the extra names are replaced in
-// the same way (a name matches without case, or as the suffix after "_" or
-// "-").
-func redactor(extra []string) func(*url.URL) string {
-	names := make([]string, 0, len(extra))
-	for _, n := range extra {
-		if n != "" {
-			names = append(names, strings.ToLower(n))
-		}
-	}
-	return func(u *url.URL) string {
-		if u == nil {
-			return ""
-		}
-		if len(names) > 0 && u.RawQuery != "" {
-			c := *u
-			c.RawQuery = redactQuery(c.RawQuery, names)
-			u = &c
-		}
-		return idem.RedactURL(u)
-	}
-}
-
-// redactQuery replaces the values of the named parameters of a raw query,
-// keeping its form.
-func redactQuery(raw string, names []string) string {
-	parts := strings.Split(raw, "&")
-	for i, part := range parts {
-		key, _, hasValue := strings.Cut(part, "=")
-		name := key
-		if unescaped, err := url.QueryUnescape(key); err == nil {
-			name = unescaped
-		}
-		if hasValue && secretName(strings.ToLower(name), names) {
-			parts[i] = key + "=xxxxx"
-		}
-	}
-	return strings.Join(parts, "&")
-}
-
-func secretName(name string, names []string) bool {
-	for _, p := range names {
-		if name == p || len(name) > len(p) && strings.HasSuffix(name, p) &&
-			(name[len(name)-len(p)-1] == '_' || name[len(name)-len(p)-1] == '-') {
 			return true
 		}
 	}

@@ -9,7 +9,7 @@
 // The commands are:
 //
 //	demo     charge a batch through faults and a crash, with idem and with careful retries
-//	journal  list, show or compact the operations of a journal
+//	journal  list, show, settle, verify, salvage, copy or compact a journal
 //	send     send one HTTP request as an idempotent operation, curl-style
 //	serve    run the reference server (package testserver)
 //
@@ -67,9 +67,20 @@
 //
 // # idem journal
 //
-//	idem journal ls|pending|expired|completed PATH [--json] [--ttl 24h]
-//	idem journal show PATH ID [--json] [--ttl 24h]
+//	idem journal ls|pending|expired|completed PATH|URL [--json] [--ttl 24h]
+//	idem journal show PATH|URL ID [--json] [--ttl 24h]
+//	idem journal settle PATH|URL ID --done STATUS|--rejected STATUS [--note TEXT]
+//	idem journal settle PATH|URL ID --forget --i-understand-a-new-key [--completed]
+//	idem journal dump PATH|URL        (JSON lines)
+//	idem journal load PATH|URL        (JSON lines on stdin)
+//	idem journal copy SRC DST
+//	idem journal verify PATH
+//	idem journal salvage SRC DST
 //	idem journal compact PATH [--ttl 24h] [--forget-after 0]
+//	idem journal migrate URL
+//
+// A journal is a file PATH, or a postgres:// URL naming a shared journal
+// (package pgjournal), whose #fragment is its namespace.
 //
 // ls lists every operation, pending those a rerun resumes, expired the
 // pending ones whose key is older than --ttl (the server has forgotten the
@@ -84,9 +95,18 @@
 // while pending) with header, body_recorded, body_size, body_encoding ("text"
 // or "base64") and body. These fields are kept stable.
 //
-// Every journal subcommand but compact opens the journal read-only: it
-// takes no lock and changes nothing on disk, a torn tail included, so it
-// may run beside a process that is writing the journal. Compact takes the
+// settle records by hand the outcome of a pending operation a person
+// checked on the server (done or rejected, with a note), or forgets it (its
+// next Do mints a new key, which the flag's name says). dump writes every
+// operation as a JSON line; load and copy write operations into a journal,
+// so a file journal moves into a shared one and back. verify reads a file
+// journal whole and reports every problem with its offset; salvage writes
+// what can still be read of a damaged file into a new one.
+//
+// The listings, show, dump, verify and salvage open a file journal
+// read-only: they take no lock and change nothing on disk, a torn tail
+// included, so they may run beside a process that is writing the journal.
+// settle, load and copy take its lock, as compact does. Compact takes the
 // journal's lock and rewrites it with its live operations: pending ones and
 // those completed less than --ttl ago, whole; older completed ones keep a
 // summary without response header and body, so their IDs are still answered
@@ -103,5 +123,7 @@
 //	5  send: refused before sending (operation ID reused with a different
 //	   request, key older than --ttl)
 //	6  journal locked by another process, or corrupt (the message gives the
-//	   offset of the damage)
+//	   offset of the damage), or its database down
+//	7  journal verify: damaged (not a torn tail); verify, salvage: not a
+//	   journal
 package main

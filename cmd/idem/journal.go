@@ -18,7 +18,7 @@ import (
 
 var journalCommand = command{
 	name:    "journal",
-	summary: "list, show or compact the operations of a journal",
+	summary: "list, show, settle, verify, salvage, copy or compact a journal",
 	run:     runJournal,
 }
 
@@ -70,14 +70,18 @@ func runJournal(ctx context.Context, e env, args []string) int {
 }
 
 func writeJournalUsage(w io.Writer) {
-	fmt.Fprint(w, "Usage: idem journal <subcommand> [flags] PATH [ID]\n\nSubcommands:\n")
+	fmt.Fprint(w, "Usage: idem journal <subcommand> [flags] PATH|URL [ID]\n\nSubcommands:\n")
 	for _, a := range journalActions {
 		fmt.Fprintf(w, "  %-9s %-8s %s\n", a.name, a.args, a.summary)
 	}
 	fmt.Fprint(w, `
-Every subcommand but compact opens the journal read-only: it takes no lock,
-writes nothing, and may run while another process writes the journal.
-Run "idem journal <subcommand> -h" for its flags.
+A journal is a file PATH or a shared journal's postgres:// URL (its
+#fragment is the namespace). ls, pending, expired, completed, show, dump,
+verify and salvage open a file read-only: they take no lock, write nothing
+to it, and may run while another process writes it. compact, settle, load
+and copy write: on a file they take its lock, so they fail (exit code 6)
+while another process writes it. Run "idem journal <subcommand> -h" for
+its flags.
 
 `)
 	writeExitCodes(w)
