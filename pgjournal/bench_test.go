@@ -24,9 +24,10 @@ import (
 //	go test -run '^$' -bench IntentCommit -count 3 ./pgjournal
 func BenchmarkIntentCommit(b *testing.B) {
 	dsn := pgtest.NewDatabase(b)
+	var runs atomic.Int64 // each run in a namespace of its own: every operation new
 	for _, callers := range []int{1, 16, 64} {
 		b.Run(fmt.Sprint("callers=", callers), func(b *testing.B) {
-			j := openJournal(b, dsn, pgjournal.Options{Namespace: fmt.Sprint("bench-", callers, "-", b.N)})
+			j := openJournal(b, dsn, pgjournal.Options{Namespace: fmt.Sprint("bench-", runs.Add(1))})
 			var (
 				next          atomic.Int64
 				mu            sync.Mutex
