@@ -14,11 +14,11 @@ package pgjournal
 // overwrite what the next holder records.
 //
 // The holder cannot read the database's clock between its statements, so
-// it keeps its own deadline by its monotonic clock: LeaseTTL after it sent
-// the statement that took or last renewed the lease. The database set
-// lease_until LeaseTTL after it ran that statement, which is no earlier,
-// so the holder always believes its lease lapsed no later than the
-// database does. When that deadline passes, Lost is closed and the client
+// it keeps its own deadline by its monotonic clock: nine tenths of LeaseTTL
+// after it sent the statement that took or last renewed the lease
+// (localLease). The database set lease_until LeaseTTL after it ran that
+// statement, which is no earlier, so the holder always believes its lease
+// lapsed a tenth of LeaseTTL before the database does. When that deadline passes, Lost is closed and the client
 // sends no further attempt.
 
 import (
@@ -34,6 +34,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// localLease is how long after sending the statement that took or renewed
+// a lease the holder believes it holds it: a tenth less than the database
+// grants, so that an attempt the holder starts just before its deadline
+// reaches the server before another machine can have taken the lease, and
+// so that a machine's clock running a little fast against the database's
+// cannot make it outlive its lease.
+func localLease(ttl time.Duration) time.Duration { return ttl - ttl/10 }
 
 // Bounds of the wait for a claim held elsewhere: polls start at the first
 // and double up to the second, and never sleep past the lease's end.
@@ -228,7 +236,7 @@ type claim struct {
 func (c *claim) lease(sent time.Time) {
 	c.lost = make(chan struct{})
 	c.stop = make(chan struct{})
-	c.deadline = sent.Add(c.j.opt.LeaseTTL)
+	c.deadline = sent.Add(localLease(c.j.opt.LeaseTTL))
 	c.lapse = time.AfterFunc(time.Until(c.deadline), func() {
 		c.j.log.Warn("pgjournal: lease lapsed before it could be renewed", "op", c.id, "owner", c.j.opt.Owner)
 		c.lose()
@@ -287,7 +295,7 @@ func (c *claim) renew() {
 			return
 		}
 		c.mu.Lock()
-		c.deadline = sent.Add(ttl)
+		c.deadline = sent.Add(localLease(ttl))
 		if c.lapse.Stop() { // not fired yet: move it
 			c.lapse.Reset(time.Until(c.deadline))
 		}

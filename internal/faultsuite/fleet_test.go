@@ -67,13 +67,17 @@ func TestFleetCrash(t *testing.T) {
 	}
 	restarts := 0
 	for k := 1; k <= kills; k++ {
-		i := rng.IntN(fleetWorkers)
-		running, err := killPoint(ctx, workers[i], rng, ops/(fleetWorkers*kills))
-		if err != nil {
+		// The kills are spread over the batch by how much of it is done,
+		// whichever worker did it: the fleet is faster than any one of
+		// its workers, and must not finish before the last kill.
+		if err := takeovers.waitDone(ctx, k*ops/(kills+2)+rng.IntN(ops/(2*(kills+2))+1)); err != nil {
 			t.Fatal(err)
 		}
-		if !running {
+		i := rng.IntN(fleetWorkers)
+		select {
+		case <-workers[i].exited:
 			t.Fatalf("worker %d ended (%v) before kill %d: %s", i, workers[i].err, k, workers[i].stderr.String())
+		default:
 		}
 		workers[i].kill()
 		takeovers.killed(i)
@@ -193,10 +197,30 @@ type takeovers struct {
 	sending  map[string]int       // op -> the worker whose attempt was last, until an outcome
 	orphaned map[string]time.Time // op -> when its sender was killed
 	took     []time.Duration
+	done     map[string]bool // operations some worker reported done
+	changed  chan struct{}   // closed and replaced when done grows
 }
 
 func newTakeovers() *takeovers {
-	return &takeovers{sending: map[string]int{}, orphaned: map[string]time.Time{}}
+	return &takeovers{sending: map[string]int{}, orphaned: map[string]time.Time{},
+		done: map[string]bool{}, changed: make(chan struct{})}
+}
+
+// waitDone waits until n operations are done, on any worker.
+func (t *takeovers) waitDone(ctx context.Context, n int) error {
+	for {
+		t.mu.Lock()
+		got, changed := len(t.done), t.changed
+		t.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d operations done (%d are): %w", n, got, ctx.Err())
+		}
+	}
 }
 
 // recorder returns worker i's recorder, passing events on to rec.
@@ -256,5 +280,10 @@ func (r takeoverRecorder) Outcome(op string, res Result) {
 	defer r.t.mu.Unlock()
 	if r.t.sending[op] == r.i {
 		delete(r.t.sending, op)
+	}
+	if res == ResultDone && !r.t.done[op] {
+		r.t.done[op] = true
+		close(r.t.changed)
+		r.t.changed = make(chan struct{})
 	}
 }
