@@ -40,9 +40,9 @@ func TestEveryJournalCommandRefusesBadInputInOneLine(t *testing.T) {
 		says       string
 	}
 	inputs := []input{
-		{"missing", missing, exitFailure, "no journal at " + missing},
-		{"directory", sub, exitFailure, sub + " is a directory, not a journal"},
-		{"garbage", garbage, exitJournal, "corrupt at offset 0"},
+		{"missing", missing, exitPath, "no journal at " + missing},
+		{"directory", sub, exitPath, sub + " is a directory, not a journal"},
+		{"garbage", garbage, exitDamaged, "corrupt at offset 0"},
 	}
 	writers := map[string]bool{"compact": true, "settle": true, "load": true}
 	commands := map[string]func(path string) []string{

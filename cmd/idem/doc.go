@@ -115,15 +115,17 @@
 // # Exit codes
 //
 //	0  success; for send, the operation is done; for demo, idem was exact
-//	1  other error (missing journal file, unreadable input, I/O); for demo,
+//	1  other error (unreadable input, I/O); for demo,
 //	   a duplicate or lost charge with idem
 //	2  usage: bad flags, arguments or command
 //	3  send: rejected, the server answered without applying the request
 //	4  send: outcome unknown, the operation stays pending; rerun to resume
 //	5  send: refused before sending (operation ID reused with a different
 //	   request, key older than --ttl)
-//	6  journal locked by another process, or corrupt (the message gives the
-//	   offset of the damage), or its database down
-//	7  journal verify: damaged (not a torn tail); verify, salvage: not a
-//	   journal
+//	6  journal locked by another process, or its database down: wait and
+//	   run the command again
+//	7  journal corrupt (the message gives the offset of the damage) or not
+//	   a journal; for verify, damage that is not a torn tail
+//	8  no journal at the path: nothing there, a directory, a directory that
+//	   does not exist, no permission, a read-only file system
 package main

@@ -167,7 +167,7 @@ func requireFile(path string) error {
 func reportJournalError(e env, cmd, path string, err error) int {
 	if msg := pathProblem(path, err); msg != "" {
 		fmt.Fprintf(e.stderr, "%s: %s\n", cmd, msg)
-		return journalExitCode(err)
+		return exitPath
 	}
 	var corrupt *idem.CorruptError
 	switch {

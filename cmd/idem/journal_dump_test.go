@@ -117,10 +117,10 @@ func TestJournalLoadConflictsAndBadInput(t *testing.T) {
 
 func TestJournalDumpAndCopyErrors(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.journal")
-	if r := runAt(t, at(listNow), nil, "journal", "dump", missing); r.code != exitFailure || !strings.Contains(r.stderr, "no journal at") {
+	if r := runAt(t, at(listNow), nil, "journal", "dump", missing); r.code != exitPath || !strings.Contains(r.stderr, "no journal at") {
 		t.Fatalf("dump of a missing journal: %+v", r)
 	}
-	if r := runAt(t, at(listNow), nil, "journal", "copy", missing, missing+"2"); r.code != exitFailure || !strings.Contains(r.stderr, "no journal at") || exists(missing+"2") {
+	if r := runAt(t, at(listNow), nil, "journal", "copy", missing, missing+"2"); r.code != exitPath || !strings.Contains(r.stderr, "no journal at") || exists(missing+"2") {
 		t.Fatalf("copy of a missing journal: %+v", r)
 	}
 	for _, args := range [][]string{{"dump"}, {"dump", "a", "b"}, {"load"}, {"copy", "a"}, {"copy", "a", "a"}} {

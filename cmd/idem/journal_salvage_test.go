@@ -224,10 +224,10 @@ func TestJournalVerifyAndSalvageBadPaths(t *testing.T) {
 	}{
 		{[]string{"verify", garbage}, exitDamaged, "idem journal verify: " + garbage + ` is not a journal: bad magic "not a jo"`},
 		{[]string{"salvage", garbage, dst}, exitDamaged, "idem journal salvage: " + garbage + ` is not a journal: bad magic "not a jo"`},
-		{[]string{"verify", dir}, exitFailure, "idem journal verify: " + dir + " is a directory, not a journal"},
-		{[]string{"salvage", dir, dst}, exitFailure, "idem journal salvage: " + dir + " is a directory, not a journal"},
-		{[]string{"verify", missing}, exitFailure, "idem journal verify: no journal at " + missing},
-		{[]string{"salvage", missing, dst}, exitFailure, "idem journal salvage: no journal at " + missing},
+		{[]string{"verify", dir}, exitPath, "idem journal verify: " + dir + " is a directory, not a journal"},
+		{[]string{"salvage", dir, dst}, exitPath, "idem journal salvage: " + dir + " is a directory, not a journal"},
+		{[]string{"verify", missing}, exitPath, "idem journal verify: no journal at " + missing},
+		{[]string{"salvage", missing, dst}, exitPath, "idem journal salvage: no journal at " + missing},
 	} {
 		r := runCLI(t, append([]string{"journal"}, tc.args...)...)
 		if r.code != tc.code || r.stdout != "" || r.stderr != tc.want+"\n" {
@@ -263,7 +263,7 @@ func TestJournalVerifyAndSalvageUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"journal", "-h"}, "  salvage   SRC DST"},
-		{[]string{"journal", "-h"}, "7  journal verify: damaged"},
+		{[]string{"journal", "-h"}, "7  journal corrupt or not a journal; verify: damage"},
 		{[]string{"journal", "verify", "-h"}, "Usage: idem journal verify PATH"},
 		{[]string{"journal", "salvage", "-h"}, "Usage: idem journal salvage SRC DST"},
 	} {

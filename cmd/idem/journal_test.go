@@ -431,8 +431,8 @@ func TestMissingJournalIsNotCreated(t *testing.T) {
 	} {
 		r := runCLI(t, args...)
 		want := fmt.Sprintf("idem journal %s: no journal at %s\n", args[1], path)
-		if r.code != exitFailure || r.stdout != "" || r.stderr != want {
-			t.Errorf("%q: exit code %d, stdout %q, stderr %q; want %d and %q", args, r.code, r.stdout, r.stderr, exitFailure, want)
+		if r.code != exitPath || r.stdout != "" || r.stderr != want {
+			t.Errorf("%q: exit code %d, stdout %q, stderr %q; want %d and %q", args, r.code, r.stdout, r.stderr, exitPath, want)
 		}
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 			t.Fatalf("%q created %v", args, entries)
@@ -465,8 +465,8 @@ func TestCorruptJournalNamesTheOffset(t *testing.T) {
 		{"send", "--journal", f.path, "--op", "charge-1", "-d", `{"n":1}`, f.url + "/done"},
 	} {
 		r := runCLI(t, args...)
-		if r.code != exitJournal || r.stdout != "" || !strings.Contains(r.stderr, want) {
-			t.Errorf("%q: exit code %d, stdout %q, stderr %q; want %d and %q", args, r.code, r.stdout, r.stderr, exitJournal, want)
+		if r.code != exitDamaged || r.stdout != "" || !strings.Contains(r.stderr, want) {
+			t.Errorf("%q: exit code %d, stdout %q, stderr %q; want %d and %q", args, r.code, r.stdout, r.stderr, exitDamaged, want)
 		}
 	}
 	if got, _ := os.ReadFile(f.path); string(got) != string(data) {
