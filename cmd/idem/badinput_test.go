@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/idemkit/idem"
@@ -88,5 +90,26 @@ func TestEveryJournalCommandRefusesBadInputInOneLine(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(sub); len(entries) != 0 {
 		t.Errorf("files were made in the directory given as a journal: %v", entries)
+	}
+}
+
+// TestReadOnlyAndPermissionProblemsAreNamed: the failures this machine's
+// tests cannot cause for real (they run as root, and mounting a read-only
+// file system needs privileges) are named by the same function that names
+// the others, with the same exit code.
+func TestReadOnlyAndPermissionProblemsAreNamed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&os.PathError{Op: "open", Path: path, Err: syscall.EROFS}, "journal " + path + ": the file system is read-only"},
+		{&os.PathError{Op: "open", Path: path, Err: syscall.EACCES}, "journal " + path + ": permission denied"},
+	} {
+		var stderr strings.Builder
+		code := reportJournalError(env{stderr: &stderr}, "idem journal compact", path, fmt.Errorf("idem: opening journal: %w", tc.err))
+		if code != exitPath || stderr.String() != "idem journal compact: "+tc.want+"\n" {
+			t.Errorf("%v: exit code %d, stderr %q; want %d and %q", tc.err, code, stderr.String(), exitPath, tc.want)
+		}
 	}
 }
