@@ -1,26 +1,9 @@
 package idem_test
 
-import (
-	"context"
+import "github.com/idemkit/idem/internal/journaltest"
 
-	"github.com/idemkit/idem"
+// list and lookup read a journal that cannot fail to be read.
+var (
+	list   = journaltest.MustList
+	lookup = journaltest.MustLookup
 )
-
-// list returns j's listing. The journals these tests list never fail to.
-func list(j idem.Journal, which idem.Listing) []idem.Operation {
-	ops, err := j.List(context.Background(), which)
-	if err != nil {
-		panic(err)
-	}
-	return ops
-}
-
-// lookup returns what j holds for id. The journals these tests look up
-// never fail to.
-func lookup(j idem.Journal, id string) (idem.Operation, bool) {
-	op, ok, err := j.Lookup(context.Background(), id)
-	if err != nil {
-		panic(err)
-	}
-	return op, ok
-}

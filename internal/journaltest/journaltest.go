@@ -491,3 +491,23 @@ func testReopenKeepsEverything(t *testing.T, open Open) {
 		t.Fatalf("the pending operation resumes under %q, want %q", op.Key, p.Key)
 	}
 }
+
+// MustList returns j's listing, panicking on an error: for tests of
+// journals that cannot fail to list (the file and memory journals).
+func MustList(j idem.Journal, which idem.Listing) []idem.Operation {
+	ops, err := j.List(context.Background(), which)
+	if err != nil {
+		panic(err)
+	}
+	return ops
+}
+
+// MustLookup returns what j holds for id, panicking on an error, as
+// MustList does.
+func MustLookup(j idem.Journal, id string) (idem.Operation, bool) {
+	op, ok, err := j.Lookup(context.Background(), id)
+	if err != nil {
+		panic(err)
+	}
+	return op, ok
+}
