@@ -13,8 +13,8 @@ import (
 // opens the same database and namespace; and, when Config.Journal is nil,
 // the Client's own memory. Every method is safe for concurrent use.
 //
-// A Client uses a Journal in one pattern (keys.go explains why each step is
-// where it is):
+// A Client uses a Journal in one pattern (DESIGN.md's rules, cited beside
+// each step, say why it is where it is):
 //
 //	claim := Claim(ctx, id)         // one Do of id at a time, everywhere (C11, F3)
 //	op, ok := claim.Operation()     // resume, replay, or...
