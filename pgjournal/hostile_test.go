@@ -230,24 +230,32 @@ func TestRecordsEveryByteOfAHeader(t *testing.T) {
 // once all succeed, whichever creates the tables.
 func TestConcurrentOpensOfANewDatabase(t *testing.T) {
 	for round := range 8 {
-		dsn := pgtest.NewDatabase(t)
-		var wg sync.WaitGroup
-		errs := make(chan error, 8)
-		for range 8 {
-			wg.Go(func() {
-				j, err := pgjournal.Open(context.Background(), dsn, pgjournal.Options{Logger: quiet})
-				if err == nil {
-					j.Close()
-				}
-				errs <- err
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(fmt.Errorf("round %d: %w", round, err))
-			}
+		if err := openAtOnce(pgtest.NewDatabase(t), 8); err != nil {
+			t.Fatal(fmt.Errorf("round %d: %w", round, err))
 		}
 	}
+}
+
+// openAtOnce opens (and closes) the journal in dsn's database n times at
+// once, as n machines starting together would, and returns the first error.
+func openAtOnce(dsn string, n int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			j, err := pgjournal.Open(context.Background(), dsn, pgjournal.Options{Logger: quiet})
+			if err == nil {
+				j.Close()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -483,25 +483,8 @@ func TestDatabaseDownFailsBeforeSending(t *testing.T) {
 // database from a newer idem is refused.
 func TestMigrate(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			j, err := pgjournal.Open(context.Background(), dsn, pgjournal.Options{Logger: quiet})
-			if err == nil {
-				j.Close()
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("concurrent opens of a new database: %v", err)
-		}
+	if err := openAtOnce(dsn, 4); err != nil {
+		t.Fatalf("concurrent opens of a new database: %v", err)
 	}
 	j, err := pgjournal.Open(context.Background(), dsn, pgjournal.Options{NoMigrate: true, Logger: quiet})
 	if err != nil {
