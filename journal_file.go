@@ -2,7 +2,7 @@ package idem
 
 // FileJournal: the Journal in one file on one machine's disk. Its engine
 // (the file format, recovery, group commit, compaction, the writer lock and
-// the index) is package internal/filejournal, which keeps rules J1 to J8;
+// the index) is package internal/filejournal, which keeps rules J1 to J9;
 // this file converts Operations to and from the engine's records and checks
 // them before they are written.
 
@@ -50,8 +50,12 @@ type JournalOptions struct {
 	// torn tail, such as a record the writer is appending at that moment,
 	// is ignored in memory; a file the writer cuts short while it is read
 	// is read again), and Begin, Complete and Compact return ErrReadOnly.
-	// The file is read once, at open: the listings are a snapshot. Default
-	// false.
+	// The file is indexed once, at open: the listings are a snapshot. It
+	// stays open until Close, for reading records back; a writer's
+	// compaction renames a new file over the name, and the reader goes on
+	// reading the one it opened. (Where a file open elsewhere cannot be
+	// renamed over, on Windows, the writer's compaction fails meanwhile,
+	// and the writer goes on with its file.) Default false.
 	ReadOnly bool
 
 	// KeyTTL is how long a key lives on the server. A pending operation
@@ -172,7 +176,12 @@ type JournalStats struct {
 // machine's disk: the default Journal. It is safe for concurrent use. Open
 // one with OpenJournal; only one FileJournal at a time may hold a file
 // open for writing. The index of every operation in the file is kept in
-// memory, rebuilt from the file on open.
+// memory, rebuilt from the file on open, at about 110 bytes per operation
+// plus its ID, whatever the size of the recorded responses: keys, URLs and
+// recorded responses stay in the file and are read, and checked, when an
+// operation is looked up or listed (J9). Ten million operations open in
+// seconds; a journal meant to hold many more, or shared by machines, is
+// pgjournal's.
 type FileJournal struct {
 	eng *filejournal.Journal
 
@@ -210,7 +219,9 @@ func OpenJournalWithOptions(path string, o JournalOptions) (*FileJournal, error)
 
 // newMemoryJournal returns a Journal without a file: Begin and Complete only
 // update the index, with the same checks as a file journal. The client uses
-// it when no journal is configured.
+// it when no journal is configured. Having no file, it keeps every record
+// whole in memory, recorded responses included, until it forgets them after
+// KeyTTL.
 func newMemoryJournal() *FileJournal {
 	return newMemoryJournalWithOptions(JournalOptions{})
 }
@@ -294,32 +305,38 @@ func (j *FileJournal) Compact() error { return j.eng.Compact() }
 
 // Close makes every appended record durable (one fsync), closes the file
 // and releases the lock. A second Close returns nil; every other method
-// returns an error matching ErrClosed afterwards, except the listings, which
-// keep answering from the index. If the journal had latched a failure, Close
-// releases everything and returns that failure.
+// returns an error matching ErrClosed afterwards (Lookup and List too,
+// since they read the file), except Stats. If the journal had latched a
+// failure, Close releases everything and returns that failure.
 func (j *FileJournal) Close() error { return j.eng.Close() }
 
-// Lookup returns the operation with the given ID. It never fails: the
-// index is in memory, and keeps answering after Close.
+// Lookup returns the operation with the given ID. The index in memory
+// finds it; its key, URL, fingerprint and recorded response are read from
+// the file, and checked as they were when the journal was opened. Lookup
+// fails only on that read: a failed read, a record that changed on disk
+// since the journal was opened (a *CorruptError matching ErrCorrupt: never
+// a wrong response), or a file journal used after Close (ErrClosed).
 func (j *FileJournal) Lookup(_ context.Context, id string) (Operation, bool, error) {
-	r, ok := j.eng.Lookup(id)
-	if !ok {
-		return Operation{}, false, nil
+	r, ok, err := j.eng.Lookup(id)
+	if !ok || err != nil {
+		return Operation{}, false, err
 	}
 	return operationOf(&r), true, nil
 }
 
 // List returns the operations the listing selects, ordered by Created then
-// ID; pending and expired are judged by JournalOptions.KeyTTL and Now. It
-// never fails, and keeps answering after Close.
+// ID; pending and expired are judged by JournalOptions.KeyTTL and Now. The
+// selected operations are read from the file, and List fails as Lookup
+// does.
 func (j *FileJournal) List(_ context.Context, which Listing) ([]Operation, error) {
 	now, ttl := j.eng.Now(), j.eng.KeyTTL()
-	keep := func(r *filejournal.Record) bool { return which.selectsRecord(r, now, ttl) }
-	return filejournal.List(j.eng, keep, operationOf), nil
+	keep := func(m *filejournal.Meta) bool { return which.selectsRecord(m, now, ttl) }
+	return filejournal.List(j.eng, keep, operationOf)
 }
 
-// selectsRecord is Listing.Selects on a record of the journal's engine.
-func (l Listing) selectsRecord(r *filejournal.Record, now time.Time, ttl time.Duration) bool {
+// selectsRecord is Listing.Selects on what the journal's engine keeps of
+// an operation in memory.
+func (l Listing) selectsRecord(r *filejournal.Meta, now time.Time, ttl time.Duration) bool {
 	switch l {
 	case ListAll:
 		return true
@@ -333,8 +350,9 @@ func (l Listing) selectsRecord(r *filejournal.Record, now time.Time, ttl time.Du
 	return false
 }
 
-// recordExpired is Operation.Expired on a record of the journal's engine.
-func recordExpired(r *filejournal.Record, now time.Time, ttl time.Duration) bool {
+// recordExpired is Operation.Expired on what the journal's engine keeps of
+// an operation in memory.
+func recordExpired(r *filejournal.Meta, now time.Time, ttl time.Duration) bool {
 	return State(r.State) == Pending && now.Sub(time.Unix(0, r.Created)) >= ttl
 }
 
@@ -434,7 +452,7 @@ func (j *FileJournal) Forget(ctx context.Context, id string, completed bool) err
 		return err
 	}
 	defer unlock()
-	if r, ok := j.eng.Lookup(id); ok && State(r.State).final() && !completed {
+	if r, ok := j.eng.LookupMeta(id); ok && State(r.State).final() && !completed {
 		return fmt.Errorf("idem: journal %s: forget %s: %w: it is %s with status %d",
 			j.Path(), filejournal.QuoteID(id), ErrAlreadyCompleted, State(r.State), r.Status)
 	}

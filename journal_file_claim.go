@@ -5,39 +5,76 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemkit/idem/internal/filejournal"
 )
 
 // Claim waits until no other Do of id runs through this journal, or ctx
 // ends. Only one process writes a file journal (J4), so a claim on it is
-// an in-process lock, and never lapses.
+// an in-process lock, and never lapses. The operation is looked up once
+// the claim is held, and Claim returns Lookup's error, if any.
 func (j *FileJournal) Claim(ctx context.Context, id string) (Claim, error) {
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return &fileClaim{j: j, id: id, unlock: unlock}, nil
+	c := &fileClaim{j: j, id: id, unlock: unlock}
+	if err := c.load(); err != nil {
+		c.Release()
+		return nil, err
+	}
+	return c, nil
 }
 
-// fileClaim is a FileJournal's Claim.
+// fileClaim is a FileJournal's Claim. It holds what the journal held of
+// the operation when it was taken, or, after Begin, what Begin recorded.
 type fileClaim struct {
 	j      *FileJournal
 	id     string
 	unlock func()
+	op     Operation
+	ok     bool
 }
 
-func (c *fileClaim) Operation() (Operation, bool) {
-	op, ok, _ := c.j.Lookup(context.Background(), c.id)
-	return op, ok
+// load looks the operation up.
+func (c *fileClaim) load() error {
+	op, ok, err := c.j.Lookup(context.Background(), c.id)
+	if err != nil {
+		return err
+	}
+	c.op, c.ok = op, ok
+	return nil
 }
+
+func (c *fileClaim) Operation() (Operation, bool) { return c.op, c.ok }
 
 func (c *fileClaim) Begin(_ context.Context, op Operation) error {
 	if op.ID != c.id {
 		return fmt.Errorf("idem: journal %s: Begin of %s under the claim on %s: %w", c.j.Path(), filejournal.QuoteID(op.ID), filejournal.QuoteID(c.id), ErrInvalidOperation)
 	}
-	return c.j.Begin(op)
+	if op.Created.IsZero() {
+		// As Begin would: the journal's clock, so the claim holds the
+		// time recorded.
+		op.Created = c.j.Now()
+	}
+	err := c.j.Begin(op)
+	switch {
+	case err == nil:
+		// What Lookup would now return.
+		op.State = Pending
+		op.Created = time.Unix(0, op.Created.UnixNano()).UTC()
+		c.op, c.ok = op, true
+	case errors.Is(err, ErrOperationExists):
+		// Begun outside this claim (FileJournal.Begin is not fenced by
+		// it): hold what the journal holds.
+		if lerr := c.load(); lerr != nil {
+			return errors.Join(err, lerr)
+		}
+	}
+	return err
 }
 
 func (c *fileClaim) Complete(_ context.Context, op Operation) error {

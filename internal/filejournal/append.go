@@ -58,7 +58,7 @@ func (j *Journal) Begin(in Intent) error {
 	if in.Created.IsZero() {
 		in.Created = j.opt.Now()
 	}
-	e := entry{Record: Record{
+	r := Record{
 		ID:          in.ID,
 		Key:         in.Key,
 		Fingerprint: in.Fingerprint,
@@ -66,19 +66,22 @@ func (j *Journal) Begin(in Intent) error {
 		URL:         in.URL,
 		Created:     in.Created.UnixNano(),
 		State:       Pending,
-	}}
+	}
 	buf, start := beginRecord(j.buf[:0])
-	buf, err := endRecord(appendIntent(buf, &e.Record), start, recIntent)
+	buf, err := endRecord(appendIntent(buf, &r), start, recIntent)
 	j.buf = buf
 	if err != nil {
 		return fmt.Errorf("idem: journal %s: begin %s: %w", j.path, QuoteID(in.ID), err)
 	}
+	at := j.size
 	seq, err := j.write(buf)
 	if err != nil {
 		return err
 	}
-	e.intentSize = uint32(len(buf))
-	e.seq = seq
+	e := entry{Meta: metaOf(&r), intentAt: at, intentSize: uint32(len(buf))}
+	if j.memory {
+		e.mem = &r
+	}
 	j.idx.add(&e)
 	j.maybeCompact()
 	return j.waitDurable(seq)
@@ -101,26 +104,46 @@ func (j *Journal) Complete(c Completion) error {
 	if !ok {
 		return fmt.Errorf("idem: journal %s: complete %s: %w", j.path, QuoteID(c.ID), ErrNoSuchOperation)
 	}
-	if c.Key != "" && c.Key != e.Key {
-		return fmt.Errorf("idem: journal %s: complete %s: %w: key %q is not the operation's key %q",
-			j.path, QuoteID(c.ID), ErrInvalidOperation, c.Key, e.Key)
+	if c.Key != "" {
+		key, err := j.keyOf(e)
+		if err != nil {
+			return fmt.Errorf("idem: journal %s: complete %s: %w", j.path, QuoteID(c.ID), err)
+		}
+		if c.Key != key {
+			return fmt.Errorf("idem: journal %s: complete %s: %w: key %q is not the operation's key %q",
+				j.path, QuoteID(c.ID), ErrInvalidOperation, c.Key, key)
+		}
 	}
 	if c.Completed.IsZero() {
 		c.Completed = j.opt.Now()
 	}
-	o := newOutcomeInto(&j.scratch, c.Completed, c.Status, c.Flags, c.Header, c.Body)
+	// The header and body are encoded straight into the record: the index
+	// keeps none of it, except in a journal without a file.
+	o := Outcome{Completed: c.Completed.UnixNano(), Status: int32(c.Status), Flags: c.Flags}
 	buf, start := beginRecord(j.buf[:0])
-	buf, err := endRecord(appendCompletion(buf, e.ID, c.State, &o), start, recCompletion)
+	buf = appendCompletionHead(buf, e.ID, c.State, &o)
+	rawAt := len(buf)
+	buf = appendHeaderBody(buf, c.Header, c.Body)
+	if j.memory {
+		o.Raw = string(buf[rawAt:])
+	}
+	buf, err := endRecord(buf, start, recCompletion)
 	j.buf = buf
 	if err != nil {
 		return fmt.Errorf("idem: journal %s: complete %s: %w", j.path, QuoteID(c.ID), err)
 	}
+	at := j.size
 	if _, err := j.write(buf); err != nil {
 		return err
 	}
 	e.State = c.State
-	e.Outcome = o
+	e.Completed, e.Status, e.Flags = o.Completed, o.Status, o.Flags
+	e.completionAt = at
 	e.completionSize = uint32(len(buf))
+	if e.mem != nil {
+		e.mem.State = c.State
+		e.mem.Outcome = o
+	}
 	j.maybeCompact()
 	return nil
 }
@@ -178,7 +201,7 @@ func (j *Journal) write(rec []byte) (uint64, error) {
 	j.appends++
 	j.writeSeq++
 	if j.memory {
-		j.syncedSeq = j.writeSeq
+		j.syncedSeq, j.syncedEnd = j.writeSeq, j.size
 	}
 	return j.writeSeq, nil
 }
@@ -204,7 +227,7 @@ func (j *Journal) waitDurable(seq uint64) error {
 		// file, and this fsync covers all of them. Records written while
 		// it runs wait for the next one.
 		j.syncing = true
-		target, f := j.writeSeq, j.f
+		target, end, f := j.writeSeq, j.size, j.f
 		group := target - j.syncedSeq
 		j.mu.Unlock()
 		began := time.Now()
@@ -219,9 +242,26 @@ func (j *Journal) waitDurable(seq uint64) error {
 			// Never retried: see the package comment above.
 			j.fail(fmt.Errorf("idem: journal %s: fsync: %w", j.path, err))
 		} else if target > j.syncedSeq {
-			j.syncedSeq = target
+			j.syncedSeq, j.syncedEnd = target, end
 		}
 		j.cond.Broadcast()
 	}
 	return nil
+}
+
+// keyOf returns the key of operation e, from its intent record. Called
+// with mu held.
+func (j *Journal) keyOf(e *entry) (string, error) {
+	if e.mem != nil {
+		return e.mem.Key, nil
+	}
+	r := j.reader()
+	if r == nil {
+		return "", ErrClosed
+	}
+	var rec Record
+	if err := j.loadIntent(j.preader(r), e, &rec); err != nil {
+		return "", err
+	}
+	return rec.Key, nil
 }

@@ -159,7 +159,7 @@ func TestJournalFsyncFailureLatches(t *testing.T) {
 	}
 	// The failed intent may never reach the disk: it must not be found as
 	// pending, or it would be sent. The one synced before stays.
-	if op, ok := j.Lookup(testIntent(1).ID); ok {
+	if op, ok := lookup(t, j, testIntent(1).ID); ok {
 		t.Fatalf("Lookup finds the operation whose intent fsync failed: %+v", op)
 	}
 	sameRecords(t, "after the failure", records(j), []Record{recordOf(testIntent(0))})
@@ -252,7 +252,7 @@ func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
 	if err := j.Begin(testIntent(2)); !errors.Is(err, errInjected) {
 		t.Fatalf("Begin with a short write: err = %v, want the injected error", err)
 	}
-	if _, ok := j.Lookup(testIntent(2).ID); ok {
+	if _, ok := lookup(t, j, testIntent(2).ID); ok {
 		t.Fatal("an operation whose intent was not written is in the index")
 	}
 	if err := j.Complete(testOutcome(testIntent(1), 200, "")); !errors.Is(err, errInjected) {

@@ -44,7 +44,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
 )
 
 const (
@@ -83,12 +82,17 @@ func appendIntent(buf []byte, r *Record) []byte {
 // appendCompletion appends the completion payload of operation id with
 // state s and outcome o to buf.
 func appendCompletion(buf []byte, id string, s State, o *Outcome) []byte {
+	return append(appendCompletionHead(buf, id, s, o), o.Raw...)
+}
+
+// appendCompletionHead appends a completion payload up to its header and
+// body section (o.Raw, which it leaves out).
+func appendCompletionHead(buf []byte, id string, s State, o *Outcome) []byte {
 	buf = append(buf, payloadVersion)
 	buf = appendString(buf, id)
 	buf = append(buf, byte(s), o.Flags)
 	buf = binary.AppendVarint(buf, o.Completed)
-	buf = binary.AppendUvarint(buf, uint64(o.Status))
-	return append(buf, o.Raw...)
+	return binary.AppendUvarint(buf, uint64(o.Status))
 }
 
 // appendHeaderBody appends the header-and-body section of a completion
@@ -188,42 +192,60 @@ func (d *decoder) end() {
 	}
 }
 
-// decodeIntent decodes an intent payload into r and returns why it cannot,
-// or "". The strings of r share one allocation.
-func decodeIntent(p []byte, r *Record) string {
+// intentSpans are the bounds of an intent payload's fields in the
+// payload, and its created time.
+type intentSpans struct {
+	idA, idB, keyA, keyB, fpA, mA, mB, uA, uB int
+	created                                   int64
+}
+
+// parseIntent checks an intent payload and returns where its fields are,
+// or why it cannot. It does not allocate.
+func parseIntent(p []byte) (intentSpans, string) {
+	var s intentSpans
 	d := decoder{b: p}
 	if v := d.byte(); v != payloadVersion && d.bad == "" {
-		return fmt.Sprintf("unsupported intent encoding %d", v)
+		return s, fmt.Sprintf("unsupported intent encoding %d", v)
 	}
-	idA, idB := d.span("operation ID", MaxIDLen)
-	keyA, keyB := d.span("key", MaxKeyLen)
-	fpA, fpB := d.i, d.i+len(r.Fingerprint)
-	if fpB > len(p) {
+	s.idA, s.idB = d.span("operation ID", MaxIDLen)
+	s.keyA, s.keyB = d.span("key", MaxKeyLen)
+	s.fpA = d.i
+	if fpB := s.fpA + len(Record{}.Fingerprint); fpB > len(p) {
 		d.fail("payload ends early")
 	} else {
 		d.i = fpB
 	}
-	mA, mB := d.span("method", len(p))
-	uA, uB := d.span("URL", len(p))
-	created := d.varint()
+	s.mA, s.mB = d.span("method", len(p))
+	s.uA, s.uB = d.span("URL", len(p))
+	s.created = d.varint()
 	d.end()
 	switch {
 	case d.bad != "":
-		return "intent: " + d.bad
-	case idA == idB:
-		return "intent: empty operation ID"
-	case keyA == keyB:
-		return "intent: empty key"
+		return s, "intent: " + d.bad
+	case s.idA == s.idB:
+		return s, "intent: empty operation ID"
+	case s.keyA == s.keyB:
+		return s, "intent: empty key"
+	}
+	return s, ""
+}
+
+// decodeIntent decodes an intent payload into r and returns why it cannot,
+// or "". The strings of r share one allocation.
+func decodeIntent(p []byte, r *Record) string {
+	s, reason := parseIntent(p)
+	if reason != "" {
+		return reason
 	}
 	// One string holds ID, key, method and URL (and the bytes between
 	// them); the fields are slices of it.
-	s := string(p[idA:uB])
-	r.ID = s[:idB-idA]
-	r.Key = s[keyA-idA : keyB-idA]
-	r.Method = s[mA-idA : mB-idA]
-	r.URL = s[uA-idA : uB-idA]
-	copy(r.Fingerprint[:], p[fpA:fpB])
-	r.Created = created
+	all := string(p[s.idA:s.uB])
+	r.ID = all[:s.idB-s.idA]
+	r.Key = all[s.keyA-s.idA : s.keyB-s.idA]
+	r.Method = all[s.mA-s.idA : s.mB-s.idA]
+	r.URL = all[s.uA-s.idA : s.uB-s.idA]
+	copy(r.Fingerprint[:], p[s.fpA:])
+	r.Created = s.created
 	r.State = Pending
 	return ""
 }
@@ -257,11 +279,12 @@ func decodeCompletionHead(p []byte) (completionHead, string) {
 	return h, ""
 }
 
-// decodeOutcome reads the rest of a completion payload after its head. The
-// header and body are checked but kept encoded, as one string: most
-// outcomes are never looked at again, and recovery should not pay for a map
-// per response. DecodeHeaderBody decodes them when asked.
-func decodeOutcome(h *completionHead, o *Outcome) string {
+// decodeOutcome reads the rest of a completion payload after its head into
+// o, all but Raw, and returns the header-and-body section, checked but
+// still encoded (it aliases the payload): most outcomes are never looked
+// at again, and recovery should not pay for a map per response, nor keep
+// the bytes. DecodeHeaderBody decodes them when asked.
+func decodeOutcome(h *completionHead, o *Outcome) ([]byte, string) {
 	d := &h.d
 	flags := d.byte()
 	o.Completed = d.varint()
@@ -275,7 +298,7 @@ func decodeOutcome(h *completionHead, o *Outcome) string {
 		}
 	}
 	if d.bad != "" {
-		return "completion: " + d.bad
+		return nil, "completion: " + d.bad
 	}
 	o.Status = int32(status)
 	o.Flags = flags
@@ -283,14 +306,13 @@ func decodeOutcome(h *completionHead, o *Outcome) string {
 	bodyLen, reason := checkHeaderBody(raw)
 	switch {
 	case reason != "":
-		return "completion: " + reason
+		return nil, "completion: " + reason
 	case flags&FlagBodyTruncated != 0 && bodyLen > 0:
-		return "completion: body kept although marked truncated"
+		return nil, "completion: body kept although marked truncated"
 	case flags&FlagSummarized != 0 && string(raw) != emptyHeaderBody:
-		return "completion: a summary keeps a header or body"
+		return nil, "completion: a summary keeps a header or body"
 	}
-	o.Raw = string(raw)
-	return ""
+	return raw, ""
 }
 
 // checkHeaderBody checks a header-and-body section without allocating:
@@ -439,30 +461,9 @@ func intentRecordSize(r *Record) int64 {
 	return alignRecord(int64(recordHeaderSize + len(payload) + recordCRCSize))
 }
 
-// summaryRecordSize is the framed size of the completion record of r's
-// summary.
-func summaryRecordSize(r *Record) uint32 {
-	s := *r
-	s.Raw = emptyHeaderBody
+// summaryRecordSize is the framed size of the completion record of the
+// summary of m, a completed operation.
+func summaryRecordSize(m *Meta) uint32 {
+	s := Record{ID: m.ID, State: m.State, Outcome: Outcome{Completed: m.Completed, Status: m.Status, Flags: m.Flags, Raw: emptyHeaderBody}}
 	return uint32(completionRecordSize(&s))
-}
-
-// newOutcomeInto encodes an outcome as the journal keeps it, through
-// scratch, a buffer the caller reuses (or nil), so that the only
-// allocation is the kept string.
-func newOutcomeInto(scratch *[]byte, completed time.Time, status int, flags uint8, h http.Header, body []byte) Outcome {
-	var buf []byte
-	if scratch != nil {
-		buf = (*scratch)[:0]
-	}
-	buf = appendHeaderBody(buf, h, body)
-	if scratch != nil && cap(buf) <= rewriteChunk {
-		*scratch = buf
-	}
-	return Outcome{
-		Completed: completed.UnixNano(),
-		Status:    int32(status),
-		Flags:     flags,
-		Raw:       string(buf),
-	}
 }

@@ -100,19 +100,13 @@ func (j *Journal) compactLocked() error {
 		return err // closed or failed while waiting
 	}
 	now := unixNanos(j.opt.Now())
-	var live []*entry
+	var live []keep
 	for e := range j.idx.all() {
 		switch {
 		case e.live(now, j.opt.KeyTTL):
-			live = append(live, e)
+			live = append(live, keep{e: e})
 		case j.remembered(e, now):
-			s := e.summarized()
-			live = append(live, &s)
-		}
-	}
-	for i, e := range live {
-		if s, ok := j.scrubbed(e); ok {
-			live[i] = &s
+			live = append(live, keep{e: e, summarize: true})
 		}
 	}
 	if err := j.rewrite(live); err != nil {
@@ -123,27 +117,69 @@ func (j *Journal) compactLocked() error {
 	return nil
 }
 
-// rewrite replaces the journal file by one holding the given entries, in
-// order, and makes the index exactly those entries. With no entries it
-// creates a new journal. Called with mu held and no fsync running.
-func (j *Journal) rewrite(live []*entry) error {
+// keep is an operation a rewrite keeps: whole, or as a summary.
+type keep struct {
+	e         *entry
+	summarize bool
+}
+
+// rewrite replaces the journal file by one holding the given operations,
+// in order, each scrubbed (Options.ScrubURL, ScrubHeader) and, if so
+// marked, summarized, and makes the index exactly those operations. Their
+// records are read from the old file (read.go) and written anew to the new
+// one. With no operations it creates a new journal. Called with mu held
+// and no fsync running.
+func (j *Journal) rewrite(live []keep) error {
 	// The new index, built aside so a failure leaves the old one.
 	idx := newIndex(len(live))
-	for _, e := range live {
-		idx.add(e)
-	}
 
 	if j.memory {
 		size := int64(fileHeaderSize)
-		for _, e := range live {
-			size += int64(e.intentSize) + int64(e.completionSize)
+		for _, k := range live {
+			r := j.kept(*k.e.mem, k.summarize)
+			e := entry{Meta: metaOf(&r), intentAt: size, intentSize: uint32(intentRecordSize(&r)), mem: &r}
+			size += int64(e.intentSize)
+			if r.State.final() {
+				e.completionAt, e.completionSize = size, uint32(completionRecordSize(&r))
+				size += int64(e.completionSize)
+			}
+			idx.add(&e)
 		}
 		j.replaceIndex(idx, size, int64(len(live)))
+		j.syncedEnd = size
 		return nil
 	}
 
+	// Records are read in the order of the intents, each kind through a
+	// read-ahead buffer of its own: intents lie in file order, and so,
+	// mostly, do completions.
+	var intents, completions readAt
+	if r := j.reader(); r != nil {
+		intents, completions = chunkReader(newFileReader(r, j.size)), chunkReader(newFileReader(r, j.size))
+	}
+	source := func(i int) (Record, error) {
+		var r Record
+		e := live[i].e
+		if err := j.loadIntent(intents, e, &r); err != nil {
+			return Record{}, err
+		}
+		if err := j.loadOutcome(completions, e, &r); err != nil {
+			return Record{}, err
+		}
+		return j.kept(r, live[i].summarize), nil
+	}
+	// The intents no fsync has covered yet are the last ones written; in
+	// the new file they start at syncedEnd.
+	syncedEnd := int64(-1)
+	placed := func(i int, r *Record, p placement) {
+		if syncedEnd < 0 && live[i].e.intentAt >= j.syncedEnd {
+			syncedEnd = p.intentAt
+		}
+		e := entry{Meta: metaOf(r), intentAt: p.intentAt, intentSize: p.intentSize, completionAt: p.completionAt, completionSize: p.completionSize}
+		idx.add(&e)
+	}
 	tmp := j.file + compactSuffix
-	size, records, err := j.writeFile(tmp, live)
+	size, records, err := j.writeFile(tmp, len(live), source, placed)
 	if err != nil {
 		if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
@@ -177,28 +213,50 @@ func (j *Journal) rewrite(live []*entry) error {
 		return err
 	}
 	// From here on the name may point at either file after a crash, until
-	// the directory is synced: a failure latches.
+	// the directory is synced: a failure latches. The index is replaced
+	// at once, whatever happens next: its offsets are the new file's.
+	j.replaceIndex(idx, size, records)
+	if syncedEnd >= 0 {
+		j.syncedEnd = syncedEnd
+	}
 	j.dirSyncs++
 	if err := j.opt.syncDir(j.dir()); err != nil {
 		j.fail(fmt.Errorf("idem: journal %s: fsync of directory after rename: %w", j.path, err))
+		j.openForReading()
 		return j.failed
 	}
 	// The new file holds every record written before, and it is durable.
-	j.replaceIndex(idx, size, records)
-	j.syncedSeq = j.writeSeq
+	j.syncedSeq, j.syncedEnd = j.writeSeq, j.size
 	j.cond.Broadcast()
 	f, err := j.openFile(j.file, os.O_RDWR|os.O_APPEND)
 	if err != nil {
 		j.fail(fmt.Errorf("idem: journal %s: reopening after compaction: %w", j.path, err))
+		j.openForReading()
 		return j.failed
 	}
 	j.f = f
 	return nil
 }
 
-// writeFile writes a journal holding the entries to path and fsyncs it,
-// returning its size and record count.
-func (j *Journal) writeFile(path string, live []*entry) (size, records int64, err error) {
+// openForReading opens the journal file for reading its records back,
+// after a compaction that latched a failure left it without a file to
+// append to. If that fails too, reads report ErrClosed.
+func (j *Journal) openForReading() {
+	if f, err := j.openFile(j.file, os.O_RDONLY); err == nil {
+		j.ro = f
+	}
+}
+
+// placement is where writeFile wrote an operation's records.
+type placement struct {
+	intentAt, completionAt     int64
+	intentSize, completionSize uint32
+}
+
+// writeFile writes a journal holding n operations to path, operation i
+// being source(i), and fsyncs it, returning its size and record count.
+// placed, when set, is told where each operation's records landed.
+func (j *Journal) writeFile(path string, n int, source func(i int) (Record, error), placed func(i int, r *Record, p placement)) (size, records int64, err error) {
 	f, err := j.openFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return 0, 0, err
@@ -221,19 +279,29 @@ func (j *Journal) writeFile(path string, live []*entry) (size, records int64, er
 		}
 		return nil
 	}
-	for _, e := range live {
-		var start int
-		buf, start = beginRecord(buf)
-		if buf, err = endRecord(appendIntent(buf, &e.Record), start, recIntent); err != nil {
+	for i := range n {
+		r, err := source(i)
+		if err != nil {
 			return 0, 0, err
 		}
+		var p placement
+		var start int
+		buf, start = beginRecord(buf)
+		if buf, err = endRecord(appendIntent(buf, &r), start, recIntent); err != nil {
+			return 0, 0, err
+		}
+		p.intentAt, p.intentSize = size+int64(start), uint32(len(buf)-start)
 		records++
-		if e.State.final() {
+		if r.State.final() {
 			buf, start = beginRecord(buf)
-			if buf, err = endRecord(appendCompletion(buf, e.ID, e.State, &e.Outcome), start, recCompletion); err != nil {
+			if buf, err = endRecord(appendCompletion(buf, r.ID, r.State, &r.Outcome), start, recCompletion); err != nil {
 				return 0, 0, err
 			}
+			p.completionAt, p.completionSize = size+int64(start), uint32(len(buf)-start)
 			records++
+		}
+		if placed != nil {
+			placed(i, &r, p)
 		}
 		if len(buf) >= rewriteChunk {
 			if err := flush(); err != nil {
@@ -287,51 +355,47 @@ func (e *entry) completedWithin(now int64, d time.Duration) bool {
 	return uint64(now)-uint64(e.Completed) < uint64(d) // now > completed: no overflow in uint64
 }
 
-// summarized returns e with its response header and body dropped, as
+// kept returns r as a rewrite keeps it: summarized if summarize is set,
+// then scrubbed.
+func (j *Journal) kept(r Record, summarize bool) Record {
+	if summarize {
+		r = summarized(r)
+	}
+	return j.scrubbed(r)
+}
+
+// summarized returns r with its response header and body dropped, as
 // compaction keeps a completed operation past KeyTTL. A header or body that
 // was recorded is marked not recorded, and the summary is marked as one, so
 // that reading the body says why it is missing.
-func (e *entry) summarized() entry {
-	s := *e
-	if e.Raw != emptyHeaderBody {
-		h, body := DecodeHeaderBody(e.Raw)
-		s.Flags |= FlagSummarized
+func summarized(r Record) Record {
+	if r.Raw != emptyHeaderBody {
+		h, body := DecodeHeaderBody(r.Raw)
+		r.Flags |= FlagSummarized
 		if len(h) > 0 {
-			s.Flags |= FlagHeaderTruncated
+			r.Flags |= FlagHeaderTruncated
 		}
 		if len(body) > 0 {
-			s.Flags |= FlagBodyTruncated
+			r.Flags |= FlagBodyTruncated
 		}
-		s.Raw = emptyHeaderBody
-		s.completionSize = uint32(completionRecordSize(&s.Record))
+		r.Raw = emptyHeaderBody
 	}
-	return s
+	return r
 }
 
-// scrubbed returns e as Options.ScrubURL and ScrubHeader would have
-// recorded it, and whether that differs from e.
-func (j *Journal) scrubbed(e *entry) (entry, bool) {
-	s := *e
-	changed := false
+// scrubbed returns r as Options.ScrubURL and ScrubHeader would have
+// recorded it.
+func (j *Journal) scrubbed(r Record) Record {
 	if j.opt.ScrubURL != nil {
-		s.URL = j.opt.ScrubURL(e.URL)
-		changed = s.URL != e.URL
+		r.URL = j.opt.ScrubURL(r.URL)
 	}
-	if j.opt.ScrubHeader != nil && e.State.final() && e.Raw != emptyHeaderBody {
-		h, body := DecodeHeaderBody(e.Raw)
+	if j.opt.ScrubHeader != nil && r.State.final() && r.Raw != emptyHeaderBody {
+		h, body := DecodeHeaderBody(r.Raw)
 		if kept, ok := j.opt.ScrubHeader(h); ok {
-			s.Raw = string(appendHeaderBody(nil, kept, body))
-			changed = true
+			r.Raw = string(appendHeaderBody(nil, kept, body))
 		}
 	}
-	if !changed {
-		return s, false
-	}
-	s.intentSize = uint32(intentRecordSize(&s.Record))
-	if s.State.final() {
-		s.completionSize = uint32(completionRecordSize(&s.Record))
-	}
-	return s, true
+	return r
 }
 
 // liveSet counts the operations compaction at now would keep, whole or as
@@ -343,7 +407,7 @@ func (j *Journal) liveSet(now time.Time) (n int, bytes int64) {
 		case e.live(ns, j.opt.KeyTTL):
 			bytes += int64(e.intentSize) + int64(e.completionSize)
 		case j.remembered(e, ns):
-			bytes += int64(e.intentSize) + int64(min(e.completionSize, summaryRecordSize(&e.Record)))
+			bytes += int64(e.intentSize) + int64(min(e.completionSize, summaryRecordSize(&e.Meta)))
 		default:
 			continue
 		}

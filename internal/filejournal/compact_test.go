@@ -241,6 +241,8 @@ func TestJournalDirectoryFsyncFailureAfterRenameLatches(t *testing.T) {
 	if err := j.Begin(testIntent(8)); !errors.Is(err, errInjected) {
 		t.Fatalf("Begin after the failure: err = %v, want the injected error", err)
 	}
+	// The index is the new file's, and its records are read from it.
+	sameRecords(t, "after the failure", records(j), live)
 	j.Close()
 	sameRecords(t, "reopened", records(openTestJournal(t, path, quietOptions())), live)
 }

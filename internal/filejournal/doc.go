@@ -1,7 +1,9 @@
 // Package filejournal is the engine of idem's file journal: an append-only
 // file holding, per operation, the intent (ID, key, fingerprint, method,
 // URL, created time) and, once known, the outcome, with the index of every
-// operation in it kept in memory and rebuilt from the file on open.
+// operation in it kept in memory and rebuilt from the file on open. The
+// index holds each operation's Meta and where its records are; the rest,
+// the recorded responses above all, is read from the file when asked for.
 //
 // Package idem wraps a Journal as its FileJournal (and, without a file, as
 // the journal a Client keeps in memory), converting its Operations to and
@@ -10,7 +12,7 @@
 // until DecodeHeaderBody is asked for them, and of net/http it knows only
 // the Header type, which the codec encodes and decodes.
 //
-// The rules it keeps (J1 to J8, and the journal's side of C2 and C3) are
+// The rules it keeps (J1 to J9, and the journal's side of C2 and C3) are
 // stated in the repository's DESIGN.md. Each is explained in the file that
 // keeps it, and pointed to elsewhere:
 //
@@ -24,4 +26,5 @@
 //   - J7, creation and compaction: compact.go.
 //   - J8, the index the reads answer from: index.go, and Lookup and List in
 //     journal.go.
+//   - J9, records read back from the file on demand, and checked: read.go.
 package filejournal

@@ -26,15 +26,11 @@ func (j *Journal) Forget(id string) error {
 	if _, ok := j.idx.get(id); !ok {
 		return fmt.Errorf("idem: journal %s: forget %s: %w", j.path, QuoteID(id), ErrNoSuchOperation)
 	}
-	live := make([]*entry, 0, j.idx.len())
+	live := make([]keep, 0, j.idx.len())
 	for e := range j.idx.all() {
-		if e.ID == id {
-			continue
+		if e.ID != id {
+			live = append(live, keep{e: e})
 		}
-		if s, ok := j.scrubbed(e); ok {
-			e = &s
-		}
-		live = append(live, e)
 	}
 	if err := j.rewrite(live); err != nil {
 		return fmt.Errorf("idem: journal %s: forget %s: %w", j.path, QuoteID(id), err)

@@ -53,7 +53,7 @@ func TestForgetInMemory(t *testing.T) {
 	if err := j.Forget(testIntent(1).ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := j.Lookup(testIntent(1).ID); ok {
+	if _, ok := lookup(t, j, testIntent(1).ID); ok {
 		t.Fatal("operation still found after Forget")
 	}
 }

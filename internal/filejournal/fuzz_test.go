@@ -134,13 +134,13 @@ func FuzzDecode(f *testing.F) {
 		// Writing the index out (as compaction does) reads back the same.
 		w := &memFile{}
 		buf := appendFileHeader(nil)
-		for e := range j.idx.all() {
+		for _, r := range recs {
 			var start int
 			buf, start = beginRecord(buf)
-			buf, _ = endRecord(appendIntent(buf, &e.Record), start, recIntent)
-			if e.State.final() {
+			buf, _ = endRecord(appendIntent(buf, &r), start, recIntent)
+			if r.State.final() {
 				buf, start = beginRecord(buf)
-				buf, _ = endRecord(appendCompletion(buf, e.ID, e.State, &e.Outcome), start, recCompletion)
+				buf, _ = endRecord(appendCompletion(buf, r.ID, r.State, &r.Outcome), start, recCompletion)
 			}
 		}
 		w.Write(buf)

@@ -85,9 +85,39 @@ func newOutcome(c Completion) Outcome {
 	return newOutcomeInto(nil, c.Completed, c.Status, c.Flags, c.Header, c.Body)
 }
 
-// records returns every record j holds, ordered as List orders them.
+// newOutcomeInto encodes an outcome as Lookup returns it, through scratch,
+// a buffer the caller reuses (or nil).
+func newOutcomeInto(scratch *[]byte, completed time.Time, status int, flags uint8, h http.Header, body []byte) Outcome {
+	var buf []byte
+	if scratch != nil {
+		buf = (*scratch)[:0]
+	}
+	buf = appendHeaderBody(buf, h, body)
+	if scratch != nil {
+		*scratch = buf
+	}
+	return Outcome{Completed: completed.UnixNano(), Status: int32(status), Flags: flags, Raw: string(buf)}
+}
+
+// records returns every record j holds, ordered as List orders them. A
+// record that cannot be read back panics: the tests that call it expect
+// none.
 func records(j *Journal) []Record {
-	return List(j, func(*Record) bool { return true }, func(r *Record) Record { return *r })
+	recs, err := List(j, func(*Meta) bool { return true }, func(r *Record) Record { return *r })
+	if err != nil {
+		panic(err)
+	}
+	return recs
+}
+
+// lookup is Lookup, failing the test on an error.
+func lookup(t testing.TB, j *Journal, id string) (Record, bool) {
+	t.Helper()
+	r, ok, err := j.Lookup(id)
+	if err != nil {
+		t.Fatalf("Lookup(%s): %v", id, err)
+	}
+	return r, ok
 }
 
 func journalPath(t testing.TB) string {

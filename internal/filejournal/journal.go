@@ -91,7 +91,8 @@ type Stats struct {
 // Journal is the crash-safe record of operations in one file, or, made by
 // NewMemory, its index alone. It is safe for concurrent use. The index of
 // every operation in the file is kept in memory, rebuilt from the file on
-// open.
+// open: each operation's Meta and where its records are (read.go). A
+// journal without a file keeps its whole records in memory.
 type Journal struct {
 	path     string // as the caller gave it, for messages; "" for a journal without a file
 	file     string // the real file: path made absolute, symlinks resolved (J4)
@@ -106,6 +107,7 @@ type Journal struct {
 	cond sync.Cond // on mu: broadcast when a sync ends or the file changes
 
 	f      File  // the journal file; nil when closed, read-only or memory
+	ro     File  // a read-only journal's file, read until Close
 	closed bool  // Close was called
 	failed error // latched write/fsync failure; every later append returns it
 
@@ -115,12 +117,15 @@ type Journal struct {
 	writeSeq, syncedSeq uint64
 	syncing             bool
 	compacting          bool
+	// syncedEnd is the end of the records syncedSeq covers: an intent at
+	// or after it is not durable yet.
+	syncedEnd int64
 
 	size      int64  // bytes in the file: the end of the last whole record
 	records   int64  // records in the file
 	nextCheck int64  // file size at which an append next weighs compaction
 	buf       []byte // record encoding buffer, reused under mu
-	scratch   []byte // outcome encoding buffer, reused under mu
+	rbuf      []byte // record reading buffer, reused under mu (read.go)
 
 	idx index // every operation, by ID and in the order of its intent
 
@@ -209,8 +214,10 @@ func newJournal(o Options) *Journal {
 	return j
 }
 
-// openReadOnly reads the file once and closes it: the index is a snapshot.
-func (j *Journal) openReadOnly() error {
+// openReadOnly reads the file once: the index is a snapshot. The file stays
+// open until Close, for reading records back; a writer's compaction
+// replaces the file under its name, not the one this journal reads.
+func (j *Journal) openReadOnly() (err error) {
 	osf, err := os.Open(j.file)
 	if err != nil {
 		return fmt.Errorf("idem: opening journal read-only: %w", err)
@@ -219,7 +226,11 @@ func (j *Journal) openReadOnly() error {
 	if j.opt.WrapFile != nil {
 		f = j.opt.WrapFile(f)
 	}
-	defer f.Close()
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("idem: opening journal read-only: %w", err)
@@ -227,9 +238,11 @@ func (j *Journal) openReadOnly() error {
 	if fi.Size() == 0 {
 		// A file created but never given its header: nothing in it.
 		j.size = fileHeaderSize
-		return nil
+	} else if err := j.recover(f, fi.Size()); err != nil {
+		return err
 	}
-	return j.recover(f, fi.Size())
+	j.ro = f
+	return nil
 }
 
 // openWritable locks the journal, clears a leftover compaction file and then
@@ -351,13 +364,19 @@ func (j *Journal) Close() error {
 			if serr := j.f.Sync(); serr != nil {
 				j.fail(fmt.Errorf("idem: journal %s: fsync on close: %w", j.path, serr))
 			} else {
-				j.syncedSeq = j.writeSeq
+				j.syncedSeq, j.syncedEnd = j.writeSeq, j.size
 			}
 		}
 		if cerr := j.f.Close(); cerr != nil && j.failed == nil {
 			err = fmt.Errorf("idem: closing journal %s: %w", j.path, cerr)
 		}
 		j.f = nil
+	}
+	if j.ro != nil {
+		if cerr := j.ro.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("idem: closing journal %s: %w", j.path, cerr)
+		}
+		j.ro = nil
 	}
 	if j.failed != nil {
 		err = j.failed
@@ -404,7 +423,7 @@ func (j *Journal) forgetUnsynced() {
 	}
 	kept := newIndex(j.idx.len())
 	for e := range j.idx.all() {
-		if e.seq <= j.syncedSeq {
+		if e.intentAt < j.syncedEnd {
 			kept.add(e)
 		}
 	}
@@ -414,27 +433,47 @@ func (j *Journal) forgetUnsynced() {
 	}
 }
 
-// Lookup returns a copy of the record of operation id. It never fails: the
-// index is in memory, and keeps answering after Close.
-func (j *Journal) Lookup(id string) (Record, bool) {
+// Lookup returns the record of operation id, reading what the index does
+// not hold from the file (read.go). It fails only on that read: a failed
+// read, a record that changed on disk since it was read at open
+// (*CorruptError, ErrCorrupt), or, after Close, ErrClosed. A journal
+// without a file keeps answering after Close.
+func (j *Journal) Lookup(id string) (Record, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e, ok := j.idx.get(id)
 	if !ok {
-		return Record{}, false
+		return Record{}, false, nil
 	}
-	return e.Record, true
+	r, err := j.load(e)
+	if err != nil {
+		return Record{}, true, err
+	}
+	return r, true, nil
 }
 
-// List returns conv of each record keep selects, ordered by Created and
-// then by ID (J8). keep and conv run with j locked, so they must not call
-// j, nor keep the record they are given. It keeps answering after Close.
-func List[T any](j *Journal, keep func(*Record) bool, conv func(*Record) T) []T {
+// LookupMeta returns what the index holds of operation id, without
+// reading the file. It keeps answering after Close.
+func (j *Journal) LookupMeta(id string) (Meta, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e, ok := j.idx.get(id)
+	if !ok {
+		return Meta{}, false
+	}
+	return e.Meta, true
+}
+
+// List returns conv of the record of each operation keep selects by its
+// Meta, ordered by Created and then by ID (J8). Only the selected records
+// are read from the file, and List fails as Lookup does. keep and conv run
+// with j locked, so they must not call j, nor keep what they are given.
+func List[T any](j *Journal, keep func(*Meta) bool, conv func(*Record) T) ([]T, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var sel []*entry
 	for e := range j.idx.all() {
-		if keep(&e.Record) {
+		if keep(&e.Meta) {
 			sel = append(sel, e)
 		}
 	}
@@ -449,9 +488,13 @@ func List[T any](j *Journal, keep func(*Record) bool, conv func(*Record) T) []T 
 	})
 	out := make([]T, len(sel))
 	for i, e := range sel {
-		out[i] = conv(&e.Record)
+		r, err := j.load(e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = conv(&r)
 	}
-	return out
+	return out, nil
 }
 
 // KeyTTL returns Options.KeyTTL, its default filled in.

@@ -139,8 +139,15 @@ func TestJournalCloseIsIdempotentAndRefusesLaterCalls(t *testing.T) {
 			t.Errorf("%s after Close: err = %v, want ErrClosed", name, err)
 		}
 	}
-	if _, ok := j.Lookup(testIntent(1).ID); !ok {
-		t.Error("Lookup after Close lost the index")
+	// The index answers; what is in the file is no longer read.
+	if m, ok := j.LookupMeta(testIntent(1).ID); !ok || m.State != Pending || m.Created != testIntent(1).Created.UnixNano() {
+		t.Errorf("LookupMeta after Close = %+v, %v; want the pending operation", m, ok)
+	}
+	if _, ok, err := j.Lookup(testIntent(1).ID); !ok || !errors.Is(err, ErrClosed) {
+		t.Errorf("Lookup after Close = %v, %v; want found, ErrClosed", ok, err)
+	}
+	if _, err := List(j, func(*Meta) bool { return true }, func(r *Record) Record { return *r }); !errors.Is(err, ErrClosed) {
+		t.Errorf("List after Close: err = %v, want ErrClosed", err)
 	}
 	// The lock is released.
 	mustClose(t, openTestJournal(t, path, quietOptions()))

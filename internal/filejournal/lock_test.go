@@ -36,7 +36,7 @@ func TestJournalSecondOpenerIsLockedOut(t *testing.T) {
 		t.Fatalf("open from another process after Close: %s, want opened", err)
 	}
 	j2 := openTestJournal(t, path, quietOptions())
-	if _, ok := j2.Lookup(testIntent(1).ID); !ok {
+	if _, ok := lookup(t, j2, testIntent(1).ID); !ok {
 		t.Fatal("reopened journal lost its operation")
 	}
 }

@@ -84,13 +84,37 @@ type Completion struct {
 	Body   []byte
 }
 
-// entry is one operation in the index: its Record, and the sizes of its
-// records in the file.
+// Meta is what the index holds of an operation in memory: enough to list,
+// count and compact operations without reading the file. The rest of its
+// Record (key, method, URL, fingerprint, and the outcome's header and body)
+// stays in the file and is read when the record is asked for.
+type Meta struct {
+	// ID is the operation's ID.
+	ID string
+	// Created and, once State is final, Completed are the Record's.
+	Created, Completed int64
+	// Status and Flags are the outcome's, once State is final.
+	Status int32
+	// State is the Record's.
+	State State
+	Flags uint8
+}
+
+// entry is one operation in the index: its Meta, and where its records are
+// in the file. A journal without a file keeps the whole Record in mem
+// instead, and its offsets are those the records would have in a file.
 type entry struct {
-	Record
-	intentSize     uint32 // framed size of the intent record
-	completionSize uint32 // framed size of the latest completion record, or 0
-	seq            uint64 // write sequence number of the intent; 0 if recovered
+	Meta
+	intentAt       int64   // offset of the intent record
+	completionAt   int64   // offset of the latest completion record, when State is final
+	intentSize     uint32  // framed size of the intent record
+	completionSize uint32  // framed size of the latest completion record, or 0
+	mem            *Record // a journal without a file: the whole record
+}
+
+// metaOf returns what the index keeps of r.
+func metaOf(r *Record) Meta {
+	return Meta{ID: r.ID, Created: r.Created, Completed: r.Completed, Status: r.Status, State: r.State, Flags: r.Flags}
 }
 
 // CheckIDKey returns an error matching ErrInvalidOperation if id or key

@@ -26,8 +26,15 @@ import (
 
 // recover reads the file of size bytes into the index, and truncates a torn
 // tail unless the journal is read-only. It leaves j.size at the end of the
-// last whole record.
+// last whole record; what it read counts as durable (openWritable fsyncs
+// it).
 func (j *Journal) recover(f File, size int64) error {
+	err := j.recoverRecords(f, size)
+	j.syncedEnd = j.size
+	return err
+}
+
+func (j *Journal) recoverRecords(f File, size int64) error {
 	fr := newFileReader(f, size)
 	h, err := fr.at(0, fileHeaderSize)
 	if err != nil {
@@ -36,9 +43,13 @@ func (j *Journal) recover(f File, size int64) error {
 	if reason := checkFileHeader(h); reason != "" {
 		return j.corrupt(0, reason)
 	}
-	// A map sized for the file saves rehashing while it grows. An
-	// operation takes well over 256 bytes once its outcome is recorded.
-	j.idx = newIndex(int(min(size/256, 1<<24)))
+	// The file's size says little of how many operations it holds, since
+	// their records hold whole responses. Once the first sizingSample
+	// bytes are read, the index is sized for the whole file at the rate
+	// they held operations: growing a map of millions costs more than
+	// reading the file.
+	j.idx = newIndex(0)
+	sized := false
 	off := int64(fileHeaderSize)
 	for off < size {
 		fm, check, reason, err := fr.check(off)
@@ -47,11 +58,15 @@ func (j *Journal) recover(f File, size int64) error {
 		}
 		switch check {
 		case recordOK:
-			if reason := j.apply(fm); reason != "" {
+			if reason := j.apply(f, off, fm); reason != "" {
 				return j.corrupt(off, reason)
 			}
 			j.records++
 			off += fm.size
+			if !sized && off >= sizingSample {
+				sized = true
+				j.idx.reserve(int(float64(j.idx.len()) * float64(size) / float64(off) * 1.05))
+			}
 			continue
 		case recordInvalid:
 			return j.corrupt(off, reason)
@@ -77,6 +92,10 @@ func (j *Journal) recover(f File, size int64) error {
 
 // tornOrCorrupt returns reason if a whole record follows from searchFrom
 // on (the failure at off is corruption), or "" if none does (a torn tail).
+// sizingSample is how many bytes recovery reads before it sizes the index
+// for the rest of the file.
+const sizingSample = 4 << 20
+
 func (j *Journal) tornOrCorrupt(fr *fileReader, off, searchFrom int64, reason string) (string, error) {
 	found, err := fr.validFrom(searchFrom)
 	if err != nil || !found {
@@ -107,38 +126,50 @@ func (j *Journal) cutTornTail(f File, off, size int64) error {
 	return nil
 }
 
-// apply adds a whole, checksummed record to the index and returns why it
-// cannot, or "".
-func (j *Journal) apply(fm frame) string {
+// apply adds the whole, checksummed record at off to the index and returns
+// why it cannot, or "". The index keeps the operation's Meta and where the
+// record is; the rest stays in the file (read.go).
+func (j *Journal) apply(f File, off int64, fm frame) string {
 	switch fm.typ {
 	case recIntent:
-		return j.applyIntent(fm)
+		return j.applyIntent(f, off, fm)
 	case recCompletion:
-		return j.applyCompletion(fm)
+		return j.applyCompletion(off, fm)
 	}
 	return fmt.Sprintf("unknown record type %d", fm.typ)
 }
 
-func (j *Journal) applyIntent(fm frame) string {
-	e := j.idx.alloc()
-	if reason := decodeIntent(fm.payload, &e.Record); reason != "" {
-		j.idx.unalloc()
+func (j *Journal) applyIntent(f File, off int64, fm frame) string {
+	s, reason := parseIntent(fm.payload)
+	if reason != "" {
 		return reason
 	}
+	e := j.idx.alloc()
+	e.ID = string(fm.payload[s.idA:s.idB])
+	e.Created = s.created
+	e.State = Pending
+	e.intentAt = off
 	e.intentSize = uint32(fm.size)
 	old := j.idx.insert(e)
 	if old == nil {
 		return ""
 	}
-	same := old.Key == e.Key && old.Fingerprint == e.Fingerprint && old.Method == e.Method && old.URL == e.URL && old.Created == e.Created
+	// The ID was seen before (rare: a repeated record, or damage). A
+	// repeat of the same intent changes nothing; another is corruption.
+	var r Record
+	decodeIntent(fm.payload, &r)
 	j.idx.unalloc()
-	if !same {
+	var was Record
+	if err := j.loadIntent(j.preader(f), old, &was); err != nil {
+		return fmt.Sprintf("second intent for operation %s, and the first cannot be read back: %v", QuoteID(old.ID), err)
+	}
+	if was.Key != r.Key || was.Fingerprint != r.Fingerprint || was.Method != r.Method || was.URL != r.URL || was.Created != r.Created {
 		return fmt.Sprintf("second intent for operation %s with different fields", QuoteID(old.ID))
 	}
-	return "" // a repeat of the same intent changes nothing
+	return ""
 }
 
-func (j *Journal) applyCompletion(fm frame) string {
+func (j *Journal) applyCompletion(off int64, fm frame) string {
 	h, reason := decodeCompletionHead(fm.payload)
 	if reason != "" {
 		return reason
@@ -148,11 +179,12 @@ func (j *Journal) applyCompletion(fm frame) string {
 		return fmt.Sprintf("completion for operation %s, which has no intent", QuoteID(string(h.id)))
 	}
 	var o Outcome
-	if reason := decodeOutcome(&h, &o); reason != "" {
+	if _, reason := decodeOutcome(&h, &o); reason != "" {
 		return reason
 	}
 	e.State = h.state
-	e.Outcome = o
+	e.Completed, e.Status, e.Flags = o.Completed, o.Status, o.Flags
+	e.completionAt = off
 	e.completionSize = uint32(fm.size)
 	return ""
 }

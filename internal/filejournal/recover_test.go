@@ -111,7 +111,7 @@ func checkTornTailRecovers(t *testing.T, file []byte, good int64, before []Recor
 	if st := j2.Stats(); st.Truncated != 0 {
 		t.Fatalf("%s: reopen after append truncated %d bytes", what, st.Truncated)
 	}
-	got, ok := j2.Lookup(next.ID)
+	got, ok := lookup(t, j2, next.ID)
 	if !ok || !reflect.DeepEqual(got, recordOf(next)) || len(records(j2)) != len(before)+1 {
 		t.Fatalf("%s: reopen after append holds %+v", what, records(j2))
 	}

@@ -248,9 +248,11 @@ func (s *scanner) apply(off int64, fm frame) string {
 			return reason
 		}
 		var o Outcome
-		if reason := decodeOutcome(&h, &o); reason != "" {
+		raw, reason := decodeOutcome(&h, &o)
+		if reason != "" {
 			return reason
 		}
+		o.Raw = string(raw)
 		id := string(h.id)
 		i, ok := s.ops[id]
 		if !ok {
@@ -349,15 +351,14 @@ func WriteSalvaged(path string, ops []Record, perm os.FileMode) (err error) {
 	}
 	j := newJournal(Options{FileMode: perm})
 	j.path, j.file = path, path
-	entries := make([]*entry, len(ops))
 	for i := range ops {
 		if err := CheckIDKey(ops[i].ID, ops[i].Key, true); err != nil {
 			return fmt.Errorf("salvaging operation %s: %w", QuoteID(ops[i].ID), err)
 		}
-		entries[i] = &entry{Record: ops[i]}
 	}
 	tmp := path + salvageSuffix
-	if _, _, err := j.writeFile(tmp, entries); err != nil {
+	source := func(i int) (Record, error) { return ops[i], nil }
+	if _, _, err := j.writeFile(tmp, len(ops), source, nil); err != nil {
 		if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
 		}
