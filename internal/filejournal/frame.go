@@ -163,17 +163,21 @@ type frame struct {
 }
 
 // fileReader serves byte ranges of the file from a buffer filled by large
-// ReadAt calls, so that recovery makes few system calls.
+// ReadAt calls, so that recovery makes few system calls. With readAhead
+// started, a goroutine reads the next chunks of the file while the caller
+// works on the current one.
 type fileReader struct {
 	r     io.ReaderAt
 	size  int64
 	buf   []byte
 	start int64 // file offset of buf[0]
 	n     int   // valid bytes in buf
+	ahead *readAhead
 }
 
-// readChunk is how much the reader asks the file for at a time.
-const readChunk = 1 << 20
+// readChunk is how much the reader asks the file for at a time. A
+// variable, for tests.
+var readChunk = 1 << 20
 
 func newFileReader(r io.ReaderAt, size int64) *fileReader {
 	return &fileReader{r: r, size: size}
@@ -189,12 +193,17 @@ func (fr *fileReader) at(off int64, n int) ([]byte, error) {
 	if off >= fr.size {
 		return nil, nil
 	}
+	if fr.ahead != nil {
+		if b, ok, err := fr.fromAhead(off, n); ok || err != nil {
+			return b, err
+		}
+	}
 	want := int64(max(n, readChunk))
 	if rest := fr.size - off; want > rest {
 		want = rest
 	}
 	if int64(cap(fr.buf)) < want {
-		fr.buf = make([]byte, max(want, min(readChunk, fr.size)))
+		fr.buf = make([]byte, max(want, min(int64(readChunk), fr.size)))
 	}
 	fr.buf = fr.buf[:cap(fr.buf)]
 	got, err := fr.r.ReadAt(fr.buf[:want], off)

@@ -26,6 +26,9 @@ type index struct {
 	// power of two, at most three quarters used.
 	table []uint64
 	seed  maphash.Seed
+	// touched keeps the sum of the slots touch read, so that the reads
+	// are made.
+	touched uint64
 }
 
 // Slab sizes: 64, 128, ... doubling up to slabMax entries, then slabMax
@@ -51,6 +54,9 @@ func (x *index) len() int { return x.n }
 // the tag its slot carries.
 func (x *index) hash(id string) uint32 { return uint32(maphash.String(x.seed, id)) }
 
+// hashBytes is hash of an ID in bytes.
+func (x *index) hashBytes(id []byte) uint32 { return uint32(maphash.Bytes(x.seed, id)) }
+
 // at returns entry number i.
 func (x *index) at(i int) *entry {
 	if i < firstSlabs {
@@ -61,9 +67,9 @@ func (x *index) at(i int) *entry {
 	return &x.slabs[bits.Len(slabMax/slabMin)-1+i/slabMax][i%slabMax]
 }
 
-// find returns the slot of id in the table: the slot holding it, or the
-// empty slot where it would go.
-func (x *index) find(id string, h uint32) (slot int, e *entry) {
+// find returns the slot of id, whose hash is h, in the table: the slot
+// holding it, or the empty slot where it would go.
+func find[ID string | []byte](x *index, id ID, h uint32) (slot int, e *entry) {
 	mask := len(x.table) - 1
 	for p := int(h) & mask; ; p = (p + 1) & mask {
 		s := x.table[p]
@@ -71,11 +77,20 @@ func (x *index) find(id string, h uint32) (slot int, e *entry) {
 			return p, nil
 		}
 		if uint32(s>>32) == h {
-			if e := x.at(int(uint32(s)) - 1); e.ID == id {
+			if e := x.at(int(uint32(s)) - 1); e.ID == string(id) {
 				return p, e
 			}
 		}
 	}
+}
+
+// findIn returns the entry of id, whose hash is h, or nil.
+func findIn(x *index, id []byte, h uint32) *entry {
+	if x.n == 0 {
+		return nil
+	}
+	_, e := find(x, id, h)
+	return e
 }
 
 // get returns the entry of operation id.
@@ -83,8 +98,20 @@ func (x *index) get(id string) (*entry, bool) {
 	if x.n == 0 {
 		return nil, false
 	}
-	_, e := x.find(id, x.hash(id))
+	_, e := find(x, id, x.hash(id))
 	return e, e != nil
+}
+
+// touch reads the table slots where the records' IDs are found or go, so
+// that the reads, which do not depend on one another, overlap: recovery
+// then finds each slot in the cache (recover.go, batch).
+func (x *index) touch(recs []decoded) {
+	mask := len(x.table) - 1
+	var sum uint64
+	for i := range recs {
+		sum += x.table[int(recs[i].hash)&mask]
+	}
+	x.touched = sum
 }
 
 // add copies e into the index, last in intent order. Its ID must not be in
@@ -137,9 +164,13 @@ func (x *index) unalloc() {
 // the index holds that ID already: then it leaves the index as it was and
 // returns the entry holding it, the earliest in intent order.
 func (x *index) insert(e *entry) (held *entry) {
+	return x.insertHashed(e, x.hash(e.ID))
+}
+
+// insertHashed is insert of an entry whose ID's hash is h.
+func (x *index) insertHashed(e *entry, h uint32) (held *entry) {
 	x.reserve(x.n + 1)
-	h := x.hash(e.ID)
-	slot, held := x.find(e.ID, h)
+	slot, held := find(x, e.ID, h)
 	if held != nil {
 		return held
 	}

@@ -126,7 +126,7 @@ func TestJournalTruncatesATornRecordLargerThanTheReadBuffer(t *testing.T) {
 	mustComplete(t, j, testOutcome(testIntent(1), 200, strings.Repeat("L", readChunk+readChunk/2)))
 	mustClose(t, j)
 	file := readFile(t, path)
-	for _, cut := range []int64{last + 1, last + recordHeaderSize, last + readChunk - 1, last + readChunk, last + readChunk + 1, int64(len(file)) - 1} {
+	for _, cut := range []int64{last + 1, last + recordHeaderSize, last + int64(readChunk) - 1, last + int64(readChunk), last + int64(readChunk) + 1, int64(len(file)) - 1} {
 		checkTornTailRecovers(t, file[:cut], last, before, fmt.Sprintf("cut at %d", cut))
 	}
 }
