@@ -80,7 +80,8 @@ func (j *Journal) Begin(in Intent) error {
 	}
 	e := entry{Meta: metaOf(&r), intentAt: at, intentSize: uint32(len(buf))}
 	if j.memory {
-		e.mem = &r
+		mem := r // on the heap only here: a file journal keeps no Record
+		e.mem = &mem
 	}
 	j.idx.add(&e)
 	j.maybeCompact()
@@ -242,7 +243,8 @@ func (j *Journal) waitDurable(seq uint64) error {
 			// Never retried: see the package comment above.
 			j.fail(fmt.Errorf("idem: journal %s: fsync: %w", j.path, err))
 		} else if target > j.syncedSeq {
-			j.syncedSeq, j.syncedEnd = target, end
+			j.syncedSeq = target
+			j.syncedEnd = end
 		}
 		j.cond.Broadcast()
 	}
