@@ -22,6 +22,7 @@ package filejournal
 
 import (
 	"fmt"
+	"sync/atomic"
 )
 
 // recover reads the file of size bytes into the index, and truncates a torn
@@ -43,24 +44,20 @@ func (j *Journal) recoverRecords(f File, size int64) error {
 	if reason := checkFileHeader(h); reason != "" {
 		return j.corrupt(0, reason)
 	}
-	// The file's size says little of how many operations it holds, since
-	// their records hold whole responses. Once the first sizingSample
-	// bytes are read, the index is sized for the whole file at the rate
-	// they held operations: growing it record by record costs more than
-	// reading the file.
+	// Records are checked and decoded here, in batches, and added to the
+	// index by a goroutine of its own (indexer), in file order, while the
+	// next batch is decoded; the file is read ahead by another.
 	j.idx = newIndex(0)
-	sized := false
 	fr.startReadAhead()
 	defer fr.stopReadAhead()
-	var b batch
+	ix := j.startIndexer(f, size)
+	defer ix.wait()
 	off := int64(fileHeaderSize)
-	for {
-		// Check and decode records up to a batch, or the first that fails,
-		// then add them to the index in file order (applyBatch says why
-		// in batches).
+	var fm frame
+	check, reason := recordOK, ""
+	for off < size && check == recordOK && !ix.failed.Load() {
+		b := <-ix.free
 		b.reset()
-		var fm frame
-		check, reason := recordOK, ""
 		for len(b.recs) < batchSize && off < size {
 			fm, check, reason, err = fr.check(off)
 			if err != nil {
@@ -75,39 +72,96 @@ func (j *Journal) recoverRecords(f File, size int64) error {
 			}
 			off += fm.size
 		}
-		if at, reason := j.applyBatch(f, &b); reason != "" {
-			return j.corrupt(at, reason)
-		}
-		if !sized && off >= sizingSample {
-			sized = true
-			j.idx.reserve(int(float64(j.idx.len()) * float64(size) / float64(off) * 1.05))
-		}
-		switch check {
-		case recordOK:
-			if off < size {
-				continue
-			}
-			j.size = off
-			return nil
-		case recordInvalid:
-			return j.corrupt(off, reason)
-		case recordBadHeader:
-			reason, err = j.tornOrCorrupt(fr, off, off+recordAlign, "record header checksum mismatch")
-		case recordBadData:
-			reason, err = j.tornOrCorrupt(fr, off, off+fm.size, "record data checksum mismatch")
-		case recordShort:
-			// Nothing can follow a record that runs past the end of the
-			// file: it is the tail.
-		}
-		if err != nil {
-			return j.readError(err)
-		}
-		if reason != "" {
-			return j.corrupt(off, reason)
-		}
-		fr.stopReadAhead() // before the file is cut
-		return j.cutTornTail(f, off, size)
+		b.end = off
+		ix.full <- b
 	}
+	// A record the index refused lies before anything found here.
+	if at, reason := ix.wait(); reason != "" {
+		return j.corrupt(at, reason)
+	}
+	switch check {
+	case recordOK:
+		j.size = off
+		return nil
+	case recordInvalid:
+		return j.corrupt(off, reason)
+	case recordBadHeader:
+		reason, err = j.tornOrCorrupt(fr, off, off+recordAlign, "record header checksum mismatch")
+	case recordBadData:
+		reason, err = j.tornOrCorrupt(fr, off, off+fm.size, "record data checksum mismatch")
+	case recordShort:
+		// Nothing can follow a record that runs past the end of the file:
+		// it is the tail.
+	}
+	if err != nil {
+		return j.readError(err)
+	}
+	if reason != "" {
+		return j.corrupt(off, reason)
+	}
+	fr.stopReadAhead() // before the file is cut
+	return j.cutTornTail(f, off, size)
+}
+
+// indexer adds the batches recovery decodes to the index, in order, on a
+// goroutine of its own. Once the first sizingSample bytes are in, it sizes
+// the index for the whole file at the rate they held operations: the
+// file's size says little of how many operations it holds, since their
+// records hold whole responses, and growing the index record by record
+// costs more than reading the file.
+type indexer struct {
+	full   chan *batch // decoded, to add
+	free   chan *batch // added, to reuse
+	done   chan struct{}
+	failed atomic.Bool
+	closed bool
+	// at and reason are the first record the index refused, and why.
+	at     int64
+	reason string
+}
+
+// indexerBatches is how many batches are in flight between recovery and
+// its indexer.
+const indexerBatches = 4
+
+// startIndexer starts adding batches to j's index; wait ends it.
+func (j *Journal) startIndexer(f File, size int64) *indexer {
+	ix := &indexer{
+		full: make(chan *batch, indexerBatches),
+		free: make(chan *batch, indexerBatches),
+		done: make(chan struct{}),
+	}
+	for range indexerBatches {
+		ix.free <- &batch{}
+	}
+	go func() {
+		defer close(ix.done)
+		sized := false
+		for b := range ix.full {
+			if ix.reason == "" {
+				if at, reason := j.applyBatch(f, b); reason != "" {
+					ix.at, ix.reason = at, reason
+					ix.failed.Store(true)
+				} else if !sized && b.end >= sizingSample {
+					sized = true
+					j.idx.reserve(int(float64(j.idx.len()) * float64(size) / float64(b.end) * 1.05))
+				}
+			}
+			ix.free <- b
+		}
+	}()
+	return ix
+}
+
+// wait returns once every batch sent is added, with the first record the
+// index refused, if any. It may be called again.
+func (ix *indexer) wait() (int64, string) {
+	if !ix.closed {
+		ix.closed = true
+		close(ix.full)
+	}
+	<-ix.done
+	return ix.at, ix.reason
 }
 
 // sizingSample is how many bytes recovery reads before it sizes the index
@@ -148,7 +202,7 @@ func (j *Journal) cutTornTail(f File, off, size int64) error {
 
 // batchSize is how many records recovery decodes before it adds them to
 // the index.
-const batchSize = 128
+const batchSize = 512
 
 // batch is records recovery checked and decoded, in file order, waiting to
 // be added to the index. Adding a record costs a read of its slot in the
@@ -160,6 +214,7 @@ const batchSize = 128
 type batch struct {
 	recs  []decoded
 	names []byte // the IDs of the batch's completions, back to back
+	end   int64  // the offset after the batch's last record
 }
 
 // decoded is a record of a batch: what the index keeps of it.
