@@ -179,9 +179,9 @@ type JournalStats struct {
 // memory, rebuilt from the file on open, at about 110 bytes per operation
 // plus its ID, whatever the size of the recorded responses: keys, URLs and
 // recorded responses stay in the file and are read, and checked, when an
-// operation is looked up or listed (J9). Ten million operations open in
-// seconds; a journal meant to hold many more, or shared by machines, is
-// pgjournal's.
+// operation is looked up or listed (J9). Ten million operations hold about
+// 1 GB of heap and open in 11 to 16 seconds on two CPUs; a journal meant to
+// hold many more, or shared by machines, is pgjournal's.
 type FileJournal struct {
 	eng *filejournal.Journal
 
