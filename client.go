@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
@@ -202,6 +203,8 @@ type Client struct {
 	now     func() time.Time
 
 	callerRedirect func(*http.Request, []*http.Request) error // HTTPClient's CheckRedirect
+
+	senders sync.Pool // of *sender (retry.go)
 }
 
 // New returns a Client for cfg, with defaults filled in.
@@ -514,15 +517,7 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 	}
 	rreq.ContentLength = body.length
 
-	rc := &retryablehttp.Client{
-		HTTPClient:     c.hc,
-		RetryMax:       lim.attempts - 1,
-		CheckRetry:     a.checkRetry,
-		Backoff:        a.next,
-		RequestLogHook: a.begin,
-		ErrorHandler:   retryablehttp.PassthroughErrorHandler,
-	}
-	resp, err := rc.Do(rreq)
+	resp, err := c.sendAttempts(rreq, a) // retry.go
 	if err != nil {
 		err = c.secrets.error(err)
 		if a.claimLost() && !errors.Is(err, ErrClaimLost) {
