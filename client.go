@@ -247,7 +247,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), secrets: newSecrets(cfg), log: cfg.Logger, now: cfg.Now}
 	if c.journal == nil {
-		c.journal = newMemoryJournalWithOptions(JournalOptions{KeyTTL: cfg.KeyTTL, Now: cfg.Now})
+		c.journal = newMemoryJournalFor(cfg.KeyTTL, cfg.Now) // journal_memory.go
 	}
 	if c.log == nil {
 		c.log = slog.Default()
