@@ -464,10 +464,14 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		if err != nil {
 			return Operation{}, err
 		}
+		// The URL is written by the secrets rule (secrets.go), which
+		// leaves one without user info or query as the fingerprint has it.
+		url := body.url
+		if req.URL.User != nil || req.URL.RawQuery != "" {
+			url = c.secrets.url(req.URL)
+		}
 		op = Operation{
-			// The URL is written by the secrets rule (secrets.go); the
-			// fingerprint covers the whole URL.
-			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: c.secrets.url(req.URL),
+			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: url,
 			Created: c.now(), State: Pending,
 		}
 		err = claim.Begin(ctx, op)
@@ -545,7 +549,11 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 		// The completion is not waited for (C3): were it lost, the next
 		// Do would resend under the same key and get the server's replay.
 		// It is recorded even when ctx ended just after the answer came.
-		if err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {
+		cctx := ctx
+		if ctx.Done() != nil { // a context that cannot end needs no shield
+			cctx = context.WithoutCancel(ctx)
+		}
+		if err := claim.Complete(cctx, op); err != nil {
 			c.log.Error("idem: recording outcome", "op", op.ID, "key", op.Key, "err", err)
 		}
 		res.op = op

@@ -1,11 +1,9 @@
 package idem
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"regexp"
@@ -318,13 +316,13 @@ func (a *attempts) nextWait(resp *http.Response) (time.Duration, error) {
 // readFinal reads a final answer's body, up to MaxRecordedBody, and leaves
 // resp.Body serving the same bytes to the caller.
 func (a *attempts) readFinal(resp *http.Response) error {
-	buf, complete, err := readPrefix(resp.Body, a.c.cfg.MaxRecordedBody)
+	buf, complete, err := readPrefix(resp.Body, a.c.cfg.MaxRecordedBody, resp.ContentLength)
 	if err != nil {
 		return err
 	}
 	if complete {
 		resp.Body.Close()
-		resp.Body = io.NopCloser(bytes.NewReader(buf))
+		resp.Body = newBytesBody(buf)
 	} else {
 		resp.Body = withPrefix(buf, resp.Body)
 	}
@@ -342,7 +340,7 @@ func (a *attempts) note(resp *http.Response, err error, retry bool) {
 	}
 	a.status, a.header = resp.StatusCode, resp.Header
 	if retry && err == nil {
-		buf, complete, _ := readPrefix(resp.Body, errorBodyLimit)
+		buf, complete, _ := readPrefix(resp.Body, errorBodyLimit, resp.ContentLength)
 		a.body, a.bodyTruncated = buf[:min(len(buf), errorBodyLimit)], !complete
 		resp.Body = withPrefix(buf, resp.Body)
 	}
