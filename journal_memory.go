@@ -280,17 +280,17 @@ func storedTime(t time.Time) time.Time { return time.Unix(0, t.UnixNano()).UTC()
 // its name and its values, every string preceded by its length. A field
 // without values is left out, as a file journal leaves it out.
 func encodeOutcome(h http.Header, body []byte) ([]byte, error) {
-	size := binary.MaxVarintLen64 + len(body)
+	size := uvarintLen(len(body)) + len(body)
 	for name, values := range h {
 		if len(values) > 0 {
-			size += 2*binary.MaxVarintLen64 + len(name)
+			size += uvarintLen(len(name)) + len(name) + uvarintLen(len(values))
 			for _, v := range values {
-				size += binary.MaxVarintLen64 + len(v)
+				size += uvarintLen(len(v)) + len(v)
 			}
 		}
 	}
 	if size > memoryMaxRecord {
-		return nil, fmt.Errorf("%w: outcome of about %d bytes, over the %d-byte limit of a record", ErrInvalidOperation, size, memoryMaxRecord)
+		return nil, fmt.Errorf("%w: outcome of %d bytes, over the %d-byte limit of a record", ErrInvalidOperation, size, memoryMaxRecord)
 	}
 	raw := make([]byte, 0, size)
 	raw = binary.AppendUvarint(raw, uint64(len(body)))
@@ -308,6 +308,15 @@ func encodeOutcome(h http.Header, body []byte) ([]byte, error) {
 		}
 	}
 	return raw, nil
+}
+
+// uvarintLen is the length of n encoded by binary.AppendUvarint.
+func uvarintLen(n int) int {
+	size := 1
+	for ; n >= 0x80; n >>= 7 {
+		size++
+	}
+	return size
 }
 
 // decodeOutcome decodes what encodeOutcome encoded, into fresh memory. An

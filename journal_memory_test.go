@@ -170,3 +170,19 @@ func TestMemoryJournalClaimWithAnEndedContext(t *testing.T) {
 		t.Fatalf("Claim with an ended context: %v, %v; want context.Canceled", c, err)
 	}
 }
+
+func TestMemoryJournalEncodesAnOutcomeInExactlyItsSize(t *testing.T) {
+	h := http.Header{"Content-Type": {"application/json"}, "X-Long": {strings.Repeat("v", 300)}, "X-Many": {"a", "b"}}
+	body := bytes.Repeat([]byte("b"), 20000)
+	raw, err := encodeOutcome(h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != cap(raw) {
+		t.Fatalf("encoded %d bytes into %d", len(raw), cap(raw))
+	}
+	gotH, gotBody := decodeOutcome(raw)
+	if len(gotH) != 3 || gotH.Get("X-Long") != h.Get("X-Long") || len(gotH["X-Many"]) != 2 || !bytes.Equal(gotBody, body) {
+		t.Fatalf("decoded %v and %d bytes of body, want %v and %d", gotH, len(gotBody), h, len(body))
+	}
+}
