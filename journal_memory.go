@@ -10,6 +10,7 @@ package idem
 // KeyTTL old, swept once the map has doubled since the last sweep.
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -38,16 +39,24 @@ type memoryJournal struct {
 	sweepAt int                     // len(ops) at which Begin next sweeps
 }
 
-// memoryEntry is an operation ID's place in the journal.
+// memoryEntry is an operation ID's place in the journal: the operation's
+// fields, in less room than an Operation takes (the journal keeps one per
+// operation for KeyTTL), and the claim on the ID.
 type memoryEntry struct {
-	begun bool      // an intent is recorded; false for an ID only claimed
-	op    Operation // the operation without Header and Body, times in UTC
+	id, key, method, url string
+	fingerprint          Fingerprint
+	created, completed   int64 // Unix nanoseconds
+	status               int32
+	state                State
+	bodyTruncated        bool
+	headerTruncated      bool
 	// outcome is the recorded header and body, encoded (encodeOutcome)
 	// into memory of the journal's own.
 	outcome []byte
 
-	held bool          // a claim holds the ID
-	free chan struct{} // closed when the claim is released; made by the first claim that waits
+	begun bool          // an intent is recorded; false for an ID only claimed
+	held  bool          // a claim holds the ID
+	free  chan struct{} // closed when the claim is released; made by the first claim that waits
 }
 
 // newMemoryJournalFor returns an empty memory journal whose keys live ttl
@@ -112,15 +121,15 @@ func (j *memoryJournal) List(_ context.Context, which Listing) ([]Operation, err
 	defer j.mu.Unlock()
 	var sel []*memoryEntry
 	for _, e := range j.ops {
-		if e.begun && which.Selects(e.op, now, j.ttl) {
+		if e.begun && which.Selects(Operation{State: e.state, Created: time.Unix(0, e.created)}, now, j.ttl) {
 			sel = append(sel, e)
 		}
 	}
 	slices.SortFunc(sel, func(a, b *memoryEntry) int {
-		if c := a.op.Created.Compare(b.op.Created); c != 0 {
+		if c := cmp.Compare(a.created, b.created); c != 0 {
 			return c
 		}
-		return strings.Compare(a.op.ID, b.op.ID)
+		return strings.Compare(a.id, b.id)
 	})
 	out := make([]Operation, len(sel))
 	for i, e := range sel {
@@ -141,7 +150,7 @@ func (j *memoryJournal) Now() time.Time { return j.now() }
 func (j *memoryJournal) sweep() {
 	now := j.now()
 	for id, e := range j.ops {
-		if e.begun && !e.held && e.op.State.final() && now.Sub(e.op.Completed) >= j.ttl {
+		if e.begun && !e.held && e.state.final() && now.Sub(time.Unix(0, e.completed)) >= j.ttl {
 			delete(j.ops, id)
 		}
 	}
@@ -151,8 +160,13 @@ func (j *memoryJournal) sweep() {
 // operation returns what e records, its header and body in fresh memory
 // that the caller may keep and change. Called with mu held.
 func (e *memoryEntry) operation() Operation {
-	op := e.op
-	if op.State.final() {
+	op := Operation{
+		ID: e.id, Key: e.key, Fingerprint: e.fingerprint, Method: e.method, URL: e.url,
+		Created: time.Unix(0, e.created).UTC(), State: e.state,
+	}
+	if e.state.final() {
+		op.Completed, op.Status = time.Unix(0, e.completed).UTC(), int(e.status)
+		op.BodyTruncated, op.HeaderTruncated = e.bodyTruncated, e.headerTruncated
 		op.Header, op.Body = decodeOutcome(e.outcome)
 	}
 	return op
@@ -210,8 +224,8 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 	if op.Created.IsZero() {
 		op.Created = j.now()
 	}
-	op.State, op.Created = Pending, storedTime(op.Created)
-	e.op, e.begun = op, true
+	e.id, e.key, e.fingerprint, e.method, e.url = op.ID, op.Key, op.Fingerprint, op.Method, op.URL
+	e.created, e.state, e.begun = op.Created.UnixNano(), Pending, true
 	if len(j.ops) >= j.sweepAt {
 		j.sweep()
 	}
@@ -237,15 +251,15 @@ func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
 	switch {
 	case e == nil || !e.begun:
 		return fmt.Errorf("idem: journal in memory: complete %q: %w", op.ID, ErrNoSuchOperation)
-	case op.Key != "" && op.Key != e.op.Key:
+	case op.Key != "" && op.Key != e.key:
 		return fmt.Errorf("idem: journal in memory: complete %q: %w: key %q is not the operation's key %q",
-			op.ID, ErrInvalidOperation, op.Key, e.op.Key)
+			op.ID, ErrInvalidOperation, op.Key, e.key)
 	}
 	if op.Completed.IsZero() {
 		op.Completed = j.now()
 	}
-	e.op.State, e.op.Completed, e.op.Status = op.State, storedTime(op.Completed), op.Status
-	e.op.BodyTruncated, e.op.HeaderTruncated = op.BodyTruncated, op.HeaderTruncated
+	e.state, e.completed, e.status = op.State, op.Completed.UnixNano(), int32(op.Status)
+	e.bodyTruncated, e.headerTruncated = op.BodyTruncated, op.HeaderTruncated
 	e.outcome = raw
 	return nil
 }
@@ -270,10 +284,6 @@ func (c *memoryClaim) Release() {
 	j.mu.Unlock()
 	c.e = nil
 }
-
-// storedTime returns t as a journal reads it back: to the nanosecond, in
-// UTC, without a monotonic reading.
-func storedTime(t time.Time) time.Time { return time.Unix(0, t.UnixNano()).UTC() }
 
 // encodeOutcome encodes a recorded header and body into one allocation:
 // the body's length and bytes, then each header field with values, as
