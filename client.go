@@ -549,11 +549,7 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 		// The completion is not waited for (C3): were it lost, the next
 		// Do would resend under the same key and get the server's replay.
 		// It is recorded even when ctx ended just after the answer came.
-		cctx := ctx
-		if ctx.Done() != nil { // a context that cannot end needs no shield
-			cctx = context.WithoutCancel(ctx)
-		}
-		if err := claim.Complete(cctx, op); err != nil {
+		if err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {
 			c.log.Error("idem: recording outcome", "op", op.ID, "key", op.Key, "err", err)
 		}
 		res.op = op
