@@ -23,12 +23,13 @@ import (
 // GetBody must return the same bytes each time it is called.
 
 // requestBody is what go-retryablehttp rewinds for each attempt (nil, a
-// []byte or a ReaderFunc), the length to send (-1 or 0 for unknown), and
-// the request's fingerprint.
+// []byte or a ReaderFunc), the length to send (-1 or 0 for unknown), the
+// request's fingerprint, and its URL as the fingerprint covers it.
 type requestBody struct {
 	rewind      any
 	length      int64
 	fingerprint Fingerprint
+	url         string
 }
 
 // captureBody takes the body out of req. It closes req.Body, as
@@ -36,7 +37,7 @@ type requestBody struct {
 func captureBody(req *http.Request, limit int64) (requestBody, error) {
 	url := req.URL.String()
 	if req.Body == nil || req.Body == http.NoBody {
-		return requestBody{fingerprint: fingerprintOf(req.Method, url, nil)}, nil
+		return requestBody{fingerprint: fingerprintOf(req.Method, url, nil), url: url}, nil
 	}
 	if req.GetBody != nil {
 		req.Body.Close()
@@ -55,38 +56,63 @@ func captureBody(req *http.Request, limit int64) (requestBody, error) {
 			return requestBody{}, err
 		}
 		fp := newFingerprintWriter(req.Method, url)
-		_, err = io.Copy(fp, body)
+		_, err = io.Copy(fp.h, body)
 		body.(io.Closer).Close()
 		if err != nil {
 			return requestBody{}, fmt.Errorf("reading request body: %w", err)
 		}
-		return requestBody{retryablehttp.ReaderFunc(get), req.ContentLength, fp.sum()}, nil
+		return requestBody{retryablehttp.ReaderFunc(get), req.ContentLength, fp.sum(), url}, nil
 	}
 	defer req.Body.Close()
-	buf, complete, err := readPrefix(req.Body, limit)
+	length := req.ContentLength
+	if length == 0 {
+		length = -1 // a client request's 0 is "unknown" when it has a body
+	}
+	buf, complete, err := readPrefix(req.Body, limit, length)
 	if err != nil {
 		return requestBody{}, fmt.Errorf("reading request body: %w", err)
 	}
 	if !complete {
 		return requestBody{}, fmt.Errorf("%w (%d bytes; set Request.GetBody to stream it)", ErrBodyTooLarge, limit)
 	}
-	return requestBody{buf, int64(len(buf)), fingerprintOf(req.Method, url, buf)}, nil
+	return requestBody{buf, int64(len(buf)), fingerprintOf(req.Method, url, buf), url}, nil
 }
 
 // readPrefix reads up to limit+1 bytes of a body, to record it or to
 // report it. It returns the bytes read and whether the body ended within
 // the limit. On a read error the body is left for the caller to close.
-func readPrefix(body io.Reader, limit int64) ([]byte, bool, error) {
+// length is the length the body announced, or -1: a body that announces
+// it is read into one allocation, sized to see its end.
+func readPrefix(body io.Reader, limit, length int64) ([]byte, bool, error) {
 	probe := limit + 1
 	if probe < 0 { // limit is math.MaxInt64: no limit
 		probe = limit
 	}
-	buf, err := io.ReadAll(io.LimitReader(body, probe))
-	if err != nil {
-		return nil, false, err
+	size := int64(512) // io.ReadAll's first size
+	if length >= 0 && length < readPrefixFirstMax {
+		size = length + 1 // the byte past the announced length: where EOF shows
+	}
+	buf := make([]byte, 0, min(size, probe))
+	for int64(len(buf)) < probe {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grown as append grows it
+		}
+		room := int(min(int64(cap(buf)), probe))
+		n, err := body.Read(buf[len(buf):room])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
 	}
 	return buf, int64(len(buf)) <= limit, nil
 }
+
+// readPrefixFirstMax bounds the first buffer readPrefix sizes by a body's
+// announced length, which a server may overstate.
+const readPrefixFirstMax = 1 << 20
 
 // drain discards what is left of a response body, up to a bound, so the
 // connection can be reused, and closes it.
@@ -98,6 +124,17 @@ func drain(body io.ReadCloser) {
 // drainLimit bounds how much of a discarded response body is read to keep
 // its connection; beyond it the connection is closed instead.
 const drainLimit = 64 << 10
+
+// bytesBody is a body read whole into memory.
+type bytesBody struct{ bytes.Reader }
+
+func newBytesBody(b []byte) *bytesBody {
+	body := &bytesBody{}
+	body.Reset(b)
+	return body
+}
+
+func (*bytesBody) Close() error { return nil }
 
 // prefixedBody serves bytes already read from a body, then the rest of it.
 type prefixedBody struct {

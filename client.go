@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
@@ -202,6 +203,8 @@ type Client struct {
 	now     func() time.Time
 
 	callerRedirect func(*http.Request, []*http.Request) error // HTTPClient's CheckRedirect
+
+	senders sync.Pool // of *sender (retry.go)
 }
 
 // New returns a Client for cfg, with defaults filled in.
@@ -244,7 +247,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), secrets: newSecrets(cfg), log: cfg.Logger, now: cfg.Now}
 	if c.journal == nil {
-		c.journal = newMemoryJournalWithOptions(JournalOptions{KeyTTL: cfg.KeyTTL, Now: cfg.Now})
+		c.journal = newMemoryJournalFor(cfg.KeyTTL, cfg.Now) // journal_memory.go
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -461,10 +464,14 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		if err != nil {
 			return Operation{}, err
 		}
+		// The URL is written by the secrets rule (secrets.go), which
+		// leaves one without user info or query as the fingerprint has it.
+		url := body.url
+		if req.URL.User != nil || req.URL.RawQuery != "" {
+			url = c.secrets.url(req.URL)
+		}
 		op = Operation{
-			// The URL is written by the secrets rule (secrets.go); the
-			// fingerprint covers the whole URL.
-			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: c.secrets.url(req.URL),
+			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: url,
 			Created: c.now(), State: Pending,
 		}
 		err = claim.Begin(ctx, op)
@@ -514,15 +521,7 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 	}
 	rreq.ContentLength = body.length
 
-	rc := &retryablehttp.Client{
-		HTTPClient:     c.hc,
-		RetryMax:       lim.attempts - 1,
-		CheckRetry:     a.checkRetry,
-		Backoff:        a.next,
-		RequestLogHook: a.begin,
-		ErrorHandler:   retryablehttp.PassthroughErrorHandler,
-	}
-	resp, err := rc.Do(rreq)
+	resp, err := c.sendAttempts(rreq, a) // retry.go
 	if err != nil {
 		err = c.secrets.error(err)
 		if a.claimLost() && !errors.Is(err, ErrClaimLost) {

@@ -5,5 +5,5 @@ import "time"
 // NewMemoryJournal returns the journal a Client without Config.Journal
 // keeps, for the conformance suite.
 func NewMemoryJournal(keyTTL time.Duration) Journal {
-	return newMemoryJournalWithOptions(JournalOptions{KeyTTL: keyTTL})
+	return newMemoryJournalFor(keyTTL, nil)
 }

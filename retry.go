@@ -1,11 +1,9 @@
 package idem
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"regexp"
@@ -141,7 +139,7 @@ type attempts struct {
 	c       *Client
 	op, key string
 	created time.Time // when the key was minted: it must not outlive KeyTTL
-	backoff *backoff.ExponentialBackOff
+	backoff backoff.ExponentialBackOff
 	started time.Time
 
 	lim limits // the Config's bounds, or the call's (calloptions.go)
@@ -170,25 +168,63 @@ type attempts struct {
 }
 
 func (c *Client) newAttempts(op Operation, lim limits) *attempts {
-	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(c.cfg.InitialWait),
-		backoff.WithMaxInterval(c.cfg.MaxWait),
-		backoff.WithRandomizationFactor(c.cfg.Jitter),
-		backoff.WithMaxElapsedTime(lim.elapsed),
-		backoff.WithClockProvider(clockFunc(c.now)),
-	)
-	return &attempts{c: c, op: op.ID, key: op.Key, created: op.Created, backoff: b, started: c.now(), lim: lim}
+	a := &attempts{c: c, op: op.ID, key: op.Key, created: op.Created, lim: lim}
+	// What backoff.NewExponentialBackOff builds, in place: one allocation
+	// for the attempts and their backoff together.
+	a.backoff = backoff.ExponentialBackOff{
+		InitialInterval:     c.cfg.InitialWait,
+		RandomizationFactor: c.cfg.Jitter,
+		Multiplier:          backoff.DefaultMultiplier,
+		MaxInterval:         c.cfg.MaxWait,
+		MaxElapsedTime:      lim.elapsed,
+		Stop:                backoff.Stop,
+		Clock:               clockFunc(c.now),
+	}
+	a.backoff.Reset()
+	a.started = c.now()
+	return a
 }
 
-// begin is go-retryablehttp's RequestLogHook: it runs before every attempt.
-func (a *attempts) begin(_ retryablehttp.Logger, _ *http.Request, _ int) {
+// sender is a go-retryablehttp Client whose hooks act on the attempts of
+// the Do it is sending: RequestLogHook starts each attempt (begin),
+// CheckRetry decides what follows it (checkRetry), and Backoff returns the
+// wait checkRetry chose. A Client keeps its senders in a pool, as building
+// go-retryablehttp's Client and binding its hooks for every Do cost four
+// allocations.
+type sender struct {
+	rc retryablehttp.Client
+	a  *attempts // the Do being sent; nil while the sender is in the pool
+}
+
+func (c *Client) newSender() *sender {
+	s := &sender{}
+	s.rc.HTTPClient = c.hc
+	s.rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	s.rc.RequestLogHook = func(retryablehttp.Logger, *http.Request, int) { s.a.begin() }
+	s.rc.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+		return s.a.checkRetry(ctx, resp, err)
+	}
+	s.rc.Backoff = func(_, _ time.Duration, _ int, _ *http.Response) time.Duration { return s.a.wait }
+	return s
+}
+
+// sendAttempts makes the attempts a of req, through a pooled sender.
+func (c *Client) sendAttempts(req *retryablehttp.Request, a *attempts) (*http.Response, error) {
+	s, ok := c.senders.Get().(*sender)
+	if !ok {
+		s = c.newSender()
+	}
+	s.a, s.rc.RetryMax = a, a.lim.attempts-1
+	resp, err := s.rc.Do(req)
+	s.a = nil
+	c.senders.Put(s)
+	return resp, err
+}
+
+// begin runs before every attempt.
+func (a *attempts) begin() {
 	a.n++
 	a.startDeadline()
-}
-
-// next is go-retryablehttp's Backoff: the wait checkRetry chose.
-func (a *attempts) next(_, _ time.Duration, _ int, _ *http.Response) time.Duration {
-	return a.wait
 }
 
 // checkRetry is go-retryablehttp's CheckRetry.
@@ -280,13 +316,13 @@ func (a *attempts) nextWait(resp *http.Response) (time.Duration, error) {
 // readFinal reads a final answer's body, up to MaxRecordedBody, and leaves
 // resp.Body serving the same bytes to the caller.
 func (a *attempts) readFinal(resp *http.Response) error {
-	buf, complete, err := readPrefix(resp.Body, a.c.cfg.MaxRecordedBody)
+	buf, complete, err := readPrefix(resp.Body, a.c.cfg.MaxRecordedBody, resp.ContentLength)
 	if err != nil {
 		return err
 	}
 	if complete {
 		resp.Body.Close()
-		resp.Body = io.NopCloser(bytes.NewReader(buf))
+		resp.Body = newBytesBody(buf)
 	} else {
 		resp.Body = withPrefix(buf, resp.Body)
 	}
@@ -304,7 +340,7 @@ func (a *attempts) note(resp *http.Response, err error, retry bool) {
 	}
 	a.status, a.header = resp.StatusCode, resp.Header
 	if retry && err == nil {
-		buf, complete, _ := readPrefix(resp.Body, errorBodyLimit)
+		buf, complete, _ := readPrefix(resp.Body, errorBodyLimit, resp.ContentLength)
 		a.body, a.bodyTruncated = buf[:min(len(buf), errorBodyLimit)], !complete
 		resp.Body = withPrefix(buf, resp.Body)
 	}

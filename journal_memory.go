@@ -1,0 +1,364 @@
+package idem
+
+// memoryJournal: the Journal a Client keeps when Config.Journal is nil.
+// Its operations live in one map, each entry holding the operation and the
+// claim on its ID, so a Do costs a few map lookups rather than a file
+// journal's encoding of every record it would write. It keeps what a
+// FileJournal keeps, with the same checks and errors (checkIntent,
+// checkCompletion, and the size bound of a record), and forgets what a
+// FileJournal without a file forgot: completed operations whose outcome is
+// KeyTTL old, swept once the map has doubled since the last sweep.
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// memoryMaxRecord bounds the intent (ID, key, method and URL) and the
+// outcome (header and body) the memory journal takes, as a file journal
+// bounds a record's payload: 16 MiB.
+const memoryMaxRecord = 16 << 20
+
+// memorySweepMin is the number of operations below which the memory
+// journal never sweeps.
+const memorySweepMin = 8192
+
+type memoryJournal struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu      sync.Mutex
+	ops     map[string]*memoryEntry // by ID; also IDs only claimed
+	sweepAt int                     // len(ops) at which Begin next sweeps
+}
+
+// memoryEntry is an operation ID's place in the journal: the operation's
+// fields, in less room than an Operation takes (the journal keeps one per
+// operation for KeyTTL), and the claim on the ID.
+type memoryEntry struct {
+	id, key, method, url string
+	fingerprint          Fingerprint
+	created, completed   int64 // Unix nanoseconds
+	status               int32
+	state                State
+	bodyTruncated        bool
+	headerTruncated      bool
+	// outcome is the recorded header and body, encoded (encodeOutcome)
+	// into memory of the journal's own.
+	outcome []byte
+
+	begun bool          // an intent is recorded; false for an ID only claimed
+	held  bool          // a claim holds the ID
+	free  chan struct{} // closed when the claim is released; made by the first claim that waits
+}
+
+// newMemoryJournalFor returns an empty memory journal whose keys live ttl
+// (DefaultKeyTTL when not positive), on the clock now (time.Now when nil).
+func newMemoryJournalFor(ttl time.Duration, now func() time.Time) *memoryJournal {
+	if ttl <= 0 {
+		ttl = DefaultKeyTTL
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &memoryJournal{ttl: ttl, now: now, ops: make(map[string]*memoryEntry), sweepAt: memorySweepMin}
+}
+
+// Claim waits until no other Do of id holds it, or ctx ends.
+func (j *memoryJournal) Claim(ctx context.Context, id string) (Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	for {
+		e := j.ops[id]
+		if e == nil {
+			e = &memoryEntry{}
+			j.ops[id] = e
+		}
+		if !e.held {
+			e.held = true
+			j.mu.Unlock()
+			return &memoryClaim{j: j, id: id, e: e}, nil
+		}
+		if e.free == nil {
+			e.free = make(chan struct{})
+		}
+		free := e.free
+		j.mu.Unlock()
+		select {
+		case <-free: // the entry may be gone: look the ID up again
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		j.mu.Lock()
+	}
+}
+
+// Lookup returns the operation with the given ID. It never fails.
+func (j *memoryJournal) Lookup(_ context.Context, id string) (Operation, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := j.ops[id]
+	if e == nil || !e.begun {
+		return Operation{}, false, nil
+	}
+	return e.operation(), true, nil
+}
+
+// List returns the operations the listing selects, ordered by Created then
+// ID. It never fails.
+func (j *memoryJournal) List(_ context.Context, which Listing) ([]Operation, error) {
+	now := j.now()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var sel []*memoryEntry
+	for _, e := range j.ops {
+		if e.begun && which.Selects(Operation{State: e.state, Created: time.Unix(0, e.created)}, now, j.ttl) {
+			sel = append(sel, e)
+		}
+	}
+	slices.SortFunc(sel, func(a, b *memoryEntry) int {
+		if c := cmp.Compare(a.created, b.created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	out := make([]Operation, len(sel))
+	for i, e := range sel {
+		out[i] = e.operation()
+	}
+	return out, nil
+}
+
+// KeyTTL returns how long a key lives on the server.
+func (j *memoryJournal) KeyTTL() time.Duration { return j.ttl }
+
+// Now returns the journal's clock.
+func (j *memoryJournal) Now() time.Time { return j.now() }
+
+// sweep drops the completed operations whose outcome is KeyTTL old and
+// that no claim holds, as a FileJournal without a file dropped them when it
+// compacted. Called with mu held.
+func (j *memoryJournal) sweep() {
+	now := j.now()
+	for id, e := range j.ops {
+		if e.begun && !e.held && e.state.final() && now.Sub(time.Unix(0, e.completed)) >= j.ttl {
+			delete(j.ops, id)
+		}
+	}
+	j.sweepAt = max(memorySweepMin, 2*len(j.ops))
+}
+
+// operation returns what e records, its header and body in fresh memory
+// that the caller may keep and change. Called with mu held.
+func (e *memoryEntry) operation() Operation {
+	op := Operation{
+		ID: e.id, Key: e.key, Fingerprint: e.fingerprint, Method: e.method, URL: e.url,
+		Created: time.Unix(0, e.created).UTC(), State: e.state,
+	}
+	if e.state.final() {
+		op.Completed, op.Status = time.Unix(0, e.completed).UTC(), int(e.status)
+		op.BodyTruncated, op.HeaderTruncated = e.bodyTruncated, e.headerTruncated
+		op.Header, op.Body = decodeOutcome(e.outcome)
+	}
+	return op
+}
+
+// memoryClaim is a memoryJournal's Claim.
+type memoryClaim struct {
+	j  *memoryJournal
+	id string
+	e  *memoryEntry // the entry held; nil after Release
+}
+
+// entry returns the entry of the claimed ID: the one held, or after
+// Release whatever the journal holds (nil for nothing). Called with mu
+// held.
+func (c *memoryClaim) entry() *memoryEntry {
+	if c.e != nil {
+		return c.e
+	}
+	return c.j.ops[c.id]
+}
+
+func (c *memoryClaim) Operation() (Operation, bool) {
+	c.j.mu.Lock()
+	defer c.j.mu.Unlock()
+	e := c.entry()
+	if e == nil || !e.begun {
+		return Operation{}, false
+	}
+	return e.operation(), true
+}
+
+func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
+	if op.ID != c.id {
+		return fmt.Errorf("idem: journal in memory: Begin of %q under the claim on %q: %w", op.ID, c.id, ErrInvalidOperation)
+	}
+	err := checkIntent(&op)
+	if size := len(op.ID) + len(op.Key) + len(op.Method) + len(op.URL); err == nil && size > memoryMaxRecord {
+		err = fmt.Errorf("%w: intent of %d bytes, over the %d-byte limit of a record", ErrInvalidOperation, size, memoryMaxRecord)
+	}
+	if err != nil {
+		return fmt.Errorf("idem: journal in memory: begin %q: %w", op.ID, err)
+	}
+	j := c.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := c.entry()
+	switch {
+	case e == nil: // Begin after Release, of an ID no one holds
+		e = &memoryEntry{}
+		j.ops[op.ID] = e
+	case e.begun:
+		return fmt.Errorf("idem: journal in memory: begin %q: %w", op.ID, ErrOperationExists)
+	}
+	if op.Created.IsZero() {
+		op.Created = j.now()
+	}
+	e.id, e.key, e.fingerprint, e.method, e.url = op.ID, op.Key, op.Fingerprint, op.Method, op.URL
+	e.created, e.state, e.begun = op.Created.UnixNano(), Pending, true
+	if len(j.ops) >= j.sweepAt {
+		j.sweep()
+	}
+	return nil
+}
+
+func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
+	if op.ID != c.id {
+		return fmt.Errorf("idem: journal in memory: Complete of %q under the claim on %q: %w", op.ID, c.id, ErrInvalidOperation)
+	}
+	err := checkCompletion(&op)
+	var raw []byte
+	if err == nil {
+		raw, err = encodeOutcome(op.Header, op.Body)
+	}
+	if err != nil {
+		return fmt.Errorf("idem: journal in memory: complete %q: %w", op.ID, err)
+	}
+	j := c.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := c.entry()
+	switch {
+	case e == nil || !e.begun:
+		return fmt.Errorf("idem: journal in memory: complete %q: %w", op.ID, ErrNoSuchOperation)
+	case op.Key != "" && op.Key != e.key:
+		return fmt.Errorf("idem: journal in memory: complete %q: %w: key %q is not the operation's key %q",
+			op.ID, ErrInvalidOperation, op.Key, e.key)
+	}
+	if op.Completed.IsZero() {
+		op.Completed = j.now()
+	}
+	e.state, e.completed, e.status = op.State, op.Completed.UnixNano(), int32(op.Status)
+	e.bodyTruncated, e.headerTruncated = op.BodyTruncated, op.HeaderTruncated
+	e.outcome = raw
+	return nil
+}
+
+func (c *memoryClaim) Lost() <-chan struct{} { return nil }
+
+func (c *memoryClaim) Release() {
+	if c.e == nil {
+		return
+	}
+	j := c.j
+	j.mu.Lock()
+	e := c.e
+	e.held = false
+	if e.free != nil {
+		close(e.free)
+		e.free = nil
+	}
+	if !e.begun && j.ops[c.id] == e {
+		delete(j.ops, c.id)
+	}
+	j.mu.Unlock()
+	c.e = nil
+}
+
+// encodeOutcome encodes a recorded header and body into one allocation:
+// the body's length and bytes, then each header field with values, as
+// its name and its values, every string preceded by its length. A field
+// without values is left out, as a file journal leaves it out.
+func encodeOutcome(h http.Header, body []byte) ([]byte, error) {
+	size := uvarintLen(len(body)) + len(body)
+	for name, values := range h {
+		if len(values) > 0 {
+			size += uvarintLen(len(name)) + len(name) + uvarintLen(len(values))
+			for _, v := range values {
+				size += uvarintLen(len(v)) + len(v)
+			}
+		}
+	}
+	if size > memoryMaxRecord {
+		return nil, fmt.Errorf("%w: outcome of %d bytes, over the %d-byte limit of a record", ErrInvalidOperation, size, memoryMaxRecord)
+	}
+	raw := make([]byte, 0, size)
+	raw = binary.AppendUvarint(raw, uint64(len(body)))
+	raw = append(raw, body...)
+	for name, values := range h {
+		if len(values) == 0 {
+			continue
+		}
+		raw = binary.AppendUvarint(raw, uint64(len(name)))
+		raw = append(raw, name...)
+		raw = binary.AppendUvarint(raw, uint64(len(values)))
+		for _, v := range values {
+			raw = binary.AppendUvarint(raw, uint64(len(v)))
+			raw = append(raw, v...)
+		}
+	}
+	return raw, nil
+}
+
+// uvarintLen is the length of n encoded by binary.AppendUvarint.
+func uvarintLen(n int) int {
+	size := 1
+	for ; n >= 0x80; n >>= 7 {
+		size++
+	}
+	return size
+}
+
+// decodeOutcome decodes what encodeOutcome encoded, into fresh memory. An
+// empty header and an empty body decode as nil.
+func decodeOutcome(raw []byte) (http.Header, []byte) {
+	next := func() uint64 {
+		n, w := binary.Uvarint(raw)
+		raw = raw[w:]
+		return n
+	}
+	str := func() string {
+		n := next()
+		s := string(raw[:n])
+		raw = raw[n:]
+		return s
+	}
+	var body []byte
+	if n := next(); n > 0 {
+		body = slices.Clone(raw[:n])
+		raw = raw[n:]
+	}
+	var h http.Header
+	for len(raw) > 0 {
+		if h == nil {
+			h = make(http.Header)
+		}
+		name := str()
+		values := make([]string, next())
+		for i := range values {
+			values[i] = str()
+		}
+		h[name] = values
+	}
+	return h, body
+}
