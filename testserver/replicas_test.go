@@ -94,8 +94,10 @@ func TestPostgresReplicasOneKeyOneEffect(t *testing.T) {
 				}
 			}
 			// Every replica sees the one effect and the one capture.
+			var retries int64
 			for i, in := range ins {
 				st := stats(t, in)
+				retries += st.Retries
 				want := Effects{Reservations: 1}
 				wantCaptures := int64(0)
 				if tt.path == "/charges" {
@@ -110,7 +112,7 @@ func TestPostgresReplicasOneKeyOneEffect(t *testing.T) {
 					t.Fatalf("stock %d, want 98", got)
 				}
 			}
-			t.Logf("%d requests: 1 first answer, %d replays, %d conflicts", n, replays, conflicts)
+			t.Logf("%d requests: 1 first answer, %d replays, %d conflicts; %d transactions retried", n, replays, conflicts, retries)
 			checkConsistent(t, ins[0].Server)
 		})
 	}
