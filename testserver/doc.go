@@ -131,7 +131,10 @@
 // at once delete each expired key once. The schema is created on open
 // under an advisory lock, so replicas may start together on an empty
 // database. A database that cannot be reached makes New fail with
-// ErrDatabaseUnavailable, and a request 503 with Retry-After.
+// ErrDatabaseUnavailable, and a request 503 with Retry-After. Times in the
+// rows (key ages, locks) are each replica's own clock: replicas' clocks
+// must agree to well within Config.LockTimeout, or one may take over a lock
+// that is still live.
 //
 // # Slow clients
 //
