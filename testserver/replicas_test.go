@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // replicas starts n servers on one new PostgreSQL database, each listening
@@ -437,4 +440,37 @@ func TestPostgresUnavailable(t *testing.T) {
 			t.Fatalf("stock %d, want 2", got)
 		}
 	})
+}
+
+// A transaction that keeps failing to serialize is run maxTxAttempts times,
+// then given up with ErrContention, which a request gets as 503 with
+// Retry-After; any other error is not retried.
+func TestTransactionRetriesAreBounded(t *testing.T) {
+	db, err := openStore(context.Background(), ":memory:", time.Second, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.close()
+	runs := 0
+	err = db.inTx(context.Background(), func(*txn) error {
+		runs++
+		return fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "40001"})
+	})
+	if !errors.Is(err, ErrContention) || runs != maxTxAttempts || db.retries.Load() != maxTxAttempts-1 {
+		t.Fatalf("%d runs, %d retries, err %v; want %d runs and ErrContention", runs, db.retries.Load(), err, maxTxAttempts)
+	}
+	runs = 0
+	other := errors.New("not a conflict")
+	if err := db.inTx(context.Background(), func(*txn) error { runs++; return other }); !errors.Is(err, other) || runs != 1 {
+		t.Fatalf("%d runs, err %v; want one run and the error", runs, err)
+	}
+
+	in := replicas(t, 1, Config{})[0]
+	rec := httptest.NewRecorder()
+	in.Server.internalError(rec, httptest.NewRequest("POST", "/charges", nil), fmt.Errorf("testserver: finishing: %w", ErrContention))
+	rep := reply{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+	wantProblem(t, rep, http.StatusServiceUnavailable, ProblemUnavailable)
+	if rep.header.Get("Retry-After") != "1" {
+		t.Fatalf("Retry-After %q, want 1", rep.header.Get("Retry-After"))
+	}
 }
