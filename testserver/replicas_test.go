@@ -474,3 +474,40 @@ func TestTransactionRetriesAreBounded(t *testing.T) {
 		t.Fatalf("Retry-After %q, want 1", rep.header.Get("Retry-After"))
 	}
 }
+
+// A sweeper skips the expired keys another transaction holds locked (on
+// PostgreSQL, another replica's sweeper) instead of waiting for them, and
+// deletes them on a later sweep.
+func TestPostgresSweepSkipsLockedKeys(t *testing.T) {
+	const expired = 600
+	clock := newFakeClock()
+	in := replicas(t, 1, Config{Retention: time.Hour, SweepInterval: time.Hour, Now: clock.Now})[0]
+	db := openPG(t, in.Server.cfg.Path)
+	if _, err := db.Exec(`
+		INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key,
+		                              response_status, response_header, response_body)
+		SELECT 'client:c', 'old-' || i, 'POST', '/reservations', '\x00', $1, 'finished', 'd-' || i, 201, '{}', '\x00'
+		FROM generate_series(1, $2::int) i`, clock.Now().Add(-2*time.Hour).UnixNano(), expired); err != nil {
+		t.Fatal(err)
+	}
+	other, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	var locked int64
+	if err := other.QueryRow(`SELECT COUNT(*) FROM (SELECT id FROM idempotency_keys WHERE key LIKE 'old-1%' FOR UPDATE) l`).Scan(&locked); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if n, err := in.Server.Sweep(ctx); err != nil || n != expired-locked {
+		t.Fatalf("sweep beside %d locked keys: %d deleted (%v), want %d", locked, n, err, expired-locked)
+	}
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := in.Server.Sweep(ctx); err != nil || n != locked {
+		t.Fatalf("sweep after the lock: %d deleted (%v), want %d", n, err, locked)
+	}
+}
