@@ -203,7 +203,7 @@ func TestPostgresKilledReplicaIsResumedByAnother(t *testing.T) {
 	}
 }
 
-// waitForLockWait waits until some session of db waits for a lock.
+// waitForLockWait waits until some connection to db waits for a lock.
 func waitForLockWait(t *testing.T, db *sql.DB) {
 	t.Helper()
 	waitFor(t, "a transaction waiting for a lock", func() bool {
@@ -263,7 +263,7 @@ func TestPostgresConflictsAreRetried(t *testing.T) {
 		// The test's transaction holds the key the request will insert;
 		// the request updates the stock, then waits for the key; the test's
 		// transaction then waits for the stock: a deadlock, which the
-		// request's session detects first (the test's waits longer before
+		// request's connection detects first (the test's waits longer before
 		// looking) and is aborted with.
 		if _, err := other.Exec(`SET LOCAL deadlock_timeout = '1min'`); err != nil {
 			t.Fatal(err)
