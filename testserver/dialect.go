@@ -36,7 +36,8 @@ func isPostgres(path string) bool {
 }
 
 // redactDatabase returns path fit for a log: a PostgreSQL URL without its
-// password.
+// passwords, which pgx takes from the user part and from the query
+// parameters password and sslpassword (any case, percent-encoded or not).
 func redactDatabase(path string) string {
 	if !isPostgres(path) {
 		return path
@@ -45,7 +46,23 @@ func redactDatabase(path string) string {
 	if err != nil {
 		return "postgres://(unparsable URL)"
 	}
+	if u.RawQuery != "" {
+		params := strings.Split(u.RawQuery, "&")
+		for i, p := range params {
+			k, _, _ := strings.Cut(p, "=")
+			if name, err := url.QueryUnescape(k); err != nil || secretParam(name) {
+				params[i] = k + "=xxxxx"
+			}
+		}
+		u.RawQuery = strings.Join(params, "&")
+	}
 	return u.Redacted()
+}
+
+// secretParam reports whether the query parameter name of a PostgreSQL
+// URL holds a password.
+func secretParam(name string) bool {
+	return strings.EqualFold(name, "password") || strings.EqualFold(name, "sslpassword")
 }
 
 // Pool sizes on PostgreSQL. A replica holds at most pgServerConns +

@@ -408,9 +408,22 @@ func TestPostgresUnavailable(t *testing.T) {
 		}
 		addr := l.Addr().String()
 		l.Close() // nothing listens there now
-		_, err = New(Config{Path: "postgres://idem:secret@" + addr + "/idem?sslmode=disable&connect_timeout=5"})
-		if !errors.Is(err, ErrDatabaseUnavailable) || !strings.Contains(err.Error(), addr) || strings.Contains(err.Error(), "secret") {
-			t.Fatalf("New: %v; want ErrDatabaseUnavailable naming %s, without the password", err, addr)
+		// pgx takes a password in the URL's user part or in its query
+		// (password, sslpassword); none may reach an error or a log.
+		for _, url := range []string{
+			"postgres://idem:secret@" + addr + "/idem?sslmode=disable&connect_timeout=5",
+			"postgres://idem@" + addr + "/idem?password=secret&sslmode=disable&connect_timeout=5",
+			"postgresql://idem@" + addr + "/idem?sslmode=disable&PassWord=secret&connect_timeout=5",
+			"postgres://idem@" + addr + "/idem?sslmode=disable&sslpassword=secret&connect_timeout=5",
+			"postgres://idem@" + addr + "/idem?sslmode=disable&pass%77ord=secret&connect_timeout=5",
+		} {
+			_, err = New(Config{Path: url})
+			if !errors.Is(err, ErrDatabaseUnavailable) || !strings.Contains(err.Error(), addr) || strings.Contains(err.Error(), "secret") {
+				t.Fatalf("New(%q): %v; want ErrDatabaseUnavailable naming %s, without the password", url, err, addr)
+			}
+			if got := redactDatabase(url); strings.Contains(got, "secret") || !strings.Contains(got, addr) || !strings.Contains(got, "sslmode=disable") {
+				t.Fatalf("redactDatabase(%q) = %q; want the URL without the password", url, got)
+			}
 		}
 	})
 	t.Run("while serving", func(t *testing.T) {
