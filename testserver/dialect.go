@@ -217,6 +217,14 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
+// uniqueViolation reports whether err is PostgreSQL's unique violation
+// (23505). SQLite, whose writers run one at a time, never needs to tell it
+// apart.
+func uniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
 // Retries of a transaction that failed with a serialization failure or a
 // deadlock: at most maxTxAttempts runs in all, waiting a random time up to
 // txBackoffBase << attempt (capped at txBackoffMax) between them, so that

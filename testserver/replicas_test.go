@@ -291,6 +291,49 @@ func TestPostgresConflictsAreRetried(t *testing.T) {
 	})
 }
 
+// S9 with S4: a key reused at once, on two replicas, for two different
+// reservations. The first to commit is served; the other, whose INSERT met
+// the first one's reservation under the same key in the UNIQUE constraint
+// of the business table, runs again, finds the key and gets 422, not a 500
+// from the constraint. Nothing of it is committed.
+func TestPostgresKeyReusedAtOnceIsRefused(t *testing.T) {
+	in := replicas(t, 1, Config{})[0]
+	stock(t, in, "sku-1", 5)
+	stock(t, in, "sku-2", 5)
+	db := openPG(t, in.Server.cfg.Path)
+	other, err := db.BeginTx(context.Background(), &sql.TxOptions{Isolation: sql.LevelSerializable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	// The test's transaction is another replica's reservation of sku-1
+	// under key k, not yet committed.
+	for _, q := range []string{
+		`SELECT COUNT(*) FROM idempotency_keys WHERE client_id = $1 AND key = 'k'`,
+		`INSERT INTO reservations (id, client_id, idempotency_key, item_id, quantity, created_at)
+		 VALUES ('rsv_other', $1, 'k', 'sku-1', 1, 0)`,
+		`INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key,
+		                               response_status, response_header, response_body)
+		 VALUES ($1, 'k', 'POST', '/reservations', '\x00', 0, 'finished', 'x', 201, '{}', '\x00')`,
+	} {
+		if _, err := other.Exec(q, AnonymousClient); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := sendAsync(t, in, req{method: "POST", path: "/reservations", key: "k", body: `{"item_id":"sku-2","quantity":1}`})
+	waitForLockWait(t, db)
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, <-done, http.StatusUnprocessableEntity, ProblemKeyMismatch)
+	if got := available(t, in, "sku-2"); got != 5 {
+		t.Fatalf("sku-2: stock %d, want 5 (the refused request reserves nothing)", got)
+	}
+	if st := stats(t, in); st.Effects.Reservations != 1 || st.Mismatches != 1 || st.Retries != 1 {
+		t.Fatalf("stats %+v; want the other replica's reservation only, one mismatch, one transaction run again", st)
+	}
+}
+
 // S9 with S6: three replicas sweep one database at once. Every expired key
 // is deleted by exactly one of them (the deleted counts add up to the
 // expired keys, none left), and no live key is deleted: neither a recent
