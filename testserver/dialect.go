@@ -193,15 +193,19 @@ func unavailable(err error) bool {
 	if errors.Is(err, ErrDatabaseUnavailable) || errors.Is(err, driver.ErrBadConn) {
 		return true
 	}
+	// An error PostgreSQL sent decides, even when it ended a connection
+	// attempt: a server that answers "no such database" or "wrong
+	// password" is reachable, and waiting for it would not help.
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Class 08: connection exception; 53300: too many connections;
+		// 57P01-57P03: the server is shutting down or starting.
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "53300" ||
+			pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		return true
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		// Class 08: connection exception; 57P01-57P03: the server is
-		// shutting down or starting.
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 	}
 	var oe *net.OpError // a dial or a read that the network refused
 	if errors.As(err, &oe) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -467,6 +468,20 @@ func TestPostgresUnavailable(t *testing.T) {
 			if got := redactDatabase(url); strings.Contains(got, "secret") || !strings.Contains(got, addr) || !strings.Contains(got, "sslmode=disable") {
 				t.Fatalf("redactDatabase(%q) = %q; want the URL without the password", url, got)
 			}
+		}
+	})
+	// A PostgreSQL that answers and refuses (no such database, a wrong
+	// password) is not unavailable: waiting would not help, and the error
+	// says why instead.
+	t.Run("refused by a reachable server", func(t *testing.T) {
+		u, err := url.Parse(pgtest.NewDatabase(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/idem_no_such_database"
+		_, err = New(Config{Path: u.String()})
+		if err == nil || errors.Is(err, ErrDatabaseUnavailable) || !strings.Contains(err.Error(), "does not exist") {
+			t.Fatalf("New: %v; want an error saying the database does not exist, not ErrDatabaseUnavailable", err)
 		}
 	})
 	t.Run("while serving", func(t *testing.T) {
