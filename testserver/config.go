@@ -46,6 +46,13 @@ type Config struct {
 	// survives restarts; the fake payment gateway keeps its own table in the
 	// same file. Empty (the default) or ":memory:" keeps everything in
 	// memory for the life of the Server.
+	//
+	// A postgres:// or postgresql:// URL (pgx's syntax) names a PostgreSQL
+	// database instead, which must exist; the tables are created in it if
+	// missing. Any number of Servers, in one process or in many, may share
+	// it: they serve the same keys and the same gateway captures, and the
+	// rules hold across them (S9). A database that cannot be reached makes
+	// New fail with ErrDatabaseUnavailable, and a request 503.
 	Path string
 
 	// Retention is how long a key and its stored response are kept. A key
@@ -92,7 +99,9 @@ type Config struct {
 	// another connection's write lock (the gateway's, another process's).
 	// It does not bound the server's own writers, which queue in Go for
 	// its single write connection: behind a transaction that never ends
-	// they wait until the server closes. Default: 5 seconds.
+	// they wait until the server closes. Unused on PostgreSQL, except as
+	// the bound on freeing a lock after a failed charge (as on SQLite).
+	// Default: 5 seconds.
 	BusyTimeout time.Duration
 
 	// Faults injects failures for tests. The zero value (the default)
