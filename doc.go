@@ -31,8 +31,9 @@
 // only a 307 or 308 to its own origin (see ErrRejected and
 // Config.HTTPClient).
 //
-// The rules the package keeps (C1 to C13, J1 to J8) are stated in the
-// repository's DESIGN.md.
+// The rules the package keeps (C1 to C14 for the client, J1 to J9 for the
+// file journal, F1 to F6 for a journal shared by many machines) are stated
+// in the repository's DESIGN.md.
 //
 // Attempt counts are a lower bound: net/http may itself resend a request
 // that carries an Idempotency-Key on a new connection when a reused

@@ -217,21 +217,6 @@ func OpenJournalWithOptions(path string, o JournalOptions) (*FileJournal, error)
 	return &FileJournal{eng: eng}, nil
 }
 
-// newMemoryJournal returns a Journal without a file: Begin and Complete only
-// update the index, with the same checks as a file journal. The client uses
-// it when no journal is configured. Having no file, it keeps every record
-// whole in memory, recorded responses included, until it forgets them after
-// KeyTTL.
-func newMemoryJournal() *FileJournal {
-	return newMemoryJournalWithOptions(JournalOptions{})
-}
-
-// newMemoryJournalWithOptions is newMemoryJournal with options; ReadOnly and
-// WrapFile are ignored.
-func newMemoryJournalWithOptions(o JournalOptions) *FileJournal {
-	return &FileJournal{eng: filejournal.NewMemory(o.engine())}
-}
-
 // Path returns the journal's path as it was opened, or "" for a journal
 // without a file. Through a symlink, the journal is the file it points at.
 func (j *FileJournal) Path() string { return j.eng.Path() }
