@@ -1,0 +1,171 @@
+package loadbench
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/testserver"
+)
+
+func TestCellsMeasureThePostgresTargetsBesideTheServer(t *testing.T) {
+	cfg, err := Config{Concurrency: []int{16, 64},
+		Targets: []Target{TargetServerPostgres3, TargetServer, TargetServerPostgresUnkeyed, TargetServerPostgres, TargetServerUnkeyed},
+		Clients: []Client{ClientNetHTTP, ClientIdem}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cfg.cells(1) {
+		got = append(got, c.String())
+	}
+	want := "run 1: server c=16 net/http|run 1: server c=16 idem|run 1: server-unkeyed c=16 net/http|" +
+		"run 1: server-pg c=16 net/http|run 1: server-pg-3 c=16 net/http|run 1: server-pg-unkeyed c=16 net/http|" +
+		"run 1: server c=64 net/http|run 1: server c=64 idem|run 1: server-unkeyed c=64 net/http|" +
+		"run 1: server-pg c=64 net/http|run 1: server-pg-3 c=64 net/http|run 1: server-pg-unkeyed c=64 net/http"
+	if strings.Join(got, "|") != want {
+		t.Errorf("cells\n%s\nwant\n%s", strings.Join(got, "|"), want)
+	}
+	if !cfg.usesPostgres() {
+		t.Error("a grid with server-pg does not ask for PostgreSQL")
+	}
+}
+
+func TestCellsOfThePostgresTargetsAlone(t *testing.T) {
+	cfg, err := Config{Concurrency: []int{16}, Targets: []Target{TargetServerPostgres, TargetServerPostgres3},
+		Clients: []Client{ClientNetHTTP, ClientIdem}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cfg.cells(2) {
+		got = append(got, c.String())
+	}
+	if want := "run 2: server-pg c=16 net/http|run 2: server-pg-3 c=16 net/http"; strings.Join(got, "|") != want {
+		t.Errorf("cells %s, want %s", strings.Join(got, "|"), want)
+	}
+}
+
+func TestThePostgresTargetsNeedNetHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Targets: []Target{TargetServerPostgres3}, Clients: []Client{ClientIdem}},
+			"loadbench: target server-pg-3 is measured with client net/http, which is not selected"},
+		{Config{Targets: []Target{"server-pg-5"}},
+			`loadbench: unknown target "server-pg-5" (want one of [trivial server server-unkeyed server-pg server-pg-3 server-pg-unkeyed])`},
+	} {
+		if _, err := tc.cfg.withDefaults(); err == nil || err.Error() != tc.want {
+			t.Errorf("%+v: error %v, want %s", tc.cfg, err, tc.want)
+		}
+	}
+	cfg, err := Config{Targets: AllTargets, Clients: AllClients}.withDefaults()
+	if err != nil || cfg.usesPostgres() {
+		t.Errorf("the default grid: %v, uses PostgreSQL %v; want no error and no PostgreSQL", err, cfg.usesPostgres())
+	}
+}
+
+func TestWithDatabaseNamesTheCellsDatabase(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgres://bench@127.0.0.1:5432/postgres?sslmode=disable": "postgres://bench@127.0.0.1:5432/loadbench_server_7?sslmode=disable",
+		"postgresql://127.0.0.1:5433":                              "postgresql://127.0.0.1:5433/loadbench_server_7",
+		"host=127.0.0.1 port=5432 dbname=postgres":                 "host=127.0.0.1 port=5432 dbname=postgres dbname=loadbench_server_7",
+	} {
+		got, err := withDatabase(dsn, "loadbench_server_7")
+		if err != nil || got != want {
+			t.Errorf("withDatabase(%q) = %q, %v; want %q", dsn, got, err, want)
+		}
+	}
+}
+
+// TestInTurnHandsTheRequestsToEachServerInTurn: five writes to three
+// servers are two, two and one, as each server's /stats counts them.
+func TestInTurnHandsTheRequestsToEachServerInTurn(t *testing.T) {
+	var servers []*testserver.Server
+	for range 3 {
+		s, err := testserver.New(testserver.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		servers = append(servers, s)
+	}
+	front := httptest.NewServer(&inTurn{servers: servers})
+	defer front.Close()
+	for i := range 5 {
+		req, err := http.NewRequest(http.MethodPut, front.URL+"/inventory/sku-1", strings.NewReader(`{"available": 5}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(testserver.HeaderIdempotencyKey, "stock-"+string(rune('a'+i)))
+		resp, err := front.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("PUT %d: %s", i, resp.Status)
+		}
+	}
+	for i, want := range []int64{2, 2, 1} {
+		rec := httptest.NewRecorder()
+		servers[i].ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/stats", nil))
+		var st testserver.Stats
+		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Requests != want {
+			t.Errorf("server %d counted %d requests, want %d", i, st.Requests, want)
+		}
+	}
+}
+
+// sampleRuns is a row's runs at the given throughputs.
+func sampleRuns(rps ...float64) []Sample {
+	var out []Sample
+	for _, x := range rps {
+		out = append(out, sample(x, time.Duration(1e9/x)*16, 100))
+	}
+	return out
+}
+
+func TestTheServerTableComparesTheStores(t *testing.T) {
+	var rows []Row
+	add := func(tg Target, n int, c Client, rps ...float64) {
+		runs := sampleRuns(rps...)
+		rows = append(rows, Row{Target: tg, Concurrency: n, Client: c, Runs: runs, Median: medianSample(runs)})
+	}
+	add(TargetServer, 16, ClientNetHTTP, 1000, 1200, 1100)
+	add(TargetServer, 16, ClientIdem, 900, 1000, 950)
+	add(TargetServerUnkeyed, 16, ClientNetHTTP, 1250, 1500, 1375)
+	add(TargetServerPostgres, 16, ClientNetHTTP, 500, 600, 660)
+	add(TargetServerPostgres3, 16, ClientNetHTTP, 450, 600, 550)
+	add(TargetServerPostgresUnkeyed, 16, ClientNetHTTP, 1000, 1000, 1100)
+	var b strings.Builder
+	if err := writeServerTable(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+reference server, POST /reservations, net/http (×sqlite: over server on SQLite; ×layer-off: over the same store without the idempotency layer; medians of each run's ratio):
+  target             conc  req/s  ×sqlite  ×layer-off     p50     p99  errors
+  server               16  1,100     1.00        0.80  14.5ms  58.2ms       0
+  server-unkeyed       16  1,375     1.25           -  11.6ms  46.5ms       0
+  server-pg            16    600     0.50        0.60  26.7ms   107ms       0
+  server-pg-3          16    550     0.50           -  29.1ms   116ms       0
+  server-pg-unkeyed    16  1,000     1.00           -  16.0ms  64.0ms       0
+`
+	if got := b.String(); got != want {
+		t.Errorf("table\n%s\nwant\n%s", got, want)
+	}
+
+	b.Reset()
+	if err := writeServerTable(&b, rows[:3]); err != nil || b.Len() != 0 {
+		t.Errorf("without PostgreSQL rows: %q, %v; want nothing", b.String(), err)
+	}
+}
