@@ -2,7 +2,7 @@ package testserver
 
 import (
 	"context"
-	"database/sql"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -11,84 +11,75 @@ import (
 // transaction and returns the answer to store. A business refusal
 // (insufficient stock) is an answer, not an error: it is stored and
 // replayed like a success. An error means the database failed; the
-// transaction is rolled back and nothing is stored.
-type applyFunc func(ctx context.Context, tx *sql.Tx, now time.Time) (response, error)
+// transaction is rolled back and nothing is stored. On PostgreSQL the
+// transaction may run more than once (see store.inTx): apply must do
+// nothing outside it.
+type applyFunc func(ctx context.Context, tx *txn, now time.Time) (response, error)
 
 // serveAtomic runs a mutation whose whole effect is local to the database,
 // as one transaction (rule S3):
 //
-//	BEGIN IMMEDIATE
+//	BEGIN IMMEDIATE (SQLite) or BEGIN ISOLATION LEVEL SERIALIZABLE (PostgreSQL)
 //	  look the key up       -> found: replay, 422 or 409, and stop
 //	  apply the change      (reserve stock, set stock, ...)
 //	  insert the key row    with fingerprint and answer, finished
 //	COMMIT
 //
-// BEGIN IMMEDIATE takes the write lock first, so two requests with the same
-// key are serialised: the second one finds the first one's row and replays
-// it. No in-flight lock is needed; the transaction is the lock.
+// On SQLite, BEGIN IMMEDIATE takes the write lock first, so two requests
+// with the same key are serialised: the second one finds the first one's
+// row and replays it. On PostgreSQL, SERIALIZABLE gives the same outcome
+// across replicas: of two transactions that both found no row, one fails
+// (a serialization failure, or a deadlock) and runs again, and then finds
+// the other's row. No in-flight lock is needed; the transaction is the
+// lock.
 func (s *Server) serveAtomic(w http.ResponseWriter, r *http.Request, m *mutation, apply applyFunc) {
 	ctx, cancel := s.workContext(r)
 	defer cancel()
-	tx, err := s.db.write.BeginTx(ctx, nil)
-	if err != nil {
-		s.internalError(w, r, err)
-		return
-	}
-	defer tx.Rollback() // after Commit, a no-op
 
-	now := s.cfg.Now()
-	if s.cfg.DisableIdempotency {
-		s.serveUnkeyed(ctx, w, r, tx, m, now, apply)
+	var (
+		resp    response
+		found   bool
+		row     keyRow
+		now     time.Time
+		unkeyed = s.cfg.DisableIdempotency
+	)
+	err := s.db.inTx(ctx, func(tx *txn) error {
+		now = s.cfg.Now()
+		if !unkeyed {
+			var err error
+			row, found, err = loadKey(ctx, tx, m.scope, m.key)
+			if err != nil || found {
+				return err
+			}
+		}
+		var err error
+		if resp, err = apply(ctx, tx, now); err != nil {
+			return err
+		}
+		if !unkeyed {
+			if _, err := insertKey(ctx, tx, m, now, pointFinished, "", &resp); err != nil {
+				return err
+			}
+		}
+		if s.beforeCommit(w, m) {
+			return errRolledBack
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errRolledBack):
 		return
-	}
-	row, found, err := loadKey(ctx, tx, m.scope, m.key)
-	if err != nil {
+	case err != nil:
 		s.internalError(w, r, err)
 		return
-	}
-	if found {
+	case found:
 		v := s.judge(row, m, now)
-		tx.Rollback()
 		if v == verdictResume {
 			// Only multi-phase requests leave unfinished rows, and their
 			// fingerprint (method and path) cannot match this request.
 			v = verdictMismatch
 		}
 		s.answerExisting(w, r, v, row, now)
-		return
-	}
-	resp, err := apply(ctx, tx, now)
-	if err != nil {
-		s.internalError(w, r, err)
-		return
-	}
-	if _, err := insertKey(ctx, tx, m, now, pointFinished, "", &resp); err != nil {
-		s.internalError(w, r, err)
-		return
-	}
-	if s.beforeCommit(w, m) {
-		return
-	}
-	if err := tx.Commit(); err != nil {
-		s.internalError(w, r, err)
-		return
-	}
-	s.deliver(w, m, resp)
-}
-
-// serveUnkeyed is serveAtomic without the idempotency layer (benchmarks
-// only; see Config.DisableIdempotency): the change alone, in tx, committed.
-func (s *Server) serveUnkeyed(ctx context.Context, w http.ResponseWriter, r *http.Request, tx *sql.Tx, m *mutation, now time.Time, apply applyFunc) {
-	resp, err := apply(ctx, tx, now)
-	if err != nil {
-		s.internalError(w, r, err)
-		return
-	}
-	if s.beforeCommit(w, m) {
-		return
-	}
-	if err := tx.Commit(); err != nil {
-		s.internalError(w, r, err)
 		return
 	}
 	s.deliver(w, m, resp)

@@ -139,47 +139,44 @@ func (s *Server) postCharge(w http.ResponseWriter, r *http.Request) {
 // claim is phase 1: it returns the key row locked for this request, or
 // answers the request (replay, 422, 409) and returns ok false.
 func (s *Server) claim(ctx context.Context, w http.ResponseWriter, r *http.Request, m *mutation) (row keyRow, token string, ok bool) {
-	tx, err := s.db.write.BeginTx(ctx, nil)
-	if err != nil {
-		s.internalError(w, r, err)
-		return keyRow{}, "", false
-	}
-	defer tx.Rollback()
-	now := s.cfg.Now()
+	var (
+		found bool
+		v     verdict
+		now   time.Time
+	)
 	token = uuid.NewString()
-	row, found, err := loadKey(ctx, tx, m.scope, m.key)
-	if err != nil {
-		s.internalError(w, r, err)
-		return keyRow{}, "", false
-	}
-	if found {
-		v := s.judge(row, m, now)
-		if v != verdictResume {
-			tx.Rollback()
-			s.answerExisting(w, r, v, row, now)
-			return keyRow{}, "", false
+	err := s.db.inTx(ctx, func(tx *txn) error {
+		now = s.cfg.Now()
+		var err error
+		row, found, err = loadKey(ctx, tx, m.scope, m.key)
+		if err != nil {
+			return err
+		}
+		if !found {
+			row, err = insertKey(ctx, tx, m, now, pointStarted, token, nil)
+			return err
+		}
+		if v = s.judge(row, m, now); v != verdictResume {
+			return nil
 		}
 		// Take the lock over: it is free (the holder released it after a
 		// failure) or stale (the holder died or is too slow; its next
 		// phase will find the token changed and stop).
 		if _, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET locked_at = ?, lock_token = ? WHERE id = ?`,
 			now.UnixNano(), token, row.id); err != nil {
-			s.internalError(w, r, err)
-			return keyRow{}, "", false
+			return fmt.Errorf("testserver: taking the lock over: %w", err)
 		}
-		s.log.InfoContext(ctx, "resuming charge", "key", m.key, "point", row.recoveryPoint, "stale_lock", row.lockedAt.Valid)
-	} else {
-		row, err = insertKey(ctx, tx, m, now, pointStarted, token, nil)
-		if err != nil {
-			s.internalError(w, r, err)
-			return keyRow{}, "", false
-		}
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	switch {
+	case err != nil:
 		s.internalError(w, r, err)
 		return keyRow{}, "", false
-	}
-	if found {
+	case found && v != verdictResume:
+		s.answerExisting(w, r, v, row, now)
+		return keyRow{}, "", false
+	case found:
+		s.log.InfoContext(ctx, "resuming charge", "key", m.key, "point", row.recoveryPoint, "stale_lock", row.lockedAt.Valid)
 		s.stats.resumed.Add(1)
 	}
 	return row, token, true
@@ -189,18 +186,13 @@ func (s *Server) claim(ctx context.Context, w http.ResponseWriter, r *http.Reque
 // gateway_called with the gateway's charge ID, and the lock renewed, in its
 // own transaction.
 func (s *Server) recordGatewayCall(ctx context.Context, id int64, token, gatewayChargeID string) error {
-	tx, err := s.db.write.BeginTx(ctx, nil)
-	if err != nil {
+	err := s.db.inTx(ctx, func(tx *txn) error {
+		return advance(ctx, tx, s.cfg.Now(), id, token, pointGatewayCalled, gatewayChargeID, nil)
+	})
+	if err != nil && !errors.Is(err, errLockLost) && !errors.Is(err, errKeyRowGone) {
 		return fmt.Errorf("testserver: recording the gateway call: %w", err)
 	}
-	defer tx.Rollback()
-	if err := advance(ctx, tx, s.cfg.Now(), id, token, pointGatewayCalled, gatewayChargeID, nil); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("testserver: recording the gateway call: %w", err)
-	}
-	return nil
+	return err
 }
 
 // finishCharge is phase 3: the stored answer and the release of the lock
@@ -209,62 +201,55 @@ func (s *Server) finishCharge(ctx context.Context, w http.ResponseWriter, r *htt
 	if hook := s.beforeFinish.Load(); hook != nil {
 		(*hook)(ctx)
 	}
-	tx, err := s.db.write.BeginTx(ctx, nil)
-	if err != nil {
-		s.release(ctx, row.id, token)
-		s.phaseFailed(w, r, m, row, err)
-		return
-	}
-	defer tx.Rollback()
-	// fail stops the request cleanly: roll back (first: there is one write
-	// connection), free the lock so that the retry need not wait, answer.
-	fail := func(err error) {
-		tx.Rollback()
-		s.release(ctx, row.id, token)
-		s.phaseFailed(w, r, m, row, err)
-	}
-	now := s.cfg.Now()
-	charge := Charge{
-		ID:              "ch_" + uuid.NewString(),
-		Customer:        *in.Customer,
-		Amount:          *in.Amount,
-		Currency:        *in.Currency,
-		Reference:       deref(in.Reference),
-		GatewayChargeID: row.gatewayChargeID.String,
-		Status:          ChargeSucceeded,
-		CreatedAt:       now.UTC().Format(time.RFC3339Nano),
-	}
-	resp, err := jsonResponse(http.StatusCreated, charge)
-	if err != nil {
-		fail(err)
-		return
-	}
-	resp.Header.Set("Location", "/charges/"+charge.ID)
-	// The lock token is checked first: a holder that lost its lock must
-	// stop with errLockLost before its INSERT meets the charge the new
-	// holder recorded under the same key (a UNIQUE violation, a 500).
-	if err := advance(ctx, tx, now, row.id, token, pointFinished, "", &resp); err != nil {
-		fail(err)
-		return
-	}
-	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO charges (id, client_id, idempotency_key, customer, amount, currency, reference,
-		                     gateway_charge_id, status, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		charge.ID, m.scope, m.key, charge.Customer, charge.Amount, charge.Currency, nullable(charge.Reference),
-		charge.GatewayChargeID, charge.Status, now.UnixNano()); err != nil {
-		fail(fmt.Errorf("testserver: recording charge: %w", err))
-		return
-	}
-	if s.beforeCommit(w, m) {
+	var resp response
+	err := s.db.inTx(ctx, func(tx *txn) error {
+		now := s.cfg.Now()
+		charge := Charge{
+			ID:              "ch_" + uuid.NewString(),
+			Customer:        *in.Customer,
+			Amount:          *in.Amount,
+			Currency:        *in.Currency,
+			Reference:       deref(in.Reference),
+			GatewayChargeID: row.gatewayChargeID.String,
+			Status:          ChargeSucceeded,
+			CreatedAt:       now.UTC().Format(time.RFC3339Nano),
+		}
+		var err error
+		if resp, err = jsonResponse(http.StatusCreated, charge); err != nil {
+			return err
+		}
+		resp.Header.Set("Location", "/charges/"+charge.ID)
+		// The lock token is checked first: a holder that lost its lock must
+		// stop with errLockLost before its INSERT meets the charge the new
+		// holder recorded under the same key (a UNIQUE violation, a 500).
+		if err := advance(ctx, tx, now, row.id, token, pointFinished, "", &resp); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO charges (id, client_id, idempotency_key, customer, amount, currency, reference,
+			                     gateway_charge_id, status, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			charge.ID, m.scope, m.key, charge.Customer, charge.Amount, charge.Currency, nullable(charge.Reference),
+			charge.GatewayChargeID, charge.Status, now.UnixNano()); err != nil {
+			return fmt.Errorf("testserver: recording charge: %w", err)
+		}
+		if s.beforeCommit(w, m) {
+			return errRolledBack
+		}
+		return nil
+	})
+	// On failure the transaction is rolled back (first: on SQLite there is
+	// one write connection), and the lock freed so that the retry need not
+	// wait, except after a crash, which frees nothing.
+	switch {
+	case errors.Is(err, errRolledBack):
 		if m.fault.kind == faultErrorBeforeCommit {
-			tx.Rollback() // before release: there is one write connection
 			s.release(ctx, row.id, token)
 		}
 		return
-	}
-	if err := tx.Commit(); err != nil {
-		fail(err)
+	case err != nil:
+		s.release(ctx, row.id, token)
+		s.phaseFailed(w, r, m, row, err)
 		return
 	}
 	s.deliver(w, m, resp)
@@ -363,7 +348,7 @@ func (s *Server) listCharges(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) queryCharges(ctx context.Context, where string, args ...any) ([]Charge, error) {
-	rows, err := s.db.read.QueryContext(ctx, `
+	rows, err := s.db.query(ctx, `
 		SELECT id, customer, amount, currency, reference, gateway_charge_id, status, created_at
 		FROM charges `+where, args...)
 	if err != nil {

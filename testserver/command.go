@@ -53,7 +53,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "listening on %s\n", in.URL)
 	logger := cfg.Logger
-	logger.Info("serving", "url", in.URL, "db", cfg.Path)
+	logger.Info("serving", "url", in.URL, "db", redactDatabase(cfg.Path))
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -83,7 +83,7 @@ func parseArgs(args []string, stdout, stderr io.Writer) (Config, string, error) 
 		crashMode = fs.String("crash", "exit", "what an injected crash does: exit (the process exits with status 137), abort (only the request is aborted) or hang (the request stops, announced on stdout, until the process is killed with SIGKILL: SIGINT and SIGTERM wait for it forever)")
 		uniform   = fs.Float64("faults", 0, "fail this `fraction` of mutating requests, spread evenly over the seven server faults (replaces the -fault-* rates; -fault-delay still sets the delay)")
 	)
-	fs.StringVar(&cfg.Path, "db", "idem-testserver.db", "SQLite database `file` (created if missing; :memory: keeps nothing)")
+	fs.StringVar(&cfg.Path, "db", "idem-testserver.db", "SQLite database `file` (created if missing; :memory: keeps nothing), or a postgres:// URL of a database that replicas may share")
 	fs.DurationVar(&cfg.Retention, "retention", DefaultRetention, "how long keys are kept")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", 0, "how often expired keys are deleted (0: a tenth of -retention, at most 1h)")
 	fs.DurationVar(&cfg.LockTimeout, "lock-timeout", DefaultLockTimeout, "how long an in-flight lock holds before a retry may take it over")
@@ -105,7 +105,7 @@ func parseArgs(args []string, stdout, stderr io.Writer) (Config, string, error) 
 	fs.Float64Var(&f.Gateway.LostResponse, "gateway-lost-response", 0, "`fraction` of gateway captures that capture, then fail")
 	fs.DurationVar(&f.Gateway.Delay, "gateway-delay", 0, "how long every gateway capture takes")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: idem-testserver [flags]\n\nThe idem reference server: an HTTP API with idempotency keys, backed by SQLite.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: idem-testserver [flags]\n\nThe idem reference server: an HTTP API with idempotency keys, backed by SQLite or PostgreSQL.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -46,6 +46,13 @@ type Config struct {
 	// survives restarts; the fake payment gateway keeps its own table in the
 	// same file. Empty (the default) or ":memory:" keeps everything in
 	// memory for the life of the Server.
+	//
+	// A postgres:// or postgresql:// URL (pgx's syntax) names a PostgreSQL
+	// database instead, which must exist; the tables are created in it if
+	// missing. Any number of Servers, in one process or in many, may share
+	// it: they serve the same keys and the same gateway captures, and the
+	// rules hold across them (S9). A database that cannot be reached makes
+	// New fail with ErrDatabaseUnavailable, and a request 503.
 	Path string
 
 	// Retention is how long a key and its stored response are kept. A key

@@ -45,10 +45,13 @@ func (f GatewayFaults) validate() error {
 
 // GatewayConfig configures a Gateway.
 type GatewayConfig struct {
-	// Path is the SQLite file holding the gateway's captures, typically the
-	// server's own file: the gateway keeps its table there but writes it in
-	// its own transactions, independent of the server's, as an external
-	// system would. Empty or ":memory:" keeps captures in memory.
+	// Path is the SQLite file, or the postgres:// URL, holding the gateway's
+	// captures, typically the server's own database: the gateway keeps its
+	// table there but writes it in its own transactions, independent of the
+	// server's, as an external system would. On PostgreSQL every replica's
+	// gateway shares the one table, so a capture under a key is one capture
+	// whichever replica asks for it. Empty or ":memory:" keeps captures in
+	// memory.
 	Path string
 
 	// Faults injects failures. Default: none.
@@ -57,7 +60,8 @@ type GatewayConfig struct {
 	// Seed seeds the fault generator. Default 0.
 	Seed uint64
 
-	// BusyTimeout is SQLite's busy_timeout. Default: 5 seconds.
+	// BusyTimeout is SQLite's busy_timeout (unused on PostgreSQL). Default:
+	// 5 seconds.
 	BusyTimeout time.Duration
 
 	// Now is the clock for capture times. Default: time.Now.
@@ -95,9 +99,9 @@ var gatewaySchema = []string{
 	`CREATE TABLE IF NOT EXISTS gateway_captures (
 		key        TEXT    PRIMARY KEY,
 		charge_id  TEXT    NOT NULL UNIQUE,
-		amount     INTEGER NOT NULL,
+		amount     {{int64}} NOT NULL,
 		currency   TEXT    NOT NULL,
-		created_at INTEGER NOT NULL
+		created_at {{int64}} NOT NULL
 	)`,
 }
 
@@ -123,7 +127,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, db: db, rng: rand.New(rand.NewPCG(cfg.Seed, 0x9a7e_3a1_0000_0002))}
 	var n int64
-	if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM gateway_captures`).Scan(&n); err != nil {
+	if err := db.queryRow(ctx, `SELECT COUNT(*) FROM gateway_captures`).Scan(&n); err != nil {
 		db.close()
 		return nil, fmt.Errorf("testserver: gateway: counting captures: %w", err)
 	}
@@ -179,13 +183,22 @@ func (g *Gateway) Capture(ctx context.Context, key string, amount int64, currenc
 
 // capture runs the gateway's own transaction: find the key, or insert the
 // capture under it. The PRIMARY KEY on key makes a second capture for a key
-// impossible even if two callers raced.
+// impossible even if two callers raced; on PostgreSQL the loser of such a
+// race fails to serialize, runs again and finds the winner's capture.
 func (g *Gateway) capture(ctx context.Context, key string, amount int64, currency string) (id string, captured bool, err error) {
-	tx, err := g.db.write.BeginTx(ctx, nil)
+	err = g.db.inTx(ctx, func(tx *txn) error {
+		var err error
+		id, captured, err = g.captureIn(ctx, tx, key, amount, currency)
+		return err
+	})
 	if err != nil {
-		return "", false, fmt.Errorf("testserver: gateway: %w", err)
+		return "", false, err
 	}
-	defer tx.Rollback()
+	return id, captured, nil
+}
+
+// captureIn is capture's transaction.
+func (g *Gateway) captureIn(ctx context.Context, tx *txn, key string, amount int64, currency string) (id string, captured bool, err error) {
 	var prevAmount int64
 	var prevCurrency string
 	err = tx.QueryRowContext(ctx, `SELECT charge_id, amount, currency FROM gateway_captures WHERE key = ?`, key).
@@ -204,9 +217,6 @@ func (g *Gateway) capture(ctx context.Context, key string, amount int64, currenc
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO gateway_captures (key, charge_id, amount, currency, created_at) VALUES (?, ?, ?, ?, ?)`,
 		key, id, amount, currency, g.cfg.Now().UnixNano()); err != nil {
-		return "", false, fmt.Errorf("testserver: gateway: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
 		return "", false, fmt.Errorf("testserver: gateway: %w", err)
 	}
 	return id, true, nil
@@ -235,9 +245,26 @@ func (g *Gateway) injected(k faultKind) int64 {
 }
 
 // Captures returns how many captures really happened, over the whole life
-// of the gateway's store (including earlier processes on the same file).
-// Replayed captures are not counted.
+// of the gateway's store (including earlier processes on the same file):
+// those in the store when the gateway opened, and those it made since.
+// Replayed captures are not counted. Captures made meanwhile by other
+// processes on the same database (replicas on PostgreSQL) are not seen;
+// CountCaptures counts them.
 func (g *Gateway) Captures() int64 { return g.captures.Load() }
+
+// CountCaptures counts the captures in the gateway's store, whichever
+// process made them: on PostgreSQL, those of every replica. After Close it
+// returns ErrClosed.
+func (g *Gateway) CountCaptures(ctx context.Context) (int64, error) {
+	if g.closed.Load() {
+		return 0, ErrClosed
+	}
+	var n int64
+	if err := g.db.queryRow(ctx, `SELECT COUNT(*) FROM gateway_captures`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("testserver: gateway: counting captures: %w", err)
+	}
+	return n, nil
+}
 
 // Close closes the gateway's store. Captures after Close fail with
 // ErrClosed.

@@ -123,7 +123,7 @@ func (s *Server) answerExisting(w http.ResponseWriter, r *http.Request, v verdic
 // gateway: random rather than derived from the client's key, so that two
 // clients' keys, or a key reused after the sweeper forgot it, never meet
 // downstream.
-func insertKey(ctx context.Context, tx *sql.Tx, m *mutation, now time.Time, point string, lockToken string, resp *response) (keyRow, error) {
+func insertKey(ctx context.Context, tx *txn, m *mutation, now time.Time, point string, lockToken string, resp *response) (keyRow, error) {
 	row := keyRow{
 		fingerprint:   m.fingerprint[:],
 		createdAt:     now.UnixNano(),
@@ -140,16 +140,14 @@ func insertKey(ctx context.Context, tx *sql.Tx, m *mutation, now time.Time, poin
 		row.response = *resp
 		status, header, body = resp.Status, resp.encodeHeader(), resp.Body
 	}
-	res, err := tx.ExecContext(ctx, `
+	err := tx.QueryRowContext(ctx, `
 		INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, locked_at, lock_token,
 		                              recovery_point, downstream_key, response_status, response_header, response_body)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		RETURNING id`,
 		m.scope, m.key, m.method, m.path, row.fingerprint, row.createdAt, row.lockedAt, row.lockToken,
-		point, row.downstreamKey, status, header, body)
+		point, row.downstreamKey, status, header, body).Scan(&row.id)
 	if err != nil {
-		return keyRow{}, fmt.Errorf("testserver: storing key: %w", err)
-	}
-	if row.id, err = res.LastInsertId(); err != nil {
 		return keyRow{}, fmt.Errorf("testserver: storing key: %w", err)
 	}
 	return row, nil
@@ -171,7 +169,7 @@ var errKeyRowGone = errors.New("testserver: key row deleted while its request ra
 // releases the lock; an intermediate point renews the lock (locked_at =
 // now), so that a holder that spent most of Config.LockTimeout in the
 // gateway does not look stale while it records the result.
-func advance(ctx context.Context, tx *sql.Tx, now time.Time, id int64, lockToken, point string, gatewayChargeID string, resp *response) error {
+func advance(ctx context.Context, tx *txn, now time.Time, id int64, lockToken, point string, gatewayChargeID string, resp *response) error {
 	var res sql.Result
 	var err error
 	if resp != nil {
@@ -199,7 +197,7 @@ func advance(ctx context.Context, tx *sql.Tx, now time.Time, id int64, lockToken
 }
 
 // lockLostOrRowGone tells why a row did not match its lock token.
-func lockLostOrRowGone(ctx context.Context, tx *sql.Tx, id int64) error {
+func lockLostOrRowGone(ctx context.Context, tx *txn, id int64) error {
 	var one int
 	err := tx.QueryRowContext(ctx, `SELECT 1 FROM idempotency_keys WHERE id = ?`, id).Scan(&one)
 	switch {
@@ -215,12 +213,15 @@ func lockLostOrRowGone(ctx context.Context, tx *sql.Tx, id int64) error {
 // (a gateway failure, an error answered before commit). The row keeps its
 // recovery point, so the retry resumes from there at once instead of
 // waiting out the lock timeout. The caller must not hold a transaction:
-// there is one write connection.
+// on SQLite there is one write connection.
 func (s *Server) release(ctx context.Context, id int64, lockToken string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.BusyTimeout)
 	defer cancel()
-	_, err := s.db.write.ExecContext(ctx,
-		`UPDATE idempotency_keys SET locked_at = NULL, lock_token = NULL WHERE id = ? AND lock_token = ?`, id, lockToken)
+	err := s.db.inTx(ctx, func(tx *txn) error {
+		_, err := tx.ExecContext(ctx,
+			`UPDATE idempotency_keys SET locked_at = NULL, lock_token = NULL WHERE id = ? AND lock_token = ?`, id, lockToken)
+		return err
+	})
 	if err != nil {
 		s.log.ErrorContext(ctx, "releasing lock", "err", err)
 	}

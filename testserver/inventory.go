@@ -57,7 +57,7 @@ func (s *Server) putInventory(w http.ResponseWriter, r *http.Request) {
 	if !s.startWork(r.Context(), w, m) {
 		return
 	}
-	s.serveAtomic(w, r, m, func(ctx context.Context, tx *sql.Tx, now time.Time) (response, error) {
+	s.serveAtomic(w, r, m, func(ctx context.Context, tx *txn, now time.Time) (response, error) {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO inventory (item_id, available, updated_at) VALUES (?, ?, ?)
 			ON CONFLICT (item_id) DO UPDATE SET available = excluded.available, updated_at = excluded.updated_at`,
@@ -73,7 +73,7 @@ func (s *Server) putInventory(w http.ResponseWriter, r *http.Request) {
 // clients.
 func (s *Server) getInventory(w http.ResponseWriter, r *http.Request) {
 	item := Item{ItemID: r.PathValue("item_id")}
-	err := s.db.read.QueryRowContext(r.Context(),
+	err := s.db.queryRow(r.Context(),
 		`SELECT available FROM inventory WHERE item_id = ?`, item.ItemID).Scan(&item.Available)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

@@ -9,6 +9,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/idemkit/idem/internal/pgtest"
 	"go.uber.org/goleak"
 )
 
@@ -18,11 +19,16 @@ import (
 // way: no separate build step.
 const childEnv = "IDEM_TESTSERVER_CHILD_ARGS"
 
+// withPostgres runs the tests with pgtest's shared PostgreSQL available.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int { return pgtest.Run(w.m) }
+
 func TestMain(m *testing.M) {
 	if v := os.Getenv(childEnv); v != "" {
 		os.Exit(runChild(v))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(withPostgres{m})
 }
 
 func runChild(argsJSON string) int {

@@ -99,7 +99,7 @@ func (s *Server) postReservation(w http.ResponseWriter, r *http.Request) {
 	if !s.startWork(r.Context(), w, m) {
 		return
 	}
-	s.serveAtomic(w, r, m, func(ctx context.Context, tx *sql.Tx, now time.Time) (response, error) {
+	s.serveAtomic(w, r, m, func(ctx context.Context, tx *txn, now time.Time) (response, error) {
 		return s.reserve(ctx, tx, m, in, now)
 	})
 }
@@ -107,7 +107,7 @@ func (s *Server) postReservation(w http.ResponseWriter, r *http.Request) {
 // reserve takes the stock in a single conditional UPDATE, so that stock can
 // never go negative whatever runs concurrently, and records the reservation
 // under the request's key.
-func (s *Server) reserve(ctx context.Context, tx *sql.Tx, m *mutation, in reservationRequest, now time.Time) (response, error) {
+func (s *Server) reserve(ctx context.Context, tx *txn, m *mutation, in reservationRequest, now time.Time) (response, error) {
 	item, qty := *in.ItemID, *in.Quantity
 	res, err := tx.ExecContext(ctx,
 		`UPDATE inventory SET available = available - ?, updated_at = ? WHERE item_id = ? AND available >= ?`,
@@ -164,7 +164,7 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
 	var rsv Reservation
 	var ref sql.NullString
 	var created int64
-	err := s.db.read.QueryRowContext(r.Context(), `
+	err := s.db.queryRow(r.Context(), `
 		SELECT id, item_id, quantity, reference, created_at FROM reservations WHERE id = ? AND client_id = ?`,
 		r.PathValue("id"), scope).Scan(&rsv.ID, &rsv.ItemID, &rsv.Quantity, &ref, &created)
 	switch {

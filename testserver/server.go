@@ -15,7 +15,9 @@ import (
 // and Stats, which in WAL mode read beside the writer.
 const serverReaders = 4
 
-// Server is the reference server: an http.Handler over a SQLite database.
+// Server is the reference server: an http.Handler over a SQLite database,
+// or over a PostgreSQL database that any number of Servers (replicas, in
+// one process or many) may share.
 // Create it with New and release it with Close. It is safe for concurrent
 // use.
 type Server struct {
@@ -43,7 +45,8 @@ type Server struct {
 	beforeFinish atomic.Pointer[func(ctx context.Context)]
 }
 
-// New opens (or creates) the database at cfg.Path, creates the schema,
+// New opens (or creates) the database at cfg.Path, creates the schema
+// (on PostgreSQL: the tables, in an existing database),
 // opens the fake payment gateway on the same database, and starts the
 // retention sweeper. The caller must call Close.
 func New(cfg Config) (*Server, error) {
@@ -218,9 +221,24 @@ func (s *Server) workContext(r *http.Request) (context.Context, context.CancelFu
 
 // internalError answers 500 for an error that is the server's own fault
 // (the database failing); it is logged, and the client may retry.
+//
+// Two failures are not the server's fault and get 503 with Retry-After
+// instead, since a retry may well succeed: a database that cannot be
+// reached (PostgreSQL down or restarting), and a transaction that kept
+// conflicting with concurrent ones beyond the retries the server allows.
 func (s *Server) internalError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) && s.ctx.Err() != nil {
 		writeProblem(w, problem(http.StatusServiceUnavailable, ProblemUnavailable, "Server closing", "the server is shutting down; retry"))
+		return
+	}
+	if s.db.dialect == dialectPostgres && (unavailable(err) || errors.Is(err, ErrContention)) {
+		s.log.WarnContext(r.Context(), "database unavailable or contended", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "1")
+		detail := "the database cannot be reached; retry with the same Idempotency-Key"
+		if errors.Is(err, ErrContention) {
+			detail = "the request kept conflicting with concurrent ones; retry with the same Idempotency-Key"
+		}
+		writeProblem(w, problem(http.StatusServiceUnavailable, ProblemUnavailable, "Database unavailable", detail))
 		return
 	}
 	s.log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)

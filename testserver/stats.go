@@ -43,6 +43,10 @@ type Stats struct {
 	Mismatches int64 `json:"mismatches"`
 	// Resumed counts charges taken over from an unfinished key row.
 	Resumed int64 `json:"resumed"`
+	// Retries counts transactions (the server's and its gateway's) run
+	// again after PostgreSQL aborted them with a serialization failure or
+	// a deadlock. Always 0 on SQLite; left out of the JSON when 0.
+	Retries int64 `json:"retries,omitempty"`
 	// Faults counts injected faults that fired, by kind:
 	// error_before_commit, hang_up_after_commit, bad_gateway_after_commit,
 	// crash_before_commit, crash_after_commit, crash_after_gateway, delay,
@@ -94,28 +98,33 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 // readStats is Stats for a caller that has entered the server already.
 func (s *Server) readStats(ctx context.Context) (Stats, error) {
 	st := Stats{
-		Requests:        s.stats.requests.Load(),
-		Invalid:         s.stats.invalid.Load(),
-		Replays:         s.stats.replays.Load(),
-		Conflicts:       s.stats.conflicts.Load(),
-		Mismatches:      s.stats.mismatches.Load(),
-		Resumed:         s.stats.resumed.Load(),
-		Faults:          map[string]int64{},
-		GatewayCaptures: s.gateway.Captures(),
+		Requests:   s.stats.requests.Load(),
+		Invalid:    s.stats.invalid.Load(),
+		Replays:    s.stats.replays.Load(),
+		Conflicts:  s.stats.conflicts.Load(),
+		Mismatches: s.stats.mismatches.Load(),
+		Resumed:    s.stats.resumed.Load(),
+		Retries:    s.db.retries.Load() + s.gateway.db.retries.Load(),
+		Faults:     map[string]int64{},
 	}
 	for k := faultKind(1); k < numFaultKinds; k++ {
 		if n := s.stats.faults[k].Load() + s.gateway.injected(k); n > 0 {
 			st.Faults[k.String()] = n
 		}
 	}
-	err := s.db.read.QueryRowContext(ctx, `
+	captures, err := s.gateway.CountCaptures(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	st.GatewayCaptures = captures
+	err = s.db.queryRow(ctx, `
 		SELECT
 			(SELECT COUNT(*) FROM charges),
 			(SELECT COUNT(*) FROM reservations),
 			(SELECT COUNT(*) FROM (SELECT 1 FROM charges WHERE reference IS NOT NULL
-			                       GROUP BY client_id, reference HAVING COUNT(*) > 1))
+			                       GROUP BY client_id, reference HAVING COUNT(*) > 1) AS c)
 			+ (SELECT COUNT(*) FROM (SELECT 1 FROM reservations WHERE reference IS NOT NULL
-			                         GROUP BY client_id, reference HAVING COUNT(*) > 1)),
+			                         GROUP BY client_id, reference HAVING COUNT(*) > 1) AS r),
 			(SELECT COUNT(*) FROM idempotency_keys),
 			(SELECT COUNT(*) FROM idempotency_keys WHERE locked_at IS NOT NULL),
 			(SELECT COUNT(*) FROM idempotency_keys WHERE `+abandoned+`)`, s.abandonedArgs()...).

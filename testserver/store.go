@@ -10,13 +10,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the pure-Go driver "sqlite"
 )
 
-// store is a SQLite database opened as two pools: one connection for writes
-// and a few for reads (or none, and reads share the write connection).
+// store is the database under the server: SQLite, or PostgreSQL shared by
+// any number of server processes (replicas). Everything above it is one
+// code path; the dialect differences live here and in dialect.go:
+// placeholders, how a write transaction begins, column types, and the
+// locking clause of the sweeper's batches.
+//
+// SQLite is opened as two pools: one connection for writes and a few for
+// reads (or none, and reads share the write connection).
 //
 // SQLite allows one writer at a time. Funnelling every write through a single
 // pooled connection makes writers queue in Go, in order, instead of spinning
@@ -36,9 +43,20 @@ import (
 // something if it is at least as durable as the effect it describes; here
 // both are in the same commit. (synchronous=NORMAL would survive a process
 // crash but could lose the last commits on power loss.)
+//
+// PostgreSQL is one pool for reads and writes. Its write transactions run
+// at SERIALIZABLE, which gives what BEGIN IMMEDIATE gives on SQLite (they
+// behave as if run one at a time) without a global lock; the price is that
+// PostgreSQL may abort one with a serialization failure or a deadlock, and
+// inTx runs it again.
 type store struct {
-	write *sql.DB
-	read  *sql.DB
+	dialect dialect
+	write   *sql.DB
+	read    *sql.DB
+
+	// retries counts transactions run again after a serialization failure
+	// or a deadlock.
+	retries atomic.Int64
 }
 
 // inMemory reports whether path names the in-memory database.
@@ -77,12 +95,21 @@ func escapePath(p string) string {
 
 // openStore opens (creating if needed) the database at path and applies the
 // schema given. readers is the size of the read pool; with 0 there is none,
-// and reads go through the write connection.
+// and reads go through the write connection. A postgres:// or
+// postgresql:// path opens PostgreSQL, with one pool of pgServerConns
+// connections, or pgGatewayConns for a store without readers.
 //
 // An in-memory database lives inside one connection: a second connection
 // would see a different, empty database. So in memory there is a single
 // pool of exactly one connection, kept forever, used for reads and writes.
 func openStore(ctx context.Context, path string, busy time.Duration, readers int, schema []string) (*store, error) {
+	if isPostgres(path) {
+		conns := pgServerConns
+		if readers == 0 {
+			conns = pgGatewayConns
+		}
+		return openPostgres(ctx, path, conns, schema)
+	}
 	if inMemory(path) {
 		db, err := sql.Open("sqlite", dsn(path, busy, false))
 		if err != nil {
@@ -128,15 +155,24 @@ func openStore(ctx context.Context, path string, busy time.Duration, readers int
 }
 
 // migrate applies the schema statements in one transaction. They are all
-// CREATE ... IF NOT EXISTS, so reopening an existing file is a no-op.
+// CREATE ... IF NOT EXISTS, so reopening an existing database is a no-op.
+// On PostgreSQL the transaction first takes an advisory lock, so that
+// replicas opening one empty database at once create it one after the
+// other (two concurrent CREATE TABLE IF NOT EXISTS of one table can both
+// miss it, and the second then fails).
 func (s *store) migrate(ctx context.Context, schema []string) error {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("testserver: creating schema: %w", err)
+		return s.dialect.connectError("creating schema", err)
 	}
 	defer tx.Rollback()
+	if lock := s.dialect.schemaLock(); lock != "" {
+		if _, err := tx.ExecContext(ctx, lock); err != nil {
+			return s.dialect.connectError("creating schema", err)
+		}
+	}
 	for _, stmt := range schema {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, s.dialect.types(stmt)); err != nil {
 			return fmt.Errorf("testserver: creating schema: %w", err)
 		}
 	}
@@ -159,30 +195,31 @@ var serverSchema = []string{
 	// One row per (client, key): the request fingerprint, how far the
 	// request got (recovery_point), who holds it (locked_at, lock_token)
 	// and, once finished, the answer to replay. Times are Unix nanoseconds.
+	// {{serial}}, {{int64}} and {{blob}} are the dialect's column types.
 	`CREATE TABLE IF NOT EXISTS idempotency_keys (
-		id               INTEGER PRIMARY KEY,
+		id               {{serial}},
 		client_id        TEXT    NOT NULL,
 		key              TEXT    NOT NULL,
 		method           TEXT    NOT NULL,
 		path             TEXT    NOT NULL,
-		fingerprint      BLOB    NOT NULL,
-		created_at       INTEGER NOT NULL,
-		locked_at        INTEGER,
+		fingerprint      {{blob}} NOT NULL,
+		created_at       {{int64}} NOT NULL,
+		locked_at        {{int64}},
 		lock_token       TEXT,
 		recovery_point   TEXT    NOT NULL CHECK (recovery_point IN ('started', 'gateway_called', 'finished')),
 		downstream_key   TEXT    NOT NULL,
 		gateway_charge_id TEXT,
-		response_status  INTEGER,
+		response_status  {{int64}},
 		response_header  TEXT,
-		response_body    BLOB,
+		response_body    {{blob}},
 		UNIQUE (client_id, key)
 	)`,
 	`CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at)`,
 
 	`CREATE TABLE IF NOT EXISTS inventory (
 		item_id    TEXT    PRIMARY KEY,
-		available  INTEGER NOT NULL CHECK (available >= 0),
-		updated_at INTEGER NOT NULL
+		available  {{int64}} NOT NULL CHECK (available >= 0),
+		updated_at {{int64}} NOT NULL
 	)`,
 
 	// The business tables carry the key that created each row, UNIQUE per
@@ -195,9 +232,9 @@ var serverSchema = []string{
 		client_id       TEXT    NOT NULL,
 		idempotency_key TEXT,
 		item_id         TEXT    NOT NULL,
-		quantity        INTEGER NOT NULL CHECK (quantity > 0),
+		quantity        {{int64}} NOT NULL CHECK (quantity > 0),
 		reference       TEXT,
-		created_at      INTEGER NOT NULL,
+		created_at      {{int64}} NOT NULL,
 		UNIQUE (client_id, idempotency_key)
 	)`,
 	`CREATE INDEX IF NOT EXISTS reservations_reference ON reservations (client_id, reference)`,
@@ -207,12 +244,12 @@ var serverSchema = []string{
 		client_id         TEXT    NOT NULL,
 		idempotency_key   TEXT,
 		customer          TEXT    NOT NULL,
-		amount            INTEGER NOT NULL CHECK (amount > 0),
+		amount            {{int64}} NOT NULL CHECK (amount > 0),
 		currency          TEXT    NOT NULL,
 		reference         TEXT,
 		gateway_charge_id TEXT    NOT NULL UNIQUE,
 		status            TEXT    NOT NULL,
-		created_at        INTEGER NOT NULL,
+		created_at        {{int64}} NOT NULL,
 		UNIQUE (client_id, idempotency_key)
 	)`,
 	`CREATE INDEX IF NOT EXISTS charges_customer ON charges (client_id, customer)`,

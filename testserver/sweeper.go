@@ -2,7 +2,11 @@ package testserver
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -31,36 +35,80 @@ func (s *Server) Sweep(ctx context.Context) (int64, error) {
 	return s.sweep(ctx)
 }
 
+// sweepBatch is how many keys one transaction of the sweeper deletes at
+// most: short transactions hold their locks briefly.
+const sweepBatch = 500
+
 // sweep is Sweep for a caller that has entered the server already, or that
-// Close waits for on its own (the background sweeper).
+// Close waits for on its own (the background sweeper). It deletes in
+// batches, each its own transaction, until a batch finds fewer than
+// sweepBatch keys.
+//
+// On PostgreSQL several replicas may sweep at once. A batch selects its
+// keys FOR UPDATE SKIP LOCKED, at READ COMMITTED: a key another sweeper
+// is deleting is skipped, not waited for and not deleted twice, so every
+// expired key is counted by exactly one sweeper.
 func (s *Server) sweep(ctx context.Context) (int64, error) {
 	expired := s.cfg.Now().Add(-s.cfg.Retention).UnixNano()
-	tx, err := s.db.write.BeginTx(ctx, nil)
+	var total int64
+	for {
+		var n int64
+		err := s.db.inTxLevel(ctx, sql.LevelReadCommitted, func(tx *txn) error {
+			var err error
+			n, err = s.sweepOnce(ctx, tx, expired)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < sweepBatch {
+			return total, nil
+		}
+	}
+}
+
+// sweepOnce deletes one batch of expired keys in tx and returns how many.
+func (s *Server) sweepOnce(ctx context.Context, tx *txn, expired int64) (int64, error) {
+	// A finished row holds no lock, so its age alone decides.
+	rows, err := tx.QueryContext(ctx, `
+		SELECT id FROM idempotency_keys WHERE recovery_point = 'finished' AND created_at <= ?
+		ORDER BY id LIMIT `+strconv.Itoa(sweepBatch)+s.db.dialect.skipLocked(), expired)
 	if err != nil {
 		return 0, fmt.Errorf("testserver: sweeping keys: %w", err)
 	}
-	defer tx.Rollback()
-	// A finished row holds no lock, so its age alone decides.
-	const doomed = `recovery_point = 'finished' AND created_at <= ?1`
+	var ids []any
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("testserver: sweeping keys: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, fmt.Errorf("testserver: sweeping keys: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	in := "(" + strings.Repeat("?, ", len(ids)-1) + "?)"
 	for _, table := range []string{"reservations", "charges"} {
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE `+table+` SET idempotency_key = NULL
 			WHERE idempotency_key IS NOT NULL AND EXISTS (
 				SELECT 1 FROM idempotency_keys k
-				WHERE k.client_id = `+table+`.client_id AND k.key = `+table+`.idempotency_key AND `+doomed+`)`,
-			expired); err != nil {
+				WHERE k.client_id = `+table+`.client_id AND k.key = `+table+`.idempotency_key AND k.id IN `+in+`)`,
+			ids...); err != nil {
 			return 0, fmt.Errorf("testserver: sweeping keys from %s: %w", table, err)
 		}
 	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE `+doomed, expired)
+	res, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE id IN `+in, ids...)
 	if err != nil {
 		return 0, fmt.Errorf("testserver: sweeping keys: %w", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, fmt.Errorf("testserver: sweeping keys: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("testserver: sweeping keys: %w", err)
 	}
 	return n, nil
@@ -81,7 +129,7 @@ func (s *Server) abandonedArgs() []any {
 // reportAbandoned logs the abandoned keys, if any, for reconciliation.
 func (s *Server) reportAbandoned(ctx context.Context) {
 	var n int64
-	err := s.db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM idempotency_keys WHERE `+abandoned, s.abandonedArgs()...).Scan(&n)
+	err := s.db.queryRow(ctx, `SELECT COUNT(*) FROM idempotency_keys WHERE `+abandoned, s.abandonedArgs()...).Scan(&n)
 	switch {
 	case err != nil && ctx.Err() == nil:
 		s.log.ErrorContext(ctx, "counting abandoned keys", "err", err)

@@ -1,0 +1,285 @@
+package testserver
+
+import (
+	"context"
+	"database/sql"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/internal/pgtest"
+)
+
+// replicas starts n servers on one new PostgreSQL database, each listening
+// on its own port, as n processes would.
+func replicas(t *testing.T, n int, cfg Config) []*Instance {
+	t.Helper()
+	cfg.Path = pgtest.NewDatabase(t)
+	ins := make([]*Instance, n)
+	for i := range ins {
+		ins[i] = Start(t, cfg)
+	}
+	return ins
+}
+
+// openPG opens the database at dsn for a test's own statements.
+func openPG(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// S9 with S3 and S4: 200 requests with one key, spread over three replicas
+// at once, have one effect; every other one is a replay of the same answer
+// or, while the first is in flight, 409 with Retry-After.
+func TestPostgresReplicasOneKeyOneEffect(t *testing.T) {
+	const n = 200
+	tests := []struct {
+		name string
+		path string
+		body string
+	}{
+		{"charge", "/charges", chargeBody},
+		{"reservation", "/reservations", `{"item_id":"sku-1","quantity":2,"reference":"r"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The gateway's delay keeps the first charge in flight while
+			// the others arrive.
+			ins := replicas(t, 3, Config{Faults: Faults{Gateway: GatewayFaults{Delay: 50 * time.Millisecond}}})
+			stock(t, ins[0], "sku-1", 100)
+			replies := make([]reply, n)
+			gate := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					<-gate
+					replies[i] = <-sendAsync(t, ins[i%len(ins)], req{method: "POST", path: tt.path, key: "same", client: "c", body: tt.body})
+				})
+			}
+			close(gate)
+			wg.Wait()
+			firsts, replays, conflicts := 0, 0, 0
+			var first string
+			var answers []string
+			for _, rep := range replies {
+				switch {
+				case rep.status == http.StatusCreated && rep.header.Get(HeaderReplayed) == "true":
+					replays++
+					answers = append(answers, string(rep.body))
+				case rep.status == http.StatusCreated:
+					firsts++
+					first = string(rep.body)
+				case rep.status == http.StatusConflict && rep.header.Get("Retry-After") != "":
+					conflicts++
+				default:
+					t.Fatalf("unexpected reply %d %s", rep.status, rep.body)
+				}
+			}
+			if firsts != 1 || firsts+replays+conflicts != n {
+				t.Fatalf("%d first answers, %d replays, %d in-flight conflicts; want exactly one first answer", firsts, replays, conflicts)
+			}
+			for _, a := range answers {
+				if a != first {
+					t.Fatalf("replay %s differs from the first answer %s", a, first)
+				}
+			}
+			// Every replica sees the one effect and the one capture.
+			for i, in := range ins {
+				st := stats(t, in)
+				want := Effects{Reservations: 1}
+				wantCaptures := int64(0)
+				if tt.path == "/charges" {
+					want, wantCaptures = Effects{Charges: 1}, 1
+				}
+				if st.Effects != want || st.GatewayCaptures != wantCaptures || st.Keys != 2 || st.InFlight != 0 {
+					t.Fatalf("replica %d: stats %+v; want effects %+v, %d capture(s), 2 keys, none in flight", i, st, want, wantCaptures)
+				}
+			}
+			if tt.path == "/reservations" {
+				if got := available(t, ins[2], "sku-1"); got != 98 {
+					t.Fatalf("stock %d, want 98", got)
+				}
+			}
+			t.Logf("%d requests: 1 first answer, %d replays, %d conflicts", n, replays, conflicts)
+			checkConsistent(t, ins[0].Server)
+		})
+	}
+}
+
+// S9 with S5: a replica killed in the middle of a charge leaves the key row
+// at its last recovery point; another replica, already serving the same
+// database, takes the stale lock over and resumes from there. One capture,
+// one charge.
+func TestPostgresKilledReplicaIsResumedByAnother(t *testing.T) {
+	tests := []struct {
+		name   string
+		fault  string
+		point  string
+		gwCall bool   // whether the resuming replica calls the gateway again (it answers from its store)
+		resume string // the recovery point the resuming replica starts from
+	}{
+		{"killed after the gateway call", "-fault-crash-after-gateway=1", CrashPointAfterGateway, true, pointStarted},
+		{"killed inside the final transaction", "-fault-crash-before-commit=1", CrashPointBeforeCommit, false, pointGatewayCalled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dsn := pgtest.NewDatabase(t)
+			client := childClient(t)
+			r := req{method: "POST", path: "/charges", key: "2b0c7f0e-replica-kill", client: "shop", body: chargeBody}
+
+			survivor := startChild(t, "-addr=127.0.0.1:0", "-db="+dsn, "-log-level=info", "-lock-timeout=200ms")
+			doomed := startChild(t, "-addr=127.0.0.1:0", "-db="+dsn, "-log-level=warn", tt.fault, "-crash=hang")
+			lost := make(chan error, 1)
+			go func() {
+				_, err := postTo(t, client, doomed.url, r)
+				lost <- err
+			}()
+			doomed.waitLine("crash point " + tt.point + " reached")
+			if err := doomed.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			if _, sig := doomed.wait(); sig != syscall.SIGKILL {
+				t.Fatalf("replica not killed by SIGKILL (%v)", sig)
+			}
+			if err := <-lost; err == nil {
+				t.Fatal("the request that the killed replica was serving got an answer")
+			}
+
+			var rep reply
+			conflicts := 0
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				var err error
+				if rep, err = postTo(t, client, survivor.url, r); err != nil {
+					t.Fatal(err)
+				}
+				if rep.status != http.StatusConflict || time.Now().After(deadline) {
+					break
+				}
+				// The dead replica's lock: wait it out as Retry-After says
+				// (shortened: the survivor's lock timeout is 200ms).
+				conflicts++
+				time.Sleep(20 * time.Millisecond)
+			}
+			wantStatus(t, rep, http.StatusCreated)
+			statsRep, err := postTo(t, client, survivor.url, req{method: "GET", path: "/stats"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := decode[Stats](t, statsRep)
+			if st.GatewayCaptures != 1 || st.Effects.Charges != 1 || st.Resumed != 1 || st.InFlight != 0 || st.Conflicts != int64(conflicts) {
+				t.Fatalf("stats %+v after %d conflicts; want one capture, one charge, one resumed request", st, conflicts)
+			}
+			if replayed := strings.Contains(survivor.stderr.String(), "gateway replayed capture"); replayed != tt.gwCall {
+				t.Fatalf("gateway called again: %v, want %v", replayed, tt.gwCall)
+			}
+			if !strings.Contains(survivor.stderr.String(), `msg="resuming charge" key=`+r.key+" point="+tt.resume+" stale_lock=true") {
+				t.Fatalf("the survivor did not take the stale lock over at %s:\n%s", tt.resume, survivor.stderr.String())
+			}
+			again, err := postTo(t, client, survivor.url, r)
+			if err != nil || again.header.Get(HeaderReplayed) != "true" || string(again.body) != string(rep.body) {
+				t.Fatalf("retry after success: %d %s (%v), want the replay", again.status, again.body, err)
+			}
+			survivor.cmd.Process.Signal(syscall.SIGTERM)
+			if code, _ := survivor.wait(); code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", code, survivor.stderr.String())
+			}
+		})
+	}
+}
+
+// waitForLockWait waits until some session of db waits for a lock.
+func waitForLockWait(t *testing.T, db *sql.DB) {
+	t.Helper()
+	waitFor(t, "a transaction waiting for a lock", func() bool {
+		var n int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM pg_locks WHERE NOT granted`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+}
+
+// A serialization failure (40001) and a deadlock (40P01) are provoked in a
+// request's transaction by a transaction of the test's own; the server
+// runs its transaction again and answers 201, not 500.
+func TestPostgresConflictsAreRetried(t *testing.T) {
+	t.Run("serialization failure", func(t *testing.T) {
+		ins := replicas(t, 1, Config{})
+		in := ins[0]
+		stock(t, in, "sku-1", 5)
+		db := openPG(t, in.Server.cfg.Path)
+		ctx := context.Background()
+		other, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Rollback()
+		// The test's transaction changes the row the reservation will
+		// update, and commits once the reservation waits for it: the
+		// reservation's snapshot is then older than the row's version.
+		if _, err := other.Exec(`UPDATE inventory SET available = 4 WHERE item_id = 'sku-1'`); err != nil {
+			t.Fatal(err)
+		}
+		done := sendAsync(t, in, req{method: "POST", path: "/reservations", key: "k", body: `{"item_id":"sku-1","quantity":1}`})
+		waitForLockWait(t, db)
+		if err := other.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, <-done, http.StatusCreated)
+		if got := available(t, in, "sku-1"); got != 3 {
+			t.Fatalf("stock %d, want 3 (4 from the test's update, less 1)", got)
+		}
+		if st := stats(t, in); st.Retries != 1 || st.Effects.Reservations != 1 {
+			t.Fatalf("stats %+v; want one retried transaction and one reservation", st)
+		}
+	})
+	t.Run("deadlock", func(t *testing.T) {
+		ins := replicas(t, 1, Config{})
+		in := ins[0]
+		stock(t, in, "sku-1", 5)
+		db := openPG(t, in.Server.cfg.Path)
+		ctx := context.Background()
+		other, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Rollback()
+		// The test's transaction holds the key the request will insert;
+		// the request updates the stock, then waits for the key; the test's
+		// transaction then waits for the stock: a deadlock, which the
+		// request's session detects first (the test's waits longer before
+		// looking) and is aborted with.
+		if _, err := other.Exec(`SET LOCAL deadlock_timeout = '1min'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.Exec(`
+			INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key)
+			VALUES ($1, 'dl', 'POST', '/reservations', '\x00', 0, 'started', 'x')`, AnonymousClient); err != nil {
+			t.Fatal(err)
+		}
+		done := sendAsync(t, in, req{method: "POST", path: "/reservations", key: "dl", body: `{"item_id":"sku-1","quantity":1}`})
+		waitForLockWait(t, db)
+		if _, err := other.Exec(`UPDATE inventory SET available = available WHERE item_id = 'sku-1'`); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, <-done, http.StatusCreated)
+		if got := available(t, in, "sku-1"); got != 4 {
+			t.Fatalf("stock %d, want 4", got)
+		}
+		if st := stats(t, in); st.Retries < 1 || st.Effects.Reservations != 1 {
+			t.Fatalf("stats %+v; want a retried transaction and one reservation", st)
+		}
+	})
+}
