@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -20,6 +21,9 @@ type Replicas struct {
 	DSN string
 	// Procs are the replicas, in the order they were started.
 	Procs []*ServerProcess
+
+	mu           sync.Mutex
+	failedStarts []error // guarded by mu
 }
 
 // StartReplicas starts n replicas of the server binary on the PostgreSQL
@@ -56,9 +60,15 @@ func (r *Replicas) URLs() []string {
 	return urls
 }
 
+// maxStarts is how many times Restart starts a replica whose process exits
+// before it listens, as a supervisor with a restart policy would.
+const maxStarts = 5
+
 // Restart SIGKILLs replica i, waits down (zero: not at all), and starts it
 // again with args on the same port. It returns how long the replica took
-// from the kill to listening again.
+// from the kill to listening again. A start whose process exits before it
+// listens is tried again, up to maxStarts times in all, as a supervisor
+// would; each such failure is kept for FailedStarts.
 func (r *Replicas) Restart(ctx context.Context, i int, down time.Duration, args ...string) (time.Duration, error) {
 	p := r.Procs[i]
 	start := time.Now()
@@ -72,10 +82,27 @@ func (r *Replicas) Restart(ctx context.Context, i int, down time.Duration, args 
 		case <-time.After(down):
 		}
 	}
-	if err := p.Start(ctx, args...); err != nil {
-		return 0, fmt.Errorf("faultsuite: replica %d: %w", i, err)
+	for n := 1; ; n++ {
+		err := p.Start(ctx, args...)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrExitedBeforeListening) || n == maxStarts {
+			return 0, fmt.Errorf("faultsuite: replica %d: %w", i, err)
+		}
+		r.mu.Lock()
+		r.failedStarts = append(r.failedStarts, fmt.Errorf("replica %d: %w", i, err))
+		r.mu.Unlock()
 	}
 	return time.Since(start), nil
+}
+
+// FailedStarts returns the starts of a replica, after a kill, whose
+// process exited before it listened (and that Restart tried again).
+func (r *Replicas) FailedStarts() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.failedStarts...)
 }
 
 // Stop stops every replica (see ServerProcess.Stop) and returns their

@@ -43,6 +43,10 @@ type ServerProcess struct {
 	running bool
 }
 
+// ErrExitedBeforeListening is wrapped by the error of a Start whose process
+// exited before it said it was listening.
+var ErrExitedBeforeListening = errors.New("faultsuite: server exited before listening")
+
 // serverRun is one life of the process.
 type serverRun struct {
 	cmd     *exec.Cmd
@@ -136,7 +140,7 @@ func (s *ServerProcess) startOnce(ctx context.Context, args []string) error {
 		s.starts++
 		return nil
 	case <-run.exited:
-		return fmt.Errorf("faultsuite: server exited before listening (%v): %s", run.err, s.logTail())
+		return fmt.Errorf("%w (%v): %s", ErrExitedBeforeListening, run.err, s.logTail())
 	case <-ctx.Done():
 		cmd.Process.Kill()
 		<-run.exited
