@@ -257,86 +257,88 @@ func downstreamKey(t testing.TB, in *Instance, key string) string {
 }
 
 func TestConcurrentRequestsWithOneKeyHaveOneEffect(t *testing.T) {
-	tests := []struct {
-		name   string
-		method string
-		path   string
-		body   string
-		ok     int
-	}{
-		{"reservation", "POST", "/reservations", `{"item_id":"sku-1","quantity":2,"reference":"r"}`, 201},
-		{"charge", "POST", "/charges", chargeBody, 201},
-		{"stock", "PUT", "/inventory/sku-2", `{"available": 3}`, 200},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			in := start(t, Config{})
-			stock(t, in, "sku-1", 100)
-			const n = 16
-			var wg sync.WaitGroup
-			replies := make([]reply, n)
-			gate := make(chan struct{})
-			for i := range n {
-				wg.Go(func() {
-					<-gate
-					replies[i] = <-sendAsync(t, in, req{method: tt.method, path: tt.path, key: "same", client: "c", body: tt.body})
-				})
-			}
-			close(gate)
-			wg.Wait()
-			firsts, replays, conflicts := 0, 0, 0
-			var answer string
-			for _, rep := range replies {
-				switch {
-				case rep.status == tt.ok && rep.header.Get(HeaderReplayed) == "true":
-					replays++
-					if answer != "" && string(rep.body) != answer {
-						t.Fatalf("two different answers: %s and %s", answer, rep.body)
+	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {
+		tests := []struct {
+			name   string
+			method string
+			path   string
+			body   string
+			ok     int
+		}{
+			{"reservation", "POST", "/reservations", `{"item_id":"sku-1","quantity":2,"reference":"r"}`, 201},
+			{"charge", "POST", "/charges", chargeBody, 201},
+			{"stock", "PUT", "/inventory/sku-2", `{"available": 3}`, 200},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				in := start(t, Config{Path: newDB(t)})
+				stock(t, in, "sku-1", 100)
+				const n = 16
+				var wg sync.WaitGroup
+				replies := make([]reply, n)
+				gate := make(chan struct{})
+				for i := range n {
+					wg.Go(func() {
+						<-gate
+						replies[i] = <-sendAsync(t, in, req{method: tt.method, path: tt.path, key: "same", client: "c", body: tt.body})
+					})
+				}
+				close(gate)
+				wg.Wait()
+				firsts, replays, conflicts := 0, 0, 0
+				var answer string
+				for _, rep := range replies {
+					switch {
+					case rep.status == tt.ok && rep.header.Get(HeaderReplayed) == "true":
+						replays++
+						if answer != "" && string(rep.body) != answer {
+							t.Fatalf("two different answers: %s and %s", answer, rep.body)
+						}
+						answer = string(rep.body)
+					case rep.status == tt.ok:
+						firsts++
+					case rep.status == http.StatusConflict && rep.header.Get("Retry-After") != "":
+						conflicts++
+					default:
+						t.Fatalf("unexpected reply %d %s", rep.status, rep.body)
 					}
-					answer = string(rep.body)
-				case rep.status == tt.ok:
-					firsts++
-				case rep.status == http.StatusConflict && rep.header.Get("Retry-After") != "":
-					conflicts++
+				}
+				if firsts != 1 || firsts+replays+conflicts != n {
+					t.Fatalf("%d first answers, %d replays, %d in-flight conflicts; want exactly one first answer", firsts, replays, conflicts)
+				}
+				st := stats(t, in)
+				var keys int64
+				if err := in.Server.db.read.QueryRow(`SELECT COUNT(*) FROM idempotency_keys WHERE client_id = 'client:c' AND key = 'same' AND response_body IS NOT NULL`).Scan(&keys); err != nil || keys != 1 {
+					t.Fatalf("%d stored responses (%v), want 1", keys, err)
+				}
+				// sku-1 starts at 100 and loses one reservation of 2 at most;
+				// sku-2 exists only if the stock request ran.
+				wantSKU1, wantSKU2 := int64(100), int64(-1)
+				switch tt.path {
+				case "/reservations":
+					wantSKU1 = 98
+					if st.Effects.Reservations != 1 {
+						t.Fatalf("stats %+v; want one reservation", st)
+					}
+				case "/charges":
+					if st.Effects.Charges != 1 || st.GatewayCaptures != 1 {
+						t.Fatalf("stats %+v; want one charge and one capture", st)
+					}
 				default:
-					t.Fatalf("unexpected reply %d %s", rep.status, rep.body)
+					wantSKU2 = 3
 				}
-			}
-			if firsts != 1 || firsts+replays+conflicts != n {
-				t.Fatalf("%d first answers, %d replays, %d in-flight conflicts; want exactly one first answer", firsts, replays, conflicts)
-			}
-			st := stats(t, in)
-			var keys int64
-			if err := in.Server.db.read.QueryRow(`SELECT COUNT(*) FROM idempotency_keys WHERE client_id = 'client:c' AND key = 'same' AND response_body IS NOT NULL`).Scan(&keys); err != nil || keys != 1 {
-				t.Fatalf("%d stored responses (%v), want 1", keys, err)
-			}
-			// sku-1 starts at 100 and loses one reservation of 2 at most;
-			// sku-2 exists only if the stock request ran.
-			wantSKU1, wantSKU2 := int64(100), int64(-1)
-			switch tt.path {
-			case "/reservations":
-				wantSKU1 = 98
-				if st.Effects.Reservations != 1 {
-					t.Fatalf("stats %+v; want one reservation", st)
+				if got := available(t, in, "sku-1"); got != wantSKU1 {
+					t.Fatalf("sku-1 stock %d, want %d", got, wantSKU1)
 				}
-			case "/charges":
-				if st.Effects.Charges != 1 || st.GatewayCaptures != 1 {
-					t.Fatalf("stats %+v; want one charge and one capture", st)
+				if wantSKU2 < 0 {
+					wantProblem(t, send(t, in, req{method: "GET", path: "/inventory/sku-2"}), http.StatusNotFound, ProblemUnknownItem)
+				} else if got := available(t, in, "sku-2"); got != wantSKU2 {
+					t.Fatalf("sku-2 stock %d, want %d", got, wantSKU2)
 				}
-			default:
-				wantSKU2 = 3
-			}
-			if got := available(t, in, "sku-1"); got != wantSKU1 {
-				t.Fatalf("sku-1 stock %d, want %d", got, wantSKU1)
-			}
-			if wantSKU2 < 0 {
-				wantProblem(t, send(t, in, req{method: "GET", path: "/inventory/sku-2"}), http.StatusNotFound, ProblemUnknownItem)
-			} else if got := available(t, in, "sku-2"); got != wantSKU2 {
-				t.Fatalf("sku-2 stock %d, want %d", got, wantSKU2)
-			}
-			checkConsistent(t, in.Server)
-		})
-	}
+				checkConsistent(t, in.Server)
+			})
+		}
+	})
 }
 
 // A key row that disappears under a running charge (the server never

@@ -186,8 +186,8 @@ func unavailable(err error) bool {
 		// shutting down or starting.
 		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 	}
-	var ne net.Error
-	if errors.As(err, &ne) {
+	var oe *net.OpError // a dial or a read that the network refused
+	if errors.As(err, &oe) {
 		return true
 	}
 	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)

@@ -1,5 +1,6 @@
 // Package testserver is the reference server for idempotency keys: a small
-// HTTP API (stock reservations and card charges) backed by SQLite that
+// HTTP API (stock reservations and card charges) backed by SQLite, or by
+// PostgreSQL shared by any number of replicas (see Replicas below), that
 // implements the server half of the Idempotency-Key protocol the way a real
 // server should. It is what the idem client is tested against, what the demo
 // runs, and what a user can start inside their own integration tests with
@@ -71,13 +72,15 @@
 // # One transaction when the work is local
 //
 // POST /reservations and PUT /inventory/{item_id} touch nothing but the
-// database, so the whole request is one SQLite transaction begun with BEGIN
-// IMMEDIATE: look the key up, apply the business change, insert the key row
-// with its response, commit. Either all of it is durable or none of it is;
+// database, so the whole request is one transaction, begun with BEGIN
+// IMMEDIATE on SQLite and at SERIALIZABLE on PostgreSQL: look the key up,
+// apply the business change, insert the key row with its response, commit. Either all of it is durable or none of it is;
 // a crash at any instant leaves no half-done reservation and no key without
 // its answer. The business table carries the key too, under a UNIQUE
 // constraint, as a second line of defence. Because writers are serialised, a
-// concurrent duplicate waits for the first transaction and then replays it.
+// concurrent duplicate waits for the first transaction and then replays it;
+// on PostgreSQL the duplicate's transaction fails to serialize instead, and
+// the server runs it again, and it replays.
 //
 // # Atomic phases when the work calls out
 //
@@ -110,6 +113,25 @@
 // finished is never swept: forgetting it would let its retry capture the
 // money again under a new downstream key. Once past retention with no live
 // lock it is counted in Stats.Abandoned, for a person to reconcile.
+//
+// # Replicas
+//
+// With Config.Path a postgres:// URL, any number of Servers, in one process
+// or many, share one database, and every rule above holds across them
+// (S9): a key claimed on one replica is in flight, replayed or mismatched
+// on all of them; a charge whose replica died is resumed by another from
+// its last recovery point once the lock goes stale; the gateway's captures
+// live in the same database, so a downstream key captures once whichever
+// replica calls. Write transactions run at SERIALIZABLE; PostgreSQL aborts
+// one that would break that order (a serialization failure, 40001) or that
+// deadlocked (40P01), and the server runs it again, up to 12 times with a
+// short random backoff (Stats.Retries counts them); if it still fails, the
+// request gets 503 with Retry-After, never 500. The sweeper deletes in
+// batches that lock their rows FOR UPDATE SKIP LOCKED, so replicas sweeping
+// at once delete each expired key once. The schema is created on open
+// under an advisory lock, so replicas may start together on an empty
+// database. A database that cannot be reached makes New fail with
+// ErrDatabaseUnavailable, and a request 503 with Retry-After.
 //
 // # Slow clients
 //

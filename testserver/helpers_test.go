@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/pgtest"
 )
 
 // fakeClock is a Config.Now that moves only when told.
@@ -39,6 +41,25 @@ func (c *fakeClock) Advance(d time.Duration) {
 // dbPath returns a fresh database file in the test's temporary directory.
 func dbPath(t testing.TB) string {
 	return filepath.Join(t.TempDir(), "idem.db")
+}
+
+// stores are the databases the server runs on, each with a function that
+// gives a test a fresh one.
+var stores = []struct {
+	name  string
+	newDB func(testing.TB) string
+}{
+	{"sqlite", dbPath},
+	{"postgres", pgtest.NewDatabase},
+}
+
+// onEachStore runs f as one subtest per store; newDB gives it a fresh
+// database of that store.
+func onEachStore(t *testing.T, f func(t *testing.T, newDB func(testing.TB) string)) {
+	t.Helper()
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) { f(t, st.newDB) })
+	}
 }
 
 // start starts a server on a real SQLite file unless cfg names one.

@@ -3,6 +3,8 @@ package testserver
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -92,8 +94,10 @@ func TestPostgresReplicasOneKeyOneEffect(t *testing.T) {
 				}
 			}
 			// Every replica sees the one effect and the one capture.
+			var retries int64
 			for i, in := range ins {
 				st := stats(t, in)
+				retries += st.Retries
 				want := Effects{Reservations: 1}
 				wantCaptures := int64(0)
 				if tt.path == "/charges" {
@@ -108,7 +112,7 @@ func TestPostgresReplicasOneKeyOneEffect(t *testing.T) {
 					t.Fatalf("stock %d, want 98", got)
 				}
 			}
-			t.Logf("%d requests: 1 first answer, %d replays, %d conflicts", n, replays, conflicts)
+			t.Logf("%d requests: 1 first answer, %d replays, %d conflicts; %d transactions retried", n, replays, conflicts, retries)
 			checkConsistent(t, ins[0].Server)
 		})
 	}
@@ -280,6 +284,157 @@ func TestPostgresConflictsAreRetried(t *testing.T) {
 		}
 		if st := stats(t, in); st.Retries < 1 || st.Effects.Reservations != 1 {
 			t.Fatalf("stats %+v; want a retried transaction and one reservation", st)
+		}
+	})
+}
+
+// S9 with S6: three replicas sweep one database at once. Every expired key
+// is deleted by exactly one of them (the deleted counts add up to the
+// expired keys, none left), and no live key is deleted: neither a recent
+// finished key nor an old unfinished one.
+func TestPostgresReplicasSweepEachKeyOnce(t *testing.T) {
+	const expired, recent, unfinished = 1300, 40, 30 // expired > 2 batches
+	clock := newFakeClock()
+	ins := replicas(t, 3, Config{Retention: time.Hour, SweepInterval: time.Hour, Now: clock.Now})
+	db := openPG(t, ins[0].Server.cfg.Path)
+	old, now := clock.Now().Add(-2*time.Hour).UnixNano(), clock.Now().UnixNano()
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key,
+		                               response_status, response_header, response_body)
+		  SELECT 'client:c', 'old-' || i, 'POST', '/reservations', '\x00', $1, 'finished', 'd-old-' || i, 201, '{}', '\x00'
+		  FROM generate_series(1, $2::int) i`, []any{old, expired}},
+		{`INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key,
+		                               response_status, response_header, response_body)
+		  SELECT 'client:c', 'new-' || i, 'POST', '/reservations', '\x00', $1, 'finished', 'd-new-' || i, 201, '{}', '\x00'
+		  FROM generate_series(1, $2::int) i`, []any{now, recent}},
+		{`INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key)
+		  SELECT 'client:c', 'open-' || i, 'POST', '/charges', '\x00', $1, 'gateway_called', 'd-open-' || i
+		  FROM generate_series(1, $2::int) i`, []any{old, unfinished}},
+		{`INSERT INTO reservations (id, client_id, idempotency_key, item_id, quantity, created_at)
+		  SELECT 'rsv-' || key, client_id, key, 'sku-1', 1, created_at FROM idempotency_keys WHERE path = '/reservations'`, nil},
+	} {
+		if _, err := db.Exec(q.sql, q.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	counts := make([]int64, len(ins))
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, in := range ins {
+		wg.Go(func() {
+			<-gate
+			n, err := in.Server.Sweep(context.Background())
+			if err != nil {
+				t.Errorf("replica %d: %v", i, err)
+			}
+			counts[i] = n
+		})
+	}
+	close(gate)
+	wg.Wait()
+	if sum := counts[0] + counts[1] + counts[2]; sum != expired {
+		t.Fatalf("deleted %v, %d in all; want %d", counts, sum, expired)
+	}
+	for _, c := range []struct {
+		what string
+		sql  string
+		want int
+	}{
+		{"expired keys left", `SELECT COUNT(*) FROM idempotency_keys WHERE key LIKE 'old-%'`, 0},
+		{"recent keys left", `SELECT COUNT(*) FROM idempotency_keys WHERE key LIKE 'new-%'`, recent},
+		{"unfinished keys left", `SELECT COUNT(*) FROM idempotency_keys WHERE key LIKE 'open-%'`, unfinished},
+		{"reservations that lost their key", `SELECT COUNT(*) FROM reservations WHERE idempotency_key IS NULL AND id LIKE 'rsv-old-%'`, expired},
+		{"reservations that kept their key", `SELECT COUNT(*) FROM reservations WHERE idempotency_key = substr(id, 5)`, recent},
+	} {
+		var n int
+		if err := db.QueryRow(c.sql).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != c.want {
+			t.Errorf("%s: %d, want %d", c.what, n, c.want)
+		}
+	}
+	if st := stats(t, ins[1]); st.Abandoned != unfinished {
+		t.Fatalf("abandoned %d, want %d", st.Abandoned, unfinished)
+	}
+}
+
+// Replicas that open one empty database at the same moment all start: the
+// schema is created once, the others wait for it.
+func TestPostgresReplicasCreateTheSchemaAtOnce(t *testing.T) {
+	const n = 6
+	dsn := pgtest.NewDatabase(t)
+	servers := make([]*Server, n)
+	errs := make([]error, n)
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-gate
+			servers[i], errs[i] = New(Config{Path: dsn})
+		})
+	}
+	close(gate)
+	wg.Wait()
+	for i, s := range servers {
+		if errs[i] != nil {
+			t.Errorf("replica %d: %v", i, errs[i])
+			continue
+		}
+		if _, err := s.Stats(context.Background()); err != nil {
+			t.Errorf("replica %d: stats: %v", i, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("replica %d: close: %v", i, err)
+		}
+	}
+}
+
+// A PostgreSQL that cannot be reached is named at start, and a request that
+// meets it while running gets 503 with Retry-After, not a 500 or a panic;
+// once PostgreSQL is back, requests succeed again.
+func TestPostgresUnavailable(t *testing.T) {
+	t.Run("at start", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close() // nothing listens there now
+		_, err = New(Config{Path: "postgres://idem:secret@" + addr + "/idem?sslmode=disable&connect_timeout=5"})
+		if !errors.Is(err, ErrDatabaseUnavailable) || !strings.Contains(err.Error(), addr) || strings.Contains(err.Error(), "secret") {
+			t.Fatalf("New: %v; want ErrDatabaseUnavailable naming %s, without the password", err, addr)
+		}
+	})
+	t.Run("while serving", func(t *testing.T) {
+		pg := pgtest.Own(t)
+		in := Start(t, Config{Path: pg.DSN()})
+		ctx := context.Background()
+		wantStatus(t, send(t, in, req{method: "PUT", path: "/inventory/sku-1", key: "k1", body: `{"available":1}`}), http.StatusOK)
+		if err := pg.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []req{
+			{method: "PUT", path: "/inventory/sku-1", key: "k2", body: `{"available":2}`},
+			{method: "POST", path: "/charges", key: "k3", body: chargeBody},
+			{method: "GET", path: "/inventory/sku-1"},
+		} {
+			rep := send(t, in, r)
+			wantProblem(t, rep, http.StatusServiceUnavailable, ProblemUnavailable)
+			if rep.header.Get("Retry-After") == "" {
+				t.Fatalf("%s %s: 503 without Retry-After", r.method, r.path)
+			}
+		}
+		if err := pg.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, send(t, in, req{method: "PUT", path: "/inventory/sku-1", key: "k2", body: `{"available":2}`}), http.StatusOK)
+		if got := available(t, in, "sku-1"); got != 2 {
+			t.Fatalf("stock %d, want 2", got)
 		}
 	})
 }

@@ -35,90 +35,94 @@ func snap(t *testing.T, in *Instance) snapshot {
 
 // S1: every mutating endpoint requires a well-formed key.
 func TestS1KeyIsRequired(t *testing.T) {
-	keys := []struct {
-		name    string
-		values  []string
-		problem string
-	}{
-		{"missing", nil, ProblemMissingKey},
-		{"empty", []string{""}, ProblemInvalidKey},
-		{"malformed", []string{"not a token"}, ProblemInvalidKey},
-		{"unterminated string", []string{`"abc`}, ProblemInvalidKey},
-		{"256 characters", []string{strings.Repeat("k", 256)}, ProblemInvalidKey},
-		{"two keys", []string{"a", "b"}, ProblemInvalidKey},
-	}
-	for _, ep := range mutatingEndpoints {
-		for _, k := range keys {
-			t.Run(ep.name+"/"+k.name, func(t *testing.T) {
-				in := start(t, Config{})
-				stock(t, in, "sku-1", 5)
-				before := snap(t, in)
-				hr := req{method: ep.method, path: ep.path, body: ep.body}.build(t, in.URL)
-				for _, v := range k.values {
-					hr.Header.Add(HeaderIdempotencyKey, v)
-				}
-				rep, err := do(in.Client(), hr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				wantProblem(t, rep, http.StatusBadRequest, k.problem)
-				if after := snap(t, in); after != before {
-					t.Fatalf("state changed from %+v to %+v", before, after)
-				}
-			})
+	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {
+		keys := []struct {
+			name    string
+			values  []string
+			problem string
+		}{
+			{"missing", nil, ProblemMissingKey},
+			{"empty", []string{""}, ProblemInvalidKey},
+			{"malformed", []string{"not a token"}, ProblemInvalidKey},
+			{"unterminated string", []string{`"abc`}, ProblemInvalidKey},
+			{"256 characters", []string{strings.Repeat("k", 256)}, ProblemInvalidKey},
+			{"two keys", []string{"a", "b"}, ProblemInvalidKey},
 		}
-	}
-	t.Run("255 characters and the quoted form are one key", func(t *testing.T) {
-		in := start(t, Config{})
-		stock(t, in, "sku-1", 5)
-		key := strings.Repeat("k", 255)
-		first := send(t, in, req{method: "POST", path: "/reservations", key: key, body: mutatingEndpoints[0].body})
-		wantStatus(t, first, 201)
-		again := send(t, in, req{method: "POST", path: "/reservations", key: `"` + key + `"`, body: mutatingEndpoints[0].body})
-		if again.header.Get(HeaderReplayed) != "true" || string(again.body) != string(first.body) {
-			t.Fatalf("quoted key: %d %s, want a replay", again.status, again.body)
+		for _, ep := range mutatingEndpoints {
+			for _, k := range keys {
+				t.Run(ep.name+"/"+k.name, func(t *testing.T) {
+					in := start(t, Config{Path: newDB(t)})
+					stock(t, in, "sku-1", 5)
+					before := snap(t, in)
+					hr := req{method: ep.method, path: ep.path, body: ep.body}.build(t, in.URL)
+					for _, v := range k.values {
+						hr.Header.Add(HeaderIdempotencyKey, v)
+					}
+					rep, err := do(in.Client(), hr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					wantProblem(t, rep, http.StatusBadRequest, k.problem)
+					if after := snap(t, in); after != before {
+						t.Fatalf("state changed from %+v to %+v", before, after)
+					}
+				})
+			}
 		}
+		t.Run("255 characters and the quoted form are one key", func(t *testing.T) {
+			in := start(t, Config{Path: newDB(t)})
+			stock(t, in, "sku-1", 5)
+			key := strings.Repeat("k", 255)
+			first := send(t, in, req{method: "POST", path: "/reservations", key: key, body: mutatingEndpoints[0].body})
+			wantStatus(t, first, 201)
+			again := send(t, in, req{method: "POST", path: "/reservations", key: `"` + key + `"`, body: mutatingEndpoints[0].body})
+			if again.header.Get(HeaderReplayed) != "true" || string(again.body) != string(first.body) {
+				t.Fatalf("quoted key: %d %s, want a replay", again.status, again.body)
+			}
+		})
 	})
 }
 
 // S2: keys are scoped per client.
 func TestS2KeysAreScopedPerClient(t *testing.T) {
-	in := start(t, Config{})
-	stock(t, in, "sku-1", 100)
-	body := `{"item_id":"sku-1","quantity":1}`
-	post := func(h map[string]string) reply {
-		return send(t, in, req{method: "POST", path: "/reservations", key: "shared-key", header: h, body: body})
-	}
-	tests := []struct {
-		name   string
-		header map[string]string
-		replay bool
-	}{
-		{"anonymous", nil, false},
-		{"anonymous again", nil, true},
-		{"client alice", map[string]string{HeaderClientID: "alice"}, false},
-		{"client bob", map[string]string{HeaderClientID: "bob"}, false},
-		{"client alice again", map[string]string{HeaderClientID: "alice"}, true},
-		{"bearer token", map[string]string{"Authorization": "Bearer t0ken"}, false},
-		{"bearer token claiming to be alice", map[string]string{"Authorization": "Bearer t0ken", HeaderClientID: "alice"}, true},
-		{"other token claiming to be alice", map[string]string{"Authorization": "Bearer other", HeaderClientID: "alice"}, false},
-	}
-	for _, tt := range tests {
-		rep := post(tt.header)
-		wantStatus(t, rep, 201)
-		if got := rep.header.Get(HeaderReplayed) == "true"; got != tt.replay {
-			t.Fatalf("%s: replayed %v, want %v", tt.name, got, tt.replay)
+	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {
+		in := start(t, Config{Path: newDB(t)})
+		stock(t, in, "sku-1", 100)
+		body := `{"item_id":"sku-1","quantity":1}`
+		post := func(h map[string]string) reply {
+			return send(t, in, req{method: "POST", path: "/reservations", key: "shared-key", header: h, body: body})
 		}
-	}
-	if st := stats(t, in); st.Effects.Reservations != 5 || st.Replays != 3 {
-		t.Fatalf("stats %+v, want 5 reservations (anonymous, alice, bob, two tokens) and 3 replays", st)
-	}
-	rep := send(t, in, req{method: "POST", path: "/reservations", key: "k", header: map[string]string{"Authorization": "Basic YTpi"}, body: body})
-	wantProblem(t, rep, http.StatusUnauthorized, ProblemUnauthorized)
-	if rep.header.Get("WWW-Authenticate") != "Bearer" {
-		t.Fatalf("WWW-Authenticate %q", rep.header.Get("WWW-Authenticate"))
-	}
-	wantProblem(t, send(t, in, req{method: "POST", path: "/reservations", key: "k", client: "has space", body: body}), 400, ProblemInvalidClient)
+		tests := []struct {
+			name   string
+			header map[string]string
+			replay bool
+		}{
+			{"anonymous", nil, false},
+			{"anonymous again", nil, true},
+			{"client alice", map[string]string{HeaderClientID: "alice"}, false},
+			{"client bob", map[string]string{HeaderClientID: "bob"}, false},
+			{"client alice again", map[string]string{HeaderClientID: "alice"}, true},
+			{"bearer token", map[string]string{"Authorization": "Bearer t0ken"}, false},
+			{"bearer token claiming to be alice", map[string]string{"Authorization": "Bearer t0ken", HeaderClientID: "alice"}, true},
+			{"other token claiming to be alice", map[string]string{"Authorization": "Bearer other", HeaderClientID: "alice"}, false},
+		}
+		for _, tt := range tests {
+			rep := post(tt.header)
+			wantStatus(t, rep, 201)
+			if got := rep.header.Get(HeaderReplayed) == "true"; got != tt.replay {
+				t.Fatalf("%s: replayed %v, want %v", tt.name, got, tt.replay)
+			}
+		}
+		if st := stats(t, in); st.Effects.Reservations != 5 || st.Replays != 3 {
+			t.Fatalf("stats %+v, want 5 reservations (anonymous, alice, bob, two tokens) and 3 replays", st)
+		}
+		rep := send(t, in, req{method: "POST", path: "/reservations", key: "k", header: map[string]string{"Authorization": "Basic YTpi"}, body: body})
+		wantProblem(t, rep, http.StatusUnauthorized, ProblemUnauthorized)
+		if rep.header.Get("WWW-Authenticate") != "Bearer" {
+			t.Fatalf("WWW-Authenticate %q", rep.header.Get("WWW-Authenticate"))
+		}
+		wantProblem(t, send(t, in, req{method: "POST", path: "/reservations", key: "k", client: "has space", body: body}), 400, ProblemInvalidClient)
+	})
 }
 
 // S3: the business tables carry the key under UNIQUE, a second line of
@@ -144,64 +148,68 @@ func TestS3BusinessTablesCarryTheKeyUnique(t *testing.T) {
 
 // S4: replay with the same fingerprint, 422 with another.
 func TestS4ReplayAndMismatch(t *testing.T) {
-	for _, ep := range mutatingEndpoints {
-		t.Run(ep.name, func(t *testing.T) {
-			in := start(t, Config{})
-			stock(t, in, "sku-1", 5)
-			first := send(t, in, req{method: ep.method, path: ep.path, key: "k", body: ep.body})
-			wantStatus(t, first, ep.ok)
-			if first.header.Get(HeaderReplayed) != "" {
-				t.Fatalf("first answer has %s", HeaderReplayed)
-			}
-			before := snap(t, in)
-			again := send(t, in, req{method: ep.method, path: ep.path, key: "k", body: ep.body})
-			if again.status != first.status || string(again.body) != string(first.body) ||
-				again.header.Get("Content-Type") != first.header.Get("Content-Type") ||
-				again.header.Get("Location") != first.header.Get("Location") ||
-				again.header.Get(HeaderReplayed) != "true" {
-				t.Fatalf("replay %d %v %s\nwant %d %v %s", again.status, again.header, again.body, first.status, first.header, first.body)
-			}
-			mismatches := []req{
-				{method: ep.method, path: ep.path, key: "k", body: ep.body + " "},             // same JSON, other bytes
-				{method: ep.method, path: ep.path, key: "k", body: ep.other},                  // other values
-				{method: "PUT", path: "/inventory/sku-9", key: "k", body: `{"available": 4}`}, // other path
-				{method: ep.method, path: ep.path + "?x=1", key: "k", body: ep.body},          // other query
-			}
-			if ep.method == "PUT" {
-				mismatches[2] = req{method: "POST", path: "/reservations", key: "k", body: mutatingEndpoints[0].body}
-			}
-			for _, m := range mismatches {
-				wantProblem(t, send(t, in, m), http.StatusUnprocessableEntity, ProblemKeyMismatch)
-			}
-			if after := snap(t, in); after != before {
-				t.Fatalf("state changed from %+v to %+v", before, after)
-			}
-			if st := stats(t, in); st.Replays != 1 || st.Mismatches != 4 {
-				t.Fatalf("stats %+v, want 1 replay and 4 mismatches", st)
-			}
-		})
-	}
+	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {
+		for _, ep := range mutatingEndpoints {
+			t.Run(ep.name, func(t *testing.T) {
+				in := start(t, Config{Path: newDB(t)})
+				stock(t, in, "sku-1", 5)
+				first := send(t, in, req{method: ep.method, path: ep.path, key: "k", body: ep.body})
+				wantStatus(t, first, ep.ok)
+				if first.header.Get(HeaderReplayed) != "" {
+					t.Fatalf("first answer has %s", HeaderReplayed)
+				}
+				before := snap(t, in)
+				again := send(t, in, req{method: ep.method, path: ep.path, key: "k", body: ep.body})
+				if again.status != first.status || string(again.body) != string(first.body) ||
+					again.header.Get("Content-Type") != first.header.Get("Content-Type") ||
+					again.header.Get("Location") != first.header.Get("Location") ||
+					again.header.Get(HeaderReplayed) != "true" {
+					t.Fatalf("replay %d %v %s\nwant %d %v %s", again.status, again.header, again.body, first.status, first.header, first.body)
+				}
+				mismatches := []req{
+					{method: ep.method, path: ep.path, key: "k", body: ep.body + " "},             // same JSON, other bytes
+					{method: ep.method, path: ep.path, key: "k", body: ep.other},                  // other values
+					{method: "PUT", path: "/inventory/sku-9", key: "k", body: `{"available": 4}`}, // other path
+					{method: ep.method, path: ep.path + "?x=1", key: "k", body: ep.body},          // other query
+				}
+				if ep.method == "PUT" {
+					mismatches[2] = req{method: "POST", path: "/reservations", key: "k", body: mutatingEndpoints[0].body}
+				}
+				for _, m := range mismatches {
+					wantProblem(t, send(t, in, m), http.StatusUnprocessableEntity, ProblemKeyMismatch)
+				}
+				if after := snap(t, in); after != before {
+					t.Fatalf("state changed from %+v to %+v", before, after)
+				}
+				if st := stats(t, in); st.Replays != 1 || st.Mismatches != 4 {
+					t.Fatalf("stats %+v, want 1 replay and 4 mismatches", st)
+				}
+			})
+		}
+	})
 }
 
 // S4: the query string is part of the request the key names, as the
 // contract's fingerprint covers the whole URL.
 func TestS4QueryIsPartOfTheFingerprint(t *testing.T) {
-	in := start(t, Config{})
-	post := func(path string) reply {
-		return send(t, in, req{method: "POST", path: path, key: "k", body: chargeBody})
-	}
-	first := post("/charges?x=1")
-	wantStatus(t, first, http.StatusCreated)
-	again := post("/charges?x=1")
-	if again.header.Get(HeaderReplayed) != "true" || string(again.body) != string(first.body) {
-		t.Fatalf("same query: %d %s, want a replay", again.status, again.body)
-	}
-	for _, path := range []string{"/charges?x=2", "/charges", "/charges?x=1&y=2"} {
-		wantProblem(t, post(path), http.StatusUnprocessableEntity, ProblemKeyMismatch)
-	}
-	if st := stats(t, in); st.Effects.Charges != 1 || st.GatewayCaptures != 1 || st.Mismatches != 3 {
-		t.Fatalf("stats %+v, want one charge and three mismatches", st)
-	}
+	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {
+		in := start(t, Config{Path: newDB(t)})
+		post := func(path string) reply {
+			return send(t, in, req{method: "POST", path: path, key: "k", body: chargeBody})
+		}
+		first := post("/charges?x=1")
+		wantStatus(t, first, http.StatusCreated)
+		again := post("/charges?x=1")
+		if again.header.Get(HeaderReplayed) != "true" || string(again.body) != string(first.body) {
+			t.Fatalf("same query: %d %s, want a replay", again.status, again.body)
+		}
+		for _, path := range []string{"/charges?x=2", "/charges", "/charges?x=1&y=2"} {
+			wantProblem(t, post(path), http.StatusUnprocessableEntity, ProblemKeyMismatch)
+		}
+		if st := stats(t, in); st.Effects.Charges != 1 || st.GatewayCaptures != 1 || st.Mismatches != 3 {
+			t.Fatalf("stats %+v, want one charge and three mismatches", st)
+		}
+	})
 }
 
 func TestRoutes(t *testing.T) {

@@ -6,89 +6,102 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/testserver"
 )
 
 // idem serve listens where -addr says, prints its URL, serves a charge
 // and the stats, and stops cleanly when its context ends.
+// It does so on a SQLite file and on a PostgreSQL database alike.
 func TestServeServesAndStopsOnCancel(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "serve.db")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	var stderr bytes.Buffer // written under heldWriter's lock, read after run returns
-	codes := make(chan int, 1)
-	go func() {
-		codes <- runEnv(ctx, env{stdout: pw, stderr: &stderr, now: time.Now}, []string{"serve", "-addr", "127.0.0.1:0", "-db", db})
-		pw.Close()
-	}()
-	lines := bufio.NewReader(pr)
-	first, err := lines.ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the first line: %v", err)
-	}
-	url, ok := strings.CutPrefix(strings.TrimSpace(first), "listening on ")
-	if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") {
-		t.Fatalf("first line %q, want listening on http://127.0.0.1:PORT", first)
-	}
-	rest := make(chan string, 1)
-	go func() {
-		b, _ := io.ReadAll(lines)
-		rest <- string(b)
-	}()
+	for _, store := range []struct {
+		name  string
+		newDB func(testing.TB) string
+	}{
+		{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "serve.db") }},
+		{"postgres", pgtest.NewDatabase},
+	} {
+		t.Run(store.name, func(t *testing.T) {
+			db := store.newDB(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			pr, pw := io.Pipe()
+			var stderr bytes.Buffer // written under heldWriter's lock, read after run returns
+			codes := make(chan int, 1)
+			go func() {
+				codes <- runEnv(ctx, env{stdout: pw, stderr: &stderr, now: time.Now}, []string{"serve", "-addr", "127.0.0.1:0", "-db", db})
+				pw.Close()
+			}()
+			lines := bufio.NewReader(pr)
+			first, err := lines.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading the first line: %v", err)
+			}
+			url, ok := strings.CutPrefix(strings.TrimSpace(first), "listening on ")
+			if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") {
+				t.Fatalf("first line %q, want listening on http://127.0.0.1:PORT", first)
+			}
+			rest := make(chan string, 1)
+			go func() {
+				b, _ := io.ReadAll(lines)
+				rest <- string(b)
+			}()
 
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	req, err := http.NewRequest(http.MethodPost, url+"/charges", strings.NewReader(`{"customer":"c1","amount":1200,"currency":"usd","reference":"invoice-42"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(testserver.HeaderIdempotencyKey, "5b0b6f0e-4f7e-4b8e-9a51-0f7f1c1c2a42")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var charge testserver.Charge
-	err = json.NewDecoder(resp.Body).Decode(&charge)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusCreated || charge.Reference != "invoice-42" || charge.Amount != 1200 {
-		t.Fatalf("POST /charges: status %d, charge %+v (%v); want 201 and the charge", resp.StatusCode, charge, err)
-	}
-	resp, err = hc.Get(url + "/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st testserver.Stats
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	resp.Body.Close()
-	if err != nil || st.Requests != 1 || st.Effects.Charges != 1 || st.GatewayCaptures != 1 {
-		t.Fatalf("GET /stats: %+v (%v); want 1 request, 1 charge, 1 capture", st, err)
-	}
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			req, err := http.NewRequest(http.MethodPost, url+"/charges", strings.NewReader(`{"customer":"c1","amount":1200,"currency":"usd","reference":"invoice-42"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(testserver.HeaderIdempotencyKey, "5b0b6f0e-4f7e-4b8e-9a51-0f7f1c1c2a42")
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var charge testserver.Charge
+			err = json.NewDecoder(resp.Body).Decode(&charge)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusCreated || charge.Reference != "invoice-42" || charge.Amount != 1200 {
+				t.Fatalf("POST /charges: status %d, charge %+v (%v); want 201 and the charge", resp.StatusCode, charge, err)
+			}
+			resp, err = hc.Get(url + "/stats")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st testserver.Stats
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if err != nil || st.Requests != 1 || st.Effects.Charges != 1 || st.GatewayCaptures != 1 {
+				t.Fatalf("GET /stats: %+v (%v); want 1 request, 1 charge, 1 capture", st, err)
+			}
 
-	cancel()
-	select {
-	case code := <-codes:
-		if code != exitOK {
-			t.Errorf("exit code %d after cancel, want 0; stderr:\n%s", code, stderr.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("idem serve did not stop within a minute of its context ending")
-	}
-	if r := <-rest; r != "" {
-		t.Errorf("stdout after the first line: %q, want nothing", r)
-	}
-	for _, w := range []string{`msg=serving url=` + url, `msg="shutting down"`} {
-		if !strings.Contains(stderr.String(), w) {
-			t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
-		}
+			cancel()
+			select {
+			case code := <-codes:
+				if code != exitOK {
+					t.Errorf("exit code %d after cancel, want 0; stderr:\n%s", code, stderr.String())
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("idem serve did not stop within a minute of its context ending")
+			}
+			if r := <-rest; r != "" {
+				t.Errorf("stdout after the first line: %q, want nothing", r)
+			}
+			for _, w := range []string{`msg=serving url=` + url, `msg="shutting down"`} {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+		})
 	}
 }
 
@@ -116,6 +129,22 @@ func TestServeHelpAndUsage(t *testing.T) {
 		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("serve %q: exit code %d, stdout %q, stderr:\n%s\nwant %d, nothing, and %q", tc.args, r.code, r.stdout, r.stderr, exitUsage, tc.want)
 		}
+	}
+}
+
+// A PostgreSQL that cannot be reached is an error that says so, not a
+// usage error.
+func TestServeDatabaseUnavailable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	r := runCLI(t, "serve", "-addr", "127.0.0.1:0", "-db", "postgres://idem@"+addr+"/idem?sslmode=disable&connect_timeout=5")
+	if r.code != exitFailure || r.stdout != "" || !strings.HasPrefix(r.stderr, "idem serve: testserver: PostgreSQL at postgres://idem@"+addr+"/idem") ||
+		!strings.Contains(r.stderr, "database unavailable") {
+		t.Errorf("exit code %d, stdout %q, stderr %q; want %d and the database named unavailable", r.code, r.stdout, r.stderr, exitFailure)
 	}
 }
 
