@@ -2,6 +2,8 @@ package loadbench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -24,12 +26,19 @@ func startPostgresServers(ctx context.Context, adminDSN string, seq, n int, unke
 	if adminDSN == "" {
 		return nil, errors.New("loadbench: the server-pg targets need a PostgreSQL DSN")
 	}
-	name := "loadbench_server_" + strconv.Itoa(seq)
+	if !isURL(adminDSN) {
+		return nil, errors.New("loadbench: the server-pg targets need the PostgreSQL DSN as a postgres:// URL, the form the reference server takes")
+	}
+	// The random part keeps runs that share a server out of each other's
+	// databases.
+	var random [4]byte
+	rand.Read(random[:]) // never fails
+	name := "loadbench_server_" + strconv.Itoa(seq) + "_" + hex.EncodeToString(random[:])
 	dsn, err := withDatabase(adminDSN, name)
 	if err != nil {
 		return nil, err
 	}
-	if err := execAdmin(ctx, adminDSN, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)", "CREATE DATABASE "+name); err != nil {
+	if err := execAdmin(ctx, adminDSN, "CREATE DATABASE "+name); err != nil {
 		return nil, err
 	}
 	drop := func() {
@@ -103,10 +112,16 @@ func execAdmin(ctx context.Context, dsn string, statements ...string) error {
 	return nil
 }
 
+// isURL reports whether dsn is a postgres:// or postgresql:// URL rather
+// than a key=value string.
+func isURL(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
 // withDatabase returns dsn naming the database name instead of its own;
 // dsn is a postgres:// URL or a key=value string.
 func withDatabase(dsn, name string) (string, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	if isURL(dsn) {
 		u, err := url.Parse(dsn)
 		if err != nil {
 			return "", fmt.Errorf("loadbench: the PostgreSQL DSN is not a URL: %w", err)

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/testserver"
+	"github.com/jackc/pgx/v5"
 )
 
 func TestCellsMeasureThePostgresTargetsBesideTheServer(t *testing.T) {
@@ -167,5 +169,56 @@ reference server, POST /reservations, net/http (×sqlite: over server on SQLite;
 	b.Reset()
 	if err := writeServerTable(&b, rows[:3]); err != nil || b.Len() != 0 {
 		t.Errorf("without PostgreSQL rows: %q, %v; want nothing", b.String(), err)
+	}
+}
+
+// The PostgreSQL targets in miniature, on a server of the test's own: each
+// cell serves its requests from a database of its own, dropped afterwards.
+// Only the report's shape is checked: no figure is asserted.
+func TestRunMeasuresThePostgresTargets(t *testing.T) {
+	pg := pgtest.Own(t)
+	targets := []Target{TargetServer, TargetServerPostgres, TargetServerPostgres3, TargetServerPostgresUnkeyed}
+	r, err := Run(context.Background(), Config{
+		Duration: 50 * time.Millisecond, Warmup: 10 * time.Millisecond, Runs: 1, Concurrency: []int{2},
+		Targets: targets, Clients: []Client{ClientNetHTTP}, Dir: t.TempDir(), FsyncSamples: 1, PostgresDSN: pg.DSN(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rows) != len(targets) {
+		t.Fatalf("%d rows, want %d", len(r.Rows), len(targets))
+	}
+	for i, row := range r.Rows {
+		if row.Target != targets[i] || row.Client != ClientNetHTTP || row.Median.Ops == 0 {
+			t.Errorf("row %d: %s %s with %d operations, want %s net/http with some", i, row.Target, row.Client, row.Median.Ops, targets[i])
+		}
+	}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\nreference server, POST /reservations, net/http (×sqlite") {
+		t.Errorf("the table has no comparison of the stores:\n%s", b.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pg.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var left int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE 'loadbench_server_%'`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d cell databases left behind, want none", left)
+	}
+}
+
+func TestThePostgresTargetsNeedAURL(t *testing.T) {
+	_, err := startPostgresServers(context.Background(), "host=127.0.0.1 dbname=postgres", 1, 1, false)
+	if err == nil || !strings.Contains(err.Error(), "need the PostgreSQL DSN as a postgres:// URL") {
+		t.Fatalf("error %v, want the DSN refused", err)
 	}
 }
