@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,7 +155,7 @@ func TestReplicaKills(t *testing.T) {
 	}()
 	rng := rngOf(seed, 11)
 	killedAt := make([]int, numReplicas)
-	var restarts []time.Duration
+	var restarts, outages []time.Duration
 	for k := 1; k <= kills; k++ {
 		// Spread the kills over the run by its progress, with some jitter.
 		at := k*ops/(kills+2) + rng.IntN(ops/(2*(kills+2))+1)
@@ -168,7 +169,8 @@ func TestReplicaKills(t *testing.T) {
 			t.Fatalf("the workload ended after %d of %d kills", k-1, kills)
 		}
 		i := rng.IntN(numReplicas)
-		d, err := reps.Restart(ctx, i, time.Duration(rng.IntN(201))*time.Millisecond, flags...)
+		outage := time.Duration(rng.IntN(201)) * time.Millisecond
+		d, err := reps.Restart(ctx, i, outage, flags...)
 		if err != nil {
 			cancel()
 			<-finished
@@ -176,6 +178,7 @@ func TestReplicaKills(t *testing.T) {
 		}
 		killedAt[i]++
 		restarts = append(restarts, d)
+		outages = append(outages, outage)
 	}
 	<-finished
 	elapsed := time.Since(start)
@@ -183,12 +186,21 @@ func TestReplicaKills(t *testing.T) {
 	if n := reps.Kills(); n != kills {
 		t.Errorf("the replicas were killed %d times, want %d", n, kills)
 	}
+	starts := make([]time.Duration, len(restarts))
+	for i := range restarts {
+		starts[i] = restarts[i] - outages[i]
+	}
 	slices.Sort(restarts)
-	t.Logf("%d operations in %s; %d kills (per replica %v); kill to listening again: median %s, max %s",
+	slices.Sort(starts)
+	t.Logf("%d operations in %s; %d kills (per replica %v); kill to listening again: median %s, max %s; "+
+		"of which the start, after the outage: median %s, max %s",
 		ops, elapsed.Round(time.Millisecond), kills, killedAt,
-		restarts[len(restarts)/2].Round(time.Millisecond), restarts[len(restarts)-1].Round(time.Millisecond))
+		restarts[len(restarts)/2].Round(time.Millisecond), restarts[len(restarts)-1].Round(time.Millisecond),
+		starts[len(starts)/2].Round(time.Millisecond), starts[len(starts)-1].Round(time.Millisecond))
 	if failed := reps.FailedStarts(); len(failed) > 0 {
-		t.Logf("%d starts of a replica after a kill exited before listening and were tried again; the first: %v", len(failed), failed[0])
+		first := strings.TrimSpace(failed[0].Error())
+		t.Logf("%d starts of a replica after a kill exited before listening and were tried again; the first ended with: %s",
+			len(failed), first[strings.LastIndex(first, "\n")+1:])
 	}
 	counts := proxy.Counts()
 	t.Logf("proxy: %s", counts)
