@@ -139,28 +139,35 @@ func sampleRuns(rps ...float64) []Sample {
 
 func TestTheServerTableComparesTheStores(t *testing.T) {
 	var rows []Row
-	add := func(tg Target, n int, c Client, rps ...float64) {
-		runs := sampleRuns(rps...)
+	add := func(tg Target, n int, c Client, runs []Sample) {
 		rows = append(rows, Row{Target: tg, Concurrency: n, Client: c, Runs: runs, Median: medianSample(runs)})
 	}
-	add(TargetServer, 16, ClientNetHTTP, 1000, 1200, 1100)
-	add(TargetServer, 16, ClientIdem, 900, 1000, 950)
-	add(TargetServerUnkeyed, 16, ClientNetHTTP, 1250, 1500, 1375)
-	add(TargetServerPostgres, 16, ClientNetHTTP, 500, 600, 660)
-	add(TargetServerPostgres3, 16, ClientNetHTTP, 450, 600, 550)
-	add(TargetServerPostgresUnkeyed, 16, ClientNetHTTP, 1000, 1000, 1100)
+	failing := func(runs []Sample, errs ...int64) []Sample {
+		for i := range runs {
+			runs[i].Errors = errs[i]
+		}
+		return runs
+	}
+	add(TargetServer, 16, ClientNetHTTP, sampleRuns(1000, 1200, 1100))
+	add(TargetServer, 16, ClientIdem, sampleRuns(900, 1000, 950))
+	add(TargetServerUnkeyed, 16, ClientNetHTTP, sampleRuns(1250, 1500, 1375))
+	// 500 of 1000, 60 of 600 and 0 of 660 requests failed: 500, 540 and
+	// 660 succeeded per second.
+	add(TargetServerPostgres, 16, ClientNetHTTP, failing(sampleRuns(1000, 600, 660), 500, 60, 0))
+	add(TargetServerPostgres3, 16, ClientNetHTTP, sampleRuns(450, 600, 550))
+	add(TargetServerPostgresUnkeyed, 16, ClientNetHTTP, sampleRuns(1000, 1000, 1100))
 	var b strings.Builder
 	if err := writeServerTable(&b, rows); err != nil {
 		t.Fatal(err)
 	}
 	want := `
-reference server, POST /reservations, net/http (×sqlite: over server on SQLite; ×layer-off: over the same store without the idempotency layer; medians of each run's ratio):
-  target             conc  req/s  ×sqlite  ×layer-off     p50     p99  errors
-  server               16  1,100     1.00        0.80  14.5ms  58.2ms       0
-  server-unkeyed       16  1,375     1.25           -  11.6ms  46.5ms       0
-  server-pg            16    600     0.50        0.60  26.7ms   107ms       0
-  server-pg-3          16    550     0.50           -  29.1ms   116ms       0
-  server-pg-unkeyed    16  1,000     1.00           -  16.0ms  64.0ms       0
+reference server, POST /reservations, net/http, successful requests only (×sqlite: over server on SQLite; ×layer-off: over the same store without the idempotency layer; medians of each run's ratio):
+  target             conc  ok req/s  ×sqlite  ×layer-off  failed     p50     p99
+  server               16     1,100     1.00        0.80       0  14.5ms  58.2ms
+  server-unkeyed       16     1,375     1.25           -       0  11.6ms  46.5ms
+  server-pg            16       540     0.50        0.54   24.8%  24.2ms  97.0ms
+  server-pg-3          16       550     0.50           -       0  29.1ms   116ms
+  server-pg-unkeyed    16     1,000     1.00           -       0  16.0ms  64.0ms
 `
 	if got := b.String(); got != want {
 		t.Errorf("table\n%s\nwant\n%s", got, want)
@@ -197,7 +204,7 @@ func TestRunMeasuresThePostgresTargets(t *testing.T) {
 	if err := r.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "\nreference server, POST /reservations, net/http (×sqlite") {
+	if !strings.Contains(b.String(), "\nreference server, POST /reservations, net/http, successful requests only (×sqlite") {
 		t.Errorf("the table has no comparison of the stores:\n%s", b.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

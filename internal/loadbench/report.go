@@ -125,10 +125,12 @@ var layerOff = map[Target]Target{
 }
 
 // writeServerTable writes, when a PostgreSQL target was measured, the
-// reference server's rows side by side: each one's throughput over the
-// server on SQLite (×sqlite) and, for a keyed target, over its unkeyed
-// baseline on the same store (×layer-off), both the median of each run's
-// ratio.
+// reference server's rows side by side, counting only the requests that
+// succeeded (on PostgreSQL a request whose transaction keeps colliding with
+// others gets 503): each one's successful requests per second, their ratio
+// to the server on SQLite (×sqlite) and, for a keyed target, to its
+// unkeyed baseline on the same store (×layer-off), both the median of each
+// run's ratio, and the share of requests that failed.
 func writeServerTable(w io.Writer, rows []Row) error {
 	find := func(t Target, n int) *Row {
 		for i := range rows {
@@ -150,7 +152,7 @@ func writeServerTable(w io.Writer, rows []Row) error {
 		return nil
 	}
 	slices.SortStableFunc(server, func(a, b Row) int { return a.Concurrency - b.Concurrency })
-	if _, err := io.WriteString(w, "\nreference server, POST /reservations, net/http (×sqlite: over server on SQLite; ×layer-off: over the same store without the idempotency layer; medians of each run's ratio):\n"); err != nil {
+	if _, err := io.WriteString(w, "\nreference server, POST /reservations, net/http, successful requests only (×sqlite: over server on SQLite; ×layer-off: over the same store without the idempotency layer; medians of each run's ratio):\n"); err != nil {
 		return err
 	}
 	ratio := func(a *Row, t Target) string {
@@ -158,24 +160,45 @@ func writeServerTable(w io.Writer, rows []Row) error {
 		if b == nil {
 			return "-"
 		}
-		if x := pairedRatio(a.Runs, b.Runs); x > 0 {
+		if x := pairedRatio(succeeded(a.Runs), succeeded(b.Runs)); x > 0 {
 			return fmt.Sprintf("%.2f", x)
 		}
 		return "-"
 	}
 	targetWidth := targetWidthOf(server)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tconc\treq/s\t×sqlite\t×layer-off\tp50\tp99\terrors\t\n", targetWidth, "target")
+	fmt.Fprintf(tw, "%-*s\tconc\tok req/s\t×sqlite\t×layer-off\tfailed\tp50\tp99\t\n", targetWidth, "target")
 	for i := range server {
 		r := &server[i]
 		off := "-"
 		if t, ok := layerOff[r.Target]; ok {
 			off = ratio(r, t)
 		}
-		fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t\n", targetWidth, r.Target, r.Concurrency,
-			formatCount(r.Median.RequestsPerSec), ratio(r, TargetServer), off, formatDuration(r.Median.P50), formatDuration(r.Median.P99), r.Median.Errors)
+		var ops, errs int64
+		for _, s := range r.Runs {
+			ops, errs = ops+s.Ops, errs+s.Errors
+		}
+		failed := "0"
+		if errs > 0 {
+			failed = fmt.Sprintf("%.1f%%", 100*float64(errs)/float64(ops))
+		}
+		fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", targetWidth, r.Target, r.Concurrency,
+			formatCount(medianSample(succeeded(r.Runs)).RequestsPerSec), ratio(r, TargetServer), off, failed,
+			formatDuration(r.Median.P50), formatDuration(r.Median.P99))
 	}
 	return tw.Flush()
+}
+
+// succeeded returns runs with RequestsPerSec counting the requests that
+// succeeded only.
+func succeeded(runs []Sample) []Sample {
+	out := slices.Clone(runs)
+	for i := range out {
+		if out[i].Ops > 0 {
+			out[i].RequestsPerSec *= float64(out[i].Ops-out[i].Errors) / float64(out[i].Ops)
+		}
+	}
+	return out
 }
 
 // clientWidth is the width of the client column, which is left-aligned by
