@@ -32,6 +32,15 @@ type applyFunc func(ctx context.Context, tx *txn, now time.Time) (response, erro
 // (a serialization failure, or a deadlock) and runs again, and then finds
 // the other's row. No in-flight lock is needed; the transaction is the
 // lock.
+//
+// One collision escapes SERIALIZABLE: two requests with one key and
+// different bodies (a key reused at once, on two replicas) whose business
+// rows do not otherwise conflict. The second one's INSERT of its business
+// row waits for the first one's row under the same key, and fails with a
+// unique violation once the first commits, before it reaches the key row.
+// That transaction runs once more, and then finds the first one's key row
+// and answers from it (422, replay or 409). A second unique violation is a
+// real error.
 func (s *Server) serveAtomic(w http.ResponseWriter, r *http.Request, m *mutation, apply applyFunc) {
 	ctx, cancel := s.workContext(r)
 	defer cancel()
@@ -43,7 +52,7 @@ func (s *Server) serveAtomic(w http.ResponseWriter, r *http.Request, m *mutation
 		now     time.Time
 		unkeyed = s.cfg.DisableIdempotency
 	)
-	err := s.db.inTx(ctx, func(tx *txn) error {
+	run := func(tx *txn) error {
 		now = s.cfg.Now()
 		if !unkeyed {
 			var err error
@@ -65,7 +74,12 @@ func (s *Server) serveAtomic(w http.ResponseWriter, r *http.Request, m *mutation
 			return errRolledBack
 		}
 		return nil
-	})
+	}
+	err := s.db.inTx(ctx, run)
+	if err != nil && !unkeyed && uniqueViolation(err) {
+		s.db.retries.Add(1)
+		err = s.db.inTx(ctx, run)
+	}
 	switch {
 	case errors.Is(err, errRolledBack):
 		return

@@ -54,6 +54,7 @@ func TestS7BadInputChangesNothing(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel() // each case has a database of its own
 				in := start(t, Config{Path: newDB(t)})
 				stock(t, in, "sku-1", 5)
 				before := snap(t, in)

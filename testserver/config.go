@@ -99,7 +99,9 @@ type Config struct {
 	// another connection's write lock (the gateway's, another process's).
 	// It does not bound the server's own writers, which queue in Go for
 	// its single write connection: behind a transaction that never ends
-	// they wait until the server closes. Default: 5 seconds.
+	// they wait until the server closes. Unused on PostgreSQL, except as
+	// the bound on freeing a lock after a failed charge (as on SQLite).
+	// Default: 5 seconds.
 	BusyTimeout time.Duration
 
 	// Faults injects failures for tests. The zero value (the default)

@@ -36,7 +36,8 @@ func isPostgres(path string) bool {
 }
 
 // redactDatabase returns path fit for a log: a PostgreSQL URL without its
-// password.
+// passwords, which pgx takes from the user part and from the query
+// parameters password and sslpassword (any case, percent-encoded or not).
 func redactDatabase(path string) string {
 	if !isPostgres(path) {
 		return path
@@ -45,7 +46,23 @@ func redactDatabase(path string) string {
 	if err != nil {
 		return "postgres://(unparsable URL)"
 	}
+	if u.RawQuery != "" {
+		params := strings.Split(u.RawQuery, "&")
+		for i, p := range params {
+			k, _, _ := strings.Cut(p, "=")
+			if name, err := url.QueryUnescape(k); err != nil || secretParam(name) {
+				params[i] = k + "=xxxxx"
+			}
+		}
+		u.RawQuery = strings.Join(params, "&")
+	}
 	return u.Redacted()
+}
+
+// secretParam reports whether the query parameter name of a PostgreSQL
+// URL holds a password.
+func secretParam(name string) bool {
+	return strings.EqualFold(name, "password") || strings.EqualFold(name, "sslpassword")
 }
 
 // Pool sizes on PostgreSQL. A replica holds at most pgServerConns +
@@ -176,15 +193,19 @@ func unavailable(err error) bool {
 	if errors.Is(err, ErrDatabaseUnavailable) || errors.Is(err, driver.ErrBadConn) {
 		return true
 	}
+	// An error PostgreSQL sent decides, even when it ended a connection
+	// attempt: a server that answers "no such database" or "wrong
+	// password" is reachable, and waiting for it would not help.
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Class 08: connection exception; 53300: too many connections;
+		// 57P01-57P03: the server is shutting down or starting.
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "53300" ||
+			pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		return true
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		// Class 08: connection exception; 57P01-57P03: the server is
-		// shutting down or starting.
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 	}
 	var oe *net.OpError // a dial or a read that the network refused
 	if errors.As(err, &oe) {
@@ -198,6 +219,14 @@ func unavailable(err error) bool {
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// uniqueViolation reports whether err is PostgreSQL's unique violation
+// (23505). SQLite, whose writers run one at a time, never needs to tell it
+// apart.
+func uniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
 // Retries of a transaction that failed with a serialization failure or a

@@ -126,12 +126,18 @@
 // one that would break that order (a serialization failure, 40001) or that
 // deadlocked (40P01), and the server runs it again, up to 12 times with a
 // short random backoff (Stats.Retries counts them); if it still fails, the
-// request gets 503 with Retry-After, never 500. The sweeper deletes in
+// request gets 503 with Retry-After, never 500. Two requests with one key
+// and different bodies may instead collide in a business table's UNIQUE
+// key (a unique violation, 23505): that transaction runs once more, finds
+// the other's key row and answers 422. The sweeper deletes in
 // batches that lock their rows FOR UPDATE SKIP LOCKED, so replicas sweeping
 // at once delete each expired key once. The schema is created on open
 // under an advisory lock, so replicas may start together on an empty
 // database. A database that cannot be reached makes New fail with
-// ErrDatabaseUnavailable, and a request 503 with Retry-After.
+// ErrDatabaseUnavailable, and a request 503 with Retry-After. Times in the
+// rows (key ages, locks) are each replica's own clock: replicas' clocks
+// must agree to well within Config.LockTimeout, or one may take over a lock
+// that is still live.
 //
 // # Slow clients
 //

@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // replicas starts n servers on one new PostgreSQL database, each listening
@@ -200,7 +204,7 @@ func TestPostgresKilledReplicaIsResumedByAnother(t *testing.T) {
 	}
 }
 
-// waitForLockWait waits until some session of db waits for a lock.
+// waitForLockWait waits until some connection to db waits for a lock.
 func waitForLockWait(t *testing.T, db *sql.DB) {
 	t.Helper()
 	waitFor(t, "a transaction waiting for a lock", func() bool {
@@ -260,7 +264,7 @@ func TestPostgresConflictsAreRetried(t *testing.T) {
 		// The test's transaction holds the key the request will insert;
 		// the request updates the stock, then waits for the key; the test's
 		// transaction then waits for the stock: a deadlock, which the
-		// request's session detects first (the test's waits longer before
+		// request's connection detects first (the test's waits longer before
 		// looking) and is aborted with.
 		if _, err := other.Exec(`SET LOCAL deadlock_timeout = '1min'`); err != nil {
 			t.Fatal(err)
@@ -286,6 +290,49 @@ func TestPostgresConflictsAreRetried(t *testing.T) {
 			t.Fatalf("stats %+v; want a retried transaction and one reservation", st)
 		}
 	})
+}
+
+// S9 with S4: a key reused at once, on two replicas, for two different
+// reservations. The first to commit is served; the other, whose INSERT met
+// the first one's reservation under the same key in the UNIQUE constraint
+// of the business table, runs again, finds the key and gets 422, not a 500
+// from the constraint. Nothing of it is committed.
+func TestPostgresKeyReusedAtOnceIsRefused(t *testing.T) {
+	in := replicas(t, 1, Config{})[0]
+	stock(t, in, "sku-1", 5)
+	stock(t, in, "sku-2", 5)
+	db := openPG(t, in.Server.cfg.Path)
+	other, err := db.BeginTx(context.Background(), &sql.TxOptions{Isolation: sql.LevelSerializable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	// The test's transaction is another replica's reservation of sku-1
+	// under key k, not yet committed.
+	for _, q := range []string{
+		`SELECT COUNT(*) FROM idempotency_keys WHERE client_id = $1 AND key = 'k'`,
+		`INSERT INTO reservations (id, client_id, idempotency_key, item_id, quantity, created_at)
+		 VALUES ('rsv_other', $1, 'k', 'sku-1', 1, 0)`,
+		`INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key,
+		                               response_status, response_header, response_body)
+		 VALUES ($1, 'k', 'POST', '/reservations', '\x00', 0, 'finished', 'x', 201, '{}', '\x00')`,
+	} {
+		if _, err := other.Exec(q, AnonymousClient); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := sendAsync(t, in, req{method: "POST", path: "/reservations", key: "k", body: `{"item_id":"sku-2","quantity":1}`})
+	waitForLockWait(t, db)
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, <-done, http.StatusUnprocessableEntity, ProblemKeyMismatch)
+	if got := available(t, in, "sku-2"); got != 5 {
+		t.Fatalf("sku-2: stock %d, want 5 (the refused request reserves nothing)", got)
+	}
+	if st := stats(t, in); st.Effects.Reservations != 1 || st.Mismatches != 1 || st.Retries != 1 {
+		t.Fatalf("stats %+v; want the other replica's reservation only, one mismatch, one transaction run again", st)
+	}
 }
 
 // S9 with S6: three replicas sweep one database at once. Every expired key
@@ -405,9 +452,36 @@ func TestPostgresUnavailable(t *testing.T) {
 		}
 		addr := l.Addr().String()
 		l.Close() // nothing listens there now
-		_, err = New(Config{Path: "postgres://idem:secret@" + addr + "/idem?sslmode=disable&connect_timeout=5"})
-		if !errors.Is(err, ErrDatabaseUnavailable) || !strings.Contains(err.Error(), addr) || strings.Contains(err.Error(), "secret") {
-			t.Fatalf("New: %v; want ErrDatabaseUnavailable naming %s, without the password", err, addr)
+		// pgx takes a password in the URL's user part or in its query
+		// (password, sslpassword); none may reach an error or a log.
+		for _, url := range []string{
+			"postgres://idem:secret@" + addr + "/idem?sslmode=disable&connect_timeout=5",
+			"postgres://idem@" + addr + "/idem?password=secret&sslmode=disable&connect_timeout=5",
+			"postgresql://idem@" + addr + "/idem?sslmode=disable&PassWord=secret&connect_timeout=5",
+			"postgres://idem@" + addr + "/idem?sslmode=disable&sslpassword=secret&connect_timeout=5",
+			"postgres://idem@" + addr + "/idem?sslmode=disable&pass%77ord=secret&connect_timeout=5",
+		} {
+			_, err = New(Config{Path: url})
+			if !errors.Is(err, ErrDatabaseUnavailable) || !strings.Contains(err.Error(), addr) || strings.Contains(err.Error(), "secret") {
+				t.Fatalf("New(%q): %v; want ErrDatabaseUnavailable naming %s, without the password", url, err, addr)
+			}
+			if got := redactDatabase(url); strings.Contains(got, "secret") || !strings.Contains(got, addr) || !strings.Contains(got, "sslmode=disable") {
+				t.Fatalf("redactDatabase(%q) = %q; want the URL without the password", url, got)
+			}
+		}
+	})
+	// A PostgreSQL that answers and refuses (no such database, a wrong
+	// password) is not unavailable: waiting would not help, and the error
+	// says why instead.
+	t.Run("refused by a reachable server", func(t *testing.T) {
+		u, err := url.Parse(pgtest.NewDatabase(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/idem_no_such_database"
+		_, err = New(Config{Path: u.String()})
+		if err == nil || errors.Is(err, ErrDatabaseUnavailable) || !strings.Contains(err.Error(), "does not exist") {
+			t.Fatalf("New: %v; want an error saying the database does not exist, not ErrDatabaseUnavailable", err)
 		}
 	})
 	t.Run("while serving", func(t *testing.T) {
@@ -437,4 +511,74 @@ func TestPostgresUnavailable(t *testing.T) {
 			t.Fatalf("stock %d, want 2", got)
 		}
 	})
+}
+
+// A transaction that keeps failing to serialize is run maxTxAttempts times,
+// then given up with ErrContention, which a request gets as 503 with
+// Retry-After; any other error is not retried.
+func TestTransactionRetriesAreBounded(t *testing.T) {
+	db, err := openStore(context.Background(), ":memory:", time.Second, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.close()
+	runs := 0
+	err = db.inTx(context.Background(), func(*txn) error {
+		runs++
+		return fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "40001"})
+	})
+	if !errors.Is(err, ErrContention) || runs != maxTxAttempts || db.retries.Load() != maxTxAttempts-1 {
+		t.Fatalf("%d runs, %d retries, err %v; want %d runs and ErrContention", runs, db.retries.Load(), err, maxTxAttempts)
+	}
+	runs = 0
+	other := errors.New("not a conflict")
+	if err := db.inTx(context.Background(), func(*txn) error { runs++; return other }); !errors.Is(err, other) || runs != 1 {
+		t.Fatalf("%d runs, err %v; want one run and the error", runs, err)
+	}
+
+	in := replicas(t, 1, Config{})[0]
+	rec := httptest.NewRecorder()
+	in.Server.internalError(rec, httptest.NewRequest("POST", "/charges", nil), fmt.Errorf("testserver: finishing: %w", ErrContention))
+	rep := reply{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+	wantProblem(t, rep, http.StatusServiceUnavailable, ProblemUnavailable)
+	if rep.header.Get("Retry-After") != "1" {
+		t.Fatalf("Retry-After %q, want 1", rep.header.Get("Retry-After"))
+	}
+}
+
+// A sweeper skips the expired keys another transaction holds locked (on
+// PostgreSQL, another replica's sweeper) instead of waiting for them, and
+// deletes them on a later sweep.
+func TestPostgresSweepSkipsLockedKeys(t *testing.T) {
+	const expired = 600
+	clock := newFakeClock()
+	in := replicas(t, 1, Config{Retention: time.Hour, SweepInterval: time.Hour, Now: clock.Now})[0]
+	db := openPG(t, in.Server.cfg.Path)
+	if _, err := db.Exec(`
+		INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key,
+		                              response_status, response_header, response_body)
+		SELECT 'client:c', 'old-' || i, 'POST', '/reservations', '\x00', $1, 'finished', 'd-' || i, 201, '{}', '\x00'
+		FROM generate_series(1, $2::int) i`, clock.Now().Add(-2*time.Hour).UnixNano(), expired); err != nil {
+		t.Fatal(err)
+	}
+	other, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	var locked int64
+	if err := other.QueryRow(`SELECT COUNT(*) FROM (SELECT id FROM idempotency_keys WHERE key LIKE 'old-1%' FOR UPDATE) l`).Scan(&locked); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if n, err := in.Server.Sweep(ctx); err != nil || n != expired-locked {
+		t.Fatalf("sweep beside %d locked keys: %d deleted (%v), want %d", locked, n, err, expired-locked)
+	}
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := in.Server.Sweep(ctx); err != nil || n != locked {
+		t.Fatalf("sweep after the lock: %d deleted (%v), want %d", n, err, locked)
+	}
 }

@@ -51,6 +51,7 @@ func TestS1KeyIsRequired(t *testing.T) {
 		for _, ep := range mutatingEndpoints {
 			for _, k := range keys {
 				t.Run(ep.name+"/"+k.name, func(t *testing.T) {
+					t.Parallel() // each case has a database of its own
 					in := start(t, Config{Path: newDB(t)})
 					stock(t, in, "sku-1", 5)
 					before := snap(t, in)

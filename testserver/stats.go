@@ -45,7 +45,9 @@ type Stats struct {
 	Resumed int64 `json:"resumed"`
 	// Retries counts transactions (the server's and its gateway's) run
 	// again after PostgreSQL aborted them with a serialization failure or
-	// a deadlock. Always 0 on SQLite; left out of the JSON when 0.
+	// a deadlock, or after a request's business row met a concurrent
+	// request's under the same key (see serveAtomic). Always 0 on SQLite;
+	// left out of the JSON when 0.
 	Retries int64 `json:"retries,omitempty"`
 	// Faults counts injected faults that fired, by kind:
 	// error_before_commit, hang_up_after_commit, bad_gateway_after_commit,

@@ -55,7 +55,7 @@ type store struct {
 	read    *sql.DB
 
 	// retries counts transactions run again after a serialization failure
-	// or a deadlock.
+	// or a deadlock, or a unique violation under a request's key.
 	retries atomic.Int64
 }
 
