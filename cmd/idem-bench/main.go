@@ -10,6 +10,13 @@
 //	go run ./cmd/idem-bench -targets trivial -duration 5s -runs 5
 //	go run ./cmd/idem-bench -json > bench.json
 //
+// The reference server on PostgreSQL, one replica and three, with and
+// without its idempotency layer, beside the server on SQLite (a database
+// per cell, on a PostgreSQL server it starts, or the one -pg names):
+//
+//	go run ./cmd/idem-bench -targets server,server-unkeyed,server-pg,server-pg-3,server-pg-unkeyed \
+//		-clients net/http -concurrency 16,64
+//
 // Run "idem-bench -h" for every flag. Exit status: 0 done, 1 failed,
 // 2 bad arguments, 130 interrupted.
 package main

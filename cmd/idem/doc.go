@@ -8,6 +8,7 @@
 //
 // The commands are:
 //
+//	chaos    run the fault proxy in front of a server, or balancing over its replicas
 //	demo     charge a batch through faults and a crash, with idem and with careful retries
 //	journal  list, show, settle, verify, salvage, copy or compact a journal
 //	send     send one HTTP request as an idempotent operation, curl-style
@@ -37,6 +38,19 @@
 // It exits 0 when idem charged every invoice exactly once, 1 otherwise.
 // --keep keeps the folder (databases, journal, done file and the careful
 // job's report) and prints its path.
+//
+// # idem chaos
+//
+//	idem chaos -upstream URL [-upstream URL ...] [-addr 127.0.0.1:8081] [-balance round-robin|random]
+//	           [-rate 0.2] [-kinds reset,stall,...] [-seed 1]
+//
+// Chaos runs the fault proxy (package testserver/chaos) in front of one
+// server, or as the load balancer of several replicas of the reference
+// server on one PostgreSQL database: each forwarded request goes to the
+// next upstream in turn, or to one drawn from -seed. A replica that is down
+// is answered 502, which the client retries. It prints "listening on URL"
+// first and, on SIGINT or SIGTERM, one "counts:" line with what it did,
+// per upstream.
 //
 // # idem serve
 //

@@ -41,6 +41,7 @@ type command struct {
 
 // commands are the subcommands of idem, in the order usage lists them.
 var commands = []command{
+	chaosCommand,
 	demoCommand,
 	journalCommand,
 	sendCommand,

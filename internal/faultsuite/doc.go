@@ -1,12 +1,13 @@
 // Package faultsuite tries hard to break idem's exactly-once promise, end to
 // end, with real processes: the idem client and its journal, the reference
-// server (package testserver, run as its own binary on a SQLite file) and
-// the fault proxy (package testserver/chaos), under network faults,
+// server (package testserver, run as its own binary on a SQLite file, or
+// as replicas sharing one PostgreSQL database) and the fault proxy (package testserver/chaos), under network faults,
 // SIGKILLs of the client and of the server, disk faults and key expiry.
 //
 // The package holds what the scenarios share: a Checker in the spirit of
 // Jepsen's counter and total-queue checkers, the workload, the server as a
-// child process (ServerProcess), and journal files that fail on command
+// child process (ServerProcess) or several on one database (Replicas),
+// and journal files that fail on command
 // (DiskFaults). The scenarios are its tests:
 //
 //	TestChaos                         network faults of every kind through the proxy, 30% of attempts
@@ -17,6 +18,8 @@
 //	TestClientCrash                   SIGKILL of a batch client, resumed from its journal
 //	TestServerCrash                   SIGKILL of the server, at its crash points and at random
 //	TestClientAndServerCrash          both, alternately, in one run
+//	TestReplicasBehindABalancer       three replicas on PostgreSQL behind the proxy, round robin, 20% faults
+//	TestReplicaKills                  SIGKILL of random replicas under load, each started again
 //	TestExpiryEndToEnd                a key that outlived the server's retention
 //	TestDisk*                         failing writes and fsyncs under the journal
 //	TestHostile*                      hostile peers: redirects, bare 409s, a journal reached

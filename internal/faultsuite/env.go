@@ -32,6 +32,18 @@ const (
 	// EnvBothKills is how many SIGKILLs TestClientAndServerCrash deals,
 	// alternating between the client and the server. Default 10.
 	EnvBothKills = "IDEM_BOTH_KILLS"
+
+	// EnvReplicaOps is the number of operations of TestReplicasBehindABalancer.
+	// Default 1000.
+	EnvReplicaOps = "IDEM_REPLICA_OPS"
+
+	// EnvReplicaKillOps is the number of operations of TestReplicaKills.
+	// Default 3000.
+	EnvReplicaKillOps = "IDEM_REPLICA_KILL_OPS"
+
+	// EnvReplicaKills is how many times TestReplicaKills SIGKILLs a
+	// replica. Default 10.
+	EnvReplicaKills = "IDEM_REPLICA_KILLS"
 )
 
 // Defaults of the sizes above.
@@ -41,6 +53,10 @@ const (
 	DefaultClientKills = 10
 	DefaultServerKills = 10
 	DefaultBothKills   = 10
+
+	DefaultReplicaOps     = 1000
+	DefaultReplicaKillOps = 3000
+	DefaultReplicaKills   = 10
 )
 
 // SizeFromEnv returns the positive integer in the environment variable

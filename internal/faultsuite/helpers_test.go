@@ -52,13 +52,24 @@ func sizeOf(t *testing.T, name string, def int) int {
 // what it forwards on a Wire; it is closed when the test ends.
 func listenProxy(t *testing.T, upstream string, seed int64, rate float64) (*chaos.Server, *Wire) {
 	t.Helper()
-	u, err := url.Parse(upstream)
-	if err != nil {
-		t.Fatal(err)
+	return listenBalancer(t, []string{upstream}, seed, rate)
+}
+
+// listenBalancer is listenProxy in front of several upstreams, replicas of
+// the server, which it takes in turn.
+func listenBalancer(t *testing.T, upstreams []string, seed int64, rate float64) (*chaos.Server, *Wire) {
+	t.Helper()
+	targets := make([]*url.URL, len(upstreams))
+	for i, upstream := range upstreams {
+		u, err := url.Parse(upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets[i] = u
 	}
 	wire := NewWire()
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}
-	proxy, err := chaos.Listen(chaos.Config{Upstream: u, Seed: seed, Rate: rate, Transport: wire.Transport(tr)})
+	proxy, err := chaos.Listen(chaos.Config{Upstreams: targets, Seed: seed, Rate: rate, Transport: wire.Transport(tr)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemkit/idem/internal/pgtest"
 	"go.uber.org/goleak"
 )
 
@@ -26,11 +27,17 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+	goleak.VerifyTestMain(withPostgres{m}, goleak.Cleanup(func(code int) {
 		os.RemoveAll(dir)
 		os.Exit(code)
 	}))
 }
+
+// withPostgres runs the tests with a PostgreSQL server to share
+// (pgtest.NewDatabase), stopped once they are done.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int { return pgtest.Run(w.m) }
 
 var server struct {
 	once sync.Once

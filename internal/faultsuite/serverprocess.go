@@ -15,9 +15,10 @@ import (
 )
 
 // ServerProcess is the reference server's binary (idem-testserver) running
-// as a child process on a SQLite file. A test kills it with SIGKILL and
-// starts it again on the same file and the same port, so the client's URL
-// stays valid across crashes.
+// as a child process on a SQLite file, or on a PostgreSQL database that
+// other processes may share (see Replicas). A test kills it with SIGKILL
+// and starts it again on the same database and the same port, so the
+// client's URL stays valid across crashes.
 //
 // Its stdout is read for "listening on URL" and, with -crash=hang, for
 // "crash point POINT reached"; its stderr (the server's log) is appended to
@@ -25,7 +26,8 @@ import (
 type ServerProcess struct {
 	// Binary is the idem-testserver executable.
 	Binary string
-	// DB is the SQLite file, kept across restarts.
+	// DB is the SQLite file, or the PostgreSQL database's postgres:// URL,
+	// kept across restarts: the server's -db.
 	DB string
 	// LogPath receives the server's stderr, appended across restarts.
 	LogPath string
@@ -40,6 +42,10 @@ type ServerProcess struct {
 	kills   int
 	running bool
 }
+
+// ErrExitedBeforeListening is wrapped by the error of a Start whose process
+// exited before it said it was listening.
+var ErrExitedBeforeListening = errors.New("faultsuite: server exited before listening")
 
 // serverRun is one life of the process.
 type serverRun struct {
@@ -134,7 +140,7 @@ func (s *ServerProcess) startOnce(ctx context.Context, args []string) error {
 		s.starts++
 		return nil
 	case <-run.exited:
-		return fmt.Errorf("faultsuite: server exited before listening (%v): %s", run.err, s.logTail())
+		return fmt.Errorf("%w (%v): %s", ErrExitedBeforeListening, run.err, s.logTail())
 	case <-ctx.Done():
 		cmd.Process.Kill()
 		<-run.exited

@@ -66,7 +66,7 @@ type worker struct {
 // runCell measures one cell on fresh instances of its target, transport,
 // client and journal. seq names its files.
 func runCell(ctx context.Context, cfg Config, c Cell, seq int) (Sample, error) {
-	ep, err := startTarget(ctx, c.Target, cfg.Dir, seq)
+	ep, err := startTarget(ctx, c.Target, cfg.Dir, cfg.PostgresDSN, seq)
 	if err != nil {
 		return Sample{}, err
 	}

@@ -121,9 +121,9 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 Measures what idem costs per request: the same workload through plain
 net/http, net/http after an fsync, go-retryablehttp, idem without a journal
 and idem with a journal file, against a trivial in-process handler and the
-reference server on a SQLite file, at each concurrency, side by side in one
-run. Prints requests/s,
-p50 and p99 latency, allocations per operation and each row's ratio to
+reference server on a SQLite file (or, with the server-pg targets, on
+PostgreSQL, one replica or three), at each concurrency, side by side in one
+run. Prints requests/s, p50 and p99 latency, allocations per operation and each row's ratio to
 net/http, the machine (with the disk's fsync latency) and the targets.
 
 Flags:
@@ -134,9 +134,9 @@ Flags:
 	fs.DurationVar(&o.cfg.Warmup, "warmup", DefaultWarmup, "how long each cell runs before it is measured")
 	fs.IntVar(&o.cfg.Runs, "runs", DefaultRuns, "how many times the grid is measured (the table gives medians)")
 	conc := fs.String("concurrency", joinInts(DefaultConcurrency), "comma-separated numbers of concurrent callers")
-	targets := fs.String("targets", joinNames(AllTargets), "comma-separated targets: trivial, server, server-unkeyed")
+	targets := fs.String("targets", joinNames(AllTargets), "comma-separated targets: trivial, server, server-unkeyed, and on PostgreSQL server-pg, server-pg-3 (three replicas), server-pg-unkeyed")
 	clients := fs.String("clients", joinNames(AllClients), "comma-separated clients: net/http, net/http+fsync, retryablehttp, idem, idem+journal, idem+postgres")
-	pgDSN := fs.String("pg", "", "PostgreSQL `DSN` for the idem+postgres client's journal (default: start a server from /usr/lib/postgresql/15/bin)")
+	pgDSN := fs.String("pg", "", "PostgreSQL `DSN` for the idem+postgres client's journal and the server-pg targets, which create a database per cell in it (default: start a server from /usr/lib/postgresql/15/bin)")
 	fs.StringVar(&o.cfg.Dir, "dir", "", "directory for the journals, databases and fsync probe (default: a new temporary directory)")
 	fs.IntVar(&o.cfg.FsyncSamples, "fsyncs", DefaultFsyncSamples, "fsyncs the disk's fsync latency is measured over")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")

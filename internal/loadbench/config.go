@@ -23,7 +23,25 @@ const (
 	// with plain net/http sending no key: the baseline of what the layer
 	// costs the server.
 	TargetServerUnkeyed Target = "server-unkeyed"
+	// TargetServerPostgres is the reference server in process on a
+	// PostgreSQL database of its own (Config.PostgresDSN, or a server the
+	// run starts), serving POST /reservations with its idempotency layer:
+	// TargetServer on the other store. Not in AllTargets.
+	TargetServerPostgres Target = "server-pg"
+	// TargetServerPostgres3 is three replicas of the reference server, in
+	// process, on one PostgreSQL database, behind an in-process handler
+	// that hands the requests to them in turn: each replica has its own
+	// connection pool, locks and sweeper, and they meet in the database
+	// only. Not in AllTargets.
+	TargetServerPostgres3 Target = "server-pg-3"
+	// TargetServerPostgresUnkeyed is TargetServerPostgres with the
+	// idempotency layer switched off, measured as TargetServerUnkeyed is:
+	// what the layer costs on PostgreSQL. Not in AllTargets.
+	TargetServerPostgresUnkeyed Target = "server-pg-unkeyed"
 )
+
+// postgresReplicas is the number of replicas of TargetServerPostgres3.
+const postgresReplicas = 3
 
 // Client names how the requests are sent.
 type Client string
@@ -62,6 +80,14 @@ var (
 
 	// KnownClients are the clients Config.Clients may name.
 	KnownClients = append(slices.Clone(AllClients), ClientIdemPostgres)
+
+	// PostgresTargets are the targets on PostgreSQL, which Config.Targets
+	// may name besides AllTargets. Like TargetServerUnkeyed, each is
+	// measured with ClientNetHTTP only: what they compare is the server.
+	PostgresTargets = []Target{TargetServerPostgres, TargetServerPostgres3, TargetServerPostgresUnkeyed}
+
+	// KnownTargets are the targets Config.Targets may name.
+	KnownTargets = append(slices.Clone(AllTargets), PostgresTargets...)
 )
 
 // Defaults of Config.
@@ -98,8 +124,8 @@ type Config struct {
 	Targets []Target
 
 	// Clients lists how to send, in report order. Default AllClients.
-	// TargetServerUnkeyed is only ever measured with ClientNetHTTP, its
-	// baseline; it needs ClientNetHTTP in the list.
+	// TargetServerUnkeyed and the PostgresTargets are only ever measured
+	// with ClientNetHTTP; they need ClientNetHTTP in the list.
 	Clients []Client
 
 	// Dir holds the journals, the databases and the fsync probe file.
@@ -111,10 +137,12 @@ type Config struct {
 	// DefaultFsyncSamples (200).
 	FsyncSamples int
 
-	// PostgresDSN is the database of ClientIdemPostgres's journal. Default
-	// "": a PostgreSQL server the run starts from the binaries at
-	// /usr/lib/postgresql/15/bin (IDEM_PG_BIN overrides) and stops at the
-	// end.
+	// PostgresDSN is the database of ClientIdemPostgres's journal, and the
+	// server in which each cell of the PostgresTargets creates a database
+	// of its own (dropped after the cell), so its role must be allowed to
+	// create databases. Default "": a PostgreSQL server the run starts
+	// from the binaries at /usr/lib/postgresql/15/bin (IDEM_PG_BIN
+	// overrides) and stops at the end.
 	PostgresDSN string
 
 	// Progress, when set, is called before each cell is measured, with the
@@ -170,8 +198,8 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	for _, t := range c.Targets {
-		if !slices.Contains(AllTargets, t) {
-			return c, fmt.Errorf("loadbench: unknown target %q (want one of %v)", t, AllTargets)
+		if !slices.Contains(KnownTargets, t) {
+			return c, fmt.Errorf("loadbench: unknown target %q (want one of %v)", t, KnownTargets)
 		}
 	}
 	for _, cl := range c.Clients {
@@ -179,30 +207,56 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("loadbench: unknown client %q (want one of %v)", cl, KnownClients)
 		}
 	}
-	if slices.Contains(c.Targets, TargetServerUnkeyed) && !slices.Contains(c.Clients, ClientNetHTTP) {
-		return c, fmt.Errorf("loadbench: target %s is measured with client %s, which is not selected", TargetServerUnkeyed, ClientNetHTTP)
+	for _, t := range c.Targets {
+		if plainOnly(t) && !slices.Contains(c.Clients, ClientNetHTTP) {
+			return c, fmt.Errorf("loadbench: target %s is measured with client %s, which is not selected", t, ClientNetHTTP)
+		}
 	}
 	return c, nil
 }
 
+// plainOnly reports whether t is measured with ClientNetHTTP alone.
+func plainOnly(t Target) bool {
+	return t == TargetServerUnkeyed || slices.Contains(PostgresTargets, t)
+}
+
 // clientsFor returns the clients measured against t.
 func (c Config) clientsFor(t Target) []Client {
-	if t == TargetServerUnkeyed {
+	if plainOnly(t) {
 		return []Client{ClientNetHTTP}
 	}
 	return c.Clients
 }
 
+// usesPostgres reports whether c needs a PostgreSQL server.
+func (c Config) usesPostgres() bool {
+	if slices.Contains(c.Clients, ClientIdemPostgres) {
+		return true
+	}
+	for _, t := range c.Targets {
+		if slices.Contains(PostgresTargets, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// companions are the server targets measured right after TargetServer's
+// cells at the same concurrency, in this order, when TargetServer is
+// measured too: compared with it, they are compared at the same moment.
+var companions = []Target{TargetServerUnkeyed, TargetServerPostgres, TargetServerPostgres3, TargetServerPostgresUnkeyed}
+
 // cells returns the cells of one run, in the order they are measured: by
 // target and concurrency, the clients of each in an order that rotates with
 // the run, so no client always follows the same one. The reference
-// server's unkeyed baseline is measured right after the server's cells at
-// the same concurrency, so that the two are compared at the same moment.
+// server's other forms (unkeyed, on PostgreSQL, replicated; the
+// companions) are measured right after the server's cells at the same
+// concurrency, so that they are compared at the same moment.
 func (c Config) cells(run int) []Cell {
-	paired := slices.Contains(c.Targets, TargetServer) && slices.Contains(c.Targets, TargetServerUnkeyed)
+	withServer := slices.Contains(c.Targets, TargetServer)
 	var out []Cell
 	for _, t := range c.Targets {
-		if t == TargetServerUnkeyed && paired {
+		if withServer && slices.Contains(companions, t) {
 			continue
 		}
 		clients := c.clientsFor(t)
@@ -211,8 +265,12 @@ func (c Config) cells(run int) []Cell {
 				cl := clients[(i+run-1)%len(clients)]
 				out = append(out, Cell{Target: t, Concurrency: n, Client: cl, Run: run})
 			}
-			if t == TargetServer && paired {
-				out = append(out, Cell{Target: TargetServerUnkeyed, Concurrency: n, Client: ClientNetHTTP, Run: run})
+			if t == TargetServer {
+				for _, comp := range companions {
+					if slices.Contains(c.Targets, comp) {
+						out = append(out, Cell{Target: comp, Concurrency: n, Client: ClientNetHTTP, Run: run})
+					}
+				}
 			}
 		}
 	}

@@ -15,6 +15,12 @@
 // row's ratio to plain net/http is the median of the per-repetition
 // ratios, so slow drifts of the machine cancel out.
 //
+// On request (PostgresTargets), the reference server also runs on a
+// PostgreSQL database, as one replica or three sharing the database, with
+// or without its idempotency layer; those cells are measured right after
+// the SQLite server's at the same concurrency, with plain net/http, and
+// the report compares them with it run by run.
+//
 // The report also describes the machine, including the disk's fsync
 // latency measured in the directory that holds the journals, because the
 // journal's cost is one group-committed fsync per operation.

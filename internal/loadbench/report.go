@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -34,6 +35,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 
+	targetWidth := targetWidthOf(r.Rows)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\tconc\t%-*s\treq/s\t×net/http\tp50\tp99\tcpu/op\tallocs/op\tB/op\tfsyncs/op\terrors\t\n", targetWidth, "target", clientWidth, "client")
 	var plain Sample
@@ -63,6 +65,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 			formatDuration(md.P50), formatDuration(md.P99), cpu, allocs, formatCount(md.BytesPerOp), fsyncs, md.Errors)
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	if err := writeServerTable(w, r.Rows); err != nil {
 		return err
 	}
 
@@ -111,12 +117,105 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return nil
 }
 
-// Widths of the text columns, which are left-aligned by padding them (the
-// tabwriter aligns the numbers to the right): the longest names.
-const (
-	targetWidth = len(TargetServerUnkeyed)
-	clientWidth = len(ClientNetHTTPFsync)
-)
+// layerOff maps each keyed server target to its unkeyed baseline on the
+// same store.
+var layerOff = map[Target]Target{
+	TargetServer:         TargetServerUnkeyed,
+	TargetServerPostgres: TargetServerPostgresUnkeyed,
+}
+
+// writeServerTable writes, when a PostgreSQL target was measured, the
+// reference server's rows side by side, counting only the requests that
+// succeeded (on PostgreSQL a request whose transaction keeps colliding with
+// others gets 503): each one's successful requests per second, their ratio
+// to the server on SQLite (×sqlite) and, for a keyed target, to its
+// unkeyed baseline on the same store (×layer-off), both the median of each
+// run's ratio, and the share of requests that failed.
+func writeServerTable(w io.Writer, rows []Row) error {
+	find := func(t Target, n int) *Row {
+		for i := range rows {
+			if r := &rows[i]; r.Target == t && r.Concurrency == n && r.Client == ClientNetHTTP {
+				return r
+			}
+		}
+		return nil
+	}
+	var server []Row
+	pg := false
+	for _, r := range rows {
+		if r.Client == ClientNetHTTP && (r.Target == TargetServer || slices.Contains(companions, r.Target)) {
+			server = append(server, r)
+			pg = pg || slices.Contains(PostgresTargets, r.Target)
+		}
+	}
+	if !pg {
+		return nil
+	}
+	slices.SortStableFunc(server, func(a, b Row) int { return a.Concurrency - b.Concurrency })
+	if _, err := io.WriteString(w, "\nreference server, POST /reservations, net/http, successful requests only (×sqlite: over server on SQLite; ×layer-off: over the same store without the idempotency layer; medians of each run's ratio):\n"); err != nil {
+		return err
+	}
+	ratio := func(a *Row, t Target) string {
+		b := find(t, a.Concurrency)
+		if b == nil {
+			return "-"
+		}
+		if x := pairedRatio(succeeded(a.Runs), succeeded(b.Runs)); x > 0 {
+			return fmt.Sprintf("%.2f", x)
+		}
+		return "-"
+	}
+	targetWidth := targetWidthOf(server)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tconc\tok req/s\t×sqlite\t×layer-off\tfailed\tp50\tp99\t\n", targetWidth, "target")
+	for i := range server {
+		r := &server[i]
+		off := "-"
+		if t, ok := layerOff[r.Target]; ok {
+			off = ratio(r, t)
+		}
+		var ops, errs int64
+		for _, s := range r.Runs {
+			ops, errs = ops+s.Ops, errs+s.Errors
+		}
+		failed := "0"
+		if errs > 0 {
+			failed = fmt.Sprintf("%.1f%%", 100*float64(errs)/float64(ops))
+		}
+		fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", targetWidth, r.Target, r.Concurrency,
+			formatCount(medianSample(succeeded(r.Runs)).RequestsPerSec), ratio(r, TargetServer), off, failed,
+			formatDuration(r.Median.P50), formatDuration(r.Median.P99))
+	}
+	return tw.Flush()
+}
+
+// succeeded returns runs with RequestsPerSec counting the requests that
+// succeeded only.
+func succeeded(runs []Sample) []Sample {
+	out := slices.Clone(runs)
+	for i := range out {
+		if out[i].Ops > 0 {
+			out[i].RequestsPerSec *= float64(out[i].Ops-out[i].Errors) / float64(out[i].Ops)
+		}
+	}
+	return out
+}
+
+// clientWidth is the width of the client column, which is left-aligned by
+// padding it (the tabwriter aligns the numbers to the right): the longest
+// name.
+const clientWidth = len(ClientNetHTTPFsync)
+
+// targetWidthOf is the width of the target column, padded as the client
+// column is: the longest of AllTargets, or of the targets of rows if one
+// is longer.
+func targetWidthOf(rows []Row) int {
+	n := len(TargetServerUnkeyed)
+	for _, r := range rows {
+		n = max(n, len(r.Target))
+	}
+	return n
+}
 
 func rowsWithRecovery(rows []Row) []Row {
 	var out []Row

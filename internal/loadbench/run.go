@@ -61,10 +61,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer os.RemoveAll(dir)
 		cfg.Dir = dir
 	}
-	if slices.Contains(cfg.Clients, ClientIdemPostgres) && cfg.PostgresDSN == "" {
+	if cfg.usesPostgres() && cfg.PostgresDSN == "" {
 		pg, err := pgtest.Start(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("loadbench: starting PostgreSQL for %s (or give a DSN): %w", ClientIdemPostgres, err)
+			return nil, fmt.Errorf("loadbench: starting PostgreSQL for %s or the server-pg targets (or give a DSN): %w", ClientIdemPostgres, err)
 		}
 		defer pg.Close()
 		cfg.PostgresDSN = pg.DSN()

@@ -33,9 +33,14 @@ type endpoint struct {
 }
 
 // startTarget starts a fresh instance of t; a reference server gets a new
-// database file in dir, named after seq.
-func startTarget(ctx context.Context, t Target, dir string, seq int) (*endpoint, error) {
+// database file in dir, or a new database on the PostgreSQL server at
+// pgDSN, named after seq.
+func startTarget(ctx context.Context, t Target, dir, pgDSN string, seq int) (*endpoint, error) {
 	switch t {
+	case TargetServerPostgres, TargetServerPostgresUnkeyed:
+		return startPostgresServers(ctx, pgDSN, seq, 1, t == TargetServerPostgresUnkeyed)
+	case TargetServerPostgres3:
+		return startPostgresServers(ctx, pgDSN, seq, postgresReplicas, false)
 	case TargetTrivial:
 		srv := httptest.NewServer(http.HandlerFunc(trivialHandler))
 		return &endpoint{url: srv.URL + "/reservations", keyed: true, close: srv.Close}, nil
@@ -70,11 +75,19 @@ func startReferenceServer(ctx context.Context, path string, unkeyed bool) (*endp
 			os.Remove(path + suffix)
 		}
 	}}
+	if err := stock(ctx, srv); err != nil {
+		ep.close()
+		return nil, err
+	}
+	return ep, nil
+}
+
+// stock stocks sku-1 on the reference server srv for the run.
+func stock(ctx context.Context, srv *httptest.Server) error {
 	body := []byte(`{"available": ` + strconv.Itoa(serverStock) + `}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/inventory/sku-1", bytes.NewReader(body))
 	if err != nil {
-		ep.close()
-		return nil, fmt.Errorf("loadbench: stocking the reference server: %w", err)
+		return fmt.Errorf("loadbench: stocking the reference server: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(testserver.HeaderIdempotencyKey, "loadbench-stock")
@@ -87,8 +100,7 @@ func startReferenceServer(ctx context.Context, path string, unkeyed bool) (*endp
 		}
 	}
 	if err != nil {
-		ep.close()
-		return nil, fmt.Errorf("loadbench: stocking the reference server: %w", err)
+		return fmt.Errorf("loadbench: stocking the reference server: %w", err)
 	}
-	return ep, nil
+	return nil
 }

@@ -19,13 +19,28 @@ const DefaultMaxStall = 30 * time.Second
 var ErrInvalidConfig = errors.New("chaos: invalid config")
 
 // Config says where a Proxy forwards and which faults it injects. The zero
-// value of every field but Upstream is usable: a Config with only Upstream
-// set forwards every request unchanged.
+// value of every field but Upstream (or Upstreams) is usable: a Config with
+// only Upstream set forwards every request unchanged.
 type Config struct {
 	// Upstream is the server requests are forwarded to: scheme "http" or
 	// "https" and a host; its path, if any, is prefixed to every request
-	// path and its query joined before the request's. Required.
+	// path and its query joined before the request's. One of Upstream and
+	// Upstreams is required; they cannot be combined.
 	Upstream *url.URL
+
+	// Upstreams are the servers requests are forwarded to when there are
+	// several, such as replicas of one service on one database: the proxy
+	// is then their load balancer, and Balance picks the upstream of each
+	// forwarded request. Each is as Upstream says, none may be nil, and
+	// none may appear twice. The faults strike in front of every upstream
+	// alike, drawn from one chooser. Default nil: Upstream alone.
+	Upstreams []*url.URL
+
+	// Balance picks the upstream of each forwarded request among
+	// Upstreams: RoundRobin or Random (seeded with Seed). Requests that
+	// are not forwarded (Reset, TooManyRequests, Unavailable) pick none.
+	// With one upstream it changes nothing. Default RoundRobin.
+	Balance Balance
 
 	// Seed seeds the fault chooser. The chooser is math/rand/v2's PCG,
 	// seeded with (uint64(Seed), 0x9e3779b97f4a7c15) and drawn from once
@@ -100,12 +115,32 @@ func (c Config) check() error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
 	switch {
-	case c.Upstream == nil:
-		return bad("Upstream is required")
-	case c.Upstream.Scheme != "http" && c.Upstream.Scheme != "https":
-		return bad("Upstream scheme %q is not http or https", c.Upstream.Scheme)
-	case c.Upstream.Host == "":
-		return bad("Upstream %q has no host", c.Upstream)
+	case c.Upstream == nil && len(c.Upstreams) == 0:
+		return bad("Upstream or Upstreams is required")
+	case c.Upstream != nil && c.Upstreams != nil:
+		return bad("Upstream cannot be combined with Upstreams")
+	case !c.Balance.valid():
+		return bad("Balance %v is not RoundRobin or Random", c.Balance)
+	}
+	seenURL := make(map[string]bool)
+	for i, u := range targetsOf(c) {
+		name := "Upstream"
+		if c.Upstreams != nil {
+			name = fmt.Sprintf("Upstreams[%d]", i)
+		}
+		switch {
+		case u == nil:
+			return bad("%s is nil", name)
+		case u.Scheme != "http" && u.Scheme != "https":
+			return bad("%s scheme %q is not http or https", name, u.Scheme)
+		case u.Host == "":
+			return bad("%s %q has no host", name, u)
+		case seenURL[u.String()]:
+			return bad("%s %q is listed twice", name, u)
+		}
+		seenURL[u.String()] = true
+	}
+	switch {
 	case c.MaxStall < 0:
 		return bad("MaxStall %v is negative", c.MaxStall)
 	case c.RetryAfter < 0 || c.RetryAfter%time.Second != 0:

@@ -41,6 +41,17 @@
 // Connection are dropped, and Host names the upstream. Unfaulted responses
 // are relayed unchanged.
 //
+// # Several upstreams
+//
+// With Config.Upstreams the proxy is the load balancer of replicas of one
+// service, its faults in front of every one of them: each forwarded
+// request goes to one upstream, in turn (RoundRobin, the default) or drawn
+// at random under Config.Seed (Random). An upstream that refuses the
+// connection, as a killed replica does, is answered 502 Bad Gateway: the
+// proxy does not try another one, so a request never reaches two, and the
+// client's retry goes to the next upstream. Counts.Upstreams says how many
+// requests each upstream was sent and how many of those failed.
+//
 // # What Counts counts
 //
 // Counts counts requests as they reach the proxy, which is not always how a

@@ -1,6 +1,10 @@
 package chaos
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Kind names one fault the proxy can inject into a request. Each request
 // suffers at most one.
@@ -87,3 +91,15 @@ func (k Kind) String() string {
 
 // valid reports whether k names a fault.
 func (k Kind) valid() bool { return k >= Reset && k <= lastKind }
+
+// ParseKind returns the kind named s, as String names it ("reset",
+// "drop-after-commit", ...; case-insensitive), or an error wrapping
+// ErrInvalidConfig.
+func ParseKind(s string) (Kind, error) {
+	for _, k := range AllKinds() {
+		if strings.EqualFold(s, k.String()) {
+			return k, nil
+		}
+	}
+	return noFault, fmt.Errorf("%w: %q is no fault kind", ErrInvalidConfig, s)
+}

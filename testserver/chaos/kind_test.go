@@ -1,7 +1,9 @@
 package chaos
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -37,5 +39,20 @@ func TestAllKindsListsEveryKindInOrder(t *testing.T) {
 	got[0] = Stall
 	if AllKinds()[0] != Reset {
 		t.Fatal("AllKinds returned shared storage")
+	}
+}
+
+// TestParseKindReadsWhatStringWrites, whatever the case; "none" and
+// unknown names are ErrInvalidConfig.
+func TestParseKindReadsWhatStringWrites(t *testing.T) {
+	for _, k := range AllKinds() {
+		if got, err := ParseKind(strings.ToUpper(k.String())); err != nil || got != k {
+			t.Errorf("ParseKind(%q) = %v, %v; want %v", strings.ToUpper(k.String()), got, err, k)
+		}
+	}
+	for _, s := range []string{"", "none", "timeout", "Kind(1)"} {
+		if _, err := ParseKind(s); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("ParseKind(%q): %v, want ErrInvalidConfig", s, err)
+		}
 	}
 }

@@ -7,14 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"strconv"
 	"sync"
 	"time"
 )
 
-// Proxy is a reverse proxy that forwards requests to Config.Upstream and
-// injects faults into some of them. It is an http.Handler: mount it in any
+// Proxy is a reverse proxy that forwards requests to Config.Upstream, or
+// balances them over Config.Upstreams, and injects faults into some of
+// them. It is an http.Handler: mount it in any
 // server, or let Serve or Listen run one. A Proxy is safe for concurrent use.
 //
 // A request that suffers no fault is forwarded as the client sent it
@@ -22,20 +22,26 @@ import (
 // headers such as Connection are dropped and Host names the upstream) and
 // the upstream's status, headers and body are relayed unchanged.
 //
+// An upstream that cannot be reached (a replica that was killed refuses
+// connections) or that breaks off is answered 502 Bad Gateway, and counted
+// in Counts.UpstreamErrors and its Upstreams entry. The proxy does not try
+// another upstream: like a load balancer without retries, it leaves the
+// retry to the client, whose next attempt goes to the next upstream the
+// balance picks. A request is never sent to two upstreams.
+//
 // Faults that hang up (Reset, DropAfterCommit, Stall, PartialBody) take the
 // connection over from net/http, which HTTP/1.x allows. Where it cannot be
 // taken over (HTTP/2), the proxy aborts the handler with
 // http.ErrAbortHandler instead, and net/http resets the stream.
 type Proxy struct {
-	upstream   string // for log records
 	match      func(*http.Request) bool
 	maxStall   time.Duration
 	retryAfter string // Retry-After header value
 	log        *slog.Logger
 	errorLog   *log.Logger // net/http's own complaints, at Warn
 	closeIdle  func()      // closes the owned transport's idle connections
-	forward    *forwarder
-	reverse    *httputil.ReverseProxy // forwards unfaulted requests
+	routes     []route     // one per upstream, in Config order
+	balancer   *balancer
 	chooser    *chooser
 
 	closing   chan struct{} // closed when Close begins; ends every Stall
@@ -59,7 +65,6 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{
-		upstream:   cfg.Upstream.String(),
 		match:      cfg.Match,
 		maxStall:   cfg.MaxStall,
 		retryAfter: strconv.FormatInt(int64(cfg.RetryAfter/time.Second), 10),
@@ -84,8 +89,14 @@ func New(cfg Config) (*Proxy, error) {
 		owned := newTransport()
 		transport, p.closeIdle = owned, owned.CloseIdleConnections
 	}
-	p.forward = &forwarder{upstream: *cfg.Upstream, transport: transport, errorLog: p.errorLog}
-	p.reverse = p.forward.reverseProxy(nil, p.upstreamFailed)
+	targets := targetsOf(cfg)
+	p.routes = make([]route, len(targets))
+	for i, u := range targets {
+		f := &forwarder{upstream: *u, transport: transport, errorLog: p.errorLog}
+		p.routes[i] = route{name: u.String(), forward: f, reverse: f.reverseProxy(nil, p.routeFailed(i))}
+		p.counts.upstreams = append(p.counts.upstreams, upstreamCounters{url: u.String()})
+	}
+	p.balancer = newBalancer(cfg, len(targets))
 	return p, nil
 }
 
@@ -103,8 +114,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch kind {
 	case noFault:
-		p.tally(func(c *counters) { c.forwarded++ })
-		p.reverse.ServeHTTP(w, r)
+		i := p.forwarding()
+		p.routes[i].reverse.ServeHTTP(w, r)
 	case Reset:
 		p.injected(kind, r)
 		reset(w)
@@ -115,10 +126,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.injected(kind, r)
 		p.refuse(w, kind, http.StatusServiceUnavailable)
 	default: // the faults that strike after the upstream committed
-		p.tally(func(c *counters) { c.forwarded++ })
-		resp, body, err := p.forward.roundTrip(r)
+		i := p.forwarding()
+		resp, body, err := p.routes[i].forward.roundTrip(r)
 		if err != nil {
-			p.upstreamFailed(w, r, err)
+			p.upstreamFailed(w, r, i, err)
 			return
 		}
 		p.injected(kind, r)
@@ -212,10 +223,25 @@ func (p *Proxy) injected(kind Kind, r *http.Request) {
 		"path", r.URL.Path, "idempotency_key", r.Header.Get("Idempotency-Key"))
 }
 
-// upstreamFailed answers a request whose upstream exchange failed.
-func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
-	p.tally(func(c *counters) { c.upstreamErrors++ })
-	p.log.Warn("chaos: upstream exchange failed", "upstream", p.upstream, "method", r.Method,
+// forwarding picks the upstream of a request about to be forwarded, counts
+// the request as forwarded to it, and returns its index in p.routes.
+func (p *Proxy) forwarding() int {
+	i := p.balancer.pick()
+	p.tally(func(c *counters) {
+		c.forwarded++
+		c.upstreams[i].forwarded++
+	})
+	return i
+}
+
+// upstreamFailed answers 502 to a request whose exchange with upstream i
+// failed.
+func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, i int, err error) {
+	p.tally(func(c *counters) {
+		c.upstreamErrors++
+		c.upstreams[i].upstreamErrors++
+	})
+	p.log.Warn("chaos: upstream exchange failed", "upstream", p.routes[i].name, "method", r.Method,
 		"path", r.URL.Path, "idempotency_key", r.Header.Get("Idempotency-Key"), "err", err)
 	w.WriteHeader(http.StatusBadGateway)
 }
