@@ -441,6 +441,50 @@ func TestPostgresReplicasCreateTheSchemaAtOnce(t *testing.T) {
 	}
 }
 
+// A replica started beside others that are serving runs no DDL: with a
+// transaction holding the tables (as a serving replica's does), New still
+// returns, where CREATE INDEX IF NOT EXISTS would wait for that transaction
+// (or, among several, deadlock with it) before finding the index there.
+func TestPostgresReplicaJoinsWhileOthersServe(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	first, err := New(Config{Path: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	db := openPG(t, dsn)
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for _, table := range []string{"idempotency_keys", "charges", "reservations", "inventory"} {
+		if _, err := tx.Exec("LOCK TABLE " + table + " IN ROW EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Only a wait for the lock could make New slow, and that wait is what
+	// the test rules out; the bound keeps a regression from hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		s, err := New(Config{Path: dsn})
+		if err == nil {
+			err = s.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("second replica: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("second replica waited for the serving transaction's lock: it ran DDL on a database that had the schema")
+	}
+}
+
 // A PostgreSQL that cannot be reached is named at start, and a request that
 // meets it while running gets 503 with Retry-After, not a 500 or a panic;
 // once PostgreSQL is back, requests succeed again.

@@ -2,7 +2,9 @@ package testserver
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -160,7 +162,24 @@ func openStore(ctx context.Context, path string, busy time.Duration, readers int
 // replicas opening one empty database at once create it one after the
 // other (two concurrent CREATE TABLE IF NOT EXISTS of one table can both
 // miss it, and the second then fails).
+//
+// On PostgreSQL the schema's digest is also recorded (schemaVersions), and a
+// replica that finds it runs no DDL at all: CREATE INDEX IF NOT EXISTS takes
+// a table lock before it looks, and a replica started beside others that are
+// serving would deadlock with their transactions (40P01) and fail to start.
 func (s *store) migrate(ctx context.Context, schema []string) error {
+	digest := schemaDigest(schema)
+	if s.dialect == dialectPostgres {
+		var one int
+		err := s.write.QueryRowContext(ctx, `SELECT 1 FROM testserver_schema WHERE digest = $1`, digest).Scan(&one)
+		if err == nil {
+			return nil
+		}
+		if unavailable(err) {
+			return s.dialect.connectError("creating schema", err)
+		}
+		// No such table, or no such row yet: create below.
+	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return s.dialect.connectError("creating schema", err)
@@ -176,10 +195,29 @@ func (s *store) migrate(ctx context.Context, schema []string) error {
 			return fmt.Errorf("testserver: creating schema: %w", err)
 		}
 	}
+	if s.dialect == dialectPostgres {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS testserver_schema (digest TEXT PRIMARY KEY)`); err != nil {
+			return fmt.Errorf("testserver: creating schema: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO testserver_schema (digest) VALUES ($1) ON CONFLICT DO NOTHING`, digest); err != nil {
+			return fmt.Errorf("testserver: creating schema: %w", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("testserver: creating schema: %w", err)
 	}
 	return nil
+}
+
+// schemaDigest names a list of schema statements: the hex SHA-256 of the
+// statements, each followed by a NUL.
+func schemaDigest(schema []string) string {
+	h := sha256.New()
+	for _, stmt := range schema {
+		h.Write([]byte(stmt))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func (s *store) close() error {
