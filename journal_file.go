@@ -180,7 +180,8 @@ type JournalStats struct {
 // plus its ID, whatever the size of the recorded responses: keys, URLs and
 // recorded responses stay in the file and are read, and checked, when an
 // operation is looked up or listed (J9). Ten million operations hold about
-// 1 GB of heap and open in 11 to 16 seconds on two CPUs; a journal meant to
+// 1 GB of heap and open in about 10 seconds on two CPUs (longer when the
+// file must first come from the disk); a journal meant to
 // hold many more, or shared by machines, is pgjournal's.
 type FileJournal struct {
 	eng *filejournal.Journal
