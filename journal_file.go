@@ -181,8 +181,8 @@ type JournalStats struct {
 // recorded responses stay in the file and are read, and checked, when an
 // operation is looked up or listed (J9). Ten million operations hold about
 // 1 GB of heap and open in about 10 seconds on two CPUs (longer when the
-// file must first come from the disk); a journal meant to
-// hold many more, or shared by machines, is pgjournal's.
+// file must first come from the disk); a journal meant to hold many more,
+// or shared by machines, is pgjournal's.
 type FileJournal struct {
 	eng *filejournal.Journal
 
