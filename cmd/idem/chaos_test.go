@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -28,28 +27,8 @@ func TestChaosBalancesOverItsUpstreams(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
-	codes := make(chan int, 1)
-	go func() {
-		codes <- runEnv(ctx, env{stdout: pw, stderr: &stderr, now: time.Now},
-			[]string{"chaos", "-addr", "127.0.0.1:0", "-upstream", ups[0], "-upstream", ups[1]})
-		pw.Close()
-	}()
-	lines := bufio.NewReader(pr)
-	first, err := lines.ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the first line: %v", err)
-	}
-	url, ok := strings.CutPrefix(strings.TrimSpace(first), "listening on ")
-	if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") {
-		t.Fatalf("first line %q, want listening on http://127.0.0.1:PORT", first)
-	}
-	rest := make(chan string, 1)
-	go func() {
-		b, _ := io.ReadAll(lines)
-		rest <- string(b)
-	}()
+	cmd := start(t, ctx, "chaos", "-addr", "127.0.0.1:0", "-upstream", ups[0], "-upstream", ups[1])
+	url := cmd.url
 
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
@@ -71,16 +50,16 @@ func TestChaosBalancesOverItsUpstreams(t *testing.T) {
 		t.Fatalf("answers %s, want %s", strings.Join(got, ","), want)
 	}
 	cancel()
-	if code := <-codes; code != exitOK {
-		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	if code := <-cmd.codes; code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, cmd.stderr.String())
 	}
 	want := "counts: requests=3 forwarded=3 upstream-errors=0 faults=0 upstreams [" +
 		ups[0] + " forwarded=2 upstream-errors=0, " + ups[1] + " forwarded=1 upstream-errors=0]\n"
-	if out := <-rest; out != want {
+	if out := <-cmd.rest; out != want {
 		t.Fatalf("after the URL: %q, want %q", out, want)
 	}
-	if stderr.Len() != 0 {
-		t.Errorf("stderr %q, want nothing", stderr.String())
+	if cmd.stderr.Len() != 0 {
+		t.Errorf("stderr %q, want nothing", cmd.stderr.String())
 	}
 }
 

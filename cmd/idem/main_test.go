@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"github.com/idemkit/idem/internal/pgtest"
@@ -177,4 +178,43 @@ func TestFlagsAfterPositionalArguments(t *testing.T) {
 			t.Errorf("%q: pos %q b %v s %q; want %q %v %q", tc.args, pos, *b, *s, tc.pos, tc.b, tc.s)
 		}
 	}
+}
+
+// running is a command started by start: the URL it printed first, what it
+// wrote to stdout after that (once it has exited), its exit code, and its
+// stderr (to read only after the code has arrived).
+type running struct {
+	url    string
+	rest   <-chan string
+	codes  <-chan int
+	stderr *bytes.Buffer
+}
+
+// start runs idem with args until ctx ends, as serve and chaos run: it
+// waits for the first line, "listening on http://127.0.0.1:PORT", and fails
+// the test if that is not what comes.
+func start(t *testing.T, ctx context.Context, args ...string) running {
+	t.Helper()
+	pr, pw := io.Pipe()
+	stderr := new(bytes.Buffer)
+	codes := make(chan int, 1)
+	go func() {
+		codes <- runEnv(ctx, env{stdout: pw, stderr: stderr, now: time.Now}, args)
+		pw.Close()
+	}()
+	lines := bufio.NewReader(pr)
+	first, err := lines.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the first line: %v", err)
+	}
+	url, ok := strings.CutPrefix(strings.TrimSpace(first), "listening on ")
+	if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("first line %q, want listening on http://127.0.0.1:PORT", first)
+	}
+	rest := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(lines)
+		rest <- string(b)
+	}()
+	return running{url: url, rest: rest, codes: codes, stderr: stderr}
 }

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -32,27 +29,8 @@ func TestServeServesAndStopsOnCancel(t *testing.T) {
 			db := store.newDB(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			pr, pw := io.Pipe()
-			var stderr bytes.Buffer // written under heldWriter's lock, read after run returns
-			codes := make(chan int, 1)
-			go func() {
-				codes <- runEnv(ctx, env{stdout: pw, stderr: &stderr, now: time.Now}, []string{"serve", "-addr", "127.0.0.1:0", "-db", db})
-				pw.Close()
-			}()
-			lines := bufio.NewReader(pr)
-			first, err := lines.ReadString('\n')
-			if err != nil {
-				t.Fatalf("reading the first line: %v", err)
-			}
-			url, ok := strings.CutPrefix(strings.TrimSpace(first), "listening on ")
-			if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") {
-				t.Fatalf("first line %q, want listening on http://127.0.0.1:PORT", first)
-			}
-			rest := make(chan string, 1)
-			go func() {
-				b, _ := io.ReadAll(lines)
-				rest <- string(b)
-			}()
+			cmd := start(t, ctx, "serve", "-addr", "127.0.0.1:0", "-db", db)
+			url, stderr := cmd.url, cmd.stderr
 
 			tr := &http.Transport{}
 			defer tr.CloseIdleConnections()
@@ -86,14 +64,14 @@ func TestServeServesAndStopsOnCancel(t *testing.T) {
 
 			cancel()
 			select {
-			case code := <-codes:
+			case code := <-cmd.codes:
 				if code != exitOK {
 					t.Errorf("exit code %d after cancel, want 0; stderr:\n%s", code, stderr.String())
 				}
 			case <-time.After(time.Minute):
 				t.Fatal("idem serve did not stop within a minute of its context ending")
 			}
-			if r := <-rest; r != "" {
+			if r := <-cmd.rest; r != "" {
 				t.Errorf("stdout after the first line: %q, want nothing", r)
 			}
 			for _, w := range []string{`msg=serving url=` + url, `msg="shutting down"`} {
