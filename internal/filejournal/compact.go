@@ -214,11 +214,14 @@ func (j *Journal) rewrite(live []keep) error {
 	}
 	// From here on the name may point at either file after a crash, until
 	// the directory is synced: a failure latches. The index is replaced
-	// at once, whatever happens next: its offsets are the new file's.
+	// at once, whatever happens next: its offsets are the new file's, and
+	// so is syncedEnd, which the latch (forgetUnsynced) compares them
+	// with. When every intent kept was durable, all of the new file is.
 	j.replaceIndex(idx, size, records)
-	if syncedEnd >= 0 {
-		j.syncedEnd = syncedEnd
+	if syncedEnd < 0 {
+		syncedEnd = size
 	}
+	j.syncedEnd = syncedEnd
 	j.dirSyncs++
 	if err := j.opt.syncDir(j.dir()); err != nil {
 		j.fail(fmt.Errorf("idem: journal %s: fsync of directory after rename: %w", j.path, err))

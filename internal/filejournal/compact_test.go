@@ -342,3 +342,35 @@ func TestJournalSummariesAreStable(t *testing.T) {
 		t.Fatalf("stats = %+v: live bytes should be the whole file", st)
 	}
 }
+
+// TestJournalDirectoryFsyncFailureKeepsTheDurableOperations: the failure
+// forgets only the operations whose intent no fsync covered, judged by the
+// new file's offsets. Here every intent was durable before the compaction;
+// only a completion was not, and the compaction moves the second intent
+// past where the old file's durable intents ended.
+func TestJournalDirectoryFsyncFailureKeepsTheDurableOperations(t *testing.T) {
+	path := journalPath(t)
+	o := quietOptions()
+	fail := false
+	o.syncDir = func(dir string) error {
+		if fail {
+			return errInjected
+		}
+		return syncDir(dir)
+	}
+	j := openTestJournal(t, path, o)
+	a, b := testIntent(0), testIntent(1)
+	mustBegin(t, j, a)
+	mustBegin(t, j, b)
+	mustComplete(t, j, bigOutcome(a, 64<<10)) // written, not yet fsynced
+	fail = true
+	if err := j.Compact(); !errors.Is(err, errInjected) {
+		t.Fatalf("Compact with a failing directory fsync: err = %v, want the injected error", err)
+	}
+	for _, id := range []string{a.ID, b.ID} {
+		if _, ok := j.LookupMeta(id); !ok {
+			t.Errorf("after the failure, operation %s, whose intent was durable, is gone from the index", id)
+		}
+	}
+	j.Close()
+}
