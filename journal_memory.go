@@ -5,7 +5,7 @@ package idem
 // claim on its ID, so a Do costs a few map lookups rather than a file
 // journal's encoding of every record it would write. It keeps what a
 // FileJournal keeps, with the same checks and errors (checkIntent,
-// checkCompletion, and the size bound of a record), and forgets what a
+// checkCompletion, and a size bound: see memoryMaxRecord), and forgets what a
 // FileJournal without a file forgot: completed operations whose outcome is
 // KeyTTL old, swept once the map has doubled since the last sweep.
 
@@ -22,8 +22,11 @@ import (
 )
 
 // memoryMaxRecord bounds the intent (ID, key, method and URL) and the
-// outcome (header and body) the memory journal takes, as a file journal
-// bounds a record's payload: 16 MiB.
+// outcome (header and body) the memory journal takes: 16 MiB, as a file
+// journal bounds a record's payload. A file record's payload also holds a
+// few dozen bytes of lengths, fingerprint, times and status, which this
+// bound leaves out, so an intent or outcome within that much of 16 MiB is
+// taken here and refused (ErrInvalidOperation) by a file journal.
 const memoryMaxRecord = 16 << 20
 
 // memorySweepMin is the number of operations below which the memory
