@@ -138,7 +138,7 @@ var mutants = []mutant{
 	{
 		Name: "compaction forgets completed operations past KeyTTL", Rules: "C4, J7",
 		Edits: []edit{{File: "internal/filejournal/compact.go", Old: "\treturn j.opt.ForgetAfter <= 0 || e.completedWithin(now, j.opt.ForgetAfter)\n",
-			New: "\treturn false\n"}},
+			New: "\treturn errors.As(err, &pe) && false\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestCompletedOperationIsNotResentAfterCompaction"},
 	},
 	{
@@ -199,5 +199,19 @@ var mutants = []mutant{
 		Edits: []edit{{File: "testserver/instance.go", Old: "\t\t\tReadTimeout:       cfg.ReadTimeout,\n",
 			New: ""}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileSlowClientsOfTheServer"},
+	},
+	{
+		Name: "a body read back from the file without its data checksum", Rules: "J9",
+		Edits: []edit{{File: "internal/filejournal/read.go",
+			Old: "\tif binary.LittleEndian.Uint32(b[end:end+recordCRCSize]) != crc32.Update(typeCRC[t], castagnoli, payload) {\n",
+			New: "\tif false {\n"}},
+		Pkg: "./internal/filejournal", Tests: []string{"TestJournalReportsARecordChangedAfterOpen"},
+	},
+	{
+		Name: "a serialization failure on PostgreSQL answered 500, not rerun", Rules: "S3, S9",
+		Edits: []edit{{File: "testserver/dialect.go",
+			Old: "\treturn errors.As(err, &pe) && (pe.Code == \"40001\" || pe.Code == \"40P01\")\n",
+			New: "\treturn errors.As(err, &pe) && false\n"}},
+		Pkg: "./testserver", Tests: []string{"TestPostgresConflictsAreRetried"},
 	},
 }
