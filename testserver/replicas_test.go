@@ -216,21 +216,28 @@ func waitForLockWait(t *testing.T, db *sql.DB) {
 	})
 }
 
+// oneReplicaAndATransaction starts one replica with 5 of sku-1 in stock,
+// and opens a transaction of the test's own on its database (rolled back at
+// cleanup unless committed), for a test to hold rows a request will need.
+func oneReplicaAndATransaction(t *testing.T) (*Instance, *sql.DB, *sql.Tx) {
+	t.Helper()
+	in := replicas(t, 1, Config{})[0]
+	stock(t, in, "sku-1", 5)
+	db := openPG(t, in.Server.cfg.Path)
+	other, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Rollback() })
+	return in, db, other
+}
+
 // A serialization failure (40001) and a deadlock (40P01) are provoked in a
 // request's transaction by a transaction of the test's own; the server
 // runs its transaction again and answers 201, not 500.
 func TestPostgresConflictsAreRetried(t *testing.T) {
 	t.Run("serialization failure", func(t *testing.T) {
-		ins := replicas(t, 1, Config{})
-		in := ins[0]
-		stock(t, in, "sku-1", 5)
-		db := openPG(t, in.Server.cfg.Path)
-		ctx := context.Background()
-		other, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Rollback()
+		in, db, other := oneReplicaAndATransaction(t)
 		// The test's transaction changes the row the reservation will
 		// update, and commits once the reservation waits for it: the
 		// reservation's snapshot is then older than the row's version.
@@ -251,16 +258,7 @@ func TestPostgresConflictsAreRetried(t *testing.T) {
 		}
 	})
 	t.Run("deadlock", func(t *testing.T) {
-		ins := replicas(t, 1, Config{})
-		in := ins[0]
-		stock(t, in, "sku-1", 5)
-		db := openPG(t, in.Server.cfg.Path)
-		ctx := context.Background()
-		other, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Rollback()
+		in, db, other := oneReplicaAndATransaction(t)
 		// The test's transaction holds the key the request will insert;
 		// the request updates the stock, then waits for the key; the test's
 		// transaction then waits for the stock: a deadlock, which the
