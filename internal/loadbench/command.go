@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 )
@@ -25,6 +26,7 @@ type options struct {
 	progress   bool
 	cpuProfile string
 	memProfile string
+	trace      string
 }
 
 // Command runs the load benchmark as a command-line program: it parses args
@@ -50,6 +52,17 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("loadbench: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return fmt.Errorf("loadbench: %w", err)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return fmt.Errorf("loadbench: %w", err)
+		}
+		defer trace.Stop()
 	}
 	if o.progress && isTerminal(stderr) {
 		p := newProgress(stderr)
@@ -144,6 +157,7 @@ Flags:
 	fs.BoolVar(&o.progress, "progress", true, "show a progress bar on stderr when it is a terminal")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `file`")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the run to `file`")
+	fs.StringVar(&o.trace, "trace", "", "write an execution trace of the run to `file`, for go tool trace: where callers wait (fsync, locks, the network)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
