@@ -14,9 +14,10 @@ package filejournal
 //     its store (C3). The next fsync for any reason (a Begin, Sync, Close)
 //     covers it.
 //   - Group commit (J5): records are written under mu, but the fsync runs
-//     without it. A Begin that finds an fsync running waits for it to end;
-//     then one of the waiters (the leader) runs one fsync for every record
-//     written so far while the others wait for it. No timer, no delay: a
+//     without it. A Begin that finds an fsync running parks; when that
+//     fsync ends, its leader wakes the Begins it covered and hands the lead
+//     to one it did not, which runs one fsync for every record written so
+//     far while the others stay parked (waiters.go). No timer, no delay: a
 //     lone Begin pays one fsync, many concurrent ones share.
 //   - A failed write or fsync latches (J6). After a failed fsync the kernel
 //     may have dropped the dirty pages and cleared the error, so a retried
@@ -29,6 +30,7 @@ package filejournal
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"time"
 )
 
@@ -78,7 +80,7 @@ func (j *Journal) Begin(in Intent) error {
 	if err != nil {
 		return err
 	}
-	e := entry{Meta: metaOf(&r), intentAt: at, intentSize: uint32(len(buf))}
+	e := entry{Meta: metaOf(&r), intentAt: at, intentSize: uint32(len(buf)), keySum: keySum(r.Key)}
 	if j.memory {
 		mem := r // on the heap only here: a file journal keeps no Record
 		e.mem = &mem
@@ -92,7 +94,10 @@ func (j *Journal) Begin(in Intent) error {
 // one. It returns once the record is written, without waiting for an
 // fsync (C3, above). A zero Completed is set from the journal's clock. It
 // refuses an ID the journal does not hold (ErrNoSuchOperation) and a Key
-// that is not the operation's (ErrInvalidOperation); the ID, state,
+// that is not the operation's (ErrInvalidOperation: the index keeps a
+// 64-bit keySum, so the operation's own key is accepted without reading
+// its intent back, and a key whose sum differs is refused after reading
+// it; another key with the same sum, a chance of 2^-64, would pass); the ID, state,
 // status, flags and time must be within the format's limits, which the
 // caller checks first, reporting a failed check through Refuse.
 func (j *Journal) Complete(c Completion) error {
@@ -105,7 +110,8 @@ func (j *Journal) Complete(c Completion) error {
 	if !ok {
 		return fmt.Errorf("idem: journal %s: complete %s: %w", j.path, QuoteID(c.ID), ErrNoSuchOperation)
 	}
-	if c.Key != "" {
+	if c.Key != "" && keySum(c.Key) != e.keySum {
+		// Not the operation's key, as the intent in the file says.
 		key, err := j.keyOf(e)
 		if err != nil {
 			return fmt.Errorf("idem: journal %s: complete %s: %w", j.path, QuoteID(c.ID), err)
@@ -217,7 +223,7 @@ func (j *Journal) waitDurable(seq uint64) error {
 			return j.failed
 		}
 		if j.syncing {
-			j.cond.Wait()
+			j.park(seq)
 			continue
 		}
 		if j.f == nil {
@@ -228,6 +234,22 @@ func (j *Journal) waitDurable(seq uint64) error {
 		// file, and this fsync covers all of them. Records written while
 		// it runs wait for the next one.
 		j.syncing = true
+		// Let the goroutines that are already runnable run first, mu
+		// released: the fsync is about to hold this goroutine's P in a
+		// blocking system call until the runtime hands the P to another
+		// thread, which can take a while. Those goroutines would
+		// otherwise wait behind it, and the Begins among them write
+		// their records in time to share this fsync. A lone Begin finds
+		// nothing else to run and goes straight on. There is no timer.
+		j.mu.Unlock()
+		runtime.Gosched()
+		j.mu.Lock()
+		if j.failed != nil {
+			// A write failed meanwhile: the file is done (J6).
+			j.syncing = false
+			j.wakeWaiters()
+			return j.failed
+		}
 		target, end, f := j.writeSeq, j.size, j.f
 		group := target - j.syncedSeq
 		j.mu.Unlock()
@@ -246,7 +268,7 @@ func (j *Journal) waitDurable(seq uint64) error {
 			j.syncedSeq = target
 			j.syncedEnd = end
 		}
-		j.cond.Broadcast()
+		j.wakeWaiters()
 	}
 	return nil
 }

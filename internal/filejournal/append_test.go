@@ -2,9 +2,12 @@ package filejournal
 
 import (
 	"errors"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -67,6 +70,86 @@ func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
 	if n := len(records(openTestJournal(t, path, quietOptions()))); n != appenders {
 		t.Fatalf("reopened journal holds %d operations, want %d", n, appenders)
 	}
+}
+
+// An fsync's end wakes the Begins it covered and one it did not, which
+// leads the next fsync; the rest stay parked until that one covers them.
+func TestJournalFsyncWakesWhomItCoveredAndOneLeader(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const appenders = 32
+	path := journalPath(t)
+	mustClose(t, openTestJournal(t, path, quietOptions()))
+
+	var written, syncCalls atomic.Int32
+	allWritten := make(chan struct{})
+	inSecond, releaseSecond := make(chan struct{}), make(chan struct{})
+	var groups []int
+	o := quietOptions()
+	o.OnSync = func(_ time.Duration, records int, _ error) { groups = append(groups, records) }
+	o.WrapFile = func(f File) File {
+		return &hookFile{
+			File: f,
+			write: func(f File, p []byte) (int, error) {
+				n, err := f.Write(p)
+				if written.Add(1) == appenders {
+					close(allWritten)
+				}
+				return n, err
+			},
+			sync: func(f File) error {
+				switch syncCalls.Add(1) {
+				case 1:
+					<-allWritten
+				case 2:
+					close(inSecond)
+					<-releaseSecond
+				}
+				return f.Sync()
+			},
+		}
+	}
+	j := openTestJournal(t, path, o)
+	var returned atomic.Int32
+	errs := make(chan error, appenders)
+	var wg sync.WaitGroup
+	for i := range appenders {
+		wg.Go(func() {
+			err := j.Begin(testIntent(i))
+			returned.Add(1)
+			errs <- err
+		})
+	}
+	<-inSecond
+	// The first fsync's records are durable and their Begins return; the
+	// leader of the second is in its fsync; every other Begin is parked.
+	first := groups[0]
+	if first < 1 || first >= appenders {
+		t.Fatalf("the first fsync covered %d records, want 1 to %d", first, appenders-1)
+	}
+	for returned.Load() < int32(first) {
+		runtime.Gosched()
+	}
+	j.mu.Lock()
+	parked := len(j.waiters)
+	j.mu.Unlock()
+	if want := appenders - first - 1; parked != want {
+		t.Fatalf("during the second fsync %d Begins are parked, want %d (%d covered by the first, 1 leading)", parked, want, first)
+	}
+	if got := returned.Load(); got != int32(first) {
+		t.Fatalf("%d Begins returned before the second fsync ended, want the %d the first covered", got, first)
+	}
+	close(releaseSecond)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("Begin: %v", err)
+		}
+	}
+	if st := j.Stats(); st.Syncs != 2 || len(groups) != 2 || groups[0]+groups[1] != appenders {
+		t.Fatalf("stats = %+v, groups %v; want 2 fsyncs covering %d records", st, groups, appenders)
+	}
+	mustClose(t, j)
 }
 
 func TestJournalBeginWaitsForFsyncAndCompleteDoesNot(t *testing.T) {
@@ -268,4 +351,51 @@ func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
 	mustBegin(t, j2, testIntent(3))
 	mustClose(t, j2)
 	sameRecords(t, "after reopen", records(openTestJournal(t, path, quietOptions())), []Record{recordOf(testIntent(3)), recordOf(testIntent(1))})
+}
+
+// Complete checks a key against the sum the index keeps: the operation's
+// own key reads nothing back, another is refused with the key the intent
+// holds. The sum is kept by Begin, by recovery and by compaction.
+func TestJournalCompleteChecksTheKeyWithoutReadingTheIntent(t *testing.T) {
+	path := journalPath(t)
+	var reads atomic.Int32
+	o := quietOptions()
+	o.WrapFile = func(f File) File {
+		return &hookFile{File: f, readAt: func(f File, p []byte, off int64) (int, error) {
+			reads.Add(1)
+			return f.ReadAt(p, off)
+		}}
+	}
+	check := func(j *Journal, i int, how string) {
+		t.Helper()
+		in := testIntent(i)
+		wrong := testOutcome(in, 200, "ok")
+		wrong.Key = "00000000-0000-4000-8000-999999999999"
+		reads.Store(0)
+		err := j.Complete(wrong)
+		if !errors.Is(err, ErrInvalidOperation) || !strings.Contains(err.Error(), in.Key) {
+			t.Fatalf("%s: Complete under another key: %v, want ErrInvalidOperation naming %s", how, err, in.Key)
+		}
+		if reads.Load() == 0 {
+			t.Fatalf("%s: another key was refused without reading the intent's key", how)
+		}
+		reads.Store(0)
+		mustComplete(t, j, testOutcome(in, 200, "ok"))
+		if n := reads.Load(); n != 0 {
+			t.Fatalf("%s: Complete under the operation's key made %d reads, want 0", how, n)
+		}
+	}
+	j := openTestJournal(t, path, o)
+	for i := range 3 {
+		mustBegin(t, j, testIntent(i))
+	}
+	check(j, 0, "after Begin")
+	mustClose(t, j)
+	j = openTestJournal(t, path, o)
+	check(j, 1, "after reopening")
+	if err := j.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	check(j, 2, "after compaction")
+	mustClose(t, j)
 }

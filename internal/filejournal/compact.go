@@ -137,7 +137,7 @@ func (j *Journal) rewrite(live []keep) error {
 		size := int64(fileHeaderSize)
 		for _, k := range live {
 			r := j.kept(*k.e.mem, k.summarize)
-			e := entry{Meta: metaOf(&r), intentAt: size, intentSize: uint32(intentRecordSize(&r)), mem: &r}
+			e := entry{Meta: metaOf(&r), intentAt: size, intentSize: uint32(intentRecordSize(&r)), keySum: keySum(r.Key), mem: &r}
 			size += int64(e.intentSize)
 			if r.State.final() {
 				e.completionAt, e.completionSize = size, uint32(completionRecordSize(&r))
@@ -175,7 +175,7 @@ func (j *Journal) rewrite(live []keep) error {
 		if syncedEnd < 0 && live[i].e.intentAt >= j.syncedEnd {
 			syncedEnd = p.intentAt
 		}
-		e := entry{Meta: metaOf(r), intentAt: p.intentAt, intentSize: p.intentSize, completionAt: p.completionAt, completionSize: p.completionSize}
+		e := entry{Meta: metaOf(r), intentAt: p.intentAt, intentSize: p.intentSize, completionAt: p.completionAt, completionSize: p.completionSize, keySum: keySum(r.Key)}
 		idx.add(&e)
 	}
 	tmp := j.file + compactSuffix
@@ -230,7 +230,7 @@ func (j *Journal) rewrite(live []keep) error {
 	}
 	// The new file holds every record written before, and it is durable.
 	j.syncedSeq, j.syncedEnd = j.writeSeq, j.size
-	j.cond.Broadcast()
+	j.wakeWaiters()
 	f, err := j.openFile(j.file, os.O_RDWR|os.O_APPEND)
 	if err != nil {
 		j.fail(fmt.Errorf("idem: journal %s: reopening after compaction: %w", j.path, err))

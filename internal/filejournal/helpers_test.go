@@ -245,9 +245,17 @@ func fileOf(records ...[]byte) []byte {
 // hookFile is a File whose calls can be intercepted.
 type hookFile struct {
 	File
-	write func(f File, p []byte) (int, error)
-	sync  func(f File) error
-	close func(f File) error
+	write  func(f File, p []byte) (int, error)
+	sync   func(f File) error
+	close  func(f File) error
+	readAt func(f File, p []byte, off int64) (int, error)
+}
+
+func (h *hookFile) ReadAt(p []byte, off int64) (int, error) {
+	if h.readAt != nil {
+		return h.readAt(h.File, p, off)
+	}
+	return h.File.ReadAt(p, off)
 }
 
 func (h *hookFile) Write(p []byte) (int, error) {

@@ -106,6 +106,10 @@ type Journal struct {
 	mu   sync.Mutex
 	cond sync.Cond // on mu: broadcast when a sync ends or the file changes
 
+	// waiters are the Begins and Syncs parked until an fsync covers
+	// their record (waiters.go).
+	waiters []*waiter
+
 	f      File  // the journal file; nil when closed, read-only or memory
 	ro     File  // a read-only journal's file, read until Close
 	closed bool  // Close was called
@@ -382,7 +386,7 @@ func (j *Journal) Close() error {
 		err = j.failed
 	}
 	j.release()
-	j.cond.Broadcast()
+	j.wakeWaiters()
 	return err
 }
 
@@ -408,7 +412,7 @@ func (j *Journal) fail(err error) {
 		j.log.Error("idem: journal failed; refusing further appends", "path", j.path, "err", err)
 		j.forgetUnsynced()
 	}
-	j.cond.Broadcast()
+	j.wakeWaiters()
 }
 
 // forgetUnsynced drops from the index the operations whose intent was

@@ -144,8 +144,12 @@ func (j *Journal) loadIntent(read readAt, e *entry, r *Record) error {
 	if reason == "" {
 		reason = decodeIntent(p, r)
 	}
-	if reason == "" && (r.ID != e.ID || r.Created != e.Created) {
+	switch {
+	case reason != "":
+	case r.ID != e.ID || r.Created != e.Created:
 		reason = fmt.Sprintf("the intent there is operation %s's, created at %d", QuoteID(r.ID), r.Created)
+	case keySum(r.Key) != e.keySum:
+		reason = "the intent there holds another key than the one indexed"
 	}
 	if reason != "" {
 		return j.readBackCorrupt(e, e.intentAt, reason)

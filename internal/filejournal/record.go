@@ -6,6 +6,7 @@ package filejournal
 
 import (
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"time"
 )
@@ -109,8 +110,22 @@ type entry struct {
 	completionAt   int64   // offset of the latest completion record, when State is final
 	intentSize     uint32  // framed size of the intent record
 	completionSize uint32  // framed size of the latest completion record, or 0
+	keySum         uint64  // keySum of the operation's key: Complete checks a key without reading the intent
 	mem            *Record // a journal without a file: the whole record
 }
+
+// keySeed seeds keySum. It is drawn once per process, so no key can be
+// chosen to collide with another's sum.
+var keySeed = maphash.MakeSeed()
+
+// keySum is the sum of an operation's key that the index keeps in its
+// entry, so that Complete can accept the operation's own key without
+// reading the intent back from the file. Two different keys share a sum
+// with a probability of 2^-64.
+func keySum(key string) uint64 { return maphash.String(keySeed, key) }
+
+// keySumBytes is keySum of a key in bytes.
+func keySumBytes(key []byte) uint64 { return maphash.Bytes(keySeed, key) }
 
 // metaOf returns what the index keeps of r.
 func metaOf(r *Record) Meta {

@@ -223,6 +223,7 @@ type decoded struct {
 	size       uint32
 	completion bool
 	hash       uint32 // of the ID, in the index
+	keySum     uint64 // an intent's keySum
 	id         string // an intent's ID
 	idA, idB   int    // a completion's ID: batch.names[idA:idB]
 	created    int64  // an intent's
@@ -248,6 +249,7 @@ func (b *batch) add(x *index, off int64, fm frame) string {
 		}
 		d.id = string(fm.payload[s.idA:s.idB])
 		d.hash = x.hash(d.id)
+		d.keySum = keySumBytes(fm.payload[s.keyA:s.keyB])
 		d.created = s.created
 	case recCompletion:
 		h, reason := decodeCompletionHead(fm.payload)
@@ -300,6 +302,7 @@ func (j *Journal) applyIntent(f File, d *decoded) string {
 	e.State = Pending
 	e.intentAt = d.off
 	e.intentSize = d.size
+	e.keySum = d.keySum
 	old := j.idx.insertHashed(e, d.hash)
 	if old == nil {
 		return ""
