@@ -27,7 +27,7 @@ func TestParseArgsDefaults(t *testing.T) {
 	if !slices.Equal(c.Concurrency, []int{1, 16, 64}) || !slices.Equal(c.Targets, AllTargets) || !slices.Equal(c.Clients, AllClients) {
 		t.Errorf("grid %v %v %v: want 1,16,64 and every target and client", c.Concurrency, c.Targets, c.Clients)
 	}
-	if o.json || o.save != "" || !o.progress || o.cpuProfile != "" || o.memProfile != "" {
+	if o.json || o.save != "" || !o.progress || o.cpuProfile != "" || o.memProfile != "" || o.trace != "" {
 		t.Errorf("options %+v: want a table, progress on a terminal, no profiles", o)
 	}
 	if stderr.Len() != 0 {
@@ -40,6 +40,7 @@ func TestParseArgsEveryFlag(t *testing.T) {
 		"-duration", "5s", "-warmup", "1s", "-runs", "5", "-concurrency", "2, 8",
 		"-targets", "trivial,server", "-clients", "net/http,idem+journal", "-dir", "/var/tmp/x",
 		"-fsyncs", "50", "-json", "-save", "r.json", "-progress=false", "-cpuprofile", "cpu.out", "-memprofile", "mem.out",
+		"-trace", "trace.out",
 	}, new(bytes.Buffer))
 	if err != nil {
 		t.Fatal(err)
@@ -48,12 +49,12 @@ func TestParseArgsEveryFlag(t *testing.T) {
 		cfg: Config{Duration: 5 * time.Second, Warmup: time.Second, Runs: 5, Concurrency: []int{2, 8},
 			Targets: []Target{TargetTrivial, TargetServer}, Clients: []Client{ClientNetHTTP, ClientIdemJournal},
 			Dir: "/var/tmp/x", FsyncSamples: 50},
-		json: true, save: "r.json", cpuProfile: "cpu.out", memProfile: "mem.out",
+		json: true, save: "r.json", cpuProfile: "cpu.out", memProfile: "mem.out", trace: "trace.out",
 	}
 	if o.cfg.Duration != want.cfg.Duration || o.cfg.Warmup != want.cfg.Warmup || o.cfg.Runs != want.cfg.Runs ||
 		!slices.Equal(o.cfg.Concurrency, want.cfg.Concurrency) || !slices.Equal(o.cfg.Targets, want.cfg.Targets) ||
 		!slices.Equal(o.cfg.Clients, want.cfg.Clients) || o.cfg.Dir != want.cfg.Dir || o.cfg.FsyncSamples != want.cfg.FsyncSamples ||
-		o.json != want.json || o.save != want.save || o.progress != want.progress || o.cpuProfile != want.cpuProfile || o.memProfile != want.memProfile {
+		o.json != want.json || o.save != want.save || o.progress != want.progress || o.cpuProfile != want.cpuProfile || o.memProfile != want.memProfile || o.trace != want.trace {
 		t.Errorf("parsed %+v\nwant   %+v", o, want)
 	}
 }
@@ -98,11 +99,13 @@ func TestParseArgsHelp(t *testing.T) {
 }
 
 // A run through Command: a report as JSON on stdout and in the -save file,
-// and no progress bar on a stderr that is not a terminal.
+// an execution trace in the -trace file, and no progress bar on a stderr
+// that is not a terminal.
 func TestCommandPrintsJSONWithoutProgressOffTerminal(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	saved := filepath.Join(t.TempDir(), "report.json")
-	err := Command(context.Background(), []string{"-json", "-save", saved, "-duration", "20ms", "-warmup", "5ms", "-runs", "1",
+	traced := filepath.Join(t.TempDir(), "trace.out")
+	err := Command(context.Background(), []string{"-json", "-save", saved, "-trace", traced, "-duration", "20ms", "-warmup", "5ms", "-runs", "1",
 		"-concurrency", "2", "-targets", "trivial", "-clients", "net/http,idem", "-fsyncs", "3", "-dir", t.TempDir()}, &stdout, &stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +115,9 @@ func TestCommandPrintsJSONWithoutProgressOffTerminal(t *testing.T) {
 	}
 	if b, err := os.ReadFile(saved); err != nil || !bytes.Equal(b, stdout.Bytes()) {
 		t.Errorf("-save wrote %d bytes (%v), want the %d bytes printed", len(b), err, stdout.Len())
+	}
+	if b, err := os.ReadFile(traced); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
+		t.Errorf("-trace wrote %.16q (%v), want an execution trace", b, err)
 	}
 	var r Report
 	dec := json.NewDecoder(&stdout)
