@@ -23,27 +23,8 @@ func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
 	// The first fsync blocks until every appender has written its record,
 	// so they cannot each have their own: every one of them arrives while
 	// an fsync runs.
-	var written, syncCalls atomic.Int32
-	allWritten := make(chan struct{})
 	o := quietOptions()
-	o.WrapFile = func(f File) File {
-		return &hookFile{
-			File: f,
-			write: func(f File, p []byte) (int, error) {
-				n, err := f.Write(p)
-				if written.Add(1) == appenders {
-					close(allWritten)
-				}
-				return n, err
-			},
-			sync: func(f File) error {
-				if syncCalls.Add(1) == 1 {
-					<-allWritten
-				}
-				return f.Sync()
-			},
-		}
-	}
+	o.WrapFile = syncAfterWrites(appenders, fsync)
 	j := openTestJournal(t, path, o)
 	start := make(chan struct{})
 	errs := make(chan error, appenders)
@@ -80,43 +61,26 @@ func TestJournalFsyncWakesWhomItCoveredAndOneLeader(t *testing.T) {
 	path := journalPath(t)
 	mustClose(t, openTestJournal(t, path, quietOptions()))
 
-	var written, syncCalls atomic.Int32
-	allWritten := make(chan struct{})
 	inSecond, releaseSecond := make(chan struct{}), make(chan struct{})
 	var groups []int
 	o := quietOptions()
 	o.OnSync = func(_ time.Duration, records int, _ error) { groups = append(groups, records) }
-	o.WrapFile = func(f File) File {
-		return &hookFile{
-			File: f,
-			write: func(f File, p []byte) (int, error) {
-				n, err := f.Write(p)
-				if written.Add(1) == appenders {
-					close(allWritten)
-				}
-				return n, err
-			},
-			sync: func(f File) error {
-				switch syncCalls.Add(1) {
-				case 1:
-					<-allWritten
-				case 2:
-					close(inSecond)
-					<-releaseSecond
-				}
-				return f.Sync()
-			},
+	o.WrapFile = syncAfterWrites(appenders, func(call int32, f File) error {
+		if call == 2 {
+			close(inSecond)
+			<-releaseSecond
 		}
-	}
+		return f.Sync()
+	})
 	j := openTestJournal(t, path, o)
 	var returned atomic.Int32
-	errs := make(chan error, appenders)
 	var wg sync.WaitGroup
 	for i := range appenders {
 		wg.Go(func() {
-			err := j.Begin(testIntent(i))
+			if err := j.Begin(testIntent(i)); err != nil {
+				t.Errorf("Begin: %v", err)
+			}
 			returned.Add(1)
-			errs <- err
 		})
 	}
 	<-inSecond
@@ -140,17 +104,41 @@ func TestJournalFsyncWakesWhomItCoveredAndOneLeader(t *testing.T) {
 	}
 	close(releaseSecond)
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("Begin: %v", err)
-		}
-	}
 	if st := j.Stats(); st.Syncs != 2 || len(groups) != 2 || groups[0]+groups[1] != appenders {
 		t.Fatalf("stats = %+v, groups %v; want 2 fsyncs covering %d records", st, groups, appenders)
 	}
 	mustClose(t, j)
 }
+
+// syncAfterWrites returns an Options.WrapFile whose first fsync waits
+// until n records have been written; every fsync then does sync(call, f),
+// call being its number from 1.
+func syncAfterWrites(n int32, sync func(call int32, f File) error) func(File) File {
+	var written, syncCalls atomic.Int32
+	allWritten := make(chan struct{})
+	return func(f File) File {
+		return &hookFile{
+			File: f,
+			write: func(f File, p []byte) (int, error) {
+				m, err := f.Write(p)
+				if written.Add(1) == n {
+					close(allWritten)
+				}
+				return m, err
+			},
+			sync: func(f File) error {
+				call := syncCalls.Add(1)
+				if call == 1 {
+					<-allWritten
+				}
+				return sync(call, f)
+			},
+		}
+	}
+}
+
+// fsync is the sync of syncAfterWrites that only syncs.
+func fsync(_ int32, f File) error { return f.Sync() }
 
 func TestJournalBeginWaitsForFsyncAndCompleteDoesNot(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -277,25 +265,8 @@ func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
 	mustClose(t, openTestJournal(t, path, quietOptions()))
 	// The first fsync waits for every appender's record, then fails: one
 	// of them led it, the others were waiting for it or for the next.
-	var written atomic.Int32
-	allWritten := make(chan struct{})
 	o := quietOptions()
-	o.WrapFile = func(f File) File {
-		return &hookFile{
-			File: f,
-			write: func(f File, p []byte) (int, error) {
-				n, err := f.Write(p)
-				if written.Add(1) == appenders {
-					close(allWritten)
-				}
-				return n, err
-			},
-			sync: func(File) error {
-				<-allWritten
-				return errInjected
-			},
-		}
-	}
+	o.WrapFile = syncAfterWrites(appenders, func(int32, File) error { return errInjected })
 	j := openTestJournal(t, path, o)
 	var wg sync.WaitGroup
 	for i := range appenders {

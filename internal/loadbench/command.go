@@ -42,27 +42,26 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
+	for _, r := range []struct {
+		path  string
+		start func(io.Writer) error
+		stop  func()
+	}{
+		{o.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{o.trace, trace.Start, trace.Stop},
+	} {
+		if r.path == "" {
+			continue
+		}
+		f, err := os.Create(r.path)
 		if err != nil {
 			return fmt.Errorf("loadbench: %w", err)
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := r.start(f); err != nil {
 			return fmt.Errorf("loadbench: %w", err)
 		}
-		defer pprof.StopCPUProfile()
-	}
-	if o.trace != "" {
-		f, err := os.Create(o.trace)
-		if err != nil {
-			return fmt.Errorf("loadbench: %w", err)
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return fmt.Errorf("loadbench: %w", err)
-		}
-		defer trace.Stop()
+		defer r.stop()
 	}
 	if o.progress && isTerminal(stderr) {
 		p := newProgress(stderr)
