@@ -24,7 +24,7 @@ func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
 	// so they cannot each have their own: every one of them arrives while
 	// an fsync runs.
 	o := quietOptions()
-	o.WrapFile = syncAfterWrites(appenders, fsync)
+	o.WrapFile, _ = syncAfterWrites(appenders, fsync)
 	j := openTestJournal(t, path, o)
 	start := make(chan struct{})
 	errs := make(chan error, appenders)
@@ -65,7 +65,8 @@ func TestJournalFsyncWakesWhomItCoveredAndOneLeader(t *testing.T) {
 	var groups []int
 	o := quietOptions()
 	o.OnSync = func(_ time.Duration, records int, _ error) { groups = append(groups, records) }
-	o.WrapFile = syncAfterWrites(appenders, func(call int32, f File) error {
+	var firstStarted <-chan struct{}
+	o.WrapFile, firstStarted = syncAfterWrites(appenders, func(call int32, f File) error {
 		if call == 2 {
 			close(inSecond)
 			<-releaseSecond
@@ -82,6 +83,12 @@ func TestJournalFsyncWakesWhomItCoveredAndOneLeader(t *testing.T) {
 			}
 			returned.Add(1)
 		})
+		if i == 0 {
+			// The first Begin's fsync fixes what it covers before the
+			// others write: otherwise all of them may write during its
+			// yield and share one fsync, and there is no second.
+			<-firstStarted
+		}
 	}
 	<-inSecond
 	// The first fsync's records are durable and their Begins return; the
@@ -112,10 +119,11 @@ func TestJournalFsyncWakesWhomItCoveredAndOneLeader(t *testing.T) {
 
 // syncAfterWrites returns an Options.WrapFile whose first fsync waits
 // until n records have been written; every fsync then does sync(call, f),
-// call being its number from 1.
-func syncAfterWrites(n int32, sync func(call int32, f File) error) func(File) File {
+// call being its number from 1. The channel is closed when the first
+// fsync starts to wait: the records it covers are fixed by then.
+func syncAfterWrites(n int32, sync func(call int32, f File) error) (func(File) File, <-chan struct{}) {
 	var written, syncCalls atomic.Int32
-	allWritten := make(chan struct{})
+	allWritten, firstStarted := make(chan struct{}), make(chan struct{})
 	return func(f File) File {
 		return &hookFile{
 			File: f,
@@ -129,12 +137,13 @@ func syncAfterWrites(n int32, sync func(call int32, f File) error) func(File) Fi
 			sync: func(f File) error {
 				call := syncCalls.Add(1)
 				if call == 1 {
+					close(firstStarted)
 					<-allWritten
 				}
 				return sync(call, f)
 			},
 		}
-	}
+	}, firstStarted
 }
 
 // fsync is the sync of syncAfterWrites that only syncs.
@@ -266,7 +275,7 @@ func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
 	// The first fsync waits for every appender's record, then fails: one
 	// of them led it, the others were waiting for it or for the next.
 	o := quietOptions()
-	o.WrapFile = syncAfterWrites(appenders, func(int32, File) error { return errInjected })
+	o.WrapFile, _ = syncAfterWrites(appenders, func(int32, File) error { return errInjected })
 	j := openTestJournal(t, path, o)
 	var wg sync.WaitGroup
 	for i := range appenders {
