@@ -80,7 +80,8 @@ func (j *Journal) Begin(in Intent) error {
 	if err != nil {
 		return err
 	}
-	e := entry{Meta: metaOf(&r), intentAt: at, intentSize: uint32(len(buf)), keySum: keySum(r.Key)}
+	e := entryOf(&r)
+	e.intentAt, e.intentSize = at, uint32(len(buf))
 	if j.memory {
 		mem := r // on the heap only here: a file journal keeps no Record
 		e.mem = &mem

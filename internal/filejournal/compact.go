@@ -137,7 +137,8 @@ func (j *Journal) rewrite(live []keep) error {
 		size := int64(fileHeaderSize)
 		for _, k := range live {
 			r := j.kept(*k.e.mem, k.summarize)
-			e := entry{Meta: metaOf(&r), intentAt: size, intentSize: uint32(intentRecordSize(&r)), keySum: keySum(r.Key), mem: &r}
+			e := entryOf(&r)
+			e.intentAt, e.intentSize, e.mem = size, uint32(intentRecordSize(&r)), &r
 			size += int64(e.intentSize)
 			if r.State.final() {
 				e.completionAt, e.completionSize = size, uint32(completionRecordSize(&r))
@@ -175,7 +176,8 @@ func (j *Journal) rewrite(live []keep) error {
 		if syncedEnd < 0 && live[i].e.intentAt >= j.syncedEnd {
 			syncedEnd = p.intentAt
 		}
-		e := entry{Meta: metaOf(r), intentAt: p.intentAt, intentSize: p.intentSize, completionAt: p.completionAt, completionSize: p.completionSize, keySum: keySum(r.Key)}
+		e := entryOf(r)
+		e.intentAt, e.intentSize, e.completionAt, e.completionSize = p.intentAt, p.intentSize, p.completionAt, p.completionSize
 		idx.add(&e)
 	}
 	tmp := j.file + compactSuffix

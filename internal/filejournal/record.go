@@ -127,6 +127,12 @@ func keySum(key string) uint64 { return maphash.String(keySeed, key) }
 // keySumBytes is keySum of a key in bytes.
 func keySumBytes(key []byte) uint64 { return maphash.Bytes(keySeed, key) }
 
+// entryOf returns r's entry in the index, without the places of its
+// records: its Meta and the sum of its key.
+func entryOf(r *Record) entry {
+	return entry{Meta: metaOf(r), keySum: keySum(r.Key)}
+}
+
 // metaOf returns what the index keeps of r.
 func metaOf(r *Record) Meta {
 	return Meta{ID: r.ID, Created: r.Created, Completed: r.Completed, Status: r.Status, State: r.State, Flags: r.Flags}
