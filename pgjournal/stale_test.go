@@ -42,7 +42,7 @@ func behind(t *testing.T, dsn string, hours int) string {
 	}
 	q := u.Query()
 	q.Set("options", "-c search_path=public,"+schema+",pg_catalog") // tables in public
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads + as itself
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")         // pgx reads + as itself
 	return u.String()
 }
 
@@ -53,8 +53,8 @@ type logMessages struct {
 }
 
 func (l *logMessages) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logMessages) WithAttrs([]slog.Attr) slog.Handler        { return l }
-func (l *logMessages) WithGroup(string) slog.Handler             { return l }
+func (l *logMessages) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logMessages) WithGroup(string) slog.Handler            { return l }
 func (l *logMessages) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	l.msgs = append(l.msgs, r.Message)

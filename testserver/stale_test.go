@@ -142,10 +142,10 @@ func TestAStaleChargeWakesWhileTheNewHolderCommits(t *testing.T) {
 }
 
 // S2.2 and S6.3: two clients use one key value (one for their charges,
-// one for their reservations); the sweeper forgets the
-// one whose key expired, and only it. Its business rows lose the key, the
-// other client's keep it; the other client's retry is still a replay, the
-// first client's is a new request.
+// one for their reservations); the sweeper forgets the one whose key
+// expired, and only it. Its business rows lose the key, the other
+// client's keep it; the other client's retry is still a replay, the first
+// client's is a new request.
 func TestTheSweeperTellsTwoClientsKeysApart(t *testing.T) {
 	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {
 		clock := newFakeClock()
