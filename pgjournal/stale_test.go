@@ -148,7 +148,7 @@ func waitTakenOver(t *testing.T, who string, c idem.Claim, log *logMessages) {
 	t.Helper()
 	select {
 	case <-c.Lost():
-	case <-time.After(time.Minute):
+	case <-time.After(20 * staleLeaseTTL / 3): // twenty renewals
 		t.Fatalf("%s renews a lease another machine took over", who)
 	}
 	if !log.has(logTakenOver) || log.has(logLapsed) {
