@@ -404,6 +404,9 @@ func TestALapsedHolderCannotOverwrite(t *testing.T) {
 	if got.State != idem.Done || got.Status != 201 || string(got.Body) != "b's answer" {
 		t.Fatalf("recorded %s %d %q, want b's done 201", got.State, got.Status, got.Body)
 	}
+	if err := ca.Begin(context.Background(), op); !errors.Is(err, idem.ErrOperationExists) {
+		t.Fatalf("the lapsed holder's Begin: %v, want ErrOperationExists", err)
+	}
 	select {
 	case <-ca.Lost():
 	case <-time.After(time.Minute):

@@ -130,6 +130,20 @@ var mutants = []mutant{
 		Pkg: "./pgjournal", Tests: []string{"TestTheDatabasesClockIsReadAtEveryClaim"},
 	},
 	{
+		Name: "a claim reads the operation of another namespace", Rules: "F2.3",
+		Edits: []edit{{File: "pgjournal/claim.go",
+			Old: "\tFROM idem_operations WHERE namespace = $1 AND op_id = $2`\n",
+			New: "\tFROM idem_operations WHERE $1::text <> '' AND op_id = $2 ORDER BY namespace LIMIT 1`\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestANamespaceIsAJournalOfItsOwn"},
+	},
+	{
+		Name: "a statement past Options.Timeout taken for the caller's doing", Rules: "F6.2",
+		Edits: []edit{{File: "pgjournal/journal.go",
+			Old: "\treturn classify(ctx, fn(sctx))\n",
+			New: "\treturn classify(sctx, fn(sctx))\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestADatabaseThatStopsAnsweringFailsDoBeforeSending"},
+	},
+	{
 		Name: "a resumed charge captures again under a new downstream key", Rules: "S5",
 		Edits: []edit{{File: "testserver/charges.go", Old: "s.gateway.Capture(ctx, row.downstreamKey, ",
 			New: "s.gateway.Capture(ctx, row.downstreamKey+token, "}},
@@ -182,6 +196,13 @@ var mutants = []mutant{
 		Edits: []edit{{File: "testserver/request.go",
 			Old: "\tio.WriteString(h, method)\n\th.Write([]byte{0})\n",
 			New: "\tio.WriteString(h, method)\n"}},
+		Pkg: "./testserver", Tests: []string{"TestFingerprintSeparatesFields"},
+	},
+	{
+		Name: "the server's fingerprint without the method", Rules: "S4.3",
+		Edits: []edit{{File: "testserver/request.go",
+			Old: "\tio.WriteString(h, method)\n",
+			New: "\t_ = method\n"}},
 		Pkg: "./testserver", Tests: []string{"TestFingerprintSeparatesFields"},
 	},
 	{
