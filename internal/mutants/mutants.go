@@ -178,6 +178,13 @@ var mutants = []mutant{
 		Pkg: "./testserver", Tests: []string{"TestTheSweeperTellsTwoClientsKeysApart"},
 	},
 	{
+		Name: "the downstream key derived from the client's key, not from its row", Rules: "S2.2, S5.1",
+		Edits: []edit{{File: "testserver/idempotency.go",
+			Old: "downstreamKey: \"idem-testserver-\" + uuid.NewString(),",
+			New: "downstreamKey: \"idem-testserver-\" + m.key + uuid.NewString()[:0],"}},
+		Pkg: "./testserver", Tests: []string{"TestTheSweeperTellsTwoClientsKeysApart"},
+	},
+	{
 		Name: "the 409 of a key in flight says it is replayed", Rules: "S4.4",
 		Edits: []edit{{File: "testserver/idempotency.go",
 			Old: "\t\tw.Header().Set(\"Retry-After\", strconv.FormatInt(secs, 10))\n",
