@@ -22,19 +22,19 @@ type edit struct {
 
 var mutants = []mutant{
 	{
-		Name: "a fresh key on the wire, the journaled one reported", Rules: "C1",
+		Name: "a fresh key on the wire, the journaled one reported", Rules: "C1.1",
 		Edits: []edit{{File: "client.go", Old: "\tout.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))\n",
 			New: "\twireKey, _ := newKey()\n\tout.Header.Set(c.cfg.KeyHeader, c.keyValue(wireKey))\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaos"},
 	},
 	{
-		Name: "502 taken for a final answer", Rules: "C7",
+		Name: "502 taken for a final answer", Rules: "C7.2",
 		Edits: []edit{{File: "retry.go", Old: "\t\tcase http.StatusRequestTimeout:\n",
 			New: "\t\tcase http.StatusBadGateway:\n\t\t\treturn false, nil\n\t\tcase http.StatusRequestTimeout:\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaos"},
 	},
 	{
-		Name: "no per-operation lock; the loser of the Begin race sends under the winner's key at once", Rules: "C11",
+		Name: "no per-operation lock; the loser of the Begin race sends under the winner's key at once", Rules: "C11.2",
 		Edits: []edit{
 			{File: "journal_file_claim.go", Old: "j.running.Lock(ctx, id)",
 				New: "func(context.Context, string) (func(), error) { return func() {}, nil }(ctx, id)"},
@@ -48,10 +48,75 @@ var mutants = []mutant{
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaosStandardClient"},
 	},
 	{
-		Name: "a Do its caller gave up on recorded as rejected", Rules: "C8, C9",
+		Name: "a Do its caller gave up on recorded as rejected", Rules: "C8.4, C9.2",
 		Edits: []edit{{File: "client.go", Old: "\t\treturn result{}, c.unknown(a, resp, err)\n",
 			New: "\t\tif ctx.Err() != nil && op.ID != \"\" {\n\t\t\top.State, op.Status = Rejected, 499\n\t\t\tclaim.Complete(ctx, op)\n\t\t}\n\t\treturn result{}, c.unknown(a, resp, err)\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaosCallerGivesUp"},
+	},
+	{
+		Name: "a redirect to another scheme on the same host and port followed", Rules: "C13.5",
+		Edits: []edit{{File: "redirect.go", Old: "return strings.EqualFold(r.URL.Scheme, s.URL.Scheme) && strings.EqualFold(rh, sh) && rp == sp",
+			New: "return strings.EqualFold(rh, sh) && rp == sp"}},
+		Pkg: ".", Tests: []string{"TestForeignRedirectOrigins"},
+	},
+	{
+		Name: "the Host header left out of the origin", Rules: "C13.6",
+		Edits: []edit{{File: "redirect.go", Old: "\thost := r.Host\n", New: "\thost := \"\"\n"}},
+		Pkg:   ".", Tests: []string{"TestForeignRedirectOrigins", "TestRedirectRuleDetails"},
+	},
+	{
+		Name: "a 409 marked Idempotent-Replayed: false taken for the stored answer", Rules: "C7.3, C7.5",
+		Edits: []edit{{File: "retry.go", Old: "return strings.EqualFold(strings.TrimSpace(resp.Header.Get(\"Idempotent-Replayed\")), \"true\")",
+			New: "return strings.TrimSpace(resp.Header.Get(\"Idempotent-Replayed\")) != \"\""}},
+		Pkg: ".", Tests: []string{"TestForeignConflictNotMarkedReplayedIsRetried"},
+	},
+	{
+		Name: "the key added beside the caller's key header, not set", Rules: "C1.3",
+		Edits: []edit{{File: "client.go", Old: "\tout.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))\n",
+			New: "\tout.Header.Add(c.cfg.KeyHeader, c.keyValue(op.Key))\n"}},
+		Pkg: ".", Tests: []string{"TestForeignCallerSetsItsOwnKeyHeader"},
+	},
+	{
+		Name: "a caller's key header in another case sent beside the key", Rules: "C1.3",
+		Edits: []edit{{File: "client.go", Old: "if name != c.cfg.KeyHeader && strings.EqualFold(name, c.cfg.KeyHeader) {",
+			New: "if name != c.cfg.KeyHeader && name == c.cfg.KeyHeader {"}},
+		Pkg: ".", Tests: []string{"TestForeignCallerSetsItsOwnKeyHeader"},
+	},
+	{
+		Name: "a credential parameter joined by a dot written with its value", Rules: "C14.5",
+		Edits: []edit{{File: "secrets.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name[at-1], name[at]) {",
+			New: "if at == 0 || name[at-1] == '_' || name[at-1] == '-' || camelBoundary(name[at-1], name[at]) {"}},
+		Pkg: ".", Tests: []string{"TestRedactedParamSpellings"},
+	},
+	{
+		Name: "a camelCase credential parameter written with its value", Rules: "C14.5",
+		Edits: []edit{{File: "secrets.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name[at-1], name[at]) {",
+			New: "if at == 0 || !isLetterOrDigit(name[at-1]) {"}},
+		Pkg: ".", Tests: []string{"TestRedactedParamSpellings", "TestNoSecretsAtRest"},
+	},
+	{
+		Name: "an Authorization header recorded with the outcome", Rules: "C14.1",
+		Edits: []edit{{File: "secrets.go", Old: "\"Cookie\", \"Authorization\", \"Proxy-Authorization\",",
+			New: "\"Cookie\", \"Proxy-Authorization\","}},
+		Pkg: ".", Tests: []string{"TestEveryCredentialHeaderUnrecorded"},
+	},
+	{
+		Name: "an OPTIONS request without an operation sent with a key", Rules: "C12.3",
+		Edits: []edit{{File: "redirect.go", Old: "case http.MethodGet, http.MethodHead, http.MethodOptions:",
+			New: "case http.MethodGet, http.MethodHead:"}},
+		Pkg: ".", Tests: []string{"TestSafeMethodsPassThroughWithoutAKey"},
+	},
+	{
+		Name: "a GET named as an operation passed through without a key", Rules: "C12.1",
+		Edits: []edit{{File: "client.go", Old: "\treturn named || !safeMethod(req.Method)\n",
+			New: "\treturn named && req.Method != http.MethodGet || !safeMethod(req.Method)\n"}},
+		Pkg: ".", Tests: []string{"TestSafeMethodsPassThroughWithoutAKey"},
+	},
+	{
+		Name: "a completed operation presented with another body answered from the journal", Rules: "C5.2",
+		Edits: []edit{{File: "client.go", Old: "case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go",
+			New: "case op.Fingerprint != fp && op.State == Pending && !c.movedFrom(op, req, body): // rebase.go"}},
+		Pkg: ".", Tests: []string{"TestMismatchRefusedInEveryState"},
 	},
 	{
 		Name: "the server answers a retry of a key in flight as if it were done", Rules: "S4",
@@ -60,7 +125,7 @@ var mutants = []mutant{
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientAgainstReferenceServer"},
 	},
 	{
-		Name: "a new key minted on resume", Rules: "C1",
+		Name: "a new key minted on resume", Rules: "C1.2",
 		Edits: []edit{{File: "client.go", Old: "\t\treturn op, fmt.Errorf(\"idem: operation %q (key %s, minted %s): %w\",\n\t\t\tid, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\treturn op, nil\n",
 			New: "\t\treturn op, fmt.Errorf(\"idem: operation %q (key %s, minted %s): %w\",\n\t\t\tid, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\tif op.State == Pending {\n\t\top.Key, _ = newKey()\n\t}\n\treturn op, nil\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientCrash", "TestClientAndServerCrash"},
@@ -94,13 +159,13 @@ var mutants = []mutant{
 		Pkg: "./internal/faultsuite", Tests: []string{"TestServerCrash"},
 	},
 	{
-		Name: "Begin returns before its fsync", Rules: "C2",
+		Name: "Begin returns before its fsync", Rules: "C2.1",
 		Edits: []edit{{File: "internal/filejournal/append.go", Old: "\tj.maybeCompact()\n\treturn j.waitDurable(seq)\n",
 			New: "\tj.maybeCompact()\n\t_ = seq\n\treturn nil\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientPowerCut", "TestDiskFsyncFailureNeverSendsTheUnsyncedIntent"},
 	},
 	{
-		Name: "what recovery read is not made durable before a resume sends it", Rules: "C2",
+		Name: "what recovery read is not made durable before a resume sends it", Rules: "C2.3",
 		Edits: []edit{{File: "internal/filejournal/journal.go", Old: "\tif err == nil && j.truncated == 0 && j.records > 0 {\n",
 			New: "\tif false {\n"}},
 		Pkg: ".", Tests: []string{"TestResumedIntentIsDurableBeforeItIsSent"},
@@ -118,13 +183,13 @@ var mutants = []mutant{
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientPowerCut", "TestDiskShortWriteLeavesATornTail"},
 	},
 	{
-		Name: "no KeyTTL check between retries", Rules: "C6",
+		Name: "no KeyTTL check between retries", Rules: "C6.3",
 		Edits: []edit{{File: "retry.go", Old: "\tif !a.c.keyUsable(a.created, a.c.now().Add(wait)) {\n",
 			New: "\tif false {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestRetriesStopAtKeyTTL", "TestExpiryEndToEnd"},
 	},
 	{
-		Name: "no AttemptTimeout margin before KeyTTL", Rules: "C6",
+		Name: "no AttemptTimeout margin before KeyTTL", Rules: "C6.2",
 		Edits: []edit{{File: "client.go", Old: "\treturn at.Add(c.cfg.AttemptTimeout).Sub(created) < c.cfg.KeyTTL\n",
 			New: "\treturn at.Sub(created) < c.cfg.KeyTTL\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestRetriesStopAtKeyTTL", "TestExpiryEndToEnd"},
@@ -142,7 +207,7 @@ var mutants = []mutant{
 		Pkg: "./internal/faultsuite", Tests: []string{"TestCompletedOperationIsNotResentAfterCompaction"},
 	},
 	{
-		Name: "no completion record", Rules: "C3, C4",
+		Name: "no completion record", Rules: "C3.1, C4.1",
 		Edits: []edit{{File: "client.go", Old: "\t\tif err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {\n",
 			New: "\t\tif err := error(nil); err != nil {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestCompletedOperationIsNotResentAfterCompaction"},
@@ -154,13 +219,13 @@ var mutants = []mutant{
 		Pkg: ".", Tests: []string{"TestModel"},
 	},
 	{
-		Name: "redirects followed as net/http would", Rules: "C13",
+		Name: "redirects followed as net/http would", Rules: "C13.3, C13.4",
 		Edits: []edit{{File: "redirect.go", Old: "\t\tif !mayFollow(req, via) {\n",
 			New: "\t\tif false {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileRedirects"},
 	},
 	{
-		Name: "a 409 without Retry-After taken for a refusal", Rules: "C7",
+		Name: "a 409 without Retry-After taken for a refusal", Rules: "C7.3",
 		Edits: []edit{{File: "retry.go", Old: "\t\t\tif !replayed(resp) {\n",
 			New: "\t\t\tif !replayed(resp) && resp.Header.Get(\"Retry-After\") != \"\" {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileBareConflictWhileInFlight"},
@@ -178,18 +243,18 @@ var mutants = []mutant{
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileSecondWriterThroughAnotherName"},
 	},
 	{
-		Name: "a session cookie recorded with the outcome", Rules: "C14",
+		Name: "a session cookie recorded with the outcome", Rules: "C14.1",
 		Edits: []edit{{File: "client.go", Old: "recordableHeader(c.secrets.recordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
 			New: "recordableHeader(resp.Header, c.cfg.MaxRecordedHeader)"}},
 		Pkg: ".", Tests: []string{"TestNoSecretsAtRest"},
 	},
 	{
-		Name: "an attempt's error names the URL with its token", Rules: "C14",
+		Name: "an attempt's error names the URL with its token", Rules: "C14.6",
 		Edits: []edit{{File: "retry.go", Old: "\terr = a.c.secrets.error(err) // the secrets rule", New: "\t_ = a.c.secrets.error // the secrets rule"}},
 		Pkg:   ".", Tests: []string{"TestNoSecretsAtRest"},
 	},
 	{
-		Name: "the response header recorded whole", Rules: "C3",
+		Name: "the response header recorded whole", Rules: "C3.2",
 		Edits: []edit{{File: "client.go", Old: "op.Header, op.HeaderTruncated = recordableHeader(c.secrets.recordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
 			New: "op.Header, op.HeaderTruncated = c.secrets.recordedHeader(resp.Header), false"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileHugeResponseHeader"},
