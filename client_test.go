@@ -718,6 +718,34 @@ func TestRecordedHeaderLimit(t *testing.T) {
 	}
 }
 
+// C3.2: over MaxRecordedHeader, the fields that say what became of the
+// request are kept before any other: the padding here would fit beside
+// all of them but one, and sorts first.
+func TestRecordedHeaderKeepsWhatSaysWhatBecameOfTheRequest(t *testing.T) {
+	first := []string{"Location", "/charges/1", "Content-Location", "/charges/1", "Content-Type", "application/json",
+		"Retry-After", "5", "Idempotent-Replayed", "false"}
+	s := newScript(t, status(201, "made", append([]string{"A-Padding", strings.Repeat("p", 870)}, first...)...))
+	c := newClient(t, fast(idem.Config{MaxRecordedHeader: 1000}))
+	resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for i := 0; i < len(first); i += 2 {
+		if got := resp.Header.Get(first[i]); got != first[i+1] {
+			t.Errorf("recorded %s = %q, want %q", first[i], got, first[i+1])
+		}
+	}
+	if !idem.Recorded(resp) || resp.Header.Get("A-Padding") != "" || s.count() != 1 {
+		t.Fatalf("recorded %v, header %v after %d requests: want the padding left out", idem.Recorded(resp), resp.Header, s.count())
+	}
+}
+
 // C10.2: every response body of a discarded attempt is closed.
 func TestDiscardedBodiesClosed(t *testing.T) {
 	s := newScript(t, status(503, "a"), status(500, strings.Repeat("b", 100000)), status(429, "c"), status(200, "d"))
