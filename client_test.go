@@ -1646,3 +1646,48 @@ func TestBackoffGrowsExponentially(t *testing.T) {
 		t.Fatalf("waits %v, want %v", waits, want)
 	}
 }
+
+// C3.5: Do does not wait for its completion to be durable, and losing it
+// costs a resend under the same key, nothing more: after a power cut that
+// takes the completion of a done operation, the next process finds the
+// operation pending and resends it under its journaled key.
+func TestALostCompletionIsResentUnderTheSameKey(t *testing.T) {
+	s := newScript(t, status(201, "made"), status(201, "made", "Idempotent-Replayed", "true"))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ops.journal")
+	var synced atomic.Int64 // the file's length at its last fsync
+	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{
+		WrapFile: func(f idem.File) idem.File { return syncedFile{File: f, size: &synced, fault: &syncFault{}} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := newClient(t, fast(idem.Config{Journal: j})).Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	image, err := os.ReadFile(path) // the power cut: the file as its last fsync left it
+	if err != nil {
+		t.Fatal(err)
+	}
+	image = image[:synced.Load()]
+	j.Close() // its fsync comes after the cut
+	cut := filepath.Join(dir, "after-the-cut.journal")
+	if err := os.WriteFile(cut, image, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j = openJournal(t, cut)
+	defer j.Close()
+	if op, _ := lookup(j, "op"); op.State != idem.Pending {
+		t.Fatalf("after the cut the operation is %v, want pending: the completion was made durable before Do returned", op.State)
+	}
+	resp, err = newClient(t, fast(idem.Config{Journal: j})).Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	op, _ := lookup(j, "op")
+	if got := s.attempts(); len(got) != 2 || got[0].Key != op.Key || got[1].Key != op.Key || op.State != idem.Done {
+		t.Fatalf("requests %v, journal %v under %s: want two requests under the journaled key, then done", got, op.State, op.Key)
+	}
+}
