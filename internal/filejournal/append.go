@@ -265,6 +265,11 @@ func (j *Journal) waitDurable(seq uint64) error {
 		if err != nil {
 			// Never retried: see the package comment above.
 			j.fail(fmt.Errorf("idem: journal %s: fsync: %w", j.path, err))
+		} else if j.failed != nil {
+			// A write failed while this fsync ran, and the latch forgot
+			// the operations it was to cover: their Begins, this one's
+			// included, return that failure, as the index says. Nothing
+			// counts as synced on a failed journal.
 		} else if target > j.syncedSeq {
 			j.syncedSeq = target
 			j.syncedEnd = end

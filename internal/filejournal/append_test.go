@@ -294,6 +294,56 @@ func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
 	}
 }
 
+// J6.3: a write that fails while a leader's fsync runs latches, and
+// forgets the operations that fsync was to cover; their Begin, the
+// leader's included, returns the failure even if that fsync then succeeds:
+// a Begin that returned nil is in the index, one that failed is not. The
+// intent its fsync did cover is in the file, and the next open resumes it.
+func TestJournalWriteFailureDuringALeadersFsyncFailsItsBegin(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	path := journalPath(t)
+	mustClose(t, openTestJournal(t, path, quietOptions()))
+	inSync, release := make(chan struct{}), make(chan struct{})
+	var failWrites atomic.Bool
+	o := quietOptions()
+	o.WrapFile = func(f File) File {
+		return &hookFile{File: f,
+			write: func(f File, p []byte) (int, error) {
+				if failWrites.Load() {
+					return 0, errInjected
+				}
+				return f.Write(p)
+			},
+			sync: func(f File) error {
+				close(inSync) // only the leader's fsync: the test ends before another
+				<-release
+				return f.Sync()
+			}}
+	}
+	j, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := testIntent(1), testIntent(2)
+	leader := make(chan error, 1)
+	go func() { leader <- j.Begin(a) }()
+	<-inSync
+	failWrites.Store(true)
+	if err := j.Begin(b); !errors.Is(err, errInjected) {
+		t.Fatalf("Begin(%s) with a failing write: err = %v, want the injected error", b.ID, err)
+	}
+	close(release)
+	errA := <-leader
+	_, found := lookup(t, j, a.ID)
+	if !errors.Is(errA, errInjected) || found {
+		t.Fatalf("the leader's Begin(%s) = %v, and Lookup finds it: %v; want the injected error, and not found", a.ID, errA, found)
+	}
+	if err := j.Close(); !errors.Is(err, errInjected) {
+		t.Fatalf("Close: %v, want the injected error", err)
+	}
+	sameRecords(t, "reopened", records(openTestJournal(t, path, quietOptions())), []Record{recordOf(a)})
+}
+
 func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
