@@ -429,3 +429,49 @@ func TestJournalCompleteChecksTheKeyWithoutReadingTheIntent(t *testing.T) {
 	check(j, 2, "after compaction")
 	mustClose(t, j)
 }
+
+// J5.3: the leader of an fsync yields, its lock released, before it fixes
+// what the fsync covers: a Begin that writes its record during the yield
+// shares the leader's fsync instead of waiting for another.
+func TestJournalLeaderYieldsBeforeItsFsyncAndCoversWhatWasWrittenMeanwhile(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var notify atomic.Pointer[chan struct{}] // closed after the next write
+	o := quietOptions()
+	o.WrapFile = func(f File) File {
+		return &hookFile{File: f, write: func(f File, p []byte) (int, error) {
+			n, err := f.Write(p)
+			if ch := notify.Swap(nil); ch != nil {
+				close(*ch)
+			}
+			return n, err
+		}}
+	}
+	j := openTestJournal(t, journalPath(t), o)
+	a, b := testIntent(1), testIntent(2)
+	var armed atomic.Bool
+	armed.Store(true)
+	bDone := make(chan error, 1)
+	saved := yield
+	t.Cleanup(func() { yield = saved })
+	yield = func() {
+		if !armed.CompareAndSwap(true, false) {
+			return
+		}
+		// The leader (a) yields: b runs, writes its record and parks.
+		wrote := make(chan struct{})
+		notify.Store(&wrote)
+		go func() { bDone <- j.Begin(b) }()
+		<-wrote
+	}
+	before := j.Stats().Syncs
+	mustBegin(t, j, a)
+	if armed.Load() {
+		t.Fatalf("Begin(%s) led its fsync without yielding first", a.ID)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("Begin(%s): %v", b.ID, err)
+	}
+	if n := j.Stats().Syncs - before; n != 1 {
+		t.Fatalf("the two Begins made %d fsyncs, want 1: the record written during the leader's yield shares its fsync", n)
+	}
+}
