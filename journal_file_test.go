@@ -183,18 +183,31 @@ func TestJournalLookupReturnsCopies(t *testing.T) {
 	}
 }
 
+// C3.2: a later completion replaces the earlier one, done by done and done
+// by rejected, as written, after reopening and after compaction.
 func TestJournalCompletionReplacesOutcome(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
-	op := testIntent(1)
+	op, other := testIntent(1), testIntent(2)
 	mustBegin(t, j, op)
+	mustBegin(t, j, other)
 	mustComplete(t, j, testOutcome(op, 500, "first"))
+	mustComplete(t, j, testOutcome(other, 200, "first"))
 	second := testOutcome(op, 201, "second")
 	mustComplete(t, j, second)
+	rejected := testOutcome(other, 422, "refused")
+	rejected.State = Rejected
+	mustComplete(t, j, rejected)
+	want := []Operation{rejected, second}
+	sameOperations(t, "as written", list(j, ListAll), want)
 	mustClose(t, j)
 
 	j2 := openTestJournal(t, path, quietOptions())
-	sameOperations(t, "after reopen", list(j2, ListAll), []Operation{second})
+	sameOperations(t, "after reopen", list(j2, ListAll), want)
+	if err := j2.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	sameOperations(t, "after compaction", list(j2, ListAll), want)
 }
 
 // J8.1, J8.2: the listings and lookups answer the same as written, after

@@ -369,3 +369,33 @@ func TestReadBackChecksEveryReservedAndPaddingByte(t *testing.T) {
 		}
 	}
 }
+
+// J1.1 to J1.5: the file header and a record are laid out byte for byte
+// as frame.go draws them, assembled here without the journal's encoder:
+// magic, version and checksum; then per record its length, type, three
+// zero bytes and the header's own CRC-32C, the payload, the CRC-32C of the
+// type byte and the payload, and zeros up to the next multiple of 8.
+func TestFrameLayoutIsAsDrawn(t *testing.T) {
+	table := crc32.MakeTable(crc32.Castagnoli)
+	header := append([]byte("IDEMJRNL"), 1, 0, 0, 0)
+	header = binary.LittleEndian.AppendUint32(header, crc32.Checksum(header, table))
+	if got := appendFileHeader(nil); !bytes.Equal(got, header) {
+		t.Fatalf("file header = %x, want %x", got, header)
+	}
+	for _, typ := range []recordType{recIntent, recCompletion} {
+		for n := range 2 * recordAlign {
+			payload := bytes.Repeat([]byte{0xA0 + byte(n)}, n)
+			want := binary.LittleEndian.AppendUint32(nil, uint32(n))
+			want = append(want, byte(typ), 0, 0, 0)
+			want = binary.LittleEndian.AppendUint32(want, crc32.Checksum(want, table))
+			want = append(want, payload...)
+			want = binary.LittleEndian.AppendUint32(want, crc32.Checksum(append([]byte{byte(typ)}, payload...), table))
+			for len(want)%8 != 0 {
+				want = append(want, 0)
+			}
+			if got := frameRecord(t, typ, payload); !bytes.Equal(got, want) {
+				t.Fatalf("record of type %d with a %d-byte payload = %x, want %x", typ, n, got, want)
+			}
+		}
+	}
+}

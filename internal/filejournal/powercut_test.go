@@ -312,21 +312,27 @@ func TestPowerCutAroundCompactionKeepsTheCompactedJournal(t *testing.T) {
 	sameRecords(t, "after Compact, a Begin and a power cut", survivors(t, d.cut()), append(kept, recordOf(in)))
 }
 
-// Forget: when Forget returns, the operation is gone from the file,
-// durably, and every other one is still there.
+// J7.3 for Forget: when Forget returns, the operation, pending or
+// completed, is gone from the file, durably, and every other one is still
+// there.
 func TestPowerCutAfterForgetKeepsItForgotten(t *testing.T) {
 	d := newDisk(t)
 	j := openTestJournal(t, d.path(), d.options(quietOptions()))
-	a, b, c := testIntent(1), testIntent(2), testIntent(3)
-	for _, in := range []Intent{a, b, c} {
+	a, b, c, e := testIntent(1), testIntent(2), testIntent(3), testIntent(4)
+	for _, in := range []Intent{a, b, c, e} {
 		mustBegin(t, j, in)
 	}
-	done := testOutcome(c, 201, "ok")
+	done, gone := testOutcome(c, 201, "ok"), testOutcome(e, 200, "gone")
 	mustComplete(t, j, done)
+	mustComplete(t, j, gone)
 	if err := j.Forget(b.ID); err != nil {
 		t.Fatal(err)
 	}
-	sameRecords(t, "after Forget and a power cut", survivors(t, d.cut()), []Record{recordOf(c, done), recordOf(a)})
+	sameRecords(t, "after Forget of a pending operation and a power cut", survivors(t, d.cut()), []Record{recordOf(e, gone), recordOf(c, done), recordOf(a)})
+	if err := j.Forget(e.ID); err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, "after Forget of a completed operation and a power cut", survivors(t, d.cut()), []Record{recordOf(c, done), recordOf(a)})
 }
 
 // C3.3: a completion is written without an fsync (a power cut may take it,
