@@ -177,16 +177,7 @@ func survivors(t *testing.T, d *disk) []Record {
 // a process wrote and no fsync covered.
 func writeUnsynced(t *testing.T, path string, b []byte) {
 	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	changeAt(t, path, int64(len(readFile(t, path))), b)
 }
 
 // --- Every fsync the journal makes, one power cut each ---------------------
@@ -207,7 +198,7 @@ func TestPowerCutAfterCreationLeavesTheWholeHeader(t *testing.T) {
 	sameRecords(t, "after a power cut", survivors(t, d.cut()), []Record{recordOf(in)})
 }
 
-// C2, J5.1: every Begin that returned is durable, alone or in a group.
+// C2.1, J5.1: every Begin that returned is durable, alone or in a group.
 func TestPowerCutKeepsEveryBeginThatReturned(t *testing.T) {
 	d := newDisk(t)
 	j := openTestJournal(t, d.path(), d.options(quietOptions()))
@@ -253,7 +244,7 @@ func TestPowerCutKeepsABeginWrittenDuringTheLeadersFsync(t *testing.T) {
 	sameRecords(t, "after a power cut", survivors(t, d.cut()), []Record{recordOf(b), recordOf(a)})
 }
 
-// C2: what recovery read (records a killed process wrote but no fsync
+// C2.2: what recovery read (records a killed process wrote but no fsync
 // covered) is fsync'd before Open returns, since the operations in it are
 // resumed and sent: a power cut right after the open keeps them.
 func TestPowerCutAfterOpenKeepsWhatRecoveryRead(t *testing.T) {
