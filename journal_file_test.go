@@ -112,6 +112,7 @@ func sameOperations(t testing.TB, what string, got, want []Operation) {
 
 // --- J8, round trip -------------------------------------------------------
 
+// Clause: J8.3.
 func TestJournalReopenRoundTripsEveryField(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
@@ -213,6 +214,7 @@ func TestJournalCompletionReplacesOutcome(t *testing.T) {
 // J8.1, J8.2: the listings and lookups answer the same as written, after
 // reopening (the index rebuilt by recovery) and after compaction (rebuilt
 // by the rewrite).
+// Clause: J8.3.
 func TestJournalListings(t *testing.T) {
 	o := quietOptions()
 	o.KeyTTL = time.Hour
@@ -261,6 +263,7 @@ func TestJournalListings(t *testing.T) {
 	}
 }
 
+// Clause: J8.2.
 func TestJournalOrdersEqualCreatedTimesByID(t *testing.T) {
 	j := openTestJournal(t, journalPath(t), quietOptions())
 	b, a := testIntent(1), testIntent(2)
@@ -281,6 +284,7 @@ func TestStateString(t *testing.T) {
 
 // --- validation -----------------------------------------------------------
 
+// Clause: J1.7.
 func TestJournalRefusesInvalidOperations(t *testing.T) {
 	j := openTestJournal(t, journalPath(t), quietOptions())
 	mustBegin(t, j, testIntent(1))

@@ -14,6 +14,7 @@ import (
 
 // --- J5, group commit -----------------------------------------------------
 
+// Clause: J5.1.
 func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	const appenders = 64
@@ -24,18 +25,20 @@ func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
 	// so they cannot each have their own: every one of them arrives while
 	// an fsync runs.
 	o := quietOptions()
-	o.WrapFile, _ = syncAfterWrites(appenders, fsync)
+	var firstStarted <-chan struct{}
+	o.WrapFile, firstStarted = syncAfterWrites(appenders, fsync)
 	j := openTestJournal(t, path, o)
-	start := make(chan struct{})
 	errs := make(chan error, appenders)
 	var wg sync.WaitGroup
 	for i := range appenders {
-		wg.Go(func() {
-			<-start
-			errs <- j.Begin(testIntent(i))
-		})
+		wg.Go(func() { errs <- j.Begin(testIntent(i)) })
+		if i == 0 {
+			// The first Begin's fsync fixes what it covers before the
+			// others write: otherwise all of them may write during its
+			// yield and share that one fsync.
+			<-firstStarted
+		}
 	}
-	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -55,6 +58,7 @@ func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
 
 // An fsync's end wakes the Begins it covered and one it did not, which
 // leads the next fsync; the rest stay parked until that one covers them.
+// Clause: J5.5.
 func TestJournalFsyncWakesWhomItCoveredAndOneLeader(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	const appenders = 32
@@ -149,6 +153,7 @@ func syncAfterWrites(n int32, sync func(call int32, f File) error) (func(File) F
 // fsync is the sync of syncAfterWrites that only syncs.
 func fsync(_ int32, f File) error { return f.Sync() }
 
+// Clauses: C2.1, C3.1.
 func TestJournalBeginWaitsForFsyncAndCompleteDoesNot(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	path := journalPath(t)
@@ -194,6 +199,7 @@ func TestJournalBeginWaitsForFsyncAndCompleteDoesNot(t *testing.T) {
 	}
 }
 
+// Clause: J5.2.
 func TestJournalSerialBeginsEachPayOneFsync(t *testing.T) {
 	j := openTestJournal(t, journalPath(t), quietOptions())
 	base := j.Stats().Syncs
@@ -213,6 +219,7 @@ func TestJournalSerialBeginsEachPayOneFsync(t *testing.T) {
 
 // --- J6, latched failures -------------------------------------------------
 
+// Clauses: C2.3, J6.1, J6.2, J6.5.
 func TestJournalFsyncFailureLatches(t *testing.T) {
 	path := journalPath(t)
 	mustClose(t, openTestJournal(t, path, quietOptions()))
@@ -267,6 +274,7 @@ func TestJournalFsyncFailureLatches(t *testing.T) {
 	mustBegin(t, j2, testIntent(3))
 }
 
+// Clause: J6.3.
 func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	const appenders = 8
@@ -299,6 +307,7 @@ func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
 // leader's included, returns the failure even if that fsync then succeeds:
 // a Begin that returned nil is in the index, one that failed is not. The
 // intent its fsync did cover is in the file, and the next open resumes it.
+// Clause: C2.3.
 func TestJournalWriteFailureDuringALeadersFsyncFailsItsBegin(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	path := journalPath(t)
@@ -344,6 +353,7 @@ func TestJournalWriteFailureDuringALeadersFsyncFailsItsBegin(t *testing.T) {
 	sameRecords(t, "reopened", records(openTestJournal(t, path, quietOptions())), []Record{recordOf(a)})
 }
 
+// Clause: J6.4.
 func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
@@ -386,6 +396,7 @@ func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
 // Complete checks a key against the sum the index keeps: the operation's
 // own key reads nothing back, another is refused with the key the intent
 // holds. The sum is kept by Begin, by recovery and by compaction.
+// Clause: J9.2.
 func TestJournalCompleteChecksTheKeyWithoutReadingTheIntent(t *testing.T) {
 	path := journalPath(t)
 	var reads atomic.Int32

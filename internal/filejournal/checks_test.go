@@ -94,6 +94,7 @@ func TestRecoveryChecksEveryRecordHeaderChecksumByte(t *testing.T) {
 // J1.6: each of the three reserved bytes of a record header must be zero,
 // in an intent and in a completion, in the middle of the file and at its
 // end (where a record whose checksums hold is no torn write either).
+// Clause: J3.4.
 func TestRecoveryChecksEveryReservedByte(t *testing.T) {
 	in := testIntent(1)
 	other := frameRecord(t, recIntent, intentPayload(testIntent(2)))
@@ -123,6 +124,7 @@ func TestRecoveryChecksEveryReservedByte(t *testing.T) {
 // J1.5: each padding byte of a record must be zero, the first and the
 // seventh alike, in an intent and in a completion, in the middle of the
 // file and at its end.
+// Clause: J3.4.
 func TestRecoveryChecksEveryPaddingByte(t *testing.T) {
 	in := paddedIntent(t, 1, 7)
 	intent := frameRecord(t, recIntent, intentPayload(in))
@@ -375,6 +377,7 @@ func TestReadBackChecksEveryReservedAndPaddingByte(t *testing.T) {
 // magic, version and checksum; then per record its length, type, three
 // zero bytes and the header's own CRC-32C, the payload, the CRC-32C of the
 // type byte and the payload, and zeros up to the next multiple of 8.
+// Clauses: J1.2, J1.3, J1.4.
 func TestFrameLayoutIsAsDrawn(t *testing.T) {
 	table := crc32.MakeTable(crc32.Castagnoli)
 	header := append([]byte("IDEMJRNL"), 1, 0, 0, 0)

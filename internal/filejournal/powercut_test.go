@@ -263,6 +263,7 @@ func TestPowerCutAfterOpenKeepsWhatRecoveryRead(t *testing.T) {
 // J2.3: the cut of a torn tail is fsync'd, with what recovery read before
 // it, before Open returns: a power cut right after leaves the file cut
 // exactly, holding the operations resumed from it.
+// Clauses: C2.2, J2.4.
 func TestPowerCutAfterATornTailCutKeepsTheCut(t *testing.T) {
 	d := newDisk(t)
 	writeFile(t, d.path(), fileOf())
@@ -329,6 +330,7 @@ func TestPowerCutAfterForgetKeepsItForgotten(t *testing.T) {
 // C3.3: a completion is written without an fsync (a power cut may take it,
 // leaving the operation pending under its key), and the next fsync, of
 // Sync or Close, makes it durable.
+// Clause: C3.1.
 func TestPowerCutKeepsCompletionsOnlyOnceSyncOrCloseRan(t *testing.T) {
 	d := newDisk(t)
 	j := openTestJournal(t, d.path(), d.options(quietOptions()))
