@@ -36,6 +36,8 @@ import (
 //	IDEM_JOURNAL_HEAP_OPS=10000000 IDEM_JOURNAL_HEAP_BODY=1024 IDEM_JOURNAL_HEAP_MAX=150 \
 //	IDEM_JOURNAL_HEAP_FILE=/var/tmp/10m.journal \
 //	go test -run TestFileJournalHeapPerOperation -v -timeout 2h .
+//
+// Clause: J9.1.
 func TestFileJournalHeapPerOperation(t *testing.T) {
 	ops := envInt(t, "IDEM_JOURNAL_HEAP_OPS", 2000)
 	bodySize := envInt(t, "IDEM_JOURNAL_HEAP_BODY", 8192)

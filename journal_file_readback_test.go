@@ -47,6 +47,7 @@ func TestFileJournalReplaysTheBodyItReadsBack(t *testing.T) {
 	}
 }
 
+// Clause: J9.6.
 func TestFileJournalChangedOnDiskIsReportedNotReplayed(t *testing.T) {
 	body := strings.Repeat("receipt;", 4096)
 	s := newScript(t, status(201, body))

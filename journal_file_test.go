@@ -112,6 +112,7 @@ func sameOperations(t testing.TB, what string, got, want []Operation) {
 
 // --- J8, round trip -------------------------------------------------------
 
+// Clause: J8.3.
 func TestJournalReopenRoundTripsEveryField(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
@@ -183,24 +184,42 @@ func TestJournalLookupReturnsCopies(t *testing.T) {
 	}
 }
 
+// C3.7: a later completion replaces the earlier one, done by done and done
+// by rejected, as written, after reopening and after compaction.
 func TestJournalCompletionReplacesOutcome(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
-	op := testIntent(1)
+	op, other := testIntent(1), testIntent(2)
 	mustBegin(t, j, op)
+	mustBegin(t, j, other)
 	mustComplete(t, j, testOutcome(op, 500, "first"))
+	mustComplete(t, j, testOutcome(other, 200, "first"))
 	second := testOutcome(op, 201, "second")
 	mustComplete(t, j, second)
+	rejected := testOutcome(other, 422, "refused")
+	rejected.State = Rejected
+	mustComplete(t, j, rejected)
+	want := []Operation{rejected, second}
+	sameOperations(t, "as written", list(j, ListAll), want)
 	mustClose(t, j)
 
 	j2 := openTestJournal(t, path, quietOptions())
-	sameOperations(t, "after reopen", list(j2, ListAll), []Operation{second})
+	sameOperations(t, "after reopen", list(j2, ListAll), want)
+	if err := j2.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	sameOperations(t, "after compaction", list(j2, ListAll), want)
 }
 
+// J8.1, J8.2: the listings and lookups answer the same as written, after
+// reopening (the index rebuilt by recovery) and after compaction (rebuilt
+// by the rewrite).
+// Clause: J8.3.
 func TestJournalListings(t *testing.T) {
 	o := quietOptions()
 	o.KeyTTL = time.Hour
-	j := openTestJournal(t, journalPath(t), o)
+	path := journalPath(t)
+	j := openTestJournal(t, path, o)
 	fresh := testIntent(10)     // 10s old
 	expired := testIntent(3600) // exactly KeyTTL old: expired
 	young := testIntent(3599)   // one second short of KeyTTL
@@ -214,18 +233,37 @@ func TestJournalListings(t *testing.T) {
 	mustComplete(t, j, rejected)
 	done.Body = nil // an empty body reads back as nil
 
-	sameOperations(t, "Pending", list(j, ListPending), []Operation{young, fresh})
-	sameOperations(t, "Expired", list(j, ListExpired), []Operation{expired})
-	sameOperations(t, "Completed", list(j, ListCompleted), []Operation{rejected, done})
-	sameOperations(t, "Operations", list(j, ListAll), []Operation{expired, young, rejected, done, fresh})
-	if _, ok := lookup(j, "missing"); ok {
-		t.Fatal("Lookup(missing) found an operation")
+	for _, stage := range []string{"as written", "after reopening", "after compaction"} {
+		switch stage {
+		case "after reopening":
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			j = openTestJournal(t, path, o)
+		case "after compaction":
+			if err := j.Compact(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sameOperations(t, stage+": Pending", list(j, ListPending), []Operation{young, fresh})
+		sameOperations(t, stage+": Expired", list(j, ListExpired), []Operation{expired})
+		sameOperations(t, stage+": Completed", list(j, ListCompleted), []Operation{rejected, done})
+		sameOperations(t, stage+": Operations", list(j, ListAll), []Operation{expired, young, rejected, done, fresh})
+		for _, op := range []Operation{expired, young, rejected, done, fresh} {
+			if got, ok := lookup(j, op.ID); !ok || !reflect.DeepEqual(got, op) {
+				t.Fatalf("%s: Lookup(%s) = %+v, %v; want %+v", stage, op.ID, got, ok, op)
+			}
+		}
+		if _, ok := lookup(j, "missing"); ok {
+			t.Fatalf("%s: Lookup(missing) found an operation", stage)
+		}
 	}
 	if !expired.Expired(testNow, time.Hour) || young.Expired(testNow, time.Hour) || done.Expired(testNow.Add(48*time.Hour), time.Hour) {
 		t.Fatal("Operation.Expired disagrees with its definition")
 	}
 }
 
+// Clause: J8.2.
 func TestJournalOrdersEqualCreatedTimesByID(t *testing.T) {
 	j := openTestJournal(t, journalPath(t), quietOptions())
 	b, a := testIntent(1), testIntent(2)
@@ -246,6 +284,7 @@ func TestStateString(t *testing.T) {
 
 // --- validation -----------------------------------------------------------
 
+// Clause: J1.7.
 func TestJournalRefusesInvalidOperations(t *testing.T) {
 	j := openTestJournal(t, journalPath(t), quietOptions())
 	mustBegin(t, j, testIntent(1))

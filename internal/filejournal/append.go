@@ -243,7 +243,7 @@ func (j *Journal) waitDurable(seq uint64) error {
 		// their records in time to share this fsync. A lone Begin finds
 		// nothing else to run and goes straight on. There is no timer.
 		j.mu.Unlock()
-		runtime.Gosched()
+		yield()
 		j.mu.Lock()
 		if j.failed != nil {
 			// A write failed meanwhile: the file is done (J6).
@@ -265,6 +265,11 @@ func (j *Journal) waitDurable(seq uint64) error {
 		if err != nil {
 			// Never retried: see the package comment above.
 			j.fail(fmt.Errorf("idem: journal %s: fsync: %w", j.path, err))
+		} else if j.failed != nil {
+			// A write failed while this fsync ran, and the latch forgot
+			// the operations it was to cover: their Begins, this one's
+			// included, return that failure, as the index says. Nothing
+			// counts as synced on a failed journal.
 		} else if target > j.syncedSeq {
 			j.syncedSeq = target
 			j.syncedEnd = end
@@ -273,6 +278,10 @@ func (j *Journal) waitDurable(seq uint64) error {
 	}
 	return nil
 }
+
+// yield is how a group commit's leader lets the runnable goroutines run
+// before its fsync: runtime.Gosched, which tests replace to act in it.
+var yield = runtime.Gosched
 
 // keyOf returns the key of operation e, from its intent record. Called
 // with mu held.

@@ -14,6 +14,7 @@ import (
 
 // --- J5, group commit -----------------------------------------------------
 
+// Clause: J5.1.
 func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	const appenders = 64
@@ -24,18 +25,20 @@ func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
 	// so they cannot each have their own: every one of them arrives while
 	// an fsync runs.
 	o := quietOptions()
-	o.WrapFile, _ = syncAfterWrites(appenders, fsync)
+	var firstStarted <-chan struct{}
+	o.WrapFile, firstStarted = syncAfterWrites(appenders, fsync)
 	j := openTestJournal(t, path, o)
-	start := make(chan struct{})
 	errs := make(chan error, appenders)
 	var wg sync.WaitGroup
 	for i := range appenders {
-		wg.Go(func() {
-			<-start
-			errs <- j.Begin(testIntent(i))
-		})
+		wg.Go(func() { errs <- j.Begin(testIntent(i)) })
+		if i == 0 {
+			// The first Begin's fsync fixes what it covers before the
+			// others write: otherwise all of them may write during its
+			// yield and share that one fsync.
+			<-firstStarted
+		}
 	}
-	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -55,6 +58,7 @@ func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
 
 // An fsync's end wakes the Begins it covered and one it did not, which
 // leads the next fsync; the rest stay parked until that one covers them.
+// Clause: J5.5.
 func TestJournalFsyncWakesWhomItCoveredAndOneLeader(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	const appenders = 32
@@ -149,6 +153,7 @@ func syncAfterWrites(n int32, sync func(call int32, f File) error) (func(File) F
 // fsync is the sync of syncAfterWrites that only syncs.
 func fsync(_ int32, f File) error { return f.Sync() }
 
+// Clauses: C2.1, C3.6.
 func TestJournalBeginWaitsForFsyncAndCompleteDoesNot(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	path := journalPath(t)
@@ -194,6 +199,7 @@ func TestJournalBeginWaitsForFsyncAndCompleteDoesNot(t *testing.T) {
 	}
 }
 
+// Clause: J5.2.
 func TestJournalSerialBeginsEachPayOneFsync(t *testing.T) {
 	j := openTestJournal(t, journalPath(t), quietOptions())
 	base := j.Stats().Syncs
@@ -213,6 +219,7 @@ func TestJournalSerialBeginsEachPayOneFsync(t *testing.T) {
 
 // --- J6, latched failures -------------------------------------------------
 
+// Clauses: C2.2, J6.1, J6.2, J6.5.
 func TestJournalFsyncFailureLatches(t *testing.T) {
 	path := journalPath(t)
 	mustClose(t, openTestJournal(t, path, quietOptions()))
@@ -267,6 +274,7 @@ func TestJournalFsyncFailureLatches(t *testing.T) {
 	mustBegin(t, j2, testIntent(3))
 }
 
+// Clause: J6.3.
 func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	const appenders = 8
@@ -294,6 +302,58 @@ func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
 	}
 }
 
+// J6.3: a write that fails while a leader's fsync runs latches, and
+// forgets the operations that fsync was to cover; their Begin, the
+// leader's included, returns the failure even if that fsync then succeeds:
+// a Begin that returned nil is in the index, one that failed is not. The
+// intent its fsync did cover is in the file, and the next open resumes it.
+// Clause: C2.2.
+func TestJournalWriteFailureDuringALeadersFsyncFailsItsBegin(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	path := journalPath(t)
+	mustClose(t, openTestJournal(t, path, quietOptions()))
+	inSync, release := make(chan struct{}), make(chan struct{})
+	var failWrites atomic.Bool
+	o := quietOptions()
+	o.WrapFile = func(f File) File {
+		return &hookFile{File: f,
+			write: func(f File, p []byte) (int, error) {
+				if failWrites.Load() {
+					return 0, errInjected
+				}
+				return f.Write(p)
+			},
+			sync: func(f File) error {
+				close(inSync) // only the leader's fsync: the test ends before another
+				<-release
+				return f.Sync()
+			}}
+	}
+	j, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := testIntent(1), testIntent(2)
+	leader := make(chan error, 1)
+	go func() { leader <- j.Begin(a) }()
+	<-inSync
+	failWrites.Store(true)
+	if err := j.Begin(b); !errors.Is(err, errInjected) {
+		t.Fatalf("Begin(%s) with a failing write: err = %v, want the injected error", b.ID, err)
+	}
+	close(release)
+	errA := <-leader
+	_, found := lookup(t, j, a.ID)
+	if !errors.Is(errA, errInjected) || found {
+		t.Fatalf("the leader's Begin(%s) = %v, and Lookup finds it: %v; want the injected error, and not found", a.ID, errA, found)
+	}
+	if err := j.Close(); !errors.Is(err, errInjected) {
+		t.Fatalf("Close: %v, want the injected error", err)
+	}
+	sameRecords(t, "reopened", records(openTestJournal(t, path, quietOptions())), []Record{recordOf(a)})
+}
+
+// Clause: J6.4.
 func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
@@ -336,6 +396,7 @@ func TestJournalShortWriteLatchesAndLeavesATornTail(t *testing.T) {
 // Complete checks a key against the sum the index keeps: the operation's
 // own key reads nothing back, another is refused with the key the intent
 // holds. The sum is kept by Begin, by recovery and by compaction.
+// Clause: J9.2.
 func TestJournalCompleteChecksTheKeyWithoutReadingTheIntent(t *testing.T) {
 	path := journalPath(t)
 	var reads atomic.Int32
@@ -378,4 +439,50 @@ func TestJournalCompleteChecksTheKeyWithoutReadingTheIntent(t *testing.T) {
 	}
 	check(j, 2, "after compaction")
 	mustClose(t, j)
+}
+
+// J5.3: the leader of an fsync yields, its lock released, before it fixes
+// what the fsync covers: a Begin that writes its record during the yield
+// shares the leader's fsync instead of waiting for another.
+func TestJournalLeaderYieldsBeforeItsFsyncAndCoversWhatWasWrittenMeanwhile(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var notify atomic.Pointer[chan struct{}] // closed after the next write
+	o := quietOptions()
+	o.WrapFile = func(f File) File {
+		return &hookFile{File: f, write: func(f File, p []byte) (int, error) {
+			n, err := f.Write(p)
+			if ch := notify.Swap(nil); ch != nil {
+				close(*ch)
+			}
+			return n, err
+		}}
+	}
+	j := openTestJournal(t, journalPath(t), o)
+	a, b := testIntent(1), testIntent(2)
+	var armed atomic.Bool
+	armed.Store(true)
+	bDone := make(chan error, 1)
+	saved := yield
+	t.Cleanup(func() { yield = saved })
+	yield = func() {
+		if !armed.CompareAndSwap(true, false) {
+			return
+		}
+		// The leader (a) yields: b runs, writes its record and parks.
+		wrote := make(chan struct{})
+		notify.Store(&wrote)
+		go func() { bDone <- j.Begin(b) }()
+		<-wrote
+	}
+	before := j.Stats().Syncs
+	mustBegin(t, j, a)
+	if armed.Load() {
+		t.Fatalf("Begin(%s) led its fsync without yielding first", a.ID)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("Begin(%s): %v", b.ID, err)
+	}
+	if n := j.Stats().Syncs - before; n != 1 {
+		t.Fatalf("the two Begins made %d fsyncs, want 1: the record written during the leader's yield shares its fsync", n)
+	}
 }

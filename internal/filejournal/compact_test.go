@@ -14,6 +14,7 @@ import (
 
 // --- J7, creation ---------------------------------------------------------
 
+// Clause: J7.1.
 func TestJournalCreateWritesAndSyncsHeaderAndDirectory(t *testing.T) {
 	path := journalPath(t)
 	var synced []string
@@ -85,6 +86,7 @@ func compactionSets(t *testing.T, j *Journal) (summaries, live []Record) {
 		[]Record{recordOf(expired), recordOf(recent, recentDone), recordOf(fresh)}
 }
 
+// Clauses: C3.4, J7.4, J7.5.
 func TestJournalCompactKeepsExactlyTheLiveSet(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
@@ -108,6 +110,7 @@ func TestJournalCompactKeepsExactlyTheLiveSet(t *testing.T) {
 	}
 }
 
+// Clause: J7.7.
 func TestJournalCompactsOnItsOwnWhenGarbageOutweighsLiveData(t *testing.T) {
 	path := journalPath(t)
 	o := quietOptions()
@@ -144,6 +147,7 @@ func TestJournalCompactsOnItsOwnWhenGarbageOutweighsLiveData(t *testing.T) {
 	sameRecords(t, "after reopen", records(openTestJournal(t, path, o)), want)
 }
 
+// Clause: J7.7.
 func TestJournalAutomaticCompactionRespectsItsMinimumAndSwitch(t *testing.T) {
 	for _, minSize := range []int64{-1, 1 << 30} {
 		o := quietOptions()
@@ -162,6 +166,7 @@ func TestJournalAutomaticCompactionRespectsItsMinimumAndSwitch(t *testing.T) {
 	}
 }
 
+// Clause: J7.2.
 func TestJournalSurvivesACrashAroundTheCompactionRename(t *testing.T) {
 	path := journalPath(t)
 	var snapshot []byte // the compaction file as a crash before its rename leaves it
@@ -222,6 +227,7 @@ func TestJournalSurvivesACrashAroundTheCompactionRename(t *testing.T) {
 	sameRecords(t, "crash after rename", records(j3), live)
 }
 
+// Clause: J7.3.
 func TestJournalDirectoryFsyncFailureAfterRenameLatches(t *testing.T) {
 	path := journalPath(t)
 	o := quietOptions()
@@ -276,6 +282,7 @@ func TestJournalFailedRenameLeavesTheJournalInUse(t *testing.T) {
 	sameRecords(t, "reopened", records(openTestJournal(t, path, quietOptions())), append(all[:len(all):len(all)], recordOf(testIntent(6))))
 }
 
+// Clause: J7.2.
 func TestJournalCompactionTempFsyncFailureDoesNotLatch(t *testing.T) {
 	path := journalPath(t)
 	o := quietOptions()
@@ -310,6 +317,7 @@ func TestJournalCompactionTempFsyncFailureDoesNotLatch(t *testing.T) {
 
 // ForgetAfter bounds how long completed operations are remembered: past
 // it, compaction drops them, summaries included.
+// Clause: J7.6.
 func TestJournalForgetAfterDropsOldCompletedOperations(t *testing.T) {
 	path := journalPath(t)
 	o := quietOptions()
@@ -328,6 +336,7 @@ func TestJournalForgetAfterDropsOldCompletedOperations(t *testing.T) {
 }
 
 // A summary is compacted once: compacting again keeps it as it is.
+// Clauses: C3.4, J7.5.
 func TestJournalSummariesAreStable(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
@@ -348,6 +357,7 @@ func TestJournalSummariesAreStable(t *testing.T) {
 // new file's offsets. Here every intent was durable before the compaction;
 // only a completion was not, and the compaction moves the second intent
 // past where the old file's durable intents ended.
+// Clause: J6.5.
 func TestJournalDirectoryFsyncFailureKeepsTheDurableOperations(t *testing.T) {
 	path := journalPath(t)
 	o := quietOptions()

@@ -44,6 +44,7 @@ func TestJournalReadOnlyReadsWhileAWriterHoldsTheLock(t *testing.T) {
 	mustBegin(t, w, testIntent(3))
 }
 
+// Clause: J2.4.
 func TestJournalReadOnlyIgnoresATornTailWithoutWriting(t *testing.T) {
 	c := tornTailCases(t)[1]
 	path := journalPath(t)

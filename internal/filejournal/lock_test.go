@@ -11,6 +11,7 @@ import (
 
 // --- J4, locking ----------------------------------------------------------
 
+// Clause: J4.1.
 func TestJournalSecondOpenerIsLockedOut(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())

@@ -28,6 +28,7 @@ func bigOutcome(in Intent, n int) Completion {
 	return c
 }
 
+// Clause: J9.2.
 func TestJournalLooksUpBodiesFromTheFile(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
@@ -65,6 +66,7 @@ func slicesReverse(rs []Record) {
 // TestJournalReportsARecordChangedAfterOpen changes the file under an open
 // journal: every byte is checksummed, so what is read back is either the
 // record read at open or a *CorruptError at its offset, never another body.
+// Clauses: J9.3, J9.6.
 func TestJournalReportsARecordChangedAfterOpen(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -161,6 +163,7 @@ func flipByte(t *testing.T, f *os.File, off int64) {
 // and lists them, while compactions and Forget replace the file under
 // them and new operations are appended: every read must return exactly its
 // own operation's body.
+// Clause: J9.7.
 func TestJournalLookupsRacingCompactionReadTheRightFile(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	path := journalPath(t)
@@ -234,6 +237,7 @@ func TestJournalLookupsRacingCompactionReadTheRightFile(t *testing.T) {
 	}
 }
 
+// Clauses: J9.7, J9.8.
 func TestJournalReadOnlyReadsBodiesFromTheFileItOpened(t *testing.T) {
 	path := journalPath(t)
 	o := quietOptions()
@@ -260,6 +264,7 @@ func TestJournalReadOnlyReadsBodiesFromTheFileItOpened(t *testing.T) {
 	}
 }
 
+// Clause: J9.8.
 func TestJournalMemoryKeepsAnsweringAfterClose(t *testing.T) {
 	j := NewMemory(quietOptions())
 	in := testIntent(1)
@@ -275,6 +280,7 @@ func TestJournalMemoryKeepsAnsweringAfterClose(t *testing.T) {
 // TestCheckRecordRefusesWhatIsNotTheRecord covers the checks of a record
 // read back that the file-level tests above cannot reach with a whole
 // record: type, reserved bytes, padding.
+// Clause: J9.3.
 func TestCheckRecordRefusesWhatIsNotTheRecord(t *testing.T) {
 	good := frameRecord(t, recIntent, intentPayload(testIntent(1)))
 	if p, reason := checkRecord(good, recIntent); reason != "" || !bytes.Equal(p, intentPayload(testIntent(1))) {

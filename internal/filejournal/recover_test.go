@@ -52,6 +52,7 @@ func tornTailCases(t *testing.T) []tornTailCase {
 	return cases
 }
 
+// Clauses: J2.1, J2.2, J2.4.
 func TestJournalTruncatesATornTailAtEveryOffset(t *testing.T) {
 	for _, c := range tornTailCases(t) {
 		payloadEnd := c.last + recordHeaderSize + int64(binary.LittleEndian.Uint32(c.file[c.last:]))
@@ -117,6 +118,7 @@ func checkTornTailRecovers(t *testing.T, file []byte, good int64, before []Recor
 	}
 }
 
+// Clause: J2.1.
 func TestJournalTruncatesATornRecordLargerThanTheReadBuffer(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
@@ -131,6 +133,7 @@ func TestJournalTruncatesATornRecordLargerThanTheReadBuffer(t *testing.T) {
 	}
 }
 
+// Clause: J2.2.
 func TestJournalTruncatesGarbageAfterTheLastRecord(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
@@ -192,6 +195,7 @@ func expectCorrupt(t *testing.T, file []byte, offset int64, reason string) {
 	}
 }
 
+// Clauses: J1.1, J1.4, J1.7, J1.8, J3.1, J3.2, J3.3, J3.4.
 func TestJournalReportsCorruptionMidFile(t *testing.T) {
 	file, offs := corruptFixture(t)
 	lastRec := offs[len(offs)-2]
@@ -257,6 +261,7 @@ func damagePadding(t *testing.T, b []byte, offs []int64) int64 {
 	return 0
 }
 
+// Clauses: J1.8, J3.1, J3.2.
 func TestJournalReportsInvalidRecordContents(t *testing.T) {
 	a, b := testIntent(1), testIntent(2)
 	intentA := frameRecord(t, recIntent, intentPayload(a))
@@ -313,6 +318,7 @@ func TestJournalReportsInvalidRecordContents(t *testing.T) {
 	})
 }
 
+// Clause: J1.1.
 func TestJournalReportsAShortFileHeader(t *testing.T) {
 	for n := 1; n < fileHeaderSize; n++ {
 		expectCorrupt(t, appendFileHeader(nil)[:n], 0, "file header is")

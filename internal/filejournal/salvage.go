@@ -330,11 +330,17 @@ const salvageSuffix = compactSuffix
 // is claimed first, with an empty file (which Open takes for an empty
 // journal), so it never replaces what another process created meanwhile.
 // The file gets mode perm.
-func WriteSalvaged(path string, ops []Record, perm os.FileMode) (err error) {
-	if perm == 0 {
-		perm = DefaultFileMode
+func WriteSalvaged(path string, ops []Record, perm os.FileMode) error {
+	return writeSalvaged(path, ops, Options{FileMode: perm})
+}
+
+// writeSalvaged is WriteSalvaged with the file seams of o (FileMode,
+// WrapFile, syncDir, rename).
+func writeSalvaged(path string, ops []Record, o Options) (err error) {
+	if o.FileMode == 0 {
+		o.FileMode = DefaultFileMode
 	}
-	claim, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	claim, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, o.FileMode)
 	if err != nil {
 		return err
 	}
@@ -349,7 +355,7 @@ func WriteSalvaged(path string, ops []Record, perm os.FileMode) (err error) {
 	if err := claim.Close(); err != nil {
 		return err
 	}
-	j := newJournal(Options{FileMode: perm})
+	j := newJournal(o)
 	j.path, j.file = path, path
 	for i := range ops {
 		if err := CheckIDKey(ops[i].ID, ops[i].Key, true); err != nil {
