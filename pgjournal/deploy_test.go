@@ -141,7 +141,7 @@ func TestF9Pgbouncer(t *testing.T) {
 	// of both Journals (its default, 20, does), or the surplus waits.
 	for mode, size := range map[string]int{"transaction": 4, "session": 2 * pgjournal.DefaultMaxConns} {
 		t.Run(mode, func(t *testing.T) {
-			via := pgtest.NewBouncer(t, dsn, mode, fmt.Sprint("default_pool_size = ", size))
+			via := pgtest.NewBouncer(t, dsn, mode, fmt.Sprint("default_pool_size = ", size)).DSN()
 			o := pgjournal.Options{Namespace: mode}
 			j := openJournal(t, via, o)
 			l := newLedger(t, 0)
@@ -160,7 +160,7 @@ func TestF9Pgbouncer(t *testing.T) {
 		})
 	}
 	t.Run("prepared statements in transaction mode", func(t *testing.T) {
-		via := pgtest.NewBouncer(t, dsn, "transaction", "default_pool_size = 4")
+		via := pgtest.NewBouncer(t, dsn, "transaction", "default_pool_size = 4").DSN()
 		j := openJournal(t, via+"&default_query_exec_mode=cache_statement", pgjournal.Options{Namespace: "prepared"})
 		l := newLedger(t, 0)
 		// Ten pooled connections over four server connections: a
@@ -171,19 +171,36 @@ func TestF9Pgbouncer(t *testing.T) {
 	})
 }
 
-// F9.3: a server that refuses new connections (max_connections 10, three
-// Journals of DefaultMaxConns connections each, at concurrency 16 each)
-// makes operations wait for a connection, never fail.
+// F9.3: a server that refuses new connections makes operations wait for
+// one, never fail: three Journals of DefaultMaxConns connections each, at
+// concurrency 16 each, on PostgreSQL with max_connections 10 (53300), and
+// behind pgbouncer with max_client_conn 6.
 func TestF9TooManyConnectionsWait(t *testing.T) {
-	pg := pgtest.Own(t)
 	ctx := context.Background()
-	exec(t, pg.DSN(), `ALTER SYSTEM SET max_connections = 10`)
-	if err := pg.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := pg.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	t.Run("postgres", func(t *testing.T) {
+		pg := pgtest.Own(t)
+		exec(t, pg.DSN(), `ALTER SYSTEM SET max_connections = 10`)
+		if err := pg.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := pg.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		threeMachines(t, pg.DSN())
+		checkRefused(t, pg.Log, "sorry, too many clients already")
+	})
+	t.Run("pgbouncer", func(t *testing.T) {
+		b := pgtest.NewBouncer(t, pgtest.NewDatabase(t), "transaction", "max_client_conn = 6", "default_pool_size = 4")
+		threeMachines(t, b.DSN())
+		checkRefused(t, b.Log, "no more connections allowed")
+	})
+}
+
+// threeMachines runs 40 operations on each of three Journals opened on
+// dsn, at concurrency 16 each, opening each while the others run, and
+// fails t unless every operation succeeds, sent once.
+func threeMachines(t *testing.T, dsn string) {
+	ctx := context.Background()
 	l := newLedger(t, 0)
 	var (
 		wg   sync.WaitGroup
@@ -192,9 +209,9 @@ func TestF9TooManyConnectionsWait(t *testing.T) {
 		all  []string
 	)
 	for m := range 3 {
-		j := openJournal(t, pg.DSN(), pgjournal.Options{Namespace: "full"})
+		j := openJournal(t, dsn, pgjournal.Options{Namespace: "full"})
 		c := client(t, j)
-		ids := opIDs(fmt.Sprint("machine", m), 60)
+		ids := opIDs(fmt.Sprint("machine", m), 40)
 		all = append(all, ids...)
 		wg.Go(func() {
 			e := runAll(ctx, c, l, ids, 16)
@@ -208,15 +225,21 @@ func TestF9TooManyConnectionsWait(t *testing.T) {
 		t.Fatalf("%d of %d operations failed on a full server, the first: %v", len(errs), len(all), errs[0])
 	}
 	l.check(t, all)
-	log, err := pg.Log()
+}
+
+// checkRefused fails t unless the log says a connection was refused:
+// else the test did not fill the server.
+func checkRefused(t *testing.T, log func() (string, error), refusal string) {
+	t.Helper()
+	text, err := log()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(log, "sorry, too many clients already"); n == 0 {
-		t.Fatal("the server never refused a connection: the test did not fill it")
-	} else {
-		t.Logf("the server refused %d connections; every operation waited and succeeded", n)
+	n := strings.Count(text, refusal)
+	if n == 0 {
+		t.Fatalf("the log never says %q: the test did not fill the server", refusal)
 	}
+	t.Logf("%d connections refused (%q); every operation waited and succeeded", n, refusal)
 }
 
 // F9.4: a failover. A multi-host DSN (target_session_attrs=read-write)

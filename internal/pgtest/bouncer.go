@@ -37,8 +37,9 @@ pidfile =
 admin_users = postgres
 `
 
-// A bouncer is a pgbouncer that a test started in front of a server.
-type bouncer struct {
+// A Bouncer is a pgbouncer that a test started in front of a server.
+type Bouncer struct {
+	dsn     string
 	cmd     *exec.Cmd
 	done    chan error // the result of cmd.Wait
 	dir     string
@@ -48,13 +49,13 @@ type bouncer struct {
 
 // NewBouncer starts pgbouncer in front of the server dsn names, pooling
 // in mode ("transaction", "session" or "statement"), with each line of
-// extra appended to its [pgbouncer] section, and returns dsn pointed at
+// extra appended to its [pgbouncer] section. Its DSN is dsn pointed at
 // it: same user, database and parameters. dsn must be a postgres:// URL
 // of a server on 127.0.0.1 (a Server's, or NewDatabase's). pgbouncer runs
 // as the postgres user when this process is root, listens on 127.0.0.1
 // only, on a free port, and is stopped when t ends. Without pgbouncer
 // (looked for in PATH, then /usr/sbin) t skips, or fails when CI=true.
-func NewBouncer(t testing.TB, dsn, mode string, extra ...string) string {
+func NewBouncer(t testing.TB, dsn, mode string, extra ...string) *Bouncer {
 	t.Helper()
 	bin, err := findBouncer()
 	if err != nil {
@@ -83,7 +84,17 @@ func NewBouncer(t testing.TB, dsn, mode string, extra ...string) string {
 		}
 	})
 	u.Host = "127.0.0.1:" + strconv.Itoa(b.port)
-	return u.String()
+	b.dsn = u.String()
+	return b
+}
+
+// DSN returns the DSN given to NewBouncer, pointed at pgbouncer.
+func (b *Bouncer) DSN() string { return b.dsn }
+
+// Log returns what pgbouncer has written to its log so far.
+func (b *Bouncer) Log() (string, error) {
+	data, err := os.ReadFile(b.logPath)
+	return string(data), err
 }
 
 // findBouncer returns the path of pgbouncer.
@@ -101,7 +112,7 @@ func findBouncer() (string, error) {
 
 // startBouncer writes the configuration into a new temporary directory and
 // runs bin on it, returning once it accepts connections.
-func startBouncer(ctx context.Context, bin string, upstream int, mode string, extra []string) (*bouncer, error) {
+func startBouncer(ctx context.Context, bin string, upstream int, mode string, extra []string) (*Bouncer, error) {
 	_, owner, err := probe(binDir(os.Getenv)) // as root, the postgres user
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -114,7 +125,7 @@ func startBouncer(ctx context.Context, bin string, upstream int, mode string, ex
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	b := &bouncer{dir: dir, logPath: filepath.Join(dir, "pgbouncer.log"), port: port, done: make(chan error, 1)}
+	b := &Bouncer{dir: dir, logPath: filepath.Join(dir, "pgbouncer.log"), port: port, done: make(chan error, 1)}
 	users := filepath.Join(dir, "userlist.txt")
 	ini := fmt.Sprintf(bouncerSettings, port, upstream, users, mode, b.logPath) + strings.Join(extra, "\n") + "\n"
 	err = errors.Join(
@@ -147,7 +158,7 @@ func startBouncer(ctx context.Context, bin string, upstream int, mode string, ex
 
 // close stops pgbouncer (SIGTERM: at once, closing its connections) and
 // removes its directory.
-func (b *bouncer) close() error {
+func (b *Bouncer) close() error {
 	var err error
 	if sigErr := b.cmd.Process.Signal(syscall.SIGTERM); sigErr == nil {
 		select {

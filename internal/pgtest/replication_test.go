@@ -61,7 +61,7 @@ func TestBouncerPoolsEachTransaction(t *testing.T) {
 	conn.Close(t.Context())
 
 	// Exec mode: prepared statements do not survive a transaction here.
-	via := NewBouncer(t, dsn, "transaction", "default_pool_size = 2") + "&default_query_exec_mode=exec"
+	via := NewBouncer(t, dsn, "transaction", "default_pool_size = 2").DSN() + "&default_query_exec_mode=exec"
 	a := connect(t, via)
 	if got := queryRow[string](t, a, `SELECT current_database()`); got != want {
 		t.Fatalf("through pgbouncer: database %q, want %q", got, want)
