@@ -153,10 +153,14 @@ func (s *Server) KillPostmaster(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pgtest: %s: %w", pidFile, err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	p, err := os.FindProcess(pid)
+	if err == nil {
+		err = p.Kill() // SIGKILL
+	}
+	if err != nil {
 		return fmt.Errorf("pgtest: killing the postmaster: %w", err)
 	}
-	for alive(pid) {
+	for alive(p) {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("pgtest: the postmaster outlived SIGKILL: %w", context.Cause(ctx))
@@ -170,12 +174,12 @@ func (s *Server) KillPostmaster(ctx context.Context) error {
 	return nil
 }
 
-// alive reports whether process pid runs (a zombie, which no one may reap
+// alive reports whether process p runs (a zombie, which no one may reap
 // here, does not).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+func alive(p *os.Process) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid))
 	if err != nil {
-		return syscall.Kill(pid, 0) == nil // no /proc: ask the kernel
+		return p.Signal(syscall.Signal(0)) == nil // no /proc: ask the kernel
 	}
 	// The state follows the command name, which is in parentheses.
 	i := strings.LastIndexByte(string(b), ')')
