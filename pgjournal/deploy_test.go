@@ -174,7 +174,7 @@ func TestF9Pgbouncer(t *testing.T) {
 // F9.3: a server that refuses new connections makes operations wait for
 // one, never fail: three Journals of DefaultMaxConns connections each, at
 // concurrency 16 each, on PostgreSQL with max_connections 10 (53300), and
-// behind pgbouncer with max_client_conn 6.
+// behind pgbouncer with max_client_conn 9.
 func TestF9TooManyConnectionsWait(t *testing.T) {
 	ctx := context.Background()
 	t.Run("postgres", func(t *testing.T) {
@@ -190,27 +190,29 @@ func TestF9TooManyConnectionsWait(t *testing.T) {
 		checkRefused(t, pg.Log, "sorry, too many clients already")
 	})
 	t.Run("pgbouncer", func(t *testing.T) {
-		b := pgtest.NewBouncer(t, pgtest.NewDatabase(t), "transaction", "max_client_conn = 6", "default_pool_size = 4")
+		b := pgtest.NewBouncer(t, pgtest.NewDatabase(t), "transaction", "max_client_conn = 9", "default_pool_size = 4")
 		threeMachines(t, b.DSN())
 		checkRefused(t, b.Log, "no more connections allowed")
 	})
 }
 
-// threeMachines runs 40 operations on each of three Journals opened on
-// dsn, at concurrency 16 each, opening each while the others run, and
-// fails t unless every operation succeeds, sent once.
+// threeMachines opens three Journals on dsn, then runs 40 operations on
+// each, at concurrency 16 each, and fails t unless every operation
+// succeeds, sent once.
 func threeMachines(t *testing.T, dsn string) {
 	ctx := context.Background()
 	l := newLedger(t, 0)
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		all  []string
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+		all     []string
+		clients []*idem.Client
 	)
-	for m := range 3 {
-		j := openJournal(t, dsn, pgjournal.Options{Namespace: "full"})
-		c := client(t, j)
+	for range 3 {
+		clients = append(clients, client(t, openJournal(t, dsn, pgjournal.Options{Namespace: "full"})))
+	}
+	for m, c := range clients {
 		ids := opIDs(fmt.Sprint("machine", m), 40)
 		all = append(all, ids...)
 		wg.Go(func() {
