@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/idemkit/idem/internal/filejournal"
 )
 
 // Config configures a Client. The zero Config is usable: keys live in this
@@ -419,11 +420,11 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 	lim, err := c.callLimits(ctx)
 	if err != nil {
 		closeBody(req)
-		return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
+		return result{}, fmt.Errorf("idem: operation %s: %w", filejournal.QuoteID(id), err)
 	}
 	body, err := captureBody(req, c.cfg.MaxBufferedBody)
 	if err != nil {
-		return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
+		return result{}, fmt.Errorf("idem: operation %s: %w", filejournal.QuoteID(id), err)
 	}
 	fp := body.fingerprint
 	var op Operation
@@ -436,11 +437,11 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 	} else {
 		claim, err := c.journal.Claim(ctx, id)
 		if err != nil {
-			return result{}, fmt.Errorf("idem: operation %q: waiting for a concurrent Do: %w", id, err)
+			return result{}, fmt.Errorf("idem: operation %s: %s: %w", filejournal.QuoteID(id), claimFailure(ctx, err), err)
 		}
 		defer claim.Release()
 		if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
-			return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
+			return result{}, fmt.Errorf("idem: operation %s: %w", filejournal.QuoteID(id), err)
 		}
 		op, err = c.admit(ctx, claim, id, req, body)
 		if err != nil {
@@ -453,6 +454,18 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 		return c.send(ctx, claim, op, req, body, lim)
 	}
 	return c.send(ctx, nil, op, req, body, lim)
+}
+
+// claimFailure says in a few words what a failed Journal.Claim was doing:
+// waiting for another Do of the operation, or asking the journal.
+func claimFailure(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(err, ErrClaimed), ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return "waiting for a concurrent Do"
+	case errors.Is(err, ErrInvalidOperation):
+		return "the journal refuses its ID"
+	}
+	return "claiming it in the journal"
 }
 
 // admit finds the operation in the journal, or mints its key and journals
@@ -484,15 +497,15 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		// the winner began (Claim.Begin), which is judged below like any
 		// operation found in the journal. Its key is the one sent.
 		if op, ok = claim.Operation(); !ok || !errors.Is(err, ErrOperationExists) {
-			return Operation{}, fmt.Errorf("idem: operation %q: journaling intent: %w", id, err)
+			return Operation{}, fmt.Errorf("idem: operation %s: journaling intent: %w", filejournal.QuoteID(id), err)
 		}
 	}
 	switch {
 	case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go
-		return op, fmt.Errorf("idem: operation %q (key %s): %w", id, op.Key, ErrMismatch)
+		return op, fmt.Errorf("idem: operation %s (key %s): %w", filejournal.QuoteID(id), op.Key, ErrMismatch)
 	case op.State == Pending && !c.keyUsable(op.Created, c.now()):
-		return op, fmt.Errorf("idem: operation %q (key %s, minted %s): %w",
-			id, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
+		return op, fmt.Errorf("idem: operation %s (key %s, minted %s): %w",
+			filejournal.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
 	}
 	return op, nil
 }

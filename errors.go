@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/idemkit/idem/internal/filejournal"
 )
 
 // Errors returned by Client.Do before anything is sent, wrapped with the
@@ -147,7 +149,7 @@ type OutcomeError struct {
 // Error describes the outcome, the attempts, the last status or error, and
 // the key.
 func (e *OutcomeError) Error() string {
-	msg := fmt.Sprintf("idem: operation %q %s after %d attempt(s) (key %s)", e.Operation, e.Outcome, e.Attempts, e.Key)
+	msg := fmt.Sprintf("idem: operation %s %s after %d attempt(s) (key %s)", filejournal.QuoteID(e.Operation), e.Outcome, e.Attempts, e.Key)
 	if e.Status != 0 {
 		msg += fmt.Sprintf(": last status %d", e.Status)
 		if loc := e.Header.Get("Location"); loc != "" && unfollowedRedirect(e.Status) {

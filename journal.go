@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemkit/idem/internal/filejournal"
 )
 
 // Journal is where a Client keeps each operation's key and outcome. Three
@@ -168,8 +170,8 @@ type HeldError struct {
 }
 
 func (e *HeldError) Error() string {
-	return fmt.Sprintf("idem: operation %q is being run by %s (lease until %s): %v",
-		e.ID, e.Holder, e.Until.UTC().Format(time.RFC3339Nano), e.Err)
+	return fmt.Sprintf("idem: operation %s is being run by %s (lease until %s): %v",
+		filejournal.QuoteID(e.ID), e.Holder, e.Until.UTC().Format(time.RFC3339Nano), e.Err)
 }
 
 // Is reports whether target is ErrClaimed.

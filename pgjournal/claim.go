@@ -25,12 +25,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/filejournal"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -57,15 +56,15 @@ const (
 // it with the intent, in one commit (see Begin). When ctx ends while
 // another machine holds the lease, Claim returns a *idem.HeldError naming
 // it (matching idem.ErrClaimed and ctx's error). An operation ID must be
-// valid UTF-8 without NUL bytes, as PostgreSQL's text is (the file journal
-// takes any bytes); another is refused with idem.ErrInvalidOperation.
+// PostgreSQL text (valid UTF-8 without NUL bytes; the file journal takes
+// any bytes) of 1 to MaxIDLen bytes; another is refused with
+// idem.ErrInvalidOperation before anything is sent to the database.
 func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 	if err := j.usable(); err != nil {
 		return nil, err
 	}
-	if id == "" || !utf8.ValidString(id) || strings.IndexByte(id, 0) >= 0 {
-		return nil, fmt.Errorf("pgjournal: claiming %q: %w: an operation ID in PostgreSQL is text: not empty, UTF-8, without NUL",
-			id, idem.ErrInvalidOperation)
+	if err := checkID(id); err != nil {
+		return nil, fmt.Errorf("pgjournal: claiming: %w", err)
 	}
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
@@ -171,7 +170,7 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgjournal: claiming %q: %w", c.id, err)
+		return nil, fmt.Errorf("pgjournal: claiming %s: %w", filejournal.QuoteID(c.id), err)
 	}
 	return held, nil
 }
@@ -310,7 +309,7 @@ func (c *claim) Lost() <-chan struct{} { return c.lost }
 
 // errLost is the error of a write refused because the lease was lost.
 func (c *claim) errLost(verb string) error {
-	return fmt.Errorf("pgjournal: %s %q: %w (another machine claimed it, or the lease lapsed)", verb, c.id, idem.ErrClaimLost)
+	return fmt.Errorf("pgjournal: %s %s: %w (another machine claimed it, or the lease lapsed)", verb, filejournal.QuoteID(c.id), idem.ErrClaimLost)
 }
 
 // Begin records the intent: the commit is durable when Begin returns nil
@@ -325,13 +324,13 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 		return err
 	}
 	if c.state != stateNew {
-		return fmt.Errorf("pgjournal: recording the intent of %q: %w", op.ID, idem.ErrOperationExists)
+		return fmt.Errorf("pgjournal: recording the intent of %s: %w", filejournal.QuoteID(op.ID), idem.ErrOperationExists)
 	}
 	if op.Created.IsZero() {
 		op.Created = c.j.Now()
 	}
 	if err := idem.CheckIntent(op); err != nil {
-		return fmt.Errorf("pgjournal: recording the intent of %q: %w", op.ID, err)
+		return fmt.Errorf("pgjournal: recording the intent of %s: %w", filejournal.QuoteID(op.ID), err)
 	}
 	j := c.j
 	var (
@@ -355,13 +354,13 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 	})
 	switch {
 	case err != nil:
-		return fmt.Errorf("pgjournal: recording the intent of %q: %w", op.ID, err)
+		return fmt.Errorf("pgjournal: recording the intent of %s: %w", filejournal.QuoteID(op.ID), err)
 	case n == 0:
 		// Another machine began the operation since the claim read it.
 		if err := c.acquire(ctx); err != nil {
 			return err
 		}
-		return fmt.Errorf("pgjournal: recording the intent of %q: another machine began it first: %w", op.ID, idem.ErrOperationExists)
+		return fmt.Errorf("pgjournal: recording the intent of %s: another machine began it first: %w", filejournal.QuoteID(op.ID), idem.ErrOperationExists)
 	}
 	c.state, c.fence = stateLeased, 1
 	c.lease(sent)
@@ -376,13 +375,13 @@ func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
 		return err
 	}
 	if !c.found {
-		return fmt.Errorf("pgjournal: recording the outcome of %q: %w", op.ID, idem.ErrNoSuchOperation)
+		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", filejournal.QuoteID(op.ID), idem.ErrNoSuchOperation)
 	}
 	if op.Completed.IsZero() {
 		op.Completed = c.j.Now()
 	}
 	if err := idem.CheckOutcome(op); err != nil {
-		return fmt.Errorf("pgjournal: recording the outcome of %q: %w", op.ID, err)
+		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", filejournal.QuoteID(op.ID), err)
 	}
 	header := encodeHeader(op.Header)
 	var flags int16
@@ -405,7 +404,7 @@ func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
 	})
 	switch {
 	case err != nil:
-		return fmt.Errorf("pgjournal: recording the outcome of %q: %w", op.ID, err)
+		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", filejournal.QuoteID(op.ID), err)
 	case n == 0:
 		return c.errLost("recording the outcome of")
 	}
@@ -421,9 +420,9 @@ func (c *claim) writable(verb, id string) error {
 	}
 	switch {
 	case id != c.id:
-		return fmt.Errorf("pgjournal: %s %q under the claim on %q: %w", verb, id, c.id, idem.ErrInvalidOperation)
+		return fmt.Errorf("pgjournal: %s %s under the claim on %s: %w", verb, filejournal.QuoteID(id), filejournal.QuoteID(c.id), idem.ErrInvalidOperation)
 	case c.state == stateCompleted:
-		return fmt.Errorf("pgjournal: %s %q: %w: it is completed", verb, id, idem.ErrOperationExists)
+		return fmt.Errorf("pgjournal: %s %s: %w: it is completed", verb, filejournal.QuoteID(id), idem.ErrOperationExists)
 	case c.state == stateReleased:
 		return c.errLost(verb)
 	}

@@ -9,8 +9,8 @@
 //	...
 //	c, err := idem.New(idem.Config{Journal: j})
 //
-// It keeps the rules of a shared journal, F1 to F6 (defined in DESIGN.md at
-// the repository's root):
+// It keeps the rules of a shared journal, F1 to F6 and F9 (defined in
+// DESIGN.md at the repository's root):
 //
 //   - F1: an operation's intent row is committed before its first byte is
 //     sent, and a failed commit sends nothing (Claim.Begin).
@@ -28,6 +28,11 @@
 //   - F6: when the database cannot be reached, Do fails before sending with
 //     an error matching idem.ErrJournalUnavailable, and works again once the
 //     database answers.
+//   - F9: behind pgbouncer (transaction or session pooling), across a
+//     failover over a multi-host DSN, and on a server that refuses new
+//     connections, a Journal works, or fails with a typed error (see
+//     Open); what PostgreSQL cannot store is refused at Open (a namespace)
+//     or at Claim (an ID), before it is sent.
 //
 // The tables (schema.go) are created or upgraded on Open, or by Migrate
 // (`idem journal migrate URL`). The SQL keeps to what CockroachDB and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/filejournal"
 )
 
 // Forget deletes operation id from the journal, so that the next Do of id,
@@ -30,13 +31,13 @@ func (j *Journal) Forget(ctx context.Context, id string, completed bool) error {
 	)
 	switch c.state {
 	case stateNew:
-		return fmt.Errorf("pgjournal: forgetting %q: %w", id, idem.ErrNoSuchOperation)
+		return fmt.Errorf("pgjournal: forgetting %s: %w", filejournal.QuoteID(id), idem.ErrNoSuchOperation)
 	case stateLeased:
 		query = `DELETE FROM idem_operations WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state = 1`
 		args = append(args, c.fence)
 	case stateCompleted:
 		if !completed {
-			return fmt.Errorf("pgjournal: forgetting %q: %w: it is %s with status %d", id, idem.ErrAlreadyCompleted, c.op.State, c.op.Status)
+			return fmt.Errorf("pgjournal: forgetting %s: %w: it is %s with status %d", filejournal.QuoteID(id), idem.ErrAlreadyCompleted, c.op.State, c.op.Status)
 		}
 		query = `DELETE FROM idem_operations WHERE namespace = $1 AND op_id = $2 AND state >= 2`
 	default:
@@ -50,7 +51,7 @@ func (j *Journal) Forget(ctx context.Context, id string, completed bool) error {
 	})
 	switch {
 	case err != nil:
-		return fmt.Errorf("pgjournal: forgetting %q: %w", id, err)
+		return fmt.Errorf("pgjournal: forgetting %s: %w", filejournal.QuoteID(id), err)
 	case n == 0:
 		return c.errLost("forgetting")
 	}

@@ -13,7 +13,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/filejournal"
 	"github.com/idemkit/idem/internal/keyedlock"
@@ -29,20 +31,34 @@ const (
 	DefaultLeaseTTL = 30 * time.Second
 	// DefaultTimeout is the default Options.Timeout.
 	DefaultTimeout = 5 * time.Second
+	// MaxIDLen bounds an operation ID, in bytes. The primary key's index
+	// holds the namespace and the ID, and a PostgreSQL index entry holds
+	// at most a third of a page (2,704 bytes), however well they
+	// compress. The file and memory journals take IDs of up to 4,096
+	// bytes.
+	MaxIDLen = 2048
+	// MaxNamespaceLen bounds Options.Namespace, in bytes, for the same
+	// index.
+	MaxNamespaceLen = 256
 	// DefaultMaxConns is the size of the connection pool Open makes when
-	// the DSN does not set pool_max_conns.
-	DefaultMaxConns = 32
+	// the DSN does not set pool_max_conns: three machines at it take 30
+	// of a small server's 100 connections.
+	DefaultMaxConns = 10
 )
 
 // Options tunes a Journal. The zero value is the default for every field.
+// The connection pool is not an option but the DSN's (see Open): by
+// default DefaultMaxConns (10) connections, in pgx's exec mode.
 type Options struct {
 	// Namespace separates journals kept in one database: machines share
-	// operations only within a namespace. Default DefaultNamespace.
+	// operations only within a namespace. It is PostgreSQL text (UTF-8,
+	// no NUL) of at most MaxNamespaceLen bytes. Default DefaultNamespace.
 	Namespace string
 
 	// Owner names this Journal in the leases it holds, so that a
-	// HeldError says which machine runs an operation. Default: the host
-	// name, the process ID and a random suffix.
+	// HeldError says which machine runs an operation. It is PostgreSQL
+	// text (UTF-8, no NUL). Default: the host name, the process ID and a
+	// random suffix.
 	Owner string
 
 	// LeaseTTL is how long a claim on an operation lasts without being
@@ -64,9 +80,10 @@ type Options struct {
 	Timeout time.Duration
 
 	// NoMigrate makes Open and New refuse a database whose schema is not at
-	// SchemaVersion, instead of creating or upgrading it (for deployments
-	// that run Migrate, or `idem journal migrate`, as a separate step).
-	// Default false.
+	// SchemaVersion (ErrNotMigrated, or ErrSchemaTooNew), instead of
+	// creating or upgrading it: for deployments that run Migrate, or `idem
+	// journal migrate`, as a separate step, and for reading a database
+	// without writing to it. Default false.
 	NoMigrate bool
 
 	// Logger receives the Journal's records, by idem's logging rule:
@@ -97,9 +114,29 @@ type Journal struct {
 var _ idem.Journal = (*Journal)(nil)
 
 // Open connects to the database at dsn (a postgres:// URL or a key=value
-// connection string, as pgx reads it, pool_max_conns included: default
-// DefaultMaxConns), creates or upgrades the journal's tables (see Migrate)
-// and returns the Journal. Close closes its connections.
+// connection string, as pgx reads it), creates or upgrades the journal's
+// tables (see Migrate) and returns the Journal. Close closes its
+// connections.
+//
+// The pool has pool_max_conns connections, DefaultMaxConns when the DSN
+// does not set it. A statement that finds no free connection waits for
+// one, and one whose new connection the server refuses as too many
+// (53300) tries again, until Options.Timeout.
+//
+// Statements run in pgx's exec mode (default_query_exec_mode=exec): each
+// in one round trip, on an unnamed statement, so that no prepared
+// statement outlives a transaction. That is what a pooler in transaction
+// mode (pgbouncer's pool_mode=transaction, which hands each transaction
+// to any server connection) needs, and it works directly and in session
+// mode too. A DSN that sets default_query_exec_mode keeps its own: the
+// default cache_statement saves the server a parse per statement but fails
+// behind a transaction pooler.
+//
+// A DSN may list several hosts (host=a,b or postgres://a,b/db) for a
+// failover to a promoted standby; with target_session_attrs=read-write a
+// new connection skips a server that is in recovery. A statement refused
+// by a read-only server (25006) matches idem.ErrJournalUnavailable, as a
+// server that cannot be reached does.
 func Open(ctx context.Context, dsn string, opt Options) (*Journal, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -115,6 +152,9 @@ func Open(ctx context.Context, dsn string, opt Options) (*Journal, error) {
 		// machine's callers behind a handful of connections: each
 		// operation holds one for two or three short statements.
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if !strings.Contains(dsn, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -137,6 +177,15 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 		return nil, fmt.Errorf("%w: pgjournal.Options has a negative duration", idem.ErrInvalidConfig)
 	case opt.LeaseTTL > 0 && opt.LeaseTTL < 30*time.Millisecond:
 		return nil, fmt.Errorf("%w: pgjournal.Options.LeaseTTL %s is too short to renew", idem.ErrInvalidConfig, opt.LeaseTTL)
+	case !isText(opt.Namespace):
+		return nil, fmt.Errorf("%w: pgjournal.Options.Namespace %s is not PostgreSQL text (UTF-8 without NUL)",
+			idem.ErrInvalidConfig, filejournal.QuoteID(opt.Namespace))
+	case len(opt.Namespace) > MaxNamespaceLen:
+		return nil, fmt.Errorf("%w: pgjournal.Options.Namespace is %d bytes, over %d",
+			idem.ErrInvalidConfig, len(opt.Namespace), MaxNamespaceLen)
+	case !isText(opt.Owner):
+		return nil, fmt.Errorf("%w: pgjournal.Options.Owner %s is not PostgreSQL text (UTF-8 without NUL)",
+			idem.ErrInvalidConfig, filejournal.QuoteID(opt.Owner))
 	}
 	if opt.Namespace == "" {
 		opt.Namespace = DefaultNamespace
@@ -161,14 +210,20 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 	defer cancel()
 	if opt.NoMigrate {
 		var v int
-		err := pool.QueryRow(sctx, `SELECT version FROM idem_schema`).Scan(&v)
-		if err == nil && v != SchemaVersion {
-			err = fmt.Errorf("the database is at schema version %d, this idem needs %d: run Migrate", v, SchemaVersion)
-		}
-		if err != nil {
+		err := waitRefused(sctx, pool, func(ctx context.Context) error {
+			return pool.QueryRow(ctx, `SELECT version FROM idem_schema`).Scan(&v)
+		})
+		switch {
+		case isCode(err, "42P01"): // undefined_table
+			return nil, fmt.Errorf("%w (there is no idem_schema table)", ErrNotMigrated)
+		case err != nil:
 			return nil, fmt.Errorf("pgjournal: opening: %w", classify(ctx, err))
+		case v < SchemaVersion:
+			return nil, fmt.Errorf("%w (the database is at schema version %d, this idem needs %d)", ErrNotMigrated, v, SchemaVersion)
+		case v > SchemaVersion:
+			return nil, fmt.Errorf("%w: the database is at version %d, this idem knows %d", ErrSchemaTooNew, v, SchemaVersion)
 		}
-	} else if err := Migrate(sctx, pool); err != nil {
+	} else if err := waitRefused(sctx, pool, func(ctx context.Context) error { return Migrate(ctx, pool) }); err != nil {
 		// Judged against the caller's context: Migrate's own ended
 		// with Options.Timeout, which is the database's doing.
 		if errors.Is(err, ErrSchemaTooNew) {
@@ -176,10 +231,29 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 		}
 		return nil, classify(ctx, err)
 	}
-	if err := j.clock.sync(sctx, pool); err != nil {
+	if err := waitRefused(sctx, pool, func(ctx context.Context) error { return j.clock.sync(ctx, pool) }); err != nil {
 		return nil, fmt.Errorf("pgjournal: opening: reading the database's clock: %w", classify(ctx, err))
 	}
 	return j, nil
+}
+
+// isText reports whether s can be PostgreSQL text: valid UTF-8 without
+// NUL bytes.
+func isText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+
+// checkID returns an error matching idem.ErrInvalidOperation if id cannot
+// be an operation ID here. It does not repeat the ID: the caller's error
+// names it.
+func checkID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty operation ID", idem.ErrInvalidOperation)
+	case !isText(id):
+		return fmt.Errorf("%w: an operation ID in PostgreSQL is text: UTF-8, without NUL", idem.ErrInvalidOperation)
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("%w: an operation ID of %d bytes, over pgjournal's %d (MaxIDLen)", idem.ErrInvalidOperation, len(id), MaxIDLen)
+	}
+	return nil
 }
 
 // defaultOwner names this process: host, process ID and a random suffix
@@ -245,6 +319,29 @@ func (j *Journal) usable() error {
 	return nil
 }
 
+// Namespaces returns the namespaces that hold operations in the
+// Journal's database, in byte order: what a reader that found nothing in
+// its own namespace may have meant.
+func (j *Journal) Namespaces(ctx context.Context) ([]string, error) {
+	if err := j.usable(); err != nil {
+		return nil, err
+	}
+	var names []string
+	err := j.statement(ctx, func(ctx context.Context) error {
+		rows, err := j.pool.Query(ctx, `SELECT DISTINCT namespace FROM idem_operations`)
+		if err != nil {
+			return err
+		}
+		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgjournal: listing namespaces: %w", err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
 // Namespace returns the journal's namespace.
 func (j *Journal) Namespace() string { return j.opt.Namespace }
 
@@ -263,19 +360,21 @@ func (j *Journal) Lookup(ctx context.Context, id string) (idem.Operation, bool, 
 	if err := j.usable(); err != nil {
 		return idem.Operation{}, false, err
 	}
-	sctx, cancel := context.WithTimeout(ctx, j.opt.Timeout)
-	defer cancel()
-	rows, err := j.pool.Query(sctx, `SELECT `+operationColumns+` FROM idem_operations
-		WHERE namespace = $1 AND op_id = $2`, j.opt.Namespace, id)
-	if err != nil {
-		return idem.Operation{}, false, fmt.Errorf("pgjournal: looking up %q: %w", id, classify(ctx, err))
-	}
-	op, err := pgx.CollectExactlyOneRow(rows, scanOperation)
+	var op idem.Operation
+	err := j.statement(ctx, func(ctx context.Context) error {
+		rows, err := j.pool.Query(ctx, `SELECT `+operationColumns+` FROM idem_operations
+			WHERE namespace = $1 AND op_id = $2`, j.opt.Namespace, id)
+		if err != nil {
+			return err
+		}
+		op, err = pgx.CollectExactlyOneRow(rows, scanOperation)
+		return err
+	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return idem.Operation{}, false, nil
 	case err != nil:
-		return idem.Operation{}, false, fmt.Errorf("pgjournal: looking up %q: %w", id, classify(ctx, err))
+		return idem.Operation{}, false, fmt.Errorf("pgjournal: looking up %s: %w", filejournal.QuoteID(id), err)
 	}
 	return op, true, nil
 }
@@ -300,19 +399,21 @@ func (j *Journal) List(ctx context.Context, which idem.Listing) ([]idem.Operatio
 	default:
 		return nil, fmt.Errorf("pgjournal: listing: unknown %v", which)
 	}
-	sctx, cancel := context.WithTimeout(ctx, j.opt.Timeout)
-	defer cancel()
 	args := []any{j.opt.Namespace}
 	if strings.Contains(where, "$2") {
 		args = append(args, cutoff)
 	}
-	rows, err := j.pool.Query(sctx, `SELECT `+operationColumns+` FROM idem_operations WHERE namespace = $1 AND `+where, args...)
+	var ops []idem.Operation
+	err := j.statement(ctx, func(ctx context.Context) error {
+		rows, err := j.pool.Query(ctx, `SELECT `+operationColumns+` FROM idem_operations WHERE namespace = $1 AND `+where, args...)
+		if err != nil {
+			return err
+		}
+		ops, err = pgx.CollectRows(rows, scanOperation)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("pgjournal: listing %s operations: %w", which, classify(ctx, err))
-	}
-	ops, err := pgx.CollectRows(rows, scanOperation)
-	if err != nil {
-		return nil, fmt.Errorf("pgjournal: listing %s operations: %w", which, classify(ctx, err))
+		return nil, fmt.Errorf("pgjournal: listing %s operations: %w", which, err)
 	}
 	// Sorted here, not by ORDER BY: the database would order IDs by its
 	// collation, and every journal orders them by their bytes.
@@ -349,7 +450,7 @@ func (r *opRow) dest() []any {
 func (r *opRow) operation() (idem.Operation, error) {
 	var op idem.Operation
 	if len(r.fp) != len(op.Fingerprint) {
-		return op, fmt.Errorf("pgjournal: operation %q: row has a %d-byte fingerprint", r.opID, len(r.fp))
+		return op, fmt.Errorf("pgjournal: operation %s: row has a %d-byte fingerprint", filejournal.QuoteID(r.opID), len(r.fp))
 	}
 	op.ID, op.Key, op.Method, op.URL = r.opID, r.key, r.method, r.url
 	copy(op.Fingerprint[:], r.fp)
@@ -361,7 +462,7 @@ func (r *opRow) operation() (idem.Operation, error) {
 		if len(r.header) > 0 {
 			h, err := filejournal.DecodeHeader(r.header)
 			if err != nil {
-				return op, fmt.Errorf("pgjournal: operation %q: recorded header: %w", r.opID, err)
+				return op, fmt.Errorf("pgjournal: operation %s: recorded header: %w", filejournal.QuoteID(r.opID), err)
 			}
 			op.Header = h
 		}
@@ -399,11 +500,56 @@ func encodeHeader(h http.Header) []byte {
 	return filejournal.EncodeHeader(h)
 }
 
-// statement runs fn with a context bounded by Options.Timeout.
+// statement runs fn with a context bounded by Options.Timeout, through
+// waitRefused.
 func (j *Journal) statement(ctx context.Context, fn func(ctx context.Context) error) error {
 	sctx, cancel := context.WithTimeout(ctx, j.opt.Timeout)
 	defer cancel()
-	return classify(ctx, fn(sctx))
+	return classify(ctx, waitRefused(sctx, j.pool, fn))
+}
+
+// waitRefused runs fn. When the server refuses fn a new connection as one
+// too many (53300), nothing was sent: fn runs again after a pause, until
+// ctx ends, and pool closes one of its idle connections if it holds more
+// than one, so that the machines sharing a full server share its
+// connections rather than the first to come keeping them all.
+func waitRefused(ctx context.Context, pool *pgxpool.Pool, fn func(ctx context.Context) error) error {
+	var pause *backoff.ExponentialBackOff
+	for {
+		err := fn(ctx)
+		if !tooManyConnections(err) {
+			return err
+		}
+		shed(pool)
+		if pause == nil {
+			pause = backoff.NewExponentialBackOff(backoff.WithInitialInterval(5*time.Millisecond),
+				backoff.WithMaxInterval(200*time.Millisecond), backoff.WithMaxElapsedTime(0))
+		}
+		t := time.NewTimer(pause.NextBackOff())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// shed closes one idle connection of pool, unless it is the last.
+func shed(pool *pgxpool.Pool) {
+	if pool.Stat().TotalConns() <= 1 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for i, c := range pool.AcquireAllIdle(ctx) {
+		if i > 0 {
+			c.Release()
+			continue
+		}
+		conn := c.Hijack() // out of the pool: closing it frees a slot on the server
+		conn.Close(ctx)
+	}
 }
 
 // clock is the database's clock as seen from this machine: a reading of

@@ -18,6 +18,12 @@ const SchemaVersion = 1
 // whose tables this one may not read correctly. Upgrade idem.
 var ErrSchemaTooNew = errors.New("pgjournal: database schema is newer than this idem")
 
+// ErrNotMigrated: the database has no journal tables, or tables older
+// than SchemaVersion, and the Journal was opened with Options.NoMigrate,
+// which creates and upgrades nothing. Run Migrate, or `idem journal
+// migrate URL`, once the DSN is known to name the right database.
+var ErrNotMigrated = errors.New("pgjournal: the database's journal tables are missing or older than this idem: run Migrate")
+
 // migrations[i] takes the schema from version i to i+1. Each runs in the
 // transaction that records the new version, so a migration is applied
 // whole or not at all. The SQL sticks to what PostgreSQL, CockroachDB and

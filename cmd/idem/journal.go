@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgjournal"
 )
 
 var journalCommand = command{
@@ -78,7 +79,8 @@ func writeJournalUsage(w io.Writer) {
 A journal is a file PATH or a shared journal's postgres:// URL (its
 #fragment is the namespace). ls, pending, expired, completed, show, dump,
 verify and salvage open a file read-only: they take no lock, write nothing
-to it, and may run while another process writes it. compact, settle, load
+to it, and may run while another process writes it; on a URL they, and
+settle, create and migrate nothing (migrate does). compact, settle, load
 and copy write: on a file they take its lock, so they fail (exit code 6)
 while another process writes it. Run "idem journal <subcommand> -h" for
 its flags.
@@ -94,7 +96,7 @@ const ttlUsage = "how long the server keeps a key: a pending operation with an o
 // file or beside it changes, and notes on stderr a torn tail it ignored.
 func openForReading(ctx context.Context, e env, path string, ttl time.Duration) (openedJournal, error) {
 	if isShared(path) {
-		return openShared(ctx, e, path, ttl)
+		return openShared(ctx, e, path, ttl, false)
 	}
 	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{
 		ReadOnly: true,
@@ -178,6 +180,12 @@ func reportJournalError(e env, cmd, path string, err error) int {
 		fmt.Fprintf(e.stderr, "%s: journal %s is locked: another process has it open for writing; wait for it to finish\n", cmd, path)
 	case errors.Is(err, fs.ErrNotExist):
 		fmt.Fprintf(e.stderr, "%s: no journal at %s\n", cmd, path)
+	case errors.Is(err, pgjournal.ErrNotMigrated):
+		fmt.Fprintf(e.stderr, "%s: no idem journal tables in %s (or older ones); nothing was created or changed.\n"+
+			"%s: if this is the right database, run: idem journal migrate URL\n", cmd, displayLocation(path), cmd)
+		return exitPath
+	case errors.Is(err, errBadNamespace):
+		return usageError(e, cmd, "%v", err)
 	case errors.Is(err, idem.ErrJournalUnavailable):
 		// pgx lists each address it tried on a line of its own.
 		msg := strings.Join(strings.Fields(err.Error()), " ")

@@ -8,13 +8,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgjournal"
 )
 
 // listAction returns the journal subcommand name, which lists the
@@ -56,6 +59,11 @@ func runJournalList(ctx context.Context, e env, cmd, what string, which idem.Lis
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
+	if pj, ok := j.(*pgjournal.Journal); ok && len(ops) == 0 {
+		if code, unknown := unknownNamespace(ctx, e, cmd, path, pj); unknown {
+			return code
+		}
+	}
 	now := e.now()
 	if *asJSON {
 		out := make([]operationJSON, len(ops))
@@ -66,6 +74,31 @@ func runJournalList(ctx context.Context, e env, cmd, what string, which idem.Lis
 	}
 	writeTable(e.stdout, ops, now, *ttl)
 	return exitOK
+}
+
+// unknownNamespace reports whether j's namespace holds no operation at
+// all, and if so says so on stderr, naming the namespaces that do, and
+// returns the exit code.
+func unknownNamespace(ctx context.Context, e env, cmd, loc string, j *pgjournal.Journal) (int, bool) {
+	names, err := j.Namespaces(ctx)
+	if err != nil {
+		return reportJournalError(e, cmd, loc, err), true
+	}
+	if slices.Contains(names, j.Namespace()) {
+		return exitOK, false
+	}
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
+	}
+	switch {
+	case len(names) == 0:
+		fmt.Fprintf(e.stderr, "%s: no namespace %q in %s: the database holds no operation in any namespace\n", cmd, j.Namespace(), displayLocation(loc))
+	default:
+		fmt.Fprintf(e.stderr, "%s: no namespace %q in %s; its namespaces: %s (name one after #, percent-encoded)\n",
+			cmd, j.Namespace(), displayLocation(loc), strings.Join(quoted, ", "))
+	}
+	return exitPath, true
 }
 
 const listFormatHelp = `

@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
 // TestSendAndListThroughASharedJournal: send and the journal commands take
 // a postgres:// URL, whose fragment is the namespace; a rerun on "another
-// machine" answers from the shared journal.
+// machine" answers from the shared journal; a namespace that holds nothing
+// is named, with those that hold operations (F9.8).
 func TestSendAndListThroughASharedJournal(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	loc := dsn + "#nightly"
@@ -34,8 +37,9 @@ func TestSendAndListThroughASharedJournal(t *testing.T) {
 	if len(ops) != 1 || ops[0].ID != "invoice-42" || ops[0].Key != key || ops[0].State != "done" {
 		t.Fatalf("journal completed: %+v; want invoice-42 done under %s", ops, key)
 	}
-	if other := runCLI(t, "journal", "ls", "--json", dsn+"#elsewhere"); other.code != exitOK || strings.TrimSpace(other.stdout) != "[]" {
-		t.Fatalf("another namespace: exit code %d, stdout %q", other.code, other.stdout)
+	if other := runCLI(t, "journal", "ls", "--json", dsn+"#elsewhere"); other.code != exitPath || other.stdout != "" ||
+		!strings.Contains(other.stderr, `no namespace "elsewhere"`) || !strings.Contains(other.stderr, `its namespaces: "nightly"`) {
+		t.Fatalf("an unknown namespace: exit code %d, stdout %q, stderr %q; want exit 8 naming the namespaces there", other.code, other.stdout, other.stderr)
 	}
 	show := runCLI(t, "journal", "show", loc, "invoice-42")
 	if show.code != exitOK || !strings.Contains(show.stdout, key) {
@@ -47,6 +51,60 @@ func TestSendAndListThroughASharedJournal(t *testing.T) {
 	if c := runCLI(t, "journal", "compact", loc); c.code != exitUsage || strings.Count(c.stderr, "\n") != 2 {
 		t.Fatalf("journal compact of a URL: exit code %d, stderr %q; want a usage error", c.code, c.stderr)
 	}
+}
+
+// TestReadingAURLChangesNothing (F9.8): the commands that read a shared journal
+// (ls, show, settle) never create or migrate its tables: on a database
+// without them they say so, with exit code 8, and leave it as it was. The
+// namespace after # is percent-decoded.
+func TestReadingAURLChangesNothing(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	for _, args := range [][]string{
+		{"journal", "ls", dsn},
+		{"journal", "pending", dsn + "#nightly"},
+		{"journal", "show", dsn, "invoice-42"},
+		{"journal", "settle", "--done", "201", dsn, "invoice-42"},
+	} {
+		r := runCLI(t, args...)
+		if r.code != exitPath || !strings.Contains(r.stderr, "no idem journal tables") || !strings.Contains(r.stderr, "nothing was created") {
+			t.Errorf("%s on a database without tables: exit code %d, stderr %q; want exit 8 saying so", args[1], r.code, r.stderr)
+		}
+	}
+	if tables := countTables(t, dsn); tables != 0 {
+		t.Fatalf("after the reading commands the database has %d idem tables, want 0", tables)
+	}
+
+	srv := newTestServer(t, respond(http.StatusCreated, `{}`))
+	loc := dsn + "#nightly%20charges"
+	if r := runCLI(t, "send", "--journal", loc, "--op", "invoice-42", "-d", "{}", srv.URL+"/charges"); r.code != exitOK {
+		t.Fatalf("send: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	ls := runCLI(t, "journal", "ls", "--json", loc)
+	var ops []operationJSON
+	if err := json.Unmarshal([]byte(ls.stdout), &ops); err != nil || len(ops) != 1 || ops[0].ID != "invoice-42" {
+		t.Fatalf("journal ls of %s: %+v %v, stderr %q; want invoice-42", loc, ops, err, ls.stderr)
+	}
+	if r := runCLI(t, "journal", "ls", dsn+"#nightly"); r.code != exitPath || !strings.Contains(r.stderr, `its namespaces: "nightly charges"`) {
+		t.Fatalf("journal ls of #nightly: exit code %d, stderr %q; want exit 8 naming \"nightly charges\"", r.code, r.stderr)
+	}
+	if r := runCLI(t, "journal", "ls", dsn+"#nightly%zz"); r.code != exitUsage {
+		t.Fatalf("a fragment that does not decode: exit code %d, stderr %q; want a usage error", r.code, r.stderr)
+	}
+}
+
+// countTables returns how many tables named idem_* the database at dsn has.
+func countTables(t *testing.T, dsn string) int {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	var n int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_tables WHERE tablename LIKE 'idem\_%'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestSharedJournalDown: a database that does not answer is one line

@@ -113,11 +113,12 @@ an unknown ID and an operation already done or rejected (exit code 1).
 
 // openForWriting opens the journal at loc for writing: a file journal that
 // must exist already (a mistyped path is not a new journal), or a shared
-// PostgreSQL journal. A file journal is locked while it is open, so this
+// PostgreSQL journal whose tables must exist already (a mistyped database
+// is not a new journal either). A file journal is locked while it is open, so this
 // fails with idem.ErrLocked while another process writes it.
 func openForWriting(ctx context.Context, e env, loc string, ttl time.Duration) (openedJournal, error) {
 	if isShared(loc) {
-		return openShared(ctx, e, loc, ttl)
+		return openShared(ctx, e, loc, ttl, false)
 	}
 	if err := requireFile(loc); err != nil {
 		return nil, err

@@ -133,7 +133,7 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 	if o.journal != "" {
 		var err error
 		if isShared(o.journal) {
-			j, err = openShared(req.Context(), e, o.journal, o.ttl)
+			j, err = openShared(req.Context(), e, o.journal, o.ttl, true)
 		} else {
 			j, err = openWaiting(req.Context(), o.journal, idem.JournalOptions{
 				KeyTTL: o.ttl,

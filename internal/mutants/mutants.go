@@ -179,8 +179,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a new key minted on resume", Rules: "C1.2",
-		Edits: []edit{{File: "client.go", Old: "\t\treturn op, fmt.Errorf(\"idem: operation %q (key %s, minted %s): %w\",\n\t\t\tid, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\treturn op, nil\n",
-			New: "\t\treturn op, fmt.Errorf(\"idem: operation %q (key %s, minted %s): %w\",\n\t\t\tid, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\tif op.State == Pending {\n\t\top.Key, _ = newKey()\n\t}\n\treturn op, nil\n"}},
+		Edits: []edit{{File: "client.go", Old: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tfilejournal.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\treturn op, nil\n",
+			New: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tfilejournal.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\tif op.State == Pending {\n\t\top.Key, _ = newKey()\n\t}\n\treturn op, nil\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientCrash", "TestClientAndServerCrash"},
 	},
 	{
@@ -540,5 +540,37 @@ var mutants = []mutant{
 		Edits: []edit{{File: "internal/filejournal/read.go", Old: "\tcase keySum(r.Key) != e.keySum:\n",
 			New: "\tcase e.State == Pending && keySum(r.Key) != e.keySum:\n"}},
 		Pkg: "./internal/filejournal", Tests: []string{"TestReadBackComparesTheIntentsKeySum"},
+	},
+	{
+		Name: "pgx's prepared statements by default, which a transaction pooler breaks", Rules: "F9.1",
+		Edits: []edit{{File: "pgjournal/journal.go", Old: "\t\tcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec\n",
+			New: "\t\t_ = pgx.QueryExecModeExec\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestF9Pgbouncer"},
+	},
+	{
+		Name: "a connection refused as one too many fails the operation", Rules: "F9.3",
+		Edits: []edit{{File: "pgjournal/journal.go", Old: "\t\tif !tooManyConnections(err) {\n",
+			New: "\t\tif true {\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestF9TooManyConnectionsWait"},
+	},
+	{
+		Name: "a read-only server's refusal (25006) left untyped", Rules: "F9.5",
+		Edits: []edit{{File: "pgjournal/unavailable.go", Old: ` || code == "25006"`, New: ""}},
+		Pkg:   "./pgjournal", Tests: []string{"TestF9AReadOnlyServerIsUnavailable", "TestClassify"},
+	},
+	{
+		Name: "an ID too long for the index sent to PostgreSQL", Rules: "F9.7",
+		Edits: []edit{{File: "pgjournal/journal.go", Old: "\tcase len(id) > MaxIDLen:\n", New: "\tcase false:\n"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestF9IDCheckedAtClaim"},
+	},
+	{
+		Name: "a namespace PostgreSQL cannot store accepted at Open", Rules: "F9.6",
+		Edits: []edit{{File: "pgjournal/journal.go", Old: "\tcase !isText(opt.Namespace):\n", New: "\tcase false:\n"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestF9NamespaceCheckedAtOpen"},
+	},
+	{
+		Name: "the CLI's reading commands migrate the database they read", Rules: "F9.8",
+		Edits: []edit{{File: "cmd/idem/journal_location.go", Old: "\t\tNoMigrate: !migrate,\n", New: "\t\tNoMigrate: false,\n"}},
+		Pkg:   "./cmd/idem", Tests: []string{"TestReadingAURLChangesNothing"},
 	},
 }

@@ -28,6 +28,11 @@
 // Own, closed when the test ends; the shared one must stay up for the
 // others.
 //
+// For the deployments PostgreSQL runs in, NewBouncer puts pgbouncer in
+// front of a server, and Server.Standby makes a streaming standby of an
+// owned server, synchronous, for KillPostmaster and Promote to fail over
+// to.
+//
 // # Where the server comes from
 //
 // One function (choose) applies these rules, in this order:

@@ -79,22 +79,9 @@ type Server struct {
 func Start(ctx context.Context) (*Server, error) {
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
-
-	bin := binDir(os.Getenv)
-	asUser, owner, err := probe(bin)
+	s, owner, err := newServer()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	dir, err := os.MkdirTemp(tempBase(owner != nil), "pgtest-")
-	if err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
-	}
-	s := &Server{
-		bin:     bin,
-		asUser:  asUser,
-		dir:     dir,
-		dataDir: filepath.Join(dir, "data"),
-		logPath: filepath.Join(dir, "server.log"),
+		return nil, err
 	}
 	if err := s.init(ctx, owner); err != nil {
 		return nil, errors.Join(err, s.close())
@@ -105,18 +92,32 @@ func Start(ctx context.Context) (*Server, error) {
 	return s, nil
 }
 
+// newServer returns a Server in a new temporary directory, not
+// initialized yet, and the user its processes run as (nil: this one's).
+func newServer() (*Server, *user.User, error) {
+	bin := binDir(os.Getenv)
+	asUser, owner, err := probe(bin)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	dir, err := os.MkdirTemp(tempBase(owner != nil), "pgtest-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("pgtest: %w", err)
+	}
+	return &Server{
+		bin:     bin,
+		asUser:  asUser,
+		dir:     dir,
+		dataDir: filepath.Join(dir, "data"),
+		logPath: filepath.Join(dir, "server.log"),
+	}, owner, nil
+}
+
 // init runs initdb in s.dir, given to owner first when it is not nil, and
 // picks the port.
 func (s *Server) init(ctx context.Context, owner *user.User) error {
-	if owner != nil {
-		uid, err1 := strconv.Atoi(owner.Uid)
-		gid, err2 := strconv.Atoi(owner.Gid)
-		if err := errors.Join(err1, err2); err != nil {
-			return fmt.Errorf("pgtest: user %s: %w", owner.Username, err)
-		}
-		if err := os.Chown(s.dir, uid, gid); err != nil {
-			return fmt.Errorf("pgtest: %w", err)
-		}
+	if err := giveTo(s.dir, owner); err != nil {
+		return err
 	}
 	if err := s.run(ctx, "initdb", "-D", s.dataDir, "--auth=trust", "-U", "postgres",
 		"--no-sync", "-E", "UTF8", "--locale=C", "--no-instructions"); err != nil {
@@ -136,9 +137,35 @@ func (s *Server) init(ctx context.Context, owner *user.User) error {
 	return errors.Join(err, f.Close())
 }
 
+// giveTo makes owner the owner of dir, when owner is not nil.
+func giveTo(dir string, owner *user.User) error {
+	if owner == nil {
+		return nil
+	}
+	uid, err1 := strconv.Atoi(owner.Uid)
+	gid, err2 := strconv.Atoi(owner.Gid)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("pgtest: user %s: %w", owner.Username, err)
+	}
+	if err := os.Chown(dir, uid, gid); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	return nil
+}
+
 // DSN returns a postgres:// URL for the postgres database of s, as the
 // superuser postgres (under IDEM_PG_DSN, that DSN as given).
 func (s *Server) DSN() string { return s.dsn }
+
+// Log returns what s has written to its log so far (empty under
+// IDEM_PG_DSN, whose log is elsewhere).
+func (s *Server) Log() (string, error) {
+	if s.external {
+		return "", nil
+	}
+	b, err := os.ReadFile(s.logPath)
+	return string(b), err
+}
 
 // Port returns the TCP port s listens on, on 127.0.0.1. It stays the same
 // across Stop and Start.
@@ -160,10 +187,10 @@ func (s *Server) Start(ctx context.Context) error {
 		return errors.New("pgtest: Start of a closed server")
 	}
 	if err := s.run(ctx, "pg_ctl", "start", "-w", "-t", waitSeconds(ctx), "-D", s.dataDir, "-l", s.logPath); err != nil {
-		return fmt.Errorf("%w\n%s", err, s.logTail())
+		return fmt.Errorf("%w\n%s", err, logTail(s.logPath))
 	}
 	if err := waitReady(ctx, s.dsn); err != nil {
-		return fmt.Errorf("%w\n%s", err, s.logTail())
+		return fmt.Errorf("%w\n%s", err, logTail(s.logPath))
 	}
 	return nil
 }
@@ -239,17 +266,17 @@ func (s *Server) run(ctx context.Context, name string, args ...string) error {
 	return nil
 }
 
-// logTail returns the last lines of the server log, for errors.
-func (s *Server) logTail() string {
-	b, err := os.ReadFile(s.logPath)
+// logTail returns the last lines of the log at path, for errors.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Sprintf("(server log: %v)", err)
+		return fmt.Sprintf("(log: %v)", err)
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > logTailLines {
 		lines = lines[len(lines)-logTailLines:]
 	}
-	return "last lines of " + s.logPath + ":\n" + strings.Join(lines, "\n")
+	return "last lines of " + path + ":\n" + strings.Join(lines, "\n")
 }
 
 // probe reports why PostgreSQL cannot be run from bin, in a phrase, or
