@@ -257,8 +257,8 @@ var mutants = []mutant{
 	{
 		Name: "a statement past Options.Timeout taken for the caller's doing", Rules: "F6.2",
 		Edits: []edit{{File: "pgjournal/journal.go",
-			Old: "\treturn classify(ctx, fn(sctx))\n",
-			New: "\treturn classify(sctx, fn(sctx))\n"}},
+			Old: "\treturn classify(ctx, waitRefused(sctx, j.pool, fn))\n",
+			New: "\treturn classify(sctx, waitRefused(sctx, j.pool, fn))\n"}},
 		Pkg: "./pgjournal", Tests: []string{"TestADatabaseThatStopsAnsweringFailsDoBeforeSending"},
 	},
 	{
