@@ -325,4 +325,3 @@ func member(t *testing.T, body []byte, path string) string {
 	s, _ := v.(string)
 	return s
 }
-
