@@ -449,6 +449,9 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 		return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
 	}
 	body, err := captureBody(req, c.cfg.MaxBufferedBody)
+	if err == nil && c.dialect.KeyField != "" {
+		body, err = body.object(c.dialect.KeyField, c.cfg.MaxBufferedBody)
+	}
 	if err != nil {
 		return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
 	}
@@ -520,6 +523,10 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 	case op.State == Pending && !c.keyUsable(op.Created, c.now()):
 		return op, fmt.Errorf("idem: operation %q (key %s, minted %s): %w",
 			id, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
+	case op.State == Pending:
+		if err := c.dialect.keyFits(op.Key); err != nil {
+			return op, fmt.Errorf("idem: operation %q: %w", id, err)
+		}
 	}
 	return op, nil
 }
@@ -539,15 +546,22 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 	for name, values := range req.Header {
 		out.Header[name] = values
 	}
-	out.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))
+	if c.cfg.KeyHeader != "" {
+		out.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))
+	}
+	content, length := body.rewind, body.length
+	if field := c.dialect.KeyField; field != "" { // the key in the body (D1), on every attempt
+		keyed := bodyWithKey(body.rewind.([]byte), field, op.Key)
+		content, length = keyed, int64(len(keyed))
+	}
 	rreq, err := retryablehttp.FromRequest(out)
 	if err == nil {
-		err = rreq.SetBody(body.rewind)
+		err = rreq.SetBody(content)
 	}
 	if err != nil {
 		return result{}, fmt.Errorf("idem: preparing request: %w", err)
 	}
-	rreq.ContentLength = body.length
+	rreq.ContentLength = length
 
 	resp, err := c.sendAttempts(rreq, a) // retry.go
 	if err != nil {
@@ -560,7 +574,11 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 
 	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
 	state := Done
-	if rejects(resp.StatusCode) {
+	resp.Header.Del(AppliedHeader) // only idem says so
+	if a.answer == AnswerApplied {
+		resp.Header.Set(AppliedHeader, "true")
+	}
+	if a.answer == AnswerRefused || a.answer != AnswerApplied && rejects(resp.StatusCode) {
 		res.outcome, state = OutcomeRejected, Rejected
 		res.body, res.bodyTruncated = a.final[:min(len(a.final), int(c.cfg.MaxRecordedBody))], !a.fits
 	}

@@ -113,7 +113,12 @@ func (d Dialect) readsBody(status int) bool {
 // body is the response body's first bytes, nil when not read. Replay
 // signals, and the Idempotent-Replayed header, are tried first.
 func (d Dialect) answer(resp *http.Response, body []byte) Answer {
-	if resp == nil {
+	switch {
+	case resp == nil:
+		return 0
+	case replayed(resp):
+		return AnswerReplay
+	case len(d.Signals) == 0:
 		return 0
 	}
 	var doc any
@@ -140,9 +145,6 @@ func (d Dialect) answer(resp *http.Response, body []byte) Answer {
 			return false
 		}
 		return true
-	}
-	if replayed(resp) {
-		return AnswerReplay
 	}
 	for _, s := range d.Signals {
 		if s.Answer == AnswerReplay && matches(s) {
