@@ -119,7 +119,7 @@ func (s *Server) answerExisting(w http.ResponseWriter, r *http.Request, v verdic
 		wait := time.Unix(0, row.lockedAt.Int64).Add(s.cfg.LockTimeout).Sub(now)
 		secs := max(int64((wait+time.Second-1)/time.Second), 1)
 		s.log.DebugContext(r.Context(), "refused: request in flight", "retry_after", secs)
-		s.inFlight(w, secs, "a request with this "+d.keyTitle()+" is still being processed; retry after the time given in Retry-After")
+		s.inFlight(w, secs, inFlightDetail(d))
 	}
 }
 

@@ -133,6 +133,20 @@ func DialectNames() []string {
 	return names
 }
 
+// InFlightResponse returns the status, header and body of the dialect's
+// answer to a request whose key's first request still runs, without its
+// Retry-After: what a fault proxy in front of the server sends in its
+// place (chaos.InFlight).
+func (d Dialect) InFlightResponse() (status int, header http.Header, body []byte) {
+	r := d.InFlight.render(problem(http.StatusConflict, ProblemInFlight, "Request in flight", inFlightDetail(d)), inFlightDetail(d), "")
+	return r.Status, r.Header, r.Body
+}
+
+// inFlightDetail says what an in-flight answer means.
+func inFlightDetail(d Dialect) string {
+	return "a request with this " + d.keyTitle() + " is still being processed; retry after the time given in Retry-After"
+}
+
 // keyHeader is the header the dialect reads the key from.
 func (d Dialect) keyHeader() string {
 	if d.KeyHeader == "" {

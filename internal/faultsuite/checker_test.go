@@ -63,7 +63,7 @@ func TestCheckerCatchesEveryViolation(t *testing.T) {
 			t.Errorf("error lacks %q:\n%s", s, msg)
 		}
 	}
-	const line = "unit: ops=5 attempts=8 retries=3 (502=1 reset=2) client-crash-resumes=0 replays=3 replays-seen=1 duplicates=1 lost=1 unfinished=1 unknown-then-resolved=1 key-changes=1 overlaps=0 strays=2 captures=3/2 stock=5/4"
+	const line = "unit: ops=5 attempts=8 retries=3 (502=1 reset=2) client-crash-resumes=0 replays=3 replays-seen=1 duplicates=1 lost=1 unfinished=1 unknown-then-resolved=1 key-changes=1 overlaps=0 strays=2 false-done=0 applied=0 captures=3/2 stock=5/4"
 	if r.String() != line {
 		t.Errorf("line\n%s\nwant\n%s", r, line)
 	}

@@ -17,6 +17,7 @@ import (
 //	failure CAUSE
 //	replayed
 //	outcome OP RESULT
+//	final OP STATUS APPLIED
 //	resumed OP
 //
 // Any other line is passed on as it is (see ReadEvents). Operation IDs,
@@ -66,6 +67,11 @@ func (e *EventWriter) Replayed() { e.write("replayed") }
 // Outcome writes an outcome event.
 func (e *EventWriter) Outcome(op string, r Result) { e.write("outcome " + op + " " + r.String()) }
 
+// Final writes a final event; APPLIED is true or false.
+func (e *EventWriter) Final(op string, status int, applied bool) {
+	e.write(fmt.Sprintf("final %s %d %t", op, status, applied))
+}
+
 // Resumed writes a resumed event.
 func (e *EventWriter) Resumed(op string) { e.write("resumed " + op) }
 
@@ -102,6 +108,16 @@ func ReadEvents(r io.Reader, rec Recorder, other func(line string)) error {
 			}
 			if bad = !ok; !bad {
 				rec.Outcome(f[1], res)
+			}
+		case "final":
+			var status int
+			var applied bool
+			if bad = len(f) != 4; !bad {
+				_, err := fmt.Sscanf(f[2]+" "+f[3], "%d %t", &status, &applied)
+				bad = err != nil
+			}
+			if !bad {
+				rec.Final(f[1], status, applied)
 			}
 		case "resumed":
 			if bad = len(f) != 2; !bad {
