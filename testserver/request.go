@@ -76,12 +76,13 @@ func (s *Server) readMutation(w http.ResponseWriter, r *http.Request) (*mutation
 	if p := checkJSONMediaType(r.Header.Get("Content-Type")); p != nil {
 		return nil, p
 	}
-	body, p := readBody(w, r, s.cfg.MaxBodyBytes)
+	sent, p := readBody(w, r, s.cfg.MaxBodyBytes)
 	if p != nil {
 		return nil, p
 	}
+	body := sent // without the key, if it came in the body
 	if d.KeyField != "" {
-		key, body, err = d.bodyKey(body)
+		key, body, err = d.bodyKey(sent)
 		if errors.Is(err, errBodyNotObject) {
 			return nil, badRequest(fmt.Sprintf("%v holding %s", err, d.keyName()))
 		}

@@ -57,7 +57,7 @@ func TestS1BodyKeyIsTakenOutOfTheBody(t *testing.T) {
 	}
 }
 
-// S1.3, S4: a server speaking Square's dialect reads the key from the
+// S1.3, S4.3: a server speaking Square's dialect reads the key from the
 // idempotency_key member, which the endpoint never sees; the fingerprint
 // covers the rest of the body, so a retry is a replay and another body
 // under the key is refused in the dialect's words.

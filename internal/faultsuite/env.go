@@ -46,11 +46,11 @@ const (
 	EnvReplicaKills = "IDEM_REPLICA_KILLS"
 
 	// EnvDialectOps is the number of operations of TestDialectChaos and
-	// TestDialectClientCrash, per dialect. Default 60.
+	// TestDialectClientCrash, per dialect. Default 40.
 	EnvDialectOps = "IDEM_DIALECT_OPS"
 
 	// EnvDialectKills is how many times TestDialectClientCrash SIGKILLs
-	// the batch client, per dialect. Default 2.
+	// the batch client, per dialect. Default 1.
 	EnvDialectKills = "IDEM_DIALECT_KILLS"
 )
 
@@ -66,8 +66,8 @@ const (
 	DefaultReplicaKillOps = 3000
 	DefaultReplicaKills   = 10
 
-	DefaultDialectOps   = 60
-	DefaultDialectKills = 2
+	DefaultDialectOps   = 40
+	DefaultDialectKills = 1
 )
 
 // SizeFromEnv returns the positive integer in the environment variable

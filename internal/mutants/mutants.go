@@ -55,8 +55,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the server answers a retry of a key in flight as if it were done", Rules: "S4",
-		Edits: []edit{{File: "testserver/idempotency.go", Old: "writeProblem(w, problem(http.StatusConflict, ProblemInFlight,",
-			New: "writeProblem(w, problem(http.StatusCreated, ProblemInFlight,"}},
+		Edits: []edit{{File: "testserver/idempotency.go", Old: "def := problem(http.StatusConflict, ProblemInFlight,",
+			New: "def := problem(http.StatusCreated, ProblemInFlight,"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientAgainstReferenceServer"},
 	},
 	{
@@ -213,5 +213,31 @@ var mutants = []mutant{
 			Old: "\treturn errors.As(err, &pe) && (pe.Code == \"40001\" || pe.Code == \"40P01\")\n",
 			New: "\treturn errors.As(err, &pe) && false\n"}},
 		Pkg: "./testserver", Tests: []string{"TestPostgresConflictsAreRetried"},
+	},
+	{
+		Name: "the server fingerprints a body key's body with the key in it", Rules: "S1",
+		Edits: []edit{{File: "testserver/request.go",
+			Old: "fingerprint: fingerprintOf(r.Method, requestTarget(r.URL), body),",
+			New: "fingerprint: fingerprintOf(r.Method, requestTarget(r.URL), sent),"}},
+		Pkg: "./testserver", Tests: []string{"TestS1BodyKeyDialectEndToEnd"},
+	},
+	{
+		Name: "the endpoint reads a body key's body with the key in it", Rules: "S1",
+		Edits: []edit{{File: "testserver/request.go",
+			Old: "\t\tbody:        body,\n", New: "\t\tbody:        sent,\n"}},
+		Pkg: "./testserver", Tests: []string{"TestS1BodyKeyDialectEndToEnd", "TestS4DialectMismatchAnswers"},
+	},
+	{
+		Name: "an applied request replayed where the dialect says it was applied", Rules: "S4",
+		Edits: []edit{{File: "testserver/idempotency.go",
+			Old: "if d.Applied.Status != 0 && row.response.Status/100 == 2 {",
+			New: "if false && d.Applied.Status != 0 && row.response.Status/100 == 2 {"}},
+		Pkg: "./testserver", Tests: []string{"TestS4DialectAlreadyAppliedAnswer"},
+	},
+	{
+		Name: "the proxy's in-flight answer not the upstream's", Rules: "S4",
+		Edits: []edit{{File: "testserver/chaos/faults.go",
+			Old: "\tif p.inFlight.Status == 0 {\n", New: "\tif true {\n"}},
+		Pkg: "./testserver/chaos", Tests: []string{"TestInFlightAnswersWhileTheUpstreamStillWorks"},
 	},
 }

@@ -288,7 +288,7 @@ func assertCounts(t *testing.T, got, want Counts) {
 	}
 }
 
-// TestInFlightAnswersWhileTheUpstreamStillWorks: the upstream has the
+// TestInFlightAnswersWhileTheUpstreamStillWorks (S4.5): the upstream has the
 // request and has not answered; the client gets the configured in-flight
 // answer with Retry-After; then the proxy hangs up on the upstream.
 func TestInFlightAnswersWhileTheUpstreamStillWorks(t *testing.T) {
