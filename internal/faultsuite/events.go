@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -110,14 +111,12 @@ func ReadEvents(r io.Reader, rec Recorder, other func(line string)) error {
 				rec.Outcome(f[1], res)
 			}
 		case "final":
-			var status int
-			var applied bool
 			if bad = len(f) != 4; !bad {
-				_, err := fmt.Sscanf(f[2]+" "+f[3], "%d %t", &status, &applied)
-				bad = err != nil
-			}
-			if !bad {
-				rec.Final(f[1], status, applied)
+				status, err1 := strconv.Atoi(f[2])
+				applied, err2 := strconv.ParseBool(f[3])
+				if bad = err1 != nil || err2 != nil; !bad {
+					rec.Final(f[1], status, applied)
+				}
 			}
 		case "resumed":
 			if bad = len(f) != 2; !bad {
