@@ -230,7 +230,7 @@ var (
 
 	// AWSCloudControl is an AWS API with a ClientToken in its JSON body,
 	// the AWS Cloud Control API
-	// (https://docs.aws.amazon.com/cloudcontrolapi/latest/userguide/resource-operations-idempotency.html):
+	// (https://docs.aws.amazon.com/cloudcontrolapi/latest/userguide/resource-operations.html#resource-operations-idempotency):
 	// tokens of up to 128 characters of [-A-Za-z0-9+/=], valid 36 hours
 	// once used; ClientTokenConflictException (or, in other AWS APIs,
 	// IdempotentParameterMismatch) for a token reused with other
