@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -434,5 +435,28 @@ func TestDialectChecked(t *testing.T) {
 		if tc.absentFrom != "" && h.Get(tc.absentFrom) != "" {
 			t.Fatalf("dialect %q: %s carried %q too", tc.cfg.Dialect.Name, tc.absentFrom, h.Get(tc.absentFrom))
 		}
+	}
+}
+
+// D2.3: the already-applied flag is kept in the record when the response
+// header is over Config.MaxRecordedHeader and other fields are left out:
+// small fields that sort before it fill the room to within a few bytes.
+func TestDialectAppliedFlagSurvivesABoundedHeader(t *testing.T) {
+	var padding []string
+	for i := range 300 {
+		padding = append(padding, fmt.Sprintf("A-%03d", i), "x")
+	}
+	w := newWire(t, status(409, `{"error":{"errorId":"IdempotencyKeyAlreadyExists"}}`, padding...))
+	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+	defer j.Close()
+	c := newClient(t, idem.Config{Journal: j, Dialect: idem.Primer, MaxRecordedHeader: 1024})
+	resp, err := c.Do("op", post(t, context.Background(), w.srv.URL, "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	op, _ := lookup(j, "op")
+	if !op.HeaderTruncated || op.Header.Get("A-299") != "" || op.Header.Get(idem.AppliedHeader) != "true" {
+		t.Fatalf("recorded header %v (truncated %v); want the padding left out and %s kept", op.Header, op.HeaderTruncated, idem.AppliedHeader)
 	}
 }

@@ -31,6 +31,9 @@ import (
 //     record "not applied" for an operation the server is applying, so it
 //     is retried, and running out of attempts on it ends unknown.
 //
+// The dialect's signals (Config.Dialect) are read before the rule, and
+// may read an answer otherwise (answered, below).
+//
 // A body that fails to arrive in full after a final status is a failed
 // attempt too, retried like a connection error. No attempt is sent that
 // could reach the server after its key is KeyTTL old: the server may have

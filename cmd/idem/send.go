@@ -239,6 +239,9 @@ func writeDone(e env, cmd string, o sendOptions, j idem.Journal, resp *http.Resp
 		}
 		fmt.Fprintf(e.stderr, "%s: operation %s was already done: this is the response recorded%s; nothing was sent\n", cmd, cell(o.op), when)
 	}
+	if idem.AlreadyApplied(resp) {
+		fmt.Fprintf(e.stderr, "%s: the API answered %d: it had already applied operation %s, and did not replay its response; the operation is done\n", cmd, resp.StatusCode, cell(o.op))
+	}
 	if o.include {
 		writeHead(e.stdout, resp.Proto, resp.StatusCode, resp.Header)
 	}

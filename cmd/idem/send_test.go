@@ -440,7 +440,8 @@ func TestSendWaitsForAHeldJournal(t *testing.T) {
 
 // --dialect sends the key where the named API wants it (D1: Square's in the
 // body, PayPal's in its header) and reads its answers (D2: PicPay's 208 is
-// in flight, so unknown); with a journal, a rerun sends the same key in the
+// in flight, so unknown; Primer's 409 already applied, so done, and said
+// so); with a journal, a rerun sends the same key in the
 // same place. An unknown name is a usage error that lists the names.
 func TestSendDialect(t *testing.T) {
 	srv := newTestServer(t, respond(http.StatusServiceUnavailable, `{}`))
@@ -479,6 +480,11 @@ func TestSendDialect(t *testing.T) {
 	srv = newTestServer(t, respond(http.StatusAlreadyReported, `{}`))
 	if r := runCLI(t, "send", "--dialect", "picpay", "--attempts", "2", "-d", "{}", srv.URL); r.code != exitUnknown || len(srv.requests()) != 2 {
 		t.Fatalf("picpay 208: exit code %d after %d requests; want unknown after 2", r.code, len(srv.requests()))
+	}
+
+	srv = newTestServer(t, respond(http.StatusConflict, `{"error":{"errorId":"IdempotencyKeyAlreadyExists","paymentId":"gg3r3tsa3"}}`))
+	if r := runCLI(t, "send", "--dialect", "primer", "-d", "{}", srv.URL); r.code != exitOK || !strings.Contains(r.stderr, "it had already applied") || !strings.Contains(r.stdout, "gg3r3tsa3") {
+		t.Fatalf("primer already applied: exit code %d, stdout %q, stderr %q; want done, saying so", r.code, r.stdout, r.stderr)
 	}
 
 	r := runCLI(t, "send", "--dialect", "nonesuch", srv.URL)
