@@ -48,8 +48,10 @@ type Dialect struct {
 	KeyChars string
 
 	// Retention is how long the API keeps a key: the default of
-	// Config.KeyTTL. Zero: the API publishes none, and KeyTTL keeps its
-	// own default.
+	// Config.KeyTTL, in place of the Journal's. Zero: the API publishes
+	// none, and KeyTTL keeps its own default. Open the journal with the
+	// same KeyTTL, so that what it lists as expired, and when compaction
+	// summarizes an outcome, agree with the Client.
 	Retention time.Duration
 
 	// Signals are the answers the API gives about a key, tried in order

@@ -170,6 +170,12 @@ func TestDialectBodyMustBeAJSONObject(t *testing.T) {
 			t.Fatalf("body %q: err = %v, want ErrBodyNotObject", body, err)
 		}
 	}
+	// A body that carries the key is held in memory, within
+	// MaxBufferedBody, also when the request has GetBody.
+	small := newClient(t, idem.Config{Journal: j, Dialect: idem.Square, MaxBufferedBody: 16})
+	if _, err := small.Do("big", post(t, context.Background(), w.srv.URL, `{"amount_money":{"amount":100}}`)); !errors.Is(err, idem.ErrBodyTooLarge) {
+		t.Fatalf("a body over MaxBufferedBody: err = %v, want ErrBodyTooLarge", err)
+	}
 	if n := len(w.attempts()); n != 0 {
 		t.Fatalf("server saw %d attempts, want none", n)
 	}
