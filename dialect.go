@@ -19,7 +19,8 @@ import (
 //
 // The built-in dialects (Stripe, Adyen, PayPal, Square, AWSCloudControl,
 // CheckoutCom, IETFDraft, MercadoPago, Primer, PicPay; see Dialects) are
-// values to use as they are: copy one and change the copy to adapt it.
+// values to use as they are. To adapt one, copy it and give the copy Signals
+// of its own (slices.Clone), so that the built-in value stays as it is.
 type Dialect struct {
 	// Name names the dialect in errors and for idem send --dialect.
 	Name string
