@@ -228,7 +228,7 @@ var answerCases = []answerCase{
 	{name: "aws namespaced", dialect: idem.AWSCloudControl, answer: status(400, `{"__type":"com.amazonaws.cloudcontrol#ClientTokenConflictException","Message":"used"}`), outcome: idem.OutcomeUnknown, reused: true},
 	{name: "aws header", dialect: idem.AWSCloudControl, answer: status(400, `{"message":"mismatch"}`, "X-Amzn-ErrorType", "IdempotentParameterMismatchException:http://internal.amazon.com/"), outcome: idem.OutcomeUnknown, reused: true},
 	{name: "paypal duplicate", dialect: idem.PayPal, answer: status(422, `{"name":"DUPLICATE_REQUEST_ID","message":"The value of PayPal-Request-Id header has already been used."}`), outcome: idem.OutcomeUnknown, reused: true},
-	{name: "ietf 422", dialect: idem.IETFDraft, answer: status(422, ""), outcome: idem.OutcomeUnknown, reused: true},
+	{name: "ietf 422", dialect: idem.IETFDraft, answer: status(422, `{"title":"key reused"}`), outcome: idem.OutcomeUnknown, reused: true},
 
 	// D2.5: a refusal that applied nothing is rejected.
 	{name: "stripe card declined", dialect: idem.Stripe, answer: status(402, `{"error":{"type":"card_error","code":"card_declined"}}`), outcome: idem.OutcomeRejected},
@@ -285,6 +285,11 @@ func TestDialectAnswers(t *testing.T) {
 				}
 				if errors.Is(err, idem.ErrKeyReused) != tc.reused {
 					t.Fatalf("err = %v; matches ErrKeyReused: %v, want %v", err, errors.Is(err, idem.ErrKeyReused), tc.reused)
+				}
+				// The API's words on the key are in the error.
+				var oe *idem.OutcomeError
+				if tc.reused && (!errors.As(err, &oe) || oe.Status < 400 || len(oe.Body) == 0) {
+					t.Fatalf("err = %#v; want an OutcomeError with the answer's status and body", err)
 				}
 			}
 			if !tc.applied {
