@@ -480,6 +480,9 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
 			return recordedResult(op, req), nil
 		}
+		if err := c.dialect.keyFits(op.Key); err != nil { // a key journaled by another version, or dialect
+			return result{op: op}, fmt.Errorf("idem: operation %q: %w", id, err)
+		}
 		return c.send(ctx, claim, op, req, body, lim)
 	}
 	return c.send(ctx, nil, op, req, body, lim)
@@ -523,10 +526,6 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 	case op.State == Pending && !c.keyUsable(op.Created, c.now()):
 		return op, fmt.Errorf("idem: operation %q (key %s, minted %s): %w",
 			id, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
-	case op.State == Pending:
-		if err := c.dialect.keyFits(op.Key); err != nil {
-			return op, fmt.Errorf("idem: operation %q: %w", id, err)
-		}
 	}
 	return op, nil
 }

@@ -19,7 +19,8 @@ import (
 //
 // The built-in dialects (Stripe, Adyen, PayPal, Square, AWSCloudControl,
 // CheckoutCom, IETFDraft, MercadoPago, Primer, PicPay; see Dialects) are
-// values to use as they are: copy one and change the copy to adapt it.
+// values to use as they are. To adapt one, copy it and give the copy Signals
+// of its own (slices.Clone), so that the built-in value stays as it is.
 type Dialect struct {
 	// Name names the dialect in errors and for idem send --dialect.
 	Name string
@@ -48,8 +49,10 @@ type Dialect struct {
 	KeyChars string
 
 	// Retention is how long the API keeps a key: the default of
-	// Config.KeyTTL. Zero: the API publishes none, and KeyTTL keeps its
-	// own default.
+	// Config.KeyTTL, in place of the Journal's. Zero: the API publishes
+	// none, and KeyTTL keeps its own default. Open the journal with the
+	// same KeyTTL, so that what it lists as expired, and when compaction
+	// summarizes an outcome, agree with the Client.
 	Retention time.Duration
 
 	// Signals are the answers the API gives about a key, tried in order
@@ -230,7 +233,7 @@ var (
 
 	// AWSCloudControl is an AWS API with a ClientToken in its JSON body,
 	// the AWS Cloud Control API
-	// (https://docs.aws.amazon.com/cloudcontrolapi/latest/userguide/resource-operations-idempotency.html):
+	// (https://docs.aws.amazon.com/cloudcontrolapi/latest/userguide/resource-operations.html#resource-operations-idempotency):
 	// tokens of up to 128 characters of [-A-Za-z0-9+/=], valid 36 hours
 	// once used; ClientTokenConflictException (or, in other AWS APIs,
 	// IdempotentParameterMismatch) for a token reused with other

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -101,5 +102,36 @@ func TestSignalMatching(t *testing.T) {
 		if got := d.answer(resp, []byte(tc.body)); got != tc.want {
 			t.Fatalf("status %d, header %v, body %s: answer %v, want %v", tc.status, tc.header, tc.body, got, tc.want)
 		}
+	}
+}
+
+// D1.6: a pending operation whose journaled key the dialect would not take
+// (minted by another version, or under another dialect) is refused before
+// anything is sent.
+func TestDialectRefusesAJournaledKeyItCannotTake(t *testing.T) {
+	sent := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sent++ }))
+	defer srv.Close()
+	c, err := New(Config{Dialect: Dialect{Name: "short keys", MaxKeyLength: 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := c.journal.Claim(context.Background(), "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("k", 41)
+	err = claim.Begin(context.Background(), Operation{ID: "op", Key: long, Fingerprint: fingerprintOf(http.MethodPost, srv.URL, []byte("{}")),
+		Method: http.MethodPost, URL: srv.URL, Created: c.now(), State: Pending})
+	claim.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+	if _, err := c.Do("op", req); !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), long) {
+		t.Fatalf("err = %v, want ErrInvalidRequest naming the key", err)
+	}
+	if sent != 0 {
+		t.Fatalf("server saw %d requests, want none", sent)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -169,6 +170,12 @@ func TestDialectBodyMustBeAJSONObject(t *testing.T) {
 			t.Fatalf("body %q: err = %v, want ErrBodyNotObject", body, err)
 		}
 	}
+	// A body that carries the key is held in memory, within
+	// MaxBufferedBody, also when the request has GetBody.
+	small := newClient(t, idem.Config{Journal: j, Dialect: idem.Square, MaxBufferedBody: 16})
+	if _, err := small.Do("big", post(t, context.Background(), w.srv.URL, `{"amount_money":{"amount":100}}`)); !errors.Is(err, idem.ErrBodyTooLarge) {
+		t.Fatalf("a body over MaxBufferedBody: err = %v, want ErrBodyTooLarge", err)
+	}
 	if n := len(w.attempts()); n != 0 {
 		t.Fatalf("server saw %d attempts, want none", n)
 	}
@@ -221,7 +228,7 @@ var answerCases = []answerCase{
 	{name: "aws namespaced", dialect: idem.AWSCloudControl, answer: status(400, `{"__type":"com.amazonaws.cloudcontrol#ClientTokenConflictException","Message":"used"}`), outcome: idem.OutcomeUnknown, reused: true},
 	{name: "aws header", dialect: idem.AWSCloudControl, answer: status(400, `{"message":"mismatch"}`, "X-Amzn-ErrorType", "IdempotentParameterMismatchException:http://internal.amazon.com/"), outcome: idem.OutcomeUnknown, reused: true},
 	{name: "paypal duplicate", dialect: idem.PayPal, answer: status(422, `{"name":"DUPLICATE_REQUEST_ID","message":"The value of PayPal-Request-Id header has already been used."}`), outcome: idem.OutcomeUnknown, reused: true},
-	{name: "ietf 422", dialect: idem.IETFDraft, answer: status(422, ""), outcome: idem.OutcomeUnknown, reused: true},
+	{name: "ietf 422", dialect: idem.IETFDraft, answer: status(422, `{"title":"key reused"}`), outcome: idem.OutcomeUnknown, reused: true},
 
 	// D2.5: a refusal that applied nothing is rejected.
 	{name: "stripe card declined", dialect: idem.Stripe, answer: status(402, `{"error":{"type":"card_error","code":"card_declined"}}`), outcome: idem.OutcomeRejected},
@@ -278,6 +285,11 @@ func TestDialectAnswers(t *testing.T) {
 				}
 				if errors.Is(err, idem.ErrKeyReused) != tc.reused {
 					t.Fatalf("err = %v; matches ErrKeyReused: %v, want %v", err, errors.Is(err, idem.ErrKeyReused), tc.reused)
+				}
+				// The API's words on the key are in the error.
+				var oe *idem.OutcomeError
+				if tc.reused && (!errors.As(err, &oe) || oe.Status < 400 || len(oe.Body) == 0) {
+					t.Fatalf("err = %#v; want an OutcomeError with the answer's status and body", err)
 				}
 			}
 			if !tc.applied {
@@ -434,5 +446,28 @@ func TestDialectChecked(t *testing.T) {
 		if tc.absentFrom != "" && h.Get(tc.absentFrom) != "" {
 			t.Fatalf("dialect %q: %s carried %q too", tc.cfg.Dialect.Name, tc.absentFrom, h.Get(tc.absentFrom))
 		}
+	}
+}
+
+// D2.3: the already-applied flag is kept in the record when the response
+// header is over Config.MaxRecordedHeader and other fields are left out:
+// small fields that sort before it fill the room to within a few bytes.
+func TestDialectAppliedFlagSurvivesABoundedHeader(t *testing.T) {
+	var padding []string
+	for i := range 300 {
+		padding = append(padding, fmt.Sprintf("A-%03d", i), "x")
+	}
+	w := newWire(t, status(409, `{"error":{"errorId":"IdempotencyKeyAlreadyExists"}}`, padding...))
+	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+	defer j.Close()
+	c := newClient(t, idem.Config{Journal: j, Dialect: idem.Primer, MaxRecordedHeader: 1024})
+	resp, err := c.Do("op", post(t, context.Background(), w.srv.URL, "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	op, _ := lookup(j, "op")
+	if !op.HeaderTruncated || op.Header.Get("A-299") != "" || op.Header.Get(idem.AppliedHeader) != "true" {
+		t.Fatalf("recorded header %v (truncated %v); want the padding left out and %s kept", op.Header, op.HeaderTruncated, idem.AppliedHeader)
 	}
 }

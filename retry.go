@@ -31,6 +31,9 @@ import (
 //     record "not applied" for an operation the server is applying, so it
 //     is retried, and running out of attempts on it ends unknown.
 //
+// The dialect's signals (Config.Dialect) are read before the rule, and
+// may read an answer otherwise (answered, below).
+//
 // A body that fails to arrive in full after a final status is a failed
 // attempt too, retried like a connection error. No attempt is sent that
 // could reach the server after its key is KeyTTL old: the server may have
@@ -244,7 +247,7 @@ func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err erro
 			retry, why = retryable(ctx, nil, err)
 		}
 	}
-	a.note(resp, err, retry)
+	a.note(resp, err, retry || a.answer == AnswerKeyReused) // the OutcomeError shows what was not final
 	if !retry {
 		if why == nil && err == nil {
 			a.c.budget.succeed()
@@ -380,15 +383,16 @@ func (a *attempts) readFinal(resp *http.Response) error {
 }
 
 // note keeps the last attempt's result. The first bytes of a response
-// that is retried are read for the OutcomeError before go-retryablehttp
-// drains it, and put back so the drain still keeps the connection.
-func (a *attempts) note(resp *http.Response, err error, retry bool) {
+// that is retried, or that ends the operation unknown (discard), are read
+// for the OutcomeError before it is drained, and put back so the drain
+// still keeps the connection.
+func (a *attempts) note(resp *http.Response, err error, discard bool) {
 	a.status, a.header, a.body, a.bodyTruncated, a.err = 0, nil, nil, false, err
 	if resp == nil {
 		return
 	}
 	a.status, a.header = resp.StatusCode, resp.Header
-	if retry && err == nil {
+	if discard && err == nil {
 		buf, complete, _ := readPrefix(resp.Body, errorBodyLimit, resp.ContentLength)
 		a.body, a.bodyTruncated = buf[:min(len(buf), errorBodyLimit)], !complete
 		resp.Body = withPrefix(buf, resp.Body)

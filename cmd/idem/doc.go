@@ -66,7 +66,7 @@
 // # idem send
 //
 //	idem send --journal PATH --op ID [-X POST] [-H 'Name: value']... [-d DATA|@FILE|@-]
-//	          [--timeout 10s] [--attempts 8] [--max-elapsed 2m] [--ttl 24h] [-i] [-v] URL
+//	          [--dialect NAME] [--timeout 10s] [--attempts 8] [--max-elapsed 2m] [--ttl 24h] [-i] [-v] URL
 //
 // Send sends the request as the operation ID, under one Idempotency-Key
 // for every attempt, retrying what is safe to retry. With --journal, the key
@@ -75,6 +75,9 @@
 // key, and once the operation is done or rejected, running it again prints
 // the recorded response without sending anything (stderr says so). Without
 // --journal the key lives in memory and is lost with the process; send warns.
+// --dialect names the API's idempotency dialect (stripe, adyen, paypal,
+// square...): where the key goes, how long the API keeps it (the default of
+// --ttl) and how its answers read.
 //
 // The method is POST unless -X says otherwise, with or without -d: an
 // idempotency key is for requests that change something. -d sends its

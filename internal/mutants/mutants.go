@@ -48,6 +48,24 @@ var mutants = []mutant{
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaosStandardClient"},
 	},
 	{
+		Name: "a dialect's in-flight signal read as final", Rules: "D2.1",
+		Edits: []edit{{File: "retry.go", Old: "\t\tcase AnswerInFlight:\n\t\t\treturn true, fmt.Errorf(",
+			New: "\t\tcase AnswerInFlight:\n\t\t\treturn false, nil\n\t\t\treturn true, fmt.Errorf("}},
+		Pkg: ".", Tests: []string{"TestDialectAnswers", "TestDialectInFlightComposesWithCheckRetry"},
+	},
+	{
+		Name: "the body key left out of an attempt", Rules: "D1.1",
+		Edits: []edit{{File: "client.go", Old: "keyed := bodyWithKey(body.rewind.([]byte), field, op.Key)",
+			New: "keyed := body.rewind.([]byte)"}},
+		Pkg: ".", Tests: []string{"TestDialectKeyInBodyOnEveryAttemptAndAcrossRestarts"},
+	},
+	{
+		Name: "the fingerprint taken over the body with the key", Rules: "D1.3",
+		Edits: []edit{{File: "client.go", Old: "ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: url,",
+			New: "ID: id, Key: key, Method: req.Method, URL: url,\n\t\t\tFingerprint: func() Fingerprint {\n\t\t\t\tif f := c.dialect.KeyField; f != \"\" {\n\t\t\t\t\treturn fingerprintOf(req.Method, body.url, bodyWithKey(body.rewind.([]byte), f, key))\n\t\t\t\t}\n\t\t\t\treturn fp\n\t\t\t}(),"}},
+		Pkg: ".", Tests: []string{"TestDialectFingerprintWithoutTheKey", "TestDialectFingerprintIsTheCallersBody"},
+	},
+	{
 		Name: "a Do its caller gave up on recorded as rejected", Rules: "C8, C9",
 		Edits: []edit{{File: "client.go", Old: "\t\treturn result{}, c.unknown(a, resp, err)\n",
 			New: "\t\tif ctx.Err() != nil && op.ID != \"\" {\n\t\t\top.State, op.Status = Rejected, 499\n\t\t\tclaim.Complete(ctx, op)\n\t\t}\n\t\treturn result{}, c.unknown(a, resp, err)\n"}},
