@@ -233,6 +233,12 @@ var mutants = []mutant{
 		Pkg: "./testserver", Tests: []string{"TestPostgresConflictsAreRetried"},
 	},
 	{
+		Name: "PicPay's 208 and every in-flight signal taken for final, end to end", Rules: "D2.1, S4.6",
+		Edits: []edit{{File: "retry.go", Old: "\t\tcase AnswerInFlight:\n\t\t\treturn true, fmt.Errorf(",
+			New: "\t\tcase AnswerInFlight:\n\t\t\treturn false, nil\n\t\t\treturn true, fmt.Errorf("}},
+		Pkg: "./internal/faultsuite", Tests: []string{"TestDialectChaos"},
+	},
+	{
 		Name: "the server fingerprints a body key's body with the key in it", Rules: "S1.3",
 		Edits: []edit{{File: "testserver/request.go",
 			Old: "fingerprint: fingerprintOf(r.Method, requestTarget(r.URL), body),",
