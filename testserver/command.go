@@ -120,7 +120,7 @@ func parseArgs(args []string, stdout, stderr io.Writer) (Config, string, error) 
 		return Config{}, "", fmt.Errorf("%w: unexpected arguments", ErrUsage)
 	}
 	if *dialect != "" {
-		d, ok := Dialects[*dialect]
+		d, ok := DialectNamed(*dialect)
 		if !ok {
 			fmt.Fprintf(stderr, "-dialect must be one of %s, not %q\n", strings.Join(DialectNames(), ", "), *dialect)
 			return Config{}, "", fmt.Errorf("%w: bad -dialect", ErrUsage)

@@ -16,8 +16,8 @@ import (
 // convention has one, a request already applied (S4), and how long keys
 // are kept (S6). The zero value is the server's own convention: the key in
 // Idempotency-Key, 409 while in flight, Idempotent-Replayed: true on a
-// replay, 422 for a reused key, 24 hours of retention. Dialects names the
-// conventions of real APIs.
+// replay, 422 for a reused key, 24 hours of retention. DialectNamed
+// returns the conventions of real APIs.
 type Dialect struct {
 	// Name names the dialect on the command line (-dialect) and in logs.
 	Name string
@@ -79,12 +79,15 @@ type Answer struct {
 	IDField string
 }
 
-// Dialects are the conventions of the APIs the idem client has built-in
+// dialects are the conventions of the APIs the idem client has built-in
 // dialects for, by the names the client gives them: each speaks as the
 // provider's documentation, which the client's dialect of the same name
 // cites, says the provider answers. Where a provider documents no answer
 // for a request still in flight or a key reused, the server's own is kept.
-var Dialects = map[string]Dialect{
+// Checkout.com and Primer answer as they first documented (429 in flight;
+// 400 TransactionRequestIdempotencyKeyAlreadyExists), forms the client's
+// dialects read as they read the later ones.
+var dialects = map[string]Dialect{
 	"ietf": {Name: "ietf", UnmarkedReplays: true},
 	"stripe": {
 		Name: "stripe", Retention: 24 * time.Hour,
@@ -123,14 +126,19 @@ var Dialects = map[string]Dialect{
 	},
 }
 
-// DialectNames returns the names of Dialects, sorted.
-func DialectNames() []string {
-	names := make([]string, 0, len(Dialects))
-	for name := range Dialects {
-		names = append(names, name)
+// DialectNamed returns the built-in dialect of that name (one of
+// DialectNames), a copy the caller may change.
+func DialectNamed(name string) (Dialect, bool) {
+	d, ok := dialects[name]
+	for _, a := range []*Answer{&d.InFlight, &d.Mismatch, &d.Applied} {
+		a.Fields = maps.Clone(a.Fields)
 	}
-	slices.Sort(names)
-	return names
+	return d, ok
+}
+
+// DialectNames returns the names of the built-in dialects, sorted.
+func DialectNames() []string {
+	return slices.Sorted(maps.Keys(dialects))
 }
 
 // InFlightResponse returns the status, header and body of the dialect's

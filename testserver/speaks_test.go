@@ -62,7 +62,7 @@ func TestS1BodyKeyIsTakenOutOfTheBody(t *testing.T) {
 // covers the rest of the body, so a retry is a replay and another body
 // under the key is refused in the dialect's words.
 func TestS1BodyKeyDialectEndToEnd(t *testing.T) {
-	d := Dialects["square"]
+	d := dialects["square"]
 	in := start(t, Config{Dialect: d})
 	rsv := `{"item_id":"sku-1","quantity":1,"reference":"r1"}`
 	post := func(body string, header map[string]string) reply {
@@ -98,7 +98,7 @@ func TestS1BodyKeyDialectEndToEnd(t *testing.T) {
 // S1.2: a dialect's header carries the key, bare or quoted, up to the
 // dialect's length; Idempotency-Key is then no key.
 func TestS1DialectKeyHeader(t *testing.T) {
-	d := Dialects["paypal"]
+	d := dialects["paypal"]
 	in := start(t, Config{Dialect: d})
 	put := func(header map[string]string, body string) reply {
 		return send(t, in, req{method: "PUT", path: "/inventory/sku-1", header: header, body: body})
@@ -141,7 +141,7 @@ func TestS4DialectInFlightAndReplayAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.dialect, func(t *testing.T) {
-			d := Dialects[tt.dialect]
+			d := dialects[tt.dialect]
 			in := start(t, Config{Dialect: d, LockTimeout: time.Minute})
 			gw := blockGateway(in.Server)
 			hdr := map[string]string{d.keyHeader(): "c1"}
@@ -188,7 +188,7 @@ func TestS4DialectMismatchAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.dialect, func(t *testing.T) {
-			d := Dialects[tt.dialect]
+			d := dialects[tt.dialect]
 			in := start(t, Config{Dialect: d})
 			put := func(n string) reply {
 				body := `{"available":` + n + `}`
@@ -218,7 +218,7 @@ func TestS4DialectMismatchAnswers(t *testing.T) {
 // it gets 400 TransactionRequestIdempotencyKeyAlreadyExists naming the
 // charge the first request made. A stored refusal is still replayed.
 func TestS4DialectAlreadyAppliedAnswer(t *testing.T) {
-	d := Dialects["primer"]
+	d := dialects["primer"]
 	in := start(t, Config{Dialect: d})
 	hdr := map[string]string{"X-Idempotency-Key": "c1"}
 	first := send(t, in, req{method: "POST", path: "/charges", header: hdr, body: chargeBody})
@@ -253,10 +253,10 @@ func TestS6DialectRetention(t *testing.T) {
 		want time.Duration
 	}{
 		{Config{}, DefaultRetention},
-		{Config{Dialect: Dialects["adyen"]}, 31 * 24 * time.Hour},
-		{Config{Dialect: Dialects["paypal"]}, 6 * time.Hour},
-		{Config{Dialect: Dialects["square"]}, DefaultRetention},
-		{Config{Dialect: Dialects["adyen"], Retention: time.Minute}, time.Minute},
+		{Config{Dialect: dialects["adyen"]}, 31 * 24 * time.Hour},
+		{Config{Dialect: dialects["paypal"]}, 6 * time.Hour},
+		{Config{Dialect: dialects["square"]}, DefaultRetention},
+		{Config{Dialect: dialects["adyen"], Retention: time.Minute}, time.Minute},
 	} {
 		c, err := tt.cfg.withDefaults()
 		if err != nil || c.Retention != tt.want {
@@ -275,7 +275,7 @@ func TestS6DialectRetention(t *testing.T) {
 // S6.2: a key kept for the dialect's retention is swept once it is older.
 func TestS6DialectRetentionSweeps(t *testing.T) {
 	clock := newFakeClock()
-	d := Dialects["paypal"]
+	d := dialects["paypal"]
 	in := start(t, Config{Dialect: d, Now: clock.Now, SweepInterval: time.Hour})
 	hdr := map[string]string{d.KeyHeader: "k1"}
 	wantStatus(t, send(t, in, req{method: "PUT", path: "/inventory/sku-1", header: hdr, body: `{"available":5}`}), 200)
@@ -304,9 +304,14 @@ func TestDialectIsChecked(t *testing.T) {
 		}
 	}
 	for _, name := range DialectNames() {
-		if err := Dialects[name].check(); err != nil || Dialects[name].Name != name {
-			t.Errorf("built-in %q: %v (named %q)", name, err, Dialects[name].Name)
+		if err := dialects[name].check(); err != nil || dialects[name].Name != name {
+			t.Errorf("built-in %q: %v (named %q)", name, err, dialects[name].Name)
 		}
+	}
+	d, _ := DialectNamed("stripe")
+	d.InFlight.Fields["error.code"] = "changed"
+	if again, _ := DialectNamed("stripe"); again.InFlight.Fields["error.code"] != "idempotency_key_in_use" {
+		t.Error("a change to a dialect DialectNamed returned changed the built-in one")
 	}
 }
 

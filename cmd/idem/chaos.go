@@ -119,7 +119,7 @@ func runChaos(ctx context.Context, e env, args []string) int {
 		}
 	}
 	if *dialect != "" {
-		d, ok := testserver.Dialects[*dialect]
+		d, ok := testserver.DialectNamed(*dialect)
 		if !ok {
 			return usageError(e, name, "-dialect: %q is none of %s", *dialect, strings.Join(testserver.DialectNames(), ", "))
 		}

@@ -33,7 +33,7 @@ func keyPlace(d idem.Dialect) (header, field string) {
 // dialect d, which has the same name.
 func serverDialect(t *testing.T, d idem.Dialect) testserver.Dialect {
 	t.Helper()
-	sd, ok := testserver.Dialects[d.Name]
+	sd, ok := testserver.DialectNamed(d.Name)
 	if !ok {
 		t.Fatalf("the reference server speaks no dialect %q", d.Name)
 	}
@@ -136,7 +136,7 @@ func TestDialectsMatchTheServer(t *testing.T) {
 				d.Name, header, field, d.MaxKeyLength, clientTTL, sheader, sd.KeyField, serverMax, serverTTL)
 		}
 	}
-	for name := range testserver.Dialects {
+	for _, name := range testserver.DialectNames() {
 		if !names[name] {
 			t.Errorf("the server speaks %q, which the client has no dialect for", name)
 		}
