@@ -78,6 +78,34 @@ func captureBody(req *http.Request, limit int64) (requestBody, error) {
 	return requestBody{buf, int64(len(buf)), fingerprintOf(req.Method, url, buf), url}, nil
 }
 
+// object returns b with its bytes in memory (read through GetBody, up to
+// limit), for a dialect that puts the key in the body's field: an error
+// matching ErrBodyNotObject unless they are a JSON object without it.
+func (b requestBody) object(field string, limit int64) (requestBody, error) {
+	if get, ok := b.rewind.(retryablehttp.ReaderFunc); ok {
+		r, err := get()
+		if err != nil {
+			return requestBody{}, err
+		}
+		buf, complete, err := readPrefix(r, limit, b.length)
+		if c, ok := r.(io.Closer); ok {
+			c.Close()
+		}
+		switch {
+		case err != nil:
+			return requestBody{}, fmt.Errorf("reading request body: %w", err)
+		case !complete:
+			return requestBody{}, fmt.Errorf("%w (%d bytes; a body that carries the key is held in memory)", ErrBodyTooLarge, limit)
+		}
+		b.rewind, b.length = buf, int64(len(buf))
+	}
+	content, _ := b.rewind.([]byte)
+	if err := checkBodyObject(content, field); err != nil {
+		return requestBody{}, err
+	}
+	return b, nil
+}
+
 // readPrefix reads up to limit+1 bytes of a body, to record it or to
 // report it. It returns the bytes read and whether the body ended within
 // the limit. On a read error the body is left for the caller to close.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,21 +67,30 @@ type Config struct {
 	// could reach the server after its key is KeyTTL old (so none within
 	// AttemptTimeout of that age): a pending operation with such a key is
 	// refused with ErrKeyExpired rather than resent, and retrying stops.
-	// Set it to the server's retention, or less. Default: the Journal's
-	// KeyTTL (Journal.KeyTTL), or 24h without a journal.
+	// Set it to the server's retention, or less. Default: the Dialect's
+	// Retention, else the Journal's KeyTTL (Journal.KeyTTL), or 24h without
+	// a journal.
 	KeyTTL time.Duration
 
 	// RetryBudget bounds retries across all operations of the Client; on
 	// by default (see RetryBudget for its defaults).
 	RetryBudget RetryBudget
 
-	// KeyHeader is the header that carries the key. Default
-	// "Idempotency-Key".
+	// Dialect is how the API speaks idempotency: where the key goes, the
+	// key's limits, the API's retention (the default of KeyTTL) and how
+	// its answers read (see Dialect and the built-in dialects). Default:
+	// the zero Dialect, the IETF draft with Idempotent-Replayed.
+	Dialect Dialect
+
+	// KeyHeader, when set, is the header that carries the key, in place
+	// of Dialect.KeyHeader. Default "Idempotency-Key" for a dialect that
+	// names no header and no body field.
 	KeyHeader string
 
 	// QuotedKey sends the key as a structured-field string ("…"), the form
-	// of the IETF idempotency-key draft. Default false: the bare UUID, the
-	// form Stripe and most servers accept.
+	// of the IETF idempotency-key draft, as Dialect.QuotedKey does.
+	// Default false: the bare UUID, the form Stripe and most servers
+	// accept.
 	QuotedKey bool
 
 	// MaxBufferedBody is the largest request body without GetBody that is
@@ -196,6 +206,7 @@ const errorBodyLimit = 4 << 10
 // use; create one and reuse it.
 type Client struct {
 	cfg     Config
+	dialect Dialect // cfg.Dialect, its signals copied
 	journal Journal
 	hc      *http.Client
 	budget  *budget
@@ -218,6 +229,21 @@ func New(cfg Config) (*Client, error) {
 	if cfg.KeyHeader != "" && !validHeaderName(cfg.KeyHeader) {
 		return nil, fmt.Errorf("%w: KeyHeader %q is not a header name", ErrInvalidConfig, cfg.KeyHeader)
 	}
+	if err := cfg.Dialect.check(); err != nil {
+		return nil, fmt.Errorf("%w: dialect %q: %w", ErrInvalidConfig, cfg.Dialect.Name, err)
+	}
+	d := cfg.Dialect
+	d.Signals = slices.Clone(d.Signals)
+	switch {
+	case d.KeyField != "" && cfg.KeyHeader != "":
+		return nil, fmt.Errorf("%w: dialect %q puts the key in the body field %q, and KeyHeader names a header", ErrInvalidConfig, d.Name, d.KeyField)
+	case d.KeyField == "" && cfg.KeyHeader == "":
+		cfg.KeyHeader = d.KeyHeader
+	}
+	cfg.QuotedKey = cfg.QuotedKey || d.QuotedKey
+	if cfg.KeyTTL == 0 {
+		cfg.KeyTTL = d.Retention
+	}
 	if fj, ok := cfg.Journal.(*FileJournal); ok && fj == nil {
 		cfg.Journal = nil // a nil *FileJournal means no journal, as it did before Journal was an interface
 	}
@@ -230,7 +256,9 @@ func New(cfg Config) (*Client, error) {
 		cfg.KeyTTL = cfg.Journal.KeyTTL()
 	}
 	setDefault(&cfg.KeyTTL, DefaultKeyTTL)
-	setDefault(&cfg.KeyHeader, DefaultKeyHeader)
+	if d.KeyField == "" {
+		setDefault(&cfg.KeyHeader, DefaultKeyHeader)
+	}
 	cfg.KeyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
 	setDefault(&cfg.MaxBufferedBody, DefaultMaxBufferedBody)
 	setDefault(&cfg.MaxRecordedBody, DefaultMaxRecordedBody)
@@ -247,7 +275,7 @@ func New(cfg Config) (*Client, error) {
 			cfg.Now = cfg.Journal.Now
 		}
 	}
-	c := &Client{cfg: cfg, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), secrets: newSecrets(cfg), log: cfg.Logger, now: cfg.Now}
+	c := &Client{cfg: cfg, dialect: d, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), secrets: newSecrets(cfg), log: cfg.Logger, now: cfg.Now}
 	if c.journal == nil {
 		c.journal = newMemoryJournalFor(cfg.KeyTTL, cfg.Now) // journal_memory.go
 	}
@@ -423,6 +451,9 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 		return result{}, fmt.Errorf("idem: operation %s: %w", filejournal.QuoteID(id), err)
 	}
 	body, err := captureBody(req, c.cfg.MaxBufferedBody)
+	if err == nil && c.dialect.KeyField != "" {
+		body, err = body.object(c.dialect.KeyField, c.cfg.MaxBufferedBody)
+	}
 	if err != nil {
 		return result{}, fmt.Errorf("idem: operation %s: %w", filejournal.QuoteID(id), err)
 	}
@@ -450,6 +481,9 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 		if op.State != Pending {
 			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
 			return recordedResult(op, req), nil
+		}
+		if err := c.dialect.keyFits(op.Key); err != nil { // a key journaled by another version, or dialect
+			return result{op: op}, fmt.Errorf("idem: operation %q: %w", id, err)
 		}
 		return c.send(ctx, claim, op, req, body, lim)
 	}
@@ -531,15 +565,22 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 		}
 		out.Header[name] = values
 	}
-	out.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))
+	if c.cfg.KeyHeader != "" {
+		out.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))
+	}
+	content, length := body.rewind, body.length
+	if field := c.dialect.KeyField; field != "" { // the key in the body (D1), on every attempt
+		keyed := bodyWithKey(body.rewind.([]byte), field, op.Key)
+		content, length = keyed, int64(len(keyed))
+	}
 	rreq, err := retryablehttp.FromRequest(out)
 	if err == nil {
-		err = rreq.SetBody(body.rewind)
+		err = rreq.SetBody(content)
 	}
 	if err != nil {
 		return result{}, fmt.Errorf("idem: preparing request: %w", err)
 	}
-	rreq.ContentLength = body.length
+	rreq.ContentLength = length
 
 	resp, err := c.sendAttempts(rreq, a) // retry.go
 	if err != nil {
@@ -552,7 +593,11 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 
 	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
 	state := Done
-	if rejects(resp.StatusCode) {
+	resp.Header.Del(AppliedHeader) // only idem says so
+	if a.answer == AnswerApplied {
+		resp.Header.Set(AppliedHeader, "true")
+	}
+	if a.answer == AnswerRefused || a.answer != AnswerApplied && rejects(resp.StatusCode) {
 		res.outcome, state = OutcomeRejected, Rejected
 		res.body, res.bodyTruncated = a.final[:min(len(a.final), int(c.cfg.MaxRecordedBody))], !a.fits
 	}

@@ -31,9 +31,19 @@
 // only a 307 or 308 to its own origin (see ErrRejected and
 // Config.HTTPClient).
 //
-// The rules the package keeps (C1 to C14 for the client, J1 to J9 for the
-// file journal, F1 to F6 for a journal shared by many machines) are stated
-// in the repository's DESIGN.md.
+// The rules the package keeps (C1 to C14 for the client, D1 to D4 for the
+// dialects of the APIs it calls, J1 to J9 for the file journal, F1 to F6
+// for a journal shared by many machines) are stated in the repository's
+// DESIGN.md.
+//
+// # Dialects
+//
+// APIs differ in where they want the key (a header of their own, or a
+// field of the JSON body), how long they keep it, and how they say "still
+// processing", "already applied" or "key reused". Config.Dialect names
+// the API's way (see Dialect; Stripe, Adyen, Square and the other
+// built-in dialects), and the Client places the key, defaults KeyTTL and
+// reads answers by it.
 //
 // Attempt counts are a lower bound: net/http may itself resend a request
 // that carries an Idempotency-Key on a new connection when a reused

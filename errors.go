@@ -108,7 +108,9 @@ var (
 	//     resource is elsewhere; the OutcomeError names the Location.
 	//
 	// 408, 429 and 5xx other than 501 are retried and end unknown, never
-	// rejected, when retrying stops.
+	// rejected, when retrying stops. A Config.Dialect's signals are read
+	// first and may say otherwise (see Answer): an answer in flight is
+	// never rejected, one applied is done, one refused is rejected.
 	ErrRejected = errors.New("idem: operation rejected")
 	// ErrUnknown matches an *OutcomeError whose Outcome is OutcomeUnknown.
 	ErrUnknown = errors.New("idem: operation outcome unknown")

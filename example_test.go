@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -221,4 +222,62 @@ func ExampleWithCallOptions() {
 	// Output:
 	// invoice-43: unknown after 2 attempts, last status 503
 	// true
+}
+
+// An API of one's own: the key goes in the "request_id" field of the JSON
+// body, it is kept for two hours, "processing" means the first request is
+// still running, and "duplicate" means it was applied before, without a
+// replay of its answer.
+func ExampleDialect() {
+	ledger := idem.Dialect{
+		Name:         "ledger",
+		KeyField:     "request_id",
+		MaxKeyLength: 64,
+		Retention:    2 * time.Hour,
+		Signals: []idem.Signal{
+			{Status: http.StatusConflict, Field: "error.code", Value: "processing", Answer: idem.AnswerInFlight},
+			{Status: http.StatusConflict, Field: "error.code", Value: "duplicate", Answer: idem.AnswerApplied},
+			{Status: http.StatusUnprocessableEntity, Field: "error.code", Value: "request_id_reused", Answer: idem.AnswerKeyReused},
+		},
+	}
+	var mu sync.Mutex
+	seen := map[string]int{} // request_id → requests
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			RequestID string `json:"request_id"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		seen[body.RequestID]++
+		n := seen[body.RequestID]
+		mu.Unlock()
+		switch n {
+		case 1: // applied, but the answer is lost
+			w.WriteHeader(http.StatusBadGateway)
+		case 2:
+			w.WriteHeader(http.StatusConflict)
+			io.WriteString(w, `{"error":{"code":"processing"}}`)
+		default:
+			w.WriteHeader(http.StatusConflict)
+			io.WriteString(w, `{"error":{"code":"duplicate","entry":"E-7"}}`)
+		}
+	}))
+	defer srv.Close()
+
+	c, err := idem.New(idem.Config{Dialect: ledger, InitialWait: time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/entries", strings.NewReader(`{"amount":1200}`))
+	resp, err := c.Do("entry-42", req)
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, idem.AlreadyApplied(resp), string(body))
+	fmt.Println("distinct keys:", len(seen))
+	// Output:
+	// 409 true {"error":{"code":"duplicate","entry":"E-7"}}
+	// distinct keys: 1
 }

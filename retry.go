@@ -31,6 +31,9 @@ import (
 //     record "not applied" for an operation the server is applying, so it
 //     is retried, and running out of attempts on it ends unknown.
 //
+// The dialect's signals (Config.Dialect) are read before the rule, and
+// may read an answer otherwise (answered, below).
+//
 // A body that fails to arrive in full after a final status is a failed
 // attempt too, retried like a connection error. No attempt is sent that
 // could reach the server after its key is KeyTTL old: the server may have
@@ -161,6 +164,8 @@ type attempts struct {
 	bodyTruncated bool
 	err           error
 
+	answer Answer // what the dialect's signals say of the last response; 0 if none matched
+
 	final []byte // a final answer's body, up to MaxRecordedBody
 	fits  bool   // the final answer's body is all in final
 
@@ -230,6 +235,9 @@ func (a *attempts) begin() {
 // checkRetry is go-retryablehttp's CheckRetry.
 func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	err = a.c.secrets.error(err) // the secrets rule (secrets.go): the error names the URL
+	if rerr := a.readAnswer(resp, err); rerr != nil {
+		resp, err = nil, fmt.Errorf("reading response body: %w", rerr)
+	}
 	retry, why := a.classify(ctx, resp, err)
 	if !retry && why == nil && err == nil {
 		// A final answer. Its body is part of it: read it now, within the
@@ -239,7 +247,7 @@ func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err erro
 			retry, why = retryable(ctx, nil, err)
 		}
 	}
-	a.note(resp, err, retry)
+	a.note(resp, err, retry || a.answer == AnswerKeyReused) // the OutcomeError shows what was not final
 	if !retry {
 		if why == nil && err == nil {
 			a.c.budget.succeed()
@@ -276,7 +284,7 @@ func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err erro
 // would retry; then the outcome is unknown (ErrRetryDeclined), never a
 // recorded answer, since the server may still apply the request.
 func (a *attempts) classify(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	retry, why := retryable(ctx, resp, err)
+	retry, why := a.answered(ctx, resp, err)
 	hook := a.c.cfg.CheckRetry
 	if hook == nil || ctx.Err() != nil {
 		return retry, why
@@ -292,6 +300,50 @@ func (a *attempts) classify(ctx context.Context, resp *http.Response, err error)
 		return false, ErrRetryDeclined
 	}
 	return retry, why
+}
+
+// readAnswer reads what the dialect's signals say of an attempt's
+// response into a.answer, reading the first bytes of its body when a
+// signal looks into it (and putting them back for whoever reads it next).
+func (a *attempts) readAnswer(resp *http.Response, err error) error {
+	a.answer = 0
+	if err != nil || resp == nil {
+		return nil
+	}
+	var body []byte
+	if a.c.dialect.readsBody(resp.StatusCode) {
+		buf, _, rerr := readPrefix(resp.Body, answerBodyLimit, resp.ContentLength)
+		if rerr != nil {
+			return rerr
+		}
+		body = buf
+		resp.Body = withPrefix(buf, resp.Body)
+	}
+	a.answer = a.c.dialect.answer(resp, body)
+	return nil
+}
+
+// answered is the retry rule read through the dialect (D2): an answer in
+// flight is retried, whatever its status; a key reused stops retrying,
+// unknown; an answer applied or refused is final, whatever its status; a
+// replay is final where the rule would take it for in flight (a 409), and
+// read as the rule says otherwise.
+func (a *attempts) answered(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if err == nil && ctx.Err() == nil {
+		switch a.answer {
+		case AnswerInFlight:
+			return true, fmt.Errorf("key in flight (%s): %s", a.c.dialect.Name, resp.Status)
+		case AnswerKeyReused:
+			return false, fmt.Errorf("%w: %s", ErrKeyReused, resp.Status)
+		case AnswerApplied, AnswerRefused:
+			return false, nil
+		case AnswerReplay:
+			if resp.StatusCode == http.StatusConflict {
+				return false, nil
+			}
+		}
+	}
+	return retryable(ctx, resp, err)
 }
 
 // nextWait chooses the wait before the next attempt, or says why there is
@@ -331,15 +383,16 @@ func (a *attempts) readFinal(resp *http.Response) error {
 }
 
 // note keeps the last attempt's result. The first bytes of a response
-// that is retried are read for the OutcomeError before go-retryablehttp
-// drains it, and put back so the drain still keeps the connection.
-func (a *attempts) note(resp *http.Response, err error, retry bool) {
+// that is retried, or that ends the operation unknown (discard), are read
+// for the OutcomeError before it is drained, and put back so the drain
+// still keeps the connection.
+func (a *attempts) note(resp *http.Response, err error, discard bool) {
 	a.status, a.header, a.body, a.bodyTruncated, a.err = 0, nil, nil, false, err
 	if resp == nil {
 		return
 	}
 	a.status, a.header = resp.StatusCode, resp.Header
-	if retry && err == nil {
+	if discard && err == nil {
 		buf, complete, _ := readPrefix(resp.Body, errorBodyLimit, resp.ContentLength)
 		a.body, a.bodyTruncated = buf[:min(len(buf), errorBodyLimit)], !complete
 		resp.Body = withPrefix(buf, resp.Body)

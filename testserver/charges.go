@@ -96,7 +96,7 @@ func (s *Server) postCharge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if m.key == "" { // only under Config.DisableIdempotency, which charges do not follow
-		s.refuse(w, problem(http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key required", errKeyMissing.Error()))
+		s.refuse(w, s.cfg.Dialect.missingKey())
 		return
 	}
 	var in chargeRequest
@@ -286,9 +286,7 @@ func (s *Server) phaseFailed(w http.ResponseWriter, r *http.Request, m *mutation
 	if errors.Is(err, errLockLost) {
 		s.stats.conflicts.Add(1)
 		s.log.WarnContext(r.Context(), "lock taken over by a retry; stopping")
-		w.Header().Set("Retry-After", "1")
-		writeProblem(w, problem(http.StatusConflict, ProblemInFlight, "Request in flight",
-			"a retry with this Idempotency-Key took the request over; retry after the time given in Retry-After"))
+		s.inFlight(w, 1, "a retry with this "+s.cfg.Dialect.keyTitle()+" took the request over; retry after the time given in Retry-After")
 		return
 	}
 	s.internalError(w, r, err)

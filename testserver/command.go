@@ -81,10 +81,11 @@ func parseArgs(args []string, stdout, stderr io.Writer) (Config, string, error) 
 		addr      = fs.String("addr", "127.0.0.1:8080", "`address` to listen on (host:port; port 0 picks a free one)")
 		logLevel  = fs.String("log-level", "info", "log `level`: debug, info, warn, error or off")
 		crashMode = fs.String("crash", "exit", "what an injected crash does: exit (the process exits with status 137), abort (only the request is aborted) or hang (the request stops, announced on stdout, until the process is killed with SIGKILL: SIGINT and SIGTERM wait for it forever)")
+		dialect   = fs.String("dialect", "", "the idempotency `dialect` to speak: "+strings.Join(DialectNames(), ", ")+" (default: the server's own, Idempotency-Key, 409, Idempotent-Replayed, 422)")
 		uniform   = fs.Float64("faults", 0, "fail this `fraction` of mutating requests, spread evenly over the seven server faults (replaces the -fault-* rates; -fault-delay still sets the delay)")
 	)
 	fs.StringVar(&cfg.Path, "db", "idem-testserver.db", "SQLite database `file` (created if missing; :memory: keeps nothing), or a postgres:// URL of a database that replicas may share")
-	fs.DurationVar(&cfg.Retention, "retention", DefaultRetention, "how long keys are kept")
+	fs.DurationVar(&cfg.Retention, "retention", 0, "how long keys are kept (0: the -dialect's retention, 24h unless it has its own)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", 0, "how often expired keys are deleted (0: a tenth of -retention, at most 1h)")
 	fs.DurationVar(&cfg.LockTimeout, "lock-timeout", DefaultLockTimeout, "how long an in-flight lock holds before a retry may take it over")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", DefaultMaxBodyBytes, "largest request body accepted, in `bytes`")
@@ -117,6 +118,14 @@ func parseArgs(args []string, stdout, stderr io.Writer) (Config, string, error) 
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
 		return Config{}, "", fmt.Errorf("%w: unexpected arguments", ErrUsage)
+	}
+	if *dialect != "" {
+		d, ok := DialectNamed(*dialect)
+		if !ok {
+			fmt.Fprintf(stderr, "-dialect must be one of %s, not %q\n", strings.Join(DialectNames(), ", "), *dialect)
+			return Config{}, "", fmt.Errorf("%w: bad -dialect", ErrUsage)
+		}
+		cfg.Dialect = d
 	}
 	if *uniform > 0 {
 		g, d := f.Gateway, f.Delay

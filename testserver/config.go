@@ -56,8 +56,14 @@ type Config struct {
 	Path string
 
 	// Retention is how long a key and its stored response are kept. A key
-	// used again after it was swept is a new request. Default: 24 hours.
+	// used again after it was swept is a new request. Default: the
+	// Dialect's retention, 24 hours unless it says otherwise.
 	Retention time.Duration
+
+	// Dialect is the idempotency convention the server speaks: where the
+	// key goes, and how in-flight requests, replays and reused keys are
+	// answered. Default: the zero Dialect, the server's own convention.
+	Dialect Dialect
 
 	// SweepInterval is how often the background sweeper deletes expired
 	// keys. Default: a tenth of Retention, at least 10 milliseconds and at
@@ -143,6 +149,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 {
 		return c, fmt.Errorf("%w: negative duration or size", ErrInvalidConfig)
 	}
+	if err := c.Dialect.check(); err != nil {
+		return c, err
+	}
+	setDefault(&c.Retention, c.Dialect.Retention)
 	setDefault(&c.Retention, DefaultRetention)
 	setDefault(&c.SweepInterval, min(max(c.Retention/10, 10*time.Millisecond), maxSweepInterval))
 	setDefault(&c.LockTimeout, DefaultLockTimeout)

@@ -45,6 +45,19 @@
 // both are present, so a caller cannot borrow another caller's keys by
 // sending their client ID. Two clients using the same key never meet.
 //
+// # Dialects
+//
+// What this documentation says of the key's header and of the answers is
+// the server's own convention, the zero Dialect. Config.Dialect (the
+// -dialect flag) makes it speak another API's instead, so that a client
+// can be tested against the way that API answers: Dialects holds one for
+// each of the idem client's built-in dialects. A dialect may put the key
+// in another header, or in a top-level member of the JSON body, which the
+// server then takes out of the body before fingerprinting it and before
+// the endpoint reads it; bound the key's length; keep keys for its own
+// retention; and answer a request in flight, a replay, a reused key and an
+// already-applied request in the API's words.
+//
 // # The stored answer
 //
 // For every key the server keeps one row in idempotency_keys: the request

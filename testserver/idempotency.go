@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -96,25 +97,47 @@ func (s *Server) judge(row keyRow, m *mutation, now time.Time) verdict {
 // answerExisting answers a request from its key row for the verdicts that
 // need no further work: replay, mismatch, in flight.
 func (s *Server) answerExisting(w http.ResponseWriter, r *http.Request, v verdict, row keyRow, now time.Time) {
+	d := s.cfg.Dialect
 	switch v {
 	case verdictReplay:
 		s.stats.replays.Add(1)
 		s.log.DebugContext(r.Context(), "replaying stored answer", "status", row.response.Status)
-		row.response.write(w, true)
+		if d.Applied.Status != 0 && row.response.Status/100 == 2 {
+			detail := "a request with this " + d.keyTitle() + " was already applied; it is not applied again"
+			def := problem(d.Applied.Status, ProblemAlreadyApplied, d.keyTitle()+" already used", detail)
+			d.Applied.render(def, detail, storedID(row.response.Body)).write(w, false)
+			return
+		}
+		row.response.write(w, !d.UnmarkedReplays)
 	case verdictMismatch:
 		s.stats.mismatches.Add(1)
 		s.log.DebugContext(r.Context(), "refused: key reused for a different request")
-		writeProblem(w, problem(http.StatusUnprocessableEntity, ProblemKeyMismatch, "Idempotency-Key reused",
-			"this Idempotency-Key was used for a different request (method, path, query or body differ); use a new key for a new request"))
+		detail := "this " + d.keyTitle() + " was used for a different request (method, path, query or body differ); use a new key for a new request"
+		d.Mismatch.render(problem(http.StatusUnprocessableEntity, ProblemKeyMismatch, d.keyTitle()+" reused", detail), detail, "").write(w, false)
 	case verdictInFlight:
 		s.stats.conflicts.Add(1)
 		wait := time.Unix(0, row.lockedAt.Int64).Add(s.cfg.LockTimeout).Sub(now)
 		secs := max(int64((wait+time.Second-1)/time.Second), 1)
 		s.log.DebugContext(r.Context(), "refused: request in flight", "retry_after", secs)
-		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		writeProblem(w, problem(http.StatusConflict, ProblemInFlight, "Request in flight",
-			"a request with this Idempotency-Key is still being processed; retry after the time given in Retry-After"))
+		s.inFlight(w, secs, inFlightDetail(d))
 	}
+}
+
+// inFlight answers a request whose key's first request still runs, in the
+// dialect's words, with Retry-After: secs.
+func (s *Server) inFlight(w http.ResponseWriter, secs int64, detail string) {
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	def := problem(http.StatusConflict, ProblemInFlight, "Request in flight", detail)
+	s.cfg.Dialect.InFlight.render(def, detail, "").write(w, false)
+}
+
+// storedID returns the "id" member of a stored JSON answer, or "".
+func storedID(body []byte) string {
+	var v struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(body, &v) // an answer that is no object has no ID
+	return v.ID
 }
 
 // insertKey inserts the row for a new key and returns it. A finished row

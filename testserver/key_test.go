@@ -50,7 +50,7 @@ func TestIdempotencyKeyParsing(t *testing.T) {
 			for _, v := range tt.values {
 				h.Add(HeaderIdempotencyKey, v)
 			}
-			got, err := idempotencyKey(h)
+			got, err := Dialect{}.headerKey(h)
 			if tt.want != "" {
 				if err != nil || got != tt.want {
 					t.Fatalf("idempotencyKey = %q, %v; want %q", got, err, tt.want)

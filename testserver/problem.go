@@ -21,6 +21,7 @@ const (
 	ProblemUnsupportedMedia  = ProblemTypeBase + "unsupported-media-type"   // 415
 	ProblemKeyMismatch       = ProblemTypeBase + "idempotency-key-mismatch" // 422
 	ProblemInFlight          = ProblemTypeBase + "request-in-flight"        // 409, with Retry-After
+	ProblemAlreadyApplied    = ProblemTypeBase + "already-applied"          // a Dialect's Applied status
 	ProblemInsufficientStock = ProblemTypeBase + "insufficient-stock"       // 409, stored and replayed
 	ProblemUnknownItem       = ProblemTypeBase + "unknown-item"             // 404, stored and replayed
 	ProblemNotFound          = ProblemTypeBase + "not-found"                // 404

@@ -60,14 +60,14 @@ func requestTarget(u *url.URL) string {
 // the body size. A problem returned here means nothing was looked up and
 // nothing will change.
 func (s *Server) readMutation(w http.ResponseWriter, r *http.Request) (*mutation, *Problem) {
-	key, err := idempotencyKey(r.Header)
-	switch {
-	case errors.Is(err, errKeyMissing) && s.cfg.DisableIdempotency:
-		key = "" // benchmarks only; see Config.DisableIdempotency
-	case errors.Is(err, errKeyMissing):
-		return nil, problem(http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key required", err.Error())
-	case err != nil:
-		return nil, problem(http.StatusBadRequest, ProblemInvalidKey, "Invalid Idempotency-Key", err.Error())
+	d := s.cfg.Dialect
+	var key string
+	var err error
+	if d.KeyField == "" {
+		key, err = d.headerKey(r.Header)
+		if p := s.keyProblem(err); p != nil {
+			return nil, p
+		}
 	}
 	scope, p := s.readScope(w, r)
 	if p != nil {
@@ -76,9 +76,19 @@ func (s *Server) readMutation(w http.ResponseWriter, r *http.Request) (*mutation
 	if p := checkJSONMediaType(r.Header.Get("Content-Type")); p != nil {
 		return nil, p
 	}
-	body, p := readBody(w, r, s.cfg.MaxBodyBytes)
+	sent, p := readBody(w, r, s.cfg.MaxBodyBytes)
 	if p != nil {
 		return nil, p
+	}
+	body := sent // without the key, if it came in the body
+	if d.KeyField != "" {
+		key, body, err = d.bodyKey(sent)
+		if errors.Is(err, errBodyNotObject) {
+			return nil, badRequest(fmt.Sprintf("%v holding %s", err, d.keyName()))
+		}
+		if p := s.keyProblem(err); p != nil {
+			return nil, p
+		}
 	}
 	return &mutation{
 		scope:       scope,
@@ -88,6 +98,19 @@ func (s *Server) readMutation(w http.ResponseWriter, r *http.Request) (*mutation
 		body:        body,
 		fingerprint: fingerprintOf(r.Method, requestTarget(r.URL), body),
 	}, nil
+}
+
+// keyProblem is the answer to a request whose key could not be read
+// (err), or nil when it could, or when it is missing from a server
+// without the idempotency layer (see Config.DisableIdempotency).
+func (s *Server) keyProblem(err error) *Problem {
+	switch {
+	case err == nil, errors.Is(err, errKeyMissing) && s.cfg.DisableIdempotency:
+		return nil
+	case errors.Is(err, errKeyMissing):
+		return s.cfg.Dialect.missingKey()
+	}
+	return problem(http.StatusBadRequest, ProblemInvalidKey, "Invalid "+s.cfg.Dialect.keyTitle(), err.Error())
 }
 
 // checkJSONMediaType accepts no Content-Type, application/json, or any

@@ -131,7 +131,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
-		slog.String("key", truncate(r.Header.Get(HeaderIdempotencyKey), 64)),
+		slog.String("key", truncate(r.Header.Get(s.cfg.Dialect.keyHeader()), 64)),
 		slog.Int("status", rec.status),
 		slog.Bool("replayed", rec.Header().Get(HeaderReplayed) == "true"),
 		slog.Duration("took", time.Since(start)))

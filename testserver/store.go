@@ -52,7 +52,7 @@ import (
 // PostgreSQL may abort one with a serialization failure or a deadlock, and
 // inTx runs it again.
 type store struct {
-	dialect dialect
+	dialect sqlDialect
 	write   *sql.DB
 	read    *sql.DB
 

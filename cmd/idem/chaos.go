@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/idemkit/idem/testserver"
 	"github.com/idemkit/idem/testserver/chaos"
 )
 
@@ -29,7 +30,9 @@ func chaosUsage(w io.Writer) {
 Runs the fault proxy: every request is forwarded to an upstream, except
 that a share of the mutating ones (-rate) suffers a fault, drawn from
 -seed: reset, drop-after-commit, bad-gateway-after-commit, stall,
-partial-body, too-many-requests, unavailable. With several upstreams
+partial-body, too-many-requests, unavailable; and, named in -kinds, in-flight:
+the upstream's answer to a request still being processed, sent while the
+upstream works on it (see -dialect). With several upstreams
 (replicas of one server on one database) the proxy is their load balancer:
 each forwarded request goes to the next upstream in turn (-balance
 round-robin) or to one drawn from -seed (-balance random). An upstream that
@@ -47,7 +50,9 @@ Flags:
   -kinds K1,K2          the faults -rate is spread over (default: every kind)
   -seed N               seed of the faults and of -balance random (default 0)
   -max-stall D          longest a stall holds a response (default 30s)
-  -retry-after D        Retry-After of 429 and 503, whole seconds (default 0s)
+  -retry-after D        Retry-After of 429, 503 and in-flight answers, whole seconds (default 0s)
+  -dialect NAME         the upstream's idempotency dialect (as idem serve -dialect):
+                        the answer of the in-flight fault, and the key's header in logs
   -log-level LEVEL      debug, info, warn (default) or error; logs go to stderr
 `)
 }
@@ -88,6 +93,7 @@ func runChaos(ctx context.Context, e env, args []string) int {
 	maxStall := fs.Duration("max-stall", chaos.DefaultMaxStall, "")
 	retryAfter := fs.Duration("retry-after", 0, "")
 	level := fs.String("log-level", "warn", "")
+	dialect := fs.String("dialect", "", "")
 	pos, code, ok := parseFlags(fs, e, args, chaosUsage)
 	if !ok {
 		return code
@@ -111,6 +117,15 @@ func runChaos(ctx context.Context, e env, args []string) int {
 			}
 			cfg.Kinds = append(cfg.Kinds, k)
 		}
+	}
+	if *dialect != "" {
+		d, ok := testserver.DialectNamed(*dialect)
+		if !ok {
+			return usageError(e, name, "-dialect: %q is none of %s", *dialect, strings.Join(testserver.DialectNames(), ", "))
+		}
+		status, h, body := d.InFlightResponse()
+		cfg.InFlight = chaos.Answer{Status: status, Header: h, Body: body}
+		cfg.KeyHeader = d.KeyHeader
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {

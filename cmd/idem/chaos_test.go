@@ -87,3 +87,37 @@ func TestChaosRefusesBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// idem chaos -dialect answers its in-flight fault in the upstream's
+// dialect (S4.9): Checkout.com's 429, with Retry-After.
+func TestChaosAnswersInFlightInTheDialect(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer up.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := start(t, ctx, "chaos", "-addr", "127.0.0.1:0", "-upstream", up.URL, "-dialect", "checkout",
+		"-rate", "1", "-kinds", "in-flight", "-retry-after", "3s")
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Post(cmd.url+"/payments", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "3" {
+		t.Fatalf("got %s with Retry-After %q, want 429 with 3", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	cancel()
+	if code := <-cmd.codes; code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, cmd.stderr.String())
+	}
+	var stdout, stderr bytes.Buffer
+	code := runEnv(context.Background(), env{stdout: &stdout, stderr: &stderr, now: time.Now}, []string{"chaos", "-upstream", "http://a", "-dialect", "klingon"})
+	if first, _, _ := strings.Cut(stderr.String(), "\n"); code != exitUsage || !strings.HasPrefix(first, `idem chaos: -dialect: "klingon" is none of `) {
+		t.Fatalf("-dialect klingon: exit %d, stderr %q", code, stderr.String())
+	}
+}

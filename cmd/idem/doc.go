@@ -42,7 +42,7 @@
 // # idem chaos
 //
 //	idem chaos -upstream URL [-upstream URL ...] [-addr 127.0.0.1:8081] [-balance round-robin|random]
-//	           [-rate 0.2] [-kinds reset,stall,...] [-seed 1]
+//	           [-rate 0.2] [-kinds reset,stall,...] [-seed 1] [-dialect NAME]
 //
 // Chaos runs the fault proxy (package testserver/chaos) in front of one
 // server, or as the load balancer of several replicas of the reference
@@ -50,20 +50,23 @@
 // next upstream in turn, or to one drawn from -seed. A replica that is down
 // is answered 502, which the client retries. It prints "listening on URL"
 // first and, on SIGINT or SIGTERM, one "counts:" line with what it did,
-// per upstream.
+// per upstream. With -dialect, its in-flight fault (-kinds in-flight)
+// answers as a server speaking that dialect would.
 //
 // # idem serve
 //
-//	idem serve [-addr 127.0.0.1:8080] [-db idem-testserver.db] [-retention 24h] [fault flags]
+//	idem serve [-addr 127.0.0.1:8080] [-db idem-testserver.db] [-dialect NAME] [-retention 24h] [fault flags]
 //
 // Serve runs the reference server with the flags of idem-testserver; "idem
-// serve -h" lists them. It prints "listening on URL" first and stops
+// serve -h" lists them. -dialect makes it speak an API's idempotency
+// dialect (stripe, adyen, square...): where the key goes, its answers, its
+// retention. It prints "listening on URL" first and stops
 // cleanly on SIGINT or SIGTERM.
 //
 // # idem send
 //
 //	idem send --journal PATH --op ID [-X POST] [-H 'Name: value']... [-d DATA|@FILE|@-]
-//	          [--timeout 10s] [--attempts 8] [--max-elapsed 2m] [--ttl 24h] [-i] [-v] URL
+//	          [--dialect NAME] [--timeout 10s] [--attempts 8] [--max-elapsed 2m] [--ttl 24h] [-i] [-v] URL
 //
 // Send sends the request as the operation ID, under one Idempotency-Key
 // for every attempt, retrying what is safe to retry. With --journal, the key
@@ -72,6 +75,9 @@
 // key, and once the operation is done or rejected, running it again prints
 // the recorded response without sending anything (stderr says so). Without
 // --journal the key lives in memory and is lost with the process; send warns.
+// --dialect names the API's idempotency dialect (stripe, adyen, paypal,
+// square...): where the key goes, how long the API keeps it (the default of
+// --ttl) and how its answers read.
 //
 // The method is POST unless -X says otherwise, with or without -d: an
 // idempotency key is for requests that change something. -d sends its

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/idemkit/idem"
 )
 
 // newFlagSet returns a FlagSet that returns its errors without printing
@@ -111,4 +113,28 @@ func endedByTerminator(fs *flag.FlagSet, consumed []string) bool {
 func isBoolFlag(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// dialectFlag is the --dialect flag: a built-in dialect, by name. Its zero
+// value is the zero dialect.
+type dialectFlag struct{ idem.Dialect }
+
+func (f *dialectFlag) String() string { return f.Name }
+
+func (f *dialectFlag) Set(name string) error {
+	d, ok := idem.DialectNamed(name)
+	if !ok {
+		return fmt.Errorf("unknown dialect %q; the dialects are %s", name, dialectNames())
+	}
+	f.Dialect = d
+	return nil
+}
+
+// dialectNames lists the built-in dialects' names.
+func dialectNames() string {
+	var names []string
+	for _, d := range idem.Dialects() {
+		names = append(names, d.Name)
+	}
+	return strings.Join(names, ", ")
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,6 +39,7 @@ type sendOptions struct {
 	verbose    bool
 	keyHeader  string
 	quotedKey  bool
+	dialect    dialectFlag
 	insecure   bool
 	caCert     string
 	wait       time.Duration
@@ -53,6 +55,12 @@ attempt. With --journal, the key is written to the journal (and fsync'd)
 before the first byte is sent, so after a crash or an unknown outcome the
 same command resends under the same key, and once the operation is done or
 rejected the same command prints the recorded response without sending.
+
+With --dialect, the key goes where that API wants it: its own header, or
+a field of the JSON body (the body must then be a JSON object), and its
+answers are read as that API means them (see "Calling a real API" in
+README.md). --key-header and --ttl, when given, take the place of the
+dialect's.
 
 The method is POST unless -X says otherwise, also without -d: an
 idempotency key is for requests that change something. No Content-Type is
@@ -77,6 +85,7 @@ func runSend(ctx context.Context, e env, args []string) int {
 	fs.DurationVar(&o.ttl, "ttl", idem.DefaultKeyTTL, "how long the server keeps a key: a pending operation with an older key is refused, not resent")
 	fs.StringVar(&o.keyHeader, "key-header", keyHeader, "the header that carries the key")
 	fs.BoolVar(&o.quotedKey, "quoted-key", false, "send the key as a structured-field string (\"...\"), as the IETF draft does")
+	fs.Var(&o.dialect, "dialect", "the API's idempotency `NAME`: where the key goes (its header, or a field of a JSON body), its retention (the default of --ttl) and how answers read; one of "+dialectNames())
 	fs.BoolVar(&o.insecure, "k", false, "do not verify the server's TLS certificate")
 	fs.StringVar(&o.caCert, "cacert", "", "verify the server's TLS certificate against the CA certificates in PEM `FILE`")
 	fs.DurationVar(&o.wait, "wait", 0, "when another process holds the journal, wait this long for it instead of failing at once")
@@ -93,6 +102,20 @@ func runSend(ctx context.Context, e env, args []string) int {
 	if !ok {
 		return code
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	d := o.dialect.Dialect
+	switch {
+	case d.KeyField != "" && set["key-header"]:
+		return usageError(e, cmd, "--dialect %s puts the key in the body field %q, not in --key-header", d.Name, d.KeyField)
+	case d.KeyField != "":
+		o.keyHeader = ""
+	case !set["key-header"] && d.KeyHeader != "":
+		o.keyHeader = d.KeyHeader
+	}
+	if !set["ttl"] && d.Retention > 0 {
+		o.ttl = d.Retention
+	}
 	switch {
 	case len(pos) != 1:
 		return usageError(e, cmd, "want one URL, got %d arguments", len(pos))
@@ -102,7 +125,7 @@ func runSend(ctx context.Context, e env, args []string) int {
 		return usageError(e, cmd, "--attempts must be at least 1")
 	case o.timeout <= 0 || o.maxElapsed <= 0 || o.ttl <= 0 || o.wait < 0:
 		return usageError(e, cmd, "--timeout, --max-elapsed and --ttl must be positive, and --wait not negative")
-	case !validHeaderName(o.keyHeader):
+	case o.keyHeader != "" && !validHeaderName(o.keyHeader):
 		return usageError(e, cmd, "--key-header %q is not a valid header name", o.keyHeader)
 	case !validHeaderName(o.method):
 		return usageError(e, cmd, "-X %q is not a valid method", o.method)
@@ -110,7 +133,7 @@ func runSend(ctx context.Context, e env, args []string) int {
 	if _, err := parseTarget(pos[0]); err != nil {
 		return usageError(e, cmd, "%v", err)
 	}
-	if err := o.headers.without(o.keyHeader); err != nil {
+	if err := o.headers.without(o.keyHeader); o.keyHeader != "" && err != nil {
 		return usageError(e, cmd, "-H %v", err)
 	}
 	body, err := o.data.read(e.stdin)
@@ -166,6 +189,7 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 		return exitFailure
 	}
 	cfg := idem.Config{
+		Dialect:        o.dialect.Dialect,
 		KeyHeader:      o.keyHeader,
 		QuotedKey:      o.quotedKey,
 		HTTPClient:     &http.Client{Transport: tr},
@@ -214,6 +238,9 @@ func writeDone(e env, cmd string, o sendOptions, j idem.Journal, resp *http.Resp
 			recorded = op
 		}
 		fmt.Fprintf(e.stderr, "%s: operation %s was already done: this is the response recorded%s; nothing was sent\n", cmd, cell(o.op), when)
+	}
+	if idem.AlreadyApplied(resp) {
+		fmt.Fprintf(e.stderr, "%s: the API answered %d: it had already applied operation %s, and did not replay its response; the operation is done\n", cmd, resp.StatusCode, cell(o.op))
 	}
 	if o.include {
 		writeHead(e.stdout, resp.Proto, resp.StatusCode, resp.Header)

@@ -437,3 +437,66 @@ func TestSendWaitsForAHeldJournal(t *testing.T) {
 		t.Fatalf("--wait: exit code %d after %v, %d requests; stderr %q", r.code, time.Since(start), len(srv.requests()), r.stderr)
 	}
 }
+
+// --dialect sends the key where the named API wants it (D1: Square's in the
+// body, PayPal's in its header) and reads its answers (D2: PicPay's 208 is
+// in flight, so unknown; Primer's 409 already applied, so done, and said
+// so); with a journal, a rerun sends the same key in the
+// same place. An unknown name is a usage error that lists the names.
+func TestSendDialect(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusServiceUnavailable, `{}`))
+	path := journalIn(t)
+	for range 2 {
+		r := runCLI(t, "send", "--dialect", "square", "--journal", path, "--op", "pay-1", "--attempts", "1", "-d", `{"amount": 100}`, srv.URL+"/v2/payments")
+		if r.code != exitUnknown {
+			t.Fatalf("square: exit code %d, stderr %q; want unknown", r.code, r.stderr)
+		}
+	}
+	reqs := srv.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("square: %d requests, want 2", len(reqs))
+	}
+	var keys []string
+	for _, req := range reqs {
+		var body struct {
+			Key    string `json:"idempotency_key"`
+			Amount int    `json:"amount"`
+		}
+		if err := json.Unmarshal(req.body, &body); err != nil || body.Amount != 100 || req.key != "" {
+			t.Fatalf("square: body %q, Idempotency-Key %q; want the key in the body only", req.body, req.key)
+		}
+		keys = append(keys, body.Key)
+	}
+	oneKey(t, keys, 2)
+
+	srv = newTestServer(t, respond(http.StatusCreated, `{"id":"ORDER-1"}`))
+	if r := runCLI(t, "send", "--dialect", "PayPal", "-d", "{}", srv.URL+"/v2/checkout/orders"); r.code != exitOK {
+		t.Fatalf("paypal: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	if reqs := srv.requests(); len(reqs) != 1 || !uuidV4.MatchString(reqs[0].header.Get("PayPal-Request-Id")) || reqs[0].key != "" {
+		t.Fatalf("paypal: requests %+v; want one with the key in PayPal-Request-Id only", reqs)
+	}
+
+	srv = newTestServer(t, respond(http.StatusAlreadyReported, `{}`))
+	if r := runCLI(t, "send", "--dialect", "picpay", "--attempts", "2", "-d", "{}", srv.URL); r.code != exitUnknown || len(srv.requests()) != 2 {
+		t.Fatalf("picpay 208: exit code %d after %d requests; want unknown after 2", r.code, len(srv.requests()))
+	}
+
+	srv = newTestServer(t, respond(http.StatusConflict, `{"error":{"errorId":"IdempotencyKeyAlreadyExists","paymentId":"gg3r3tsa3"}}`))
+	if r := runCLI(t, "send", "--dialect", "primer", "-d", "{}", srv.URL); r.code != exitOK || !strings.Contains(r.stderr, "it had already applied") || !strings.Contains(r.stdout, "gg3r3tsa3") {
+		t.Fatalf("primer already applied: exit code %d, stdout %q, stderr %q; want done, saying so", r.code, r.stdout, r.stderr)
+	}
+
+	r := runCLI(t, "send", "--dialect", "nonesuch", srv.URL)
+	if r.code != exitUsage || !strings.Contains(r.stderr, `unknown dialect "nonesuch"`) || !strings.Contains(r.stderr, "stripe, adyen, paypal, square") {
+		t.Fatalf("unknown dialect: exit code %d, stderr %q; want a usage error listing the names", r.code, r.stderr)
+	}
+	r = runCLI(t, "send", "--dialect", "square", "--key-header", "X-K", "-d", "{}", srv.URL)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "body field") {
+		t.Fatalf("--key-header with a body dialect: exit code %d, stderr %q; want a usage error", r.code, r.stderr)
+	}
+	r = runCLI(t, "send", "--dialect", "square", "-d", "[1]", srv.URL)
+	if r.code == exitOK || !strings.Contains(r.stderr, "JSON object") {
+		t.Fatalf("a body that is not an object: exit code %d, stderr %q", r.code, r.stderr)
+	}
+}

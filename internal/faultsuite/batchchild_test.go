@@ -36,6 +36,10 @@ type batchChildConfig struct {
 	// LeaseTTL: the child is one machine of a fleet.
 	PostgresDSN string
 	LeaseTTL    time.Duration
+
+	// Dialect names the client's built-in dialect (idem.DialectNamed);
+	// empty for the zero Dialect.
+	Dialect string
 }
 
 // Exit statuses of the batch child.
@@ -96,6 +100,14 @@ func runBatchRounds(cfg batchChildConfig, ev *EventWriter, log *slog.Logger, j i
 	defer tr.CloseIdleConnections()
 	ccfg := clientConfig(j, &http.Client{Transport: tr})
 	ccfg.Logger = log
+	if cfg.Dialect != "" {
+		d, ok := idem.DialectNamed(cfg.Dialect)
+		if !ok {
+			fmt.Fprintf(os.Stderr, "batch child: no dialect %q\n", cfg.Dialect)
+			return childBadConfig
+		}
+		ccfg.Dialect = d
+	}
 	Instrument(&ccfg, ev)
 	c, err := idem.New(ccfg)
 	if err != nil {
@@ -125,6 +137,9 @@ func runBatchRounds(cfg batchChildConfig, ev *EventWriter, log *slog.Logger, j i
 			return
 		}
 		ev.Outcome(r.ID, batchResult(r))
+		if r.Outcome == idem.OutcomeDone {
+			ev.Final(r.ID, r.Status, appliedInBatch(ccfg.Dialect, r))
+		}
 		outcomes++
 		if compact != nil && cfg.CompactEvery > 0 && outcomes%cfg.CompactEvery == 0 {
 			if err := compact(); err != nil {
@@ -160,6 +175,23 @@ func runBatchRounds(cfg batchChildConfig, ev *EventWriter, log *slog.Logger, j i
 	}
 	ev.Line("unfinished after %d rounds", cfg.Rounds)
 	return childUnfinished
+}
+
+// appliedInBatch tells whether a batch's done result is an already-applied
+// answer. BatchResult does not carry the flag idem.AlreadyApplied reads,
+// so a done answer other than 201 counts as applied when the dialect has
+// an already-applied signal: the client makes no other non-2xx answer
+// done.
+func appliedInBatch(d idem.Dialect, r idem.BatchResult) bool {
+	if r.Status == http.StatusCreated {
+		return false
+	}
+	for _, s := range d.Signals {
+		if s.Answer == idem.AnswerApplied {
+			return true
+		}
+	}
+	return false
 }
 
 // batchResult is the Result of one operation of a batch.

@@ -3,7 +3,9 @@ package faultsuite
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -28,13 +30,15 @@ type Checker struct {
 
 // trace is what the client observed of one operation.
 type trace struct {
-	key      string          // the first key seen
-	others   map[string]bool // the other keys seen, if any (a violation)
-	done     bool            // a Do returned its response
-	rejected bool
-	unknowns int // Do calls that ended unknown, and resumes after a crash
-	resumes  int // resumes after a crash
-	refused  int
+	key       string          // the first key seen
+	others    map[string]bool // the other keys seen, if any (a violation)
+	done      bool            // a Do returned its response
+	rejected  bool
+	unknowns  int // Do calls that ended unknown, and resumes after a crash
+	resumes   int // resumes after a crash
+	refused   int
+	applied   int      // done answers that said the operation was applied before
+	falseDone []string // done answers that were not the workload's answer
 }
 
 // NewChecker returns a Checker for a run of the operations ids.
@@ -108,6 +112,22 @@ func (c *Checker) Outcome(op string, r Result) {
 		t.unknowns++
 	default:
 		t.refused++
+	}
+}
+
+// Final records the answer a Do of op ended done with. The workload's
+// answer is 201 Created, first or replayed; any other is false unless the
+// API said it had applied the operation before: an in-flight answer
+// (409, 429, 208...) taken for done.
+func (c *Checker) Final(op string, status int, applied bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.trace(op)
+	switch {
+	case applied:
+		t.applied++
+	case status != http.StatusCreated:
+		t.falseDone = append(t.falseDone, strconv.Itoa(status))
 	}
 }
 
@@ -203,6 +223,11 @@ type Report struct {
 	// Strays: effects or attempts under an operation the run did not
 	// declare.
 	Strays int
+	// FalseDone: operations reported done with an answer that was not
+	// the workload's (201) nor an already-applied answer: an in-flight
+	// answer taken for final. Applied counts the done answers that said
+	// the operation was applied before.
+	FalseDone, Applied int
 	// Charges and Captures, StockTaken and Reserved, are the ServerView's.
 	Charges, Captures    int64
 	StockTaken, Reserved int64
@@ -222,6 +247,11 @@ func (c *Checker) Check(name string, v ServerView) Report {
 	for _, id := range c.ids {
 		t, n := c.ops[id], v.Effects[id]
 		r.ClientCrashes += t.resumes
+		r.Applied += t.applied
+		if len(t.falseDone) > 0 {
+			r.FalseDone++
+			r.violate("operation %s was reported done with status %s, neither its answer nor an already-applied one", id, strings.Join(t.falseDone, ", "))
+		}
 		switch {
 		case n > 1:
 			r.Duplicates++
@@ -249,6 +279,9 @@ func (c *Checker) Check(name string, v ServerView) Report {
 		}
 		if v.Wire.Keyless > 0 {
 			r.violate("%d mutating requests reached the server without a key", v.Wire.Keyless)
+		}
+		if v.Wire.Misplaced > 0 {
+			r.violate("%d requests carried an Idempotency-Key header where the dialect puts the key elsewhere", v.Wire.Misplaced)
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(c.strays)) {
@@ -322,10 +355,10 @@ func (r Report) Err() error {
 // String returns the report on one line: operations, attempts, retries by
 // cause, resumes after client crashes, replays (by the server, and seen
 // by the client), duplicates, lost, unfinished, unknown-then-resolved, key
-// changes, overlaps, strays, captures per charges and stock taken per
-// stock reserved, e.g.
+// changes, overlaps, strays, false done and already-applied answers,
+// captures per charges and stock taken per stock reserved, e.g.
 //
-//	chaos: ops=2000 attempts=2670 retries=670 (429=129 502=123 503=141 eof=17 partial-body=125 reset=26 timeout=109) client-crash-resumes=0 replays=469 replays-seen=341 duplicates=0 lost=0 unfinished=0 unknown-then-resolved=453 key-changes=0 overlaps=0 strays=0 captures=1000/1000 stock=1999/1999
+//	chaos: ops=2000 attempts=2670 retries=670 (429=129 502=123 503=141 eof=17 partial-body=125 reset=26 timeout=109) client-crash-resumes=0 replays=469 replays-seen=341 duplicates=0 lost=0 unfinished=0 unknown-then-resolved=453 key-changes=0 overlaps=0 strays=0 false-done=0 applied=0 captures=1000/1000 stock=1999/1999
 func (r Report) String() string {
 	total := 0
 	causes := slices.Sorted(maps.Keys(r.Retries))
@@ -338,7 +371,7 @@ func (r Report) String() string {
 	if r.Replays >= 0 {
 		replays = fmt.Sprint(r.Replays)
 	}
-	return fmt.Sprintf("%s: ops=%d attempts=%d retries=%d (%s) client-crash-resumes=%d replays=%s replays-seen=%d duplicates=%d lost=%d unfinished=%d unknown-then-resolved=%d key-changes=%d overlaps=%d strays=%d captures=%d/%d stock=%d/%d",
+	return fmt.Sprintf("%s: ops=%d attempts=%d retries=%d (%s) client-crash-resumes=%d replays=%s replays-seen=%d duplicates=%d lost=%d unfinished=%d unknown-then-resolved=%d key-changes=%d overlaps=%d strays=%d false-done=%d applied=%d captures=%d/%d stock=%d/%d",
 		r.Name, r.Operations, r.Attempts, total, strings.Join(parts, " "), r.ClientCrashes, replays, r.ReplaysSeen,
-		r.Duplicates, r.Lost, r.Unfinished, r.UnknownThenResolved, r.KeyChanges, r.Overlaps, r.Strays, r.Captures, r.Charges, r.StockTaken, r.Reserved)
+		r.Duplicates, r.Lost, r.Unfinished, r.UnknownThenResolved, r.KeyChanges, r.Overlaps, r.Strays, r.FalseDone, r.Applied, r.Captures, r.Charges, r.StockTaken, r.Reserved)
 }

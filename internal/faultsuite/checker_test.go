@@ -63,7 +63,7 @@ func TestCheckerCatchesEveryViolation(t *testing.T) {
 			t.Errorf("error lacks %q:\n%s", s, msg)
 		}
 	}
-	const line = "unit: ops=5 attempts=8 retries=3 (502=1 reset=2) client-crash-resumes=0 replays=3 replays-seen=1 duplicates=1 lost=1 unfinished=1 unknown-then-resolved=1 key-changes=1 overlaps=0 strays=2 captures=3/2 stock=5/4"
+	const line = "unit: ops=5 attempts=8 retries=3 (502=1 reset=2) client-crash-resumes=0 replays=3 replays-seen=1 duplicates=1 lost=1 unfinished=1 unknown-then-resolved=1 key-changes=1 overlaps=0 strays=2 false-done=0 applied=0 captures=3/2 stock=5/4"
 	if r.String() != line {
 		t.Errorf("line\n%s\nwant\n%s", r, line)
 	}
@@ -208,5 +208,43 @@ func TestObserveFailures(t *testing.T) {
 	r := c.Check("observe", ServerView{})
 	if len(r.Retries) != 2 || r.Retries["409"] != 1 || r.Retries[CausePartialBody] != 1 {
 		t.Errorf("failures %v, want one 409 and one partial body", r.Retries)
+	}
+}
+
+// A done answer other than the workload's 201 is an in-flight answer taken
+// for final, unless the API said it had applied the operation; a request
+// carrying the key where the dialect puts none is a violation.
+func TestCheckerJudgesTheDoneAnswers(t *testing.T) {
+	c := NewChecker([]string{"a", "b", "c"})
+	for _, op := range []string{"a", "b", "c"} {
+		c.Attempt(op, "k-"+op)
+		c.Outcome(op, ResultDone)
+	}
+	c.Final("a", http.StatusCreated, false)
+	c.Final("b", http.StatusAlreadyReported, false)
+	c.Final("c", http.StatusBadRequest, true)
+	r := c.Check("answers", ServerView{Effects: map[string]int{"a": 1, "b": 1, "c": 1}, Replays: -1,
+		Wire: &WireView{Requests: 3, Misplaced: 1}})
+	if r.FalseDone != 1 || r.Applied != 1 || r.OK() {
+		t.Fatalf("false done %d, applied %d, ok %v; want 1, 1 and a broken promise", r.FalseDone, r.Applied, r.OK())
+	}
+	for _, s := range []string{"operation b was reported done with status 208", "1 requests carried an Idempotency-Key header"} {
+		if !strings.Contains(r.Err().Error(), s) {
+			t.Errorf("error lacks %q:\n%s", s, r.Err())
+		}
+	}
+	var buf bytes.Buffer
+	w := NewEventWriter(&buf)
+	w.Final("b", http.StatusAlreadyReported, false)
+	w.Final("c", http.StatusBadRequest, true)
+	back := NewChecker([]string{"b", "c"})
+	if err := ReadEvents(&buf, back, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := back.Check("events", ServerView{}); r.FalseDone != 1 || r.Applied != 1 {
+		t.Fatalf("final events read back as false done %d, applied %d; want 1 and 1", r.FalseDone, r.Applied)
+	}
+	if err := ReadEvents(strings.NewReader("final b 208 maybe\n"), back, nil); err == nil {
+		t.Error("a malformed final event was accepted")
 	}
 }

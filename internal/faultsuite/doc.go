@@ -21,6 +21,10 @@
 //	TestReplicasBehindABalancer       three replicas on PostgreSQL behind the proxy, round robin, 20% faults
 //	TestReplicaKills                  SIGKILL of random replicas under load, each started again
 //	TestExpiryEndToEnd                a key that outlived the server's retention
+//	TestDialectChaos                  each built-in dialect against the server speaking it, 30% faults
+//	                                  and its in-flight answer while the server works
+//	TestDialectClientCrash            each dialect's batch client SIGKILLed and resumed
+//	TestDialectRetention              each dialect's retention: a key resent within it, refused past it
 //	TestDisk*                         failing writes and fsyncs under the journal
 //	TestHostile*                      hostile peers: redirects, bare 409s, a journal reached
 //	                                  by a second name, megabyte headers, stalling clients

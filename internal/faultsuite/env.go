@@ -44,6 +44,14 @@ const (
 	// EnvReplicaKills is how many times TestReplicaKills SIGKILLs a
 	// replica. Default 10.
 	EnvReplicaKills = "IDEM_REPLICA_KILLS"
+
+	// EnvDialectOps is the number of operations of TestDialectChaos and
+	// TestDialectClientCrash, per dialect. Default 40.
+	EnvDialectOps = "IDEM_DIALECT_OPS"
+
+	// EnvDialectKills is how many times TestDialectClientCrash SIGKILLs
+	// the batch client, per dialect. Default 1.
+	EnvDialectKills = "IDEM_DIALECT_KILLS"
 )
 
 // Defaults of the sizes above.
@@ -57,6 +65,9 @@ const (
 	DefaultReplicaOps     = 1000
 	DefaultReplicaKillOps = 3000
 	DefaultReplicaKills   = 10
+
+	DefaultDialectOps   = 40
+	DefaultDialectKills = 1
 )
 
 // SizeFromEnv returns the positive integer in the environment variable

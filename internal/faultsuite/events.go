@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -17,6 +18,7 @@ import (
 //	failure CAUSE
 //	replayed
 //	outcome OP RESULT
+//	final OP STATUS APPLIED
 //	resumed OP
 //
 // Any other line is passed on as it is (see ReadEvents). Operation IDs,
@@ -66,6 +68,11 @@ func (e *EventWriter) Replayed() { e.write("replayed") }
 // Outcome writes an outcome event.
 func (e *EventWriter) Outcome(op string, r Result) { e.write("outcome " + op + " " + r.String()) }
 
+// Final writes a final event; APPLIED is true or false.
+func (e *EventWriter) Final(op string, status int, applied bool) {
+	e.write(fmt.Sprintf("final %s %d %t", op, status, applied))
+}
+
 // Resumed writes a resumed event.
 func (e *EventWriter) Resumed(op string) { e.write("resumed " + op) }
 
@@ -102,6 +109,14 @@ func ReadEvents(r io.Reader, rec Recorder, other func(line string)) error {
 			}
 			if bad = !ok; !bad {
 				rec.Outcome(f[1], res)
+			}
+		case "final":
+			if bad = len(f) != 4; !bad {
+				status, err1 := strconv.Atoi(f[2])
+				applied, err2 := strconv.ParseBool(f[3])
+				if bad = err1 != nil || err2 != nil; !bad {
+					rec.Final(f[1], status, applied)
+				}
 			}
 		case "resumed":
 			if bad = len(f) != 2; !bad {

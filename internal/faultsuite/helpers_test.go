@@ -167,6 +167,7 @@ func runOperation(ctx context.Context, c *idem.Client, w Workload, i int, rec Re
 		res := ResultOf(err)
 		rec.Outcome(id, res)
 		if err == nil {
+			rec.Final(id, resp.StatusCode, idem.AlreadyApplied(resp))
 			_, err = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if err != nil && !errors.Is(err, idem.ErrBodyNotRecorded) {

@@ -72,6 +72,10 @@ type Recorder interface {
 	Replayed()
 	// Outcome is how one Do of op ended.
 	Outcome(op string, r Result)
+	// Final is the answer a Do of op ended done with: its status, and
+	// whether the API said it had applied op before without replaying
+	// its answer (idem.AlreadyApplied).
+	Final(op string, status int, applied bool)
 	// Resumed says op was pending in the journal when a client that had
 	// been killed started again: its outcome was unknown.
 	Resumed(op string)

@@ -36,8 +36,14 @@ import (
 // it counts unless that exchange was cut short because its client had gone,
 // or its client was a process killed since (see ClientKilled).
 //
+// A Wire looks for the key where the server's dialect reads it (see
+// NewWireFor): a request whose key is elsewhere as well counts as
+// misplaced.
+//
 // A Wire is safe for concurrent use.
 type Wire struct {
+	header, field string // where the key goes: a header, or a body member
+
 	mu       sync.Mutex
 	keys     map[string]map[string]bool // operation: keys seen, unquoted
 	open     map[string][]*exchange     // key: exchanges open
@@ -46,6 +52,7 @@ type Wire struct {
 	bare     int // keys sent as bare tokens
 	quoted   int // keys sent as structured-field strings
 	keyless  int // mutating requests without a key
+	misplace int // keyed requests that also carry a key where the dialect puts none
 	kills    int // client processes killed so far
 }
 
@@ -68,9 +75,15 @@ type overlap struct {
 	after time.Duration // since the old one was sent
 }
 
-// NewWire returns an empty Wire.
-func NewWire() *Wire {
-	return &Wire{keys: map[string]map[string]bool{}, open: map[string][]*exchange{}}
+// NewWire returns an empty Wire for keys in the Idempotency-Key header.
+func NewWire() *Wire { return NewWireFor("Idempotency-Key", "") }
+
+// NewWireFor returns an empty Wire for keys in the header named header,
+// or, when field is set, in that top-level member of the JSON body; a
+// request that then carries an Idempotency-Key header as well is
+// misplaced.
+func NewWireFor(header, field string) *Wire {
+	return &Wire{header: header, field: field, keys: map[string]map[string]bool{}, open: map[string][]*exchange{}}
 }
 
 // Transport returns base recording every exchange into w.
@@ -84,13 +97,12 @@ type wireTransport struct {
 }
 
 func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	raw := r.Header.Get("Idempotency-Key")
-	if raw == "" && chaos.Mutating(r) {
-		t.w.mu.Lock()
-		t.w.keyless++
-		t.w.mu.Unlock()
-	}
-	if raw == "" || r.Body == nil {
+	if t.w.field == "" && r.Header.Get(t.w.header) == "" || r.Body == nil {
+		if chaos.Mutating(r) {
+			t.w.mu.Lock()
+			t.w.keyless++
+			t.w.mu.Unlock()
+		}
 		return t.base.RoundTrip(r)
 	}
 	body, err := io.ReadAll(r.Body)
@@ -99,7 +111,22 @@ func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("faultsuite: reading a forwarded body: %w", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	end := t.w.begin(r, raw, body)
+	raw, misplaced := r.Header.Get(t.w.header), false
+	if t.w.field != "" {
+		var member map[string]json.RawMessage
+		json.Unmarshal(body, &member)           // a body that is no object has no key
+		json.Unmarshal(member[t.w.field], &raw) // nor one whose member is no string
+		misplaced = r.Header.Get("Idempotency-Key") != ""
+	} else if !strings.EqualFold(t.w.header, "Idempotency-Key") {
+		misplaced = r.Header.Get("Idempotency-Key") != ""
+	}
+	if raw == "" {
+		t.w.mu.Lock()
+		t.w.keyless++
+		t.w.mu.Unlock()
+		return t.base.RoundTrip(r)
+	}
+	end := t.w.begin(r, raw, body, misplaced)
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
 		end()
@@ -111,7 +138,7 @@ func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // begin records an exchange under its key and operation, and returns the
 // function that ends it.
-func (w *Wire) begin(r *http.Request, raw string, body []byte) func() {
+func (w *Wire) begin(r *http.Request, raw string, body []byte, misplaced bool) func() {
 	key, quoted := raw, false
 	if k, err := strconv.Unquote(raw); err == nil && strings.HasPrefix(raw, `"`) {
 		key, quoted = k, true
@@ -126,6 +153,9 @@ func (w *Wire) begin(r *http.Request, raw string, body []byte) func() {
 	defer w.mu.Unlock()
 	w.requests++
 	x.kills = w.kills
+	if misplaced {
+		w.misplace++
+	}
 	if quoted {
 		w.quoted++
 	} else {
@@ -197,15 +227,19 @@ type WireView struct {
 	// Requests counts the keyed requests forwarded; Quoted and Bare how
 	// many carried their key as a structured-field string or bare.
 	Requests, Quoted, Bare int
-	// Keyless counts the mutating requests forwarded without a key.
+	// Keyless counts the mutating requests forwarded without a key where
+	// the dialect puts it.
 	Keyless int
+	// Misplaced counts the keyed requests that carried a key in the
+	// Idempotency-Key header as well, where the dialect puts none.
+	Misplaced int
 }
 
 // View returns what w saw so far.
 func (w *Wire) View() WireView {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	v := WireView{Keys: make(map[string][]string, len(w.keys)), Requests: w.requests, Quoted: w.quoted, Bare: w.bare, Keyless: w.keyless}
+	v := WireView{Keys: make(map[string][]string, len(w.keys)), Requests: w.requests, Quoted: w.quoted, Bare: w.bare, Keyless: w.keyless, Misplaced: w.misplace}
 	for _, o := range w.overlaps {
 		if o.old.ended && o.old.gaveUp || !o.old.ended && o.old.ctx.Err() != nil {
 			continue // its client had given up on it

@@ -122,3 +122,34 @@ func (r *wireRig) send(ctx context.Context, path, key, ref string) (*http.Respon
 	req.Header.Set("Idempotency-Key", key)
 	return r.hc.Do(req)
 }
+
+// A Wire for a body-key dialect reads the key from the body's member, and
+// counts a request that carries an Idempotency-Key header as well.
+func TestWireFindsTheKeyWhereTheDialectPutsIt(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	wire := NewWireFor("", "idempotency_key")
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: wire.Transport(tr)}
+	send := func(body, header string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		if header != "" {
+			req.Header.Set("Idempotency-Key", header)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	send(`{"idempotency_key":"k1","reference":"a"}`, "")
+	send(`{"reference":"a","idempotency_key":"k1"}`, "k1")
+	send(`{"reference":"a"}`, "k2") // the key in the header only: keyless
+	v := wire.View()
+	if got := strings.Join(v.Keys["a"], ","); got != "k1" || v.Requests != 2 || v.Misplaced != 1 || v.Keyless != 1 {
+		t.Fatalf("keys of a %q, requests %d, misplaced %d, keyless %d; want k1, 2, 1, 1", got, v.Requests, v.Misplaced, v.Keyless)
+	}
+}

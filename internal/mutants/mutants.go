@@ -48,6 +48,24 @@ var mutants = []mutant{
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaosStandardClient"},
 	},
 	{
+		Name: "a dialect's in-flight signal read as final", Rules: "D2.1",
+		Edits: []edit{{File: "retry.go", Old: "\t\tcase AnswerInFlight:\n\t\t\treturn true, fmt.Errorf(",
+			New: "\t\tcase AnswerInFlight:\n\t\t\treturn false, nil\n\t\t\treturn true, fmt.Errorf("}},
+		Pkg: ".", Tests: []string{"TestDialectAnswers", "TestDialectInFlightComposesWithCheckRetry"},
+	},
+	{
+		Name: "the body key left out of an attempt", Rules: "D1.1",
+		Edits: []edit{{File: "client.go", Old: "keyed := bodyWithKey(body.rewind.([]byte), field, op.Key)",
+			New: "keyed := body.rewind.([]byte)"}},
+		Pkg: ".", Tests: []string{"TestDialectKeyInBodyOnEveryAttemptAndAcrossRestarts"},
+	},
+	{
+		Name: "the fingerprint taken over the body with the key", Rules: "D1.3",
+		Edits: []edit{{File: "client.go", Old: "ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: url,",
+			New: "ID: id, Key: key, Method: req.Method, URL: url,\n\t\t\tFingerprint: func() Fingerprint {\n\t\t\t\tif f := c.dialect.KeyField; f != \"\" {\n\t\t\t\t\treturn fingerprintOf(req.Method, body.url, bodyWithKey(body.rewind.([]byte), f, key))\n\t\t\t\t}\n\t\t\t\treturn fp\n\t\t\t}(),"}},
+		Pkg: ".", Tests: []string{"TestDialectFingerprintWithoutTheKey", "TestDialectFingerprintIsTheCallersBody"},
+	},
+	{
 		Name: "a Do its caller gave up on recorded as rejected", Rules: "C8.4, C9.2",
 		Edits: []edit{{File: "client.go", Old: "\t\treturn result{}, c.unknown(a, resp, err)\n",
 			New: "\t\tif ctx.Err() != nil && op.ID != \"\" {\n\t\t\top.State, op.Status = Rejected, 499\n\t\t\tclaim.Complete(ctx, op)\n\t\t}\n\t\treturn result{}, c.unknown(a, resp, err)\n"}},
@@ -173,8 +191,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the server answers a retry of a key in flight as if it were done", Rules: "S4",
-		Edits: []edit{{File: "testserver/idempotency.go", Old: "writeProblem(w, problem(http.StatusConflict, ProblemInFlight,",
-			New: "writeProblem(w, problem(http.StatusCreated, ProblemInFlight,"}},
+		Edits: []edit{{File: "testserver/idempotency.go", Old: "def := problem(http.StatusConflict, ProblemInFlight,",
+			New: "def := problem(http.StatusCreated, ProblemInFlight,"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientAgainstReferenceServer"},
 	},
 	{
@@ -305,8 +323,8 @@ var mutants = []mutant{
 	{
 		Name: "the 409 of a key in flight says it is replayed", Rules: "S4.4",
 		Edits: []edit{{File: "testserver/idempotency.go",
-			Old: "\t\tw.Header().Set(\"Retry-After\", strconv.FormatInt(secs, 10))\n",
-			New: "\t\tw.Header().Set(\"Retry-After\", strconv.FormatInt(secs, 10))\n\t\tw.Header().Set(HeaderReplayed, \"true\")\n"}},
+			Old: "\tw.Header().Set(\"Retry-After\", strconv.FormatInt(secs, 10))\n",
+			New: "\tw.Header().Set(\"Retry-After\", strconv.FormatInt(secs, 10))\n\tw.Header().Set(HeaderReplayed, \"true\")\n"}},
 		Pkg: "./testserver", Tests: []string{"TestS4OnlyAReplayIsMarkedReplayed"},
 	},
 	{
@@ -572,5 +590,37 @@ var mutants = []mutant{
 		Name: "the CLI's reading commands migrate the database they read", Rules: "F9.8",
 		Edits: []edit{{File: "cmd/idem/journal_location.go", Old: "\t\tNoMigrate: !migrate,\n", New: "\t\tNoMigrate: false,\n"}},
 		Pkg:   "./cmd/idem", Tests: []string{"TestReadingAURLChangesNothing"},
+	},
+	{
+		Name: "PicPay's 208 and every in-flight signal taken for final, end to end", Rules: "D2.1, S4.10",
+		Edits: []edit{{File: "retry.go", Old: "\t\tcase AnswerInFlight:\n\t\t\treturn true, fmt.Errorf(",
+			New: "\t\tcase AnswerInFlight:\n\t\t\treturn false, nil\n\t\t\treturn true, fmt.Errorf("}},
+		Pkg: "./internal/faultsuite", Tests: []string{"TestDialectChaos"},
+	},
+	{
+		Name: "the server fingerprints a body key's body with the key in it", Rules: "S1.5",
+		Edits: []edit{{File: "testserver/request.go",
+			Old: "fingerprint: fingerprintOf(r.Method, requestTarget(r.URL), body),",
+			New: "fingerprint: fingerprintOf(r.Method, requestTarget(r.URL), sent),"}},
+		Pkg: "./testserver", Tests: []string{"TestS1BodyKeyDialectEndToEnd"},
+	},
+	{
+		Name: "the endpoint reads a body key's body with the key in it", Rules: "S1.5",
+		Edits: []edit{{File: "testserver/request.go",
+			Old: "\t\tbody:        body,\n", New: "\t\tbody:        sent,\n"}},
+		Pkg: "./testserver", Tests: []string{"TestS1BodyKeyDialectEndToEnd", "TestS4DialectMismatchAnswers"},
+	},
+	{
+		Name: "an applied request replayed where the dialect says it was applied", Rules: "S4.8",
+		Edits: []edit{{File: "testserver/idempotency.go",
+			Old: "if d.Applied.Status != 0 && row.response.Status/100 == 2 {",
+			New: "if false && d.Applied.Status != 0 && row.response.Status/100 == 2 {"}},
+		Pkg: "./testserver", Tests: []string{"TestS4DialectAlreadyAppliedAnswer"},
+	},
+	{
+		Name: "the proxy's in-flight answer not the upstream's", Rules: "S4.9",
+		Edits: []edit{{File: "testserver/chaos/faults.go",
+			Old: "\tif p.inFlight.Status == 0 {\n", New: "\tif true {\n"}},
+		Pkg: "./testserver/chaos", Tests: []string{"TestInFlightAnswersWhileTheUpstreamStillWorks"},
 	},
 }

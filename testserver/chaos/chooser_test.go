@@ -49,8 +49,8 @@ func TestRateOneAlwaysFaults(t *testing.T) {
 		t.Fatalf("pick(largest draw) = %v, want unavailable", got)
 	}
 	c = newChooser(Config{Rate: 1})
-	if got := c.pick(below(1)); got != lastKind {
-		t.Fatalf("pick(largest draw) = %v, want %v", got, lastKind)
+	if got := c.pick(below(1)); got != Unavailable {
+		t.Fatalf("pick(largest draw) = %v, want %v, the last of AllKinds", got, Unavailable)
 	}
 }
 

@@ -87,12 +87,32 @@ type Config struct {
 	// Close. A Transport given here belongs to the caller and is left open.
 	Transport http.RoundTripper
 
+	// InFlight is the answer of an InFlight fault: what the upstream
+	// answers a request whose key's first request still runs. Default:
+	// 409 Conflict with a plain-text body, the reference server's status.
+	InFlight Answer
+
+	// KeyHeader names the request header carrying the idempotency key,
+	// which the proxy's log records name. Default "Idempotency-Key".
+	KeyHeader string
+
 	// Logger receives an Info record per injected fault ("chaos: injected
 	// fault") and per ended Stall ("chaos: stall ended", with its reason:
 	// "client gave up", "max stall elapsed" or "proxy closed"), and a Warn
 	// record per failed upstream exchange and per complaint of net/http.
 	// Default nil: silent.
 	Logger *slog.Logger
+}
+
+// Answer is a response the proxy sends in the upstream's place.
+type Answer struct {
+	// Status is the status code; 0 is 409 Conflict.
+	Status int
+	// Header holds header fields to send; Retry-After is the proxy's.
+	Header http.Header
+	// Body is the body, sent with Header's Content-Type (default
+	// text/plain).
+	Body []byte
 }
 
 // Mutating reports whether r's method may change state on the server: every
@@ -149,6 +169,8 @@ func (c Config) check() error {
 		return bad("Rate %v is outside [0, 1]", c.Rate)
 	case c.Rates != nil && (c.Rate != 0 || c.Kinds != nil):
 		return bad("Rates cannot be combined with Rate or Kinds")
+	case c.InFlight.Status != 0 && (c.InFlight.Status < 200 || c.InFlight.Status > 599):
+		return bad("InFlight.Status %d is not 2xx to 5xx", c.InFlight.Status)
 	}
 	seen := make(map[Kind]bool)
 	for _, k := range c.Kinds {

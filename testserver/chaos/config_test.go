@@ -29,7 +29,7 @@ func TestNewRefusesConfigsItCannotUse(t *testing.T) {
 		"repeated kind":          {Upstream: up, Rate: 0.5, Kinds: []Kind{Reset, Stall, Reset}},
 		"Rates with Rate":        {Upstream: up, Rate: 0.5, Rates: map[Kind]float64{Reset: 0.1}},
 		"Rates with Kinds":       {Upstream: up, Kinds: []Kind{Reset}, Rates: map[Kind]float64{Reset: 0.1}},
-		"Rates unknown kind":     {Upstream: up, Rates: map[Kind]float64{Kind(8): 0.1}},
+		"Rates unknown kind":     {Upstream: up, Rates: map[Kind]float64{Kind(9): 0.1}},
 		"Rates negative":         {Upstream: up, Rates: map[Kind]float64{Reset: -0.1}},
 		"Rates NaN":              {Upstream: up, Rates: map[Kind]float64{Reset: math.NaN()}},
 		"Rates sum above 1":      {Upstream: up, Rates: map[Kind]float64{Reset: 0.6, Stall: 0.5}},

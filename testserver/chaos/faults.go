@@ -1,9 +1,12 @@
 package chaos
 
 import (
+	"context"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -81,7 +84,7 @@ func (p *Proxy) stall(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.log.Info("chaos: stall ended", "reason", reason, "method", r.Method,
-		"path", r.URL.Path, "idempotency_key", r.Header.Get("Idempotency-Key"))
+		"path", r.URL.Path, "idempotency_key", r.Header.Get(p.keyHeader))
 	hangUp(w)
 }
 
@@ -104,4 +107,70 @@ func relayPart(w http.ResponseWriter, resp *http.Response, body []byte) {
 	_, _ = w.Write(body[:len(body)/2]) // a client that is gone is hung up on anyway
 	_ = http.NewResponseController(w).Flush()
 	hangUp(w)
+}
+
+// answerInFlight is the InFlight fault: it forwards r to upstream i and,
+// once the request is written there, answers the client with the
+// configured in-flight answer while the upstream works on it; then it
+// cancels the upstream exchange and waits for it to end. An upstream that
+// fails before the request is written is answered 502, as for any
+// forwarded request.
+func (p *Proxy) answerInFlight(w http.ResponseWriter, r *http.Request, i int) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	wrote := make(chan struct{})
+	var once sync.Once
+	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil { // net/http may write a request again on a new connection
+			once.Do(func() { close(wrote) })
+		}
+	}}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := p.routes[i].forward.roundTrip(r.WithContext(httptrace.WithClientTrace(ctx, trace)))
+		done <- err
+	}()
+	select {
+	case <-wrote:
+	case err := <-done:
+		if err != nil {
+			p.upstreamFailed(w, r, i, err)
+			return
+		}
+		// Answered before the write was reported: it still gets the
+		// in-flight answer, as a client may when the first request ends
+		// as its retry is refused.
+		done <- nil
+	}
+	p.injected(InFlight, r)
+	h := w.Header()
+	for name, values := range p.inFlight.Header {
+		h[name] = values
+	}
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	h.Set("Retry-After", p.retryAfter)
+	h.Set("Content-Length", strconv.Itoa(len(p.inFlightBody())))
+	w.WriteHeader(p.inFlightStatus())
+	_, _ = w.Write(p.inFlightBody()) // a client that is gone has gone
+	_ = http.NewResponseController(w).Flush()
+	cancel()
+	<-done
+}
+
+// inFlightStatus is the status of the in-flight answer.
+func (p *Proxy) inFlightStatus() int {
+	if p.inFlight.Status == 0 {
+		return http.StatusConflict
+	}
+	return p.inFlight.Status
+}
+
+// inFlightBody is the body of the in-flight answer.
+func (p *Proxy) inFlightBody() []byte {
+	if p.inFlight.Body == nil && p.inFlight.Header == nil {
+		return []byte("chaos: injected fault in-flight\n")
+	}
+	return p.inFlight.Body
 }

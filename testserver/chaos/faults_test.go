@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -284,5 +285,66 @@ func assertCounts(t *testing.T, got, want Counts) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("counts %v, want %v", got, want)
+	}
+}
+
+// TestInFlightAnswersWhileTheUpstreamStillWorks (S4.9): the upstream has the
+// request and has not answered; the client gets the configured in-flight
+// answer with Retry-After; then the proxy hangs up on the upstream.
+func TestInFlightAnswersWhileTheUpstreamStillWorks(t *testing.T) {
+	started, gone := make(chan struct{}), make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done() // the proxy hangs up; the upstream never answers
+		close(gone)
+	})
+	logs := make(records, 16)
+	cfg := Config{Rates: map[Kind]float64{InFlight: 1}, RetryAfter: 2 * time.Second, KeyHeader: "Cko-Idempotency-Key",
+		InFlight: Answer{Status: http.StatusAlreadyReported, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"in":"flight"}`)},
+		Logger:   slog.New(logs)}
+	s := listen(t, up, cfg)
+
+	req, err := http.NewRequest(http.MethodPost, s.URL+"/payments", strings.NewReader(`{"amount":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Cko-Idempotency-Key", "k-1")
+	resp, err := newClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusAlreadyReported || string(body) != `{"in":"flight"}` ||
+		resp.Header.Get("Retry-After") != "2" || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("got %d %v %q (%v), want the in-flight answer", resp.StatusCode, resp.Header, body, err)
+	}
+	<-started
+	<-gone
+	if attrs := logs.waitFor(t, "chaos: injected fault"); attrs["kind"] != "in-flight" || attrs["idempotency_key"] != "k-1" {
+		t.Fatalf("logged %v, want the in-flight fault and the key from Cko-Idempotency-Key", attrs)
+	}
+	closeServer(t, s)
+	assertCounts(t, s.Counts(), Counts{Requests: 1, Forwarded: 1, Faults: map[Kind]int{InFlight: 1}})
+}
+
+// TestInFlightDefaultsTo409AndIsNoDefaultKind: without an answer the
+// in-flight fault answers 409; Rate alone never injects it.
+func TestInFlightDefaultsTo409AndIsNoDefaultKind(t *testing.T) {
+	up := newUpstream(t, nil)
+	s := listen(t, up, oneKind(InFlight))
+	resp, err := post(context.Background(), newClient(t), s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || resp.Header.Get("Retry-After") != "0" {
+		t.Fatalf("got %d %v, want 409 with Retry-After: 0", resp.StatusCode, resp.Header)
+	}
+	if slices.Contains(AllKinds(), InFlight) {
+		t.Fatal("AllKinds lists InFlight, whose answer depends on the upstream")
+	}
+	if k, err := ParseKind("In-Flight"); err != nil || k != InFlight {
+		t.Fatalf(`ParseKind("In-Flight") = %v, %v`, k, err)
 	}
 }

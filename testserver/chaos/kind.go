@@ -48,18 +48,30 @@ const (
 	// Unavailable answers 503 Service Unavailable with a Retry-After header
 	// (Config.RetryAfter) without forwarding anything.
 	Unavailable
+
+	// InFlight forwards the request and, once it is written upstream and
+	// before the upstream answers, answers the client with
+	// Config.InFlight, the upstream's way of saying a request with this
+	// key is still being processed, and a Retry-After header
+	// (Config.RetryAfter); then it hangs up on the upstream, which goes on
+	// with the request or not as it does when a client goes away. It is
+	// not among AllKinds, since its answer is the upstream's dialect:
+	// name it in Kinds or Rates.
+	InFlight
 )
 
 // noFault is what the chooser returns for a request it leaves alone.
 const noFault Kind = 0
 
 // lastKind is the highest valid Kind.
-const lastKind = Unavailable
+const lastKind = InFlight
 
-// AllKinds returns every fault kind in chooser order, in a new slice.
+// AllKinds returns every fault kind that needs no knowledge of the
+// upstream (all but InFlight) in chooser order, in a new slice: the kinds
+// a Config's Rate is spread over by default.
 func AllKinds() []Kind {
-	all := make([]Kind, 0, lastKind)
-	for k := Reset; k <= lastKind; k++ {
+	all := make([]Kind, 0, Unavailable)
+	for k := Reset; k <= Unavailable; k++ {
 		all = append(all, k)
 	}
 	return all
@@ -85,6 +97,8 @@ func (k Kind) String() string {
 		return "too-many-requests"
 	case Unavailable:
 		return "unavailable"
+	case InFlight:
+		return "in-flight"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -96,7 +110,7 @@ func (k Kind) valid() bool { return k >= Reset && k <= lastKind }
 // "drop-after-commit", ...; case-insensitive), or an error wrapping
 // ErrInvalidConfig.
 func ParseKind(s string) (Kind, error) {
-	for _, k := range AllKinds() {
+	for k := Reset; k <= lastKind; k++ {
 		if strings.EqualFold(s, k.String()) {
 			return k, nil
 		}

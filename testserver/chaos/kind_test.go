@@ -19,7 +19,8 @@ func TestKindsHaveStableNames(t *testing.T) {
 		PartialBody:           "partial-body",
 		TooManyRequests:       "too-many-requests",
 		Unavailable:           "unavailable",
-		Kind(8):               "Kind(8)",
+		InFlight:              "in-flight",
+		Kind(9):               "Kind(9)",
 		Kind(255):             "Kind(255)",
 	}
 	for k, name := range want {

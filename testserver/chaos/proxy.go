@@ -35,6 +35,8 @@ import (
 // http.ErrAbortHandler instead, and net/http resets the stream.
 type Proxy struct {
 	match      func(*http.Request) bool
+	inFlight   Answer
+	keyHeader  string
 	maxStall   time.Duration
 	retryAfter string // Retry-After header value
 	log        *slog.Logger
@@ -66,6 +68,8 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{
 		match:      cfg.Match,
+		inFlight:   cfg.InFlight,
+		keyHeader:  cfg.KeyHeader,
 		maxStall:   cfg.MaxStall,
 		retryAfter: strconv.FormatInt(int64(cfg.RetryAfter/time.Second), 10),
 		log:        cfg.Logger,
@@ -76,6 +80,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if p.match == nil {
 		p.match = Mutating
+	}
+	if p.keyHeader == "" {
+		p.keyHeader = "Idempotency-Key"
 	}
 	if p.maxStall == 0 {
 		p.maxStall = DefaultMaxStall
@@ -125,6 +132,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case Unavailable:
 		p.injected(kind, r)
 		p.refuse(w, kind, http.StatusServiceUnavailable)
+	case InFlight:
+		p.answerInFlight(w, r, p.forwarding())
 	default: // the faults that strike after the upstream committed
 		i := p.forwarding()
 		resp, body, err := p.routes[i].forward.roundTrip(r)
@@ -220,7 +229,7 @@ func (p *Proxy) tally(change func(*counters)) {
 func (p *Proxy) injected(kind Kind, r *http.Request) {
 	p.tally(func(c *counters) { c.faults[kind]++ })
 	p.log.Info("chaos: injected fault", "kind", kind.String(), "method", r.Method,
-		"path", r.URL.Path, "idempotency_key", r.Header.Get("Idempotency-Key"))
+		"path", r.URL.Path, "idempotency_key", r.Header.Get(p.keyHeader))
 }
 
 // forwarding picks the upstream of a request about to be forwarded, counts
@@ -242,6 +251,6 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, i int, er
 		c.upstreams[i].upstreamErrors++
 	})
 	p.log.Warn("chaos: upstream exchange failed", "upstream", p.routes[i].name, "method", r.Method,
-		"path", r.URL.Path, "idempotency_key", r.Header.Get("Idempotency-Key"), "err", err)
+		"path", r.URL.Path, "idempotency_key", r.Header.Get(p.keyHeader), "err", err)
 	w.WriteHeader(http.StatusBadGateway)
 }

@@ -1,0 +1,321 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Dialect says how an API speaks idempotency: where the key goes, which
+// keys it accepts, how long it keeps them, and how to read its answers
+// (D1, D2). Config.Dialect selects one.
+//
+// The zero Dialect is the IETF idempotency-key draft as most servers speak
+// it, with Stripe's Idempotent-Replayed header (D3): the bare key in the
+// Idempotency-Key header, no limits on the key, Config.KeyTTL's default
+// retention, and the retry rule (DefaultCheckRetry) for every answer.
+//
+// The built-in dialects (Stripe, Adyen, PayPal, Square, AWSCloudControl,
+// CheckoutCom, IETFDraft, MercadoPago, Primer, PicPay; see Dialects) are
+// values to use as they are. To adapt one, copy it and give the copy Signals
+// of its own (slices.Clone), so that the built-in value stays as it is.
+type Dialect struct {
+	// Name names the dialect in errors and for idem send --dialect.
+	Name string
+
+	// KeyHeader is the request header that carries the key. Default
+	// "Idempotency-Key", unless KeyField is set. Config.KeyHeader, when
+	// set, takes its place.
+	KeyHeader string
+	// QuotedKey sends the key in KeyHeader as a structured-field string
+	// ("…"). Config.QuotedKey true quotes it too.
+	QuotedKey bool
+	// KeyField, when set, is the top-level field of the JSON object
+	// request body that carries the key, in place of a header. Every
+	// attempt's body is the caller's with the field inserted first, and
+	// otherwise byte for byte the same; the fingerprint is taken over the
+	// caller's body, without the field. A body that is not a JSON object,
+	// or that has the field already, is refused before anything is sent
+	// (ErrBodyNotObject).
+	KeyField string
+
+	// MaxKeyLength is the longest key, in bytes, the API accepts; 0 for
+	// no limit. New refuses a dialect whose limits a key idem mints (a
+	// 36-byte UUIDv4) would not fit.
+	MaxKeyLength int
+	// KeyChars, when set, is the bytes a key may be made of.
+	KeyChars string
+
+	// Retention is how long the API keeps a key: the default of
+	// Config.KeyTTL, in place of the Journal's. Zero: the API publishes
+	// none, and KeyTTL keeps its own default. Open the journal with the
+	// same KeyTTL, so that what it lists as expired, and when compaction
+	// summarizes an outcome, agree with the Client.
+	Retention time.Duration
+
+	// Signals are the answers the API gives about a key, tried in order
+	// after the replay signals (see Signal); an answer that matches none
+	// is read by the retry rule.
+	Signals []Signal
+}
+
+// Answer is what an API's answer says about its key: what a Signal means.
+type Answer uint8
+
+// The answers a Signal can mean (D2).
+const (
+	// AnswerInFlight: a request with this key is still being processed.
+	// It is never final: it is retried, and the outcome is unknown when
+	// retrying stops.
+	AnswerInFlight Answer = iota + 1
+	// AnswerReplay: the API's stored answer for the key, replayed. It is
+	// read as its status says by the retry rule, but never as in flight:
+	// a replayed 409 is final. Replay signals are tried before the others.
+	AnswerReplay
+	// AnswerApplied: the API applied a request with this key before and
+	// says so without replaying its answer. The operation is done, with
+	// this answer as its response, whatever its status, and the response
+	// is flagged (AlreadyApplied).
+	AnswerApplied
+	// AnswerKeyReused: the API holds the key for a different request. A
+	// request under the key may have been applied, so the outcome is
+	// unknown, with an error matching ErrKeyReused, and the operation
+	// stays pending for a person to reconcile. It is not retried.
+	AnswerKeyReused
+	// AnswerRefused: the API refused the request and applied nothing. The
+	// operation is rejected, whatever the status.
+	AnswerRefused
+)
+
+// String returns "in flight", "replay", "applied", "key reused" or
+// "refused".
+func (a Answer) String() string {
+	switch a {
+	case AnswerInFlight:
+		return "in flight"
+	case AnswerReplay:
+		return "replay"
+	case AnswerApplied:
+		return "applied"
+	case AnswerKeyReused:
+		return "key reused"
+	case AnswerRefused:
+		return "refused"
+	}
+	return fmt.Sprintf("Answer(%d)", uint8(a))
+}
+
+// Signal is one answer of a dialect: a response that matches every
+// condition set in it means Answer. At least one condition must be set.
+//
+// A value (HeaderValue, Value) matches text equal to it; a * at its start
+// or end matches any text there ("*Mismatch*" matches any text holding
+// "Mismatch"). A server speaking the dialect sends the value without its
+// stars.
+type Signal struct {
+	// Status is the response status code; 0 for any.
+	Status int
+	// Header names a response header field that must be present; with
+	// HeaderValue, one of its values must match that, ignoring case and
+	// surrounding space.
+	Header, HeaderValue string
+	// Field is a field of the JSON response body, as a path of object
+	// keys joined by dots ("error.code"); an array on the path matches
+	// when one of its elements does. Its value, a string, number or
+	// boolean as written, must match Value. The body is read up to a
+	// bound (64 KiB); a longer one, or one that is not JSON, matches no
+	// Field.
+	Field, Value string
+	// Answer is what a matching response means.
+	Answer Answer
+}
+
+// AppliedHeader is the response header field idem sets, to "true", on the
+// response of an operation a dialect's AnswerApplied made done, in this Do
+// and as recorded; a server's own field of that name is removed.
+const AppliedHeader = "Idem-Already-Applied"
+
+// AlreadyApplied reports whether resp is the answer of an API that had
+// applied the operation before and said so without replaying its response
+// (AnswerApplied): the operation is done, and resp says what the API
+// answered (a status such as 400 or 409 included).
+func AlreadyApplied(resp *http.Response) bool {
+	return resp != nil && resp.Header.Get(AppliedHeader) == "true"
+}
+
+// Errors of dialects.
+var (
+	// ErrKeyReused matches the *OutcomeError of an operation whose API
+	// answered that it holds the key for a different request
+	// (AnswerKeyReused). The outcome is unknown.
+	ErrKeyReused = errors.New("idem: the API holds the key for a different request")
+
+	// ErrBodyNotObject: the dialect puts the key in a field of the body
+	// (Dialect.KeyField), and the body is not a JSON object, or already
+	// has that field. It also matches ErrInvalidRequest.
+	ErrBodyNotObject = fmt.Errorf("%w: the dialect puts the key in the body, which must be a JSON object without the key's field", ErrInvalidRequest)
+)
+
+// The built-in dialects. Each follows the documentation it cites, as read
+// when it was written; a provider's API may differ by endpoint (retention
+// above all), and Config.KeyTTL set to the endpoint's own retention
+// overrides the dialect's.
+var (
+	// IETFDraft is the IETF httpapi idempotency-key draft
+	// (draft-ietf-httpapi-idempotency-key-header-07): the key as a
+	// structured-field string in Idempotency-Key, 409 while a request with
+	// the key is processed, 422 for the key reused with another payload.
+	// The draft leaves retention to the server and defines no replay
+	// signal. https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/
+	IETFDraft = Dialect{
+		Name: "ietf", KeyHeader: "Idempotency-Key", QuotedKey: true,
+		Signals: []Signal{
+			{Status: http.StatusConflict, Answer: AnswerInFlight},
+			{Status: http.StatusUnprocessableEntity, Answer: AnswerKeyReused},
+		},
+	}
+
+	// Stripe follows https://docs.stripe.com/api/idempotent_requests and
+	// https://docs.stripe.com/error-codes: keys of up to 255 characters
+	// in Idempotency-Key, kept at least 24 hours; a stored answer replayed
+	// with Idempotent-Replayed: true; 409 idempotency_key_in_use while a
+	// request with the key runs; 400 of type idempotency_error for the
+	// key reused with other parameters.
+	Stripe = Dialect{
+		Name: "stripe", KeyHeader: "Idempotency-Key", MaxKeyLength: 255, Retention: 24 * time.Hour,
+		Signals: []Signal{
+			{Header: "Idempotent-Replayed", HeaderValue: "true", Answer: AnswerReplay},
+			{Status: http.StatusConflict, Field: "error.code", Value: "idempotency_key_in_use", Answer: AnswerInFlight},
+			{Status: http.StatusBadRequest, Field: "error.type", Value: "idempotency_error", Answer: AnswerKeyReused},
+		},
+	}
+
+	// Adyen follows https://docs.adyen.com/development-resources/api-idempotency:
+	// keys of up to 64 characters in Idempotency-Key, valid at least 31
+	// days; the first answer returned again for a key already processed.
+	// Its errorCode 704, "request already processed or in progress", may
+	// mean a payment still being authorized, so it is read in flight,
+	// never as a refusal.
+	Adyen = Dialect{
+		Name: "adyen", KeyHeader: "Idempotency-Key", MaxKeyLength: 64, Retention: 31 * 24 * time.Hour,
+		Signals: []Signal{
+			{Field: "errorCode", Value: "704", Answer: AnswerInFlight},
+		},
+	}
+
+	// PayPal follows https://developer.paypal.com/reference/guidelines/idempotency
+	// and the Orders v2 reference (https://developer.paypal.com/docs/api/orders/v2/):
+	// keys of up to 108 characters in PayPal-Request-Id, kept 6 hours by
+	// the Orders API (up to 72 on request; other APIs differ); the latest
+	// state of the first request returned for a key it holds; the error
+	// DUPLICATE_REQUEST_ID for a key already used by another request.
+	PayPal = Dialect{
+		Name: "paypal", KeyHeader: "PayPal-Request-Id", MaxKeyLength: 108, Retention: 6 * time.Hour,
+		Signals: []Signal{
+			{Field: "name", Value: "DUPLICATE_REQUEST_ID", Answer: AnswerKeyReused},
+		},
+	}
+
+	// Square follows https://developer.squareup.com/docs/working-with-apis/idempotency
+	// and the Payments API reference: the key in the idempotency_key field
+	// of the JSON body, of up to 45 characters (CreatePayment's bound, the
+	// tightest); the first answer returned for the same request; the error
+	// code IDEMPOTENCY_KEY_REUSED for the key reused with another request.
+	// Square publishes no retention, so KeyTTL keeps its default.
+	Square = Dialect{
+		Name: "square", KeyField: "idempotency_key", MaxKeyLength: 45,
+		Signals: []Signal{
+			{Field: "errors.code", Value: "IDEMPOTENCY_KEY_REUSED", Answer: AnswerKeyReused},
+		},
+	}
+
+	// AWSCloudControl is an AWS API with a ClientToken in its JSON body,
+	// the AWS Cloud Control API
+	// (https://docs.aws.amazon.com/cloudcontrolapi/latest/userguide/resource-operations.html#resource-operations-idempotency):
+	// tokens of up to 128 characters of [-A-Za-z0-9+/=], valid 36 hours
+	// once used; ClientTokenConflictException (or, in other AWS APIs,
+	// IdempotentParameterMismatch) for a token reused with other
+	// parameters. Other ClientToken APIs keep tokens from minutes to days:
+	// copy this dialect with their Retention.
+	AWSCloudControl = Dialect{
+		Name: "aws-cloudcontrol", KeyField: "ClientToken", MaxKeyLength: 128,
+		KeyChars:  "-ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=",
+		Retention: 36 * time.Hour,
+		Signals: []Signal{
+			{Field: "__type", Value: "*ClientTokenConflictException", Answer: AnswerKeyReused},
+			{Field: "__type", Value: "*IdempotentParameterMismatch*", Answer: AnswerKeyReused},
+			{Header: "X-Amzn-Errortype", HeaderValue: "ClientTokenConflictException*", Answer: AnswerKeyReused},
+			{Header: "X-Amzn-Errortype", HeaderValue: "IdempotentParameterMismatch*", Answer: AnswerKeyReused},
+		},
+	}
+
+	// CheckoutCom follows https://www.checkout.com/docs/developer-resources/api/idempotency
+	// and its support note on 409: the key in Cko-Idempotency-Key, kept 24
+	// hours; a concurrent request with the key gets 409 (429 before, which
+	// now means rate limiting only; both are retried); only a processed
+	// request's answer is kept, so a 4xx applied nothing.
+	CheckoutCom = Dialect{
+		Name: "checkout", KeyHeader: "Cko-Idempotency-Key", Retention: 24 * time.Hour,
+		Signals: []Signal{
+			{Status: http.StatusConflict, Answer: AnswerInFlight},
+			{Status: http.StatusTooManyRequests, Answer: AnswerInFlight},
+		},
+	}
+
+	// MercadoPago follows
+	// https://www.mercadopago.com.br/developers/en/docs/wallet-connect/payment-flow/idempotency:
+	// the key in X-Idempotency-Key; the payment returned for a key that
+	// created one; 409 while the payment is being processed or once it is
+	// paid, which cannot be told apart, so it is read in flight. It
+	// publishes no retention.
+	MercadoPago = Dialect{
+		Name: "mercadopago", KeyHeader: "X-Idempotency-Key",
+		Signals: []Signal{
+			{Status: http.StatusConflict, Answer: AnswerInFlight},
+		},
+	}
+
+	// Primer follows https://primer.io/docs/api/introduction/idempotency-key:
+	// the key in X-Idempotency-Key; a request whose key was already
+	// processed is not replayed but answered 409 IdempotencyKeyAlreadyExists
+	// (400 TransactionRequestIdempotencyKeyAlreadyExists in earlier
+	// versions) with the payment's ID: done, and flagged. It publishes no
+	// retention.
+	Primer = Dialect{
+		Name: "primer", KeyHeader: "X-Idempotency-Key",
+		Signals: []Signal{
+			{Field: "error.errorId", Value: "IdempotencyKeyAlreadyExists", Answer: AnswerApplied},
+			{Field: "error.errorId", Value: "TransactionRequestIdempotencyKeyAlreadyExists", Answer: AnswerApplied},
+		},
+	}
+
+	// PicPay follows
+	// https://picpay.github.io/picpay-docs-digital-payments/en/one-click/guides/idempotency-key:
+	// the key in x-idempotency-key; the first result repeated for a key
+	// processed; 208 Already Reported while a payment or refund with the
+	// key is processing, which idem would otherwise take for done. It
+	// publishes no retention.
+	PicPay = Dialect{
+		Name: "picpay", KeyHeader: "X-Idempotency-Key",
+		Signals: []Signal{
+			{Status: http.StatusAlreadyReported, Answer: AnswerInFlight},
+		},
+	}
+)
+
+// Dialects returns the built-in dialects, a new slice on every call.
+func Dialects() []Dialect {
+	return []Dialect{IETFDraft, Stripe, Adyen, PayPal, Square, AWSCloudControl, CheckoutCom, MercadoPago, Primer, PicPay}
+}
+
+// DialectNamed returns the built-in dialect of that name, ignoring case.
+func DialectNamed(name string) (Dialect, bool) {
+	for _, d := range Dialects() {
+		if strings.EqualFold(d.Name, name) {
+			return d, true
+		}
+	}
+	return Dialect{}, false
+}
