@@ -60,6 +60,20 @@ const (
 // valid UTF-8 without NUL bytes, as PostgreSQL's text is (the file journal
 // takes any bytes); another is refused with idem.ErrInvalidOperation.
 func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
+	return j.claim(ctx, id, true)
+}
+
+// TryClaim is Claim without the wait: when another Do of id holds it, in
+// this process or on another machine, it returns at once a
+// *idem.HeldError (matching idem.ErrClaimed) with a nil Err; one that
+// another machine holds names it and its lease's end.
+func (j *Journal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
+	return j.claim(ctx, id, false)
+}
+
+// claim takes the claim on id, waiting for it within ctx or, unless wait,
+// not at all.
+func (j *Journal) claim(ctx context.Context, id string, wait bool) (idem.Claim, error) {
 	if err := j.usable(); err != nil {
 		return nil, err
 	}
@@ -67,12 +81,17 @@ func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 		return nil, fmt.Errorf("pgjournal: claiming %q: %w: an operation ID in PostgreSQL is text: not empty, UTF-8, without NUL",
 			id, idem.ErrInvalidOperation)
 	}
-	unlock, err := j.running.Lock(ctx, id)
-	if err != nil {
-		return nil, err
+	var unlock func()
+	if wait {
+		var err error
+		if unlock, err = j.running.Lock(ctx, id); err != nil {
+			return nil, err
+		}
+	} else if unlock = j.running.TryLock(id); unlock == nil {
+		return nil, &idem.HeldError{ID: id, Holder: j.opt.Owner}
 	}
 	c := &claim{j: j, id: id, unlock: unlock}
-	if err := c.acquire(ctx); err != nil {
+	if err := c.acquire(ctx, wait); err != nil {
 		unlock()
 		return nil, err
 	}
@@ -81,7 +100,8 @@ func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 
 // acquire waits until the operation's lease is free, then takes it (or,
 // for a new or completed operation, notes that there is none to take).
-func (c *claim) acquire(ctx context.Context) error {
+// Unless wait, a lease held elsewhere ends it at once with the holder.
+func (c *claim) acquire(ctx context.Context, wait bool) error {
 	poll := firstPoll
 	for {
 		held, err := c.try(ctx)
@@ -91,9 +111,12 @@ func (c *claim) acquire(ctx context.Context) error {
 		if held == nil { // the row changed between two statements: look again
 			continue
 		}
-		wait := min(poll, max(held.Until.Sub(c.j.Now()), time.Millisecond))
+		if !wait {
+			return held
+		}
+		sleep := min(poll, max(held.Until.Sub(c.j.Now()), time.Millisecond))
 		poll = min(2*poll, maxPoll)
-		t := time.NewTimer(wait)
+		t := time.NewTimer(sleep)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -358,7 +381,7 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 		return fmt.Errorf("pgjournal: recording the intent of %q: %w", op.ID, err)
 	case n == 0:
 		// Another machine began the operation since the claim read it.
-		if err := c.acquire(ctx); err != nil {
+		if err := c.acquire(ctx, true); err != nil {
 			return err
 		}
 		return fmt.Errorf("pgjournal: recording the intent of %q: another machine began it first: %w", op.ID, idem.ErrOperationExists)
