@@ -133,20 +133,29 @@ const readSQL = `SELECT fence, clock_timestamp(), ` + operationColumns + `,
 	FROM idem_operations WHERE namespace = $1 AND op_id = $2`
 
 // leaseSQL takes the lease on a row read with fence $3, unless the row
-// changed since or its lease is held.
+// changed since or its lease is held by another than this Journal's
+// release that failed, whose fence is $6 (F8).
 const leaseSQL = `UPDATE idem_operations
 	SET lease_owner = $4, lease_until = clock_timestamp() + $5 * interval '1 microsecond', fence = fence + 1
 	WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state < 2
-		AND (lease_until IS NULL OR lease_until <= clock_timestamp())
+		AND (lease_until IS NULL OR lease_until <= clock_timestamp() OR (lease_owner = $4 AND fence = $6))
 	RETURNING fence, clock_timestamp(), ` + operationColumns
 
 // try makes one attempt: it reads the row and, if the operation may be
 // sent and its lease is free, takes the lease. It returns who holds the
 // lease when another does; c.state is stateUnknown after an attempt that
 // must be made again.
+//
+// A lease this Journal holds in the database with no claim to renew it
+// (its release failed: the database was unreachable) is free to this
+// Journal (F8): the in-process lock on the ID, which the claim holds, says
+// no other claim of this Journal holds it, and the fence the release left
+// says no other machine took the lease since. Matching on the fence as well
+// as the owner keeps two Journals given one Options.Owner apart.
 func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 	j := c.j
 	c.state = stateUnknown
+	kept := j.keptFence(c.id)
 	var held *idem.HeldError
 	err := j.statement(ctx, func(ctx context.Context) error {
 		rows, err := j.pool.Query(ctx, readSQL, j.opt.Namespace, c.id)
@@ -162,8 +171,12 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 		_, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (bool, error) {
 			return true, c.scan(row, &fence, &owner, &until, &live)
 		})
+		if err == nil && kept != 0 && (c.done || fence != kept) {
+			j.forgetKept(c.id) // released by its lapse, and taken or completed since
+		}
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
+			j.forgetKept(c.id)
 			c.state = stateNew // Begin takes the lease with the intent
 			return nil
 		case err != nil:
@@ -171,12 +184,12 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 		case c.done:
 			c.state = stateCompleted
 			return nil
-		case live != nil && *live && owner != nil && until != nil:
+		case live != nil && *live && owner != nil && until != nil && !(*owner == j.opt.Owner && fence == kept):
 			held = &idem.HeldError{ID: c.id, Holder: *owner, Until: until.UTC()}
 			return nil
 		}
 		sent := time.Now()
-		rows, err = j.pool.Query(ctx, leaseSQL, j.opt.Namespace, c.id, fence, j.opt.Owner, j.opt.LeaseTTL.Microseconds())
+		rows, err = j.pool.Query(ctx, leaseSQL, j.opt.Namespace, c.id, fence, j.opt.Owner, j.opt.LeaseTTL.Microseconds(), kept)
 		if err != nil {
 			return err
 		}
@@ -189,6 +202,7 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 		case err != nil:
 			return err
 		}
+		j.forgetKept(c.id)
 		c.state = stateLeased
 		c.lease(sent)
 		return nil
@@ -197,6 +211,30 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 		return nil, fmt.Errorf("pgjournal: claiming %q: %w", c.id, err)
 	}
 	return held, nil
+}
+
+// keep notes the lease on id, fence fence, that a failed release left in
+// the database (F8); keptFence returns it, or 0 (fences start at 1), and
+// forgetKept drops it.
+func (j *Journal) keep(id string, fence int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.kept == nil {
+		j.kept = make(map[string]int64)
+	}
+	j.kept[id] = fence
+}
+
+func (j *Journal) keptFence(id string) int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.kept[id]
+}
+
+func (j *Journal) forgetKept(id string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.kept, id)
 }
 
 // scan reads a row that starts with the fence, the database's clock and
@@ -479,8 +517,10 @@ func (c *claim) abandon() {
 
 // Release gives the lease back, if the claim holds one; the operation
 // stays, pending, with no lease. A release that fails (the database is
-// unreachable) is logged; the lease then lapses by itself after LeaseTTL.
-// Then it unlocks the ID for this process's other Do calls.
+// unreachable) is logged; the lease then lapses by itself after LeaseTTL
+// for other machines, and this Journal's next claim of the ID takes it
+// back at once (F8). Then it unlocks the ID for this process's other Do
+// calls.
 func (c *claim) Release() {
 	if c.unlock == nil {
 		return
@@ -498,6 +538,8 @@ func (c *claim) Release() {
 		return err
 	})
 	if err != nil {
-		c.j.log.Warn("pgjournal: releasing a lease failed; it lapses by itself", "op", c.id, "err", err)
+		c.j.log.Warn("pgjournal: releasing a lease failed; this Journal takes it back at its next claim, others when it lapses",
+			"op", c.id, "err", err)
+		c.j.keep(c.id, c.fence)
 	}
 }
