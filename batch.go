@@ -261,6 +261,9 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 		return r, false
 	}
 	resp, err := c.doClaimed(op.ID, req, claim)
+	if he := (*HeldError)(nil); !wait && errors.As(err, &he) && he.Err == nil {
+		return r, true // another machine began it since the claim (Claim.Begin)
+	}
 	if err != nil {
 		r.Err = err
 		var oe *OutcomeError

@@ -71,7 +71,8 @@ type Claim interface {
 	// journal may find that another machine began the ID after the claim
 	// was taken: its Begin then waits for that machine as Claim waits,
 	// takes the operation over, and returns ErrOperationExists with the
-	// operation the other machine began in Operation.
+	// operation the other machine began in Operation; under a claim taken
+	// by TryClaim, it returns the *HeldError TryClaim would have.
 	Begin(ctx context.Context, op Operation) error
 
 	// Complete records the outcome of the claimed operation (State Done or

@@ -90,7 +90,7 @@ func (j *Journal) claim(ctx context.Context, id string, wait bool) (idem.Claim, 
 	} else if unlock = j.running.TryLock(id); unlock == nil {
 		return nil, &idem.HeldError{ID: id, Holder: j.opt.Owner}
 	}
-	c := &claim{j: j, id: id, unlock: unlock}
+	c := &claim{j: j, id: id, unlock: unlock, wait: wait}
 	if err := c.acquire(ctx, wait); err != nil {
 		unlock()
 		return nil, err
@@ -272,6 +272,7 @@ type claim struct {
 	j      *Journal
 	id     string
 	unlock func() // the in-process lock on id
+	wait   bool   // taken by Claim, which waits for a lease held elsewhere; false for TryClaim
 
 	state int
 	fence int64
@@ -380,7 +381,9 @@ func (c *claim) errLost(verb string) error {
 // lease. If another machine inserted it first, Begin waits for that
 // machine's lease as Claim does, takes it, and returns an error matching
 // idem.ErrOperationExists; Operation then returns what the other machine
-// began, which this claim now holds.
+// began, which this claim now holds. Under a claim taken by TryClaim,
+// Begin does not wait either: it returns a *idem.HeldError while the other
+// machine holds the lease.
 func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 	if err := c.writable("recording the intent of", op.ID); err != nil {
 		return err
@@ -419,7 +422,7 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 		return fmt.Errorf("pgjournal: recording the intent of %q: %w", op.ID, err)
 	case n == 0:
 		// Another machine began the operation since the claim read it.
-		if err := c.acquire(ctx, true); err != nil {
+		if err := c.acquire(ctx, c.wait); err != nil {
 			return err
 		}
 		return fmt.Errorf("pgjournal: recording the intent of %q: another machine began it first: %w", op.ID, idem.ErrOperationExists)

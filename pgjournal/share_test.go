@@ -127,3 +127,41 @@ func TestAJournalTakesBackItsOwnLeaseAtOnce(t *testing.T) {
 		t.Fatalf("after the second Do the journal holds %+v, %v; want it done", op, ok)
 	}
 }
+
+// TestBeginUnderTryClaimDoesNotWait is F7.1 for the race to begin a new
+// ID: TryClaim of an ID no machine has begun takes no lease (Begin takes
+// it with the intent); when another machine begins the ID first, Begin
+// under that claim returns the holder at once instead of waiting for it.
+func TestBeginUnderTryClaimDoesNotWait(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	op := idem.Operation{ID: "charge", Key: "key-a", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, State: idem.Pending}
+
+	tried, err := a.TryClaim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tried.Release()
+	won, err := b.Claim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer won.Release()
+	bop := op
+	bop.Key = "key-b"
+	if err := won.Begin(ctx, bop); err != nil {
+		t.Fatal(err)
+	}
+
+	err = tried.Begin(ctx, op)
+	var he *idem.HeldError
+	if !errors.As(err, &he) || he.Holder != "b" || he.Err != nil {
+		t.Fatalf("Begin under TryClaim of an ID b began = %v, want a *HeldError naming b, without Err", err)
+	}
+	if got, _ := journaltest.MustLookup(b, "charge"); got.Key != "key-b" {
+		t.Fatalf("the journal holds key %q, want b's", got.Key)
+	}
+}
