@@ -25,7 +25,8 @@ func TestABatchTakesOtherWorkFirst(t *testing.T) {
 			b := newBatchServer(t)
 			j := openJournal(t, filepath.Join(t.TempDir(), "batch.journal"))
 			c := newClient(t, fast(idem.Config{Journal: j}))
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			// A batch that waited for op-0 would end with this context.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 
 			// Another Do holds op-0 and has begun it.

@@ -21,6 +21,7 @@
 // processes run the same RunBatch at once, with a PostgreSQL journal,
 // against the reference server delaying every request by 300 ms:
 //
+//	go run ./cmd/idem-bench -fleet 1,2,3                                  # 120 operations, 4 callers per process
 //	go run ./cmd/idem-bench -fleet 1,2,3 -fleet-ops 200 -fleet-concurrency 16
 //
 // Run "idem-bench -h" for every flag. Exit status: 0 done, 1 failed,

@@ -28,8 +28,8 @@ import (
 
 // Defaults of FleetConfig.
 const (
-	DefaultFleetOps         = 200
-	DefaultFleetConcurrency = 16
+	DefaultFleetOps         = 120
+	DefaultFleetConcurrency = 4
 	DefaultFleetLatency     = 300 * time.Millisecond
 )
 
