@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,18 +162,12 @@ func runShared(t *testing.T, seed int64, n, ops int) (time.Duration, map[string]
 // finishedElapsed returns the time a finished batch child's rounds took,
 // from its finished line.
 func finishedElapsed(b *batchProcess) (time.Duration, error) {
-	lines, _ := b.outputLines()
-	for _, l := range lines {
-		if !strings.HasPrefix(l, "finished ") {
-			continue
-		}
-		for _, f := range strings.Fields(l) {
-			if v, ok := strings.CutPrefix(f, "elapsed="); ok {
-				return time.ParseDuration(v)
-			}
-		}
+	v, ok := b.field("finished", "elapsed")
+	if !ok {
+		lines, _ := b.outputLines()
+		return 0, fmt.Errorf("no finished line with elapsed= in %q", lines)
 	}
-	return 0, fmt.Errorf("no finished line with elapsed= in %q", lines)
+	return time.ParseDuration(v)
 }
 
 // senders records which workers sent an attempt of each operation.
