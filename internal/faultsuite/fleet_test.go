@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -104,8 +106,13 @@ func fleetCrash(t *testing.T, run fleetCrashRun) {
 		if running, err := workers[i].waitOutcomes(ctx, 1); err != nil || !running {
 			t.Fatalf("worker %d ended (%v, %v) before kill %d: %s", i, workers[i].err, err, k, workers[i].stderr.String())
 		}
+		pid := workers[i].cmd.Process.Pid
 		workers[i].kill()
-		takeovers.killed(i)
+		leased, err := leasedBy(ctx, pg.DSN(), pid)
+		if err != nil {
+			t.Fatalf("reading the leases of killed worker %d: %v", i, err)
+		}
+		takeovers.killed(i, leased)
 		wire.ClientKilled()
 		if k%5 == 0 {
 			if err := pg.Kill(ctx); err != nil {
@@ -251,17 +258,40 @@ func (t *takeovers) waitDone(ctx context.Context, n int) error {
 // recorder returns worker i's recorder, passing events on to rec.
 func (t *takeovers) recorder(rec Recorder, i int) Recorder { return takeoverRecorder{rec, t, i} }
 
-// killed notes that worker i was killed now.
-func (t *takeovers) killed(i int) {
+// killed notes that worker i was killed now, holding the leases of
+// leased: the operations it was sending, as the journal says (an attempt
+// is reported only once decided, so the events alone miss the first
+// attempts in flight), and as its events said.
+func (t *takeovers) killed(i int, leased []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
+	for _, op := range leased {
+		t.orphaned[op] = now
+	}
 	for op, w := range t.sending {
 		if w == i {
 			t.orphaned[op] = now
 			delete(t.sending, op)
 		}
 	}
+}
+
+// leasedBy returns the pending operations whose live lease in the journal
+// at dsn belongs to the process pid (by the default owner name,
+// host/pid/suffix).
+func leasedBy(ctx context.Context, dsn string, pid int) ([]string, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `SELECT op_id FROM idem_operations
+		WHERE state = 1 AND lease_until > clock_timestamp() AND lease_owner LIKE $1`, "%/"+strconv.Itoa(pid)+"/%")
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 func (t *takeovers) count() int {
