@@ -230,6 +230,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	setDefault(&cfg.KeyTTL, DefaultKeyTTL)
 	setDefault(&cfg.KeyHeader, DefaultKeyHeader)
+	cfg.KeyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
 	setDefault(&cfg.MaxBufferedBody, DefaultMaxBufferedBody)
 	setDefault(&cfg.MaxRecordedBody, DefaultMaxRecordedBody)
 	setDefault(&cfg.MaxRecordedHeader, DefaultMaxRecordedHeader)
@@ -520,6 +521,12 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 	out.Body, out.GetBody = nil, nil
 	out.Header = make(http.Header, len(req.Header)+1)
 	for name, values := range req.Header {
+		// A key the caller set itself, under a name Set does not replace
+		// (the map written directly, not in canonical form), would go out
+		// beside the journaled one (C1).
+		if name != c.cfg.KeyHeader && strings.EqualFold(name, c.cfg.KeyHeader) {
+			continue
+		}
 		out.Header[name] = values
 	}
 	out.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))

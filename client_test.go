@@ -155,7 +155,7 @@ func readAll(t *testing.T, resp *http.Response) string {
 	return string(b)
 }
 
-// C1: every attempt of an operation carries the same key, a UUIDv4.
+// C1.1: every attempt of an operation carries the same key, a UUIDv4.
 func TestSameKeyOnEveryAttempt(t *testing.T) {
 	s := newScript(t, status(503, "busy"), hangUp, status(502, "bad gateway"), status(201, "created"))
 	c := newClient(t, fast(idem.Config{}))
@@ -180,7 +180,7 @@ func TestSameKeyOnEveryAttempt(t *testing.T) {
 	}
 }
 
-// C1 across a restart: a pending operation resumes under its journaled key,
+// C1.2, C1.4 across a restart: a pending operation resumes under its journaled key,
 // and a new operation gets a new key.
 func TestKeySurvivesReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.journal")
@@ -227,7 +227,7 @@ func TestKeySurvivesReopen(t *testing.T) {
 	}
 }
 
-// C4: a completed operation is answered from the journal after a restart,
+// C4.1, C4.3: a completed operation is answered from the journal after a restart,
 // with no network call, for done and for rejected.
 func TestCompletedOperationNotSentAgain(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.journal")
@@ -272,7 +272,7 @@ func TestCompletedOperationNotSentAgain(t *testing.T) {
 	}
 }
 
-// C5: the same ID with a different method, URL or body is refused before
+// C5.1: the same ID with a different method, URL or body is refused before
 // anything is sent.
 func TestMismatchRefusedWithoutSending(t *testing.T) {
 	s := newScript(t, status(503, ""), status(200, "ok"))
@@ -298,7 +298,7 @@ func TestMismatchRefusedWithoutSending(t *testing.T) {
 	}
 }
 
-// C6: a pending operation older than KeyTTL is refused, nothing is sent,
+// C6.1, C6.4: a pending operation older than KeyTTL is refused, nothing is sent,
 // and the journal lists it as expired.
 func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.journal")
@@ -332,7 +332,7 @@ func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
 	}
 }
 
-// C7: the retry classification.
+// C7.1-C7.7: the retry classification.
 func TestRetryClassification(t *testing.T) {
 	slow := func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -397,7 +397,7 @@ func TestRetryClassification(t *testing.T) {
 	}
 }
 
-// C7: the caller's context ending is not retried, and the outcome is
+// C7.7, C7.8: the caller's context ending is not retried, and the outcome is
 // unknown; a malformed request is refused before anything is sent.
 func TestNotRetried(t *testing.T) {
 	t.Run("caller's context", func(t *testing.T) {
@@ -487,7 +487,7 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-// C8: the caller's context ends a wait at once, and the operation stays
+// C8.4: the caller's context ends a wait at once, and the operation stays
 // pending under its key.
 func TestContextEndsWait(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.journal")
@@ -522,7 +522,7 @@ func TestContextEndsWait(t *testing.T) {
 	}
 }
 
-// C8: MaxAttempts and MaxElapsed bound the retries.
+// C8.3: MaxAttempts and MaxElapsed bound the retries.
 func TestRetryBounds(t *testing.T) {
 	t.Run("MaxAttempts", func(t *testing.T) {
 		s := newScript(t, status(503, "down"))
@@ -571,7 +571,7 @@ func TestDefaultJitter(t *testing.T) {
 	}
 }
 
-// C9: an Unknown outcome's error says the attempts, the last status, a
+// C9.3: an Unknown outcome's error says the attempts, the last status, a
 // bounded prefix of the last body, the key, and the cause.
 func TestOutcomeErrorContents(t *testing.T) {
 	long := strings.Repeat("x", 10000)
@@ -599,7 +599,7 @@ func TestOutcomeErrorContents(t *testing.T) {
 	}
 }
 
-// C10: the body goes out byte-identical on every attempt, whether it was
+// C10.1: the body goes out byte-identical on every attempt, whether it was
 // buffered or streamed through GetBody.
 func TestBodyReplayedByteIdentical(t *testing.T) {
 	payload := make([]byte, 3<<20)
@@ -666,7 +666,7 @@ func TestBufferedBodyLimit(t *testing.T) {
 	}
 }
 
-// C4: a response body larger than MaxRecordedBody reaches the caller in
+// C3.3: a response body larger than MaxRecordedBody reaches the caller in
 // full; the recorded outcome keeps status and header, and its body says it
 // was not recorded.
 func TestRecordedBodyLimit(t *testing.T) {
@@ -696,7 +696,7 @@ func TestRecordedBodyLimit(t *testing.T) {
 	}
 }
 
-// C3: a response header larger than MaxRecordedHeader reaches the caller in
+// C3.2: a response header larger than MaxRecordedHeader reaches the caller in
 // full; the recorded outcome keeps the fields that fit, in name order, and
 // says that some are missing.
 func TestRecordedHeaderLimit(t *testing.T) {
@@ -718,7 +718,35 @@ func TestRecordedHeaderLimit(t *testing.T) {
 	}
 }
 
-// C10: every response body of a discarded attempt is closed.
+// C3.2: over MaxRecordedHeader, the fields that say what became of the
+// request are kept before any other: the padding here would fit beside
+// all of them but one, and sorts first.
+func TestRecordedHeaderKeepsWhatSaysWhatBecameOfTheRequest(t *testing.T) {
+	first := []string{"Location", "/charges/1", "Content-Location", "/charges/1", "Content-Type", "application/json",
+		"Retry-After", "5", "Idempotent-Replayed", "false"}
+	s := newScript(t, status(201, "made", append([]string{"A-Padding", strings.Repeat("p", 870)}, first...)...))
+	c := newClient(t, fast(idem.Config{MaxRecordedHeader: 1000}))
+	resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for i := 0; i < len(first); i += 2 {
+		if got := resp.Header.Get(first[i]); got != first[i+1] {
+			t.Errorf("recorded %s = %q, want %q", first[i], got, first[i+1])
+		}
+	}
+	if !idem.Recorded(resp) || resp.Header.Get("A-Padding") != "" || s.count() != 1 {
+		t.Fatalf("recorded %v, header %v after %d requests: want the padding left out", idem.Recorded(resp), resp.Header, s.count())
+	}
+}
+
+// C10.2: every response body of a discarded attempt is closed.
 func TestDiscardedBodiesClosed(t *testing.T) {
 	s := newScript(t, status(503, "a"), status(500, strings.Repeat("b", 100000)), status(429, "c"), status(200, "d"))
 	tr := &closeTracker{base: http.DefaultTransport}
@@ -835,7 +863,7 @@ func TestRetryBudget(t *testing.T) {
 	}
 }
 
-// C11: concurrent Do calls with the same ID send once.
+// C11.2: concurrent Do calls with the same ID send once.
 func TestConcurrentSameOperationSendsOnce(t *testing.T) {
 	release := make(chan struct{})
 	var n atomic.Int32
@@ -878,7 +906,7 @@ func TestConcurrentSameOperationSendsOnce(t *testing.T) {
 	}
 }
 
-// C11: a waiting Do gives up when its own context ends.
+// C11.3: a waiting Do gives up when its own context ends.
 func TestConcurrentWaiterHonoursContext(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
@@ -911,7 +939,7 @@ func TestConcurrentWaiterHonoursContext(t *testing.T) {
 	}
 }
 
-// C11: 100 goroutines with distinct IDs, each sent once under its own key.
+// C11.1: 100 goroutines with distinct IDs, each sent once under its own key.
 func TestManyConcurrentOperations(t *testing.T) {
 	var mu sync.Mutex
 	keys := map[string]string{}
@@ -976,7 +1004,7 @@ func TestKeyHeaderOptions(t *testing.T) {
 	}
 }
 
-// C12: the *http.Client form.
+// C12.1, C12.2: the *http.Client form.
 func TestStandardClient(t *testing.T) {
 	s := newScript(t, status(503, ""), status(422, "invalid"), status(200, "fine"))
 	c := newClient(t, fast(idem.Config{}))
@@ -1018,7 +1046,7 @@ func TestStandardClient(t *testing.T) {
 	}
 }
 
-// C2: the intent is written and fsync'd before the first attempt is sent,
+// C2.1: the intent is written and fsync'd before the first attempt is sent,
 // and what is on disk when the server sees the request holds its key. The
 // test holds the intent's fsync: while it is held, nothing reaches the
 // server and Do does not return; once it returns, the request goes out.
@@ -1107,7 +1135,7 @@ func (f *heldSyncFile) Sync() error {
 	return f.File.Sync()
 }
 
-// C2: when the intent cannot be made durable, nothing is sent and the
+// C2.2: when the intent cannot be made durable, nothing is sent and the
 // caller gets the error.
 func TestIntentNotDurableNothingSent(t *testing.T) {
 	s := newScript(t)
@@ -1145,7 +1173,7 @@ func (f *syncFailer) Sync() error {
 	return f.File.Sync()
 }
 
-// C9: the cause of an unknown outcome is kept beside why retrying stopped.
+// C9.3: the cause of an unknown outcome is kept beside why retrying stopped.
 func TestOutcomeErrorKeepsCause(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	url := dead.URL
@@ -1202,7 +1230,7 @@ func TestRejectionCarriesAnswer(t *testing.T) {
 	}
 }
 
-// C6: retrying stops before an attempt would carry a key older than KeyTTL.
+// C6.3: retrying stops before an attempt would carry a key older than KeyTTL.
 func TestKeyTTLCrossedWhileRetrying(t *testing.T) {
 	now := newTestClock()
 	clock := now.Now
@@ -1313,7 +1341,7 @@ func TestJournalURLRedacted(t *testing.T) {
 	}
 }
 
-// C11 across Clients: two Clients sharing a journal still send an
+// C11.2 across Clients: two Clients sharing a journal still send an
 // operation once.
 func TestClientsSharingAJournalSendOnce(t *testing.T) {
 	release := make(chan struct{})
@@ -1414,7 +1442,7 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 	}
 }
 
-// C6: an attempt must be over before its key is KeyTTL old, so none is
+// C6.2: an attempt must be over before its key is KeyTTL old, so none is
 // sent within AttemptTimeout of that age.
 func TestNoAttemptWithinAttemptTimeoutOfKeyTTL(t *testing.T) {
 	now := newTestClock()
@@ -1448,7 +1476,7 @@ func (c *testClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 // Advance moves the clock forward by d.
 func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
-// C13, in detail: an operation follows nothing but a 307 or 308 to its own
+// C13.3, C13.6, C13.7, C3.2, in detail: an operation follows nothing but a 307 or 308 to its own
 // origin, the Host header included; a caller's CheckRedirect that refuses
 // a redirect makes the 3xx the answer, not a retried error; a header padded
 // past MaxRecordedHeader keeps the Location the rejection names.
@@ -1546,7 +1574,7 @@ func TestRedirectRuleDetails(t *testing.T) {
 	})
 }
 
-// C2 across processes: an intent a killed process wrote but never made
+// C2.3 across processes: an intent a killed process wrote but never made
 // durable is found by the next process that opens the journal, which must
 // make it durable before it resends under its key. Otherwise a power cut
 // after the resend loses the intent, and a third process sends the same
@@ -1596,5 +1624,70 @@ func TestResumedIntentIsDurableBeforeItIsSent(t *testing.T) {
 	}
 	if got := s.attempts(); len(got) != 2 || got[0].Key != got[1].Key {
 		t.Fatalf("the server saw %d requests under keys %v; want 2 under one key", len(got), got)
+	}
+}
+
+// C8.1: without jitter the waits grow by backoff's multiplier (1.5) from
+// InitialWait, each capped by MaxWait.
+func TestBackoffGrowsExponentially(t *testing.T) {
+	s := newScript(t, status(503, ""))
+	var waits []time.Duration
+	c := newClient(t, idem.Config{InitialWait: 4 * time.Millisecond, MaxWait: 10 * time.Millisecond, Jitter: -1, MaxAttempts: 5,
+		OnAttempt: func(a idem.Attempt) {
+			if a.Retry {
+				waits = append(waits, a.Wait)
+			}
+		}})
+	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrAttemptsExhausted) {
+		t.Fatalf("err = %v, want attempts exhausted", err)
+	}
+	want := []time.Duration{4 * time.Millisecond, 6 * time.Millisecond, 9 * time.Millisecond, 10 * time.Millisecond}
+	if fmt.Sprint(waits) != fmt.Sprint(want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+}
+
+// C3.5: Do does not wait for its completion to be durable, and losing it
+// costs a resend under the same key, nothing more: after a power cut that
+// takes the completion of a done operation, the next process finds the
+// operation pending and resends it under its journaled key.
+func TestALostCompletionIsResentUnderTheSameKey(t *testing.T) {
+	s := newScript(t, status(201, "made"), status(201, "made", "Idempotent-Replayed", "true"))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ops.journal")
+	var synced atomic.Int64 // the file's length at its last fsync
+	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{
+		WrapFile: func(f idem.File) idem.File { return syncedFile{File: f, size: &synced, fault: &syncFault{}} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := newClient(t, fast(idem.Config{Journal: j})).Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	image, err := os.ReadFile(path) // the power cut: the file as its last fsync left it
+	if err != nil {
+		t.Fatal(err)
+	}
+	image = image[:synced.Load()]
+	j.Close() // its fsync comes after the cut
+	cut := filepath.Join(dir, "after-the-cut.journal")
+	if err := os.WriteFile(cut, image, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j = openJournal(t, cut)
+	defer j.Close()
+	if op, _ := lookup(j, "op"); op.State != idem.Pending {
+		t.Fatalf("after the cut the operation is %v, want pending: the completion was made durable before Do returned", op.State)
+	}
+	resp, err = newClient(t, fast(idem.Config{Journal: j})).Do("op", post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	op, _ := lookup(j, "op")
+	if got := s.attempts(); len(got) != 2 || got[0].Key != op.Key || got[1].Key != op.Key || op.State != idem.Done {
+		t.Fatalf("requests %v, journal %v under %s: want two requests under the journaled key, then done", got, op.State, op.Key)
 	}
 }

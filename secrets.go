@@ -44,8 +44,9 @@ const UnrecordedHeadersField = "Idem-Unrecorded-Headers"
 
 // DefaultRedactedParams are the query parameters whose values are never
 // written. A parameter is redacted when its name, compared without case,
-// is one of them or ends with "_" or "-" followed by one of them
-// ("refresh_token", "client_secret", "x-api-key").
+// is one of them, or ends with one of them after a character that is not
+// a letter or digit ("refresh_token", "x-api-key", "auth.token") or after
+// a camelCase boundary ("accessToken", "clientSecret").
 var DefaultRedactedParams = []string{
 	"access_token", "token", "api_key", "apikey", "key", "signature", "sig",
 	"password", "passwd", "secret", "auth", "credential", "x-amz-signature",
@@ -69,7 +70,9 @@ func newSecrets(cfg Config) secrets {
 	}
 	for _, list := range [][]string{DefaultRedactedParams, cfg.RedactedParams} {
 		for _, p := range list {
-			s.params = append(s.params, strings.ToLower(p))
+			if p != "" {
+				s.params = append(s.params, strings.ToLower(p))
+			}
 		}
 	}
 	return s
@@ -130,16 +133,29 @@ func (s secrets) recordedHeader(h http.Header) http.Header {
 // to the journal it rewrites.
 var defaultSecrets = newSecrets(Config{})
 
-// redactedParam reports whether the query parameter name holds a secret.
+// redactedParam reports whether the query parameter name holds a secret,
+// by the rule DefaultRedactedParams states.
 func (s secrets) redactedParam(name string) bool {
-	name = strings.ToLower(name)
 	for _, p := range s.params {
-		if name == p || strings.HasSuffix(name, p) && len(name) > len(p) &&
-			(name[len(name)-len(p)-1] == '_' || name[len(name)-len(p)-1] == '-') {
+		at := len(name) - len(p) // where p would start
+		if at < 0 || !strings.EqualFold(name[at:], p) {
+			continue
+		}
+		if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name[at-1], name[at]) {
 			return true
 		}
 	}
 	return false
+}
+
+func isLetterOrDigit(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
+}
+
+// camelBoundary reports whether a word starts at next after prev, as in
+// "accessToken".
+func camelBoundary(prev, next byte) bool {
+	return ('a' <= prev && prev <= 'z' || '0' <= prev && prev <= '9') && 'A' <= next && next <= 'Z'
 }
 
 // url returns u as idem writes it: no user info, secret query values

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,7 +66,7 @@ func TestNoSecretsAtRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := strings.Replace(srv.URL, "http://", "http://user:"+password+"@", 1) +
-		"/charges?amount=5&access_token=" + token + "&X-Amz-Signature=" + signed + "&refresh_token=" + token
+		"/charges?amount=5&access_token=" + token + "&X-Amz-Signature=" + signed + "&refresh_token=" + token + "&clientSecret=" + token
 	post := func(u string) *http.Request {
 		req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(`{"amount":5}`))
 		if err != nil {
@@ -105,7 +106,7 @@ func TestNoSecretsAtRest(t *testing.T) {
 		t.Fatalf("Do with another token: %v, want ErrMismatch", err)
 	}
 	op, _ := lookup(j, "charge")
-	want := srv.URL + "/charges?amount=5&access_token=xxxxx&X-Amz-Signature=xxxxx&refresh_token=xxxxx"
+	want := srv.URL + "/charges?amount=5&access_token=xxxxx&X-Amz-Signature=xxxxx&refresh_token=xxxxx&clientSecret=xxxxx"
 	if op.URL != want {
 		t.Fatalf("journaled URL %q, want %q", op.URL, want)
 	}
@@ -229,5 +230,30 @@ func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	after, _ := os.ReadFile(path)
 	if !bytes.Equal(before, after) {
 		t.Fatal("a second compaction rewrote the scrubbed records differently")
+	}
+}
+
+// C14.5: a query parameter whose name looks like a credential is redacted
+// whatever its case and however its words are joined: a separator that is
+// not a letter or digit, or a camelCase boundary. A name that only ends
+// in the same letters, inside a word, is kept.
+func TestRedactedParamSpellings(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		redacted bool
+	}{
+		{"access_token", true}, {"ACCESS_TOKEN", true}, {"Access_Token", true},
+		{"refresh_token", true}, {"refresh-token", true}, {"auth.token", true}, {"auth~token", true},
+		{"accessToken", true}, {"clientSecret", true}, {"sessionToken", true}, {"v2Signature", true},
+		{"x-api-key", true}, {"X-API-KEY", true}, {"api.key", true}, {"apiKey", true},
+		{"X-Amz-Signature", true}, {"token", true}, {"Token", true},
+		{"monkey", false}, {"turkey", false}, {"tokens", false}, {"hotkey", false},
+		{"keyboard", false}, {"amount", false}, {"Monkey", false},
+	} {
+		u := mustParse(t, "https://api.example/c?"+url.QueryEscape(tc.name)+"=v4lue&n=1")
+		got := idem.RedactURL(u)
+		if redacted := !strings.Contains(got, "v4lue"); redacted != tc.redacted || !strings.HasSuffix(got, "&n=1") {
+			t.Errorf("%s: written %q, redacted %v, want %v", tc.name, got, redacted, tc.redacted)
+		}
 	}
 }

@@ -29,11 +29,11 @@ func (t machineTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestAPartitionedHolderStopsSending is F3 under a partition: machine a
+// TestAPartitionedHolderStopsSending is F3.5 under a partition: machine a
 // can reach the API but no longer the database, while its attempts are
-// retried. Its lease lapses in the database and b takes the operation
-// over; a must have stopped sending before b's attempt starts, however
-// long its renewal statement hangs.
+// retried. Its lease lapses in the database and b takes the operation over;
+// a must have stopped sending before b's attempt starts, however long its
+// renewal statement hangs.
 func TestAPartitionedHolderStopsSending(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	p, viaProxy := newProxy(t, dsn)
@@ -181,7 +181,7 @@ func TestCloseAbandonsTheLeases(t *testing.T) {
 	cb.Release()
 }
 
-// TestOpenOfADatabaseThatDoesNotAnswer is F6 at Open: a database that
+// TestOpenOfADatabaseThatDoesNotAnswer is F6.2 at Open: a database that
 // does not answer within Options.Timeout is unavailable, migrating or not.
 func TestOpenOfADatabaseThatDoesNotAnswer(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)

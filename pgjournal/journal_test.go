@@ -135,10 +135,10 @@ func client(t testing.TB, j idem.Journal) *idem.Client {
 	return c
 }
 
-// TestIntentIsCommittedBeforeTheFirstByte is F1: when the server gets the
-// first attempt, another machine already reads the operation as pending
-// under the key the attempt carries; and an intent whose commit fails
-// sends nothing.
+// TestIntentIsCommittedBeforeTheFirstByte is F1.1 and F1.2: when the server
+// gets the first attempt, another machine already reads the operation as
+// pending under the key the attempt carries; and an intent whose commit
+// fails sends nothing.
 func TestIntentIsCommittedBeforeTheFirstByte(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	a := openJournal(t, dsn, pgjournal.Options{})
@@ -177,10 +177,10 @@ func TestIntentIsCommittedBeforeTheFirstByte(t *testing.T) {
 	}
 }
 
-// TestAnotherMachineResumesAndReplays is F2: an operation left pending by
-// one machine is resumed by another under the same key; once done, a third
-// machine answers it from the journal with no request; another namespace is
-// another journal.
+// TestAnotherMachineResumesAndReplays is F2.1 to F2.3: an operation left
+// pending by one machine is resumed by another under the same key; once
+// done, a third machine answers it from the journal with no request;
+// another namespace is another journal.
 func TestAnotherMachineResumesAndReplays(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	srv := newServer(t)
@@ -223,10 +223,10 @@ func TestAnotherMachineResumesAndReplays(t *testing.T) {
 	}
 }
 
-// TestOneSenderAtATime is F3: while one machine's attempt of an operation
-// is in flight, another machine's Do of it waits; if its context ends
-// first it gets a *HeldError naming the holder, and otherwise it answers
-// from the outcome the holder recorded, with nothing sent.
+// TestOneSenderAtATime is F3.1 and F3.2: while one machine's attempt of an
+// operation is in flight, another machine's Do of it waits; if its context
+// ends first it gets a *HeldError naming the holder, and otherwise it
+// answers from the outcome the holder recorded, with nothing sent.
 func TestOneSenderAtATime(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	srv := newServer(t)
@@ -286,10 +286,9 @@ func TestOneSenderAtATime(t *testing.T) {
 	}
 }
 
-// TestADeadHoldersLeaseLapses is F3's last part: a machine that dies with
-// the lease held (its connections gone, nothing released) holds up the
-// operation for LeaseTTL, after which another machine resumes it under the
-// same key.
+// TestADeadHoldersLeaseLapses is F3.4: a machine that dies with the lease
+// held (its connections gone, nothing released) holds up the operation for
+// LeaseTTL, after which another machine resumes it under the same key.
 func TestADeadHoldersLeaseLapses(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	const lease = 500 * time.Millisecond
@@ -323,10 +322,10 @@ func TestADeadHoldersLeaseLapses(t *testing.T) {
 	t.Logf("lease takeover after %s (LeaseTTL %s)", took, lease)
 }
 
-// TestExpiryByTheDatabasesClock is F4: a database whose clock runs two
-// hours ahead of this machine's (a shadowing clock_timestamp) makes a key
-// minted by this machine's clock an hour ago expired, for the listings and
-// for Do.
+// TestExpiryByTheDatabasesClock is F4.1 to F4.3: a database whose clock
+// runs two hours ahead of this machine's (a shadowing clock_timestamp)
+// makes a key minted by this machine's clock an hour ago expired, for the
+// listings and for Do.
 func TestExpiryByTheDatabasesClock(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	exec(t, dsn, `CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE sql
@@ -367,9 +366,9 @@ func TestExpiryByTheDatabasesClock(t *testing.T) {
 	}
 }
 
-// TestALapsedHolderCannotOverwrite is F5: a machine whose lease lapsed and
-// was taken over cannot record its outcome over the next holder's, and
-// its Begin is refused too.
+// TestALapsedHolderCannotOverwrite is F5.2 on a completed row: a machine
+// whose lease lapsed and was taken over cannot record its outcome over the
+// next holder's, and its Begin is refused too.
 func TestALapsedHolderCannotOverwrite(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	a := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: 3 * time.Second})
@@ -405,6 +404,9 @@ func TestALapsedHolderCannotOverwrite(t *testing.T) {
 	if got.State != idem.Done || got.Status != 201 || string(got.Body) != "b's answer" {
 		t.Fatalf("recorded %s %d %q, want b's done 201", got.State, got.Status, got.Body)
 	}
+	if err := ca.Begin(context.Background(), op); !errors.Is(err, idem.ErrOperationExists) {
+		t.Fatalf("the lapsed holder's Begin: %v, want ErrOperationExists", err)
+	}
 	select {
 	case <-ca.Lost():
 	case <-time.After(time.Minute):
@@ -412,7 +414,7 @@ func TestALapsedHolderCannotOverwrite(t *testing.T) {
 	}
 }
 
-// TestALostLeaseStopsTheAttempts is F3 from the sender's side: a Do whose
+// TestALostLeaseStopsTheAttempts is F3.5 from the sender's side: a Do whose
 // lease is taken over while its attempt is in flight stops, ends unknown
 // with ErrClaimLost, and records nothing.
 func TestALostLeaseStopsTheAttempts(t *testing.T) {
@@ -447,9 +449,9 @@ func TestALostLeaseStopsTheAttempts(t *testing.T) {
 	}
 }
 
-// TestDatabaseDownFailsBeforeSending is F6: with the database stopped, Do
-// fails with ErrJournalUnavailable and sends nothing; once it is back, the
-// same Client works.
+// TestDatabaseDownFailsBeforeSending is F6.1 and F6.3: with the database
+// stopped, Do fails with ErrJournalUnavailable and sends nothing; once it
+// is back, the same Client works.
 func TestDatabaseDownFailsBeforeSending(t *testing.T) {
 	pg := pgtest.Own(t)
 	j := openJournal(t, pg.DSN(), pgjournal.Options{Timeout: 2 * time.Second})

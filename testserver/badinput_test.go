@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// S7: bad input gets a clear problem and changes nothing.
+// S7.1 and S7.2: bad input gets a clear problem and changes nothing.
 func TestS7BadInputChangesNothing(t *testing.T) {
 	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {
 		huge := `{"item_id":"sku-1","quantity":1,"reference":"` + strings.Repeat("x", DefaultMaxBodyBytes) + `"}`

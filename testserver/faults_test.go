@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// S8: each fault, injected into one request, leaves the database consistent,
-// and the retry under the same key (after a restart, as after a real crash)
-// ends with exactly one effect.
+// S8.2 (and S3.1, S5.2): each fault, injected into one request, leaves the
+// database consistent, and the retry under the same key (after a restart, as
+// after a real crash) ends with exactly one effect.
 func TestS8EachFaultLeavesTheDatabaseConsistent(t *testing.T) {
 	const lockTimeout = 10 * time.Second
 	type outcome struct {
@@ -156,7 +156,7 @@ func TestS8EachFaultLeavesTheDatabaseConsistent(t *testing.T) {
 	}
 }
 
-// S8: the default server injects nothing.
+// S8.1: the default server injects nothing.
 func TestS8NoFaultsByDefault(t *testing.T) {
 	in := start(t, Config{})
 	stock(t, in, "sku-1", 1000)

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// S6: keys expire after the retention window (a key as old as the window
-// is expired, as the client's KeyTTL counts it); a key used after the sweep
-// is a new request.
+// S6.1 to S6.3: keys expire after the retention window (a key as old as the
+// window is expired, as the client's KeyTTL counts it); a key used after the
+// sweep is a new request.
 func TestS6SweepForgetsExpiredKeys(t *testing.T) {
 	clock := newFakeClock()
 	// The background sweeper must not interfere: an interval of an hour.
@@ -125,7 +125,7 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
-// S6 and S5: the sweeper never deletes a key whose request has not
+// S6.4 (and S5): the sweeper never deletes a key whose request has not
 // finished. Deleting it would let a retry start afresh under a new
 // downstream key and capture the money a second time. Such a key is kept,
 // however old, and counted in Stats.Abandoned for reconciliation.

@@ -33,7 +33,7 @@ func snap(t *testing.T, in *Instance) snapshot {
 	return snapshot{st.Keys, st.Effects.Reservations, st.Effects.Charges, st.GatewayCaptures, available(t, in, "sku-1")}
 }
 
-// S1: every mutating endpoint requires a well-formed key.
+// S1.1 to S1.3: every mutating endpoint requires a well-formed key.
 func TestS1KeyIsRequired(t *testing.T) {
 	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {
 		keys := []struct {
@@ -84,7 +84,7 @@ func TestS1KeyIsRequired(t *testing.T) {
 	})
 }
 
-// S2: keys are scoped per client.
+// S2.1 and S2.2: keys are scoped per client.
 func TestS2KeysAreScopedPerClient(t *testing.T) {
 	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {
 		in := start(t, Config{Path: newDB(t)})
@@ -126,7 +126,7 @@ func TestS2KeysAreScopedPerClient(t *testing.T) {
 	})
 }
 
-// S3: the business tables carry the key under UNIQUE, a second line of
+// S3.2: the business tables carry the key under UNIQUE, a second line of
 // defence behind the key row.
 func TestS3BusinessTablesCarryTheKeyUnique(t *testing.T) {
 	in := start(t, Config{})
@@ -147,7 +147,7 @@ func TestS3BusinessTablesCarryTheKeyUnique(t *testing.T) {
 	}
 }
 
-// S4: replay with the same fingerprint, 422 with another.
+// S4.1 to S4.3: replay with the same fingerprint, 422 with another.
 func TestS4ReplayAndMismatch(t *testing.T) {
 	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {
 		for _, ep := range mutatingEndpoints {
@@ -190,7 +190,7 @@ func TestS4ReplayAndMismatch(t *testing.T) {
 	})
 }
 
-// S4: the query string is part of the request the key names, as the
+// S4.3: the query string is part of the request the key names, as the
 // contract's fingerprint covers the whole URL.
 func TestS4QueryIsPartOfTheFingerprint(t *testing.T) {
 	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {

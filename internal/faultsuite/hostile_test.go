@@ -88,7 +88,7 @@ func postTo(t *testing.T, url, body string) *http.Request {
 	return req
 }
 
-// C13: a redirect never becomes the recorded outcome of another request,
+// C13.1-C13.4: a redirect never becomes the recorded outcome of another request,
 // and never carries the key or the body to another origin. Each status is
 // tried with a Location on the same origin and on another one; the
 // operation is then run again, as a resumed batch would, and must be
@@ -196,7 +196,7 @@ func checkOutcome(t *testing.T, resp *http.Response, err error, outcome idem.Out
 	return oe.Status
 }
 
-// C13: the caller's own CheckRedirect cannot relax the rule for an
+// C13.8, C12.4: the caller's own CheckRedirect cannot relax the rule for an
 // operation; StandardClient returns the unfollowed 3xx of an operation as
 // its response, and lets safe requests without one follow redirects as
 // net/http does, without a key.
@@ -333,7 +333,7 @@ func newConflictServer(t *testing.T, onConflict func(n int)) *conflictServer {
 	return s
 }
 
-// C7: a 409 without Retry-After while the first attempt is still being
+// C7.3, C7.5, C1.2: a 409 without Retry-After while the first attempt is still being
 // processed is not a refusal. Retried, it ends done in the first run once
 // the server commits; when attempts run out first, the operation stays
 // pending (unknown, never rejected) and the next run resumes it under the
@@ -397,7 +397,7 @@ func requireOneKeyOneEffect(t *testing.T, s *conflictServer, j *idem.FileJournal
 	}
 }
 
-// C7: a 409 that the server marks as its stored answer for the key is
+// C7.4: a 409 that the server marks as its stored answer for the key is
 // final: rejected after one attempt, recorded, not sent again.
 func TestHostileStoredConflictIsRejected(t *testing.T) {
 	srv := newHostile(t, func(w http.ResponseWriter, r *http.Request) {
@@ -563,7 +563,7 @@ func TestHostileCompactionThroughASymlink(t *testing.T) {
 	}
 }
 
-// C3: a response header of megabytes is returned to the caller whole, but
+// C3.2: a response header of megabytes is returned to the caller whole, but
 // the journal records a bounded part of it, flagged, so a hostile server
 // cannot grow the journal (and the memory indexing it) without limit.
 func TestHostileHugeResponseHeader(t *testing.T) {

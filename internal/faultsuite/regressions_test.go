@@ -18,7 +18,7 @@ import (
 // Tests of bugs this suite found in the client and its journal, fixed
 // since: each failed before its fix, and guards against its return.
 
-// C2: the intent is durable before the first byte is sent. When the fsync
+// C2.2: the intent is durable before the first byte is sent. When the fsync
 // of an intent failed, Begin returned the error but left the operation in
 // the journal's index as pending, so the next Do of the same operation,
 // in the same process, found it and sent it, although its intent never
@@ -46,7 +46,7 @@ func TestDiskFsyncFailureNeverSendsTheUnsyncedIntent(t *testing.T) {
 	}
 }
 
-// C4: a completed operation is not sent again, also after a restart. The
+// C4.2: a completed operation is not sent again, also after a restart. The
 // journal's compaction used to drop operations completed more than KeyTTL
 // ago, so a batch resumed (or run again) the next day, after a compaction
 // (which also runs on its own once the file passes 4 MiB), sent its
@@ -97,7 +97,7 @@ func TestCompletedOperationIsNotResentAfterCompaction(t *testing.T) {
 	}
 }
 
-// C6: a pending operation whose key is older than KeyTTL is refused and
+// C6.3: a pending operation whose key is older than KeyTTL is refused and
 // nothing is sent. The client checked the key's age once, when Do
 // started, and not before each retry: a Do that started just before
 // KeyTTL kept retrying after it, when the server had forgotten the key,
@@ -251,7 +251,7 @@ func unavailable(req *http.Request) *http.Response {
 	}
 }
 
-// C9: the error of an unknown outcome says the last status or error. When
+// C9.3: the error of an unknown outcome says the last status or error. When
 // retrying stopped (attempts or retry budget exhausted) after a transport
 // error, the OutcomeError carried only why retrying stopped: the
 // connection error was gone from the message and from errors.Is.

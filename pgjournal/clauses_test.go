@@ -1,0 +1,172 @@
+package pgjournal_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/pgjournal"
+)
+
+// TestALeaseIsRenewedWhileTheAttemptRuns is F3.3: an attempt that runs
+// past the machine's LeaseTTL keeps the lease, renewed in the database
+// while it runs, so another machine's Do of the operation still waits,
+// and the attempt's outcome is recorded.
+func TestALeaseIsRenewedWhileTheAttemptRuns(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	const lease = 3 * time.Second // renewed every second
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: lease})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b"})
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	srv := newServer(t)
+	heldByA := make(chan error, 1)
+	srv.hold = func(r *http.Request) int {
+		// Answer once the lease was renewed twice (its end moved twice,
+		// which takes over LeaseTTL), or when the client gives up.
+		var ends []time.Time
+		for len(ends) < 3 && r.Context().Err() == nil {
+			var until *time.Time
+			err := conn.QueryRow(r.Context(), `SELECT lease_until FROM idem_operations WHERE op_id = 'charge'`).Scan(&until)
+			if err == nil && until != nil && (len(ends) == 0 || until.After(ends[len(ends)-1])) {
+				ends = append(ends, *until)
+			}
+			time.Sleep(10 * time.Millisecond) // polls the database; the renewals come every LeaseTTL/3
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		c, err := b.Claim(ctx, "charge")
+		if err == nil {
+			c.Release()
+		}
+		heldByA <- err
+		return 0
+	}
+	resp, err := client(t, a).Do("charge", srv.post(t, context.Background()))
+	if err != nil {
+		t.Fatalf("a Do whose attempt outlived LeaseTTL: %v", err)
+	}
+	resp.Body.Close()
+	var held *idem.HeldError
+	if err := <-heldByA; !errors.As(err, &held) || held.Holder != "a" {
+		t.Fatalf("another machine's claim during the renewed attempt: %v, want a *HeldError naming a", err)
+	}
+	if got, _, _ := b.Lookup(context.Background(), "charge"); got.State != idem.Done {
+		t.Fatalf("state %s, want done", got.State)
+	}
+}
+
+// TestTheDatabasesClockIsReadAtEveryClaim is F4.4: when the database's
+// clock steps (a failover to a server whose clock differs, an NTP step),
+// the journal's Now follows it at the next claim, not only at Open.
+func TestTheDatabasesClockIsReadAtEveryClaim(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	exec(t, dsn, `CREATE TABLE clock_step (d interval NOT NULL)`)
+	exec(t, dsn, `INSERT INTO clock_step VALUES ('0')`)
+	exec(t, dsn, `CREATE SCHEMA stepped`)
+	exec(t, dsn, `CREATE FUNCTION stepped.clock_timestamp() RETURNS timestamptz LANGUAGE sql
+		AS $$ SELECT pg_catalog.clock_timestamp() + (SELECT d FROM public.clock_step) $$`)
+	stepped := dsn + "&options=-c%20search_path%3Dpublic,stepped,pg_catalog"
+	if !strings.Contains(dsn, "?") {
+		stepped = dsn + "?options=-c%20search_path%3Dpublic,stepped,pg_catalog"
+	}
+	j := openJournal(t, stepped, pgjournal.Options{})
+	ctx := context.Background()
+	c, err := j.Claim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Begin(ctx, idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.Pending}); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	if d := j.Now().Sub(time.Now()); d > time.Minute || d < -time.Minute {
+		t.Fatalf("before the step the journal's clock is %s off this machine's", d)
+	}
+	exec(t, dsn, `UPDATE clock_step SET d = '2 hours'`)
+	c, err = j.Claim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	if d := j.Now().Sub(time.Now()); d < 2*time.Hour-time.Minute || d > 2*time.Hour+time.Minute {
+		t.Fatalf("after the step and a claim the journal's clock is %s ahead, want the database's 2h", d)
+	}
+}
+
+// TestADatabaseThatStopsAnsweringFailsDoBeforeSending is F6.2 on Do: a
+// database that stops answering (no error, no close) makes Do fail within
+// Options.Timeout with ErrJournalUnavailable, nothing sent.
+func TestADatabaseThatStopsAnsweringFailsDoBeforeSending(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	openJournal(t, dsn, pgjournal.Options{}) // the tables exist
+	p, via := newProxy(t, dsn)
+	j := openJournal(t, via, pgjournal.Options{Timeout: 2 * time.Second, NoMigrate: true})
+	srv := newServer(t)
+	p.Freeze(true)
+	_, err := client(t, j).Do("charge", srv.post(t, context.Background()))
+	p.Freeze(false)
+	if !errors.Is(err, idem.ErrJournalUnavailable) {
+		t.Fatalf("Do with the database not answering: %v, want ErrJournalUnavailable", err)
+	}
+	if n, _ := srv.requests(); n != 0 {
+		t.Fatalf("%d requests sent while the database did not answer", n)
+	}
+}
+
+// TestANamespaceIsAJournalOfItsOwn is F2.3 for claims: a claim in one
+// namespace neither answers from another's completed operation nor waits
+// for another's lease, and its outcome leaves the other's pending
+// operation of the same ID as it was.
+func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Namespace: "a", Owner: "a", LeaseTTL: time.Hour})
+	b := openJournal(t, dsn, pgjournal.Options{Namespace: "b", Owner: "b"})
+	srv := newServer(t)
+	ctx := context.Background()
+
+	resp, err := client(t, a).Do("done-in-a", srv.post(t, ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ca, err := a.Claim(ctx, "pending-in-a") // held for the whole test
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Release()
+	pending := idem.Operation{ID: "pending-in-a", Key: "a-key", Method: "POST", URL: srv.URL + "/charges", State: idem.Pending}
+	if err := ca.Begin(ctx, pending); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, id := range []string{"done-in-a", "pending-in-a"} {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := client(t, b).Do(id, srv.post(t, wctx))
+		cancel()
+		if err != nil {
+			t.Fatalf("namespace b's Do of %s: %v", id, err)
+		}
+		resp.Body.Close()
+		if idem.Recorded(resp) {
+			t.Fatalf("namespace b answered %s from namespace a's outcome", id)
+		}
+	}
+	if n, keys := srv.requests(); n != 3 || len(keys) != 3 {
+		t.Fatalf("%d requests under %d keys, want 3 under 3: each namespace mints its own", n, len(keys))
+	}
+	got, ok, err := a.Lookup(ctx, "pending-in-a")
+	if err != nil || !ok || got.State != idem.Pending || got.Key != "a-key" {
+		t.Fatalf("namespace a's pending operation is now %+v (%v, %v), want it pending under a-key", got, ok, err)
+	}
+}
