@@ -50,9 +50,9 @@ type BatchSummary struct {
 	Rejected int // refused by the server (Recorded included)
 	Unknown  int // left pending: the next run resumes them under their keys
 	Expired  int // pending with a key older than KeyTTL: not sent, for a person to reconcile
-	Failed   int // refused before sending for another reason (see the results)
-	Recorded int // of Done and Rejected, those answered from the journal
-	Skipped  int // not sent because the context ended first
+	Failed   int // refused before sending for another reason, a journal that did not answer included (see the results)
+	Recorded int // of Done and Rejected, those answered from the journal: finished by an earlier run or another machine
+	Skipped  int // not sent because the batch's context ended first
 }
 
 // Total is the number of operations accounted for.
@@ -65,6 +65,15 @@ func (s BatchSummary) Total() int {
 // sent again (their recorded outcome is counted), pending ones (left by a
 // crash or an Unknown outcome) run first, under their journaled keys, and
 // then the rest, in the order given.
+//
+// A batch run at once on many machines sharing a journal (pgjournal)
+// splits the work (F7): an operation another machine holds when the batch
+// reaches it is set aside and the batch goes on with the rest; the ones
+// set aside come back at the end, and only then does the batch wait for
+// them, within ctx. One that a machine finished meanwhile is answered from
+// the journal and counted as Recorded, so every machine's summary accounts
+// for the whole batch; one left by a dead machine is taken when its lease
+// lapses. The same holds for another Do of the same ID in this process.
 //
 // When ctx ends, no further operation starts; those in flight end Unknown
 // and stay pending, so nothing is lost: running the batch again resumes
@@ -103,7 +112,8 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 // RunBatchSeq is RunBatch for a batch too large to hold in memory: ops
 // yields the operations one at a time, and is read only as fast as the
 // workers take them, so no more than Concurrency operations are held at
-// once. Three things differ, since the batch is never seen whole:
+// once, besides those set aside because another Do held them. Three
+// things differ, since the batch is never seen whole:
 //
 //   - operations run in the order ops yields them; pending ones are not
 //     moved first;
@@ -113,12 +123,19 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 //     answered from the journal if the first one finished.
 //
 // When ctx ends, ops is read no further; Skipped counts only the
-// operations read but not started.
+// operations read but not run (one read and not started, and those set
+// aside).
 func (c *Client) RunBatchSeq(ctx context.Context, ops iter.Seq[BatchOp], opts BatchOptions) (BatchSummary, error) {
 	return c.runBatch(ctx, ops, opts)
 }
 
-// runBatch runs the operations ops yields, opts.Concurrency at a time.
+// runBatch runs the operations ops yields, opts.Concurrency at a time,
+// in two passes (F7). The first takes every operation it can claim at once
+// and sets aside those another Do holds; the second runs the ones set
+// aside, each waiting for its claim within ctx. A batch shared by many
+// machines thus splits the work between them: each takes what the others
+// do not hold, and waits only at the end, for operations still held (a
+// dead machine's, once its lease lapses).
 func (c *Client) runBatch(ctx context.Context, ops iter.Seq[BatchOp], opts BatchOptions) (BatchSummary, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
@@ -126,23 +143,50 @@ func (c *Client) runBatch(ctx context.Context, ops iter.Seq[BatchOp], opts Batch
 	var (
 		mu      sync.Mutex
 		summary BatchSummary
-		wg      sync.WaitGroup
-		work    = make(chan BatchOp)
+		aside   []BatchOp
 	)
 	report := func(r BatchResult) {
 		mu.Lock()
 		defer mu.Unlock()
-		summary.add(r)
+		summary.add(ctx, r)
 		if opts.Progress != nil {
 			opts.Progress(r, summary)
 		}
 	}
-	for range opts.Concurrency {
+	_, stopped := feed(ctx, ops, opts.Concurrency, func(op BatchOp) {
+		if r, held := c.runOne(ctx, op, false); !held {
+			report(r)
+			return
+		}
+		mu.Lock()
+		aside = append(aside, op)
+		mu.Unlock()
+	})
+	if stopped {
+		summary.Skipped++ // read, not started
+	}
+	started, _ := feed(ctx, slices.Values(aside), opts.Concurrency, func(op BatchOp) {
+		r, _ := c.runOne(ctx, op, true)
+		report(r)
+	})
+	summary.Skipped += len(aside) - started // set aside, not run again
+	return summary, ctx.Err()
+}
+
+// feed runs run on the operations ops yields, n at a time, until ctx ends.
+// It returns how many it started, and whether it stopped at one read but
+// not started because ctx ended.
+func feed(ctx context.Context, ops iter.Seq[BatchOp], n int, run func(BatchOp)) (started int, stopped bool) {
+	var (
+		wg   sync.WaitGroup
+		work = make(chan BatchOp)
+	)
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for op := range work {
-				report(c.runOne(ctx, op))
+				run(op)
 			}
 		}()
 	}
@@ -150,18 +194,17 @@ func (c *Client) runBatch(ctx context.Context, ops iter.Seq[BatchOp], opts Batch
 		if ctx.Err() == nil { // select alone may still pick a ready worker
 			select {
 			case work <- op:
+				started++
 				continue
 			case <-ctx.Done():
 			}
 		}
-		mu.Lock()
-		summary.Skipped++ // read, not started
-		mu.Unlock()
+		stopped = true
 		break
 	}
 	close(work)
 	wg.Wait()
-	return summary, ctx.Err()
+	return started, stopped
 }
 
 func boolRank(b bool) int {
@@ -171,54 +214,77 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// runOne runs one operation of a batch.
-func (c *Client) runOne(ctx context.Context, op BatchOp) BatchResult {
-	r := BatchResult{ID: op.ID}
+// runOne runs one operation of a batch. Unless wait, an operation another
+// Do holds is not run: runOne reports it held.
+func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResult, held bool) {
+	r = BatchResult{ID: op.ID}
 	if err := ctx.Err(); err != nil {
 		r.Err = err
-		return r
+		return r, false
 	}
 	if op.ID == "" || op.Request == nil {
 		r.Err = fmt.Errorf("%w: batch operation %q: empty ID, or no Request", ErrInvalidRequest, op.ID)
-		return r
+		return r, false
 	}
-	rec, ok, err := c.journal.Lookup(ctx, op.ID)
+	var (
+		claim Claim
+		err   error
+	)
+	if wait {
+		claim, err = c.journal.Claim(ctx, op.ID)
+	} else {
+		claim, err = c.journal.TryClaim(ctx, op.ID)
+		if he := (*HeldError)(nil); errors.As(err, &he) && he.Err == nil {
+			return r, true
+		}
+	}
 	if err != nil {
 		r.Err = fmt.Errorf("idem: batch operation %q: %w", op.ID, err)
-		return r
+		return r, false
 	}
-	if ok && rec.State != Pending {
+	if rec, ok := claim.Operation(); ok && rec.State != Pending {
+		// Completed before: by an earlier run, or by another machine
+		// sharing the journal, and counted as Recorded either way.
+		claim.Release()
 		r.Recorded, r.Status, r.Body = true, rec.Status, rec.Body
 		r.Outcome = OutcomeDone
 		if rec.State == Rejected {
 			r.Outcome = OutcomeRejected
 			r.Err = recordedRejection(rec)
 		}
-		return r
+		return r, false
 	}
 	req, err := op.Request(ctx)
 	if err != nil {
+		claim.Release()
 		r.Err = fmt.Errorf("idem: building request of %q: %w", op.ID, err)
-		return r
+		return r, false
 	}
-	resp, err := c.Do(op.ID, req)
+	resp, err := c.doClaimed(op.ID, req, claim)
+	if he := (*HeldError)(nil); !wait && errors.As(err, &he) && he.Err == nil {
+		return r, true // another machine began it since the claim (Claim.Begin)
+	}
 	if err != nil {
 		r.Err = err
 		var oe *OutcomeError
 		if errors.As(err, &oe) {
 			r.Outcome, r.Status, r.Body = oe.Outcome, oe.Status, oe.Body
 		}
-		return r
+		return r, false
 	}
 	defer resp.Body.Close()
 	r.Outcome, r.Status, r.Recorded = OutcomeDone, resp.StatusCode, Recorded(resp)
 	if r.Body, err = io.ReadAll(resp.Body); err != nil && !errors.Is(err, ErrBodyNotRecorded) {
 		r.Err = fmt.Errorf("idem: reading response of %q: %w", op.ID, err)
 	}
-	return r
+	return r, false
 }
 
-func (s *BatchSummary) add(r BatchResult) {
+// add counts r, which ended while the batch's context was ctx: an
+// operation is Skipped only when its error is ctx's, ended; a journal that
+// did not answer in time (ErrJournalUnavailable, which may wrap
+// context.DeadlineExceeded) is Failed.
+func (s *BatchSummary) add(ctx context.Context, r BatchResult) {
 	switch {
 	case r.Outcome == OutcomeDone:
 		s.Done++
@@ -228,7 +294,7 @@ func (s *BatchSummary) add(r BatchResult) {
 		s.Unknown++
 	case errors.Is(r.Err, ErrKeyExpired):
 		s.Expired++
-	case errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded):
+	case ctx.Err() != nil && errors.Is(r.Err, ctx.Err()) && !errors.Is(r.Err, ErrJournalUnavailable):
 		s.Skipped++
 	default:
 		s.Failed++

@@ -364,7 +364,13 @@ func (c *Client) Do(id string, req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, fmt.Errorf("%w: empty operation ID", ErrInvalidRequest)
 	}
-	res, err := c.do(id, req)
+	return c.doClaimed(id, req, nil)
+}
+
+// doClaimed is Do of an operation whose claim the caller may have taken
+// (nil: Do takes it), released when it returns.
+func (c *Client) doClaimed(id string, req *http.Request, claim Claim) (*http.Response, error) {
+	res, err := c.do(id, req, claim)
 	if err != nil {
 		return nil, err
 	}
@@ -414,17 +420,17 @@ func recordedRejection(op Operation) *OutcomeError {
 	return recordedResult(op, nil).rejection()
 }
 
-// do runs an operation, and tells Config.OnOperationStart and OnOperation
-// how it starts and ends.
-func (c *Client) do(id string, req *http.Request) (result, error) {
+// do runs an operation, under claim if the caller took it, and tells
+// Config.OnOperationStart and OnOperation how it starts and ends.
+func (c *Client) do(id string, req *http.Request, claim Claim) (result, error) {
 	if start := c.cfg.OnOperationStart; start != nil && req != nil {
 		req = req.WithContext(start(req.Context(), id))
 	}
 	if c.cfg.OnOperation == nil {
-		return c.run(id, req)
+		return c.run(id, req, claim)
 	}
 	start := time.Now()
-	res, err := c.run(id, req)
+	res, err := c.run(id, req, claim)
 	end := endOf(id, res, err, time.Since(start))
 	if req != nil {
 		end.Context = req.Context()
@@ -438,8 +444,12 @@ func (c *Client) do(id string, req *http.Request) (result, error) {
 func (c *Client) RetryBudgetTokens() float64 { return c.budget.available() }
 
 // run runs an operation; an empty id is a request without one, whose key
-// lives only as long as this call.
-func (c *Client) run(id string, req *http.Request) (result, error) {
+// lives only as long as this call. A claim the caller took is released
+// when run returns; without one, run takes it.
+func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) {
+	if claim != nil {
+		defer claim.Release()
+	}
 	if err := validate(id, req); err != nil {
 		closeBody(req)
 		return result{}, err
@@ -466,11 +476,12 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 		}
 		op = Operation{Key: key, Fingerprint: fp, Created: c.now(), State: Pending}
 	} else {
-		claim, err := c.journal.Claim(ctx, id)
-		if err != nil {
-			return result{}, fmt.Errorf("idem: operation %s: %s: %w", filejournal.QuoteID(id), claimFailure(ctx, err), err)
+		if claim == nil {
+			if claim, err = c.journal.Claim(ctx, id); err != nil {
+				return result{}, fmt.Errorf("idem: operation %s: %s: %w", filejournal.QuoteID(id), claimFailure(ctx, err), err)
+			}
+			defer claim.Release()
 		}
-		defer claim.Release()
 		if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
 			return result{}, fmt.Errorf("idem: operation %s: %w", filejournal.QuoteID(id), err)
 		}
@@ -765,7 +776,7 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.c.passThrough(req)
 	}
 	id, _ := OperationFrom(req.Context())
-	res, err := t.c.do(id, req)
+	res, err := t.c.do(id, req, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,12 @@ type Journal interface {
 	// returns an error matching ErrJournalUnavailable.
 	Claim(ctx context.Context, id string) (Claim, error)
 
+	// TryClaim is Claim without the wait: when another Do holds operation
+	// id, in this process or on another machine, it returns at once a
+	// *HeldError (matching ErrClaimed) whose Err is nil. A batch uses it to
+	// take other work rather than wait (F7).
+	TryClaim(ctx context.Context, id string) (Claim, error)
+
 	// Lookup returns what the journal holds for operation id, without
 	// claiming it.
 	Lookup(ctx context.Context, id string) (Operation, bool, error)
@@ -67,7 +73,8 @@ type Claim interface {
 	// journal may find that another machine began the ID after the claim
 	// was taken: its Begin then waits for that machine as Claim waits,
 	// takes the operation over, and returns ErrOperationExists with the
-	// operation the other machine began in Operation.
+	// operation the other machine began in Operation; under a claim taken
+	// by TryClaim, it returns the *HeldError TryClaim would have.
 	Begin(ctx context.Context, op Operation) error
 
 	// Complete records the outcome of the claimed operation (State Done or
@@ -155,23 +162,37 @@ var (
 )
 
 // HeldError is returned by Journal.Claim (and so by Do) when the caller's
-// context ended while another machine held the operation's claim.
+// context ended while another machine held the operation's claim, and by
+// Journal.TryClaim when another Do held it.
 type HeldError struct {
 	// ID is the operation's ID.
 	ID string
 	// Holder names the machine that held the claim, as it named itself
-	// (pgjournal.Options.Owner).
+	// (pgjournal.Options.Owner); empty for another Do of this process
+	// through a journal that does not name its holders.
 	Holder string
 	// Until is when the holder's lease lapses unless it is renewed, by the
-	// journal's clock.
+	// journal's clock; zero for a claim that does not lapse, or whose
+	// lease was not read.
 	Until time.Time
-	// Err is why waiting stopped: the context's error.
+	// Err is why waiting stopped: the context's error; nil from TryClaim,
+	// which does not wait.
 	Err error
 }
 
 func (e *HeldError) Error() string {
-	return fmt.Sprintf("idem: operation %s is being run by %s (lease until %s): %v",
-		filejournal.QuoteID(e.ID), e.Holder, e.Until.UTC().Format(time.RFC3339Nano), e.Err)
+	holder := e.Holder
+	if holder == "" {
+		holder = "another Do of this process"
+	}
+	s := fmt.Sprintf("idem: operation %s is being run by %s", filejournal.QuoteID(e.ID), holder)
+	if !e.Until.IsZero() {
+		s += fmt.Sprintf(" (lease until %s)", e.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
 }
 
 // Is reports whether target is ErrClaimed.

@@ -21,6 +21,25 @@ func (j *FileJournal) Claim(ctx context.Context, id string) (Claim, error) {
 	if err != nil {
 		return nil, err
 	}
+	return j.claimed(id, unlock)
+}
+
+// TryClaim is Claim without the wait: a *HeldError at once when another Do
+// of id runs through this journal.
+func (j *FileJournal) TryClaim(ctx context.Context, id string) (Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	unlock := j.running.TryLock(id)
+	if unlock == nil {
+		return nil, &HeldError{ID: id}
+	}
+	return j.claimed(id, unlock)
+}
+
+// claimed returns the claim on id, whose lock unlock releases, with the
+// operation looked up.
+func (j *FileJournal) claimed(id string, unlock func()) (Claim, error) {
 	c := &fileClaim{j: j, id: id, unlock: unlock}
 	if err := c.load(); err != nil {
 		c.Release()

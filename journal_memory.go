@@ -76,6 +76,18 @@ func newMemoryJournalFor(ttl time.Duration, now func() time.Time) *memoryJournal
 
 // Claim waits until no other Do of id holds it, or ctx ends.
 func (j *memoryJournal) Claim(ctx context.Context, id string) (Claim, error) {
+	return j.claim(ctx, id, true)
+}
+
+// TryClaim is Claim without the wait: a *HeldError at once when another Do
+// holds id.
+func (j *memoryJournal) TryClaim(ctx context.Context, id string) (Claim, error) {
+	return j.claim(ctx, id, false)
+}
+
+// claim takes the claim on id, waiting for it within ctx or, unless wait,
+// not at all.
+func (j *memoryJournal) claim(ctx context.Context, id string, wait bool) (Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -90,6 +102,10 @@ func (j *memoryJournal) Claim(ctx context.Context, id string) (Claim, error) {
 			e.held = true
 			j.mu.Unlock()
 			return &memoryClaim{j: j, id: id, e: e}, nil
+		}
+		if !wait {
+			j.mu.Unlock()
+			return nil, &HeldError{ID: id}
 		}
 		if e.free == nil {
 			e.free = make(chan struct{})

@@ -179,6 +179,9 @@ type noForget struct{ j *idem.FileJournal }
 func (n noForget) Claim(ctx context.Context, id string) (idem.Claim, error) {
 	return n.j.Claim(ctx, id)
 }
+func (n noForget) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
+	return n.j.TryClaim(ctx, id)
+}
 func (n noForget) Lookup(ctx context.Context, id string) (idem.Operation, bool, error) {
 	return n.j.Lookup(ctx, id)
 }

@@ -60,18 +60,37 @@ const (
 // any bytes) of 1 to MaxIDLen bytes; another is refused with
 // idem.ErrInvalidOperation before anything is sent to the database.
 func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
+	return j.claim(ctx, id, true)
+}
+
+// TryClaim is Claim without the wait: when another Do of id holds it, in
+// this process or on another machine, it returns at once a
+// *idem.HeldError (matching idem.ErrClaimed) with a nil Err; one that
+// another machine holds names it and its lease's end.
+func (j *Journal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
+	return j.claim(ctx, id, false)
+}
+
+// claim takes the claim on id, waiting for it within ctx or, unless wait,
+// not at all.
+func (j *Journal) claim(ctx context.Context, id string, wait bool) (idem.Claim, error) {
 	if err := j.usable(); err != nil {
 		return nil, err
 	}
 	if err := checkID(id); err != nil {
 		return nil, fmt.Errorf("pgjournal: claiming: %w", err)
 	}
-	unlock, err := j.running.Lock(ctx, id)
-	if err != nil {
-		return nil, err
+	var unlock func()
+	if wait {
+		var err error
+		if unlock, err = j.running.Lock(ctx, id); err != nil {
+			return nil, err
+		}
+	} else if unlock = j.running.TryLock(id); unlock == nil {
+		return nil, &idem.HeldError{ID: id, Holder: j.opt.Owner}
 	}
-	c := &claim{j: j, id: id, unlock: unlock}
-	if err := c.acquire(ctx); err != nil {
+	c := &claim{j: j, id: id, unlock: unlock, wait: wait}
+	if err := c.acquire(ctx, wait); err != nil {
 		unlock()
 		return nil, err
 	}
@@ -80,7 +99,8 @@ func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 
 // acquire waits until the operation's lease is free, then takes it (or,
 // for a new or completed operation, notes that there is none to take).
-func (c *claim) acquire(ctx context.Context) error {
+// Unless wait, a lease held elsewhere ends it at once with the holder.
+func (c *claim) acquire(ctx context.Context, wait bool) error {
 	poll := firstPoll
 	for {
 		held, err := c.try(ctx)
@@ -90,9 +110,12 @@ func (c *claim) acquire(ctx context.Context) error {
 		if held == nil { // the row changed between two statements: look again
 			continue
 		}
-		wait := min(poll, max(held.Until.Sub(c.j.Now()), time.Millisecond))
+		if !wait {
+			return held
+		}
+		sleep := min(poll, max(held.Until.Sub(c.j.Now()), time.Millisecond))
 		poll = min(2*poll, maxPoll)
-		t := time.NewTimer(wait)
+		t := time.NewTimer(sleep)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -109,20 +132,29 @@ const readSQL = `SELECT fence, clock_timestamp(), ` + operationColumns + `,
 	FROM idem_operations WHERE namespace = $1 AND op_id = $2`
 
 // leaseSQL takes the lease on a row read with fence $3, unless the row
-// changed since or its lease is held.
+// changed since or its lease is held by another than this Journal's
+// release that failed, whose fence is $6 (F8).
 const leaseSQL = `UPDATE idem_operations
 	SET lease_owner = $4, lease_until = clock_timestamp() + $5 * interval '1 microsecond', fence = fence + 1
 	WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state < 2
-		AND (lease_until IS NULL OR lease_until <= clock_timestamp())
+		AND (lease_until IS NULL OR lease_until <= clock_timestamp() OR (lease_owner = $4 AND fence = $6))
 	RETURNING fence, clock_timestamp(), ` + operationColumns
 
 // try makes one attempt: it reads the row and, if the operation may be
 // sent and its lease is free, takes the lease. It returns who holds the
 // lease when another does; c.state is stateUnknown after an attempt that
 // must be made again.
+//
+// A lease this Journal holds in the database with no claim to renew it
+// (its release failed: the database was unreachable) is free to this
+// Journal (F8): the in-process lock on the ID, which the claim holds, says
+// no other claim of this Journal holds it, and the fence the release left
+// says no other machine took the lease since. Matching on the fence as well
+// as the owner keeps two Journals given one Options.Owner apart.
 func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 	j := c.j
 	c.state = stateUnknown
+	kept := j.keptFence(c.id)
 	var held *idem.HeldError
 	err := j.statement(ctx, func(ctx context.Context) error {
 		rows, err := j.pool.Query(ctx, readSQL, j.opt.Namespace, c.id)
@@ -138,8 +170,12 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 		_, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (bool, error) {
 			return true, c.scan(row, &fence, &owner, &until, &live)
 		})
+		if err == nil && kept != 0 && (c.done || fence != kept) {
+			j.forgetKept(c.id) // released by its lapse, and taken or completed since
+		}
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
+			j.forgetKept(c.id)
 			c.state = stateNew // Begin takes the lease with the intent
 			return nil
 		case err != nil:
@@ -147,12 +183,12 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 		case c.done:
 			c.state = stateCompleted
 			return nil
-		case live != nil && *live && owner != nil && until != nil:
+		case live != nil && *live && owner != nil && until != nil && !(*owner == j.opt.Owner && fence == kept):
 			held = &idem.HeldError{ID: c.id, Holder: *owner, Until: until.UTC()}
 			return nil
 		}
 		sent := time.Now()
-		rows, err = j.pool.Query(ctx, leaseSQL, j.opt.Namespace, c.id, fence, j.opt.Owner, j.opt.LeaseTTL.Microseconds())
+		rows, err = j.pool.Query(ctx, leaseSQL, j.opt.Namespace, c.id, fence, j.opt.Owner, j.opt.LeaseTTL.Microseconds(), kept)
 		if err != nil {
 			return err
 		}
@@ -165,6 +201,7 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 		case err != nil:
 			return err
 		}
+		j.forgetKept(c.id)
 		c.state = stateLeased
 		c.lease(sent)
 		return nil
@@ -173,6 +210,30 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 		return nil, fmt.Errorf("pgjournal: claiming %s: %w", filejournal.QuoteID(c.id), err)
 	}
 	return held, nil
+}
+
+// keep notes the lease on id, fence fence, that a failed release left in
+// the database (F8); keptFence returns it, or 0 (fences start at 1), and
+// forgetKept drops it.
+func (j *Journal) keep(id string, fence int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.kept == nil {
+		j.kept = make(map[string]int64)
+	}
+	j.kept[id] = fence
+}
+
+func (j *Journal) keptFence(id string) int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.kept[id]
+}
+
+func (j *Journal) forgetKept(id string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.kept, id)
 }
 
 // scan reads a row that starts with the fence, the database's clock and
@@ -210,6 +271,7 @@ type claim struct {
 	j      *Journal
 	id     string
 	unlock func() // the in-process lock on id
+	wait   bool   // taken by Claim, which waits for a lease held elsewhere; false for TryClaim
 
 	state int
 	fence int64
@@ -318,7 +380,9 @@ func (c *claim) errLost(verb string) error {
 // lease. If another machine inserted it first, Begin waits for that
 // machine's lease as Claim does, takes it, and returns an error matching
 // idem.ErrOperationExists; Operation then returns what the other machine
-// began, which this claim now holds.
+// began, which this claim now holds. Under a claim taken by TryClaim,
+// Begin does not wait either: it returns a *idem.HeldError while the other
+// machine holds the lease.
 func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 	if err := c.writable("recording the intent of", op.ID); err != nil {
 		return err
@@ -357,7 +421,7 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 		return fmt.Errorf("pgjournal: recording the intent of %s: %w", filejournal.QuoteID(op.ID), err)
 	case n == 0:
 		// Another machine began the operation since the claim read it.
-		if err := c.acquire(ctx); err != nil {
+		if err := c.acquire(ctx, c.wait); err != nil {
 			return err
 		}
 		return fmt.Errorf("pgjournal: recording the intent of %s: another machine began it first: %w", filejournal.QuoteID(op.ID), idem.ErrOperationExists)
@@ -455,8 +519,10 @@ func (c *claim) abandon() {
 
 // Release gives the lease back, if the claim holds one; the operation
 // stays, pending, with no lease. A release that fails (the database is
-// unreachable) is logged; the lease then lapses by itself after LeaseTTL.
-// Then it unlocks the ID for this process's other Do calls.
+// unreachable) is logged; the lease then lapses by itself after LeaseTTL
+// for other machines, and this Journal's next claim of the ID takes it
+// back at once (F8). Then it unlocks the ID for this process's other Do
+// calls.
 func (c *claim) Release() {
 	if c.unlock == nil {
 		return
@@ -474,6 +540,8 @@ func (c *claim) Release() {
 		return err
 	})
 	if err != nil {
-		c.j.log.Warn("pgjournal: releasing a lease failed; it lapses by itself", "op", c.id, "err", err)
+		c.j.log.Warn("pgjournal: releasing a lease failed; this Journal takes it back at its next claim, others when it lapses",
+			"op", c.id, "err", err)
+		c.j.keep(c.id, c.fence)
 	}
 }

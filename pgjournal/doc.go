@@ -9,8 +9,8 @@
 //	...
 //	c, err := idem.New(idem.Config{Journal: j})
 //
-// It keeps the rules of a shared journal, F1 to F6 and F9 (defined in
-// DESIGN.md at the repository's root):
+// It keeps the rules of a shared journal, F1 to F9 (defined in DESIGN.md at
+// the repository's root):
 //
 //   - F1: an operation's intent row is committed before its first byte is
 //     sent, and a failed commit sends nothing (Claim.Begin).
@@ -28,6 +28,12 @@
 //   - F6: when the database cannot be reached, Do fails before sending with
 //     an error matching idem.ErrJournalUnavailable, and works again once the
 //     database answers.
+//   - F7: a batch (idem.Client.RunBatch) run on many machines shares the
+//     work: it claims with TryClaim, which does not wait, sets aside what
+//     another machine holds and waits for it only at the end.
+//   - F8: a lease this Journal left in the database when its release
+//     failed is taken back at its next claim of the ID, not after
+//     LeaseTTL.
 //   - F9: behind pgbouncer (transaction or session pooling), across a
 //     failover over a multi-host DSN, and on a server that refuses new
 //     connections, a Journal works, or fails with a typed error (see

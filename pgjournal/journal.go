@@ -109,6 +109,7 @@ type Journal struct {
 	mu     sync.Mutex
 	closed bool
 	held   map[*claim]struct{} // leased claims, abandoned by Close
+	kept   map[string]int64    // leases a failed release left in the database: ID to fence (F8)
 }
 
 var _ idem.Journal = (*Journal)(nil)

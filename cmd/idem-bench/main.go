@@ -17,6 +17,13 @@
 //	go run ./cmd/idem-bench -targets server,server-unkeyed,server-pg,server-pg-3,server-pg-unkeyed \
 //		-clients net/http -concurrency 16,64
 //
+// One batch shared by a fleet of processes (F7): 1, 2 and 3 idem-bench
+// processes run the same RunBatch at once, with a PostgreSQL journal,
+// against the reference server delaying every request by 300 ms:
+//
+//	go run ./cmd/idem-bench -fleet 1,2,3                                  # 120 operations, 4 callers per process
+//	go run ./cmd/idem-bench -fleet 1,2,3 -fleet-ops 200 -fleet-concurrency 16
+//
 // Run "idem-bench -h" for every flag. Exit status: 0 done, 1 failed,
 // 2 bad arguments, 130 interrupted.
 package main

@@ -40,6 +40,11 @@ type batchChildConfig struct {
 	// Dialect names the client's built-in dialect (idem.DialectNamed);
 	// empty for the zero Dialect.
 	Dialect string
+	// StartFile, when set, makes the child wait, once its journal is
+	// open, until the file exists before its first round, so that the
+	// machines of a fleet start together; the finished line then says how
+	// long the rounds took (elapsed=).
+	StartFile string
 }
 
 // Exit statuses of the batch child.
@@ -147,6 +152,15 @@ func runBatchRounds(cfg batchChildConfig, ev *EventWriter, log *slog.Logger, j i
 			}
 		}
 	}
+	if cfg.StartFile != "" {
+		for {
+			if _, err := os.Stat(cfg.StartFile); err == nil {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	start := time.Now()
 	for round := range cfg.Rounds {
 		unavailable = 0
 		sum, err := c.RunBatch(context.Background(), ops, idem.BatchOptions{Concurrency: cfg.Concurrency, Progress: progress})
@@ -160,7 +174,7 @@ func runBatchRounds(cfg batchChildConfig, ev *EventWriter, log *slog.Logger, j i
 			return childBadConfig
 		}
 		if sum.Done == len(ops) {
-			ev.Line("finished rounds=%d", round+1)
+			ev.Line("finished rounds=%d elapsed=%s", round+1, time.Since(start))
 			if err := closeJournal(); err != nil {
 				ev.Line("journal-error closing: %s", err)
 				return childJournalError

@@ -131,17 +131,24 @@ func (b *batchProcess) opened() bool {
 // truncatedOnOpen returns the torn-tail bytes the child reported cutting
 // when it opened its journal, or 0.
 func (b *batchProcess) truncatedOnOpen() int64 {
+	v, _ := b.field("opened", "truncated")
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
+}
+
+// field returns the value of key= on the child's first line that starts
+// with the word kind, and whether there was one.
+func (b *batchProcess) field(kind, key string) (string, bool) {
 	lines, _ := b.outputLines()
 	for _, l := range lines {
-		if !strings.HasPrefix(l, "opened ") {
+		if !strings.HasPrefix(l, kind+" ") {
 			continue
 		}
 		for _, f := range strings.Fields(l) {
-			if v, ok := strings.CutPrefix(f, "truncated="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				return n
+			if v, ok := strings.CutPrefix(f, key+"="); ok {
+				return v, true
 			}
 		}
 	}
-	return 0
+	return "", false
 }

@@ -82,10 +82,16 @@ func listenBalancer(t *testing.T, upstreams []string, seed int64, rate float64) 
 
 func startServer(t *testing.T, args ...string) *ServerProcess {
 	t.Helper()
+	return startServerBinary(t, serverBinary(t), args...)
+}
+
+// startServerBinary is startServer with the server's binary at binary.
+func startServerBinary(t *testing.T, binary string, args ...string) *ServerProcess {
+	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := StartServer(ctx, serverBinary(t), filepath.Join(dir, "server.db"), filepath.Join(dir, "server.log"),
+	s, err := StartServer(ctx, binary, filepath.Join(dir, "server.db"), filepath.Join(dir, "server.log"),
 		append([]string{"-log-level", "warn"}, args...)...)
 	if err != nil {
 		t.Fatal(err)

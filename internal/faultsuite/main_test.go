@@ -3,6 +3,7 @@ package faultsuite
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -39,7 +40,7 @@ type withPostgres struct{ m *testing.M }
 
 func (w withPostgres) Run() int { return pgtest.Run(w.m) }
 
-var server struct {
+var server, plainServer struct {
 	once sync.Once
 	path string
 	err  error
@@ -54,4 +55,21 @@ func serverBinary(t *testing.T) string {
 		t.Fatal(server.err)
 	}
 	return server.path
+}
+
+// plainServerBinary returns the reference server's binary built without
+// the race detector, building it the first time: a server that stands for
+// a remote API, whose latency, not its CPU, should bound a batch.
+func plainServerBinary(t *testing.T) string {
+	t.Helper()
+	plainServer.once.Do(func() {
+		dir := filepath.Join(binDir, "plain")
+		if plainServer.err = os.MkdirAll(dir, 0o755); plainServer.err == nil {
+			plainServer.path, plainServer.err = BuildServer(dir, false)
+		}
+	})
+	if plainServer.err != nil {
+		t.Fatal(plainServer.err)
+	}
+	return plainServer.path
 }

@@ -2,7 +2,8 @@
 // the client relies on a journal for, run against each backend (the file
 // journal, the Client's in-memory journal and the PostgreSQL journal) so
 // that they cannot drift apart. The rules are C2, C3, C11, J8 and F1 to F5
-// of DESIGN.md, as far as one process can observe them.
+// of DESIGN.md, and the claim that does not wait of F7, as far as one
+// process can observe them.
 package journaltest
 
 import (
@@ -55,6 +56,7 @@ var cases = []struct {
 	{"ExpiryFollowsKeyTTL", testExpiryFollowsKeyTTL},
 	{"OneClaimAtATime", testOneClaimAtATime},
 	{"ClaimWaitsWithinItsContext", testClaimWaitsWithinItsContext},
+	{"TryClaimDoesNotWait", testTryClaimDoesNotWait},
 	{"ReopenKeepsEverything", testReopenKeepsEverything},
 }
 
@@ -463,6 +465,53 @@ func testClaimWaitsWithinItsContext(t *testing.T, open Open) {
 	held.Release()
 	if err := <-got; err != nil {
 		t.Fatalf("Claim after the holder released: %v", err)
+	}
+}
+
+// testTryClaimDoesNotWait is F7.1: TryClaim of an operation another Do
+// holds returns at once a *HeldError without an Err (with no deadline on
+// its context, a TryClaim that waited would never return); once the claim
+// is released, TryClaim takes it, and it reads the operation as Claim does.
+func testTryClaimDoesNotWait(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	op := intent("op", j.Now())
+	held := claim(t, j, "op")
+	if err := held.Begin(context.Background(), op); err != nil {
+		t.Fatal(err)
+	}
+	c, err := j.TryClaim(context.Background(), "op")
+	var he *idem.HeldError
+	if !errors.As(err, &he) || !errors.Is(err, idem.ErrClaimed) || he.ID != "op" || he.Err != nil {
+		if c != nil {
+			c.Release()
+		}
+		t.Fatalf("TryClaim of a held operation: %v, want a *HeldError of op without Err", err)
+	}
+	free, err := j.TryClaim(context.Background(), "other")
+	if err != nil {
+		t.Fatalf("TryClaim of a free operation: %v", err)
+	}
+	free.Release()
+	held.Release()
+	c, err = j.TryClaim(context.Background(), "op")
+	if err != nil {
+		t.Fatalf("TryClaim after the holder released: %v", err)
+	}
+	defer c.Release()
+	got, ok := c.Operation()
+	if !ok {
+		t.Fatal("TryClaim's claim does not read the operation begun")
+	}
+	want := op
+	want.Created = got.Created // the journal's rounding is BeginIsReadBackWhole's concern
+	same(t, "TryClaim's Operation", got, want)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if c, err := j.TryClaim(ctx, "third"); !errors.Is(err, context.Canceled) {
+		if c != nil {
+			c.Release()
+		}
+		t.Fatalf("TryClaim with an ended context: %v, want context.Canceled", err)
 	}
 }
 

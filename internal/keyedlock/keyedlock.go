@@ -23,6 +23,19 @@ type lock struct {
 // Lock waits until no one holds name's lock, or ctx ends, and returns the
 // function that unlocks it, or ctx's error.
 func (s *Set) Lock(ctx context.Context, name string) (unlock func(), err error) {
+	return s.lock(ctx, name, true)
+}
+
+// TryLock takes name's lock if no one holds it and returns the function
+// that unlocks it; it returns nil, without waiting, if someone holds it.
+func (s *Set) TryLock(name string) (unlock func()) {
+	unlock, _ = s.lock(context.Background(), name, false)
+	return unlock
+}
+
+// lock takes name's lock, waiting for it within ctx or, unless wait, not
+// at all.
+func (s *Set) lock(ctx context.Context, name string, wait bool) (unlock func(), err error) {
 	s.mu.Lock()
 	if s.m == nil {
 		s.m = make(map[string]*lock)
@@ -45,6 +58,15 @@ func (s *Set) Lock(ctx context.Context, name string) (unlock func(), err error) 
 	if err := ctx.Err(); err != nil {
 		release()
 		return nil, err
+	}
+	if !wait {
+		select {
+		case e.held <- struct{}{}:
+			return func() { <-e.held; release() }, nil
+		default:
+			release()
+			return nil, nil
+		}
 	}
 	select {
 	case e.held <- struct{}{}:

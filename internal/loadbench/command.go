@@ -27,6 +27,7 @@ type options struct {
 	cpuProfile string
 	memProfile string
 	trace      string
+	fleet      FleetConfig // measured instead of the grid when it has sizes
 }
 
 // Command runs the load benchmark as a command-line program: it parses args
@@ -38,9 +39,22 @@ type options struct {
 //
 // The idem-bench binary is this function.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if w := os.Getenv(fleetWorkerEnv); w != "" {
+		return runFleetWorker(ctx, w, stdout)
+	}
 	o, err := parseArgs(args, stderr)
 	if err != nil {
 		return err
+	}
+	if len(o.fleet.Sizes) > 0 {
+		r, err := RunFleet(ctx, o.fleet)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return r.WriteJSON(stdout)
+		}
+		return r.WriteTable(stdout)
 	}
 	for _, r := range []struct {
 		path  string
@@ -157,6 +171,10 @@ Flags:
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `file`")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the run to `file`")
 	fs.StringVar(&o.trace, "trace", "", "write an execution trace of the run to `file`, for go tool trace: where callers wait (fsync, locks, the network)")
+	fleet := fs.String("fleet", "", "comma-separated numbers of processes that share one batch against the reference server with a PostgreSQL journal (e.g. 1,2,3): measure that instead of the grid")
+	fs.IntVar(&o.fleet.Ops, "fleet-ops", DefaultFleetOps, "operations of the -fleet batch")
+	fs.IntVar(&o.fleet.Concurrency, "fleet-concurrency", DefaultFleetConcurrency, "RunBatch concurrency of each -fleet process")
+	fs.DurationVar(&o.fleet.Latency, "fleet-latency", DefaultFleetLatency, "how long the reference server takes over each request of the -fleet batch")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -178,6 +196,15 @@ Flags:
 	o.cfg.Targets = parseNames[Target](*targets)
 	o.cfg.Clients = parseNames[Client](*clients)
 	o.cfg.PostgresDSN = *pgDSN
+	if *fleet != "" {
+		if o.fleet.Sizes, err = parseInts(*fleet); err != nil {
+			return usage("-fleet: %v", err)
+		}
+		o.fleet.Runs, o.fleet.PostgresDSN, o.fleet.Dir = o.cfg.Runs, *pgDSN, o.cfg.Dir
+		if o.fleet.Ops < 1 || o.fleet.Concurrency < 1 || o.fleet.Latency < 0 {
+			return usage("-fleet-ops and -fleet-concurrency must be at least 1, -fleet-latency not negative")
+		}
+	}
 	if o.cfg.Duration <= 0 || o.cfg.Warmup < 0 || o.cfg.Runs < 1 || o.cfg.FsyncSamples < 1 {
 		return usage("-duration must be positive, -warmup not negative, -runs and -fsyncs at least 1")
 	}

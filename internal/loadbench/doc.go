@@ -25,5 +25,10 @@
 // latency measured in the directory that holds the journals, because the
 // journal's cost is one group-committed fsync per operation.
 //
+// RunFleet measures something else: one batch run at once by several
+// processes sharing a PostgreSQL journal (F7), against the reference
+// server delaying every request, and how much faster a fleet finishes it
+// than one process.
+//
 // The idem-bench command is Command.
 package loadbench

@@ -204,9 +204,9 @@ var mutants = []mutant{
 	{
 		Name: "a claim ignores another machine's lease", Rules: "F3",
 		Edits: []edit{
-			{File: "pgjournal/claim.go", Old: "AND fence = $3 AND state < 2\n\t\tAND (lease_until IS NULL OR lease_until <= clock_timestamp())",
-				New: "AND fence = $3 AND state < 2"},
-			{File: "pgjournal/claim.go", Old: "case live != nil && *live && owner != nil && until != nil:",
+			{File: "pgjournal/claim.go", Old: "AND (lease_until IS NULL OR lease_until <= clock_timestamp() OR (lease_owner",
+				New: "AND (true OR (lease_owner"},
+			{File: "pgjournal/claim.go", Old: "case live != nil && *live && owner != nil && until != nil && !(*owner == j.opt.Owner && fence == kept):",
 				New: "case live != nil && *live && owner != nil && until != nil && false:"},
 		},
 		Pkg: "./pgjournal", Tests: []string{"TestModel", "TestOneSenderAtATime"},
@@ -622,5 +622,23 @@ var mutants = []mutant{
 		Edits: []edit{{File: "testserver/chaos/faults.go",
 			Old: "\tif p.inFlight.Status == 0 {\n", New: "\tif true {\n"}},
 		Pkg: "./testserver/chaos", Tests: []string{"TestInFlightAnswersWhileTheUpstreamStillWorks"},
+	},
+	{
+		Name: "a batch waits for an operation another machine holds", Rules: "F7.2",
+		Edits: []edit{{File: "batch.go", Old: "if r, held := c.runOne(ctx, op, false); !held {",
+			New: "if r, held := c.runOne(ctx, op, true); !held {"}},
+		Pkg: ".", Tests: []string{"TestABatchTakesOtherWorkFirst"},
+	},
+	{
+		Name: "Begin under a claim that does not wait waits for the race's winner", Rules: "F7.1",
+		Edits: []edit{{File: "pgjournal/claim.go", Old: "if err := c.acquire(ctx, c.wait); err != nil {",
+			New: "if err := c.acquire(ctx, true); err != nil {"}},
+		Pkg: "./pgjournal", Tests: []string{"TestBeginUnderTryClaimDoesNotWait"},
+	},
+	{
+		Name: "a journal waits out its own lease after a failed release", Rules: "F8.1",
+		Edits: []edit{{File: "pgjournal/claim.go", Old: "\tkept := j.keptFence(c.id)\n",
+			New: "\tkept := int64(0)\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestAJournalTakesBackItsOwnLeaseAtOnce"},
 	},
 }

@@ -1,0 +1,167 @@
+package pgjournal_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/pgjournal"
+)
+
+// leaseOwner returns who holds the live lease on id in dsn's database, or
+// "" for none.
+func leaseOwner(t *testing.T, dsn, id string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var owner string
+	err = conn.QueryRow(ctx, `SELECT coalesce(lease_owner, '') FROM idem_operations
+		WHERE op_id = $1 AND lease_until > clock_timestamp()`, id).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return owner
+}
+
+// TestTryClaimDoesNotWaitForAnotherMachine is F7.1 on a shared journal: a
+// lease another machine holds ends TryClaim at once with a *HeldError
+// naming the holder and its lease's end, and no Err (the lease, an hour,
+// outlives the call's context, a minute: a TryClaim that waited would end
+// with the context's error).
+func TestTryClaimDoesNotWaitForAnotherMachine(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	held, err := a.Claim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	op := idem.Operation{ID: "charge", Key: "key-1", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, State: idem.Pending}
+	if err := held.Begin(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = b.TryClaim(ctx, "charge")
+	var he *idem.HeldError
+	if !errors.As(err, &he) || !errors.Is(err, idem.ErrClaimed) || he.Holder != "a" || he.Err != nil || he.Until.IsZero() {
+		t.Fatalf("b.TryClaim = %v (%+v), want a *HeldError naming a, its lease's end, and no Err", err, he)
+	}
+	// Another Do of this process holds it too: the same answer, at once.
+	if _, err := a.TryClaim(ctx, "charge"); !errors.As(err, &he) || he.Holder != "a" || he.Err != nil {
+		t.Fatalf("a.TryClaim = %v, want a *HeldError naming a and no Err", err)
+	}
+	// A free ID is claimed.
+	other, err := b.TryClaim(ctx, "refund")
+	if err != nil {
+		t.Fatalf("b.TryClaim of a free ID: %v", err)
+	}
+	other.Release()
+}
+
+// TestAJournalTakesBackItsOwnLeaseAtOnce is F8.1 and F8.2: the database
+// stops answering while an attempt is at the server, so the completion and
+// the release fail and the lease stays in the database under this
+// Journal's name. Once the database answers again, another Journal given
+// the same Owner still finds the lease held (F8.2), and the next Do of the
+// ID through this Journal resumes under the same key at once (F8.1): the
+// lease, an hour, outlives that Do's context, a minute, so a Do that
+// waited for it would end with a *HeldError.
+func TestAJournalTakesBackItsOwnLeaseAtOnce(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p, viaProxy := newProxy(t, dsn)
+	j := openJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Timeout: time.Second})
+	srv := newServer(t)
+	srv.mu.Lock()
+	srv.hold = func(*http.Request) int { p.Freeze(true); return 0 } // the database goes with the answer on its way
+	srv.mu.Unlock()
+	c := client(t, j)
+
+	resp, err := c.Do("charge", srv.post(t, context.Background()))
+	if err != nil {
+		t.Fatalf("first Do: %v", err)
+	}
+	resp.Body.Close()
+	p.Freeze(false)
+	srv.mu.Lock()
+	srv.hold = nil
+	srv.mu.Unlock()
+	if got := leaseOwner(t, dsn, "charge"); got != "a" {
+		t.Fatalf("after the failed release the lease is held by %q, want a", got)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	twin := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour})
+	var he *idem.HeldError
+	if _, err := twin.TryClaim(ctx, "charge"); !errors.As(err, &he) || he.Holder != "a" {
+		t.Fatalf("another Journal named a: TryClaim = %v, want a *HeldError: the lease is not its own", err)
+	}
+
+	resp, err = c.Do("charge", srv.post(t, ctx))
+	if err != nil {
+		t.Fatalf("second Do: %v", err)
+	}
+	resp.Body.Close()
+	if n, keys := srv.requests(); n != 2 || len(keys) != 1 {
+		t.Fatalf("the server got %d requests with keys %v, want 2 with one key", n, keys)
+	}
+	if op, ok := journaltest.MustLookup(j, "charge"); !ok || op.State != idem.Done {
+		t.Fatalf("after the second Do the journal holds %+v, %v; want it done", op, ok)
+	}
+}
+
+// TestBeginUnderTryClaimDoesNotWait is F7.1 for the race to begin a new
+// ID: TryClaim of an ID no machine has begun takes no lease (Begin takes
+// it with the intent); when another machine begins the ID first, Begin
+// under that claim returns the holder at once instead of waiting for it.
+func TestBeginUnderTryClaimDoesNotWait(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	op := idem.Operation{ID: "charge", Key: "key-a", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, State: idem.Pending}
+
+	tried, err := a.TryClaim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tried.Release()
+	won, err := b.Claim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer won.Release()
+	bop := op
+	bop.Key = "key-b"
+	if err := won.Begin(ctx, bop); err != nil {
+		t.Fatal(err)
+	}
+
+	err = tried.Begin(ctx, op)
+	var he *idem.HeldError
+	if !errors.As(err, &he) || he.Holder != "b" || he.Err != nil {
+		t.Fatalf("Begin under TryClaim of an ID b began = %v, want a *HeldError naming b, without Err", err)
+	}
+	if got, _ := journaltest.MustLookup(b, "charge"); got.Key != "key-b" {
+		t.Fatalf("the journal holds key %q, want b's", got.Key)
+	}
+}
