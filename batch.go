@@ -187,10 +187,10 @@ func (c *Client) runOne(ctx context.Context, op BatchOp) BatchResult {
 		r.Err = fmt.Errorf("idem: batch operation %q: %w", op.ID, err)
 		return r
 	}
-	if ok && rec.State != Pending {
+	if ok && rec.State != StatePending {
 		r.Recorded, r.Status, r.Body = true, rec.Status, rec.Body
 		r.Outcome = OutcomeDone
-		if rec.State == Rejected {
+		if rec.State == StateRejected {
 			r.Outcome = OutcomeRejected
 			r.Err = recordedRejection(rec)
 		}

@@ -373,7 +373,7 @@ func (r result) rejection() *OutcomeError {
 func recordedResult(op Operation, req *http.Request) result {
 	res := result{op: op, outcome: OutcomeDone, resp: recordedResponse(op, req), body: op.Body,
 		bodyTruncated: op.BodyTruncated, headerTruncated: op.HeaderTruncated}
-	if op.State == Rejected {
+	if op.State == StateRejected {
 		res.outcome = OutcomeRejected
 	}
 	return res
@@ -431,7 +431,7 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 		if err != nil {
 			return result{}, err
 		}
-		op = Operation{Key: key, Fingerprint: fp, Created: c.now(), State: Pending}
+		op = Operation{Key: key, Fingerprint: fp, Created: c.now(), State: StatePending}
 	} else {
 		claim, err := c.journal.Claim(ctx, id)
 		if err != nil {
@@ -445,7 +445,7 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 		if err != nil {
 			return result{op: op}, err // op holds the key of a refused operation, if known
 		}
-		if op.State != Pending {
+		if op.State != StatePending {
 			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
 			return recordedResult(op, req), nil
 		}
@@ -472,7 +472,7 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		}
 		op = Operation{
 			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: url,
-			Created: c.now(), State: Pending,
+			Created: c.now(), State: StatePending,
 		}
 		err = claim.Begin(ctx, op)
 		if err == nil {
@@ -489,7 +489,7 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 	switch {
 	case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go
 		return op, fmt.Errorf("idem: operation %q (key %s): %w", id, op.Key, ErrMismatch)
-	case op.State == Pending && !c.keyUsable(op.Created, c.now()):
+	case op.State == StatePending && !c.keyUsable(op.Created, c.now()):
 		return op, fmt.Errorf("idem: operation %q (key %s, minted %s): %w",
 			id, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
 	}
@@ -531,9 +531,9 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 	}
 
 	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
-	state := Done
+	state := StateDone
 	if rejects(resp.StatusCode) {
-		res.outcome, state = OutcomeRejected, Rejected
+		res.outcome, state = OutcomeRejected, StateRejected
 		res.body, res.bodyTruncated = a.final[:min(len(a.final), int(c.cfg.MaxRecordedBody))], !a.fits
 	}
 	if claim != nil {

@@ -199,7 +199,7 @@ func TestKeySurvivesReopen(t *testing.T) {
 	j = openJournal(t, path)
 	defer j.Close()
 	op, ok := lookup(j, "op-1")
-	if !ok || op.State != idem.Pending {
+	if !ok || op.State != idem.StatePending {
 		t.Fatalf("after reopen: Lookup = %+v, %v; want pending", op, ok)
 	}
 	c = newClient(t, fast(idem.Config{Journal: j}))
@@ -514,7 +514,7 @@ func TestContextEndsWait(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, context.Canceled) || oe.Status != 503 || string(oe.Body) != "busy" {
 			t.Fatalf("err = %v, want Unknown, canceled, last status 503 busy", err)
 		}
-		if op, _ := lookup(j, "op"); op.State != idem.Pending || op.Key != oe.Key {
+		if op, _ := lookup(j, "op"); op.State != idem.StatePending || op.Key != oe.Key {
 			t.Fatalf("journal holds %+v, want pending under %s", op, oe.Key)
 		}
 	case <-time.After(10 * time.Second):

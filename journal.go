@@ -125,7 +125,7 @@ func (l Listing) Selects(op Operation, now time.Time, ttl time.Duration) bool {
 	case ListAll:
 		return true
 	case ListPending:
-		return op.State == Pending && !op.Expired(now, ttl)
+		return op.State == StatePending && !op.Expired(now, ttl)
 	case ListExpired:
 		return op.Expired(now, ttl)
 	case ListCompleted:

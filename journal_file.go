@@ -327,7 +327,7 @@ func (l Listing) selectsRecord(r *filejournal.Meta, now time.Time, ttl time.Dura
 	case ListAll:
 		return true
 	case ListPending:
-		return State(r.State) == Pending && !recordExpired(r, now, ttl)
+		return State(r.State) == StatePending && !recordExpired(r, now, ttl)
 	case ListExpired:
 		return recordExpired(r, now, ttl)
 	case ListCompleted:
@@ -339,7 +339,7 @@ func (l Listing) selectsRecord(r *filejournal.Meta, now time.Time, ttl time.Dura
 // recordExpired is Operation.Expired on what the journal's engine keeps of
 // an operation in memory.
 func recordExpired(r *filejournal.Meta, now time.Time, ttl time.Duration) bool {
-	return State(r.State) == Pending && now.Sub(time.Unix(0, r.Created)) >= ttl
+	return State(r.State) == StatePending && now.Sub(time.Unix(0, r.Created)) >= ttl
 }
 
 // KeyTTL returns JournalOptions.KeyTTL.
@@ -397,7 +397,7 @@ func checkIntent(op *Operation) error {
 		return err
 	}
 	switch {
-	case op.State != 0 && op.State != Pending:
+	case op.State != 0 && op.State != StatePending:
 		return fmt.Errorf("%w: state is %s, want pending", ErrInvalidOperation, op.State)
 	case !op.Completed.IsZero() || op.Status != 0 || op.Header != nil || op.Body != nil ||
 		op.BodyTruncated || op.HeaderTruncated || op.Summarized:

@@ -64,7 +64,7 @@ func (c *fileClaim) Begin(_ context.Context, op Operation) error {
 	switch {
 	case err == nil:
 		// What Lookup would now return.
-		op.State = Pending
+		op.State = StatePending
 		op.Created = time.Unix(0, op.Created.UnixNano()).UTC()
 		c.op, c.ok = op, true
 	case errors.Is(err, ErrOperationExists):

@@ -87,7 +87,7 @@ func TestFileJournalHeapPerOperation(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("Lookup(%s) = %v, %v", heapOpID(i), ok, err)
 		}
-		if want := heapBody(i, bodySize); op.State != Done || op.Status != 201 || !bytes.Equal(op.Body, want) ||
+		if want := heapBody(i, bodySize); op.State != StateDone || op.Status != 201 || !bytes.Equal(op.Body, want) ||
 			op.Header.Get("Content-Type") != "application/octet-stream" {
 			t.Fatalf("Lookup(%s) = %s %d %q, %d-byte body; want done 201 with its %d-byte body", heapOpID(i), op.State, op.Status, op.Header, len(op.Body), len(want))
 		}
@@ -118,7 +118,7 @@ func writeHeapJournal(t *testing.T, path string, o JournalOptions, ops, bodySize
 					t.Error(err)
 					return
 				}
-				op.State, op.Completed, op.Status = Done, testNow, 201
+				op.State, op.Completed, op.Status = StateDone, testNow, 201
 				op.Header = http.Header{"Content-Type": {"application/octet-stream"}}
 				op.Body = heapBody(i, bodySize)
 				if err := j.Complete(op); err != nil {

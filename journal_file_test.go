@@ -42,13 +42,13 @@ func testIntent(i int) Operation {
 		Method:      http.MethodPost,
 		URL:         url,
 		Created:     testNow.Add(-time.Duration(i) * time.Second),
-		State:       Pending,
+		State:       StatePending,
 	}
 }
 
 // testOutcome returns op completed as done with a response.
 func testOutcome(op Operation, status int, body string) Operation {
-	op.State = Done
+	op.State = StateDone
 	op.Completed = op.Created.Add(1500 * time.Millisecond)
 	op.Status = status
 	op.Header = http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"a", "b"}}
@@ -130,18 +130,18 @@ func TestJournalReopenRoundTripsEveryField(t *testing.T) {
 	}
 	done = testOutcome(done, 201, `{"id":"ch_1"}`)
 	mustComplete(t, j, done)
-	rejected.State = Rejected
+	rejected.State = StateRejected
 	rejected.Completed = time.Date(2031, 5, 6, 7, 8, 9, 999999999, time.UTC)
 	rejected.Status = 409
 	rejected.Header = http.Header{"Content-Type": {"application/problem+json"}, "Empty": nil, "Retry-After": {"3"}}
 	rejected.Body = []byte("{\"type\":\"https://x/insufficient-stock\"}\x00\xff")
 	mustComplete(t, j, rejected)
-	truncated.State = Done
+	truncated.State = StateDone
 	truncated.Completed = testNow
 	truncated.Status = 200
 	truncated.BodyTruncated = true
 	mustComplete(t, j, truncated)
-	odd.State = Done
+	odd.State = StateDone
 	odd.Completed = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
 	mustComplete(t, j, odd)
 
@@ -210,7 +210,7 @@ func TestJournalListings(t *testing.T) {
 		mustBegin(t, j, op)
 	}
 	mustComplete(t, j, done)
-	rejected.State, rejected.Completed, rejected.Status = Rejected, testNow, 422
+	rejected.State, rejected.Completed, rejected.Status = StateRejected, testNow, 422
 	mustComplete(t, j, rejected)
 	done.Body = nil // an empty body reads back as nil
 
@@ -237,7 +237,7 @@ func TestJournalOrdersEqualCreatedTimesByID(t *testing.T) {
 }
 
 func TestStateString(t *testing.T) {
-	for s, want := range map[State]string{Pending: "pending", Done: "done", Rejected: "rejected", 0: "State(0)", 9: "State(9)"} {
+	for s, want := range map[State]string{StatePending: "pending", StateDone: "done", StateRejected: "rejected", 0: "State(0)", 9: "State(9)"} {
 		if got := s.String(); got != want {
 			t.Errorf("State(%d).String() = %q, want %q", uint8(s), got, want)
 		}
@@ -256,7 +256,7 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 		"long ID":          {ID: strings.Repeat("i", filejournal.MaxIDLen+1), Key: "k"},
 		"empty key":        {ID: "x"},
 		"long key":         {ID: "x", Key: strings.Repeat("k", filejournal.MaxKeyLen+1)},
-		"done state":       {ID: "x", Key: "k", State: Done},
+		"done state":       {ID: "x", Key: "k", State: StateDone},
 		"invalid state":    {ID: "x", Key: "k", State: 7},
 		"outcome set":      {ID: "x", Key: "k", Status: 200},
 		"body set":         {ID: "x", Key: "k", Body: []byte{}},
@@ -270,16 +270,16 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 		}
 	}
 	completes := map[string]Operation{
-		"empty ID":        {State: Done},
-		"pending state":   {ID: "op-0001", State: Pending},
+		"empty ID":        {State: StateDone},
+		"pending state":   {ID: "op-0001", State: StatePending},
 		"zero state":      {ID: "op-0001"},
-		"negative status": {ID: "op-0001", State: Done, Status: -1},
-		"status 1000":     {ID: "op-0001", State: Done, Status: 1000},
-		"truncated body":  {ID: "op-0001", State: Done, BodyTruncated: true, Body: []byte("x")},
-		"summarized":      {ID: "op-0001", State: Done, Summarized: true},
-		"wrong key":       {ID: "op-0001", Key: "other", State: Done},
-		"body too large":  {ID: "op-0001", State: Done, Body: make([]byte, filejournal.MaxPayload+1)},
-		"time too late":   {ID: "op-0001", State: Done, Completed: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"negative status": {ID: "op-0001", State: StateDone, Status: -1},
+		"status 1000":     {ID: "op-0001", State: StateDone, Status: 1000},
+		"truncated body":  {ID: "op-0001", State: StateDone, BodyTruncated: true, Body: []byte("x")},
+		"summarized":      {ID: "op-0001", State: StateDone, Summarized: true},
+		"wrong key":       {ID: "op-0001", Key: "other", State: StateDone},
+		"body too large":  {ID: "op-0001", State: StateDone, Body: make([]byte, filejournal.MaxPayload+1)},
+		"time too late":   {ID: "op-0001", State: StateDone, Completed: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
 	}
 	for name, op := range completes {
 		if err := j.Complete(op); !errors.Is(err, ErrInvalidOperation) {
@@ -289,7 +289,7 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 	if err := j.Begin(testIntent(1)); !errors.Is(err, ErrOperationExists) {
 		t.Errorf("second Begin of op-0001: err = %v, want ErrOperationExists", err)
 	}
-	if err := j.Complete(Operation{ID: "never-begun", State: Done}); !errors.Is(err, ErrNoSuchOperation) {
+	if err := j.Complete(Operation{ID: "never-begun", State: StateDone}); !errors.Is(err, ErrNoSuchOperation) {
 		t.Errorf("Complete of unknown ID: err = %v, want ErrNoSuchOperation", err)
 	}
 	if st := j.Stats(); st.Appends != 1 || st.Records != 1 {
@@ -326,8 +326,8 @@ func TestJournalFillsZeroTimesFromItsClock(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
 	mustBegin(t, j, Operation{ID: "a", Key: "k"})
-	mustComplete(t, j, Operation{ID: "a", State: Rejected, Status: 400})
-	want := []Operation{{ID: "a", Key: "k", Created: testNow, State: Rejected, Completed: testNow, Status: 400}}
+	mustComplete(t, j, Operation{ID: "a", State: StateRejected, Status: 400})
+	want := []Operation{{ID: "a", Key: "k", Created: testNow, State: StateRejected, Completed: testNow, Status: 400}}
 	sameOperations(t, "Operations", list(j, ListAll), want)
 	mustClose(t, j)
 	sameOperations(t, "after reopen", list(openTestJournal(t, path, quietOptions()), ListAll), want)

@@ -228,7 +228,7 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 		op.Created = j.now()
 	}
 	e.id, e.key, e.fingerprint, e.method, e.url = op.ID, op.Key, op.Fingerprint, op.Method, op.URL
-	e.created, e.state, e.begun = op.Created.UnixNano(), Pending, true
+	e.created, e.state, e.begun = op.Created.UnixNano(), StatePending, true
 	if len(j.ops) >= j.sweepAt {
 		j.sweep()
 	}

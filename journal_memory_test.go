@@ -23,7 +23,7 @@ func memoryBegin(t *testing.T, j *memoryJournal, id string, created time.Time) O
 		t.Fatal(err)
 	}
 	defer c.Release()
-	op := Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/x", Created: created, State: Pending}
+	op := Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/x", Created: created, State: StatePending}
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func memoryComplete(t *testing.T, j *memoryJournal, op Operation, completed time
 		t.Fatal(err)
 	}
 	defer c.Release()
-	op.State, op.Status, op.Completed = Done, 201, completed
+	op.State, op.Status, op.Completed = StateDone, 201, completed
 	if err := c.Complete(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestMemoryJournalKeepsItsOwnCopyOfAnOutcome(t *testing.T) {
 	c, _ := j.Claim(context.Background(), "op")
 	header := http.Header{"Content-Type": {"application/json"}, "Empty": {}}
 	body := []byte(`{"ok":true}`)
-	op.State, op.Status, op.Header, op.Body = Done, 201, header, body
+	op.State, op.Status, op.Header, op.Body = StateDone, 201, header, body
 	if err := c.Complete(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestMemoryJournalRefusesWhatAFileJournalCannotHold(t *testing.T) {
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
-	op.State, op.Body = Done, make([]byte, memoryMaxRecord)
+	op.State, op.Body = StateDone, make([]byte, memoryMaxRecord)
 	if err := c.Complete(context.Background(), op); !errors.Is(err, ErrInvalidOperation) {
 		t.Fatalf("Complete of an outcome over the record limit: %v, want ErrInvalidOperation", err)
 	}
@@ -124,7 +124,7 @@ func TestMemoryJournalRefusesWhatAFileJournalCannotHold(t *testing.T) {
 	if err := c.Complete(context.Background(), op); !errors.Is(err, ErrInvalidOperation) {
 		t.Fatalf("Complete under another key: %v, want ErrInvalidOperation", err)
 	}
-	if got, _, _ := j.Lookup(context.Background(), "op"); got.State != Pending {
+	if got, _, _ := j.Lookup(context.Background(), "op"); got.State != StatePending {
 		t.Fatalf("state %s after refused outcomes, want pending", got.State)
 	}
 }

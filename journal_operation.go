@@ -17,30 +17,30 @@ type State uint8
 const (
 	// Pending: the intent is recorded; no final outcome is known. The
 	// operation may or may not have reached the server.
-	Pending State = 1
+	StatePending State = 1
 	// Done: a final response was received and recorded.
-	Done State = 2
+	StateDone State = 2
 	// Rejected: the server answered with a response that is not retried;
 	// it did not apply the operation.
-	Rejected State = 3
+	StateRejected State = 3
 )
 
 // String returns "pending", "done" or "rejected", or "State(n)" for a value
 // that is none of them.
 func (s State) String() string {
 	switch s {
-	case Pending:
+	case StatePending:
 		return "pending"
-	case Done:
+	case StateDone:
 		return "done"
-	case Rejected:
+	case StateRejected:
 		return "rejected"
 	}
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
 // final reports whether s is an outcome: Done or Rejected.
-func (s State) final() bool { return s == Done || s == Rejected }
+func (s State) final() bool { return s == StateDone || s == StateRejected }
 
 // Operation is what the journal knows of one operation.
 //
@@ -91,5 +91,5 @@ type Operation struct {
 // now: the server has forgotten the key, so sending the operation again
 // could apply it twice.
 func (o Operation) Expired(now time.Time, ttl time.Duration) bool {
-	return o.State == Pending && now.Sub(o.Created) >= ttl
+	return o.State == StatePending && now.Sub(o.Created) >= ttl
 }

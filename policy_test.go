@@ -89,7 +89,7 @@ func TestCheckRetry(t *testing.T) {
 			!strings.Contains(err.Error(), "the server said not to") || s.count() != 1 {
 			t.Fatalf("Do = %v after %d attempts; want unknown, ErrRetryDeclined, after 1", err, s.count())
 		}
-		if op, _ := lookup(j, "op"); op.State != idem.Pending {
+		if op, _ := lookup(j, "op"); op.State != idem.StatePending {
 			t.Fatalf("journal holds %v, want pending", op.State)
 		}
 		resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))

@@ -68,7 +68,7 @@ func TestBaseURLMoveResumesUnderTheKey(t *testing.T) {
 		if len(keys) != 1 || keys[0] != "/v2/charges key-charge" {
 			t.Fatalf("streamed=%v: sent %q, want the journaled key at the new URL", streamed, keys)
 		}
-		if op, _ := lookup(j, "charge"); op.State != idem.Done || op.Status != 201 {
+		if op, _ := lookup(j, "charge"); op.State != idem.StateDone || op.Status != 201 {
 			t.Fatalf("after Do: %+v", op)
 		}
 	}

@@ -186,14 +186,14 @@ func TestRecordedHeadersAllowListAndExtraDenials(t *testing.T) {
 func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
 	j := openJournal(t, path)
-	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.Pending,
+	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending,
 		URL: "https://user:xxxxx@api.example/charges?access_token=t0k3n-s3cret&n=1"}
 	old.Fingerprint[0] = 7
 	if err := j.Begin(old); err != nil {
 		t.Fatal(err)
 	}
 	done := old
-	done.State, done.Status, done.Body = idem.Done, 201, []byte(`{"id":"ch_1"}`)
+	done.State, done.Status, done.Body = idem.StateDone, 201, []byte(`{"id":"ch_1"}`)
 	done.Header = http.Header{"Set-Cookie": {"session=c00k1e-s3cret"}, "Content-Type": {"application/json"}}
 	if err := j.Complete(done); err != nil {
 		t.Fatal(err)

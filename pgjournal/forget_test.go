@@ -35,14 +35,14 @@ func TestForgetAndSettle(t *testing.T) {
 	for _, id := range []string{"p", "d", "keep", "held"} {
 		beginOp(t, a, id)
 	}
-	if err := idem.Settle(ctx, a, "d", idem.Settlement{State: idem.Done, Status: 201, Note: "seen in the dashboard"}); err != nil {
+	if err := idem.Settle(ctx, a, "d", idem.Settlement{State: idem.StateDone, Status: 201, Note: "seen in the dashboard"}); err != nil {
 		t.Fatal(err)
 	}
 	op, ok, err := b.Lookup(ctx, "d")
-	if err != nil || !ok || op.State != idem.Done || op.Status != 201 || op.Header.Get(idem.SettledNoteHeader) != "seen in the dashboard" {
+	if err != nil || !ok || op.State != idem.StateDone || op.Status != 201 || op.Header.Get(idem.SettledNoteHeader) != "seen in the dashboard" {
 		t.Fatalf("settled op on another machine: %+v %v %v", op, ok, err)
 	}
-	if err := idem.Settle(ctx, b, "d", idem.Settlement{State: idem.Rejected, Status: 400}); !errors.Is(err, idem.ErrAlreadyCompleted) {
+	if err := idem.Settle(ctx, b, "d", idem.Settlement{State: idem.StateRejected, Status: 400}); !errors.Is(err, idem.ErrAlreadyCompleted) {
 		t.Fatalf("Settle of a completed op = %v, want ErrAlreadyCompleted", err)
 	}
 	if err := b.Forget(ctx, "p", false); err != nil {

@@ -66,7 +66,7 @@ func TestJournalQuotesControlCharacters(t *testing.T) {
 	if err := j.Begin(op); err != nil {
 		t.Fatal(err)
 	}
-	op.State, op.Status = idem.Done, 200
+	op.State, op.Status = idem.StateDone, 200
 	op.Header = http.Header{"X-Note": {"a\x1bb"}}
 	op.Body = []byte("text with an escape \x1b[2J")
 	if err := j.Complete(op); err != nil {
@@ -111,7 +111,7 @@ func TestJournalShowSaysCompactionDroppedTheBody(t *testing.T) {
 	if err := j.Begin(op); err != nil {
 		t.Fatal(err)
 	}
-	op.State, op.Status, op.Header, op.Body = idem.Done, 201, http.Header{"X-Charge": {"ch_1"}}, []byte("hello world")
+	op.State, op.Status, op.Header, op.Body = idem.StateDone, 201, http.Header{"X-Charge": {"ch_1"}}, []byte("hello world")
 	if err := j.Complete(op); err != nil {
 		t.Fatal(err)
 	}

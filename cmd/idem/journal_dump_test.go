@@ -95,7 +95,7 @@ func TestJournalLoadConflictsAndBadInput(t *testing.T) {
 	if r := runAt(t, at(listNow), strings.NewReader(dump), "journal", "load", pend); r.code != exitOK || !strings.Contains(r.stdout, "wrote 5") {
 		t.Fatalf("load completing a pending operation: %+v", r)
 	}
-	if op, _ := readOp(t, pend, "charge-1"); op.State != idem.Done || op.Status != f.ops["charge-1"].Status {
+	if op, _ := readOp(t, pend, "charge-1"); op.State != idem.StateDone || op.Status != f.ops["charge-1"].Status {
 		t.Fatalf("pending operation not completed by load: %+v", op)
 	}
 
@@ -175,7 +175,7 @@ func TestJournalDumpKeepsBytesThatAreNotUTF8(t *testing.T) {
 	if err := j.Begin(want); err != nil {
 		t.Fatal(err)
 	}
-	want.State, want.Status, want.Completed = idem.Done, 200, listNow.UTC()
+	want.State, want.Status, want.Completed = idem.StateDone, 200, listNow.UTC()
 	want.Header = http.Header{"X-Name": {"caf\xe9"}}
 	want.Body = []byte{0, 0xff}
 	if err := j.Complete(want); err != nil {

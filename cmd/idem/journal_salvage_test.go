@@ -172,10 +172,10 @@ func TestJournalSalvage(t *testing.T) {
 				wantState := want.State
 				for _, p := range tc.pending {
 					if p == id {
-						wantState = idem.Pending
+						wantState = idem.StatePending
 					}
 				}
-				if got.State != wantState || (wantState != idem.Pending && got.Status != want.Status) {
+				if got.State != wantState || (wantState != idem.StatePending && got.Status != want.Status) {
 					t.Errorf("%s: salvaged %v %d, want %v %d", id, got.State, got.Status, wantState, want.Status)
 				}
 			}

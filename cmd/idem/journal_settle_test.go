@@ -32,7 +32,7 @@ func TestJournalSettle(t *testing.T) {
 		t.Fatalf("settle --done: %+v", r)
 	}
 	op, _ := readOp(t, f.path, "charge-3")
-	if op.State != idem.Done || op.Status != 201 || op.Key != f.ops["charge-3"].Key ||
+	if op.State != idem.StateDone || op.Status != 201 || op.Key != f.ops["charge-3"].Key ||
 		op.Header.Get(idem.SettledHeader) != "by hand" || op.Header.Get(idem.SettledNoteHeader) != "found ch_3 in the dashboard" {
 		t.Fatalf("after settle --done: %+v", op)
 	}
@@ -93,7 +93,7 @@ func TestJournalSettleUsage(t *testing.T) {
 			t.Errorf("settle %q: exit %d, want %d; stderr %s", args, r.code, exitUsage, r.stderr)
 		}
 	}
-	if op, _ := readOp(t, f.path, "charge-3"); op.State != idem.Pending {
+	if op, _ := readOp(t, f.path, "charge-3"); op.State != idem.StatePending {
 		t.Fatalf("a refused settle changed the operation: %+v", op)
 	}
 }
