@@ -363,7 +363,7 @@ type result struct {
 
 func (r result) rejection() *OutcomeError {
 	return &OutcomeError{
-		Operation: r.op.ID, Key: r.op.Key, Outcome: OutcomeRejected, Attempts: r.n, Recorded: r.n == 0,
+		ID: r.op.ID, Key: r.op.Key, Outcome: OutcomeRejected, Attempts: r.n, Recorded: r.n == 0,
 		Status: r.resp.StatusCode, Header: r.resp.Header, Body: r.body, BodyTruncated: r.bodyTruncated,
 		HeaderTruncated: r.headerTruncated,
 	}
@@ -571,7 +571,7 @@ func rejects(status int) bool {
 // unknown builds the error of a Do that ended without a final answer.
 func (c *Client) unknown(a *attempts, resp *http.Response, err error) error {
 	e := &OutcomeError{
-		Operation: a.op, Key: a.key, Outcome: OutcomeUnknown, Attempts: a.n,
+		ID: a.op, Key: a.key, Outcome: OutcomeUnknown, Attempts: a.n,
 		Status: a.status, Header: a.header, Body: a.body, BodyTruncated: a.bodyTruncated, Err: err,
 	}
 	if a.err != nil && !errors.Is(err, a.err) { // why retrying stopped, and what failed last

@@ -583,7 +583,7 @@ func TestOutcomeErrorContents(t *testing.T) {
 		t.Fatalf("err = %v, want *OutcomeError", err)
 	}
 	key := s.attempts()[0].Key
-	if oe.Operation != "invoice-7" || oe.Key != key || oe.Outcome != idem.OutcomeUnknown || oe.Attempts != 2 || oe.Status != 503 {
+	if oe.ID != "invoice-7" || oe.Key != key || oe.Outcome != idem.OutcomeUnknown || oe.Attempts != 2 || oe.Status != 503 {
 		t.Fatalf("OutcomeError = %+v", oe)
 	}
 	if string(oe.Body) != long[:4096] || !oe.BodyTruncated {

@@ -117,9 +117,9 @@ var (
 // the two apart; errors.As gives the details. Unwrap returns Err, so
 // errors.Is(err, context.Canceled) holds when the caller gave up.
 type OutcomeError struct {
-	Operation string  // the caller's operation ID ("" for a request without one)
-	Key       string  // the idempotency key every attempt carried
-	Outcome   Outcome // OutcomeRejected or OutcomeUnknown
+	ID      string  // the caller's operation ID ("" for a request without one)
+	Key     string  // the idempotency key every attempt carried
+	Outcome Outcome // OutcomeRejected or OutcomeUnknown
 	// Attempts counts the attempts this Do made (0 when a recorded
 	// rejection was returned from the journal). It is a lower bound on what
 	// reached the server: net/http may itself resend a request that
@@ -147,7 +147,7 @@ type OutcomeError struct {
 // Error describes the outcome, the attempts, the last status or error, and
 // the key.
 func (e *OutcomeError) Error() string {
-	msg := fmt.Sprintf("idem: operation %q %s after %d attempt(s) (key %s)", e.Operation, e.Outcome, e.Attempts, e.Key)
+	msg := fmt.Sprintf("idem: operation %q %s after %d attempt(s) (key %s)", e.ID, e.Outcome, e.Attempts, e.Key)
 	if e.Status != 0 {
 		msg += fmt.Sprintf(": last status %d", e.Status)
 		if loc := e.Header.Get("Location"); loc != "" && unfollowedRedirect(e.Status) {

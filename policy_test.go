@@ -122,7 +122,7 @@ func TestOnOperation(t *testing.T) {
 	do("a", "y") // another body: refused
 	got := make([]string, len(ends))
 	for i, e := range ends {
-		got[i] = fmt.Sprintf("%s %v recorded=%v attempts=%d status=%d err=%v key=%v", e.Operation, e.Outcome, e.Recorded,
+		got[i] = fmt.Sprintf("%s %v recorded=%v attempts=%d status=%d err=%v key=%v", e.ID, e.Outcome, e.Recorded,
 			e.Attempts, e.Status, e.Err != nil, e.Key != "")
 	}
 	want := []string{

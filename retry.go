@@ -121,13 +121,13 @@ var hugeDelay = regexp.MustCompile(`^\s*[0-9]{10,}\s*$`)
 // Attempt describes one attempt of an operation. Config.OnAttempt receives
 // one after each attempt's fate is decided.
 type Attempt struct {
-	Operation string        // the operation ID ("" for a request without one)
-	Key       string        // the idempotency key the attempt carried
-	Number    int           // 1 for the first attempt of this Do
-	Status    int           // the response status; 0 if no response arrived
-	Err       error         // the transport or body error, or why retrying stopped
-	Retry     bool          // whether another attempt follows
-	Wait      time.Duration // the wait before that attempt, when Retry
+	ID     string        // the operation ID ("" for a request without one)
+	Key    string        // the idempotency key the attempt carried
+	Number int           // 1 for the first attempt of this Do
+	Status int           // the response status; 0 if no response arrived
+	Err    error         // the transport or body error, or why retrying stopped
+	Retry  bool          // whether another attempt follows
+	Wait   time.Duration // the wait before that attempt, when Retry
 }
 
 // attempts is the retry state of one Do: go-retryablehttp calls its
@@ -350,7 +350,7 @@ func (a *attempts) report(retry bool) {
 	if a.c.cfg.OnAttempt == nil {
 		return
 	}
-	at := Attempt{Operation: a.op, Key: a.key, Number: a.n, Status: a.status, Err: a.err, Retry: retry}
+	at := Attempt{ID: a.op, Key: a.key, Number: a.n, Status: a.status, Err: a.err, Retry: retry}
 	if retry {
 		at.Wait = a.wait
 	} else if a.err == nil {
