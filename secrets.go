@@ -28,11 +28,13 @@ import (
 // away, but note that a token guessable from a small set could be tested
 // against it.
 
-// DefaultUnrecordedHeaders are the response header fields an outcome never
-// records: cookies and credentials, which would let anyone who reads the
-// journal take over a session. WWW-Authenticate and Proxy-Authenticate are
-// challenges, not credentials, and are kept.
-var DefaultUnrecordedHeaders = []string{
+// DefaultUnrecordedHeaders returns the response header fields an outcome
+// never records: cookies and credentials, which would let anyone who reads
+// the journal take over a session. WWW-Authenticate and Proxy-Authenticate
+// are challenges, not credentials, and are kept. The slice is a copy.
+func DefaultUnrecordedHeaders() []string { return slices.Clone(unrecordedHeaders) }
+
+var unrecordedHeaders = []string{
 	"Set-Cookie", "Set-Cookie2", "Cookie", "Authorization", "Proxy-Authorization",
 	"Authentication-Info", "Proxy-Authentication-Info",
 }
@@ -42,11 +44,13 @@ var DefaultUnrecordedHeaders = []string{
 // answered from the journal says which fields it lacks.
 const UnrecordedHeadersField = "Idem-Unrecorded-Headers"
 
-// DefaultRedactedParams are the query parameters whose values are never
-// written. A parameter is redacted when its name, compared without case,
-// is one of them or ends with "_" or "-" followed by one of them
-// ("refresh_token", "client_secret", "x-api-key").
-var DefaultRedactedParams = []string{
+// DefaultRedactedParams returns the query parameters whose values are
+// never written. A parameter is redacted when its name, compared without
+// case, is one of them or ends with "_" or "-" followed by one of them
+// ("refresh_token", "client_secret", "x-api-key"). The slice is a copy.
+func DefaultRedactedParams() []string { return slices.Clone(redactedParams) }
+
+var redactedParams = []string{
 	"access_token", "token", "api_key", "apikey", "key", "signature", "sig",
 	"password", "passwd", "secret", "auth", "credential", "x-amz-signature",
 	"x-amz-credential", "x-amz-security-token",
@@ -63,11 +67,11 @@ type secrets struct {
 }
 
 func newSecrets(cfg Config) secrets {
-	s := secrets{unrecorded: canonicalNames(DefaultUnrecordedHeaders, cfg.UnrecordedHeaders)}
+	s := secrets{unrecorded: canonicalNames(unrecordedHeaders, cfg.UnrecordedHeaders)}
 	if cfg.RecordedHeaders != nil {
 		s.recorded = canonicalNames(cfg.RecordedHeaders)
 	}
-	for _, list := range [][]string{DefaultRedactedParams, cfg.RedactedParams} {
+	for _, list := range [][]string{redactedParams, cfg.RedactedParams} {
 		for _, p := range list {
 			s.params = append(s.params, strings.ToLower(p))
 		}

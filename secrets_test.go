@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,5 +230,25 @@ func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	after, _ := os.ReadFile(path)
 	if !bytes.Equal(before, after) {
 		t.Fatal("a second compaction rewrote the scrubbed records differently")
+	}
+}
+
+// C14: the default lists are copies; changing one changes neither what a
+// Client redacts nor what compaction scrubs.
+func TestDefaultSecretListsAreCopies(t *testing.T) {
+	params := idem.DefaultRedactedParams()
+	for i := range params {
+		params[i] = "not-a-secret"
+	}
+	headers := idem.DefaultUnrecordedHeaders()
+	for i := range headers {
+		headers[i] = "X-Not-A-Secret"
+	}
+	u, _ := url.Parse("https://api.example.test/x?token=s3cret")
+	if got, want := idem.RedactURL(u), "https://api.example.test/x?token=xxxxx"; got != want {
+		t.Errorf("RedactURL = %q, want %q", got, want)
+	}
+	if got := idem.DefaultUnrecordedHeaders(); got[0] != "Set-Cookie" {
+		t.Errorf("DefaultUnrecordedHeaders()[0] = %q after a caller changed its copy, want Set-Cookie", got[0])
 	}
 }
