@@ -222,23 +222,23 @@ func OpenJournalWithOptions(path string, o JournalOptions) (*FileJournal, error)
 // without a file. Through a symlink, the journal is the file it points at.
 func (j *FileJournal) Path() string { return j.eng.Path() }
 
-// Begin records the intent of op (ID, Key, Fingerprint, Method, URL,
+// begin records the intent of op (ID, Key, Fingerprint, Method, URL,
 // Created) and returns once the record is durable: written and fsync'd,
 // sharing the fsync with concurrent Begins. A zero Created is set from the
 // journal's clock. op.State must be zero or Pending, and the outcome fields
 // must be zero.
 //
-// Begin refuses an empty or over-long ID or key (ErrInvalidOperation) and an
+// begin refuses an empty or over-long ID or key (ErrInvalidOperation) and an
 // ID the journal already holds (ErrOperationExists). After a failed write or
-// fsync it returns that failure, as does every later append. When Begin
+// fsync it returns that failure, as does every later append. When begin
 // returns an error the operation is not in the journal: Lookup does not
 // find it, and it must not be sent.
 //
 // The operation is in the index (Lookup finds it) from the moment its
-// record is written, while Begin still waits for the fsync; callers that
-// may Begin and Lookup the same ID concurrently must order those calls
+// record is written, while begin still waits for the fsync; callers that
+// may begin and Lookup the same ID concurrently must order those calls
 // themselves.
-func (j *FileJournal) Begin(op Operation) error {
+func (j *FileJournal) begin(op Operation) error {
 	if err := checkIntent(&op); err != nil {
 		return j.eng.Refuse("begin", op.ID, err)
 	}
@@ -252,18 +252,18 @@ func (j *FileJournal) Begin(op Operation) error {
 	})
 }
 
-// Complete records the outcome of the operation op.ID: op.State (Done or
+// complete records the outcome of the operation op.ID: op.State (Done or
 // Rejected), Completed (the journal's clock when zero), Status, Header, Body,
 // BodyTruncated and HeaderTruncated (Summarized is compaction's to set). It
 // returns once the record is written, without waiting for an fsync: losing
-// it to a crash only causes a replay under the same key. A later Complete
+// it to a crash only causes a replay under the same key. A later complete
 // for the same ID replaces the outcome.
 //
-// If op.Key is set it must be the operation's key. Complete refuses an ID
+// If op.Key is set it must be the operation's key. complete refuses an ID
 // the journal does not hold (ErrNoSuchOperation), a body kept although
 // BodyTruncated is set, Summarized set, and a status outside 0..999
 // (ErrInvalidOperation).
-func (j *FileJournal) Complete(op Operation) error {
+func (j *FileJournal) complete(op Operation) error {
 	if err := checkCompletion(&op); err != nil {
 		return j.eng.Refuse("complete", op.ID, err)
 	}

@@ -60,7 +60,7 @@ func (c *fileClaim) Begin(_ context.Context, op Operation) error {
 		// time recorded.
 		op.Created = c.j.Now()
 	}
-	err := c.j.Begin(op)
+	err := c.j.begin(op)
 	switch {
 	case err == nil:
 		// What Lookup would now return.
@@ -81,7 +81,7 @@ func (c *fileClaim) Complete(_ context.Context, op Operation) error {
 	if op.ID != c.id {
 		return fmt.Errorf("idem: journal %s: Complete of %s under the claim on %s: %w", c.j.Path(), filejournal.QuoteID(op.ID), filejournal.QuoteID(c.id), ErrInvalidOperation)
 	}
-	return c.j.Complete(op)
+	return c.j.complete(op)
 }
 
 func (c *fileClaim) Lost() <-chan struct{} { return nil }

@@ -114,14 +114,14 @@ func writeHeapJournal(t *testing.T, path string, o JournalOptions, ops, bodySize
 				op := Operation{ID: heapOpID(i), Key: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
 					Method: http.MethodPost, URL: "https://api.example.test/charges", Created: testNow}
 				op.Fingerprint[0] = byte(i)
-				if err := j.Begin(op); err != nil {
+				if err := j.begin(op); err != nil {
 					t.Error(err)
 					return
 				}
 				op.State, op.Completed, op.Status = StateDone, testNow, 201
 				op.Header = http.Header{"Content-Type": {"application/octet-stream"}}
 				op.Body = heapBody(i, bodySize)
-				if err := j.Complete(op); err != nil {
+				if err := j.complete(op); err != nil {
 					t.Error(err)
 					return
 				}

@@ -72,14 +72,14 @@ func openTestJournal(t testing.TB, path string, o JournalOptions) *FileJournal {
 
 func mustBegin(t testing.TB, j *FileJournal, op Operation) {
 	t.Helper()
-	if err := j.Begin(op); err != nil {
+	if err := j.begin(op); err != nil {
 		t.Fatalf("Begin(%s): %v", op.ID, err)
 	}
 }
 
 func mustComplete(t testing.TB, j *FileJournal, op Operation) {
 	t.Helper()
-	if err := j.Complete(op); err != nil {
+	if err := j.complete(op); err != nil {
 		t.Fatalf("Complete(%s): %v", op.ID, err)
 	}
 }
@@ -265,7 +265,7 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 		"record too large": {ID: "x", Key: "k", Method: "POST", URL: strings.Repeat("u", filejournal.MaxPayload)},
 	}
 	for name, op := range begins {
-		if err := j.Begin(op); !errors.Is(err, ErrInvalidOperation) {
+		if err := j.begin(op); !errors.Is(err, ErrInvalidOperation) {
 			t.Errorf("Begin with %s: err = %v, want ErrInvalidOperation", name, err)
 		}
 	}
@@ -282,14 +282,14 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 		"time too late":   {ID: "op-0001", State: StateDone, Completed: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
 	}
 	for name, op := range completes {
-		if err := j.Complete(op); !errors.Is(err, ErrInvalidOperation) {
+		if err := j.complete(op); !errors.Is(err, ErrInvalidOperation) {
 			t.Errorf("Complete with %s: err = %v, want ErrInvalidOperation", name, err)
 		}
 	}
-	if err := j.Begin(testIntent(1)); !errors.Is(err, ErrOperationExists) {
+	if err := j.begin(testIntent(1)); !errors.Is(err, ErrOperationExists) {
 		t.Errorf("second Begin of op-0001: err = %v, want ErrOperationExists", err)
 	}
-	if err := j.Complete(Operation{ID: "never-begun", State: StateDone}); !errors.Is(err, ErrNoSuchOperation) {
+	if err := j.complete(Operation{ID: "never-begun", State: StateDone}); !errors.Is(err, ErrNoSuchOperation) {
 		t.Errorf("Complete of unknown ID: err = %v, want ErrNoSuchOperation", err)
 	}
 	if st := j.Stats(); st.Appends != 1 || st.Records != 1 {
@@ -313,10 +313,10 @@ func TestJournalReportsItsStateBeforeAnInvalidOperation(t *testing.T) {
 		j    *FileJournal
 		want error
 	}{{"closed", w, ErrClosed}, {"read-only", r, ErrReadOnly}} {
-		if err := c.j.Begin(Operation{Key: "k"}); !errors.Is(err, c.want) || errors.Is(err, ErrInvalidOperation) {
+		if err := c.j.begin(Operation{Key: "k"}); !errors.Is(err, c.want) || errors.Is(err, ErrInvalidOperation) {
 			t.Errorf("%s: Begin without an ID: err = %v, want %v", c.name, err, c.want)
 		}
-		if err := c.j.Complete(Operation{ID: testIntent(1).ID}); !errors.Is(err, c.want) || errors.Is(err, ErrInvalidOperation) {
+		if err := c.j.complete(Operation{ID: testIntent(1).ID}); !errors.Is(err, c.want) || errors.Is(err, ErrInvalidOperation) {
 			t.Errorf("%s: Complete without a state: err = %v, want %v", c.name, err, c.want)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/journaltest"
 )
 
 // TestNoSecretsAtRest is the secrets rule (secrets.go): a response that
@@ -190,13 +191,13 @@ func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending,
 		URL: "https://user:xxxxx@api.example/charges?access_token=t0k3n-s3cret&n=1"}
 	old.Fingerprint[0] = 7
-	if err := j.Begin(old); err != nil {
+	if err := journaltest.Begin(j, old); err != nil {
 		t.Fatal(err)
 	}
 	done := old
 	done.State, done.Status, done.Body = idem.StateDone, 201, []byte(`{"id":"ch_1"}`)
 	done.Header = http.Header{"Set-Cookie": {"session=c00k1e-s3cret"}, "Content-Type": {"application/json"}}
-	if err := j.Complete(done); err != nil {
+	if err := journaltest.Complete(j, done); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Compact(); err != nil {

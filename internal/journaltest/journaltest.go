@@ -511,3 +511,25 @@ func MustLookup(j idem.Journal, id string) (idem.Operation, bool) {
 	}
 	return op, ok
 }
+
+// Begin journals op's intent in j under a claim of its own, as a Client
+// does before its first attempt: for tests that set a journal up by hand.
+func Begin(j idem.Journal, op idem.Operation) error {
+	c, err := j.Claim(context.Background(), op.ID)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	return c.Begin(context.Background(), op)
+}
+
+// Complete records op's outcome in j under a claim of its own, as Begin
+// journals an intent.
+func Complete(j idem.Journal, op idem.Operation) error {
+	c, err := j.Claim(context.Background(), op.ID)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	return c.Complete(context.Background(), op)
+}
