@@ -424,23 +424,45 @@ func checkCompletion(op *Operation) error {
 	return filejournal.CheckTime("completed", op.Completed)
 }
 
-// Forget drops operation id from the journal, so that the next Do of id
-// mints a NEW key: if the server applied the operation, sending it again
-// under the new key may apply it twice. It waits for a running Do of id in
-// this process, as Claim does, then rewrites the journal without the
-// operation (a compaction that keeps everything else), durably. It returns
-// an error matching ErrNoSuchOperation if the journal does not hold id, and
-// ErrAlreadyCompleted for an operation whose outcome is recorded unless
-// completed is true. Settle with Settlement.Forget is the checked way in.
-func (j *FileJournal) Forget(ctx context.Context, id string, completed bool) error {
+// Forget drops the pending operation id from the journal, so that the
+// next Do of id mints a NEW key: if the server applied the operation,
+// sending it again under the new key may apply it twice. It waits for a
+// running Do of id in this process, as Claim does, then rewrites the
+// journal without the operation (a compaction that keeps everything
+// else), durably. It returns an error matching ErrNoSuchOperation if the
+// journal does not hold id, and ErrAlreadyCompleted if its outcome is
+// recorded. Settle with Settlement.Forget is the checked way in.
+func (j *FileJournal) Forget(ctx context.Context, id string) error {
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if r, ok := j.eng.LookupMeta(id); ok && State(r.State).final() && !completed {
+	if r, ok := j.eng.LookupMeta(id); ok && State(r.State).final() {
 		return fmt.Errorf("idem: journal %s: forget %s: %w: it is %s with status %d",
 			j.Path(), filejournal.QuoteID(id), ErrAlreadyCompleted, State(r.State), r.Status)
+	}
+	return j.eng.Forget(id)
+}
+
+// ForgetCompleted drops the completed operation id, as Forget drops a
+// pending one, if its key is still key: an operation forgotten and sent
+// again meanwhile, under a new key, is kept. It returns an error matching
+// ErrNoSuchOperation if the journal holds no completed operation id under
+// key.
+func (j *FileJournal) ForgetCompleted(ctx context.Context, id, key string) error {
+	unlock, err := j.running.Lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	r, ok, err := j.eng.Lookup(id)
+	switch {
+	case err != nil:
+		return err
+	case !ok || !State(r.State).final() || r.Key != key:
+		return fmt.Errorf("idem: journal %s: forget %s: %w: no completed operation under key %s",
+			j.Path(), filejournal.QuoteID(id), ErrNoSuchOperation, key)
 	}
 	return j.eng.Forget(id)
 }

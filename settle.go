@@ -52,13 +52,17 @@ const (
 var ErrAlreadyCompleted = errors.New("idem: operation already completed")
 
 // Forgetter is a Journal that can drop an operation: FileJournal and the
-// PostgreSQL journal of package pgjournal. Forget claims the operation as
-// Do does (so it waits for a running Do of id), and returns an error
-// matching ErrNoSuchOperation for an ID the journal does not hold, and
-// ErrAlreadyCompleted for an operation whose outcome is recorded unless
-// completed is true.
+// PostgreSQL journal of package pgjournal. Both methods claim the
+// operation as Do does, so they wait for a running Do of id.
 type Forgetter interface {
-	Forget(ctx context.Context, id string, completed bool) error
+	// Forget drops the pending operation id. It returns an error matching
+	// ErrNoSuchOperation for an ID the journal does not hold, and
+	// ErrAlreadyCompleted for an operation whose outcome is recorded.
+	Forget(ctx context.Context, id string) error
+	// ForgetCompleted drops the completed operation id if its key is key.
+	// It returns an error matching ErrNoSuchOperation when the journal
+	// holds no completed operation id under key.
+	ForgetCompleted(ctx context.Context, id, key string) error
 }
 
 // Settle resolves operation id, which a person reconciled with the server:
@@ -114,7 +118,18 @@ func forget(ctx context.Context, j Journal, id string, s Settlement) error {
 	if !ok {
 		return fmt.Errorf("idem: settling %q: %w: the journal (%T) cannot forget an operation", id, ErrInvalidOperation, j)
 	}
-	if err := f.Forget(ctx, id, s.ForgetCompleted); err != nil {
+	err := f.Forget(ctx, id)
+	if errors.Is(err, ErrAlreadyCompleted) && s.ForgetCompleted {
+		var op Operation
+		var ok bool
+		if op, ok, err = j.Lookup(ctx, id); err == nil {
+			err = ErrNoSuchOperation
+			if ok {
+				err = f.ForgetCompleted(ctx, id, op.Key)
+			}
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("idem: settling %q: forgetting: %w", id, err)
 	}
 	return nil

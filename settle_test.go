@@ -188,3 +188,29 @@ func (n noForget) List(ctx context.Context, w idem.Listing) ([]idem.Operation, e
 }
 func (n noForget) KeyTTL() time.Duration { return n.j.KeyTTL() }
 func (n noForget) Now() time.Time        { return n.j.Now() }
+
+// Forget drops a pending operation only; ForgetCompleted a completed one,
+// and only under the key it was seen with, so that an operation forgotten
+// and sent again meanwhile under a new key is never dropped.
+func TestForgetAndForgetCompletedEachDropTheirOwn(t *testing.T) {
+	j := pendingJournal(t)
+	ctx := context.Background()
+	if err := j.Forget(ctx, "op-2"); !errors.Is(err, idem.ErrAlreadyCompleted) {
+		t.Fatalf("Forget of a done operation = %v, want ErrAlreadyCompleted", err)
+	}
+	if err := j.ForgetCompleted(ctx, "op-1", "key-op-1"); !errors.Is(err, idem.ErrNoSuchOperation) {
+		t.Fatalf("ForgetCompleted of a pending operation = %v, want ErrNoSuchOperation", err)
+	}
+	if err := j.ForgetCompleted(ctx, "op-2", "key-op-1"); !errors.Is(err, idem.ErrNoSuchOperation) {
+		t.Fatalf("ForgetCompleted under another key = %v, want ErrNoSuchOperation", err)
+	}
+	if err := j.ForgetCompleted(ctx, "op-2", "key-op-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Forget(ctx, "op-1"); err != nil {
+		t.Fatal(err)
+	}
+	if ops := list(j, idem.ListAll); len(ops) != 0 {
+		t.Fatalf("journal after both forgets holds %d operations, want 0", len(ops))
+	}
+}

@@ -45,16 +45,21 @@ func TestForgetAndSettle(t *testing.T) {
 	if err := idem.Settle(ctx, b, "d", idem.Settlement{State: idem.StateRejected, Status: 400}); !errors.Is(err, idem.ErrAlreadyCompleted) {
 		t.Fatalf("Settle of a completed op = %v, want ErrAlreadyCompleted", err)
 	}
-	if err := b.Forget(ctx, "p", false); err != nil {
+	if err := b.Forget(ctx, "p"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Forget(ctx, "d", false); !errors.Is(err, idem.ErrAlreadyCompleted) {
+	if err := b.Forget(ctx, "d"); !errors.Is(err, idem.ErrAlreadyCompleted) {
 		t.Fatalf("Forget of a completed op = %v, want ErrAlreadyCompleted", err)
 	}
-	if err := b.Forget(ctx, "d", true); err != nil {
+	// F5: a completed operation is deleted only under the key it was
+	// seen with.
+	if err := b.ForgetCompleted(ctx, "d", "another-key"); !errors.Is(err, idem.ErrNoSuchOperation) {
+		t.Fatalf("ForgetCompleted under another key = %v, want ErrNoSuchOperation", err)
+	}
+	if err := b.ForgetCompleted(ctx, "d", op.Key); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Forget(ctx, "nope", false); !errors.Is(err, idem.ErrNoSuchOperation) {
+	if err := b.Forget(ctx, "nope"); !errors.Is(err, idem.ErrNoSuchOperation) {
 		t.Fatalf("Forget of an unknown ID = %v, want ErrNoSuchOperation", err)
 	}
 	for id, want := range map[string]bool{"p": false, "d": false, "keep": true} {
@@ -69,11 +74,11 @@ func TestForgetAndSettle(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if err := b.Forget(short, "held", false); !errors.Is(err, idem.ErrClaimed) {
+	if err := b.Forget(short, "held"); !errors.Is(err, idem.ErrClaimed) {
 		t.Fatalf("Forget while another machine holds the lease = %v, want ErrClaimed", err)
 	}
 	held.Release()
-	if err := b.Forget(ctx, "held", false); err != nil {
+	if err := b.Forget(ctx, "held"); err != nil {
 		t.Fatal(err)
 	}
 	// A forgotten ID begins again, with a new key.
