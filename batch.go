@@ -75,7 +75,7 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 	seen := make(map[string]bool, len(ops))
 	for _, op := range ops {
 		if op.ID == "" || op.Request == nil || seen[op.ID] {
-			return BatchSummary{}, fmt.Errorf("%w: batch operation %q: empty or repeated ID, or no Request", ErrInvalidRequest, op.ID)
+			return BatchSummary{}, fmt.Errorf("idem: %w: batch operation %q: empty or repeated ID, or no Request", ErrInvalidRequest, op.ID)
 		}
 		seen[op.ID] = true
 	}
@@ -85,7 +85,7 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 	// KeyTTL.
 	resumable, err := c.journal.List(ctx, ListPending)
 	if err != nil {
-		return BatchSummary{}, fmt.Errorf("idem: batch: listing pending operations: %w", err)
+		return BatchSummary{}, wrapf(err, "batch: listing pending operations")
 	}
 	pending := make(map[string]bool, len(resumable))
 	for _, op := range resumable {
@@ -179,12 +179,12 @@ func (c *Client) runOne(ctx context.Context, op BatchOp) BatchResult {
 		return r
 	}
 	if op.ID == "" || op.Request == nil {
-		r.Err = fmt.Errorf("%w: batch operation %q: empty ID, or no Request", ErrInvalidRequest, op.ID)
+		r.Err = fmt.Errorf("idem: %w: batch operation %q: empty ID, or no Request", ErrInvalidRequest, op.ID)
 		return r
 	}
 	rec, ok, err := c.journal.Lookup(ctx, op.ID)
 	if err != nil {
-		r.Err = fmt.Errorf("idem: batch operation %q: %w", op.ID, err)
+		r.Err = wrapf(err, "batch operation %q", op.ID)
 		return r
 	}
 	if ok && rec.State != StatePending {
@@ -213,7 +213,7 @@ func (c *Client) runOne(ctx context.Context, op BatchOp) BatchResult {
 	defer resp.Body.Close()
 	r.Outcome, r.Status, r.Recorded = OutcomeDone, resp.StatusCode, Recorded(resp)
 	if r.Body, err = io.ReadAll(resp.Body); err != nil && !errors.Is(err, ErrBodyNotRecorded) {
-		r.Err = fmt.Errorf("idem: reading response of %q: %w", op.ID, err)
+		r.Err = wrapf(err, "reading response of %q", op.ID)
 	}
 	return r
 }

@@ -39,7 +39,7 @@ type limits struct {
 func (c *Client) callLimits(ctx context.Context) (limits, error) {
 	o, _ := ctx.Value(callOptionsKey{}).(CallOptions)
 	if o.MaxAttempts < 0 || o.MaxElapsed < 0 {
-		return limits{}, fmt.Errorf("%w: negative CallOptions", ErrInvalidRequest)
+		return limits{}, fmt.Errorf("idem: %w: negative CallOptions", ErrInvalidRequest)
 	}
 	setDefault(&o.MaxAttempts, c.cfg.MaxAttempts)
 	setDefault(&o.MaxElapsed, c.cfg.MaxElapsed)

@@ -212,10 +212,10 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxAttempts < 0 || cfg.AttemptTimeout < 0 || cfg.MaxElapsed < 0 || cfg.InitialWait < 0 ||
 		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.MaxRecordedHeader < 0 ||
 		!(cfg.Jitter <= 1) || math.IsInf(cfg.Jitter, -1) {
-		return nil, fmt.Errorf("%w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
+		return nil, fmt.Errorf("idem: %w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
 	}
 	if cfg.KeyHeader != "" && !validHeaderName(cfg.KeyHeader) {
-		return nil, fmt.Errorf("%w: KeyHeader %q is not a header name", ErrInvalidConfig, cfg.KeyHeader)
+		return nil, fmt.Errorf("idem: %w: KeyHeader %q is not a header name", ErrInvalidConfig, cfg.KeyHeader)
 	}
 	if fj, ok := cfg.Journal.(*FileJournal); ok && fj == nil {
 		cfg.Journal = nil // a nil *FileJournal means no journal, as it did before Journal was an interface
@@ -332,7 +332,7 @@ func setDefault[T comparable](field *T, def T) {
 func (c *Client) Do(id string, req *http.Request) (*http.Response, error) {
 	if id == "" {
 		closeBody(req)
-		return nil, fmt.Errorf("%w: empty operation ID", ErrInvalidRequest)
+		return nil, fmt.Errorf("idem: %w: empty operation ID", ErrInvalidRequest)
 	}
 	res, err := c.do(id, req)
 	if err != nil {
@@ -418,11 +418,11 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 	lim, err := c.callLimits(ctx)
 	if err != nil {
 		closeBody(req)
-		return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
+		return result{}, wrapf(err, "operation %q", id)
 	}
 	body, err := captureBody(req, c.cfg.MaxBufferedBody)
 	if err != nil {
-		return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
+		return result{}, wrapf(err, "operation %q", id)
 	}
 	fp := body.fingerprint
 	var op Operation
@@ -435,11 +435,11 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 	} else {
 		claim, err := c.journal.Claim(ctx, id)
 		if err != nil {
-			return result{}, fmt.Errorf("idem: operation %q: waiting for a concurrent Do: %w", id, err)
+			return result{}, wrapf(err, "operation %q: waiting for a concurrent Do", id)
 		}
 		defer claim.Release()
 		if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
-			return result{}, fmt.Errorf("idem: operation %q: %w", id, err)
+			return result{}, wrapf(err, "operation %q", id)
 		}
 		op, err = c.admit(ctx, claim, id, req, body)
 		if err != nil {
@@ -464,14 +464,8 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		if err != nil {
 			return Operation{}, err
 		}
-		// The URL is written by the secrets rule (secrets.go), which
-		// leaves one without user info or query as the fingerprint has it.
-		url := body.url
-		if req.URL.User != nil || req.URL.RawQuery != "" {
-			url = c.secrets.url(req.URL)
-		}
 		op = Operation{
-			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: url,
+			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: c.journaledURL(req, body),
 			Created: c.now(), State: StatePending,
 		}
 		err = claim.Begin(ctx, op)
@@ -483,17 +477,42 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		// the winner began (Claim.Begin), which is judged below like any
 		// operation found in the journal. Its key is the one sent.
 		if op, ok = claim.Operation(); !ok || !errors.Is(err, ErrOperationExists) {
-			return Operation{}, fmt.Errorf("idem: operation %q: journaling intent: %w", id, err)
+			return Operation{}, wrapf(err, "operation %q: journaling intent", id)
 		}
 	}
 	switch {
 	case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go
-		return op, fmt.Errorf("idem: operation %q (key %s): %w", id, op.Key, ErrMismatch)
+		return op, fmt.Errorf("idem: operation %q (key %s): %w: %s", id, op.Key, ErrMismatch, c.difference(op, req, body))
 	case op.State == StatePending && !c.keyUsable(op.Created, c.now()):
 		return op, fmt.Errorf("idem: operation %q (key %s, minted %s): %w",
 			id, op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
 	}
 	return op, nil
+}
+
+// journaledURL is req's URL as the journal records it: by the secrets
+// rule, without user info and with secret query values replaced; a URL
+// without either is the fingerprint's as it is.
+func (c *Client) journaledURL(req *http.Request, body requestBody) string {
+	if req.URL.User != nil || req.URL.RawQuery != "" {
+		return c.secrets.url(req.URL)
+	}
+	return body.url
+}
+
+// difference says how req differs from the request op was journaled with,
+// for ErrMismatch: its method, its URL, or else its body (or a secret of
+// its URL, which the journal does not hold).
+func (c *Client) difference(op Operation, req *http.Request, body requestBody) string {
+	switch url := c.journaledURL(req, body); {
+	case op.Method != req.Method:
+		return fmt.Sprintf("the method differs (journaled %s, now %s)", op.Method, req.Method)
+	case op.URL != url:
+		return fmt.Sprintf("the URL differs (journaled %q, now %q)", op.URL, url)
+	case url != body.url:
+		return "the body differs, or a secret in the URL"
+	}
+	return "the body differs"
 }
 
 // send makes the attempts of a pending operation and records its outcome.
@@ -517,7 +536,7 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 		err = rreq.SetBody(body.rewind)
 	}
 	if err != nil {
-		return result{}, fmt.Errorf("idem: preparing request: %w", err)
+		return result{}, wrapf(err, "preparing request")
 	}
 	rreq.ContentLength = body.length
 
@@ -608,15 +627,15 @@ const maxIDLength = 4096
 func validate(id string, req *http.Request) error {
 	switch {
 	case len(id) > maxIDLength:
-		return fmt.Errorf("%w: operation ID of %d bytes, more than %d", ErrInvalidRequest, len(id), maxIDLength)
+		return fmt.Errorf("idem: %w: operation ID of %d bytes, more than %d", ErrInvalidRequest, len(id), maxIDLength)
 	case req == nil:
-		return fmt.Errorf("%w: nil request", ErrInvalidRequest)
+		return fmt.Errorf("idem: %w: nil request", ErrInvalidRequest)
 	case req.URL == nil:
-		return fmt.Errorf("%w: request without URL", ErrInvalidRequest)
+		return fmt.Errorf("idem: %w: request without URL", ErrInvalidRequest)
 	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
-		return fmt.Errorf("%w: unsupported URL scheme %q", ErrInvalidRequest, req.URL.Scheme)
+		return fmt.Errorf("idem: %w: unsupported URL scheme %q", ErrInvalidRequest, req.URL.Scheme)
 	case req.URL.Host == "":
-		return fmt.Errorf("%w: URL without host", ErrInvalidRequest)
+		return fmt.Errorf("idem: %w: URL without host", ErrInvalidRequest)
 	}
 	return nil
 }
@@ -693,7 +712,7 @@ type roundTripper struct{ c *Client }
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if prev := req.Response; prev != nil && prev.Request != nil && carriesKey(prev.Request) {
 		closeBody(req)
-		return nil, fmt.Errorf("%w: the *http.Client around idem's RoundTripper followed a %s redirect of a request that "+
+		return nil, fmt.Errorf("idem: %w: the *http.Client around idem's RoundTripper followed a %s redirect of a request that "+
 			"carries a key; use Client.StandardClient, or a CheckRedirect that returns http.ErrUseLastResponse", ErrInvalidRequest, prev.Status)
 	}
 	if !carriesKey(req) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // Errors returned by Client.Do before anything is sent, wrapped with the
@@ -15,7 +16,7 @@ var (
 	// fingerprint (method, URL or body). Sending the new request under the
 	// old key would be refused by the server or, worse, answered with the
 	// old request's response. Use a new operation ID for a new request.
-	ErrMismatch = errors.New("idem: operation ID reused with a different request")
+	ErrMismatch = errors.New("operation ID reused with a different request")
 
 	// ErrKeyExpired: the operation is pending with a key that is, or could
 	// become during an attempt (within Config.AttemptTimeout), older than
@@ -23,14 +24,14 @@ var (
 	// resend could apply the operation a second time. The operation stays
 	// in the journal (Journal.Expired lists it once it is KeyTTL old) for a
 	// person to reconcile.
-	ErrKeyExpired = errors.New("idem: pending operation's key has outlived the server's retention")
+	ErrKeyExpired = errors.New("pending operation's key has outlived the server's retention")
 
 	// ErrInvalidRequest: the request or operation ID cannot be sent as an
 	// idempotent operation (no URL, an unsupported scheme, an empty ID...).
-	ErrInvalidRequest = errors.New("idem: invalid request")
+	ErrInvalidRequest = errors.New("invalid request")
 
 	// ErrInvalidConfig: New was given a Config it cannot use.
-	ErrInvalidConfig = errors.New("idem: invalid config")
+	ErrInvalidConfig = errors.New("invalid config")
 
 	// ErrBodyTooLarge: the request body has no GetBody and is larger than
 	// Config.MaxBufferedBody, so it cannot be replayed on a retry without
@@ -46,7 +47,7 @@ var (
 	// summarized the operation after KeyTTL (Operation.Summarized). The
 	// status is the original one; the header is too, within
 	// Config.MaxRecordedHeader, unless the operation was summarized.
-	ErrBodyNotRecorded = errors.New("idem: response body not recorded")
+	ErrBodyNotRecorded = errors.New("response body not recorded")
 )
 
 // Outcome is what became of an operation, as far as the client can know.
@@ -107,9 +108,9 @@ var (
 	//
 	// 408, 429 and 5xx other than 501 are retried and end unknown, never
 	// rejected, when retrying stops.
-	ErrRejected = errors.New("idem: operation rejected")
+	ErrRejected = errors.New("operation rejected")
 	// ErrUnknown matches an *OutcomeError whose Outcome is OutcomeUnknown.
-	ErrUnknown = errors.New("idem: operation outcome unknown")
+	ErrUnknown = errors.New("operation outcome unknown")
 )
 
 // OutcomeError reports an operation that did not end done: rejected, or
@@ -177,6 +178,21 @@ func (e *OutcomeError) Is(target error) bool {
 	}
 	return false
 }
+
+// wrapf returns err with what was being done in front (format and args),
+// the package's "idem: " prefix said once: err's own is left out of the
+// message. The result unwraps to err.
+func wrapf(err error, format string, args ...any) error {
+	return &wrapError{"idem: " + fmt.Sprintf(format, args...) + ": " + strings.TrimPrefix(err.Error(), "idem: "), err}
+}
+
+type wrapError struct {
+	msg string
+	err error
+}
+
+func (e *wrapError) Error() string { return e.msg }
+func (e *wrapError) Unwrap() error { return e.err }
 
 // truncateForMessage keeps error messages to one readable line.
 func truncateForMessage(b []byte) string {

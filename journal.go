@@ -12,16 +12,16 @@ var (
 	// (or did not answer in time). Nothing was sent when Do returns it
 	// before an attempt (F6); once the database answers again, so does
 	// the journal.
-	ErrJournalUnavailable = errors.New("idem: journal unavailable")
+	ErrJournalUnavailable = errors.New("journal unavailable")
 
 	// ErrClaimLost: the claim on an operation lapsed while it was held (a
 	// lease not renewed in time, so another machine may have taken the
 	// operation over). Attempts stop, and nothing the lapsed holder writes
 	// is recorded (F5); the operation stays pending under its key.
-	ErrClaimLost = errors.New("idem: claim on operation lost")
+	ErrClaimLost = errors.New("claim on operation lost")
 
 	// ErrClaimed matches a *HeldError.
-	ErrClaimed = errors.New("idem: operation claimed elsewhere")
+	ErrClaimed = errors.New("operation claimed elsewhere")
 )
 
 // HeldError is returned by Journal.Claim (and so by Do) when the caller's

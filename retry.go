@@ -52,16 +52,16 @@ import (
 // age).
 var (
 	// ErrAttemptsExhausted: MaxAttempts attempts were made.
-	ErrAttemptsExhausted = errors.New("idem: attempts exhausted")
+	ErrAttemptsExhausted = errors.New("attempts exhausted")
 	// ErrMaxElapsed: the next attempt would start after MaxElapsed.
-	ErrMaxElapsed = errors.New("idem: maximum elapsed time reached")
+	ErrMaxElapsed = errors.New("maximum elapsed time reached")
 	// ErrRetryBudgetExhausted: the client-wide retry budget is empty (many
 	// recent attempts failed), so no retry was made. See RetryBudget.
-	ErrRetryBudgetExhausted = errors.New("idem: retry budget exhausted")
+	ErrRetryBudgetExhausted = errors.New("retry budget exhausted")
 	// ErrRetryDeclined: Config.CheckRetry declined to retry an answer the
 	// retry rule would have retried. The error it returned, if any, is
 	// wrapped too.
-	ErrRetryDeclined = errors.New("idem: Config.CheckRetry declined to retry")
+	ErrRetryDeclined = errors.New("Config.CheckRetry declined to retry")
 )
 
 // DefaultCheckRetry is the retry rule above, in the form of

@@ -49,7 +49,7 @@ const (
 
 // ErrAlreadyCompleted: Settle was asked to settle an operation whose
 // outcome is already recorded (Done or Rejected).
-var ErrAlreadyCompleted = errors.New("idem: operation already completed")
+var ErrAlreadyCompleted = errors.New("operation already completed")
 
 // Forgetter is a Journal that can drop an operation: FileJournal and the
 // PostgreSQL journal of package pgjournal. Both methods claim the
@@ -82,14 +82,14 @@ type Forgetter interface {
 // The journal checks the operation's state and drops it under one claim.
 func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
 	if err := s.check(); err != nil {
-		return fmt.Errorf("idem: settling %q: %w", id, err)
+		return wrapf(err, "settling %q", id)
 	}
 	if s.Forget {
 		return forget(ctx, j, id, s)
 	}
 	claim, err := j.Claim(ctx, id)
 	if err != nil {
-		return fmt.Errorf("idem: settling %q: %w", id, err)
+		return wrapf(err, "settling %q", id)
 	}
 	defer claim.Release()
 	op, ok := claim.Operation()
@@ -108,7 +108,7 @@ func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
 		Created: op.Created, State: s.State, Status: s.Status, Header: h,
 	}
 	if err := claim.Complete(ctx, out); err != nil {
-		return fmt.Errorf("idem: settling %q: %w", id, err)
+		return wrapf(err, "settling %q", id)
 	}
 	return nil
 }
@@ -130,7 +130,7 @@ func forget(ctx context.Context, j Journal, id string, s Settlement) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("idem: settling %q: forgetting: %w", id, err)
+		return wrapf(err, "settling %q: forgetting", id)
 	}
 	return nil
 }
