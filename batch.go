@@ -24,6 +24,11 @@ type BatchOptions struct {
 	// Concurrency is how many operations run at once. Default 8.
 	Concurrency int
 
+	// Resend, when set, chooses operations the journal holds as refused
+	// without effect to send again under a new key, as CallOptions.Resend
+	// does for one call. Default nil: they are answered from the journal.
+	Resend func(Operation) bool
+
 	// Progress, when set, is called after each operation ends, with its
 	// result and the summary so far. Calls are serialized; a slow Progress
 	// slows the batch.
@@ -39,9 +44,12 @@ type BatchResult struct {
 	Outcome Outcome
 	// Recorded: the outcome came from the journal; nothing was sent.
 	Recorded bool
-	Status   int    // the final status, or the last one for Unknown
-	Body     []byte // the final response body, read in full; the rejection's for Rejected
-	Err      error  // nil for Done
+	// Resent: a recorded refusal was forgotten and the operation sent
+	// again under a new key (BatchOptions.Resend).
+	Resent bool
+	Status int    // the final status, or the last one for Unknown
+	Body   []byte // the final response body, read in full; the rejection's for Rejected
+	Err    error  // nil for Done
 }
 
 // BatchSummary counts how the operations of a batch ended.
@@ -123,6 +131,11 @@ func (c *Client) runBatch(ctx context.Context, ops iter.Seq[BatchOp], opts Batch
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
 	}
+	if opts.Resend != nil {
+		o, _ := ctx.Value(callOptionsKey{}).(CallOptions)
+		o.Resend = opts.Resend
+		ctx = WithCallOptions(ctx, o)
+	}
 	var (
 		mu      sync.Mutex
 		summary BatchSummary
@@ -187,7 +200,13 @@ func (c *Client) runOne(ctx context.Context, op BatchOp) BatchResult {
 		r.Err = wrapf(err, "batch operation %q", op.ID)
 		return r
 	}
-	if ok && rec.State != StatePending {
+	if ok && rec.State == StateRejected {
+		if r.Resent, err = c.resend(ctx, rec); err != nil { // resend.go
+			r.Err = err
+			return r
+		}
+	}
+	if ok && rec.State != StatePending && !r.Resent {
 		r.Recorded, r.Status, r.Body = true, rec.Status, rec.Body
 		r.Outcome = OutcomeDone
 		if rec.State == StateRejected {

@@ -433,6 +433,9 @@ func (c *Client) run(id string, req *http.Request) (result, error) {
 		}
 		op = Operation{Key: key, Fingerprint: fp, Created: c.now(), State: StatePending}
 	} else {
+		if err := c.resendBeforeClaim(ctx, id); err != nil { // resend.go
+			return result{}, err
+		}
 		claim, err := c.journal.Claim(ctx, id)
 		if err != nil {
 			return result{}, wrapf(err, "operation %q: waiting for a concurrent Do", id)

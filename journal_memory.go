@@ -365,3 +365,44 @@ func decodeOutcome(raw []byte) (http.Header, []byte) {
 	}
 	return h, body
 }
+
+// Forget drops the pending operation id, as FileJournal.Forget does.
+func (j *memoryJournal) Forget(ctx context.Context, id string) error {
+	return j.forget(ctx, id, func(e *memoryEntry) error {
+		if e.state.final() {
+			return fmt.Errorf("idem: journal in memory: forget %q: %w: it is %s with status %d", id, ErrAlreadyCompleted, e.state, e.status)
+		}
+		return nil
+	})
+}
+
+// ForgetCompleted drops the completed operation id if its key is key, as
+// FileJournal.ForgetCompleted does.
+func (j *memoryJournal) ForgetCompleted(ctx context.Context, id, key string) error {
+	return j.forget(ctx, id, func(e *memoryEntry) error {
+		if !e.state.final() || e.key != key {
+			return fmt.Errorf("idem: journal in memory: forget %q: %w: no completed operation under key %s", id, ErrNoSuchOperation, key)
+		}
+		return nil
+	})
+}
+
+// forget claims id and drops its operation if check allows it.
+func (j *memoryJournal) forget(ctx context.Context, id string, check func(*memoryEntry) error) error {
+	cl, err := j.Claim(ctx, id)
+	if err != nil {
+		return err
+	}
+	c := cl.(*memoryClaim)
+	defer c.Release()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !c.e.begun {
+		return fmt.Errorf("idem: journal in memory: forget %q: %w", id, ErrNoSuchOperation)
+	}
+	if err := check(c.e); err != nil {
+		return err
+	}
+	*c.e = memoryEntry{held: true, free: c.e.free} // not begun: Release removes it
+	return nil
+}
