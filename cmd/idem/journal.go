@@ -43,6 +43,7 @@ var journalActions = []journalAction{
 	{name: "salvage", args: "SRC DST", summary: "copy every record that still reads into a new journal", run: runJournalSalvage},
 	{name: "migrate", args: "URL", summary: "create or upgrade a shared PostgreSQL journal's tables", run: runJournalMigrate},
 	{name: "settle", args: "PATH ID", summary: "record a stuck operation as done or rejected, or forget it (new key)", run: runJournalSettle},
+	{name: "resend", args: "PATH", summary: "forget the refusals that applied nothing: the next run resends them (new keys)", run: runJournalResend},
 	{name: "dump", args: "PATH", summary: "print every operation in full as JSON lines", run: runJournalDump},
 	{name: "load", args: "PATH", summary: "write operations dumped as JSON lines (stdin) into a journal", run: runJournalLoad},
 	{name: "copy", args: "SRC DST", summary: "copy every operation into another journal (file or postgres://)", run: runJournalCopy},
