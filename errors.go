@@ -7,10 +7,9 @@ import (
 	"strings"
 )
 
-// Errors returned by Client.Do before anything is sent, wrapped with the
-// operation ID (ErrInvalidRequest with what is wrong), and
-// ErrBodyNotRecorded, returned when reading a recorded body; test for them
-// with errors.Is.
+// Errors of Client.Do and New, wrapped with what was being done; test for
+// them with errors.Is. All but ErrBodyNotRecorded are returned before
+// anything is sent.
 var (
 	// ErrMismatch: the operation ID is known with a different request
 	// fingerprint (method, URL or body). Sending the new request under the
@@ -18,12 +17,11 @@ var (
 	// old request's response. Use a new operation ID for a new request.
 	ErrMismatch = errors.New("operation ID reused with a different request")
 
-	// ErrKeyExpired: the operation is pending with a key that is, or could
-	// become during an attempt (within Config.AttemptTimeout), older than
-	// Config.KeyTTL. The server may have forgotten the key by then, so a
-	// resend could apply the operation a second time. The operation stays
-	// in the journal (Journal.Expired lists it once it is KeyTTL old) for a
-	// person to reconcile.
+	// ErrKeyExpired: the operation is pending with a key the server may
+	// have forgotten by the time an attempt ends, so a resend could apply
+	// it twice. Nothing is sent; the operation stays in the journal for a
+	// person to reconcile (see Keys and expiry in the package
+	// documentation).
 	ErrKeyExpired = errors.New("pending operation's key has outlived the server's retention")
 
 	// ErrInvalidRequest: the request or operation ID cannot be sent as an
@@ -55,20 +53,14 @@ type Outcome uint8
 
 const (
 	// OutcomeDone: the server gave a final answer that applied the
-	// operation: a 2xx, a 303 See Other (recorded as it is, its Location
-	// not fetched), or another 1xx-3xx status that is not an unfollowed
-	// redirect. Do returns the response.
+	// operation. Do returns the response.
 	OutcomeDone Outcome = iota + 1
 	// OutcomeRejected: the server gave a final answer that did not apply
-	// the operation (see ErrRejected for the statuses). It is recorded like
-	// a done outcome: the operation is not sent again.
+	// the operation (see ErrRejected). It is not sent again.
 	OutcomeRejected
-	// OutcomeUnknown: no final answer. Attempts ran out, the retry budget
-	// or MaxElapsed stopped them, the caller's context ended, or an error
-	// that retrying cannot mend (a TLS certificate that does not verify,
-	// too many redirects) ended them. Something may have reached the
-	// server. The operation stays pending; the next Do of it resumes under
-	// the same key, which is safe whatever happened.
+	// OutcomeUnknown: no final answer; something may have reached the
+	// server. The operation stays pending, and the next Do of it resumes
+	// under the same key.
 	OutcomeUnknown
 )
 
@@ -89,25 +81,8 @@ func (o Outcome) String() string {
 var (
 	// ErrRejected matches an *OutcomeError whose Outcome is
 	// OutcomeRejected: the server's final answer says it did not apply the
-	// operation, and the operation is recorded so and never sent again.
-	// Each such answer was checked against one question, "could the
-	// server have applied it?", and these are the ones whose answer is no:
-	//
-	//   - 4xx other than 408, 409 and 429: the server refused the request
-	//     as it stands (bad input, authentication, not found, a key reused
-	//     with another request...). This trusts that a 4xx comes from a
-	//     server that did not act, not from a proxy that forwarded the
-	//     request and then failed; proxies answer 502 and 504 for that.
-	//   - 409 carrying Idempotent-Replayed: true: the server's stored final
-	//     answer for the key. Any other 409 may mean the key is in flight,
-	//     so it is retried, and the outcome stays unknown when attempts
-	//     run out (C7).
-	//   - 501 Not Implemented: the server does not support the method.
-	//   - 301, 302, 307 and 308 not followed (C13): the server says the
-	//     resource is elsewhere; the OutcomeError names the Location.
-	//
-	// 408, 429 and 5xx other than 501 are retried and end unknown, never
-	// rejected, when retrying stops.
+	// operation, which is recorded so and never sent again. Outcomes in
+	// the package documentation lists the statuses that say so.
 	ErrRejected = errors.New("operation rejected")
 	// ErrUnknown matches an *OutcomeError whose Outcome is OutcomeUnknown.
 	ErrUnknown = errors.New("operation outcome unknown")

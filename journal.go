@@ -6,18 +6,17 @@ import (
 	"time"
 )
 
-// Errors of journals shared by many machines (the F rules).
+// Errors of journals shared by many machines.
 var (
 	// ErrJournalUnavailable: the journal's database could not be reached
-	// (or did not answer in time). Nothing was sent when Do returns it
-	// before an attempt (F6); once the database answers again, so does
-	// the journal.
+	// or did not answer in time. Do returns it before sending anything;
+	// once the database answers again, so does the journal.
 	ErrJournalUnavailable = errors.New("journal unavailable")
 
 	// ErrClaimLost: the claim on an operation lapsed while it was held (a
 	// lease not renewed in time, so another machine may have taken the
 	// operation over). Attempts stop, and nothing the lapsed holder writes
-	// is recorded (F5); the operation stays pending under its key.
+	// is recorded; the operation stays pending under its key.
 	ErrClaimLost = errors.New("claim on operation lost")
 
 	// ErrClaimed matches a *HeldError.

@@ -1,6 +1,6 @@
 package idem
 
-// A FileJournal's claims (C11): one Do of an operation ID at a time, across
+// A FileJournal's claims: one Do of an operation ID at a time, across
 // every Client using the journal.
 
 import (
@@ -13,7 +13,7 @@ import (
 )
 
 // Claim waits until no other Do of id runs through this journal, or ctx
-// ends. Only one process writes a file journal (J4), so a claim on it is
+// ends. Only one process writes a file journal, so a claim on it is
 // an in-process lock, and never lapses. The operation is looked up once
 // the claim is held, and Claim returns Lookup's error, if any.
 func (j *FileJournal) Claim(ctx context.Context, id string) (Claim, error) {

@@ -7,20 +7,11 @@ import (
 	"time"
 )
 
-// Journal is where a Client keeps each operation's key and outcome. Three
-// implement it: FileJournal (OpenJournal), one file on one machine's disk;
-// the PostgreSQL journal of package pgjournal, shared by every machine that
-// opens the same database and namespace; and, when Config.Journal is nil,
-// the Client's own memory. Every method is safe for concurrent use.
-//
-// A Client uses a Journal in one pattern (DESIGN.md's rules, cited beside
-// each step, say why it is where it is):
-//
-//	claim := Claim(ctx, id)         // one Do of id at a time, everywhere (C11, F3)
-//	op, ok := claim.Operation()     // resume, replay, or...
-//	claim.Begin(ctx, op)            // ...journal a new intent, durable before sending (C2, F1)
-//	claim.Complete(ctx, op)         // record the outcome (C3), fenced (F5)
-//	claim.Release()
+// Journal is where a Client keeps each operation's key and outcome:
+// FileJournal, the PostgreSQL journal of package pgjournal, or, when
+// Config.Journal is nil, the Client's own memory. Journals in the package
+// documentation says how a Client uses one. Every method is safe for
+// concurrent use.
 type Journal interface {
 	// Claim waits until no other Do of operation id holds it, in this
 	// process or, for a shared journal, on any machine, and then returns
@@ -35,16 +26,16 @@ type Journal interface {
 	Lookup(ctx context.Context, id string) (Operation, bool, error)
 
 	// List returns the operations the listing selects, ordered by Created
-	// time and then by ID (J8).
+	// time and then by ID.
 	List(ctx context.Context, which Listing) ([]Operation, error)
 
 	// KeyTTL is how long a key lives on the server: a pending operation
-	// older than it is expired (C6). It is the default of Config.KeyTTL.
+	// older than it is expired. It is the default of Config.KeyTTL.
 	KeyTTL() time.Duration
 
 	// Now is the journal's clock, by which keys are minted and judged
 	// expired: the Client's when Config.Now is nil. A shared journal's
-	// clock is its database's (F4), so machines whose clocks disagree
+	// clock is its database's, so machines whose clocks disagree
 	// still agree on which keys have expired.
 	Now() time.Time
 }
@@ -59,7 +50,7 @@ type Claim interface {
 
 	// Begin journals a new operation's intent (Operation with State
 	// Pending), durably: when Begin returns nil, a crash of this machine
-	// (or of the database) cannot lose it (C2, F1). An operation is never
+	// (or of the database) cannot lose it. An operation is never
 	// sent before its Begin returned nil. Begin refuses an ID that already
 	// has an intent with an error matching ErrOperationExists. A shared
 	// journal may find that another machine began the ID after the claim
@@ -70,9 +61,9 @@ type Claim interface {
 
 	// Complete records the outcome of the claimed operation (State Done or
 	// Rejected, with Key its journaled key). It may return before the
-	// record is durable (C3). A claim that lapsed is refused with an error
+	// record is durable. A claim that lapsed is refused with an error
 	// matching ErrClaimLost, so that it never overwrites what the next
-	// holder recorded (F5).
+	// holder recorded.
 	Complete(ctx context.Context, op Operation) error
 
 	// Lost returns a channel that is closed if the claim lapses before
@@ -87,7 +78,7 @@ type Claim interface {
 // Listing selects the operations Journal.List returns.
 type Listing uint8
 
-// The listings of a journal (J8).
+// The listings of a journal.
 const (
 	// ListAll: every operation the journal holds.
 	ListAll Listing = iota + 1
@@ -133,8 +124,6 @@ func (l Listing) Selects(op Operation, now time.Time, ttl time.Duration) bool {
 	}
 	return false
 }
-
-// What a Journal holds of one operation: its State and the Operation.
 
 // State is where an operation stands in the journal.
 type State uint8

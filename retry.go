@@ -14,42 +14,10 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 )
 
-// The retry rule.
-//
-// What is retried (C7) is go-retryablehttp's ErrorPropagatedRetryPolicy
-// (connection errors, attempt timeouts, 429, and 5xx other than 501; not
-// certificate errors, unsupported schemes, invalid headers or too many
-// redirects), extended with two answers it does not know:
-//
-//   - 408 Request Timeout: the server gave up waiting for the request and
-//     says so; the request can be sent again.
-//   - 409 Conflict, unless it is a stored answer replayed for the key
-//     (Idempotent-Replayed: true). In the IETF idempotency-key draft a 409
-//     means a request with this key is still being processed, and servers
-//     send it with or without Retry-After; an earlier attempt that timed
-//     out here may be committing there. Taking it for a refusal would
-//     record "not applied" for an operation the server is applying, so it
-//     is retried, and running out of attempts on it ends unknown.
-//
-// A body that fails to arrive in full after a final status is a failed
-// attempt too, retried like a connection error. No attempt is sent that
-// could reach the server after its key is KeyTTL old: the server may have
-// forgotten it by then.
-//
-// When the next attempt is sent is cenkalti/backoff's ExponentialBackOff,
-// jittered by default, raised to the server's Retry-After (parsed by
-// go-retryablehttp) and capped by Config.MaxWait. No attempt is started
-// once Config.MaxElapsed has passed, more than Config.MaxAttempts are never
-// made, and the client-wide retry budget (budget.go) may stop retries
-// early. Every wait ends at once when the request's context ends: the wait
-// is go-retryablehttp's, which selects on the context.
-
-// Reasons retrying stops before the server gave a final answer. They are
-// wrapped in OutcomeError.Err.
-// The outcome is unknown, and the operation stays pending. ErrKeyExpired
-// stops retrying too, when the next attempt could still be in flight when
-// its key turns KeyTTL old (it would start within AttemptTimeout of that
-// age).
+// Reasons retrying stops before a final answer, wrapped in
+// OutcomeError.Err: the outcome is unknown, and the operation stays
+// pending. ErrKeyExpired stops retrying too (see Keys and expiry in the
+// package documentation).
 var (
 	// ErrAttemptsExhausted: MaxAttempts attempts were made.
 	ErrAttemptsExhausted = errors.New("attempts exhausted")
@@ -64,10 +32,10 @@ var (
 	ErrRetryDeclined = errors.New("Config.CheckRetry declined to retry")
 )
 
-// DefaultCheckRetry is the retry rule above, in the form of
-// go-retryablehttp's CheckRetry: whether to send another attempt after
-// this one's response or error, and, when not, the error that explains
-// why (nil for a final answer). A Config.CheckRetry may call it.
+// DefaultCheckRetry is the retry rule (see Retries in the package
+// documentation) in the form of go-retryablehttp's CheckRetry: whether to
+// send another attempt, and when not, the error that says why (nil for a
+// final answer). A Config.CheckRetry may call it.
 func DefaultCheckRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	return retryable(ctx, resp, err)
 }

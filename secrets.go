@@ -8,26 +8,6 @@ import (
 	"strings"
 )
 
-// The secrets rule (C14): nothing idem writes or emits hands out a session
-// or a credential. A journal outlives its process, is copied into bug reports
-// and is printed by `idem journal show`; logs and error strings travel
-// further still. So:
-//
-//   - a recorded response header leaves out the fields that carry
-//     credentials or session state (DefaultUnrecordedHeaders, and
-//     Config.UnrecordedHeaders or Config.RecordedHeaders), and names them in
-//     UnrecordedHeadersField so that a replay says what it lacks;
-//   - a URL is written without its user info, and with the value of every
-//     query parameter whose name looks like a credential replaced
-//     (DefaultRedactedParams, and Config.RedactedParams), in the journal,
-//     in the errors Do returns, and in what it logs.
-//
-// The fingerprint is still computed over the whole, real URL: a request
-// whose token changed is a different request, refused with ErrMismatch
-// exactly as before. The fingerprint is a SHA-256, so it gives nothing
-// away, but note that a token guessable from a small set could be tested
-// against it.
-
 // DefaultUnrecordedHeaders returns the response header fields an outcome
 // never records: cookies and credentials, which would let anyone who reads
 // the journal take over a session. WWW-Authenticate and Proxy-Authenticate
@@ -203,7 +183,7 @@ func (s secrets) error(err error) error {
 }
 
 // RedactURL returns u as a Client whose Config.RedactedParams is
-// extraParams writes it (the secrets rule, C14): without user info, and
+// extraParams writes it (see Secrets in the package documentation): without user info, and
 // with the values of the DefaultRedactedParams and extraParams replaced.
 // Tools that show a request beside a journaled one, or trace it, use it.
 func RedactURL(u *url.URL, extraParams ...string) string {

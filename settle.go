@@ -70,7 +70,7 @@ type Forgetter interface {
 // field "by hand" and the Note) or, with s.Forget, drops the operation. It
 // claims the operation as Do does (Journal.Claim), so it waits for a Do of
 // id running in this process or, for a shared journal, on any machine, and
-// its outcome is fenced like Do's (F5).
+// its outcome is fenced like Do's.
 //
 // Settle returns an error matching ErrNoSuchOperation for an ID the journal
 // does not hold, ErrAlreadyCompleted for an operation whose outcome is
