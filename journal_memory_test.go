@@ -90,8 +90,9 @@ func TestMemoryJournalKeepsItsOwnCopyOfAnOutcome(t *testing.T) {
 	body[0] = 'X'
 
 	got, _, _ := j.Lookup(context.Background(), "op")
-	if len(got.Header) != 1 || got.Header.Get("Content-Type") != "application/json" || string(got.Body) != `{"ok":true}` {
-		t.Fatalf("read back header %v and body %q, want the ones completed, without the empty field", got.Header, got.Body)
+	// The empty field reads back as a file journal reads it: named, no values.
+	if len(got.Header) != 2 || got.Header["Empty"] != nil || got.Header.Get("Content-Type") != "application/json" || string(got.Body) != `{"ok":true}` {
+		t.Fatalf("read back header %v and body %q, want the ones completed", got.Header, got.Body)
 	}
 	got.Header.Set("Content-Type", "changed")
 	got.Body[0] = 'Y'
@@ -168,21 +169,5 @@ func TestMemoryJournalClaimWithAnEndedContext(t *testing.T) {
 	cancel()
 	if c, err := j.Claim(ctx, "op"); !errors.Is(err, context.Canceled) || c != nil {
 		t.Fatalf("Claim with an ended context: %v, %v; want context.Canceled", c, err)
-	}
-}
-
-func TestMemoryJournalEncodesAnOutcomeInExactlyItsSize(t *testing.T) {
-	h := http.Header{"Content-Type": {"application/json"}, "X-Long": {strings.Repeat("v", 300)}, "X-Many": {"a", "b"}}
-	body := bytes.Repeat([]byte("b"), 20000)
-	raw, err := encodeOutcome(h, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raw) != cap(raw) {
-		t.Fatalf("encoded %d bytes into %d", len(raw), cap(raw))
-	}
-	gotH, gotBody := decodeOutcome(raw)
-	if len(gotH) != 3 || gotH.Get("X-Long") != h.Get("X-Long") || len(gotH["X-Many"]) != 2 || !bytes.Equal(gotBody, body) {
-		t.Fatalf("decoded %v and %d bytes of body, want %v and %d", gotH, len(gotBody), h, len(body))
 	}
 }
