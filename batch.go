@@ -24,6 +24,11 @@ type BatchOptions struct {
 	// Concurrency is how many operations run at once. Default 8.
 	Concurrency int
 
+	// Resend, when set, chooses operations the journal holds as refused
+	// without effect to send again under a new key, as CallOptions.Resend
+	// does for one call. Default nil: they are answered from the journal.
+	Resend func(Operation) bool
+
 	// Progress, when set, is called after each operation ends, with its
 	// result and the summary so far. Calls are serialized; a slow Progress
 	// slows the batch.
@@ -39,9 +44,12 @@ type BatchResult struct {
 	Outcome Outcome
 	// Recorded: the outcome came from the journal; nothing was sent.
 	Recorded bool
-	Status   int    // the final status, or the last one for Unknown
-	Body     []byte // the final response body, read in full; the rejection's for Rejected
-	Err      error  // nil for Done
+	// Resent: a recorded refusal was forgotten and the operation sent
+	// again under a new key (BatchOptions.Resend).
+	Resent bool
+	Status int    // the final status, or the last one for Unknown
+	Body   []byte // the final response body, read in full; the rejection's for Rejected
+	Err    error  // nil for Done
 }
 
 // BatchSummary counts how the operations of a batch ended.
@@ -84,7 +92,7 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 	seen := make(map[string]bool, len(ops))
 	for _, op := range ops {
 		if op.ID == "" || op.Request == nil || seen[op.ID] {
-			return BatchSummary{}, fmt.Errorf("%w: batch operation %q: empty or repeated ID, or no Request", ErrInvalidRequest, op.ID)
+			return BatchSummary{}, fmt.Errorf("idem: %w: batch operation %q: empty or repeated ID, or no Request", ErrInvalidRequest, op.ID)
 		}
 		seen[op.ID] = true
 	}
@@ -94,7 +102,7 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 	// KeyTTL.
 	resumable, err := c.journal.List(ctx, ListPending)
 	if err != nil {
-		return BatchSummary{}, fmt.Errorf("idem: batch: listing pending operations: %w", err)
+		return BatchSummary{}, wrapf(err, "batch: listing pending operations")
 	}
 	pending := make(map[string]bool, len(resumable))
 	for _, op := range resumable {
@@ -139,6 +147,11 @@ func (c *Client) RunBatchSeq(ctx context.Context, ops iter.Seq[BatchOp], opts Ba
 func (c *Client) runBatch(ctx context.Context, ops iter.Seq[BatchOp], opts BatchOptions) (BatchSummary, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
+	}
+	if opts.Resend != nil {
+		o, _ := ctx.Value(callOptionsKey{}).(CallOptions)
+		o.Resend = opts.Resend
+		ctx = WithCallOptions(ctx, o)
 	}
 	var (
 		mu      sync.Mutex
@@ -223,13 +236,16 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 		return r, false
 	}
 	if op.ID == "" || op.Request == nil {
-		r.Err = fmt.Errorf("%w: batch operation %q: empty ID, or no Request", ErrInvalidRequest, op.ID)
+		r.Err = fmt.Errorf("idem: %w: batch operation %q: empty ID, or no Request", ErrInvalidRequest, op.ID)
 		return r, false
 	}
-	var (
-		claim Claim
-		err   error
-	)
+	resent, err := c.resendBeforeClaim(ctx, op.ID) // resend.go
+	if err != nil {
+		r.Err = err
+		return r, false
+	}
+	r.Resent = resent
+	var claim Claim
 	if wait {
 		claim, err = c.journal.Claim(ctx, op.ID)
 	} else {
@@ -239,16 +255,16 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 		}
 	}
 	if err != nil {
-		r.Err = fmt.Errorf("idem: batch operation %q: %w", op.ID, err)
+		r.Err = wrapf(err, "batch operation %q", op.ID)
 		return r, false
 	}
-	if rec, ok := claim.Operation(); ok && rec.State != Pending {
+	if rec, ok := claim.Operation(); ok && rec.State != StatePending {
 		// Completed before: by an earlier run, or by another machine
 		// sharing the journal, and counted as Recorded either way.
 		claim.Release()
 		r.Recorded, r.Status, r.Body = true, rec.Status, rec.Body
 		r.Outcome = OutcomeDone
-		if rec.State == Rejected {
+		if rec.State == StateRejected {
 			r.Outcome = OutcomeRejected
 			r.Err = recordedRejection(rec)
 		}
@@ -275,7 +291,7 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 	defer resp.Body.Close()
 	r.Outcome, r.Status, r.Recorded = OutcomeDone, resp.StatusCode, Recorded(resp)
 	if r.Body, err = io.ReadAll(resp.Body); err != nil && !errors.Is(err, ErrBodyNotRecorded) {
-		r.Err = fmt.Errorf("idem: reading response of %q: %w", op.ID, err)
+		r.Err = wrapf(err, "reading response of %q", op.ID)
 	}
 	return r, false
 }

@@ -34,7 +34,7 @@ func TestABatchTakesOtherWorkFirst(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			op := idem.Operation{ID: "op-0", Key: "11111111-1111-4111-8111-111111111111", State: idem.Pending}
+			op := idem.Operation{ID: "op-0", Key: "11111111-1111-4111-8111-111111111111", State: idem.StatePending}
 			if err := held.Begin(ctx, op); err != nil {
 				t.Fatal(err)
 			}
@@ -47,7 +47,7 @@ func TestABatchTakesOtherWorkFirst(t *testing.T) {
 				order = append(order, r.ID)
 				mu.Unlock()
 				if s.Total() == 4 { // every other operation ended: the holder finishes
-					op.State, op.Status, op.Completed = idem.Done, 201, time.Now()
+					op.State, op.Status, op.Completed = idem.StateDone, 201, time.Now()
 					if err := held.Complete(ctx, op); err != nil {
 						t.Error(err)
 					}

@@ -16,6 +16,11 @@ type CallOptions struct {
 	MaxAttempts int
 	// MaxElapsed bounds the time the call spends retrying.
 	MaxElapsed time.Duration
+	// Resend, when set, is asked about an operation the journal holds as
+	// refused without effect (RefusedWithoutEffect): if it returns true,
+	// the refusal is forgotten and the call sends the operation again,
+	// under a new key. Default nil: a recorded refusal is returned.
+	Resend func(Operation) bool
 }
 
 type callOptionsKey struct{}
@@ -39,7 +44,7 @@ type limits struct {
 func (c *Client) callLimits(ctx context.Context) (limits, error) {
 	o, _ := ctx.Value(callOptionsKey{}).(CallOptions)
 	if o.MaxAttempts < 0 || o.MaxElapsed < 0 {
-		return limits{}, fmt.Errorf("%w: negative CallOptions", ErrInvalidRequest)
+		return limits{}, fmt.Errorf("idem: %w: negative CallOptions", ErrInvalidRequest)
 	}
 	setDefault(&o.MaxAttempts, c.cfg.MaxAttempts)
 	setDefault(&o.MaxElapsed, c.cfg.MaxElapsed)

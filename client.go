@@ -18,62 +18,52 @@ import (
 	"github.com/idemkit/idem/internal/filejournal"
 )
 
-// Config configures a Client. The zero Config is usable: keys live in this
-// process only, and every other field takes the default stated beside it.
+// Config configures a Client. The zero Config is usable: each zero field
+// takes the default its doc states.
 type Config struct {
-	// Journal persists keys and outcomes so that an operation keeps its key
-	// across process restarts: a FileJournal (OpenJournal) on one machine,
-	// or a journal shared by many (package pgjournal). Several Clients may
-	// share one Journal; Do calls of one operation ID still run one at a
-	// time. Default nil: keys and outcomes live in this process only, and
-	// completed operations are forgotten KeyTTL after they complete; that
-	// protects retries within one run, but not a run that resumes after a
-	// crash.
+	// Journal keeps keys and outcomes across process restarts: a
+	// FileJournal, or a shared journal (package pgjournal). Several Clients
+	// may share one. Default nil: keys live in this process only, which
+	// protects retries within one run but not a run resumed after a crash.
 	Journal Journal
 
-	// HTTPClient sends the attempts. Its Transport and Jar are used as
-	// they are; its CheckRedirect is consulted only on redirects that the
-	// redirect rule (redirect.go) allows; its Timeout is replaced by
-	// AttemptTimeout. Default: a pooled client from go-cleanhttp.
+	// HTTPClient sends the attempts. Its Timeout is replaced by
+	// AttemptTimeout, and its CheckRedirect is asked only about the
+	// redirects the package allows (see Redirects in the package
+	// documentation). Default: a pooled client from go-cleanhttp.
 	HTTPClient *http.Client
 
 	// AttemptTimeout bounds each attempt, from sending the request to
-	// reading the response body up to MaxRecordedBody (the rest of a larger
-	// body too, as the caller reads it). Default 10s.
+	// reading its recorded body. Default DefaultAttemptTimeout (10s).
 	AttemptTimeout time.Duration
 
 	// MaxAttempts bounds the attempts of one Do, the first included.
-	// Default 8.
+	// Default DefaultMaxAttempts (8).
 	MaxAttempts int
 
-	// MaxElapsed bounds the time one Do spends retrying: no retry starts
-	// whose wait would end past it. Default 2m.
+	// MaxElapsed bounds the time one Do spends retrying. Default
+	// DefaultMaxElapsed (2m).
 	MaxElapsed time.Duration
 
 	// InitialWait is the first wait before a retry; later waits grow by
-	// backoff.DefaultMultiplier (1.5). Default 250ms.
+	// half. Default DefaultInitialWait (250ms).
 	InitialWait time.Duration
 
 	// MaxWait caps every wait between attempts, a server's Retry-After
-	// included (a server that asks for hours gets MaxWait). Default 30s.
+	// included. Default DefaultMaxWait (30s).
 	MaxWait time.Duration
 
-	// Jitter spreads each wait uniformly over [1-Jitter, 1+Jitter] times
-	// its nominal value, so that clients failed by one outage do not
-	// return together. Default 0.5; a negative value turns jitter off.
+	// Jitter spreads each wait over [1-Jitter, 1+Jitter] times its nominal
+	// value. Default DefaultJitter (0.5); negative turns jitter off.
 	Jitter float64
 
-	// KeyTTL is how long the server keeps a key. No attempt is sent that
-	// could reach the server after its key is KeyTTL old (so none within
-	// AttemptTimeout of that age): a pending operation with such a key is
-	// refused with ErrKeyExpired rather than resent, and retrying stops.
-	// Set it to the server's retention, or less. Default: the Dialect's
-	// Retention, else the Journal's KeyTTL (Journal.KeyTTL), or 24h without
-	// a journal.
+	// KeyTTL is how long the server keeps a key (see Keys and expiry in
+	// the package documentation). Default: the Dialect's Retention, else
+	// the Journal's KeyTTL, or DefaultKeyTTL (24h) without one.
 	KeyTTL time.Duration
 
-	// RetryBudget bounds retries across all operations of the Client; on
-	// by default (see RetryBudget for its defaults).
+	// RetryBudget bounds retries across all operations of the Client. On
+	// by default; see RetryBudget.
 	RetryBudget RetryBudget
 
 	// Dialect is how the API speaks idempotency: where the key goes, the
@@ -93,93 +83,68 @@ type Config struct {
 	// accept.
 	QuotedKey bool
 
-	// MaxBufferedBody is the largest request body without GetBody that is
-	// held in memory to be replayed; a larger one fails with
-	// ErrBodyTooLarge. Default 1 MiB.
+	// MaxBufferedBody bounds a request body without GetBody, held in
+	// memory to be replayed; a larger one fails with ErrBodyTooLarge.
+	// Default DefaultMaxBufferedBody (1 MiB).
 	MaxBufferedBody int64
 
-	// MaxRecordedBody is the largest response body recorded in the journal
-	// with an operation's outcome. A larger body is returned to the caller
-	// in full but not recorded: a later Do of the operation returns the
-	// recorded status and header with a body that fails with
-	// ErrBodyNotRecorded. Default 64 KiB.
+	// MaxRecordedBody bounds the response body recorded with an outcome.
+	// A larger body reaches the caller in full, but a replay's body fails
+	// with ErrBodyNotRecorded. Default DefaultMaxRecordedBody (64 KiB).
 	MaxRecordedBody int64
 
 	// MaxRecordedHeader bounds the response header recorded with an
-	// operation's outcome, so that a server answering with megabytes of
-	// header cannot grow the journal (and the memory that indexes it)
-	// without limit. A header field's size is counted as on the wire,
-	// name + ": " + value + CRLF for each value. When the header is larger,
-	// the fields that say what became of the request (Location,
-	// Content-Type, Retry-After...) are kept first, then the others in name
-	// order, each with all its values if it still fits; the rest are left
-	// out and the outcome is marked (Operation.HeaderTruncated). The caller
-	// of this Do gets the whole header. Default 16 KiB.
+	// outcome, counted as on the wire. Past it, the fields that say what
+	// became of the request (Location, Content-Type...) are kept first,
+	// and Operation.HeaderTruncated is set. Default
+	// DefaultMaxRecordedHeader (16 KiB).
 	MaxRecordedHeader int64
 
-	// UnrecordedHeaders names response header fields an outcome does not
-	// record, besides DefaultUnrecordedHeaders (cookies and credentials;
-	// the secrets rule of secrets.go). The caller of the Do that received
-	// them gets them; a later Do answered from the journal gets the field
-	// Idem-Unrecorded-Headers naming them instead. Default nil.
+	// UnrecordedHeaders names response header fields never recorded,
+	// besides DefaultUnrecordedHeaders (see Secrets in the package
+	// documentation). Default nil.
 	UnrecordedHeaders []string
 
-	// RecordedHeaders, when set, is the only response header fields an
-	// outcome records (an allow list, in place of the deny list above).
-	// Default nil: every field but the unrecorded ones.
+	// RecordedHeaders, when set, is the only response header fields
+	// recorded: an allow list in place of the deny list. Default nil.
 	RecordedHeaders []string
 
-	// RedactedParams names query parameters whose values are not written
-	// (in the journal, in errors, in logs), besides DefaultRedactedParams
-	// (access_token, token, api_key, signature...). The fingerprint still
-	// covers the whole URL. Default nil.
+	// RedactedParams names query parameters whose values are never
+	// written, besides DefaultRedactedParams. Default nil.
 	RedactedParams []string
 
 	// CheckRetry, when set, decides after each attempt whether another
-	// follows, in place of DefaultCheckRetry (the retry rule of retry.go),
-	// which it may call; its form is go-retryablehttp's CheckRetry. It
-	// teaches idem an API's own signals, such as a Should-Retry header. It
-	// may retry an answer the rule takes for final, under the same key and
-	// within MaxAttempts, MaxElapsed and the retry budget. It may stop
-	// retrying an answer the rule would retry, but it cannot make that
-	// answer final: the server may still apply the request, so the outcome
-	// is unknown (ErrRetryDeclined) and the operation stays pending. It is
-	// not asked once the call's context has ended. Default nil: the rule.
+	// follows, in place of DefaultCheckRetry, which it may call. It may
+	// retry an answer the rule takes for final. It may stop retrying one
+	// the rule would retry, but that ends unknown (ErrRetryDeclined), never
+	// final. Default nil.
 	CheckRetry func(ctx context.Context, resp *http.Response, err error) (bool, error)
 
-	// OnAttempt, when set, is called after each attempt's fate is decided,
-	// on the goroutine running Do. Default nil.
+	// OnAttempt, when set, is called after each attempt, on the goroutine
+	// running Do. Default nil.
 	OnAttempt func(Attempt)
 
-	// OnOperation, when set, is called once at the end of every Do (and of
-	// every request through RoundTripper), on the goroutine that made it:
-	// its outcome, whether it was answered from the journal, or why it was
-	// refused before sending. Default nil.
+	// OnOperation, when set, is called at the end of every Do and of every
+	// request through RoundTripper. Default nil.
 	OnOperation func(OperationEnd)
 
-	// OnOperationStart, when set, is called at the start of every Do (and
-	// of every request through RoundTripper) with the request's context
-	// and the operation ID ("" for a request without one). The context it
-	// returns is the operation's: the attempts are sent with it, and
-	// OperationEnd.Context carries it to OnOperation, so that a tracer can
-	// open a span here and end it there (package idemotel does).
-	// Default nil.
+	// OnOperationStart, when set, is called at the start of every Do and
+	// of every request through RoundTripper; the context it returns is
+	// the operation's, handed to OnOperation in OperationEnd.Context.
+	// Package idemotel opens a span here. Default nil.
 	OnOperationStart func(ctx context.Context, id string) context.Context
 
-	// Logger receives the Client's records, by the logging rule of the
-	// package documentation: its routine at Debug (outcomes, answers from
-	// the journal), and at Error an outcome it could not record. Default
-	// nil: slog.Default().
+	// Logger receives the Client's records (see Logging in the package
+	// documentation). Default nil: slog.Default().
 	Logger *slog.Logger
 
 	// Now is the clock for key ages and backoff. Default: the Journal's
-	// clock (Journal.Now; a shared journal's is its database's), or
-	// time.Now without a journal.
+	// Now, or time.Now without a journal.
 	Now func() time.Time
 
-	// BaseURLMoves lets journaled operations resume under their keys
-	// after their API moved: old URL prefix -> new prefix (rebase.go).
-	// Default nil: a different URL is refused with ErrMismatch.
+	// BaseURLMoves lets journaled operations resume under their keys after
+	// their API moved: old URL prefix -> new prefix. Default nil: a
+	// different URL is refused with ErrMismatch.
 	BaseURLMoves map[string]string
 }
 
@@ -224,10 +189,10 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxAttempts < 0 || cfg.AttemptTimeout < 0 || cfg.MaxElapsed < 0 || cfg.InitialWait < 0 ||
 		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.MaxRecordedHeader < 0 ||
 		!(cfg.Jitter <= 1) || math.IsInf(cfg.Jitter, -1) {
-		return nil, fmt.Errorf("%w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
+		return nil, fmt.Errorf("idem: %w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
 	}
 	if cfg.KeyHeader != "" && !validHeaderName(cfg.KeyHeader) {
-		return nil, fmt.Errorf("%w: KeyHeader %q is not a header name", ErrInvalidConfig, cfg.KeyHeader)
+		return nil, fmt.Errorf("idem: %w: KeyHeader %q is not a header name", ErrInvalidConfig, cfg.KeyHeader)
 	}
 	if err := cfg.Dialect.check(); err != nil {
 		return nil, fmt.Errorf("%w: dialect %q: %w", ErrInvalidConfig, cfg.Dialect.Name, err)
@@ -330,39 +295,16 @@ func setDefault[T comparable](field *T, def T) {
 }
 
 // Do sends req as the operation named id and returns the server's final
-// response.
-//
-// The first Do of an operation mints its key and journals it (fsync'd)
-// before the first attempt; every attempt, and every later Do of the same
-// ID, in this process or a later one that opens the same journal, sends
-// that key. What happens, by what the journal holds for id:
-//
-//   - nothing: the key is minted and journaled, then the request is sent.
-//   - pending (an earlier Do ended Unknown, or the process died): the
-//     request is resent under the recorded key. A pending key that could
-//     turn KeyTTL old before an attempt sent now ends (older than
-//     Config.KeyTTL less Config.AttemptTimeout) is refused with
-//     ErrKeyExpired, and nothing is sent.
-//   - done or rejected: the recorded outcome is returned, with no network
-//     call (see Recorded).
-//
-// A request whose method, URL or body differs from the one the ID was
-// first used with is refused with ErrMismatch, and nothing is sent.
-//
-// Do returns a response for Done. It returns an *OutcomeError for Rejected
-// (the server answered, finally, that it did not apply the request) and for
-// Unknown (retrying stopped, or req's context ended, after something may
-// have reached the server; the operation stays pending for the next Do).
-// req.Context() bounds the whole Do: attempts and the waits between them.
-//
-// Concurrent Do calls with the same ID run one at a time: the second waits
-// for the first (or for its context to end), then returns the recorded
-// outcome or resumes the pending operation. Do closes req.Body, as
-// http.Client.Do does, and does not modify req.
+// response: Done. For Rejected and Unknown it returns an *OutcomeError
+// (see Outcomes in the package documentation). A done or rejected
+// operation is answered from the journal without a network call (see
+// Recorded). Concurrent Do calls of one ID run one at a time.
+// req.Context() bounds the whole Do. Do closes req.Body, as
+// http.Client.Do does.
 func (c *Client) Do(id string, req *http.Request) (*http.Response, error) {
 	if id == "" {
 		closeBody(req)
-		return nil, fmt.Errorf("%w: empty operation ID", ErrInvalidRequest)
+		return nil, fmt.Errorf("idem: %w: empty operation ID", ErrInvalidRequest)
 	}
 	return c.doClaimed(id, req, nil)
 }
@@ -399,7 +341,7 @@ type result struct {
 
 func (r result) rejection() *OutcomeError {
 	return &OutcomeError{
-		Operation: r.op.ID, Key: r.op.Key, Outcome: OutcomeRejected, Attempts: r.n, Recorded: r.n == 0,
+		ID: r.op.ID, Key: r.op.Key, Outcome: OutcomeRejected, Attempts: r.n, Recorded: r.n == 0,
 		Status: r.resp.StatusCode, Header: r.resp.Header, Body: r.body, BodyTruncated: r.bodyTruncated,
 		HeaderTruncated: r.headerTruncated,
 	}
@@ -409,7 +351,7 @@ func (r result) rejection() *OutcomeError {
 func recordedResult(op Operation, req *http.Request) result {
 	res := result{op: op, outcome: OutcomeDone, resp: recordedResponse(op, req), body: op.Body,
 		bodyTruncated: op.BodyTruncated, headerTruncated: op.HeaderTruncated}
-	if op.State == Rejected {
+	if op.State == StateRejected {
 		res.outcome = OutcomeRejected
 	}
 	return res
@@ -458,14 +400,14 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 	lim, err := c.callLimits(ctx)
 	if err != nil {
 		closeBody(req)
-		return result{}, fmt.Errorf("idem: operation %s: %w", filejournal.QuoteID(id), err)
+		return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
 	}
 	body, err := captureBody(req, c.cfg.MaxBufferedBody)
 	if err == nil && c.dialect.KeyField != "" {
 		body, err = body.object(c.dialect.KeyField, c.cfg.MaxBufferedBody)
 	}
 	if err != nil {
-		return result{}, fmt.Errorf("idem: operation %s: %w", filejournal.QuoteID(id), err)
+		return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
 	}
 	fp := body.fingerprint
 	var op Operation
@@ -474,22 +416,25 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 		if err != nil {
 			return result{}, err
 		}
-		op = Operation{Key: key, Fingerprint: fp, Created: c.now(), State: Pending}
+		op = Operation{Key: key, Fingerprint: fp, Created: c.now(), State: StatePending}
 	} else {
 		if claim == nil {
+			if _, err := c.resendBeforeClaim(ctx, id); err != nil { // resend.go
+				return result{}, err
+			}
 			if claim, err = c.journal.Claim(ctx, id); err != nil {
-				return result{}, fmt.Errorf("idem: operation %s: %s: %w", filejournal.QuoteID(id), claimFailure(ctx, err), err)
+				return result{}, wrapf(err, "operation %s: %s", filejournal.QuoteID(id), claimFailure(ctx, err))
 			}
 			defer claim.Release()
 		}
 		if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
-			return result{}, fmt.Errorf("idem: operation %s: %w", filejournal.QuoteID(id), err)
+			return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
 		}
 		op, err = c.admit(ctx, claim, id, req, body)
 		if err != nil {
 			return result{op: op}, err // op holds the key of a refused operation, if known
 		}
-		if op.State != Pending {
+		if op.State != StatePending {
 			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
 			return recordedResult(op, req), nil
 		}
@@ -523,15 +468,9 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		if err != nil {
 			return Operation{}, err
 		}
-		// The URL is written by the secrets rule (secrets.go), which
-		// leaves one without user info or query as the fingerprint has it.
-		url := body.url
-		if req.URL.User != nil || req.URL.RawQuery != "" {
-			url = c.secrets.url(req.URL)
-		}
 		op = Operation{
-			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: url,
-			Created: c.now(), State: Pending,
+			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: c.journaledURL(req, body),
+			Created: c.now(), State: StatePending,
 		}
 		err = claim.Begin(ctx, op)
 		if err == nil {
@@ -542,17 +481,42 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		// the winner began (Claim.Begin), which is judged below like any
 		// operation found in the journal. Its key is the one sent.
 		if op, ok = claim.Operation(); !ok || !errors.Is(err, ErrOperationExists) {
-			return Operation{}, fmt.Errorf("idem: operation %s: journaling intent: %w", filejournal.QuoteID(id), err)
+			return Operation{}, wrapf(err, "operation %s: journaling intent", filejournal.QuoteID(id))
 		}
 	}
 	switch {
 	case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go
-		return op, fmt.Errorf("idem: operation %s (key %s): %w", filejournal.QuoteID(id), op.Key, ErrMismatch)
-	case op.State == Pending && !c.keyUsable(op.Created, c.now()):
+		return op, fmt.Errorf("idem: operation %s (key %s): %w: %s", filejournal.QuoteID(id), op.Key, ErrMismatch, c.difference(op, req, body))
+	case op.State == StatePending && !c.keyUsable(op.Created, c.now()):
 		return op, fmt.Errorf("idem: operation %s (key %s, minted %s): %w",
 			filejournal.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
 	}
 	return op, nil
+}
+
+// journaledURL is req's URL as the journal records it: by the secrets
+// rule, without user info and with secret query values replaced; a URL
+// without either is the fingerprint's as it is.
+func (c *Client) journaledURL(req *http.Request, body requestBody) string {
+	if req.URL.User != nil || req.URL.RawQuery != "" {
+		return c.secrets.url(req.URL)
+	}
+	return body.url
+}
+
+// difference says how req differs from the request op was journaled with,
+// for ErrMismatch: its method, its URL, or else its body (or a secret of
+// its URL, which the journal does not hold).
+func (c *Client) difference(op Operation, req *http.Request, body requestBody) string {
+	switch url := c.journaledURL(req, body); {
+	case op.Method != req.Method:
+		return fmt.Sprintf("the method differs (journaled %s, now %s)", op.Method, req.Method)
+	case op.URL != url:
+		return fmt.Sprintf("the URL differs (journaled %q, now %q)", op.URL, url)
+	case url != body.url:
+		return "the body differs, or a secret in the URL"
+	}
+	return "the body differs"
 }
 
 // send makes the attempts of a pending operation and records its outcome.
@@ -589,7 +553,7 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 		err = rreq.SetBody(content)
 	}
 	if err != nil {
-		return result{}, fmt.Errorf("idem: preparing request: %w", err)
+		return result{}, wrapf(err, "preparing request")
 	}
 	rreq.ContentLength = length
 
@@ -603,13 +567,13 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 	}
 
 	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
-	state := Done
+	state := StateDone
 	resp.Header.Del(AppliedHeader) // only idem says so
 	if a.answer == AnswerApplied {
 		resp.Header.Set(AppliedHeader, "true")
 	}
 	if a.answer == AnswerRefused || a.answer != AnswerApplied && rejects(resp.StatusCode) {
-		res.outcome, state = OutcomeRejected, Rejected
+		res.outcome, state = OutcomeRejected, StateRejected
 		res.body, res.bodyTruncated = a.final[:min(len(a.final), int(c.cfg.MaxRecordedBody))], !a.fits
 	}
 	if claim != nil {
@@ -638,8 +602,8 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 }
 
 // rejects reports whether a final status says the server did not apply the
-// request (see ErrRejected): a 4xx or 5xx that retryable (retry.go) does not
-// retry, or a redirect left unfollowed (redirect.go).
+// request (see ErrRejected): a 4xx or 5xx that retryable does not retry,
+// or a redirect left unfollowed.
 func rejects(status int) bool {
 	return status >= 400 || unfollowedRedirect(status)
 }
@@ -647,7 +611,7 @@ func rejects(status int) bool {
 // unknown builds the error of a Do that ended without a final answer.
 func (c *Client) unknown(a *attempts, resp *http.Response, err error) error {
 	e := &OutcomeError{
-		Operation: a.op, Key: a.key, Outcome: OutcomeUnknown, Attempts: a.n,
+		ID: a.op, Key: a.key, Outcome: OutcomeUnknown, Attempts: a.n,
 		Status: a.status, Header: a.header, Body: a.body, BodyTruncated: a.bodyTruncated, Err: err,
 	}
 	if a.err != nil && !errors.Is(err, a.err) { // why retrying stopped, and what failed last
@@ -684,15 +648,15 @@ const maxIDLength = 4096
 func validate(id string, req *http.Request) error {
 	switch {
 	case len(id) > maxIDLength:
-		return fmt.Errorf("%w: operation ID of %d bytes, more than %d", ErrInvalidRequest, len(id), maxIDLength)
+		return fmt.Errorf("idem: %w: operation ID of %d bytes, more than %d", ErrInvalidRequest, len(id), maxIDLength)
 	case req == nil:
-		return fmt.Errorf("%w: nil request", ErrInvalidRequest)
+		return fmt.Errorf("idem: %w: nil request", ErrInvalidRequest)
 	case req.URL == nil:
-		return fmt.Errorf("%w: request without URL", ErrInvalidRequest)
+		return fmt.Errorf("idem: %w: request without URL", ErrInvalidRequest)
 	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
-		return fmt.Errorf("%w: unsupported URL scheme %q", ErrInvalidRequest, req.URL.Scheme)
+		return fmt.Errorf("idem: %w: unsupported URL scheme %q", ErrInvalidRequest, req.URL.Scheme)
 	case req.URL.Host == "":
-		return fmt.Errorf("%w: URL without host", ErrInvalidRequest)
+		return fmt.Errorf("idem: %w: URL without host", ErrInvalidRequest)
 	}
 	return nil
 }
@@ -721,7 +685,7 @@ func OperationFrom(ctx context.Context) (string, bool) {
 }
 
 // RoundTripper returns an http.RoundTripper that sends each request as an
-// operation of c (C12). A request whose context carries an operation ID
+// operation of c. A request whose context carries an operation ID
 // (WithOperation) is that operation, exactly as with Do. A mutating request
 // without one gets a key minted for it alone, kept in memory, and reused
 // across its retries only. A GET, HEAD or OPTIONS request without one is
@@ -732,7 +696,7 @@ func OperationFrom(ctx context.Context) (string, bool) {
 // Unlike Do, a rejection is returned as the server's response (a 4xx the
 // calling code expects to read), not as an error; Unknown outcomes and
 // refusals (ErrMismatch, ErrKeyExpired) are returned as errors. A redirect
-// that the redirect rule (redirect.go) left unfollowed is a rejection too,
+// that the redirect rule left unfollowed is a rejection too,
 // and an *http.Client built on this RoundTripper must not follow it: the
 // RoundTripper refuses, with ErrInvalidRequest, a redirect of a request
 // that carried a key. StandardClient's client stops at those redirects.
@@ -740,7 +704,8 @@ func (c *Client) RoundTripper() http.RoundTripper { return roundTripper{c} }
 
 // StandardClient returns an *http.Client whose transport is
 // c.RoundTripper(). A request that carries a key has its redirects decided
-// inside each attempt by the redirect rule (redirect.go), and the 3xx that
+// inside each attempt by the redirect rule (see Redirects in the package
+// documentation), and the 3xx that
 // rule leaves unfollowed is returned as the response. A safe request
 // without an operation follows redirects as net/http does, under
 // Config.HTTPClient's CheckRedirect, each hop sent once without a key.
@@ -769,7 +734,7 @@ type roundTripper struct{ c *Client }
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if prev := req.Response; prev != nil && prev.Request != nil && carriesKey(prev.Request) {
 		closeBody(req)
-		return nil, fmt.Errorf("%w: the *http.Client around idem's RoundTripper followed a %s redirect of a request that "+
+		return nil, fmt.Errorf("idem: %w: the *http.Client around idem's RoundTripper followed a %s redirect of a request that "+
 			"carries a key; use Client.StandardClient, or a CheckRedirect that returns http.ErrUseLastResponse", ErrInvalidRequest, prev.Status)
 	}
 	if !carriesKey(req) {

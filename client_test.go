@@ -199,7 +199,7 @@ func TestKeySurvivesReopen(t *testing.T) {
 	j = openJournal(t, path)
 	defer j.Close()
 	op, ok := lookup(j, "op-1")
-	if !ok || op.State != idem.Pending {
+	if !ok || op.State != idem.StatePending {
 		t.Fatalf("after reopen: Lookup = %+v, %v; want pending", op, ok)
 	}
 	c = newClient(t, fast(idem.Config{Journal: j}))
@@ -514,7 +514,7 @@ func TestContextEndsWait(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, context.Canceled) || oe.Status != 503 || string(oe.Body) != "busy" {
 			t.Fatalf("err = %v, want Unknown, canceled, last status 503 busy", err)
 		}
-		if op, _ := lookup(j, "op"); op.State != idem.Pending || op.Key != oe.Key {
+		if op, _ := lookup(j, "op"); op.State != idem.StatePending || op.Key != oe.Key {
 			t.Fatalf("journal holds %+v, want pending under %s", op, oe.Key)
 		}
 	case <-time.After(10 * time.Second):
@@ -583,7 +583,7 @@ func TestOutcomeErrorContents(t *testing.T) {
 		t.Fatalf("err = %v, want *OutcomeError", err)
 	}
 	key := s.attempts()[0].Key
-	if oe.Operation != "invoice-7" || oe.Key != key || oe.Outcome != idem.OutcomeUnknown || oe.Attempts != 2 || oe.Status != 503 {
+	if oe.ID != "invoice-7" || oe.Key != key || oe.Outcome != idem.OutcomeUnknown || oe.Attempts != 2 || oe.Status != 503 {
 		t.Fatalf("OutcomeError = %+v", oe)
 	}
 	if string(oe.Body) != long[:4096] || !oe.BodyTruncated {
@@ -1678,7 +1678,7 @@ func TestALostCompletionIsResentUnderTheSameKey(t *testing.T) {
 	}
 	j = openJournal(t, cut)
 	defer j.Close()
-	if op, _ := lookup(j, "op"); op.State != idem.Pending {
+	if op, _ := lookup(j, "op"); op.State != idem.StatePending {
 		t.Fatalf("after the cut the operation is %v, want pending: the completion was made durable before Do returned", op.State)
 	}
 	resp, err = newClient(t, fast(idem.Config{Journal: j})).Do("op", post(t, context.Background(), s.srv.URL, "x"))
@@ -1687,7 +1687,7 @@ func TestALostCompletionIsResentUnderTheSameKey(t *testing.T) {
 	}
 	resp.Body.Close()
 	op, _ := lookup(j, "op")
-	if got := s.attempts(); len(got) != 2 || got[0].Key != op.Key || got[1].Key != op.Key || op.State != idem.Done {
+	if got := s.attempts(); len(got) != 2 || got[0].Key != op.Key || got[1].Key != op.Key || op.State != idem.StateDone {
 		t.Fatalf("requests %v, journal %v under %s: want two requests under the journaled key, then done", got, op.State, op.Key)
 	}
 }

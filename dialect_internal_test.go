@@ -122,7 +122,7 @@ func TestDialectRefusesAJournaledKeyItCannotTake(t *testing.T) {
 	}
 	long := strings.Repeat("k", 41)
 	err = claim.Begin(context.Background(), Operation{ID: "op", Key: long, Fingerprint: fingerprintOf(http.MethodPost, srv.URL, []byte("{}")),
-		Method: http.MethodPost, URL: srv.URL, Created: c.now(), State: Pending})
+		Method: http.MethodPost, URL: srv.URL, Created: c.now(), State: StatePending})
 	claim.Release()
 	if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,7 @@ func TestDialectKeyInBodyOnEveryAttemptAndAcrossRestarts(t *testing.T) {
 	j := openJournal(t, path)
 	op, ok := lookup(j, "pay-1")
 	j.Close()
-	if !ok || op.State != idem.Pending {
+	if !ok || op.State != idem.StatePending {
 		t.Fatalf("journal holds %+v, %v; want the operation pending", op, ok)
 	}
 	seen := w.attempts()
@@ -269,18 +269,18 @@ func TestDialectAnswers(t *testing.T) {
 				if err != nil {
 					t.Fatalf("err = %v, want done", err)
 				}
-				if op.State != idem.Done {
+				if op.State != idem.StateDone {
 					t.Fatalf("journal holds %s, want done", op.State)
 				}
 				if idem.AlreadyApplied(resp) != tc.applied || (op.Header.Get(idem.AppliedHeader) == "true") != tc.applied {
 					t.Fatalf("AlreadyApplied = %v, recorded %q; want %v", idem.AlreadyApplied(resp), op.Header.Get(idem.AppliedHeader), tc.applied)
 				}
 			case idem.OutcomeRejected:
-				if !errors.Is(err, idem.ErrRejected) || op.State != idem.Rejected {
+				if !errors.Is(err, idem.ErrRejected) || op.State != idem.StateRejected {
 					t.Fatalf("err = %v, journal %s; want rejected", err, op.State)
 				}
 			case idem.OutcomeUnknown:
-				if !errors.Is(err, idem.ErrUnknown) || op.State != idem.Pending {
+				if !errors.Is(err, idem.ErrUnknown) || op.State != idem.StatePending {
 					t.Fatalf("err = %v, journal %s; want unknown and pending", err, op.State)
 				}
 				if errors.Is(err, idem.ErrKeyReused) != tc.reused {

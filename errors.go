@@ -6,33 +6,32 @@ import (
 	"net/http"
 
 	"github.com/idemkit/idem/internal/filejournal"
+	"strings"
 )
 
-// Errors returned by Client.Do before anything is sent, wrapped with the
-// operation ID (ErrInvalidRequest with what is wrong), and
-// ErrBodyNotRecorded, returned when reading a recorded body; test for them
-// with errors.Is.
+// Errors of Client.Do and New, wrapped with what was being done; test for
+// them with errors.Is. All but ErrBodyNotRecorded are returned before
+// anything is sent.
 var (
 	// ErrMismatch: the operation ID is known with a different request
 	// fingerprint (method, URL or body). Sending the new request under the
 	// old key would be refused by the server or, worse, answered with the
 	// old request's response. Use a new operation ID for a new request.
-	ErrMismatch = errors.New("idem: operation ID reused with a different request")
+	ErrMismatch = errors.New("operation ID reused with a different request")
 
-	// ErrKeyExpired: the operation is pending with a key that is, or could
-	// become during an attempt (within Config.AttemptTimeout), older than
-	// Config.KeyTTL. The server may have forgotten the key by then, so a
-	// resend could apply the operation a second time. The operation stays
-	// in the journal (Journal.Expired lists it once it is KeyTTL old) for a
-	// person to reconcile.
-	ErrKeyExpired = errors.New("idem: pending operation's key has outlived the server's retention")
+	// ErrKeyExpired: the operation is pending with a key the server may
+	// have forgotten by the time an attempt ends, so a resend could apply
+	// it twice. Nothing is sent; the operation stays in the journal for a
+	// person to reconcile (see Keys and expiry in the package
+	// documentation).
+	ErrKeyExpired = errors.New("pending operation's key has outlived the server's retention")
 
 	// ErrInvalidRequest: the request or operation ID cannot be sent as an
 	// idempotent operation (no URL, an unsupported scheme, an empty ID...).
-	ErrInvalidRequest = errors.New("idem: invalid request")
+	ErrInvalidRequest = errors.New("invalid request")
 
 	// ErrInvalidConfig: New was given a Config it cannot use.
-	ErrInvalidConfig = errors.New("idem: invalid config")
+	ErrInvalidConfig = errors.New("invalid config")
 
 	// ErrBodyTooLarge: the request body has no GetBody and is larger than
 	// Config.MaxBufferedBody, so it cannot be replayed on a retry without
@@ -48,7 +47,7 @@ var (
 	// summarized the operation after KeyTTL (Operation.Summarized). The
 	// status is the original one; the header is too, within
 	// Config.MaxRecordedHeader, unless the operation was summarized.
-	ErrBodyNotRecorded = errors.New("idem: response body not recorded")
+	ErrBodyNotRecorded = errors.New("response body not recorded")
 )
 
 // Outcome is what became of an operation, as far as the client can know.
@@ -56,20 +55,14 @@ type Outcome uint8
 
 const (
 	// OutcomeDone: the server gave a final answer that applied the
-	// operation: a 2xx, a 303 See Other (recorded as it is, its Location
-	// not fetched), or another 1xx-3xx status that is not an unfollowed
-	// redirect. Do returns the response.
+	// operation. Do returns the response.
 	OutcomeDone Outcome = iota + 1
 	// OutcomeRejected: the server gave a final answer that did not apply
-	// the operation (see ErrRejected for the statuses). It is recorded like
-	// a done outcome: the operation is not sent again.
+	// the operation (see ErrRejected). It is not sent again.
 	OutcomeRejected
-	// OutcomeUnknown: no final answer. Attempts ran out, the retry budget
-	// or MaxElapsed stopped them, the caller's context ended, or an error
-	// that retrying cannot mend (a TLS certificate that does not verify,
-	// too many redirects) ended them. Something may have reached the
-	// server. The operation stays pending; the next Do of it resumes under
-	// the same key, which is safe whatever happened.
+	// OutcomeUnknown: no final answer; something may have reached the
+	// server. The operation stays pending, and the next Do of it resumes
+	// under the same key.
 	OutcomeUnknown
 )
 
@@ -90,30 +83,11 @@ func (o Outcome) String() string {
 var (
 	// ErrRejected matches an *OutcomeError whose Outcome is
 	// OutcomeRejected: the server's final answer says it did not apply the
-	// operation, and the operation is recorded so and never sent again.
-	// Each such answer was checked against one question, "could the
-	// server have applied it?", and these are the ones whose answer is no:
-	//
-	//   - 4xx other than 408, 409 and 429: the server refused the request
-	//     as it stands (bad input, authentication, not found, a key reused
-	//     with another request...). This trusts that a 4xx comes from a
-	//     server that did not act, not from a proxy that forwarded the
-	//     request and then failed; proxies answer 502 and 504 for that.
-	//   - 409 carrying Idempotent-Replayed: true: the server's stored final
-	//     answer for the key. Any other 409 may mean the key is in flight,
-	//     so it is retried, and the outcome stays unknown when attempts
-	//     run out (C7).
-	//   - 501 Not Implemented: the server does not support the method.
-	//   - 301, 302, 307 and 308 not followed (C13): the server says the
-	//     resource is elsewhere; the OutcomeError names the Location.
-	//
-	// 408, 429 and 5xx other than 501 are retried and end unknown, never
-	// rejected, when retrying stops. A Config.Dialect's signals are read
-	// first and may say otherwise (see Answer): an answer in flight is
-	// never rejected, one applied is done, one refused is rejected.
-	ErrRejected = errors.New("idem: operation rejected")
+	// operation, which is recorded so and never sent again. Outcomes in
+	// the package documentation lists the statuses that say so.
+	ErrRejected = errors.New("operation rejected")
 	// ErrUnknown matches an *OutcomeError whose Outcome is OutcomeUnknown.
-	ErrUnknown = errors.New("idem: operation outcome unknown")
+	ErrUnknown = errors.New("operation outcome unknown")
 )
 
 // OutcomeError reports an operation that did not end done: rejected, or
@@ -121,9 +95,9 @@ var (
 // the two apart; errors.As gives the details. Unwrap returns Err, so
 // errors.Is(err, context.Canceled) holds when the caller gave up.
 type OutcomeError struct {
-	Operation string  // the caller's operation ID ("" for a request without one)
-	Key       string  // the idempotency key every attempt carried
-	Outcome   Outcome // OutcomeRejected or OutcomeUnknown
+	ID      string  // the caller's operation ID ("" for a request without one)
+	Key     string  // the idempotency key every attempt carried
+	Outcome Outcome // OutcomeRejected or OutcomeUnknown
 	// Attempts counts the attempts this Do made (0 when a recorded
 	// rejection was returned from the journal). It is a lower bound on what
 	// reached the server: net/http may itself resend a request that
@@ -151,7 +125,7 @@ type OutcomeError struct {
 // Error describes the outcome, the attempts, the last status or error, and
 // the key.
 func (e *OutcomeError) Error() string {
-	msg := fmt.Sprintf("idem: operation %s %s after %d attempt(s) (key %s)", filejournal.QuoteID(e.Operation), e.Outcome, e.Attempts, e.Key)
+	msg := fmt.Sprintf("idem: operation %s %s after %d attempt(s) (key %s)", filejournal.QuoteID(e.ID), e.Outcome, e.Attempts, e.Key)
 	if e.Status != 0 {
 		msg += fmt.Sprintf(": last status %d", e.Status)
 		if loc := e.Header.Get("Location"); loc != "" && unfollowedRedirect(e.Status) {
@@ -181,6 +155,21 @@ func (e *OutcomeError) Is(target error) bool {
 	}
 	return false
 }
+
+// wrapf returns err with what was being done in front (format and args),
+// the package's "idem: " prefix said once: err's own is left out of the
+// message. The result unwraps to err.
+func wrapf(err error, format string, args ...any) error {
+	return &wrapError{"idem: " + fmt.Sprintf(format, args...) + ": " + strings.TrimPrefix(err.Error(), "idem: "), err}
+}
+
+type wrapError struct {
+	msg string
+	err error
+}
+
+func (e *wrapError) Error() string { return e.msg }
+func (e *wrapError) Unwrap() error { return e.err }
 
 // truncateForMessage keeps error messages to one readable line.
 func truncateForMessage(b []byte) string {

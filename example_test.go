@@ -209,7 +209,7 @@ func ExampleWithCallOptions() {
 	c, err := idem.New(idem.Config{
 		InitialWait: time.Millisecond,
 		OnOperation: func(e idem.OperationEnd) {
-			fmt.Printf("%s: %v after %d attempts, last status %d\n", e.Operation, e.Outcome, e.Attempts, e.Status)
+			fmt.Printf("%s: %v after %d attempts, last status %d\n", e.ID, e.Outcome, e.Attempts, e.Status)
 		},
 	})
 	if err != nil {

@@ -218,7 +218,7 @@ func TestForeignConflictNotMarkedReplayedIsRetried(t *testing.T) {
 				t.Fatalf("%d hops, want 3 attempts of each operation", len(hops))
 			}
 			for _, id := range []string{"do", "standard"} {
-				if op, _ := lookup(j, id); op.State != idem.Pending {
+				if op, _ := lookup(j, id); op.State != idem.StatePending {
 					t.Fatalf("%s: journal holds %v, want pending", id, op.State)
 				}
 			}
@@ -233,7 +233,7 @@ func TestForeignConflictNotMarkedReplayedIsRetried(t *testing.T) {
 			resp.Body.Close()
 			op, _ := lookup(j, "do")
 			if resumed := f.sent(); len(resumed) != 1 || fmt.Sprint(resumed[0].Keys) != "["+op.Key+"]" ||
-				fmt.Sprint(hops[0].Keys) != "["+op.Key+"]" || op.State != idem.Done {
+				fmt.Sprint(hops[0].Keys) != "["+op.Key+"]" || op.State != idem.StateDone {
 				t.Fatalf("resumed under %v, first sent under %v, journal %v %s; want one key throughout, done",
 					resumed, hops[0].Keys, op.State, op.Key)
 			}

@@ -1,10 +1,9 @@
 package idem
 
-// FileJournal: the Journal in one file on one machine's disk. Its engine
-// (the file format, recovery, group commit, compaction, the writer lock and
-// the index) is package internal/filejournal, which keeps rules J1 to J9;
-// this file converts Operations to and from the engine's records and checks
-// them before they are written.
+// FileJournal converts Operations to and from the records of its engine,
+// package internal/filejournal (the file format, recovery, group commit,
+// compaction, the writer lock and the index), and checks them before they
+// are written.
 
 import (
 	"context"
@@ -59,8 +58,8 @@ type JournalOptions struct {
 	ReadOnly bool
 
 	// KeyTTL is how long a key lives on the server. A pending operation
-	// older than KeyTTL is expired (listed by Expired, kept forever by
-	// compaction). A completed operation whose Completed time is KeyTTL or
+	// older than KeyTTL is expired (listed by ListExpired, kept forever
+	// by compaction). A completed operation whose Completed time is KeyTTL or
 	// more in the past is summarized by compaction: its response header
 	// and body are dropped (the server has forgotten them too), the rest
 	// is kept (see ForgetAfter). A Client with this journal and no
@@ -73,9 +72,9 @@ type JournalOptions struct {
 	// presented again, however late, is never sent under a new key. After
 	// it, compaction drops the operation and its ID is new again. Default
 	// 0: never forget, the safe choice for batch jobs; a service whose
-	// operation IDs never repeat may set it to bound the journal's size. A
-	// journal without a file (a Client's default) forgets completed
-	// operations after KeyTTL.
+	// operation IDs never repeat may set it to bound the journal's size.
+	// (A Client without a Journal forgets completed operations after
+	// KeyTTL.)
 	ForgetAfter time.Duration
 
 	// CompactMinSize is the file size below which the journal never
@@ -126,7 +125,7 @@ func (o JournalOptions) engine() filejournal.Options {
 		FileMode:       o.FileMode,
 		Now:            o.Now,
 		Logger:         o.Logger,
-		// The secrets rule (secrets.go), as a Client with no extra names
+		// The secrets rule, as a Client with no extra names
 		// applies it: compaction drops what older versions recorded.
 		OnSync:      o.OnSync,
 		ScrubURL:    defaultSecrets.urlString,
@@ -161,8 +160,7 @@ type JournalStats struct {
 	Live int
 	// LiveBytes is the size of those operations' records.
 	LiveBytes int64
-	// FileSize is the size of the current file (for a journal without a
-	// file, the size it would have).
+	// FileSize is the size of the current file.
 	FileSize int64
 	// Truncated is the number of torn-tail bytes cut (or, read-only,
 	// ignored) when the journal was opened.
@@ -172,22 +170,18 @@ type JournalStats struct {
 	Pending int
 }
 
-// FileJournal is the crash-safe record of operations in one file on one
-// machine's disk: the default Journal. It is safe for concurrent use. Open
-// one with OpenJournal; only one FileJournal at a time may hold a file
-// open for writing. The index of every operation in the file is kept in
-// memory, rebuilt from the file on open, at about 110 bytes per operation
-// plus its ID, whatever the size of the recorded responses: keys, URLs and
-// recorded responses stay in the file and are read, and checked, when an
-// operation is looked up or listed (J9). Ten million operations hold about
-// 1 GB of heap and open in about 10 seconds on two CPUs (longer when the
-// file must first come from the disk); a journal meant to hold many more,
-// or shared by machines, is pgjournal's.
+// FileJournal is the Journal in one file on one machine's disk, written
+// by one process at a time. Open one with OpenJournal. It keeps an index
+// of every operation in memory, rebuilt from the file on open, whatever
+// the size of the recorded responses: keys, URLs and responses stay in the
+// file, and are read and checked when an operation is looked up or listed.
+// A journal meant to hold many millions of operations, or to be shared by
+// machines, is pgjournal's.
 type FileJournal struct {
 	eng *filejournal.Journal
 
 	// running serializes the Do calls of each operation ID across every
-	// Client using this journal (C11). It has its own lock.
+	// Client using this journal. It has its own lock.
 	running keyedlock.Set
 }
 
@@ -201,7 +195,7 @@ func OpenJournal(path string) (*FileJournal, error) {
 // not exist (unless o.ReadOnly), and rebuilds its index.
 //
 // A symlink at path is followed: the journal is the file it points at, and
-// every file below sits beside that file (J4). A writable journal is locked
+// every file below sits beside that file. A writable journal is locked
 // for the life of the Journal through the sidecar file path+".lock" (kept,
 // never removed: removing a lock file races with the next locker); a second
 // writer, in this process or another, by this name or another, gets an
@@ -218,27 +212,27 @@ func OpenJournalWithOptions(path string, o JournalOptions) (*FileJournal, error)
 	return &FileJournal{eng: eng}, nil
 }
 
-// Path returns the journal's path as it was opened, or "" for a journal
-// without a file. Through a symlink, the journal is the file it points at.
+// Path returns the journal's path as it was opened. Through a symlink,
+// the journal is the file it points at.
 func (j *FileJournal) Path() string { return j.eng.Path() }
 
-// Begin records the intent of op (ID, Key, Fingerprint, Method, URL,
+// begin records the intent of op (ID, Key, Fingerprint, Method, URL,
 // Created) and returns once the record is durable: written and fsync'd,
 // sharing the fsync with concurrent Begins. A zero Created is set from the
 // journal's clock. op.State must be zero or Pending, and the outcome fields
 // must be zero.
 //
-// Begin refuses an empty or over-long ID or key (ErrInvalidOperation) and an
+// begin refuses an empty or over-long ID or key (ErrInvalidOperation) and an
 // ID the journal already holds (ErrOperationExists). After a failed write or
-// fsync it returns that failure, as does every later append. When Begin
+// fsync it returns that failure, as does every later append. When begin
 // returns an error the operation is not in the journal: Lookup does not
 // find it, and it must not be sent.
 //
 // The operation is in the index (Lookup finds it) from the moment its
-// record is written, while Begin still waits for the fsync; callers that
-// may Begin and Lookup the same ID concurrently must order those calls
+// record is written, while begin still waits for the fsync; callers that
+// may begin and Lookup the same ID concurrently must order those calls
 // themselves.
-func (j *FileJournal) Begin(op Operation) error {
+func (j *FileJournal) begin(op Operation) error {
 	if err := checkIntent(&op); err != nil {
 		return j.eng.Refuse("begin", op.ID, err)
 	}
@@ -252,18 +246,18 @@ func (j *FileJournal) Begin(op Operation) error {
 	})
 }
 
-// Complete records the outcome of the operation op.ID: op.State (Done or
+// complete records the outcome of the operation op.ID: op.State (Done or
 // Rejected), Completed (the journal's clock when zero), Status, Header, Body,
 // BodyTruncated and HeaderTruncated (Summarized is compaction's to set). It
 // returns once the record is written, without waiting for an fsync: losing
-// it to a crash only causes a replay under the same key. A later Complete
+// it to a crash only causes a replay under the same key. A later complete
 // for the same ID replaces the outcome.
 //
-// If op.Key is set it must be the operation's key. Complete refuses an ID
+// If op.Key is set it must be the operation's key. complete refuses an ID
 // the journal does not hold (ErrNoSuchOperation), a body kept although
 // BodyTruncated is set, Summarized set, and a status outside 0..999
 // (ErrInvalidOperation).
-func (j *FileJournal) Complete(op Operation) error {
+func (j *FileJournal) complete(op Operation) error {
 	if err := checkCompletion(&op); err != nil {
 		return j.eng.Refuse("complete", op.ID, err)
 	}
@@ -280,8 +274,7 @@ func (j *FileJournal) Complete(op Operation) error {
 }
 
 // Sync returns once every record appended so far is durable, sharing the
-// fsync with concurrent Begins. It returns nil for a read-only journal and
-// a journal without a file.
+// fsync with concurrent appends. It returns nil for a read-only journal.
 func (j *FileJournal) Sync() error { return j.eng.Sync() }
 
 // Compact rewrites the journal with only its live operations, whole, and
@@ -327,7 +320,7 @@ func (l Listing) selectsRecord(r *filejournal.Meta, now time.Time, ttl time.Dura
 	case ListAll:
 		return true
 	case ListPending:
-		return State(r.State) == Pending && !recordExpired(r, now, ttl)
+		return State(r.State) == StatePending && !recordExpired(r, now, ttl)
 	case ListExpired:
 		return recordExpired(r, now, ttl)
 	case ListCompleted:
@@ -339,7 +332,7 @@ func (l Listing) selectsRecord(r *filejournal.Meta, now time.Time, ttl time.Dura
 // recordExpired is Operation.Expired on what the journal's engine keeps of
 // an operation in memory.
 func recordExpired(r *filejournal.Meta, now time.Time, ttl time.Duration) bool {
-	return State(r.State) == Pending && now.Sub(time.Unix(0, r.Created)) >= ttl
+	return State(r.State) == StatePending && now.Sub(time.Unix(0, r.Created)) >= ttl
 }
 
 // KeyTTL returns JournalOptions.KeyTTL.
@@ -397,7 +390,7 @@ func checkIntent(op *Operation) error {
 		return err
 	}
 	switch {
-	case op.State != 0 && op.State != Pending:
+	case op.State != 0 && op.State != StatePending:
 		return fmt.Errorf("%w: state is %s, want pending", ErrInvalidOperation, op.State)
 	case !op.Completed.IsZero() || op.Status != 0 || op.Header != nil || op.Body != nil ||
 		op.BodyTruncated || op.HeaderTruncated || op.Summarized:
@@ -424,23 +417,45 @@ func checkCompletion(op *Operation) error {
 	return filejournal.CheckTime("completed", op.Completed)
 }
 
-// Forget drops operation id from the journal, so that the next Do of id
-// mints a NEW key: if the server applied the operation, sending it again
-// under the new key may apply it twice. It waits for a running Do of id in
-// this process, as Claim does, then rewrites the journal without the
-// operation (a compaction that keeps everything else), durably. It returns
-// an error matching ErrNoSuchOperation if the journal does not hold id, and
-// ErrAlreadyCompleted for an operation whose outcome is recorded unless
-// completed is true. Settle with Settlement.Forget is the checked way in.
-func (j *FileJournal) Forget(ctx context.Context, id string, completed bool) error {
+// Forget drops the pending operation id from the journal, so that the
+// next Do of id mints a NEW key: if the server applied the operation,
+// sending it again under the new key may apply it twice. It waits for a
+// running Do of id in this process, as Claim does, then rewrites the
+// journal without the operation (a compaction that keeps everything
+// else), durably. It returns an error matching ErrNoSuchOperation if the
+// journal does not hold id, and ErrAlreadyCompleted if its outcome is
+// recorded. Settle with Settlement.Forget is the checked way in.
+func (j *FileJournal) Forget(ctx context.Context, id string) error {
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if r, ok := j.eng.LookupMeta(id); ok && State(r.State).final() && !completed {
+	if r, ok := j.eng.LookupMeta(id); ok && State(r.State).final() {
 		return fmt.Errorf("idem: journal %s: forget %s: %w: it is %s with status %d",
 			j.Path(), filejournal.QuoteID(id), ErrAlreadyCompleted, State(r.State), r.Status)
+	}
+	return j.eng.Forget(id)
+}
+
+// ForgetCompleted drops the completed operation id, as Forget drops a
+// pending one, if its key is still key: an operation forgotten and sent
+// again meanwhile, under a new key, is kept. It returns an error matching
+// ErrNoSuchOperation if the journal holds no completed operation id under
+// key.
+func (j *FileJournal) ForgetCompleted(ctx context.Context, id, key string) error {
+	unlock, err := j.running.Lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	r, ok, err := j.eng.Lookup(id)
+	switch {
+	case err != nil:
+		return err
+	case !ok || !State(r.State).final() || r.Key != key:
+		return fmt.Errorf("idem: journal %s: forget %s: %w: no completed operation under key %s",
+			j.Path(), filejournal.QuoteID(id), ErrNoSuchOperation, key)
 	}
 	return j.eng.Forget(id)
 }

@@ -1,6 +1,6 @@
 package idem
 
-// A FileJournal's claims (C11): one Do of an operation ID at a time, across
+// A FileJournal's claims: one Do of an operation ID at a time, across
 // every Client using the journal.
 
 import (
@@ -13,7 +13,7 @@ import (
 )
 
 // Claim waits until no other Do of id runs through this journal, or ctx
-// ends. Only one process writes a file journal (J4), so a claim on it is
+// ends. Only one process writes a file journal, so a claim on it is
 // an in-process lock, and never lapses. The operation is looked up once
 // the claim is held, and Claim returns Lookup's error, if any.
 func (j *FileJournal) Claim(ctx context.Context, id string) (Claim, error) {
@@ -79,11 +79,11 @@ func (c *fileClaim) Begin(_ context.Context, op Operation) error {
 		// time recorded.
 		op.Created = c.j.Now()
 	}
-	err := c.j.Begin(op)
+	err := c.j.begin(op)
 	switch {
 	case err == nil:
 		// What Lookup would now return.
-		op.State = Pending
+		op.State = StatePending
 		op.Created = time.Unix(0, op.Created.UnixNano()).UTC()
 		c.op, c.ok = op, true
 	case errors.Is(err, ErrOperationExists):
@@ -100,7 +100,7 @@ func (c *fileClaim) Complete(_ context.Context, op Operation) error {
 	if op.ID != c.id {
 		return fmt.Errorf("idem: journal %s: Complete of %s under the claim on %s: %w", c.j.Path(), filejournal.QuoteID(op.ID), filejournal.QuoteID(c.id), ErrInvalidOperation)
 	}
-	return c.j.Complete(op)
+	return c.j.complete(op)
 }
 
 func (c *fileClaim) Lost() <-chan struct{} { return nil }

@@ -12,7 +12,7 @@ var (
 
 	// ErrHardLinked reports a journal file with more than one hard link.
 	// One writer per file is enforced through the file's path, and another
-	// name of the same file would let a second writer in (J4). Remove the
+	// name of the same file would let a second writer in. Remove the
 	// other links; a symlink is fine, since the journal follows it.
 	ErrHardLinked = filejournal.ErrHardLinked
 

@@ -89,7 +89,7 @@ func TestFileJournalHeapPerOperation(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("Lookup(%s) = %v, %v", heapOpID(i), ok, err)
 		}
-		if want := heapBody(i, bodySize); op.State != Done || op.Status != 201 || !bytes.Equal(op.Body, want) ||
+		if want := heapBody(i, bodySize); op.State != StateDone || op.Status != 201 || !bytes.Equal(op.Body, want) ||
 			op.Header.Get("Content-Type") != "application/octet-stream" {
 			t.Fatalf("Lookup(%s) = %s %d %q, %d-byte body; want done 201 with its %d-byte body", heapOpID(i), op.State, op.Status, op.Header, len(op.Body), len(want))
 		}
@@ -116,14 +116,14 @@ func writeHeapJournal(t *testing.T, path string, o JournalOptions, ops, bodySize
 				op := Operation{ID: heapOpID(i), Key: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
 					Method: http.MethodPost, URL: "https://api.example.test/charges", Created: testNow}
 				op.Fingerprint[0] = byte(i)
-				if err := j.Begin(op); err != nil {
+				if err := j.begin(op); err != nil {
 					t.Error(err)
 					return
 				}
-				op.State, op.Completed, op.Status = Done, testNow, 201
+				op.State, op.Completed, op.Status = StateDone, testNow, 201
 				op.Header = http.Header{"Content-Type": {"application/octet-stream"}}
 				op.Body = heapBody(i, bodySize)
-				if err := j.Complete(op); err != nil {
+				if err := j.complete(op); err != nil {
 					t.Error(err)
 					return
 				}

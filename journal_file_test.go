@@ -42,13 +42,13 @@ func testIntent(i int) Operation {
 		Method:      http.MethodPost,
 		URL:         url,
 		Created:     testNow.Add(-time.Duration(i) * time.Second),
-		State:       Pending,
+		State:       StatePending,
 	}
 }
 
 // testOutcome returns op completed as done with a response.
 func testOutcome(op Operation, status int, body string) Operation {
-	op.State = Done
+	op.State = StateDone
 	op.Completed = op.Created.Add(1500 * time.Millisecond)
 	op.Status = status
 	op.Header = http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"a", "b"}}
@@ -72,14 +72,14 @@ func openTestJournal(t testing.TB, path string, o JournalOptions) *FileJournal {
 
 func mustBegin(t testing.TB, j *FileJournal, op Operation) {
 	t.Helper()
-	if err := j.Begin(op); err != nil {
+	if err := j.begin(op); err != nil {
 		t.Fatalf("Begin(%s): %v", op.ID, err)
 	}
 }
 
 func mustComplete(t testing.TB, j *FileJournal, op Operation) {
 	t.Helper()
-	if err := j.Complete(op); err != nil {
+	if err := j.complete(op); err != nil {
 		t.Fatalf("Complete(%s): %v", op.ID, err)
 	}
 }
@@ -131,18 +131,18 @@ func TestJournalReopenRoundTripsEveryField(t *testing.T) {
 	}
 	done = testOutcome(done, 201, `{"id":"ch_1"}`)
 	mustComplete(t, j, done)
-	rejected.State = Rejected
+	rejected.State = StateRejected
 	rejected.Completed = time.Date(2031, 5, 6, 7, 8, 9, 999999999, time.UTC)
 	rejected.Status = 409
 	rejected.Header = http.Header{"Content-Type": {"application/problem+json"}, "Empty": nil, "Retry-After": {"3"}}
 	rejected.Body = []byte("{\"type\":\"https://x/insufficient-stock\"}\x00\xff")
 	mustComplete(t, j, rejected)
-	truncated.State = Done
+	truncated.State = StateDone
 	truncated.Completed = testNow
 	truncated.Status = 200
 	truncated.BodyTruncated = true
 	mustComplete(t, j, truncated)
-	odd.State = Done
+	odd.State = StateDone
 	odd.Completed = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
 	mustComplete(t, j, odd)
 
@@ -197,7 +197,7 @@ func TestJournalCompletionReplacesOutcome(t *testing.T) {
 	second := testOutcome(op, 201, "second")
 	mustComplete(t, j, second)
 	rejected := testOutcome(other, 422, "refused")
-	rejected.State = Rejected
+	rejected.State = StateRejected
 	mustComplete(t, j, rejected)
 	want := []Operation{rejected, second}
 	sameOperations(t, "as written", list(j, ListAll), want)
@@ -229,7 +229,7 @@ func TestJournalListings(t *testing.T) {
 		mustBegin(t, j, op)
 	}
 	mustComplete(t, j, done)
-	rejected.State, rejected.Completed, rejected.Status = Rejected, testNow, 422
+	rejected.State, rejected.Completed, rejected.Status = StateRejected, testNow, 422
 	mustComplete(t, j, rejected)
 	done.Body = nil // an empty body reads back as nil
 
@@ -275,7 +275,7 @@ func TestJournalOrdersEqualCreatedTimesByID(t *testing.T) {
 }
 
 func TestStateString(t *testing.T) {
-	for s, want := range map[State]string{Pending: "pending", Done: "done", Rejected: "rejected", 0: "State(0)", 9: "State(9)"} {
+	for s, want := range map[State]string{StatePending: "pending", StateDone: "done", StateRejected: "rejected", 0: "State(0)", 9: "State(9)"} {
 		if got := s.String(); got != want {
 			t.Errorf("State(%d).String() = %q, want %q", uint8(s), got, want)
 		}
@@ -295,7 +295,7 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 		"long ID":          {ID: strings.Repeat("i", filejournal.MaxIDLen+1), Key: "k"},
 		"empty key":        {ID: "x"},
 		"long key":         {ID: "x", Key: strings.Repeat("k", filejournal.MaxKeyLen+1)},
-		"done state":       {ID: "x", Key: "k", State: Done},
+		"done state":       {ID: "x", Key: "k", State: StateDone},
 		"invalid state":    {ID: "x", Key: "k", State: 7},
 		"outcome set":      {ID: "x", Key: "k", Status: 200},
 		"body set":         {ID: "x", Key: "k", Body: []byte{}},
@@ -304,31 +304,31 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 		"record too large": {ID: "x", Key: "k", Method: "POST", URL: strings.Repeat("u", filejournal.MaxPayload)},
 	}
 	for name, op := range begins {
-		if err := j.Begin(op); !errors.Is(err, ErrInvalidOperation) {
+		if err := j.begin(op); !errors.Is(err, ErrInvalidOperation) {
 			t.Errorf("Begin with %s: err = %v, want ErrInvalidOperation", name, err)
 		}
 	}
 	completes := map[string]Operation{
-		"empty ID":        {State: Done},
-		"pending state":   {ID: "op-0001", State: Pending},
+		"empty ID":        {State: StateDone},
+		"pending state":   {ID: "op-0001", State: StatePending},
 		"zero state":      {ID: "op-0001"},
-		"negative status": {ID: "op-0001", State: Done, Status: -1},
-		"status 1000":     {ID: "op-0001", State: Done, Status: 1000},
-		"truncated body":  {ID: "op-0001", State: Done, BodyTruncated: true, Body: []byte("x")},
-		"summarized":      {ID: "op-0001", State: Done, Summarized: true},
-		"wrong key":       {ID: "op-0001", Key: "other", State: Done},
-		"body too large":  {ID: "op-0001", State: Done, Body: make([]byte, filejournal.MaxPayload+1)},
-		"time too late":   {ID: "op-0001", State: Done, Completed: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"negative status": {ID: "op-0001", State: StateDone, Status: -1},
+		"status 1000":     {ID: "op-0001", State: StateDone, Status: 1000},
+		"truncated body":  {ID: "op-0001", State: StateDone, BodyTruncated: true, Body: []byte("x")},
+		"summarized":      {ID: "op-0001", State: StateDone, Summarized: true},
+		"wrong key":       {ID: "op-0001", Key: "other", State: StateDone},
+		"body too large":  {ID: "op-0001", State: StateDone, Body: make([]byte, filejournal.MaxPayload+1)},
+		"time too late":   {ID: "op-0001", State: StateDone, Completed: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
 	}
 	for name, op := range completes {
-		if err := j.Complete(op); !errors.Is(err, ErrInvalidOperation) {
+		if err := j.complete(op); !errors.Is(err, ErrInvalidOperation) {
 			t.Errorf("Complete with %s: err = %v, want ErrInvalidOperation", name, err)
 		}
 	}
-	if err := j.Begin(testIntent(1)); !errors.Is(err, ErrOperationExists) {
+	if err := j.begin(testIntent(1)); !errors.Is(err, ErrOperationExists) {
 		t.Errorf("second Begin of op-0001: err = %v, want ErrOperationExists", err)
 	}
-	if err := j.Complete(Operation{ID: "never-begun", State: Done}); !errors.Is(err, ErrNoSuchOperation) {
+	if err := j.complete(Operation{ID: "never-begun", State: StateDone}); !errors.Is(err, ErrNoSuchOperation) {
 		t.Errorf("Complete of unknown ID: err = %v, want ErrNoSuchOperation", err)
 	}
 	if st := j.Stats(); st.Appends != 1 || st.Records != 1 {
@@ -352,10 +352,10 @@ func TestJournalReportsItsStateBeforeAnInvalidOperation(t *testing.T) {
 		j    *FileJournal
 		want error
 	}{{"closed", w, ErrClosed}, {"read-only", r, ErrReadOnly}} {
-		if err := c.j.Begin(Operation{Key: "k"}); !errors.Is(err, c.want) || errors.Is(err, ErrInvalidOperation) {
+		if err := c.j.begin(Operation{Key: "k"}); !errors.Is(err, c.want) || errors.Is(err, ErrInvalidOperation) {
 			t.Errorf("%s: Begin without an ID: err = %v, want %v", c.name, err, c.want)
 		}
-		if err := c.j.Complete(Operation{ID: testIntent(1).ID}); !errors.Is(err, c.want) || errors.Is(err, ErrInvalidOperation) {
+		if err := c.j.complete(Operation{ID: testIntent(1).ID}); !errors.Is(err, c.want) || errors.Is(err, ErrInvalidOperation) {
 			t.Errorf("%s: Complete without a state: err = %v, want %v", c.name, err, c.want)
 		}
 	}
@@ -365,8 +365,8 @@ func TestJournalFillsZeroTimesFromItsClock(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
 	mustBegin(t, j, Operation{ID: "a", Key: "k"})
-	mustComplete(t, j, Operation{ID: "a", State: Rejected, Status: 400})
-	want := []Operation{{ID: "a", Key: "k", Created: testNow, State: Rejected, Completed: testNow, Status: 400}}
+	mustComplete(t, j, Operation{ID: "a", State: StateRejected, Status: 400})
+	want := []Operation{{ID: "a", Key: "k", Created: testNow, State: StateRejected, Completed: testNow, Status: 400}}
 	sameOperations(t, "Operations", list(j, ListAll), want)
 	mustClose(t, j)
 	sameOperations(t, "after reopen", list(openTestJournal(t, path, quietOptions()), ListAll), want)

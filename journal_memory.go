@@ -12,13 +12,13 @@ package idem
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idem/internal/filejournal"
 )
 
 // memoryMaxRecord bounds the intent (ID, key, method and URL) and the
@@ -53,8 +53,8 @@ type memoryEntry struct {
 	state                State
 	bodyTruncated        bool
 	headerTruncated      bool
-	// outcome is the recorded header and body, encoded (encodeOutcome)
-	// into memory of the journal's own.
+	// outcome is the recorded header and body, encoded as a file journal
+	// encodes them (filejournal.EncodeHeaderBody).
 	outcome []byte
 
 	begun bool          // an intent is recorded; false for an ID only claimed
@@ -186,7 +186,7 @@ func (e *memoryEntry) operation() Operation {
 	if e.state.final() {
 		op.Completed, op.Status = time.Unix(0, e.completed).UTC(), int(e.status)
 		op.BodyTruncated, op.HeaderTruncated = e.bodyTruncated, e.headerTruncated
-		op.Header, op.Body = decodeOutcome(e.outcome)
+		op.Header, op.Body = filejournal.DecodeHeaderBody(string(e.outcome))
 	}
 	return op
 }
@@ -244,7 +244,7 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 		op.Created = j.now()
 	}
 	e.id, e.key, e.fingerprint, e.method, e.url = op.ID, op.Key, op.Fingerprint, op.Method, op.URL
-	e.created, e.state, e.begun = op.Created.UnixNano(), Pending, true
+	e.created, e.state, e.begun = op.Created.UnixNano(), StatePending, true
 	if len(j.ops) >= j.sweepAt {
 		j.sweep()
 	}
@@ -258,7 +258,10 @@ func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
 	err := checkCompletion(&op)
 	var raw []byte
 	if err == nil {
-		raw, err = encodeOutcome(op.Header, op.Body)
+		raw = filejournal.EncodeHeaderBody(op.Header, op.Body)
+		if len(raw) > memoryMaxRecord {
+			err = fmt.Errorf("%w: outcome of %d bytes, over the %d-byte limit of a record", ErrInvalidOperation, len(raw), memoryMaxRecord)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("idem: journal in memory: complete %q: %w", op.ID, err)
@@ -304,80 +307,43 @@ func (c *memoryClaim) Release() {
 	c.e = nil
 }
 
-// encodeOutcome encodes a recorded header and body into one allocation:
-// the body's length and bytes, then each header field with values, as
-// its name and its values, every string preceded by its length. A field
-// without values is left out, as a file journal leaves it out.
-func encodeOutcome(h http.Header, body []byte) ([]byte, error) {
-	size := uvarintLen(len(body)) + len(body)
-	for name, values := range h {
-		if len(values) > 0 {
-			size += uvarintLen(len(name)) + len(name) + uvarintLen(len(values))
-			for _, v := range values {
-				size += uvarintLen(len(v)) + len(v)
-			}
+// Forget drops the pending operation id, as FileJournal.Forget does.
+func (j *memoryJournal) Forget(ctx context.Context, id string) error {
+	return j.forget(ctx, id, func(e *memoryEntry) error {
+		if e.state.final() {
+			return fmt.Errorf("idem: journal in memory: forget %q: %w: it is %s with status %d", id, ErrAlreadyCompleted, e.state, e.status)
 		}
-	}
-	if size > memoryMaxRecord {
-		return nil, fmt.Errorf("%w: outcome of %d bytes, over the %d-byte limit of a record", ErrInvalidOperation, size, memoryMaxRecord)
-	}
-	raw := make([]byte, 0, size)
-	raw = binary.AppendUvarint(raw, uint64(len(body)))
-	raw = append(raw, body...)
-	for name, values := range h {
-		if len(values) == 0 {
-			continue
-		}
-		raw = binary.AppendUvarint(raw, uint64(len(name)))
-		raw = append(raw, name...)
-		raw = binary.AppendUvarint(raw, uint64(len(values)))
-		for _, v := range values {
-			raw = binary.AppendUvarint(raw, uint64(len(v)))
-			raw = append(raw, v...)
-		}
-	}
-	return raw, nil
+		return nil
+	})
 }
 
-// uvarintLen is the length of n encoded by binary.AppendUvarint.
-func uvarintLen(n int) int {
-	size := 1
-	for ; n >= 0x80; n >>= 7 {
-		size++
-	}
-	return size
+// ForgetCompleted drops the completed operation id if its key is key, as
+// FileJournal.ForgetCompleted does.
+func (j *memoryJournal) ForgetCompleted(ctx context.Context, id, key string) error {
+	return j.forget(ctx, id, func(e *memoryEntry) error {
+		if !e.state.final() || e.key != key {
+			return fmt.Errorf("idem: journal in memory: forget %q: %w: no completed operation under key %s", id, ErrNoSuchOperation, key)
+		}
+		return nil
+	})
 }
 
-// decodeOutcome decodes what encodeOutcome encoded, into fresh memory. An
-// empty header and an empty body decode as nil.
-func decodeOutcome(raw []byte) (http.Header, []byte) {
-	next := func() uint64 {
-		n, w := binary.Uvarint(raw)
-		raw = raw[w:]
-		return n
+// forget claims id and drops its operation if check allows it.
+func (j *memoryJournal) forget(ctx context.Context, id string, check func(*memoryEntry) error) error {
+	cl, err := j.Claim(ctx, id)
+	if err != nil {
+		return err
 	}
-	str := func() string {
-		n := next()
-		s := string(raw[:n])
-		raw = raw[n:]
-		return s
+	c := cl.(*memoryClaim)
+	defer c.Release()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !c.e.begun {
+		return fmt.Errorf("idem: journal in memory: forget %q: %w", id, ErrNoSuchOperation)
 	}
-	var body []byte
-	if n := next(); n > 0 {
-		body = slices.Clone(raw[:n])
-		raw = raw[n:]
+	if err := check(c.e); err != nil {
+		return err
 	}
-	var h http.Header
-	for len(raw) > 0 {
-		if h == nil {
-			h = make(http.Header)
-		}
-		name := str()
-		values := make([]string, next())
-		for i := range values {
-			values[i] = str()
-		}
-		h[name] = values
-	}
-	return h, body
+	*c.e = memoryEntry{held: true, free: c.e.free} // not begun: Release removes it
+	return nil
 }

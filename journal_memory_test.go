@@ -23,7 +23,7 @@ func memoryBegin(t *testing.T, j *memoryJournal, id string, created time.Time) O
 		t.Fatal(err)
 	}
 	defer c.Release()
-	op := Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/x", Created: created, State: Pending}
+	op := Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/x", Created: created, State: StatePending}
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func memoryComplete(t *testing.T, j *memoryJournal, op Operation, completed time
 		t.Fatal(err)
 	}
 	defer c.Release()
-	op.State, op.Status, op.Completed = Done, 201, completed
+	op.State, op.Status, op.Completed = StateDone, 201, completed
 	if err := c.Complete(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestMemoryJournalKeepsItsOwnCopyOfAnOutcome(t *testing.T) {
 	c, _ := j.Claim(context.Background(), "op")
 	header := http.Header{"Content-Type": {"application/json"}, "Empty": {}}
 	body := []byte(`{"ok":true}`)
-	op.State, op.Status, op.Header, op.Body = Done, 201, header, body
+	op.State, op.Status, op.Header, op.Body = StateDone, 201, header, body
 	if err := c.Complete(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,9 @@ func TestMemoryJournalKeepsItsOwnCopyOfAnOutcome(t *testing.T) {
 	body[0] = 'X'
 
 	got, _, _ := j.Lookup(context.Background(), "op")
-	if len(got.Header) != 1 || got.Header.Get("Content-Type") != "application/json" || string(got.Body) != `{"ok":true}` {
-		t.Fatalf("read back header %v and body %q, want the ones completed, without the empty field", got.Header, got.Body)
+	// The empty field reads back as a file journal reads it: named, no values.
+	if len(got.Header) != 2 || got.Header["Empty"] != nil || got.Header.Get("Content-Type") != "application/json" || string(got.Body) != `{"ok":true}` {
+		t.Fatalf("read back header %v and body %q, want the ones completed", got.Header, got.Body)
 	}
 	got.Header.Set("Content-Type", "changed")
 	got.Body[0] = 'Y'
@@ -116,7 +117,7 @@ func TestMemoryJournalRefusesWhatAFileJournalCannotHold(t *testing.T) {
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
-	op.State, op.Body = Done, make([]byte, memoryMaxRecord)
+	op.State, op.Body = StateDone, make([]byte, memoryMaxRecord)
 	if err := c.Complete(context.Background(), op); !errors.Is(err, ErrInvalidOperation) {
 		t.Fatalf("Complete of an outcome over the record limit: %v, want ErrInvalidOperation", err)
 	}
@@ -124,7 +125,7 @@ func TestMemoryJournalRefusesWhatAFileJournalCannotHold(t *testing.T) {
 	if err := c.Complete(context.Background(), op); !errors.Is(err, ErrInvalidOperation) {
 		t.Fatalf("Complete under another key: %v, want ErrInvalidOperation", err)
 	}
-	if got, _, _ := j.Lookup(context.Background(), "op"); got.State != Pending {
+	if got, _, _ := j.Lookup(context.Background(), "op"); got.State != StatePending {
 		t.Fatalf("state %s after refused outcomes, want pending", got.State)
 	}
 }
@@ -168,21 +169,5 @@ func TestMemoryJournalClaimWithAnEndedContext(t *testing.T) {
 	cancel()
 	if c, err := j.Claim(ctx, "op"); !errors.Is(err, context.Canceled) || c != nil {
 		t.Fatalf("Claim with an ended context: %v, %v; want context.Canceled", c, err)
-	}
-}
-
-func TestMemoryJournalEncodesAnOutcomeInExactlyItsSize(t *testing.T) {
-	h := http.Header{"Content-Type": {"application/json"}, "X-Long": {strings.Repeat("v", 300)}, "X-Many": {"a", "b"}}
-	body := bytes.Repeat([]byte("b"), 20000)
-	raw, err := encodeOutcome(h, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raw) != cap(raw) {
-		t.Fatalf("encoded %d bytes into %d", len(raw), cap(raw))
-	}
-	gotH, gotBody := decodeOutcome(raw)
-	if len(gotH) != 3 || gotH.Get("X-Long") != h.Get("X-Long") || len(gotH["X-Many"]) != 2 || !bytes.Equal(gotBody, body) {
-		t.Fatalf("decoded %v and %d bytes of body, want %v and %d", gotH, len(gotBody), h, len(body))
 	}
 }

@@ -10,13 +10,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// The key rule: one key per operation, never per attempt.
-//
-// A key is minted exactly once, when an operation is first seen, and is
-// journaled before the first attempt is sent. Every later attempt of the
-// operation, in this process or in any process that opens the same journal,
-// sends the journaled key. Nothing else in the package calls newKey.
-
 // newKey mints a fresh idempotency key: a random (version 4) UUID in its
 // canonical 36-character form. The randomness comes from crypto/rand; an
 // error from it is returned rather than falling back to a weaker source.

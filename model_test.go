@@ -22,6 +22,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/journaltest"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -314,12 +315,12 @@ type modelOp struct {
 // refused reports whether a Do of o at now must be refused: its key could
 // turn modelTTL old before an attempt sent now ends.
 func (o *modelOp) refused(now time.Time) bool {
-	return o.state == idem.Pending && now.Sub(o.created) >= modelTTL-modelAttemptTimeout
+	return o.state == idem.StatePending && now.Sub(o.created) >= modelTTL-modelAttemptTimeout
 }
 
 // expired reports whether the journal lists o as expired at now.
 func (o *modelOp) expired(now time.Time) bool {
-	return o.state == idem.Pending && now.Sub(o.created) >= modelTTL
+	return o.state == idem.StatePending && now.Sub(o.created) >= modelTTL
 }
 
 // machine is one run of the property: one client process after another on
@@ -424,7 +425,7 @@ func (m *machine) restarted(t *rapid.T, how string, lossy bool) {
 		if o.key == "" {
 			switch {
 			case !ok:
-			case !o.unsynced || jo.State != idem.Pending:
+			case !o.unsynced || jo.State != idem.StatePending:
 				t.Fatalf("after a %s the journal holds %s as %v with key %s; no Begin of it succeeded", how, id, jo.State, jo.Key)
 			case len(m.net.sentUnder(id)) > 0:
 				t.Fatalf("after a %s the journal holds the intent of %s whose fsync failed, and it was sent under %v",
@@ -440,9 +441,9 @@ func (m *machine) restarted(t *rapid.T, how string, lossy bool) {
 			t.Fatalf("after a %s the journal lost %s, whose intent was synced", how, id)
 		case jo.Key != o.key:
 			t.Fatalf("after a %s the key of %s changed from %s to %s", how, id, o.key, jo.Key)
-		case jo.State == idem.Pending && o.state == idem.Done && !lossy:
+		case jo.State == idem.StatePending && o.state == idem.StateDone && !lossy:
 			t.Fatalf("after a %s the journal lost the completion of %s, which was written", how, id)
-		case jo.State == idem.Done && o.state != idem.Done:
+		case jo.State == idem.StateDone && o.state != idem.StateDone:
 			t.Fatalf("after a %s the journal holds %s as done; it was %v", how, id, o.state)
 		}
 		o.state = jo.State // a power cut may have lost a completion: the next Do replays
@@ -524,7 +525,7 @@ func (m *machine) settle(t *rapid.T, id string, calls []*modelCall, now time.Tim
 				t.Fatalf("Do of %s, pending with a key %s old: %v after %d attempts; want ErrKeyExpired and nothing sent",
 					id, now.Sub(o.created), c.err, len(c.sent))
 			}
-		case o.state == idem.Done:
+		case o.state == idem.StateDone:
 			if c.err != nil || len(c.sent) > 0 || !c.recorded {
 				t.Fatalf("Do of %s, done: %v after %d attempts; want the recorded answer and nothing sent", id, c.err, len(c.sent))
 			}
@@ -535,7 +536,7 @@ func (m *machine) settle(t *rapid.T, id string, calls []*modelCall, now time.Tim
 			}
 		}
 	}
-	if o.refused(now) || o.state == idem.Done || o.state == 0 && latched {
+	if o.refused(now) || o.state == idem.StateDone || o.state == 0 && latched {
 		return
 	}
 
@@ -568,7 +569,7 @@ func (m *machine) settle(t *rapid.T, id string, calls []*modelCall, now time.Tim
 		}
 	}
 	switch {
-	case latched && (answered > 0 || jo.State != idem.Pending):
+	case latched && (answered > 0 || jo.State != idem.StatePending):
 		t.Fatalf("on a journal whose fsync failed, %d Do calls of %s were answered from it, and it holds %s as %v",
 			answered, id, id, jo.State)
 	case latched:
@@ -576,7 +577,7 @@ func (m *machine) settle(t *rapid.T, id string, calls []*modelCall, now time.Tim
 		t.Fatalf("%d Do calls of %s at once got the server's final answer; one must, the others answer from the journal", fresh, id)
 	case answered > 0 && fresh == 0:
 		t.Fatalf("%d Do calls of %s were answered from the journal, and none got the answer", answered, id)
-	case fresh == 1 && jo.State != idem.Done, fresh == 0 && jo.State != idem.Pending:
+	case fresh == 1 && jo.State != idem.StateDone, fresh == 0 && jo.State != idem.StatePending:
 		t.Fatalf("of the Do calls of %s, %d returned done, and the journal holds it as %v", id, fresh, jo.State)
 	}
 	o.key, o.state, o.created = jo.Key, jo.State, jo.Created
@@ -765,7 +766,7 @@ func (m *machine) advance(t *rapid.T) {
 func (m *machine) edge(t *rapid.T) {
 	var pending []string
 	for _, id := range modelOps {
-		if m.ops[id].state == idem.Pending {
+		if m.ops[id].state == idem.StatePending {
 			pending = append(pending, id)
 		}
 	}
@@ -800,7 +801,7 @@ func (m *machine) check(t *rapid.T) {
 		switch {
 		case n > 1:
 			t.Fatalf("%s took effect %d times", id, n)
-		case (o.applied || o.state == idem.Done) && n != 1:
+		case (o.applied || o.state == idem.StateDone) && n != 1:
 			t.Fatalf("%s got its final answer and has %d effects", id, n)
 		case len(keys) > 1:
 			t.Fatalf("%s was sent under %d keys: %v", id, len(keys), keys)
@@ -834,7 +835,7 @@ func (m *machine) check(t *rapid.T) {
 
 	var wantExpired, wantPending []string
 	for _, id := range modelOps {
-		if o := m.ops[id]; o.state == idem.Pending {
+		if o := m.ops[id]; o.state == idem.StatePending {
 			if o.expired(now) {
 				wantExpired = append(wantExpired, id)
 			} else {
@@ -853,7 +854,7 @@ func (m *machine) check(t *rapid.T) {
 // checkLatched checks a journal whose fsync failed: every append fails
 // with that failure, and no fsync was tried since (J6).
 func (m *machine) checkLatched(t *rapid.T) {
-	err := m.j.Begin(idem.Operation{ID: "probe", Key: "probe-key"})
+	err := journaltest.Begin(m.j, idem.Operation{ID: "probe", Key: "probe-key"})
 	if !errors.Is(err, errModelFsync) {
 		t.Fatalf("Begin on a journal whose fsync failed: %v; want that failure", err)
 	}

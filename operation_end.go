@@ -10,8 +10,8 @@ import (
 // request through RoundTripper. Config.OnOperation receives one per call,
 // so that code without a tracing library can log or count outcomes.
 type OperationEnd struct {
-	Operation string // the operation ID ("" for a request without one)
-	Key       string // the key the operation carries; "" if refused before it was known
+	ID  string // the operation ID ("" for a request without one)
+	Key string // the key the operation carries; "" if refused before it was known
 	// Outcome is OutcomeDone, OutcomeRejected or OutcomeUnknown; zero when
 	// the call was refused before anything was sent (Err says why:
 	// ErrMismatch, ErrKeyExpired, ErrInvalidRequest, a journal failure,
@@ -32,7 +32,7 @@ type OperationEnd struct {
 // endOf describes how a call of operation id ended, with res and err,
 // after took.
 func endOf(id string, res result, err error, took time.Duration) OperationEnd {
-	e := OperationEnd{Operation: id, Key: res.op.Key, Elapsed: took}
+	e := OperationEnd{ID: id, Key: res.op.Key, Elapsed: took}
 	var oe *OutcomeError
 	switch {
 	case err == nil:

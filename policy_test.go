@@ -89,7 +89,7 @@ func TestCheckRetry(t *testing.T) {
 			!strings.Contains(err.Error(), "the server said not to") || s.count() != 1 {
 			t.Fatalf("Do = %v after %d attempts; want unknown, ErrRetryDeclined, after 1", err, s.count())
 		}
-		if op, _ := lookup(j, "op"); op.State != idem.Pending {
+		if op, _ := lookup(j, "op"); op.State != idem.StatePending {
 			t.Fatalf("journal holds %v, want pending", op.State)
 		}
 		resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
@@ -122,7 +122,7 @@ func TestOnOperation(t *testing.T) {
 	do("a", "y") // another body: refused
 	got := make([]string, len(ends))
 	for i, e := range ends {
-		got[i] = fmt.Sprintf("%s %v recorded=%v attempts=%d status=%d err=%v key=%v", e.Operation, e.Outcome, e.Recorded,
+		got[i] = fmt.Sprintf("%s %v recorded=%v attempts=%d status=%d err=%v key=%v", e.ID, e.Outcome, e.Recorded,
 			e.Attempts, e.Status, e.Err != nil, e.Key != "")
 	}
 	want := []string{

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/journaltest"
 )
 
 const oldBase = "https://api.old.example.test/v1/"
@@ -27,8 +28,9 @@ func movedJournal(t *testing.T, body string) *idem.FileJournal {
 	}
 	t.Cleanup(func() { j.Close() })
 	url := oldBase + "charges?x=1"
-	err = j.Begin(idem.Operation{ID: "charge", Key: "key-charge", Method: "POST", URL: url,
+	err = journaltest.Begin(j, idem.Operation{ID: "charge", Key: "key-charge", Method: "POST", URL: url,
 		Fingerprint: sha256.Sum256([]byte("POST\x00" + url + "\x00" + body))})
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestBaseURLMoveResumesUnderTheKey(t *testing.T) {
 		if len(keys) != 1 || keys[0] != "/v2/charges key-charge" {
 			t.Fatalf("streamed=%v: sent %q, want the journaled key at the new URL", streamed, keys)
 		}
-		if op, _ := lookup(j, "charge"); op.State != idem.Done || op.Status != 201 {
+		if op, _ := lookup(j, "charge"); op.State != idem.StateDone || op.Status != 201 {
 			t.Fatalf("after Do: %+v", op)
 		}
 	}

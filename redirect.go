@@ -7,36 +7,6 @@ import (
 	"strings"
 )
 
-// The redirect rule (C13).
-//
-// net/http follows a redirect inside an attempt, and for a request that
-// carries a key it can follow into three mistakes: a 301 or 302 turns a
-// POST into a bodiless GET whose answer would be recorded as the POST's
-// outcome (the POST was never applied); a 303 fetches another resource
-// whose answer would be taken for the operation's; and a redirect to
-// another origin carries the key and the body to a host the caller never
-// named. So an attempt follows only a 307 or 308 (which keep the method
-// and the body) to the origin (scheme, host and port, the Host header
-// included) of the request the caller made. Every other redirect ends the
-// attempt with the 3xx as the server's final answer:
-//
-//   - 303 See Other: the server applied the request and points at the
-//     result. The operation is done, and the 303 itself, Location included,
-//     is what is recorded and returned; the Location is not fetched.
-//   - 301, 302, and 307 or 308 to another origin: the server did not apply
-//     the request here. The operation is rejected (see ErrRejected), and
-//     the OutcomeError names the Location, so the caller can fix its URL.
-//
-// Config.HTTPClient's own CheckRedirect, when set, is asked about every
-// redirect these rules allow. It can stop one, by returning any error or
-// http.ErrUseLastResponse: the 3xx is then the answer, judged as above. It
-// cannot allow one they refuse. Without one, net/http's limit of 10
-// redirects applies, and reaching it ends the operation unknown.
-//
-// Requests without a key are not the rule's business: safe requests that
-// name no operation pass through RoundTripper and StandardClient as net/http
-// sends them (C12).
-
 // followRedirect is the CheckRedirect of the Client's attempts (every
 // request its attempt client sends carries a key): the redirect rule
 // first, then the caller's own policy.
@@ -115,7 +85,7 @@ func hostPort(r *http.Request) (string, string) {
 }
 
 // unfollowedRedirect reports whether a final status is a redirect that
-// says the request was not applied where it was sent: the rule above
+// says the request was not applied where it was sent: the redirect rule
 // stopped it, or net/http could not follow it (no Location, say).
 func unfollowedRedirect(status int) bool {
 	switch status {
@@ -125,8 +95,8 @@ func unfollowedRedirect(status int) bool {
 	return false
 }
 
-// safeMethod reports whether method is one that C12 lets through the
-// RoundTripper without a key when no operation is named.
+// safeMethod reports whether method is one that the RoundTripper lets
+// through without a key when no operation is named.
 func safeMethod(method string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:

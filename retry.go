@@ -14,63 +14,28 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 )
 
-// The retry rule.
-//
-// What is retried (C7) is go-retryablehttp's ErrorPropagatedRetryPolicy
-// (connection errors, attempt timeouts, 429, and 5xx other than 501; not
-// certificate errors, unsupported schemes, invalid headers or too many
-// redirects), extended with two answers it does not know:
-//
-//   - 408 Request Timeout: the server gave up waiting for the request and
-//     says so; the request can be sent again.
-//   - 409 Conflict, unless it is a stored answer replayed for the key
-//     (Idempotent-Replayed: true). In the IETF idempotency-key draft a 409
-//     means a request with this key is still being processed, and servers
-//     send it with or without Retry-After; an earlier attempt that timed
-//     out here may be committing there. Taking it for a refusal would
-//     record "not applied" for an operation the server is applying, so it
-//     is retried, and running out of attempts on it ends unknown.
-//
-// The dialect's signals (Config.Dialect) are read before the rule, and
-// may read an answer otherwise (answered, below).
-//
-// A body that fails to arrive in full after a final status is a failed
-// attempt too, retried like a connection error. No attempt is sent that
-// could reach the server after its key is KeyTTL old: the server may have
-// forgotten it by then.
-//
-// When the next attempt is sent is cenkalti/backoff's ExponentialBackOff,
-// jittered by default, raised to the server's Retry-After (parsed by
-// go-retryablehttp) and capped by Config.MaxWait. No attempt is started
-// once Config.MaxElapsed has passed, more than Config.MaxAttempts are never
-// made, and the client-wide retry budget (budget.go) may stop retries
-// early. Every wait ends at once when the request's context ends: the wait
-// is go-retryablehttp's, which selects on the context.
-
-// Reasons retrying stops before the server gave a final answer. They are
-// wrapped in OutcomeError.Err.
-// The outcome is unknown, and the operation stays pending. ErrKeyExpired
-// stops retrying too, when the next attempt could still be in flight when
-// its key turns KeyTTL old (it would start within AttemptTimeout of that
-// age).
+// Reasons retrying stops before a final answer, wrapped in
+// OutcomeError.Err: the outcome is unknown, and the operation stays
+// pending. ErrKeyExpired stops retrying too (see Keys and expiry in the
+// package documentation).
 var (
 	// ErrAttemptsExhausted: MaxAttempts attempts were made.
-	ErrAttemptsExhausted = errors.New("idem: attempts exhausted")
+	ErrAttemptsExhausted = errors.New("attempts exhausted")
 	// ErrMaxElapsed: the next attempt would start after MaxElapsed.
-	ErrMaxElapsed = errors.New("idem: maximum elapsed time reached")
+	ErrMaxElapsed = errors.New("maximum elapsed time reached")
 	// ErrRetryBudgetExhausted: the client-wide retry budget is empty (many
 	// recent attempts failed), so no retry was made. See RetryBudget.
-	ErrRetryBudgetExhausted = errors.New("idem: retry budget exhausted")
+	ErrRetryBudgetExhausted = errors.New("retry budget exhausted")
 	// ErrRetryDeclined: Config.CheckRetry declined to retry an answer the
 	// retry rule would have retried. The error it returned, if any, is
 	// wrapped too.
-	ErrRetryDeclined = errors.New("idem: Config.CheckRetry declined to retry")
+	ErrRetryDeclined = errors.New("Config.CheckRetry declined to retry")
 )
 
-// DefaultCheckRetry is the retry rule above, in the form of
-// go-retryablehttp's CheckRetry: whether to send another attempt after
-// this one's response or error, and, when not, the error that explains
-// why (nil for a final answer). A Config.CheckRetry may call it.
+// DefaultCheckRetry is the retry rule (see Retries in the package
+// documentation) in the form of go-retryablehttp's CheckRetry: whether to
+// send another attempt, and when not, the error that says why (nil for a
+// final answer). A Config.CheckRetry may call it.
 func DefaultCheckRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	return retryable(ctx, resp, err)
 }
@@ -124,13 +89,13 @@ var hugeDelay = regexp.MustCompile(`^\s*[0-9]{10,}\s*$`)
 // Attempt describes one attempt of an operation. Config.OnAttempt receives
 // one after each attempt's fate is decided.
 type Attempt struct {
-	Operation string        // the operation ID ("" for a request without one)
-	Key       string        // the idempotency key the attempt carried
-	Number    int           // 1 for the first attempt of this Do
-	Status    int           // the response status; 0 if no response arrived
-	Err       error         // the transport or body error, or why retrying stopped
-	Retry     bool          // whether another attempt follows
-	Wait      time.Duration // the wait before that attempt, when Retry
+	ID     string        // the operation ID ("" for a request without one)
+	Key    string        // the idempotency key the attempt carried
+	Number int           // 1 for the first attempt of this Do
+	Status int           // the response status; 0 if no response arrived
+	Err    error         // the transport or body error, or why retrying stopped
+	Retry  bool          // whether another attempt follows
+	Wait   time.Duration // the wait before that attempt, when Retry
 }
 
 // attempts is the retry state of one Do: go-retryablehttp calls its
@@ -403,7 +368,7 @@ func (a *attempts) report(retry bool) {
 	if a.c.cfg.OnAttempt == nil {
 		return
 	}
-	at := Attempt{Operation: a.op, Key: a.key, Number: a.n, Status: a.status, Err: a.err, Retry: retry}
+	at := Attempt{ID: a.op, Key: a.key, Number: a.n, Status: a.status, Err: a.err, Retry: retry}
 	if retry {
 		at.Wait = a.wait
 	} else if a.err == nil {

@@ -8,31 +8,13 @@ import (
 	"strings"
 )
 
-// The secrets rule (C14): nothing idem writes or emits hands out a session
-// or a credential. A journal outlives its process, is copied into bug reports
-// and is printed by `idem journal show`; logs and error strings travel
-// further still. So:
-//
-//   - a recorded response header leaves out the fields that carry
-//     credentials or session state (DefaultUnrecordedHeaders, and
-//     Config.UnrecordedHeaders or Config.RecordedHeaders), and names them in
-//     UnrecordedHeadersField so that a replay says what it lacks;
-//   - a URL is written without its user info, and with the value of every
-//     query parameter whose name looks like a credential replaced
-//     (DefaultRedactedParams, and Config.RedactedParams), in the journal,
-//     in the errors Do returns, and in what it logs.
-//
-// The fingerprint is still computed over the whole, real URL: a request
-// whose token changed is a different request, refused with ErrMismatch
-// exactly as before. The fingerprint is a SHA-256, so it gives nothing
-// away, but note that a token guessable from a small set could be tested
-// against it.
+// DefaultUnrecordedHeaders returns the response header fields an outcome
+// never records: cookies and credentials, which would let anyone who reads
+// the journal take over a session. WWW-Authenticate and Proxy-Authenticate
+// are challenges, not credentials, and are kept. The slice is a copy.
+func DefaultUnrecordedHeaders() []string { return slices.Clone(unrecordedHeaders) }
 
-// DefaultUnrecordedHeaders are the response header fields an outcome never
-// records: cookies and credentials, which would let anyone who reads the
-// journal take over a session. WWW-Authenticate and Proxy-Authenticate are
-// challenges, not credentials, and are kept.
-var DefaultUnrecordedHeaders = []string{
+var unrecordedHeaders = []string{
 	"Set-Cookie", "Set-Cookie2", "Cookie", "Authorization", "Proxy-Authorization",
 	"Authentication-Info", "Proxy-Authentication-Info",
 }
@@ -42,12 +24,15 @@ var DefaultUnrecordedHeaders = []string{
 // answered from the journal says which fields it lacks.
 const UnrecordedHeadersField = "Idem-Unrecorded-Headers"
 
-// DefaultRedactedParams are the query parameters whose values are never
-// written. A parameter is redacted when its name, compared without case,
-// is one of them, or ends with one of them after a character that is not
-// a letter or digit ("refresh_token", "x-api-key", "auth.token") or after
-// a camelCase boundary ("accessToken", "clientSecret").
-var DefaultRedactedParams = []string{
+// DefaultRedactedParams returns the query parameters whose values are
+// never written. A parameter is redacted when its name, compared without
+// case, is one of them, or ends with one of them after a character that
+// is not a letter or digit ("refresh_token", "x-api-key", "auth.token") or
+// after a camelCase boundary ("accessToken", "clientSecret"). The slice is
+// a copy.
+func DefaultRedactedParams() []string { return slices.Clone(redactedParams) }
+
+var redactedParams = []string{
 	"access_token", "token", "api_key", "apikey", "key", "signature", "sig",
 	"password", "passwd", "secret", "auth", "credential", "x-amz-signature",
 	"x-amz-credential", "x-amz-security-token",
@@ -64,11 +49,11 @@ type secrets struct {
 }
 
 func newSecrets(cfg Config) secrets {
-	s := secrets{unrecorded: canonicalNames(DefaultUnrecordedHeaders, cfg.UnrecordedHeaders)}
+	s := secrets{unrecorded: canonicalNames(unrecordedHeaders, cfg.UnrecordedHeaders)}
 	if cfg.RecordedHeaders != nil {
 		s.recorded = canonicalNames(cfg.RecordedHeaders)
 	}
-	for _, list := range [][]string{DefaultRedactedParams, cfg.RedactedParams} {
+	for _, list := range [][]string{redactedParams, cfg.RedactedParams} {
 		for _, p := range list {
 			if p != "" {
 				s.params = append(s.params, strings.ToLower(p))
@@ -215,7 +200,7 @@ func (s secrets) error(err error) error {
 }
 
 // RedactURL returns u as a Client whose Config.RedactedParams is
-// extraParams writes it (the secrets rule, C14): without user info, and
+// extraParams writes it (see Secrets in the package documentation): without user info, and
 // with the values of the DefaultRedactedParams and extraParams replaced.
 // Tools that show a request beside a journaled one, or trace it, use it.
 func RedactURL(u *url.URL, extraParams ...string) string {

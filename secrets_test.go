@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/journaltest"
 )
 
 // TestNoSecretsAtRest is the secrets rule (secrets.go): a response that
@@ -187,16 +188,16 @@ func TestRecordedHeadersAllowListAndExtraDenials(t *testing.T) {
 func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
 	j := openJournal(t, path)
-	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.Pending,
+	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending,
 		URL: "https://user:xxxxx@api.example/charges?access_token=t0k3n-s3cret&n=1"}
 	old.Fingerprint[0] = 7
-	if err := j.Begin(old); err != nil {
+	if err := journaltest.Begin(j, old); err != nil {
 		t.Fatal(err)
 	}
 	done := old
-	done.State, done.Status, done.Body = idem.Done, 201, []byte(`{"id":"ch_1"}`)
+	done.State, done.Status, done.Body = idem.StateDone, 201, []byte(`{"id":"ch_1"}`)
 	done.Header = http.Header{"Set-Cookie": {"session=c00k1e-s3cret"}, "Content-Type": {"application/json"}}
-	if err := j.Complete(done); err != nil {
+	if err := journaltest.Complete(j, done); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Compact(); err != nil {
@@ -255,5 +256,25 @@ func TestRedactedParamSpellings(t *testing.T) {
 		if redacted := !strings.Contains(got, "v4lue"); redacted != tc.redacted || !strings.HasSuffix(got, "&n=1") {
 			t.Errorf("%s: written %q, redacted %v, want %v", tc.name, got, redacted, tc.redacted)
 		}
+	}
+}
+
+// C14: the default lists are copies; changing one changes neither what a
+// Client redacts nor what compaction scrubs.
+func TestDefaultSecretListsAreCopies(t *testing.T) {
+	params := idem.DefaultRedactedParams()
+	for i := range params {
+		params[i] = "not-a-secret"
+	}
+	headers := idem.DefaultUnrecordedHeaders()
+	for i := range headers {
+		headers[i] = "X-Not-A-Secret"
+	}
+	u, _ := url.Parse("https://api.example.test/x?token=s3cret")
+	if got, want := idem.RedactURL(u), "https://api.example.test/x?token=xxxxx"; got != want {
+		t.Errorf("RedactURL = %q, want %q", got, want)
+	}
+	if got := idem.DefaultUnrecordedHeaders(); got[0] != "Set-Cookie" {
+		t.Errorf("DefaultUnrecordedHeaders()[0] = %q after a caller changed its copy, want Set-Cookie", got[0])
 	}
 }

@@ -49,16 +49,20 @@ const (
 
 // ErrAlreadyCompleted: Settle was asked to settle an operation whose
 // outcome is already recorded (Done or Rejected).
-var ErrAlreadyCompleted = errors.New("idem: operation already completed")
+var ErrAlreadyCompleted = errors.New("operation already completed")
 
 // Forgetter is a Journal that can drop an operation: FileJournal and the
-// PostgreSQL journal of package pgjournal. Forget claims the operation as
-// Do does (so it waits for a running Do of id), and returns an error
-// matching ErrNoSuchOperation for an ID the journal does not hold, and
-// ErrAlreadyCompleted for an operation whose outcome is recorded unless
-// completed is true.
+// PostgreSQL journal of package pgjournal. Both methods claim the
+// operation as Do does, so they wait for a running Do of id.
 type Forgetter interface {
-	Forget(ctx context.Context, id string, completed bool) error
+	// Forget drops the pending operation id. It returns an error matching
+	// ErrNoSuchOperation for an ID the journal does not hold, and
+	// ErrAlreadyCompleted for an operation whose outcome is recorded.
+	Forget(ctx context.Context, id string) error
+	// ForgetCompleted drops the completed operation id if its key is key.
+	// It returns an error matching ErrNoSuchOperation when the journal
+	// holds no completed operation id under key.
+	ForgetCompleted(ctx context.Context, id, key string) error
 }
 
 // Settle resolves operation id, which a person reconciled with the server:
@@ -66,7 +70,7 @@ type Forgetter interface {
 // field "by hand" and the Note) or, with s.Forget, drops the operation. It
 // claims the operation as Do does (Journal.Claim), so it waits for a Do of
 // id running in this process or, for a shared journal, on any machine, and
-// its outcome is fenced like Do's (F5).
+// its outcome is fenced like Do's.
 //
 // Settle returns an error matching ErrNoSuchOperation for an ID the journal
 // does not hold, ErrAlreadyCompleted for an operation whose outcome is
@@ -78,14 +82,14 @@ type Forgetter interface {
 // The journal checks the operation's state and drops it under one claim.
 func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
 	if err := s.check(); err != nil {
-		return fmt.Errorf("idem: settling %q: %w", id, err)
+		return wrapf(err, "settling %q", id)
 	}
 	if s.Forget {
 		return forget(ctx, j, id, s)
 	}
 	claim, err := j.Claim(ctx, id)
 	if err != nil {
-		return fmt.Errorf("idem: settling %q: %w", id, err)
+		return wrapf(err, "settling %q", id)
 	}
 	defer claim.Release()
 	op, ok := claim.Operation()
@@ -104,7 +108,7 @@ func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
 		Created: op.Created, State: s.State, Status: s.Status, Header: h,
 	}
 	if err := claim.Complete(ctx, out); err != nil {
-		return fmt.Errorf("idem: settling %q: %w", id, err)
+		return wrapf(err, "settling %q", id)
 	}
 	return nil
 }
@@ -114,8 +118,19 @@ func forget(ctx context.Context, j Journal, id string, s Settlement) error {
 	if !ok {
 		return fmt.Errorf("idem: settling %q: %w: the journal (%T) cannot forget an operation", id, ErrInvalidOperation, j)
 	}
-	if err := f.Forget(ctx, id, s.ForgetCompleted); err != nil {
-		return fmt.Errorf("idem: settling %q: forgetting: %w", id, err)
+	err := f.Forget(ctx, id)
+	if errors.Is(err, ErrAlreadyCompleted) && s.ForgetCompleted {
+		var op Operation
+		var ok bool
+		if op, ok, err = j.Lookup(ctx, id); err == nil {
+			err = ErrNoSuchOperation
+			if ok {
+				err = f.ForgetCompleted(ctx, id, op.Key)
+			}
+		}
+	}
+	if err != nil {
+		return wrapf(err, "settling %q: forgetting", id)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/journaltest"
 )
 
 // pendingJournal returns a file journal holding a pending operation "op-1"
@@ -25,12 +26,12 @@ func pendingJournal(t *testing.T) *idem.FileJournal {
 	}
 	t.Cleanup(func() { j.Close() })
 	for _, id := range []string{"op-1", "op-2"} {
-		if err := j.Begin(idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "https://api.example.test/x",
+		if err := journaltest.Begin(j, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "https://api.example.test/x",
 			Fingerprint: sha256.Sum256([]byte("POST\x00https://api.example.test/x\x00"))}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := j.Complete(idem.Operation{ID: "op-2", Key: "key-op-2", State: idem.Done, Status: 201}); err != nil {
+	if err := journaltest.Complete(j, idem.Operation{ID: "op-2", Key: "key-op-2", State: idem.StateDone, Status: 201}); err != nil {
 		t.Fatal(err)
 	}
 	return j
@@ -39,12 +40,12 @@ func pendingJournal(t *testing.T) *idem.FileJournal {
 func TestSettleDoneRecordsStatusAndNote(t *testing.T) {
 	j := pendingJournal(t)
 	ctx := context.Background()
-	err := idem.Settle(ctx, j, "op-1", idem.Settlement{State: idem.Done, Status: 201, Note: "ticket 42: charge ch_1 exists"})
+	err := idem.Settle(ctx, j, "op-1", idem.Settlement{State: idem.StateDone, Status: 201, Note: "ticket 42: charge ch_1 exists"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	op, ok := lookup(j, "op-1")
-	if !ok || op.State != idem.Done || op.Status != 201 || op.Key != "key-op-1" {
+	if !ok || op.State != idem.StateDone || op.Status != 201 || op.Key != "key-op-1" {
 		t.Fatalf("after Settle: %+v", op)
 	}
 	if got := op.Header.Get(idem.SettledHeader); got != "by hand" {
@@ -74,11 +75,11 @@ func TestSettleDoneRecordsStatusAndNote(t *testing.T) {
 
 func TestSettleRejected(t *testing.T) {
 	j := pendingJournal(t)
-	if err := idem.Settle(context.Background(), j, "op-1", idem.Settlement{State: idem.Rejected, Status: 409}); err != nil {
+	if err := idem.Settle(context.Background(), j, "op-1", idem.Settlement{State: idem.StateRejected, Status: 409}); err != nil {
 		t.Fatal(err)
 	}
 	op, _ := lookup(j, "op-1")
-	if op.State != idem.Rejected || op.Status != 409 || op.Header.Get(idem.SettledNoteHeader) != "" {
+	if op.State != idem.StateRejected || op.Status != 409 || op.Header.Get(idem.SettledNoteHeader) != "" {
 		t.Fatalf("after Settle: %+v", op)
 	}
 }
@@ -92,15 +93,15 @@ func TestSettleRefusals(t *testing.T) {
 		s    idem.Settlement
 		want error
 	}{
-		{"unknown ID", "nope", idem.Settlement{State: idem.Done, Status: 200}, idem.ErrNoSuchOperation},
-		{"completed", "op-2", idem.Settlement{State: idem.Done, Status: 200}, idem.ErrAlreadyCompleted},
+		{"unknown ID", "nope", idem.Settlement{State: idem.StateDone, Status: 200}, idem.ErrNoSuchOperation},
+		{"completed", "op-2", idem.Settlement{State: idem.StateDone, Status: 200}, idem.ErrAlreadyCompleted},
 		{"forget completed", "op-2", idem.Settlement{Forget: true}, idem.ErrAlreadyCompleted},
 		{"forget unknown", "nope", idem.Settlement{Forget: true}, idem.ErrNoSuchOperation},
-		{"pending state", "op-1", idem.Settlement{State: idem.Pending}, idem.ErrInvalidOperation},
+		{"pending state", "op-1", idem.Settlement{State: idem.StatePending}, idem.ErrInvalidOperation},
 		{"no state", "op-1", idem.Settlement{}, idem.ErrInvalidOperation},
-		{"bad status", "op-1", idem.Settlement{State: idem.Done, Status: 1000}, idem.ErrInvalidOperation},
-		{"note with newline", "op-1", idem.Settlement{State: idem.Done, Note: "a\r\nX: y"}, idem.ErrInvalidOperation},
-		{"forget with outcome", "op-1", idem.Settlement{Forget: true, State: idem.Done}, idem.ErrInvalidOperation},
+		{"bad status", "op-1", idem.Settlement{State: idem.StateDone, Status: 1000}, idem.ErrInvalidOperation},
+		{"note with newline", "op-1", idem.Settlement{State: idem.StateDone, Note: "a\r\nX: y"}, idem.ErrInvalidOperation},
+		{"forget with outcome", "op-1", idem.Settlement{Forget: true, State: idem.StateDone}, idem.ErrInvalidOperation},
 		{"forget completed alone", "op-1", idem.Settlement{ForgetCompleted: true}, idem.ErrInvalidOperation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,7 +110,7 @@ func TestSettleRefusals(t *testing.T) {
 			}
 		})
 	}
-	if op, _ := lookup(j, "op-1"); op.State != idem.Pending {
+	if op, _ := lookup(j, "op-1"); op.State != idem.StatePending {
 		t.Fatalf("a refused Settle changed op-1: %+v", op)
 	}
 }
@@ -154,14 +155,14 @@ func TestSettleWaitsForARunningDo(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := idem.Settle(ctx, j, "op-1", idem.Settlement{State: idem.Done}); !errors.Is(err, context.Canceled) {
+	if err := idem.Settle(ctx, j, "op-1", idem.Settlement{State: idem.StateDone}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Settle while claimed = %v, want context.Canceled", err)
 	}
 	if err := idem.Settle(ctx, j, "op-1", idem.Settlement{Forget: true}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Settle Forget while claimed = %v, want context.Canceled", err)
 	}
 	claim.Release()
-	if err := idem.Settle(context.Background(), j, "op-1", idem.Settlement{State: idem.Done}); err != nil {
+	if err := idem.Settle(context.Background(), j, "op-1", idem.Settlement{State: idem.StateDone}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -190,3 +191,29 @@ func (n noForget) List(ctx context.Context, w idem.Listing) ([]idem.Operation, e
 }
 func (n noForget) KeyTTL() time.Duration { return n.j.KeyTTL() }
 func (n noForget) Now() time.Time        { return n.j.Now() }
+
+// Forget drops a pending operation only; ForgetCompleted a completed one,
+// and only under the key it was seen with, so that an operation forgotten
+// and sent again meanwhile under a new key is never dropped.
+func TestForgetAndForgetCompletedEachDropTheirOwn(t *testing.T) {
+	j := pendingJournal(t)
+	ctx := context.Background()
+	if err := j.Forget(ctx, "op-2"); !errors.Is(err, idem.ErrAlreadyCompleted) {
+		t.Fatalf("Forget of a done operation = %v, want ErrAlreadyCompleted", err)
+	}
+	if err := j.ForgetCompleted(ctx, "op-1", "key-op-1"); !errors.Is(err, idem.ErrNoSuchOperation) {
+		t.Fatalf("ForgetCompleted of a pending operation = %v, want ErrNoSuchOperation", err)
+	}
+	if err := j.ForgetCompleted(ctx, "op-2", "key-op-1"); !errors.Is(err, idem.ErrNoSuchOperation) {
+		t.Fatalf("ForgetCompleted under another key = %v, want ErrNoSuchOperation", err)
+	}
+	if err := j.ForgetCompleted(ctx, "op-2", "key-op-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Forget(ctx, "op-1"); err != nil {
+		t.Fatal(err)
+	}
+	if ops := list(j, idem.ListAll); len(ops) != 0 {
+		t.Fatalf("journal after both forgets holds %d operations, want 0", len(ops))
+	}
+}

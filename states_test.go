@@ -27,9 +27,9 @@ func TestMismatchRefusedInEveryState(t *testing.T) {
 		state  idem.State
 		answer step
 	}{
-		{idem.Pending, status(503, "busy")},
-		{idem.Done, status(201, "made")},
-		{idem.Rejected, status(422, "invalid")},
+		{idem.StatePending, status(503, "busy")},
+		{idem.StateDone, status(201, "made")},
+		{idem.StateRejected, status(422, "invalid")},
 	} {
 		for _, restart := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v, restarted %v", tc.state, restart), func(t *testing.T) {
@@ -77,7 +77,7 @@ func TestMismatchRefusedInEveryState(t *testing.T) {
 					resp.Body.Close()
 				}
 				want := 1 // answered from the journal
-				if tc.state == idem.Pending {
+				if tc.state == idem.StatePending {
 					want = 2 // resent
 				}
 				if errors.Is(err, idem.ErrMismatch) || s.count() != want {
@@ -147,7 +147,7 @@ func TestSafeMethodsPassThroughWithoutAKey(t *testing.T) {
 		}
 		seen := s.attempts()
 		op, _ := lookup(j, "read")
-		if len(seen) != 2 || seen[0].Key != op.Key || seen[1].Key != op.Key || op.State != idem.Done {
+		if len(seen) != 2 || seen[0].Key != op.Key || seen[1].Key != op.Key || op.State != idem.StateDone {
 			t.Fatalf("keys %v, journal %v %s: want two attempts under the journaled key, then the answer from the journal", seen, op.State, op.Key)
 		}
 	})

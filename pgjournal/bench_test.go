@@ -78,7 +78,7 @@ func benchmarkIntentCommit(b *testing.B, j *pgjournal.Journal, callers int) {
 					return
 				}
 				t1 := time.Now()
-				err = c.Begin(ctx, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: idem.Pending})
+				err = c.Begin(ctx, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: idem.StatePending})
 				t2 := time.Now()
 				c.Release()
 				if err != nil {

@@ -61,7 +61,7 @@ func TestALeaseIsRenewedWhileTheAttemptRuns(t *testing.T) {
 	if err := <-heldByA; !errors.As(err, &held) || held.Holder != "a" {
 		t.Fatalf("another machine's claim during the renewed attempt: %v, want a *HeldError naming a", err)
 	}
-	if got, _, _ := b.Lookup(context.Background(), "charge"); got.State != idem.Done {
+	if got, _, _ := b.Lookup(context.Background(), "charge"); got.State != idem.StateDone {
 		t.Fatalf("state %s, want done", got.State)
 	}
 }
@@ -86,7 +86,7 @@ func TestTheDatabasesClockIsReadAtEveryClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Begin(ctx, idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.Pending}); err != nil {
+	if err := c.Begin(ctx, idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	c.Release()
@@ -145,7 +145,7 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	pending := idem.Operation{ID: "pending-in-a", Key: "a-key", Method: "POST", URL: srv.URL + "/charges", State: idem.Pending}
+	pending := idem.Operation{ID: "pending-in-a", Key: "a-key", Method: "POST", URL: srv.URL + "/charges", State: idem.StatePending}
 	if err := ca.Begin(ctx, pending); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 		t.Fatalf("%d requests under %d keys, want 3 under 3: each namespace mints its own", n, len(keys))
 	}
 	got, ok, err := a.Lookup(ctx, "pending-in-a")
-	if err != nil || !ok || got.State != idem.Pending || got.Key != "a-key" {
+	if err != nil || !ok || got.State != idem.StatePending || got.Key != "a-key" {
 		t.Fatalf("namespace a's pending operation is now %+v (%v, %v), want it pending under a-key", got, ok, err)
 	}
 }

@@ -153,7 +153,7 @@ func TestF9Pgbouncer(t *testing.T) {
 			other := openJournal(t, via, o)
 			for _, id := range ids {
 				op, ok, err := other.Lookup(ctx, id)
-				if err != nil || !ok || op.State != idem.Done || op.Key != keys[id] {
+				if err != nil || !ok || op.State != idem.StateDone || op.Key != keys[id] {
 					t.Fatalf("Lookup(%s) through pgbouncer: %v %v %v %s, want done under %s", id, ok, err, op.State, op.Key, keys[id])
 				}
 			}
@@ -350,7 +350,7 @@ func TestF9Failover(t *testing.T) {
 		if !ok || r.Key != key {
 			t.Errorf("operation %s, sent under %s: on the new primary %+v (found %v), want that key", id, key, r, ok)
 		}
-		if r.State == int16(idem.Pending) {
+		if r.State == int16(idem.StatePending) {
 			pending++ // answered, its completion lost with the primary (C3)
 		}
 	}

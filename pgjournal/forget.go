@@ -8,17 +8,33 @@ import (
 	"github.com/idemkit/idem/internal/filejournal"
 )
 
-// Forget deletes operation id from the journal, so that the next Do of id,
-// on any machine, mints a NEW key: if the server applied the operation,
-// sending it again under the new key may apply it twice. It claims the
-// operation first, as Do does, so it waits for a machine running it; a
-// pending operation's row is deleted under the lease taken (fenced, F5), a
-// completed one's (only when completed is true) only if it is still
-// completed. It returns an error matching idem.ErrNoSuchOperation if the
-// journal does not hold id, and idem.ErrAlreadyCompleted for a completed
-// operation when completed is false. idem.Settle with Settlement.Forget is
-// the checked way in.
-func (j *Journal) Forget(ctx context.Context, id string, completed bool) error {
+// Forget deletes the pending operation id from the journal, so that the
+// next Do of id, on any machine, mints a NEW key: if the server applied
+// the operation, sending it again under the new key may apply it twice. It
+// claims the operation first, as Do does, so it waits for a machine
+// running it, and deletes the row under the lease taken (fenced, F5). It
+// returns an error matching idem.ErrNoSuchOperation if the journal does
+// not hold id, and idem.ErrAlreadyCompleted for a completed operation.
+// idem.Settle with Settlement.Forget is the checked way in.
+func (j *Journal) Forget(ctx context.Context, id string) error {
+	return j.forget(ctx, id, "")
+}
+
+// ForgetCompleted deletes the completed operation id, as Forget deletes a
+// pending one, if it is still completed under key: an operation forgotten
+// and sent again meanwhile, under a new key, is kept. It returns an error
+// matching idem.ErrNoSuchOperation when the journal holds no completed
+// operation id under key.
+func (j *Journal) ForgetCompleted(ctx context.Context, id, key string) error {
+	if key == "" {
+		return fmt.Errorf("pgjournal: forgetting %s: %w: no key given", filejournal.QuoteID(id), idem.ErrNoSuchOperation)
+	}
+	return j.forget(ctx, id, key)
+}
+
+// forget is Forget with key "", and ForgetCompleted otherwise.
+func (j *Journal) forget(ctx context.Context, id, key string) error {
+	completed := key != ""
 	ic, err := j.Claim(ctx, id)
 	if err != nil {
 		return err
@@ -32,14 +48,21 @@ func (j *Journal) Forget(ctx context.Context, id string, completed bool) error {
 	switch c.state {
 	case stateNew:
 		return fmt.Errorf("pgjournal: forgetting %s: %w", filejournal.QuoteID(id), idem.ErrNoSuchOperation)
+	case stateLeased, stateCompleted:
+		if completed != (c.state == stateCompleted) || completed && c.op.Key != key {
+			if completed {
+				return fmt.Errorf("pgjournal: forgetting %s: %w: no completed operation under key %s", filejournal.QuoteID(id), idem.ErrNoSuchOperation, key)
+			}
+			return fmt.Errorf("pgjournal: forgetting %s: %w: it is %s with status %d", filejournal.QuoteID(id), idem.ErrAlreadyCompleted, c.op.State, c.op.Status)
+		}
+	}
+	switch c.state {
 	case stateLeased:
 		query = `DELETE FROM idem_operations WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state = 1`
 		args = append(args, c.fence)
 	case stateCompleted:
-		if !completed {
-			return fmt.Errorf("pgjournal: forgetting %s: %w: it is %s with status %d", filejournal.QuoteID(id), idem.ErrAlreadyCompleted, c.op.State, c.op.Status)
-		}
-		query = `DELETE FROM idem_operations WHERE namespace = $1 AND op_id = $2 AND state >= 2`
+		query = `DELETE FROM idem_operations WHERE namespace = $1 AND op_id = $2 AND state >= 2 AND op_key = $3`
+		args = append(args, key)
 	default:
 		return c.errLost("forgetting")
 	}

@@ -35,26 +35,31 @@ func TestForgetAndSettle(t *testing.T) {
 	for _, id := range []string{"p", "d", "keep", "held"} {
 		beginOp(t, a, id)
 	}
-	if err := idem.Settle(ctx, a, "d", idem.Settlement{State: idem.Done, Status: 201, Note: "seen in the dashboard"}); err != nil {
+	if err := idem.Settle(ctx, a, "d", idem.Settlement{State: idem.StateDone, Status: 201, Note: "seen in the dashboard"}); err != nil {
 		t.Fatal(err)
 	}
 	op, ok, err := b.Lookup(ctx, "d")
-	if err != nil || !ok || op.State != idem.Done || op.Status != 201 || op.Header.Get(idem.SettledNoteHeader) != "seen in the dashboard" {
+	if err != nil || !ok || op.State != idem.StateDone || op.Status != 201 || op.Header.Get(idem.SettledNoteHeader) != "seen in the dashboard" {
 		t.Fatalf("settled op on another machine: %+v %v %v", op, ok, err)
 	}
-	if err := idem.Settle(ctx, b, "d", idem.Settlement{State: idem.Rejected, Status: 400}); !errors.Is(err, idem.ErrAlreadyCompleted) {
+	if err := idem.Settle(ctx, b, "d", idem.Settlement{State: idem.StateRejected, Status: 400}); !errors.Is(err, idem.ErrAlreadyCompleted) {
 		t.Fatalf("Settle of a completed op = %v, want ErrAlreadyCompleted", err)
 	}
-	if err := b.Forget(ctx, "p", false); err != nil {
+	if err := b.Forget(ctx, "p"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Forget(ctx, "d", false); !errors.Is(err, idem.ErrAlreadyCompleted) {
+	if err := b.Forget(ctx, "d"); !errors.Is(err, idem.ErrAlreadyCompleted) {
 		t.Fatalf("Forget of a completed op = %v, want ErrAlreadyCompleted", err)
 	}
-	if err := b.Forget(ctx, "d", true); err != nil {
+	// F5: a completed operation is deleted only under the key it was
+	// seen with.
+	if err := b.ForgetCompleted(ctx, "d", "another-key"); !errors.Is(err, idem.ErrNoSuchOperation) {
+		t.Fatalf("ForgetCompleted under another key = %v, want ErrNoSuchOperation", err)
+	}
+	if err := b.ForgetCompleted(ctx, "d", op.Key); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Forget(ctx, "nope", false); !errors.Is(err, idem.ErrNoSuchOperation) {
+	if err := b.Forget(ctx, "nope"); !errors.Is(err, idem.ErrNoSuchOperation) {
 		t.Fatalf("Forget of an unknown ID = %v, want ErrNoSuchOperation", err)
 	}
 	for id, want := range map[string]bool{"p": false, "d": false, "keep": true} {
@@ -69,11 +74,11 @@ func TestForgetAndSettle(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if err := b.Forget(short, "held", false); !errors.Is(err, idem.ErrClaimed) {
+	if err := b.Forget(short, "held"); !errors.Is(err, idem.ErrClaimed) {
 		t.Fatalf("Forget while another machine holds the lease = %v, want ErrClaimed", err)
 	}
 	held.Release()
-	if err := b.Forget(ctx, "held", false); err != nil {
+	if err := b.Forget(ctx, "held"); err != nil {
 		t.Fatal(err)
 	}
 	// A forgotten ID begins again, with a new key.

@@ -162,7 +162,7 @@ func TestCloseAbandonsTheLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	if err := ca.Begin(ctx, idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.Pending}); err != nil {
+	if err := ca.Begin(ctx, idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
@@ -206,11 +206,11 @@ func TestRecordsEveryByteOfAHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := idem.Operation{ID: "op", Key: "k", Method: "POST", URL: "http://x/", State: idem.Pending}
+	op := idem.Operation{ID: "op", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}
 	if err := c.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
-	op.State, op.Status, op.Header = idem.Done, 201, http.Header{"Content-Disposition": {"attachment; filename=caf\xe9.pdf"}, "X-Empty": {""}}
+	op.State, op.Status, op.Header = idem.StateDone, 201, http.Header{"Content-Disposition": {"attachment; filename=caf\xe9.pdf"}, "X-Empty": {""}}
 	if err := c.Complete(ctx, op); err != nil {
 		t.Fatal(err)
 	}

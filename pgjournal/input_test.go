@@ -62,7 +62,7 @@ func TestF9IDCheckedAtClaim(t *testing.T) {
 		t.Fatalf("Do of a %d-byte ID: %v", len(longest), err)
 	}
 	op, ok, err := j.Lookup(ctx, longest)
-	if err != nil || !ok || op.State != idem.Done {
+	if err != nil || !ok || op.State != idem.StateDone {
 		t.Fatalf("Lookup of the %d-byte ID: %v %v %v", len(longest), ok, err, op.State)
 	}
 

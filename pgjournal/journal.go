@@ -457,7 +457,7 @@ func (r *opRow) operation() (idem.Operation, error) {
 	copy(op.Fingerprint[:], r.fp)
 	op.Created = time.Unix(0, r.created).UTC()
 	op.State = idem.State(r.state)
-	if op.State == idem.Done || op.State == idem.Rejected {
+	if op.State == idem.StateDone || op.State == idem.StateRejected {
 		op.Completed = time.Unix(0, r.completed).UTC()
 		op.Status = int(r.status)
 		if len(r.header) > 0 {

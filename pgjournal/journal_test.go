@@ -297,7 +297,7 @@ func TestADeadHoldersLeaseLapses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := idem.Operation{ID: "charge", Key: "the-first-key", Method: "POST", URL: "http://x/charges", State: idem.Pending}
+	op := idem.Operation{ID: "charge", Key: "the-first-key", Method: "POST", URL: "http://x/charges", State: idem.StatePending}
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestADeadHoldersLeaseLapses(t *testing.T) {
 	}
 	defer c2.Release()
 	got, ok := c2.Operation()
-	if !ok || got.Key != "the-first-key" || got.State != idem.Pending {
+	if !ok || got.Key != "the-first-key" || got.State != idem.StatePending {
 		t.Fatalf("after the lapse the next machine finds %+v (%v); want the pending operation under the-first-key", got, ok)
 	}
 	if took < lease/2 || took > lease+2*time.Second {
@@ -378,7 +378,7 @@ func TestALapsedHolderCannotOverwrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	op := idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.Pending}
+	op := idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}
 	if err := ca.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -390,18 +390,18 @@ func TestALapsedHolderCannotOverwrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := op
-	done.State, done.Status, done.Body = idem.Done, 201, []byte("b's answer")
+	done.State, done.Status, done.Body = idem.StateDone, 201, []byte("b's answer")
 	if err := cb.Complete(context.Background(), done); err != nil {
 		t.Fatal(err)
 	}
 	cb.Release()
 	late := op
-	late.State, late.Status, late.Body = idem.Rejected, 500, []byte("a's late answer")
+	late.State, late.Status, late.Body = idem.StateRejected, 500, []byte("a's late answer")
 	if err := ca.Complete(context.Background(), late); !errors.Is(err, idem.ErrClaimLost) {
 		t.Fatalf("the lapsed holder's Complete: %v, want ErrClaimLost", err)
 	}
 	got, _, _ := b.Lookup(context.Background(), "charge")
-	if got.State != idem.Done || got.Status != 201 || string(got.Body) != "b's answer" {
+	if got.State != idem.StateDone || got.Status != 201 || string(got.Body) != "b's answer" {
 		t.Fatalf("recorded %s %d %q, want b's done 201", got.State, got.Status, got.Body)
 	}
 	if err := ca.Begin(context.Background(), op); !errors.Is(err, idem.ErrOperationExists) {
@@ -444,7 +444,7 @@ func TestALostLeaseStopsTheAttempts(t *testing.T) {
 	case <-time.After(10 * lease):
 		t.Fatal("the attempt went on after the lease was taken over")
 	}
-	if got, _, _ := a.Lookup(context.Background(), "charge"); got.State != idem.Pending {
+	if got, _, _ := a.Lookup(context.Background(), "charge"); got.State != idem.StatePending {
 		t.Fatalf("state %s, want pending", got.State)
 	}
 }
@@ -539,13 +539,13 @@ func TestTheLoserOfARaceToBeginTakesTheWinnersOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	won := idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.Pending}
+	won := idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.StatePending}
 	if err := ca.Begin(ctx, won); err != nil {
 		t.Fatal(err)
 	}
 	lost := make(chan error, 1)
 	go func() {
-		lost <- cb.Begin(ctx, idem.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", State: idem.Pending})
+		lost <- cb.Begin(ctx, idem.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", State: idem.StatePending})
 	}()
 	select {
 	case err := <-lost:
@@ -553,7 +553,7 @@ func TestTheLoserOfARaceToBeginTakesTheWinnersOperation(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	done := won
-	done.State, done.Status = idem.Done, 201
+	done.State, done.Status = idem.StateDone, 201
 	if err := ca.Complete(ctx, done); err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +562,7 @@ func TestTheLoserOfARaceToBeginTakesTheWinnersOperation(t *testing.T) {
 		t.Fatalf("the loser's Begin: %v, want ErrOperationExists", err)
 	}
 	got, ok := cb.Operation()
-	if !ok || got.Key != "a-key" || got.State != idem.Done {
+	if !ok || got.Key != "a-key" || got.State != idem.StateDone {
 		t.Fatalf("the loser's claim holds %+v (%v), want the winner's done operation under a-key", got, ok)
 	}
 	if op, _, _ := b.Lookup(ctx, "charge"); op.Key != "a-key" {

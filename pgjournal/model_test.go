@@ -309,7 +309,7 @@ func (f *fleet) check(t *rapid.T) {
 			t.Fatal(err)
 		case len(f.keys[id]) == 1 && (!ok || op.Key != f.keys[id][0]):
 			t.Fatalf("%s was sent under %s, the journal holds %q (found %v)", id, f.keys[id][0], op.Key, ok)
-		case f.done[id] && op.State != idem.Done:
+		case f.done[id] && op.State != idem.StateDone:
 			t.Fatalf("%s is done, the journal holds it %s", id, op.State)
 		}
 	}

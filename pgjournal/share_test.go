@@ -54,7 +54,7 @@ func TestTryClaimDoesNotWaitForAnotherMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Release()
-	op := idem.Operation{ID: "charge", Key: "key-1", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, State: idem.Pending}
+	op := idem.Operation{ID: "charge", Key: "key-1", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, State: idem.StatePending}
 	if err := held.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestAJournalTakesBackItsOwnLeaseAtOnce(t *testing.T) {
 	if n, keys := srv.requests(); n != 2 || len(keys) != 1 {
 		t.Fatalf("the server got %d requests with keys %v, want 2 with one key", n, keys)
 	}
-	if op, ok := journaltest.MustLookup(j, "charge"); !ok || op.State != idem.Done {
+	if op, ok := journaltest.MustLookup(j, "charge"); !ok || op.State != idem.StateDone {
 		t.Fatalf("after the second Do the journal holds %+v, %v; want it done", op, ok)
 	}
 }
@@ -138,7 +138,7 @@ func TestBeginUnderTryClaimDoesNotWait(t *testing.T) {
 	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	op := idem.Operation{ID: "charge", Key: "key-a", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, State: idem.Pending}
+	op := idem.Operation{ID: "charge", Key: "key-a", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, State: idem.StatePending}
 
 	tried, err := a.TryClaim(ctx, "charge")
 	if err != nil {

@@ -175,7 +175,7 @@ func TestAStaleHolderWakesAfterATakeover(t *testing.T) {
 
 	ca := claimWithin(t, a, "charge")
 	defer ca.Release()
-	op := idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.Pending}
+	op := idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.StatePending}
 	if err := ca.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestAStaleHolderWakesAfterATakeover(t *testing.T) {
 	wantLease(t, dsn, "charge", "a's renewal", bs)
 
 	late := op
-	late.State, late.Status, late.Body = idem.Rejected, 500, []byte("a's late answer")
+	late.State, late.Status, late.Body = idem.StateRejected, 500, []byte("a's late answer")
 	if err := ca.Complete(ctx, late); !errors.Is(err, idem.ErrClaimLost) {
 		t.Fatalf("a's Complete after the takeover: %v, want ErrClaimLost", err)
 	}
@@ -206,12 +206,12 @@ func TestAStaleHolderWakesAfterATakeover(t *testing.T) {
 	}
 
 	done := op
-	done.State, done.Status, done.Body = idem.Done, 201, []byte("b's answer")
+	done.State, done.Status, done.Body = idem.StateDone, 201, []byte("b's answer")
 	if err := cb.Complete(ctx, done); err != nil {
 		t.Fatalf("b's Complete after a woke: %v", err)
 	}
 	if got := readLease(t, dsn, "charge"); got.owner != nil || got.until != nil || got.fence != 2 ||
-		got.state != int16(idem.Done) || got.status != 201 || got.body != "b's answer" {
+		got.state != int16(idem.StateDone) || got.status != 201 || got.body != "b's answer" {
 		t.Fatalf("b's outcome recorded as %s; want done 201 with b's answer, no lease", got)
 	}
 }
@@ -231,7 +231,7 @@ func TestThreeMachinesTwoStaleHolders(t *testing.T) {
 
 	ca := claimWithin(t, a, "charge")
 	defer ca.Release()
-	op := idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.Pending}
+	op := idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.StatePending}
 	if err := ca.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestThreeMachinesTwoStaleHolders(t *testing.T) {
 	stale := func(who string, cl idem.Claim, body string) {
 		t.Helper()
 		late := op
-		late.State, late.Status, late.Body = idem.Rejected, 500, []byte(body)
+		late.State, late.Status, late.Body = idem.StateRejected, 500, []byte(body)
 		if err := cl.Complete(ctx, late); !errors.Is(err, idem.ErrClaimLost) {
 			t.Fatalf("%s's Complete after the takeovers: %v, want ErrClaimLost", who, err)
 		}
@@ -269,12 +269,12 @@ func TestThreeMachinesTwoStaleHolders(t *testing.T) {
 	wantLease(t, dsn, "charge", "a's Release", cs)
 
 	done := op
-	done.State, done.Status, done.Body = idem.Done, 201, []byte("c's answer")
+	done.State, done.Status, done.Body = idem.StateDone, 201, []byte("c's answer")
 	if err := cc.Complete(ctx, done); err != nil {
 		t.Fatalf("c's Complete: %v", err)
 	}
 	cs = readLease(t, dsn, "charge")
-	if cs.owner != nil || cs.until != nil || cs.fence != 3 || cs.state != int16(idem.Done) || cs.body != "c's answer" {
+	if cs.owner != nil || cs.until != nil || cs.fence != 3 || cs.state != int16(idem.StateDone) || cs.body != "c's answer" {
 		t.Fatalf("c's outcome recorded as %s; want done with c's answer, no lease", cs)
 	}
 	stale("b", cb, "b's later answer")

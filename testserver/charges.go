@@ -313,7 +313,19 @@ func (s *Server) getCharge(w http.ResponseWriter, r *http.Request) {
 // ChargeList is the body of GET /charges.
 type ChargeList struct {
 	Charges []Charge `json:"charges"`
+	// Scope is whose charges these are: reads are scoped per client (S2),
+	// as keys are. It is AnonymousClient for a request that carries
+	// neither Authorization nor X-Client-ID.
+	Scope string `json:"scope"`
+	// Note, on an empty anonymous read, says that charges made under a
+	// client ID or a token are not listed, so that an empty list is not
+	// taken for "nothing charged".
+	Note string `json:"note,omitempty"`
 }
+
+// anonymousEmptyNote is ChargeList.Note.
+const anonymousEmptyNote = "reads are scoped per client: this request carries neither Authorization nor " +
+	HeaderClientID + ", so only charges made without them are listed; send the header the charges were made with"
 
 // listCharges serves GET /charges?customer=...&reference=...: the client's
 // charges, oldest first, filtered by the parameters given (both: both must
@@ -342,7 +354,11 @@ func (s *Server) listCharges(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, r, s, http.StatusOK, ChargeList{Charges: charges})
+	list := ChargeList{Charges: charges, Scope: scope}
+	if len(charges) == 0 && scope == AnonymousClient {
+		list.Note = anonymousEmptyNote
+	}
+	writeJSON(w, r, s, http.StatusOK, list)
 }
 
 func (s *Server) queryCharges(ctx context.Context, where string, args ...any) ([]Charge, error) {

@@ -89,6 +89,19 @@ func TestGetCharges(t *testing.T) {
 		wantProblem(t, send(t, in, req{method: "GET", path: "/charges/" + a1.ID, client: "bob"}), 404, ProblemNotFound)
 		wantProblem(t, send(t, in, req{method: "GET", path: "/charges/ch_nope", client: "alice"}), 404, ProblemNotFound)
 	})
+	// S2: reads are scoped as keys are, and say so. An empty anonymous
+	// read says why it may be empty, so it is not taken for "nothing
+	// charged"; a client's read names its scope.
+	t.Run("scope is said", func(t *testing.T) {
+		anon := decode[ChargeList](t, send(t, in, req{method: "GET", path: "/charges?customer=cus_a"}))
+		if anon.Scope != AnonymousClient || anon.Note != anonymousEmptyNote || len(anon.Charges) != 0 {
+			t.Fatalf("anonymous read = %+v, want scope %q and the note", anon, AnonymousClient)
+		}
+		alice := decode[ChargeList](t, send(t, in, req{method: "GET", path: "/charges?customer=cus_z", client: "alice"}))
+		if alice.Scope != "client:alice" || alice.Note != "" {
+			t.Fatalf("alice's empty read = %+v, want scope client:alice and no note", alice)
+		}
+	})
 	t.Run("bad query", func(t *testing.T) {
 		wantProblem(t, send(t, in, req{method: "GET", path: "/charges?cust=x"}), 400, ProblemInvalidRequest)
 		wantProblem(t, send(t, in, req{method: "GET", path: "/charges?customer=a&customer=b"}), 400, ProblemInvalidRequest)

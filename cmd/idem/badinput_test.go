@@ -44,7 +44,7 @@ func TestEveryJournalCommandRefusesBadInputInOneLine(t *testing.T) {
 	inputs := []input{
 		{"missing", missing, exitPath, "no journal at " + missing},
 		{"directory", sub, exitPath, sub + " is a directory, not a journal"},
-		{"garbage", garbage, exitDamaged, "corrupt at offset 0"},
+		{"garbage", garbage, exitDamaged, garbage + " is not an idem journal (it begins with "},
 	}
 	writers := map[string]bool{"compact": true, "settle": true, "load": true}
 	commands := map[string]func(path string) []string{

@@ -95,9 +95,9 @@ func reportJournal(w io.Writer, j *idem.FileJournal) error {
 	}
 	for _, op := range ops {
 		switch op.State {
-		case idem.Done:
+		case idem.StateDone:
 			done++
-		case idem.Rejected:
+		case idem.StateRejected:
 			rejected++
 		default:
 			pending++

@@ -185,7 +185,7 @@ func journalSplit(ctx context.Context, path string) (killSplit, error) {
 		return s, fmt.Errorf("reading the journal after the kill: %w", err)
 	}
 	for _, op := range ops {
-		if op.State == idem.Pending {
+		if op.State == idem.StatePending {
 			s.InFlight[op.ID] = true
 		} else {
 			s.Recorded++

@@ -471,7 +471,7 @@ func journalKeys(t *testing.T, path string, n int) []string {
 	}
 	var keys []string
 	for _, op := range ops {
-		if op.State != idem.Done || op.Status != 201 {
+		if op.State != idem.StateDone || op.Status != 201 {
 			t.Errorf("journal: %s is %s with status %d, want done with 201", op.ID, op.State, op.Status)
 		}
 		keys = append(keys, op.Key)

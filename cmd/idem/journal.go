@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/filejournal"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -44,6 +45,7 @@ var journalActions = []journalAction{
 	{name: "salvage", args: "SRC DST", summary: "copy every record that still reads into a new journal", run: runJournalSalvage},
 	{name: "migrate", args: "URL", summary: "create or upgrade a shared PostgreSQL journal's tables", run: runJournalMigrate},
 	{name: "settle", args: "PATH ID", summary: "record a stuck operation as done or rejected, or forget it (new key)", run: runJournalSettle},
+	{name: "resend", args: "PATH", summary: "forget the refusals that applied nothing: the next run resends them (new keys)", run: runJournalResend},
 	{name: "dump", args: "PATH", summary: "print every operation in full as JSON lines", run: runJournalDump},
 	{name: "load", args: "PATH", summary: "write operations dumped as JSON lines (stdin) into a journal", run: runJournalLoad},
 	{name: "copy", args: "SRC DST", summary: "copy every operation into another journal (file or postgres://)", run: runJournalCopy},
@@ -173,9 +175,15 @@ func reportJournalError(e env, cmd, path string, err error) int {
 	}
 	var corrupt *idem.CorruptError
 	switch {
+	case errors.As(err, &corrupt) && corrupt.Offset == 0 && strings.HasPrefix(corrupt.Reason, filejournal.ReasonNotJournal):
+		fmt.Fprintf(e.stderr, "%s: %s is %s\n", cmd, corrupt.Path, corrupt.Reason)
 	case errors.As(err, &corrupt):
 		fmt.Fprintf(e.stderr, "%s: journal %s is corrupt at offset %d: %s\n", cmd, corrupt.Path, corrupt.Offset, corrupt.Reason)
 		fmt.Fprintf(e.stderr, "%s: the file was not changed; keep it for inspection: no writer will use it as it is\n", cmd)
+		if !strings.HasSuffix(cmd, " verify") && !strings.HasSuffix(cmd, " salvage") {
+			fmt.Fprintf(e.stderr, "%s: \"idem journal verify %s\" lists every damaged record; \"idem journal salvage %s NEW\" copies every record that still reads\n",
+				cmd, path, path)
+		}
 	case errors.Is(err, idem.ErrLocked):
 		fmt.Fprintf(e.stderr, "%s: journal %s is locked: another process has it open for writing; wait for it to finish\n", cmd, path)
 	case errors.Is(err, fs.ErrNotExist):

@@ -66,7 +66,7 @@ func dumped(op idem.Operation) dumpedOperation {
 		Header: op.Header, Body: op.Body,
 		BodyTruncated: op.BodyTruncated, HeaderTruncated: op.HeaderTruncated, Summarized: op.Summarized,
 	}
-	if op.State != idem.Pending {
+	if op.State != idem.StatePending {
 		completed, status := op.Completed.UTC(), op.Status
 		d.Completed, d.Status = &completed, &status
 	}
@@ -175,15 +175,15 @@ func (d dumpedOperation) operation() (idem.Operation, error) {
 	}
 	switch d.State {
 	case "pending":
-		op.State = idem.Pending
+		op.State = idem.StatePending
 		if d.Completed != nil || d.Status != nil || d.Header != nil || d.Body != nil {
 			return op, errors.New("a pending operation has no outcome")
 		}
 		return op, nil
 	case "done":
-		op.State = idem.Done
+		op.State = idem.StateDone
 	case "rejected":
-		op.State = idem.Rejected
+		op.State = idem.StateRejected
 	default:
 		return op, fmt.Errorf("state %q is not pending, done or rejected", d.State)
 	}
@@ -344,7 +344,7 @@ func loadOperation(ctx context.Context, j idem.Journal, op idem.Operation) (bool
 		return false, err
 	}
 	defer claim.Release()
-	final := op.State != idem.Pending
+	final := op.State != idem.StatePending
 	outcome := op
 	outcome.Summarized = false // only compaction summarizes; a summary is an outcome without header and body
 	if have, ok := claim.Operation(); ok {
@@ -354,14 +354,14 @@ func loadOperation(ctx context.Context, j idem.Journal, op idem.Operation) (bool
 				have.Key, have.Created.UTC().Format(time.RFC3339Nano), op.Key, op.Created.UTC().Format(time.RFC3339Nano))
 		case have.State == op.State && (!final || have.Status == op.Status && have.Completed.Equal(op.Completed)):
 			return false, nil
-		case have.State == idem.Pending && final:
+		case have.State == idem.StatePending && final:
 			return true, claim.Complete(ctx, outcome)
 		}
 		return false, fmt.Errorf("%w (it is %s, status %d; the input's is %s, status %d)", errConflict,
 			have.State, have.Status, op.State, op.Status)
 	}
 	intent := idem.Operation{ID: op.ID, Key: op.Key, Fingerprint: op.Fingerprint, Method: op.Method, URL: op.URL,
-		Created: op.Created, State: idem.Pending}
+		Created: op.Created, State: idem.StatePending}
 	if err := claim.Begin(ctx, intent); err != nil {
 		return false, err
 	}

@@ -147,7 +147,7 @@ func summarize(op idem.Operation, now time.Time, ttl time.Duration) operationJSO
 		URL:         op.URL,
 		Created:     op.Created.UTC(),
 	}
-	if op.State != idem.Pending {
+	if op.State != idem.StatePending {
 		completed, status := op.Completed.UTC(), op.Status
 		s.Completed, s.Status = &completed, &status
 	}
@@ -175,7 +175,7 @@ func writeTable(w io.Writer, ops []idem.Operation, now time.Time, ttl time.Durat
 	fmt.Fprintln(tw, "ID\tSTATE\tKEY\tCREATED\tAGE\tSTATUS\tMETHOD\tURL")
 	for _, op := range ops {
 		status := "-"
-		if op.State != idem.Pending {
+		if op.State != idem.StatePending {
 			status = strconv.Itoa(op.Status)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",

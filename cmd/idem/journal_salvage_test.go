@@ -172,10 +172,10 @@ func TestJournalSalvage(t *testing.T) {
 				wantState := want.State
 				for _, p := range tc.pending {
 					if p == id {
-						wantState = idem.Pending
+						wantState = idem.StatePending
 					}
 				}
-				if got.State != wantState || (wantState != idem.Pending && got.Status != want.Status) {
+				if got.State != wantState || (wantState != idem.StatePending && got.Status != want.Status) {
 					t.Errorf("%s: salvaged %v %d, want %v %d", id, got.State, got.Status, wantState, want.Status)
 				}
 			}
@@ -222,8 +222,8 @@ func TestJournalVerifyAndSalvageBadPaths(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"verify", garbage}, exitDamaged, "idem journal verify: " + garbage + ` is not a journal: bad magic "not a jo"`},
-		{[]string{"salvage", garbage, dst}, exitDamaged, "idem journal salvage: " + garbage + ` is not a journal: bad magic "not a jo"`},
+		{[]string{"verify", garbage}, exitDamaged, "idem journal verify: " + garbage + ` is not an idem journal (it begins with "not a jo", not "IDEMJRNL")`},
+		{[]string{"salvage", garbage, dst}, exitDamaged, "idem journal salvage: " + garbage + ` is not an idem journal (it begins with "not a jo", not "IDEMJRNL")`},
 		{[]string{"verify", dir}, exitPath, "idem journal verify: " + dir + " is a directory, not a journal"},
 		{[]string{"salvage", dir, dst}, exitPath, "idem journal salvage: " + dir + " is a directory, not a journal"},
 		{[]string{"verify", missing}, exitPath, "idem journal verify: no journal at " + missing},

@@ -57,7 +57,7 @@ an unknown ID and an operation already done or rejected (exit code 1).
 	for _, o := range []struct {
 		value string
 		state idem.State
-	}{{*done, idem.Done}, {*rejected, idem.Rejected}} {
+	}{{*done, idem.StateDone}, {*rejected, idem.StateRejected}} {
 		if o.value == "" {
 			continue
 		}

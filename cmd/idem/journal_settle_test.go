@@ -32,7 +32,7 @@ func TestJournalSettle(t *testing.T) {
 		t.Fatalf("settle --done: %+v", r)
 	}
 	op, _ := readOp(t, f.path, "charge-3")
-	if op.State != idem.Done || op.Status != 201 || op.Key != f.ops["charge-3"].Key ||
+	if op.State != idem.StateDone || op.Status != 201 || op.Key != f.ops["charge-3"].Key ||
 		op.Header.Get(idem.SettledHeader) != "by hand" || op.Header.Get(idem.SettledNoteHeader) != "found ch_3 in the dashboard" {
 		t.Fatalf("after settle --done: %+v", op)
 	}
@@ -93,7 +93,38 @@ func TestJournalSettleUsage(t *testing.T) {
 			t.Errorf("settle %q: exit %d, want %d; stderr %s", args, r.code, exitUsage, r.stderr)
 		}
 	}
-	if op, _ := readOp(t, f.path, "charge-3"); op.State != idem.Pending {
+	if op, _ := readOp(t, f.path, "charge-3"); op.State != idem.StatePending {
 		t.Fatalf("a refused settle changed the operation: %+v", op)
+	}
+}
+
+// The bulk form of a resend: idem journal resend forgets the refusals that
+// applied nothing (charge-2, rejected 422) and nothing else; --dry-run and
+// a --status that matches none change nothing.
+func TestJournalResendForgetsTheRefusalsOnly(t *testing.T) {
+	f := newFixture(t)
+	r := runAt(t, at(listNow), nil, "journal", "resend", f.path, "--dry-run")
+	if r.code != exitOK || r.stdout != "charge-2\trejected 422\n1 refusals would be forgotten in "+f.path+"; nothing changed\n" {
+		t.Fatalf("resend --dry-run: %+v", r)
+	}
+	r = runAt(t, at(listNow), nil, "journal", "resend", f.path, "--status", "401")
+	if r.code != exitOK || !strings.HasPrefix(r.stdout, "forgot 0 refusals") {
+		t.Fatalf("resend --status 401: %+v", r)
+	}
+	if _, ok := readOp(t, f.path, "charge-2"); !ok {
+		t.Fatal("charge-2 was forgotten by a dry run or a --status that does not match it")
+	}
+	r = runAt(t, at(listNow), nil, "journal", "resend", f.path)
+	if r.code != exitOK || !strings.HasPrefix(r.stdout, "charge-2\trejected 422\nforgot 1 refusals") {
+		t.Fatalf("resend: %+v", r)
+	}
+	for id, want := range map[string]bool{"charge-1": true, "charge-2": false, "charge-3": true, "old": true, "blob": true} {
+		if _, ok := readOp(t, f.path, id); ok != want {
+			t.Errorf("after resend, %s in the journal = %v, want %v", id, ok, want)
+		}
+	}
+	r = runAt(t, at(listNow), nil, "journal", "resend", f.path, "--status", "302")
+	if r.code != exitUsage {
+		t.Fatalf("resend --status 302: %+v, want a usage error", r)
 	}
 }

@@ -98,7 +98,7 @@ type responseJSON struct {
 
 func detail(op idem.Operation, now time.Time, ttl time.Duration) operationDetailJSON {
 	d := operationDetailJSON{operationJSON: summarize(op, now, ttl)}
-	if op.State == idem.Pending {
+	if op.State == idem.StatePending {
 		return d
 	}
 	r := &responseJSON{
@@ -130,7 +130,7 @@ func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Dura
 	case op.Expired(now, ttl):
 		state += ", expired: the key is older than " + ttl.String() +
 			"; resending could apply it twice, so check with the server whether it was applied"
-	case op.State == idem.Pending:
+	case op.State == idem.StatePending:
 		state += ": no outcome recorded; rerunning its command resumes it under this key"
 	}
 	field("State", state)
@@ -138,7 +138,7 @@ func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Dura
 	field("Fingerprint", op.Fingerprint.String())
 	field("Request", cell(op.Method)+" "+cell(op.URL))
 	field("Created", fmt.Sprintf("%s (%s ago)", op.Created.UTC().Format(time.RFC3339Nano), age(now, op.Created)))
-	if op.State == idem.Pending {
+	if op.State == idem.StatePending {
 		return
 	}
 	field("Completed", fmt.Sprintf("%s (%s ago)", op.Completed.UTC().Format(time.RFC3339Nano), age(now, op.Completed)))

@@ -456,6 +456,8 @@ func TestCorruptJournalNamesTheOffset(t *testing.T) {
 		t.Fatalf("opening the damaged journal: %v; want a *CorruptError inside the file", err)
 	}
 	want := fmt.Sprintf("journal %s is corrupt at offset %d: %s\n", f.path, corrupt.Offset, corrupt.Reason)
+	// A damaged journal's report points to the commands that deal with it.
+	hint := fmt.Sprintf("\"idem journal verify %s\" lists every damaged record; \"idem journal salvage %s NEW\"", f.path, f.path)
 
 	for _, args := range [][]string{
 		{"journal", "ls", f.path},
@@ -465,8 +467,8 @@ func TestCorruptJournalNamesTheOffset(t *testing.T) {
 		{"send", "--journal", f.path, "--op", "charge-1", "-d", `{"n":1}`, f.url + "/done"},
 	} {
 		r := runCLI(t, args...)
-		if r.code != exitDamaged || r.stdout != "" || !strings.Contains(r.stderr, want) {
-			t.Errorf("%q: exit code %d, stdout %q, stderr %q; want %d and %q", args, r.code, r.stdout, r.stderr, exitDamaged, want)
+		if r.code != exitDamaged || r.stdout != "" || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, hint) {
+			t.Errorf("%q: exit code %d, stdout %q, stderr %q; want %d, %q and %q", args, r.code, r.stdout, r.stderr, exitDamaged, want, hint)
 		}
 	}
 	if got, _ := os.ReadFile(f.path); string(got) != string(data) {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/idemkit/idem/internal/filejournal"
 )
@@ -93,7 +94,11 @@ func scanJournal(e env, cmd, path string) (rep *filejournal.ScanReport, code int
 	var corrupt *filejournal.CorruptError
 	switch {
 	case errors.As(err, &corrupt):
-		fmt.Fprintf(e.stderr, "%s: %s is not a journal: %s\n", cmd, path, corrupt.Reason)
+		if strings.HasPrefix(corrupt.Reason, filejournal.ReasonNotJournal) {
+			fmt.Fprintf(e.stderr, "%s: %s is %s\n", cmd, path, corrupt.Reason)
+		} else {
+			fmt.Fprintf(e.stderr, "%s: %s is not a journal: %s\n", cmd, path, corrupt.Reason)
+		}
 		return nil, exitDamaged, false
 	case err != nil:
 		return nil, reportJournalError(e, cmd, path, fmt.Errorf("reading journal %s: %w", path, err)), false

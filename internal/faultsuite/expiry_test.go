@@ -80,7 +80,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 		t.Fatalf("first Do = %v, want unknown (the answer was dropped)", err)
 	}
 	op, ok := lookup(j, id)
-	if !ok || op.State != idem.Pending {
+	if !ok || op.State != idem.StatePending {
 		t.Fatalf("journal: %s is %v (found %v), want pending", id, op.State, ok)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

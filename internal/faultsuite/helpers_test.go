@@ -314,7 +314,7 @@ func requireJournalDone(t *testing.T, j idem.Journal, w Workload) {
 	t.Helper()
 	for _, id := range w.IDs() {
 		op, ok := lookup(j, id)
-		if !ok || op.State != idem.Done {
+		if !ok || op.State != idem.StateDone {
 			t.Errorf("journal: operation %s is %v (found %v), want done", id, op.State, ok)
 			return
 		}

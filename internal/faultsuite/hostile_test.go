@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/journaltest"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -157,9 +158,9 @@ func TestHostileRedirects(t *testing.T) {
 					t.Fatalf("requests seen\n got %v\nwant %v", reqs, wantReqs)
 				}
 				op, ok := lookup(j, "charge-1")
-				wantState := idem.Done
+				wantState := idem.StateDone
 				if w.outcome == idem.OutcomeRejected {
-					wantState = idem.Rejected
+					wantState = idem.StateRejected
 				}
 				if !ok || op.State != wantState || op.Status != w.status {
 					t.Fatalf("journal holds %+v, want %v with status %d", op, wantState, w.status)
@@ -365,7 +366,7 @@ func TestHostileBareConflictWhileInFlight(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || oe.Status != 409 || !errors.Is(err, idem.ErrAttemptsExhausted) {
 			t.Fatalf("Do = %v, want unknown after attempts exhausted on 409s", err)
 		}
-		if op, _ := lookup(j, "charge-1"); op.State != idem.Pending {
+		if op, _ := lookup(j, "charge-1"); op.State != idem.StatePending {
 			t.Fatalf("journal holds %v, want pending", op.State)
 		}
 		close(s.release)
@@ -392,7 +393,7 @@ func requireOneKeyOneEffect(t *testing.T, s *conflictServer, j *idem.FileJournal
 	s.mu.Lock()
 	effects := s.effects
 	s.mu.Unlock()
-	if len(reqs) != n || effects != 1 || op.State != idem.Done || op.Status != 201 {
+	if len(reqs) != n || effects != 1 || op.State != idem.StateDone || op.Status != 201 {
 		t.Fatalf("%d requests, %d effects, journal %v %d; want %d requests, 1 effect, done 201", len(reqs), effects, op.State, op.Status, n)
 	}
 }
@@ -413,7 +414,7 @@ func TestHostileStoredConflictIsRejected(t *testing.T) {
 			t.Fatalf("run %d: Do = %v, want a rejection with 409 (recorded: %v)", run, err, run == 1)
 		}
 	}
-	if op, _ := lookup(j, "reserve-1"); op.State != idem.Rejected || len(srv.requests()) != 1 {
+	if op, _ := lookup(j, "reserve-1"); op.State != idem.StateRejected || len(srv.requests()) != 1 {
 		t.Fatalf("journal %v after %d requests, want rejected after 1", op.State, len(srv.requests()))
 	}
 }
@@ -529,11 +530,11 @@ func TestHostileCompactionThroughASymlink(t *testing.T) {
 	}
 	for i := range 3 {
 		id := fmt.Sprint("op-", i)
-		if err := j.Begin(idem.Operation{ID: id, Key: fmt.Sprint("key-", i)}); err != nil {
+		if err := journaltest.Begin(j, idem.Operation{ID: id, Key: fmt.Sprint("key-", i)}); err != nil {
 			t.Fatal(err)
 		}
 		if i < 2 {
-			if err := j.Complete(idem.Operation{ID: id, State: idem.Done, Status: 201, Body: []byte("ok")}); err != nil {
+			if err := journaltest.Complete(j, idem.Operation{ID: id, State: idem.StateDone, Status: 201, Body: []byte("ok")}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -541,7 +542,7 @@ func TestHostileCompactionThroughASymlink(t *testing.T) {
 	if err := j.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Begin(idem.Operation{ID: "after", Key: "key-after"}); err != nil {
+	if err := journaltest.Begin(j, idem.Operation{ID: "after", Key: "key-after"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {

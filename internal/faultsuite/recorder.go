@@ -88,7 +88,7 @@ type Recorder interface {
 func Instrument(cfg *idem.Config, rec Recorder) {
 	prev := cfg.OnAttempt
 	cfg.OnAttempt = func(a idem.Attempt) {
-		rec.Attempt(a.Operation, a.Key)
+		rec.Attempt(a.ID, a.Key)
 		if prev != nil {
 			prev(a)
 		}

@@ -82,10 +82,6 @@ func (j *Journal) Begin(in Intent) error {
 	}
 	e := entryOf(&r)
 	e.intentAt, e.intentSize = at, uint32(len(buf))
-	if j.memory {
-		mem := r // on the heap only here: a file journal keeps no Record
-		e.mem = &mem
-	}
 	j.idx.add(&e)
 	j.maybeCompact()
 	return j.waitDurable(seq)
@@ -126,15 +122,11 @@ func (j *Journal) Complete(c Completion) error {
 		c.Completed = j.opt.Now()
 	}
 	// The header and body are encoded straight into the record: the index
-	// keeps none of it, except in a journal without a file.
+	// keeps none of it.
 	o := Outcome{Completed: c.Completed.UnixNano(), Status: int32(c.Status), Flags: c.Flags}
 	buf, start := beginRecord(j.buf[:0])
 	buf = appendCompletionHead(buf, e.ID, c.State, &o)
-	rawAt := len(buf)
 	buf = appendHeaderBody(buf, c.Header, c.Body)
-	if j.memory {
-		o.Raw = string(buf[rawAt:])
-	}
 	buf, err := endRecord(buf, start, recCompletion)
 	j.buf = buf
 	if err != nil {
@@ -148,10 +140,6 @@ func (j *Journal) Complete(c Completion) error {
 	e.Completed, e.Status, e.Flags = o.Completed, o.Status, o.Flags
 	e.completionAt = at
 	e.completionSize = uint32(len(buf))
-	if e.mem != nil {
-		e.mem.State = c.State
-		e.mem.Outcome = o
-	}
 	j.maybeCompact()
 	return nil
 }
@@ -171,8 +159,7 @@ func (j *Journal) Refuse(verb, id string, reason error) error {
 }
 
 // Sync returns once every record appended so far is durable, sharing the
-// fsync with concurrent Begins. It returns nil for a read-only journal and
-// a journal without a file.
+// fsync with concurrent Begins. It returns nil for a read-only journal.
 func (j *Journal) Sync() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -191,15 +178,13 @@ func (j *Journal) Sync() error {
 // O_APPEND file places at its end) and returns the record's sequence
 // number. A failed or short write latches. Called with mu held.
 func (j *Journal) write(rec []byte) (uint64, error) {
-	if !j.memory {
-		n, err := j.f.Write(rec)
-		if err == nil && n != len(rec) {
-			err = io.ErrShortWrite
-		}
-		if err != nil {
-			j.fail(fmt.Errorf("idem: journal %s: write: %w", j.path, err))
-			return 0, j.failed
-		}
+	n, err := j.f.Write(rec)
+	if err == nil && n != len(rec) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		j.fail(fmt.Errorf("idem: journal %s: write: %w", j.path, err))
+		return 0, j.failed
 	}
 	if cap(rec) > rewriteChunk {
 		j.buf = nil // do not keep a large completion's buffer for good
@@ -208,9 +193,6 @@ func (j *Journal) write(rec []byte) (uint64, error) {
 	j.records++
 	j.appends++
 	j.writeSeq++
-	if j.memory {
-		j.syncedSeq, j.syncedEnd = j.writeSeq, j.size
-	}
 	return j.writeSeq, nil
 }
 
@@ -286,9 +268,6 @@ var yield = runtime.Gosched
 // keyOf returns the key of operation e, from its intent record. Called
 // with mu held.
 func (j *Journal) keyOf(e *entry) (string, error) {
-	if e.mem != nil {
-		return e.mem.Key, nil
-	}
 	r := j.reader()
 	if r == nil {
 		return "", ErrClosed

@@ -359,6 +359,29 @@ func checkHeaderBody(b []byte) (int, string) {
 // the values hold. The shared journal stores headers this way too.
 func EncodeHeader(h http.Header) []byte { return appendHeaderBody(nil, h, nil) }
 
+// EncodeHeaderBody encodes a recorded header and body as a completion
+// record holds them, for DecodeHeaderBody: the one encoding of an outcome,
+// in a file journal and in a Client's memory.
+func EncodeHeaderBody(h http.Header, body []byte) []byte {
+	size := uvarintSize(len(h)) + uvarintSize(len(body)) + len(body)
+	for k, vs := range h {
+		size += uvarintSize(len(k)) + len(k) + uvarintSize(len(vs))
+		for _, v := range vs {
+			size += uvarintSize(len(v)) + len(v)
+		}
+	}
+	return appendHeaderBody(make([]byte, 0, size), h, body)
+}
+
+// uvarintSize is the length of n encoded by binary.AppendUvarint.
+func uvarintSize(n int) int {
+	size := 1
+	for ; n >= 0x80; n >>= 7 {
+		size++
+	}
+	return size
+}
+
 // DecodeHeader reads back what EncodeHeader wrote, and refuses, with an
 // error matching ErrCorrupt, bytes it did not write.
 func DecodeHeader(b []byte) (http.Header, error) {

@@ -133,24 +133,6 @@ func (j *Journal) rewrite(live []keep) error {
 	// The new index, built aside so a failure leaves the old one.
 	idx := newIndex(len(live))
 
-	if j.memory {
-		size := int64(fileHeaderSize)
-		for _, k := range live {
-			r := j.kept(*k.e.mem, k.summarize)
-			e := entryOf(&r)
-			e.intentAt, e.intentSize, e.mem = size, uint32(intentRecordSize(&r)), &r
-			size += int64(e.intentSize)
-			if r.State.final() {
-				e.completionAt, e.completionSize = size, uint32(completionRecordSize(&r))
-				size += int64(e.completionSize)
-			}
-			idx.add(&e)
-		}
-		j.replaceIndex(idx, size, int64(len(live)))
-		j.syncedEnd = size
-		return nil
-	}
-
 	// Records are read in the order of the intents, each kind through a
 	// read-ahead buffer of its own: intents lie in file order, and so,
 	// mostly, do completions.
@@ -339,14 +321,12 @@ func (e *entry) live(now int64, ttl time.Duration) bool {
 }
 
 // remembered reports whether compaction at now keeps e at all, whole or as
-// a summary: a journal without a file forgets completed operations after
-// KeyTTL, a file journal after ForgetAfter (never by default).
+// a summary: completed operations are forgotten after ForgetAfter (never
+// by default).
 func (j *Journal) remembered(e *entry, now int64) bool {
 	switch {
 	case e.live(now, j.opt.KeyTTL):
 		return true
-	case j.memory:
-		return false
 	}
 	return j.opt.ForgetAfter <= 0 || e.completedWithin(now, j.opt.ForgetAfter)
 }

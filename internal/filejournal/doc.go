@@ -5,8 +5,7 @@
 // index holds each operation's Meta and where its records are; the rest,
 // the recorded responses above all, is read from the file when asked for.
 //
-// Package idem wraps a Journal as its FileJournal (and, without a file, as
-// the journal a Client keeps in memory), converting its Operations to and
+// Package idem wraps a Journal as its FileJournal, converting its Operations to and
 // from the Records here. This package knows bytes and records: times are
 // Unix nanoseconds, an outcome's response header and body stay encoded
 // until DecodeHeaderBody is asked for them, and of net/http it knows only

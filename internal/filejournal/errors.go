@@ -10,30 +10,30 @@ import (
 // same value, and documents it for its callers.
 var (
 	// ErrLocked: another writer holds the journal file (J4).
-	ErrLocked = errors.New("idem: journal is locked by another writer")
+	ErrLocked = errors.New("journal is locked by another writer")
 
 	// ErrHardLinked: the journal file has more than one hard link (J4).
-	ErrHardLinked = errors.New("idem: journal file has more than one hard link")
+	ErrHardLinked = errors.New("journal file has more than one hard link")
 
 	// ErrCorrupt: the file fails a check a torn write cannot explain (J3);
 	// the concrete error is a *CorruptError.
-	ErrCorrupt = errors.New("idem: journal is corrupt")
+	ErrCorrupt = errors.New("journal is corrupt")
 
 	// ErrReadOnly: an append or compaction on a journal opened read-only.
-	ErrReadOnly = errors.New("idem: journal is read-only")
+	ErrReadOnly = errors.New("journal is read-only")
 
 	// ErrClosed: a use of the journal after Close.
-	ErrClosed = errors.New("idem: journal is closed")
+	ErrClosed = errors.New("journal is closed")
 
 	// ErrInvalidOperation: a record the format cannot hold, or an append
 	// that does not fit the operation; nothing is written.
-	ErrInvalidOperation = errors.New("idem: invalid journal operation")
+	ErrInvalidOperation = errors.New("invalid journal operation")
 
 	// ErrOperationExists: a Begin for an ID the journal holds.
-	ErrOperationExists = errors.New("idem: operation already in the journal")
+	ErrOperationExists = errors.New("operation already in the journal")
 
 	// ErrNoSuchOperation: a Complete for an ID the journal does not hold.
-	ErrNoSuchOperation = errors.New("idem: operation not in the journal")
+	ErrNoSuchOperation = errors.New("operation not in the journal")
 )
 
 // CorruptError describes where and why a journal file failed a check (J3).

@@ -46,14 +46,3 @@ func TestForgetRefusedOnReadOnlyAndClosed(t *testing.T) {
 		t.Fatalf("Forget on a closed journal = %v, want ErrClosed", err)
 	}
 }
-
-func TestForgetInMemory(t *testing.T) {
-	j := NewMemory(quietOptions())
-	mustBegin(t, j, testIntent(1))
-	if err := j.Forget(testIntent(1).ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := lookup(t, j, testIntent(1).ID); ok {
-		t.Fatal("operation still found after Forget")
-	}
-}

@@ -91,6 +91,11 @@ func appendFileHeader(buf []byte) []byte {
 	return binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf[start:start+12], castagnoli))
 }
 
+// ReasonNotJournal begins the CorruptError.Reason of a file whose first
+// bytes are not a journal's: it was never a journal, rather than one
+// damaged.
+const ReasonNotJournal = "not an idem journal"
+
 // checkFileHeader returns why h (the first fileHeaderSize bytes, or fewer
 // if the file is shorter) is not a journal file header, or "".
 func checkFileHeader(h []byte) string {
@@ -98,7 +103,7 @@ func checkFileHeader(h []byte) string {
 	case len(h) < fileHeaderSize:
 		return fmt.Sprintf("file header is %d bytes, want %d", len(h), fileHeaderSize)
 	case string(h[:8]) != journalMagic:
-		return fmt.Sprintf("bad magic %q", h[:8])
+		return fmt.Sprintf("%s (it begins with %q, not %q)", ReasonNotJournal, h[:8], journalMagic)
 	case binary.LittleEndian.Uint32(h[12:16]) != crc32.Checksum(h[:12], castagnoli):
 		return "file header checksum mismatch"
 	case binary.LittleEndian.Uint32(h[8:12]) != journalVersion:

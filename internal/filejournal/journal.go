@@ -88,16 +88,14 @@ type Stats struct {
 	Pending     int
 }
 
-// Journal is the crash-safe record of operations in one file, or, made by
-// NewMemory, its index alone. It is safe for concurrent use. The index of
-// every operation in the file is kept in memory, rebuilt from the file on
-// open: each operation's Meta and where its records are (read.go). A
-// journal without a file keeps its whole records in memory.
+// Journal is the crash-safe record of operations in one file. It is safe
+// for concurrent use. The index of every operation in the file is kept in
+// memory, rebuilt from the file on open: each operation's Meta and where
+// its records are (read.go).
 type Journal struct {
-	path     string // as the caller gave it, for messages; "" for a journal without a file
+	path     string // as the caller gave it, for messages
 	file     string // the real file: path made absolute, symlinks resolved (J4)
 	readOnly bool
-	memory   bool // no file: appends only update the index
 	opt      Options
 	log      *slog.Logger
 	lock     *flock.Flock // held for the life of a writable file journal
@@ -110,7 +108,7 @@ type Journal struct {
 	// their record (waiters.go).
 	waiters []*waiter
 
-	f      File  // the journal file; nil when closed, read-only or memory
+	f      File  // the journal file; nil when closed or read-only
 	ro     File  // a read-only journal's file, read until Close
 	closed bool  // Close was called
 	failed error // latched write/fsync failure; every later append returns it
@@ -178,16 +176,6 @@ func Open(path string, o Options) (*Journal, error) {
 // readOnlyTries bounds the reads of a journal that its writer keeps cutting
 // short while it is read.
 const readOnlyTries = 3
-
-// NewMemory returns a Journal without a file: Begin and Complete only
-// update the index, with the same checks as a file journal. o.ReadOnly and
-// o.WrapFile are ignored.
-func NewMemory(o Options) *Journal {
-	j := newJournal(o)
-	j.memory = true
-	j.size = fileHeaderSize
-	return j
-}
 
 // newJournal returns an empty Journal with o's defaults filled in.
 func newJournal(o Options) *Journal {
@@ -340,8 +328,7 @@ func (j *Journal) openFile(path string, flag int) (File, error) {
 // in it durable.
 func (j *Journal) dir() string { return filepath.Dir(j.file) }
 
-// Path returns the journal's path as it was opened, or "" for a journal
-// without a file.
+// Path returns the journal's path as it was opened.
 func (j *Journal) Path() string { return j.path }
 
 // Close makes every appended record durable (one fsync), closes the file
@@ -440,8 +427,7 @@ func (j *Journal) forgetUnsynced() {
 // Lookup returns the record of operation id, reading what the index does
 // not hold from the file (read.go). It fails only on that read: a failed
 // read, a record that changed on disk since it was read at open
-// (*CorruptError, ErrCorrupt), or, after Close, ErrClosed. A journal
-// without a file keeps answering after Close.
+// (*CorruptError, ErrCorrupt), or, after Close, ErrClosed.
 func (j *Journal) Lookup(id string) (Record, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -33,6 +33,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/gofrs/flock"
@@ -141,10 +143,40 @@ func (j *Journal) acquire() error {
 	}
 	if !ok {
 		unclaim()
-		return fmt.Errorf("idem: opening journal %s: %w (by another process)", j.path, ErrLocked)
+		return fmt.Errorf("idem: opening journal %s: %w (by %s)", j.path, ErrLocked, lockHolder(lock.Path()))
 	}
 	j.lock, j.unclaim = lock, unclaim
+	writeHolder(lock.Path())
 	return nil
+}
+
+// writeHolder writes this process's ID into the lock file it holds, so
+// that a second writer's ErrLocked can name the holder. It is a courtesy:
+// where it fails (a platform whose lock forbids the write), nothing else
+// does.
+func writeHolder(path string) {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if f.Truncate(0) == nil {
+		fmt.Fprintf(f, "%d\n", os.Getpid())
+	}
+}
+
+// lockHolder names the process that holds the lock file at path, by the ID
+// it wrote there, or says it is another process when the file names none.
+func lockHolder(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "another process"
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return "another process"
+	}
+	return fmt.Sprintf("process %d", pid)
 }
 
 // release gives up what acquire claimed. Called with mu held or during

@@ -42,6 +42,18 @@ func TestJournalSecondOpenerIsLockedOut(t *testing.T) {
 	}
 }
 
+// J4: the second writer's ErrLocked names the process holding the journal,
+// by the ID the holder wrote into the lock file.
+func TestJournalLockErrorNamesTheHolder(t *testing.T) {
+	path := journalPath(t)
+	j := openTestJournal(t, path, quietOptions())
+	defer mustClose(t, j)
+	want := fmt.Sprintf("(by process %d)", os.Getpid())
+	if err := lockHelper(t, path); !strings.Contains(err, "ErrLocked") || !strings.Contains(err, want) {
+		t.Fatalf("open from another process: %s, want ErrLocked naming %s", err, want)
+	}
+}
+
 // lockHelper opens the journal at path in a child process and returns what
 // it reported: "opened", "ErrLocked" or an error text.
 func lockHelper(t *testing.T, path string) string {
@@ -71,7 +83,7 @@ func TestJournalLockHelperProcess(t *testing.T) {
 	j, err := Open(path, quietOptions())
 	switch {
 	case errors.Is(err, ErrLocked):
-		fmt.Println("lock-helper: ErrLocked")
+		fmt.Println("lock-helper: ErrLocked: " + err.Error())
 	case err != nil:
 		fmt.Println("lock-helper: " + err.Error())
 	default:

@@ -113,12 +113,9 @@ func (j *Journal) reader() io.ReaderAt {
 	return nil
 }
 
-// load returns the whole record of e: a journal without a file holds it,
-// a file journal reads it from its file. Called with mu held.
+// load returns the whole record of e, read from the file. Called with mu
+// held.
 func (j *Journal) load(e *entry) (Record, error) {
-	if e.mem != nil {
-		return *e.mem, nil
-	}
 	r := j.reader()
 	if r == nil {
 		return Record{}, fmt.Errorf("idem: journal %s: reading operation %s: %w", j.path, QuoteID(e.ID), ErrClosed)

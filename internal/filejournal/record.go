@@ -106,12 +106,11 @@ type Meta struct {
 // instead, and its offsets are those the records would have in a file.
 type entry struct {
 	Meta
-	intentAt       int64   // offset of the intent record
-	completionAt   int64   // offset of the latest completion record, when State is final
-	intentSize     uint32  // framed size of the intent record
-	completionSize uint32  // framed size of the latest completion record, or 0
-	keySum         uint64  // keySum of the operation's key: Complete checks a key without reading the intent
-	mem            *Record // a journal without a file: the whole record
+	intentAt       int64  // offset of the intent record
+	completionAt   int64  // offset of the latest completion record, when State is final
+	intentSize     uint32 // framed size of the intent record
+	completionSize uint32 // framed size of the latest completion record, or 0
+	keySum         uint64 // keySum of the operation's key: Complete checks a key without reading the intent
 }
 
 // keySeed seeds keySum. It is drawn once per process, so no key can be

@@ -229,7 +229,7 @@ func TestJournalReportsCorruptionMidFile(t *testing.T) {
 			resealHeader(b, lastRec)
 			return lastRec
 		}, "over the"},
-		{"file magic", func(b []byte) int64 { b[0] = 'X'; return 0 }, "bad magic"},
+		{"file magic", func(b []byte) int64 { b[0] = 'X'; return 0 }, ReasonNotJournal},
 		{"file header checksum", func(b []byte) int64 { b[13] ^= 1; return 0 }, "file header checksum"},
 		{"file version", func(b []byte) int64 {
 			binary.LittleEndian.PutUint32(b[8:], 2)

@@ -68,15 +68,15 @@ func intent(id string, created time.Time) idem.Operation {
 		ID: id, Key: "key-" + id, Fingerprint: sha256.Sum256([]byte(id)),
 		Method: http.MethodPost, URL: "https://api.example/charges/" + id,
 		Created: created.Truncate(time.Microsecond).Add(123), // nanoseconds survive
-		State:   idem.Pending,
+		State:   idem.StatePending,
 	}
 }
 
 // outcome returns op completed with the given status and a body.
 func outcome(op idem.Operation, status int) idem.Operation {
-	op.State, op.Status = idem.Done, status
+	op.State, op.Status = idem.StateDone, status
 	if status >= 400 {
-		op.State = idem.Rejected
+		op.State = idem.StateRejected
 	}
 	op.Completed = op.Created.Add(1500 * time.Millisecond)
 	op.Header = http.Header{"Content-Type": {"application/json"}, "X-Many": {"a", "b"}}
@@ -236,7 +236,7 @@ func testEmptyOutcomeReadsBackAsNil(t *testing.T, open Open) {
 	op := intent("op", j.Now())
 	begin(t, j, op)
 	done := op
-	done.State, done.Status, done.Completed, done.BodyTruncated = idem.Done, 204, op.Created.Add(time.Second), true
+	done.State, done.Status, done.Completed, done.BodyTruncated = idem.StateDone, 204, op.Created.Add(time.Second), true
 	done.Header = http.Header{}
 	complete(t, j, done)
 	got, _ := lookup(t, j, "op")
@@ -277,7 +277,7 @@ func testInvalidOperationsAreRefused(t *testing.T, open Open) {
 	now := j.Now()
 	intents := map[string]func(*idem.Operation){
 		"no key":           func(op *idem.Operation) { op.Key = "" },
-		"state done":       func(op *idem.Operation) { op.State = idem.Done },
+		"state done":       func(op *idem.Operation) { op.State = idem.StateDone },
 		"an outcome field": func(op *idem.Operation) { op.Status = 200 },
 		"another ID":       func(op *idem.Operation) { op.ID = "elsewhere" },
 	}
@@ -297,7 +297,7 @@ func testInvalidOperationsAreRefused(t *testing.T, open Open) {
 	op := intent("op", now)
 	begin(t, j, op)
 	outcomes := map[string]func(*idem.Operation){
-		"state pending": func(o *idem.Operation) { o.State = idem.Pending },
+		"state pending": func(o *idem.Operation) { o.State = idem.StatePending },
 		"status 1000":   func(o *idem.Operation) { o.Status = 1000 },
 		"a kept body marked truncated": func(o *idem.Operation) {
 			o.BodyTruncated = true
@@ -313,7 +313,7 @@ func testInvalidOperationsAreRefused(t *testing.T, open Open) {
 			t.Errorf("Complete with %s: %v, want ErrInvalidOperation", what, err)
 		}
 	}
-	if got, _ := lookup(t, j, "op"); got.State != idem.Pending {
+	if got, _ := lookup(t, j, "op"); got.State != idem.StatePending {
 		t.Fatalf("state %s after refused outcomes, want pending", got.State)
 	}
 }
@@ -559,4 +559,26 @@ func MustLookup(j idem.Journal, id string) (idem.Operation, bool) {
 		panic(err)
 	}
 	return op, ok
+}
+
+// Begin journals op's intent in j under a claim of its own, as a Client
+// does before its first attempt: for tests that set a journal up by hand.
+func Begin(j idem.Journal, op idem.Operation) error {
+	c, err := j.Claim(context.Background(), op.ID)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	return c.Begin(context.Background(), op)
+}
+
+// Complete records op's outcome in j under a claim of its own, as Begin
+// journals an intent.
+func Complete(j idem.Journal, op idem.Operation) error {
+	c, err := j.Claim(context.Background(), op.ID)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	return c.Complete(context.Background(), op)
 }

@@ -61,14 +61,14 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the fingerprint taken over the body with the key", Rules: "D1.3",
-		Edits: []edit{{File: "client.go", Old: "ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: url,",
-			New: "ID: id, Key: key, Method: req.Method, URL: url,\n\t\t\tFingerprint: func() Fingerprint {\n\t\t\t\tif f := c.dialect.KeyField; f != \"\" {\n\t\t\t\t\treturn fingerprintOf(req.Method, body.url, bodyWithKey(body.rewind.([]byte), f, key))\n\t\t\t\t}\n\t\t\t\treturn fp\n\t\t\t}(),"}},
+		Edits: []edit{{File: "client.go", Old: "ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: c.journaledURL(req, body),",
+			New: "ID: id, Key: key, Method: req.Method, URL: c.journaledURL(req, body),\n\t\t\tFingerprint: func() Fingerprint {\n\t\t\t\tif f := c.dialect.KeyField; f != \"\" {\n\t\t\t\t\treturn fingerprintOf(req.Method, body.url, bodyWithKey(body.rewind.([]byte), f, key))\n\t\t\t\t}\n\t\t\t\treturn fp\n\t\t\t}(),"}},
 		Pkg: ".", Tests: []string{"TestDialectFingerprintWithoutTheKey", "TestDialectFingerprintIsTheCallersBody"},
 	},
 	{
 		Name: "a Do its caller gave up on recorded as rejected", Rules: "C8.4, C9.2",
 		Edits: []edit{{File: "client.go", Old: "\t\treturn result{}, c.unknown(a, resp, err)\n",
-			New: "\t\tif ctx.Err() != nil && op.ID != \"\" {\n\t\t\top.State, op.Status = Rejected, 499\n\t\t\tclaim.Complete(ctx, op)\n\t\t}\n\t\treturn result{}, c.unknown(a, resp, err)\n"}},
+			New: "\t\tif ctx.Err() != nil && op.ID != \"\" {\n\t\t\top.State, op.Status = StateRejected, 499\n\t\t\tclaim.Complete(ctx, op)\n\t\t}\n\t\treturn result{}, c.unknown(a, resp, err)\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaosCallerGivesUp"},
 	},
 	{
@@ -168,7 +168,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a completed operation past KeyTTL refused as expired", Rules: "C6.5",
-		Edits: []edit{{File: "client.go", Old: "case op.State == Pending && !c.keyUsable(op.Created, c.now()):",
+		Edits: []edit{{File: "client.go", Old: "case op.State == StatePending && !c.keyUsable(op.Created, c.now()):",
 			New: "case !c.keyUsable(op.Created, c.now()):"}},
 		Pkg: ".", Tests: []string{"TestCompletedOperationAnsweredAfterCompaction"},
 	},
@@ -198,7 +198,7 @@ var mutants = []mutant{
 	{
 		Name: "a new key minted on resume", Rules: "C1.2",
 		Edits: []edit{{File: "client.go", Old: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tfilejournal.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\treturn op, nil\n",
-			New: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tfilejournal.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\tif op.State == Pending {\n\t\top.Key, _ = newKey()\n\t}\n\treturn op, nil\n"}},
+			New: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tfilejournal.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\tif op.State == StatePending {\n\t\top.Key, _ = newKey()\n\t}\n\treturn op, nil\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientCrash", "TestClientAndServerCrash"},
 	},
 	{

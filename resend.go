@@ -1,0 +1,73 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// RefusedWithoutEffect reports whether op is a refusal that applied
+// nothing, so that sending it again under a new key cannot apply it
+// twice. That holds for a rejection the server answered with a 4xx other
+// than 408, 409 and 429: a client error, such as an expired token (401)
+// or a body the server would not take (400, 422). It never holds for a
+// pending or done operation, for a 3xx (a 301 or 302 to a POST is often a
+// framework's answer to a request it applied), for a 5xx, or for an
+// outcome a person settled by hand (SettledHeader).
+//
+// Pass it as CallOptions.Resend or BatchOptions.Resend to send such
+// operations again once their cause is fixed; see "Sending a refusal
+// again" in the package documentation.
+func RefusedWithoutEffect(op Operation) bool {
+	switch {
+	case op.State != StateRejected || op.Status < 400 || op.Status > 499:
+		return false
+	case op.Status == http.StatusRequestTimeout, op.Status == http.StatusConflict, op.Status == http.StatusTooManyRequests:
+		return false
+	}
+	return op.Header.Get(SettledHeader) == ""
+}
+
+// ErrCannotResend: CallOptions.Resend or BatchOptions.Resend chose an
+// operation that the Journal cannot forget (it is not a Forgetter).
+var ErrCannotResend = errors.New("journal cannot forget a refusal to send it again")
+
+// resend forgets op, a refusal found in the journal, when the call's
+// CallOptions.Resend chooses it and RefusedWithoutEffect holds, so that
+// the next Do of its ID mints a new key. It reports whether op was
+// forgotten. Another machine that resent op first, under a new key,
+// keeps its outcome: op is then not forgotten, and the call goes on
+// with what the journal holds.
+func (c *Client) resend(ctx context.Context, op Operation) (bool, error) {
+	o, _ := ctx.Value(callOptionsKey{}).(CallOptions)
+	if o.Resend == nil || !RefusedWithoutEffect(op) || !o.Resend(op) {
+		return false, nil
+	}
+	f, ok := c.journal.(Forgetter)
+	if !ok {
+		return false, fmt.Errorf("idem: operation %q: %w (%T)", op.ID, ErrCannotResend, c.journal)
+	}
+	switch err := f.ForgetCompleted(ctx, op.ID, op.Key); {
+	case errors.Is(err, ErrNoSuchOperation):
+		return false, nil
+	case err != nil:
+		return false, wrapf(err, "operation %q: forgetting its refusal to send it again", op.ID)
+	}
+	c.log.Info("idem: sending a refusal again under a new key", "op", op.ID, "old_key", op.Key, "status", op.Status)
+	return true, nil
+}
+
+// resendBeforeClaim is resend for Do and a batch: it looks id up only
+// when the call has CallOptions.Resend, and reports whether it forgot a
+// refusal.
+func (c *Client) resendBeforeClaim(ctx context.Context, id string) (bool, error) {
+	if o, _ := ctx.Value(callOptionsKey{}).(CallOptions); o.Resend == nil {
+		return false, nil
+	}
+	op, ok, err := c.journal.Lookup(ctx, id)
+	if err != nil || !ok {
+		return false, err
+	}
+	return c.resend(ctx, op)
+}
