@@ -85,6 +85,20 @@ func (p *proxy) Freeze(on bool) {
 	p.mu.Unlock()
 }
 
+// Cut closes every connection through the proxy and resumes forwarding
+// for new ones: what a frozen connection had buffered is lost, as when the
+// database restarts or the machine's connections are reset.
+func (p *proxy) Cut() {
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.frozen = false
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
 func (p *proxy) close() {
 	p.Freeze(false)
 	p.ln.Close()

@@ -66,7 +66,7 @@ func TestRecoveryChecksEveryFileHeaderByte(t *testing.T) {
 		reason := "file header checksum mismatch"
 		switch {
 		case i < 8:
-			reason = "bad magic"
+			reason = "not an idem journal"
 		case i < 12:
 			reason = "unsupported journal version"
 		}

@@ -18,9 +18,9 @@ type Counts struct {
 	Forwarded int
 
 	// UpstreamErrors is the forwarded requests whose upstream exchange
-	// failed (the upstream was unreachable, broke off, or the client went
-	// away first). They are answered 502 Bad Gateway if the client is still
-	// there, and no fault is counted for them.
+	// failed while the client waited (the upstream was unreachable or
+	// broke off). They are answered 502 Bad Gateway, and no fault is
+	// counted for them.
 	UpstreamErrors int
 
 	// Faults counts the faults injected, by kind. A kind never injected
@@ -40,9 +40,9 @@ type UpstreamCounts struct {
 	URL string
 	// Forwarded is the requests sent to this upstream.
 	Forwarded int
-	// UpstreamErrors is those of them whose exchange failed: the upstream
-	// refused the connection (it was down), broke off, or the client went
-	// away first.
+	// UpstreamErrors is those of them whose exchange failed while the
+	// client waited: the upstream refused the connection (it was down) or
+	// broke off.
 	UpstreamErrors int
 }
 

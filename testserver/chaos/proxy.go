@@ -24,7 +24,8 @@ import (
 //
 // An upstream that cannot be reached (a replica that was killed refuses
 // connections) or that breaks off is answered 502 Bad Gateway, and counted
-// in Counts.UpstreamErrors and its Upstreams entry. The proxy does not try
+// in Counts.UpstreamErrors and its Upstreams entry (unless the client went
+// away first). The proxy does not try
 // another upstream: like a load balancer without retries, it leaves the
 // retry to the client, whose next attempt goes to the next upstream the
 // balance picks. A request is never sent to two upstreams.
@@ -244,8 +245,16 @@ func (p *Proxy) forwarding() int {
 }
 
 // upstreamFailed answers 502 to a request whose exchange with upstream i
-// failed.
+// failed. An exchange the client gave up on first (its attempt timed out
+// while the upstream worked) says nothing of the upstream and is not
+// counted.
 func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, i int, err error) {
+	if r.Context().Err() != nil {
+		p.log.Debug("chaos: client went away before the upstream answered", "upstream", p.routes[i].name,
+			"method", r.Method, "path", r.URL.Path, "err", err)
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
 	p.tally(func(c *counters) {
 		c.upstreamErrors++
 		c.upstreams[i].upstreamErrors++
