@@ -150,7 +150,7 @@ var (
 	// ErrKeyReused matches the *OutcomeError of an operation whose API
 	// answered that it holds the key for a different request
 	// (AnswerKeyReused). The outcome is unknown.
-	ErrKeyReused = errors.New("idem: the API holds the key for a different request")
+	ErrKeyReused = errors.New("the API holds the key for a different request")
 
 	// ErrBodyNotObject: the dialect puts the key in a field of the body
 	// (Dialect.KeyField), and the body is not a JSON object, or already
