@@ -133,7 +133,7 @@ var mutants = []mutant{
 	{
 		Name: "a completed operation presented with another body answered from the journal", Rules: "C5.2",
 		Edits: []edit{{File: "client.go", Old: "case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go",
-			New: "case op.Fingerprint != fp && op.State == Pending && !c.movedFrom(op, req, body): // rebase.go"}},
+			New: "case op.Fingerprint != fp && op.State == StatePending && !c.movedFrom(op, req, body): // rebase.go"}},
 		Pkg: ".", Tests: []string{"TestMismatchRefusedInEveryState"},
 	},
 	{
