@@ -54,8 +54,15 @@ func listenDialectProxy(t *testing.T, upstream string, d idem.Dialect, seed int6
 	wire := NewWireFor(header, field)
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}
 	status, h, body := serverDialect(t, d).InFlightResponse()
+	// A third of the faults are the dialect's in-flight answer, so that
+	// every seed draws some at the suite's sizes; the rest are spread over
+	// every other kind.
+	rates := map[chaos.Kind]float64{chaos.InFlight: rate / 3}
+	for _, k := range chaos.AllKinds() {
+		rates[k] = rate * 2 / 3 / float64(len(chaos.AllKinds()))
+	}
 	proxy, err := chaos.Listen(chaos.Config{
-		Upstream: u, Seed: seed, Rate: rate, Kinds: append(chaos.AllKinds(), chaos.InFlight),
+		Upstream: u, Seed: seed, Rates: rates,
 		InFlight: chaos.Answer{Status: status, Header: h, Body: body}, KeyHeader: header,
 		Transport: wire.Transport(tr),
 	})
