@@ -123,6 +123,12 @@ func (s *Server) init(ctx context.Context, owner *user.User) error {
 		"--no-sync", "-E", "UTF8", "--locale=C", "--no-instructions"); err != nil {
 		return err
 	}
+	return s.listen(settings)
+}
+
+// listen gives s a free loopback port and its DSN, and appends conf, a
+// format of that port, to its postgresql.conf (the last setting wins).
+func (s *Server) listen(conf string) error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -133,7 +139,7 @@ func (s *Server) init(ctx context.Context, owner *user.User) error {
 	if err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
-	_, err = fmt.Fprintf(f, settings, port)
+	_, err = fmt.Fprintf(f, conf, port)
 	return errors.Join(err, f.Close())
 }
 

@@ -55,18 +55,7 @@ func (st *Server) backup(ctx context.Context, primary *Server, owner *user.User)
 		"-h", "127.0.0.1", "-p", strconv.Itoa(primary.port), "-U", "postgres"); err != nil {
 		return err
 	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	st.port = port
-	st.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	f, err := os.OpenFile(filepath.Join(st.dataDir, "postgresql.conf"), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
-	}
-	_, err = fmt.Fprintf(f, "\n# pgtest standby\nport = %d\n", port) // the last setting wins
-	return errors.Join(err, f.Close())
+	return st.listen("\n# pgtest standby\nport = %d\n")
 }
 
 // makeSynchronous makes every standby of the server at dsn synchronous
