@@ -1,0 +1,142 @@
+package idemserver
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Defaults of Config and the names of the headers the layer reads and
+// writes.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"     // the request header carrying the key
+	HeaderReplayed       = "Idempotent-Replayed" // "true" on an answer replayed from a stored key
+
+	DefaultTable            = "idempotency_keys"
+	DefaultMaxKeyLength     = 255
+	DefaultRetention        = 24 * time.Hour
+	DefaultSweepInterval    = time.Minute
+	DefaultLockTimeout      = 10 * time.Second
+	DefaultWorkTimeout      = 30 * time.Second
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxResponseBytes = 1 << 20
+	DefaultReruns           = 12
+)
+
+// Config configures a Keys. Only DB is required; every other zero field
+// takes the default named beside it.
+type Config struct {
+	// DB is the service's own database, where its handlers' writes live:
+	// the pgx stdlib driver ("pgx") or modernc SQLite ("sqlite", best
+	// opened with OpenSQLite).
+	DB *sql.DB
+
+	// Table names the key table (default DefaultTable); its recovery
+	// points live in Table+"_steps".
+	Table string
+
+	// Principal says whose keys a request uses (default BearerPrincipal).
+	// An error answers 401 if it wraps ErrUnauthorized, else 400.
+	Principal func(*http.Request) (string, error)
+
+	// KeyHeader is the request header holding the key (default
+	// HeaderIdempotencyKey), bare or as an RFC 8941 sf-string.
+	KeyHeader string
+
+	// KeyField, if set, takes the key from this top-level member of a
+	// JSON object body instead of a header; the member is removed before
+	// the fingerprint and the handler see the body.
+	KeyField string
+
+	// MaxKeyLength bounds a key, in bytes (default DefaultMaxKeyLength).
+	MaxKeyLength int
+
+	// Fingerprint digests what a request asks for (default Fingerprint).
+	Fingerprint func(method, target string, body []byte) []byte
+
+	// Retention is how long a finished key is kept (default
+	// DefaultRetention); Route.Retention overrides it per route.
+	Retention time.Duration
+
+	// SweepInterval is the period of Run (default DefaultSweepInterval).
+	SweepInterval time.Duration
+
+	// LockTimeout is the lease of a phased route's claim (default
+	// DefaultLockTimeout), renewed by each Step.
+	LockTimeout time.Duration
+
+	// WorkTimeout bounds an atomic route's transaction, handler included
+	// (default DefaultWorkTimeout).
+	WorkTimeout time.Duration
+
+	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes);
+	// a longer one gets 413 and nothing is looked up.
+	MaxBodyBytes int64
+
+	// MaxResponseBytes bounds a handler's answer (default
+	// DefaultMaxResponseBytes); a longer one rolls back and gets 500.
+	MaxResponseBytes int64
+
+	// Reruns bounds how often a transaction runs again after a
+	// PostgreSQL serialization failure or deadlock (default
+	// DefaultReruns); then the request gets 503 with Retry-After.
+	Reruns int
+
+	// Answers writes refusals and replays; the zero value speaks the
+	// IETF draft with application/problem+json.
+	Answers Answers
+
+	// Forget, if set, runs in each sweep transaction before its keys are
+	// deleted, to clear them from business rows (so that the key may be
+	// used again as a new request).
+	Forget func(ctx context.Context, tx *sql.Tx, swept []Swept) error
+
+	// Now is the clock of retention and leases (default time.Now).
+	Now func() time.Time
+
+	// Logger receives the layer's log (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Route configures one route of Keys.Handle.
+type Route struct {
+	// Optional lets a request without a key pass through unkeyed (an
+	// atomic route's handler still gets Tx). Default: 400.
+	Optional bool
+
+	// Phased marks a handler that calls out (a payment gateway, mail):
+	// its key is claimed first, its calls are Steps with recovery
+	// points, and its own writes commit in a final transaction fenced by
+	// the claim. Default: atomic.
+	Phased bool
+
+	// Retention overrides Config.Retention for keys stored by this route.
+	Retention time.Duration
+}
+
+// Swept names a key the sweeper deletes, for Config.Forget.
+type Swept struct {
+	Principal, Key string
+}
+
+// Stats are a Keys' counters since New.
+type Stats struct {
+	Requests   int64 // keyed requests served
+	Unkeyed    int64 // requests passed through without a key (Route.Optional)
+	Invalid    int64 // refused before any look-up: missing or bad key, principal, body
+	Stored     int64 // answers committed with their key
+	Replays    int64 // answers replayed from a stored key
+	Mismatches int64 // 422: key reused for another request
+	InFlight   int64 // 409: the key's first request still holds it
+	RolledBack int64 // handler answers >= 500 or panics: nothing stored
+	Failed     int64 // database failures answered 500 or 503
+	Reruns     int64 // transactions run again (40001, 40P01, 23505 under a key)
+	Resumed    int64 // phased claims taken over from an earlier attempt
+	StepsRun   int64 // Step calls that ran their function
+	StepsKept  int64 // Step calls answered from a recovery point
+	LockLost   int64 // phased holders that found their claim lapsed or taken
+	Swept      int64 // keys deleted by the sweeper
+	Abandoned  int64 // unfinished keys past retention, unleased, kept (last sweep)
+}

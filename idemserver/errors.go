@@ -1,0 +1,33 @@
+package idemserver
+
+import "errors"
+
+var (
+	// ErrUnauthorized, wrapped by a Config.Principal error, answers 401.
+	ErrUnauthorized = errors.New("idemserver: unauthorized")
+
+	// ErrLockLost means a phased request's claim lapsed or was taken
+	// over; it can commit nothing more and must stop.
+	ErrLockLost = errors.New("idemserver: claim on the key lapsed or was taken over")
+
+	// ErrNotPhased is returned by Step outside a phased route.
+	ErrNotPhased = errors.New("idemserver: Step outside a phased route")
+
+	// ErrTxBegun is returned by Step after the handler called Tx: the
+	// final transaction is open and no recovery point can follow it.
+	ErrTxBegun = errors.New("idemserver: Step after Tx")
+
+	// ErrClosed is returned by Sweep after Close (requests get 503).
+	ErrClosed = errors.New("idemserver: closed")
+
+	// ErrContention means a transaction kept failing with serialization
+	// failures or deadlocks after Config.Reruns runs.
+	ErrContention = errors.New("idemserver: transaction kept conflicting with concurrent ones")
+
+	// ErrUnavailable means the database could not be reached.
+	ErrUnavailable = errors.New("idemserver: database unavailable")
+
+	// ErrKeyRowGone means a phased request's key row was deleted while
+	// it ran (by something outside Keys, which never deletes one).
+	ErrKeyRowGone = errors.New("idemserver: key row deleted while its request ran")
+)
