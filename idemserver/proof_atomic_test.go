@@ -1,0 +1,258 @@
+package idemserver_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem/idemserver"
+)
+
+// L2.1: the answer commits with the handler's write: after a 201, one
+// business row and one key row; the retry gets the stored status, body,
+// Content-Type and Location byte for byte, marked Idempotent-Replayed,
+// and the handler is not run again. Only stored headers come back, and
+// the first answer is not marked. A 4xx answer is stored the same way.
+func TestL2AnswerCommitsWithTheHandlersWrites(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(e.config())
+		h := &inserter{e: e}
+		route := keys.Handle(idemserver.Route{}, h)
+		first := serve(route, req("POST", "/things", `{"n":1}`, "commit-1"))
+		wantStatus(t, "first", first, http.StatusCreated)
+		if v := first.Header().Get(idemserver.HeaderReplayed); v != "" {
+			t.Errorf("first answer marked %s: %q", idemserver.HeaderReplayed, v)
+		}
+		if first.Header().Get("X-Not-Stored") != "run 1" || first.Header().Get("Location") != "/things/1" {
+			t.Errorf("first answer's headers: %v", first.Header())
+		}
+		if k, b := e.keyRows(), e.count("things"); k != 1 || b != 1 {
+			t.Fatalf("after the first answer: %d key rows, %d business rows; want 1, 1", k, b)
+		}
+		for i := range 2 {
+			w := serve(route, req("POST", "/things", `{"n":1}`, "commit-1"))
+			wantReplay(t, "retry", w, first)
+			if v := w.Header().Get("X-Not-Stored"); v != "" {
+				t.Errorf("retry %d replays an unstored header: X-Not-Stored %q", i, v)
+			}
+		}
+		if n := h.runs.Load(); n != 1 {
+			t.Errorf("handler ran %d times, want 1", n)
+		}
+		if b := e.count("things"); b != 1 {
+			t.Errorf("%d business rows after retries, want 1", b)
+		}
+
+		refuse := &inserter{e: e, then: func(w http.ResponseWriter, r *http.Request, _ *sqlTx) bool {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			w.Write([]byte(`{"title":"out of stock"}`))
+			return true
+		}}
+		rr := keys.Handle(idemserver.Route{}, refuse)
+		r1 := serve(rr, req("POST", "/things", "{}", "refused-1"))
+		wantStatus(t, "handler's 409", r1, http.StatusConflict)
+		wantReplay(t, "handler's 409 again", serve(rr, req("POST", "/things", "{}", "refused-1")), r1)
+		if n := refuse.runs.Load(); n != 1 {
+			t.Errorf("a stored 4xx ran its handler %d times, want 1", n)
+		}
+		if b := e.count("things"); b != 2 {
+			t.Errorf("%d business rows, want 2 (a 4xx commits its writes)", b)
+		}
+		if st := keys.Stats(); st.Replays != 3 || st.Stored != 2 {
+			t.Errorf("Stats Replays %d Stored %d, want 3, 2", st.Replays, st.Stored)
+		}
+	})
+}
+
+// L2.2: a handler that writes its row and then answers 5xx, answers 5xx
+// after a failed statement in the middle of its transaction, or panics
+// (with any value or http.ErrAbortHandler) stores nothing: no business
+// row, no key row; a panic is raised again; the retry runs the handler
+// again and is stored then.
+func TestL2NothingIsStoredWhenTheHandlerFails(t *testing.T) {
+	cases := []struct {
+		name  string
+		fail  func(w http.ResponseWriter, r *http.Request, tx *sqlTx) bool
+		panic any
+	}{
+		{name: "5xx", fail: func(w http.ResponseWriter, r *http.Request, tx *sqlTx) bool {
+			http.Error(w, "upstream failed", http.StatusServiceUnavailable)
+			return true
+		}},
+		{name: "error mid-transaction", fail: func(w http.ResponseWriter, r *http.Request, tx *sqlTx) bool {
+			_, err := tx.ExecContext(r.Context(), `INSERT INTO no_such_table VALUES (1)`)
+			http.Error(w, "statement failed: "+errString(err), http.StatusInternalServerError)
+			return true
+		}},
+		{name: "panic", panic: "boom"},
+		{name: "abort", panic: http.ErrAbortHandler},
+	}
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(e.config())
+		for i, c := range cases {
+			key := "fail-" + strings.ReplaceAll(c.name, " ", "-")
+			broken := true
+			h := &inserter{e: e, then: func(w http.ResponseWriter, r *http.Request, tx *sqlTx) bool {
+				if !broken {
+					return false
+				}
+				if c.panic != nil {
+					panic(c.panic)
+				}
+				return c.fail(w, r, tx)
+			}}
+			route := keys.Handle(idemserver.Route{}, h)
+			w, p := servePanic(route, req("POST", "/things", "{}", key))
+			if c.panic != nil {
+				if p != c.panic {
+					t.Errorf("%s: the middleware raised %v, want the handler's panic %v", c.name, p, c.panic)
+				}
+			} else if p != nil || w.Code < 500 {
+				t.Errorf("%s: status %d, panic %v; want the handler's 5xx", c.name, w.Code, p)
+			}
+			if k, b := e.keyRows(), e.count("things"); k != i || b != i {
+				t.Fatalf("%s: %d key rows, %d business rows; want %d, %d (nothing stored)", c.name, k, b, i, i)
+			}
+			broken = false
+			w = serve(route, req("POST", "/things", "{}", key))
+			wantStatus(t, c.name+", retry", w, http.StatusCreated)
+			if n := h.runs.Load(); n != 2 {
+				t.Errorf("%s: handler ran %d times, want 2 (the retry runs it again)", c.name, n)
+			}
+			if k, b := e.keyRows(), e.count("things"); k != i+1 || b != i+1 {
+				t.Errorf("%s, retry: %d key rows, %d business rows; want %d, %d", c.name, k, b, i+1, i+1)
+			}
+		}
+	})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+// L2.3: a commit that fails (a deferred foreign key the handler broke)
+// stores nothing and answers 5xx; the store serves the next request, and
+// the retry, fixed, runs the handler again.
+func TestL2AFailedCommitStoresNothing(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(e.config())
+		fixed := false
+		runs := 0
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs++
+			ctx := r.Context()
+			tx := idemserver.Tx(ctx)
+			if fixed {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO parents (id) VALUES (7)`); err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO children (id, parent) VALUES (1, 7)`); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte("child 1"))
+		})
+		route := keys.Handle(idemserver.Route{}, h)
+		w := serve(route, req("POST", "/children", "{}", "fk"))
+		if w.Code < 500 || w.Body.String() == "child 1" {
+			t.Fatalf("a failed commit answered %d %q, want 5xx, not the handler's answer", w.Code, w.Body.String())
+		}
+		if k, c := e.keyRows(), e.count("children"); k != 0 || c != 0 {
+			t.Fatalf("after a failed commit: %d key rows, %d children; want 0, 0", k, c)
+		}
+		other := &inserter{e: e}
+		wantStatus(t, "the next request", serve(keys.Handle(idemserver.Route{}, other), req("POST", "/things", "{}", "next")), http.StatusCreated)
+		fixed = true
+		first := serve(route, req("POST", "/children", "{}", "fk"))
+		wantStatus(t, "the retry", first, http.StatusCreated)
+		wantReplay(t, "again", serve(route, req("POST", "/children", "{}", "fk")), first)
+		if runs != 2 {
+			t.Errorf("handler ran %d times, want 2", runs)
+		}
+		if c := e.count("children"); c != 1 {
+			t.Errorf("%d children, want 1", c)
+		}
+	})
+}
+
+// L2.4: a client that goes away does not undo the work: its request
+// context ending after the handler wrote its answer, or after the
+// handler returned, still commits; the retry is replayed and the effect
+// happened once. On a phased route too.
+func TestL2ADisconnectedClientIsReplayed(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(e.config())
+		for _, phased := range []bool{false, true} {
+			for _, when := range []string{"in the handler", "after the handler"} {
+				name := when
+				if phased {
+					name = "phased, " + when
+				}
+				key := strings.ReplaceAll(name, " ", "-")
+				ctx, cancel := context.WithCancel(context.Background())
+				var inner http.Handler
+				var runs func() int64
+				if phased {
+					c := &charger{e: e, gw: newGateway()}
+					if when == "in the handler" {
+						c.beforeTx = func(context.Context) { cancel() }
+					}
+					inner, runs = c, c.runs.Load
+				} else {
+					h := &inserter{e: e}
+					if when == "in the handler" {
+						h.then = func(w http.ResponseWriter, r *http.Request, _ *sqlTx) bool { cancel(); return false }
+					}
+					inner, runs = h, h.runs.Load
+				}
+				route := keys.Handle(idemserver.Route{Phased: phased}, inner)
+				wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					route.ServeHTTP(w, r)
+					cancel()
+				})
+				if when == "after the handler" {
+					// The inner handler's return is where the client leaves.
+					route = keys.Handle(idemserver.Route{Phased: phased}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						inner.ServeHTTP(w, r)
+						cancel()
+					}))
+					wrapped = route.ServeHTTP
+				}
+				before := e.count("things")
+				first := serve(wrapped, req("POST", "/things", "{}", key).WithContext(ctx))
+				cancel()
+				if first.Code != http.StatusCreated {
+					t.Errorf("%s: the gone client's answer %d %q, want 201 written anyway", name, first.Code, first.Body.String())
+				}
+				retry := serve(route, req("POST", "/things", "{}", key))
+				if retry.Header().Get(idemserver.HeaderReplayed) != "true" || retry.Code != http.StatusCreated {
+					t.Errorf("%s: retry %d %q replayed=%q, want the stored 201", name, retry.Code, retry.Body.String(), retry.Header().Get(idemserver.HeaderReplayed))
+				}
+				if retry.Body.String() != first.Body.String() {
+					t.Errorf("%s: retry body %q, want the first %q", name, retry.Body.String(), first.Body.String())
+				}
+				if n := runs(); n != 1 {
+					t.Errorf("%s: handler ran %d times, want 1", name, n)
+				}
+				if b := e.count("things") - before; b != 1 {
+					t.Errorf("%s: %d business rows, want 1", name, b)
+				}
+			}
+		}
+	})
+}
+
+var _ = errors.Is

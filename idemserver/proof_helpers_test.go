@@ -1,0 +1,410 @@
+package idemserver_test
+
+// The proof's fixtures: a service database of each store with a business
+// table, a controllable clock, a fake payment gateway idempotent by key,
+// and request helpers. Every proof_*_test.go test runs on both stores.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the driver "pgx"
+
+	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/internal/pgtest"
+)
+
+// store is one of the databases idemserver runs on.
+type store struct {
+	name string
+	pg   bool
+}
+
+var stores = []store{{name: "sqlite"}, {name: "postgres", pg: true}}
+
+// eachStore runs f as a subtest on every store.
+func eachStore(t *testing.T, f func(t *testing.T, s store)) {
+	t.Helper()
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) { f(t, s) })
+	}
+}
+
+// clock is a Config.Now the test moves by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Now().UTC().Truncate(time.Second)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// env is a service database of one store with its business tables.
+type env struct {
+	t     *testing.T
+	s     store
+	db    *sql.DB
+	dsn   string // PostgreSQL only
+	clock *clock
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// newEnv opens a fresh database of s with the business tables:
+// things (one row per effect, no UNIQUE, so that a second effect shows),
+// and parents/children with a deferred foreign key (a commit that fails).
+func newEnv(t *testing.T, s store) *env {
+	t.Helper()
+	e := &env{t: t, s: s, clock: newClock()}
+	var err error
+	if s.pg {
+		e.dsn = pgtest.NewDatabase(t)
+		e.db, err = sql.Open("pgx", e.dsn)
+		if err == nil {
+			e.db.SetMaxOpenConns(20)
+		}
+	} else {
+		e.db, err = idemserver.OpenSQLite(filepath.Join(t.TempDir(), "service.db"))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.db.Close() })
+	for _, ddl := range []string{
+		`CREATE TABLE things (principal TEXT NOT NULL, k TEXT NOT NULL, note TEXT NOT NULL, forgotten INTEGER NOT NULL DEFAULT 0)`,
+		`CREATE TABLE parents (id INTEGER PRIMARY KEY)`,
+		`CREATE TABLE children (id INTEGER NOT NULL, parent INTEGER NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)`,
+	} {
+		if _, err := e.db.Exec(ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+// q spells a query with ? placeholders for the store.
+func (e *env) q(query string) string {
+	if !e.s.pg {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// config is the tests' usual Config: quiet, on the env's clock.
+func (e *env) config() idemserver.Config {
+	return idemserver.Config{DB: e.db, Logger: quiet, Now: e.clock.Now}
+}
+
+// keys opens a Keys on cfg (DB, Logger and Now filled in if unset),
+// closed when the test ends.
+func (e *env) keys(cfg idemserver.Config) *idemserver.Keys {
+	e.t.Helper()
+	if cfg.DB == nil {
+		cfg.DB = e.db
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	if cfg.Now == nil {
+		cfg.Now = e.clock.Now
+	}
+	k, err := idemserver.New(context.Background(), cfg)
+	if err != nil {
+		e.t.Fatalf("New: %v", err)
+	}
+	e.t.Cleanup(func() {
+		if err := k.Close(); err != nil {
+			e.t.Errorf("Close: %v", err)
+		}
+	})
+	return k
+}
+
+// count returns the number of rows of table (where, if given, with args).
+func (e *env) count(table string, where ...any) int {
+	e.t.Helper()
+	query := "SELECT count(*) FROM " + table
+	var args []any
+	if len(where) > 0 {
+		query += " WHERE " + where[0].(string)
+		args = where[1:]
+	}
+	var n int
+	if err := e.db.QueryRow(e.q(query), args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// keyRows is the number of rows in the key table.
+func (e *env) keyRows() int { return e.count(idemserver.DefaultTable) }
+
+// things returns the notes of the business rows, in insertion order.
+func (e *env) things() []string {
+	e.t.Helper()
+	rows, err := e.db.Query(`SELECT principal, k, note FROM things`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var p, k, n string
+		if err := rows.Scan(&p, &k, &n); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, p+"|"+k+"|"+n)
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// req builds a request; each of keys is one Idempotency-Key header value
+// as sent (none: no header).
+func req(method, target, body string, keys ...string) *http.Request {
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	for _, k := range keys {
+		r.Header.Add(idemserver.HeaderIdempotencyKey, k)
+	}
+	return r
+}
+
+// as sets a bearer token on r.
+func as(r *http.Request, token string) *http.Request {
+	r.Header.Set("Authorization", "Bearer "+token)
+	return r
+}
+
+// serve runs h on r and returns the answer.
+func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// servePanic runs h on r and returns the panic value h re-raised (nil if
+// none).
+func servePanic(h http.Handler, r *http.Request) (w *httptest.ResponseRecorder, p any) {
+	w = httptest.NewRecorder()
+	defer func() { p = recover() }()
+	h.ServeHTTP(w, r)
+	return w, nil
+}
+
+// inserter is the usual atomic handler: it inserts one business row in
+// Tx and answers 201 with the run's number, the principal, the key and
+// the body it read.
+type inserter struct {
+	e    *env
+	runs atomic.Int64
+	// then, if set, runs after the insert and may write the answer
+	// itself (returning true) or panic.
+	then func(w http.ResponseWriter, r *http.Request, tx *sql.Tx) bool
+}
+
+func (h *inserter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := h.runs.Add(1)
+	ctx := r.Context()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	p, k, _ := idemserver.Key(ctx)
+	tx := idemserver.Tx(ctx)
+	if tx == nil {
+		http.Error(w, "no transaction", http.StatusInternalServerError)
+		return
+	}
+	if _, err := tx.ExecContext(ctx, h.e.q(`INSERT INTO things (principal, k, note) VALUES (?, ?, ?)`), p, k, fmt.Sprintf("run %d: %s", n, body)); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if h.then != nil && h.then(w, r, tx) {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprintf("/things/%d", n))
+	w.Header().Set("X-Not-Stored", "run "+strconv.FormatInt(n, 10))
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, `{"run":%d,"principal":%q,"key":%q,"body":%q}`, n, p, k, body)
+}
+
+// gateway is a fake payment gateway, idempotent by key: a call with a key
+// it has seen returns that key's capture and captures nothing new.
+type gateway struct {
+	mu       sync.Mutex
+	byKey    map[string]string
+	calls    []string // the key of every call
+	captures int
+}
+
+func newGateway() *gateway { return &gateway{byKey: map[string]string{}} }
+
+func (g *gateway) capture(key string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls = append(g.calls, key)
+	if id, ok := g.byKey[key]; ok {
+		return id
+	}
+	g.captures++
+	id := fmt.Sprintf("capture-%d", g.captures)
+	g.byKey[key] = id
+	return id
+}
+
+func (g *gateway) state() (captures int, calls []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.captures, append([]string(nil), g.calls...)
+}
+
+// charger is the usual phased handler: Step "reserve" (local, counted),
+// Step "charge" (the gateway, under the step's downstream key), then the
+// business row in Tx and 201. Hooks let a test hold or break it.
+type charger struct {
+	e        *env
+	gw       *gateway
+	runs     atomic.Int64
+	reserves atomic.Int64 // "reserve" step functions run
+	charges  atomic.Int64 // "charge" step functions run
+
+	inCharge    func(ctx context.Context, dk string) // before the gateway call
+	afterCharge func(ctx context.Context, dk string) // after it, before Step records
+	beforeTx    func(ctx context.Context)            // after the Steps
+	stepErr     chan error                           // receives a Step's error, if set
+}
+
+func (h *charger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := h.runs.Add(1)
+	ctx := r.Context()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	fail := func(err error) {
+		if h.stepErr != nil {
+			h.stepErr <- err
+		}
+		http.Error(w, err.Error(), http.StatusBadGateway)
+	}
+	if _, err := idemserver.Step(ctx, "reserve", func(ctx context.Context, dk string) ([]byte, error) {
+		h.reserves.Add(1)
+		return []byte("reserved"), nil
+	}); err != nil {
+		fail(err)
+		return
+	}
+	capture, err := idemserver.Step(ctx, "charge", func(ctx context.Context, dk string) ([]byte, error) {
+		h.charges.Add(1)
+		if h.inCharge != nil {
+			h.inCharge(ctx, dk)
+		}
+		id := h.gw.capture(dk)
+		if h.afterCharge != nil {
+			h.afterCharge(ctx, dk)
+		}
+		return []byte(id), nil
+	})
+	if err != nil {
+		fail(err)
+		return
+	}
+	if h.beforeTx != nil {
+		h.beforeTx(ctx)
+	}
+	p, k, _ := idemserver.Key(ctx)
+	tx := idemserver.Tx(ctx)
+	if tx == nil {
+		http.Error(w, "no transaction", http.StatusInternalServerError)
+		return
+	}
+	if _, err := tx.ExecContext(ctx, h.e.q(`INSERT INTO things (principal, k, note) VALUES (?, ?, ?)`), p, k, fmt.Sprintf("run %d: %s", n, capture)); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, `{"run":%d,"capture":%q,"body":%q}`, n, capture, body)
+}
+
+// wantStatus fails the test unless w answered status.
+func wantStatus(t *testing.T, what string, w *httptest.ResponseRecorder, status int) {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("%s: status %d, want %d; body %q", what, w.Code, status, w.Body.String())
+	}
+}
+
+// wantProblem fails the test unless w is a problem document of status,
+// not marked replayed.
+func wantProblem(t *testing.T, what string, w *httptest.ResponseRecorder, status int) {
+	t.Helper()
+	wantStatus(t, what, w, status)
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("%s: Content-Type %q, want application/problem+json", what, ct)
+	}
+	if v := w.Header().Get(idemserver.HeaderReplayed); v != "" {
+		t.Errorf("%s: %s: %q on a refusal", what, idemserver.HeaderReplayed, v)
+	}
+}
+
+// wantReplay fails the test unless w is first, byte for byte, marked
+// replayed.
+func wantReplay(t *testing.T, what string, w, first *httptest.ResponseRecorder) {
+	t.Helper()
+	if w.Code != first.Code || w.Body.String() != first.Body.String() {
+		t.Fatalf("%s: %d %q, want the stored %d %q", what, w.Code, w.Body.String(), first.Code, first.Body.String())
+	}
+	for _, h := range []string{"Content-Type", "Location"} {
+		if got, want := w.Header().Get(h), first.Header().Get(h); got != want {
+			t.Errorf("%s: %s %q, want the stored %q", what, h, got, want)
+		}
+	}
+	if v := w.Header().Get(idemserver.HeaderReplayed); v != "true" {
+		t.Errorf("%s: %s %q, want true", what, idemserver.HeaderReplayed, v)
+	}
+}
+
+// Short names the fixtures' signatures use.
+type (
+	sqlTx            = sql.Tx
+	httptestRecorder = httptest.ResponseRecorder
+)

@@ -1,0 +1,326 @@
+package idemserver_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem/idemserver"
+)
+
+// L1.1: a keyed route refuses a request without a key (400, handler not
+// run, nothing stored); an Optional route passes it through unkeyed, with
+// Tx on an atomic route, every time.
+func TestL1KeyIsRequired(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(e.config())
+		h := &inserter{e: e}
+		w := serve(keys.Handle(idemserver.Route{}, h), req("POST", "/things", `{"a":1}`))
+		wantProblem(t, "no key", w, http.StatusBadRequest)
+		if n := h.runs.Load(); n != 0 {
+			t.Errorf("handler ran %d times for a refused request", n)
+		}
+		if n := e.keyRows(); n != 0 {
+			t.Errorf("%d key rows after a refused request", n)
+		}
+
+		var sawKey []bool
+		opt := &inserter{e: e, then: func(w http.ResponseWriter, r *http.Request, _ *sqlTx) bool {
+			_, _, ok := idemserver.Key(r.Context())
+			sawKey = append(sawKey, ok)
+			return false
+		}}
+		oh := keys.Handle(idemserver.Route{Optional: true}, opt)
+		for i := range 2 {
+			w := serve(oh, req("POST", "/things", `{"a":1}`))
+			wantStatus(t, "optional, unkeyed", w, http.StatusCreated)
+			if v := w.Header().Get(idemserver.HeaderReplayed); v != "" {
+				t.Errorf("unkeyed answer %d marked %s: %q", i, idemserver.HeaderReplayed, v)
+			}
+		}
+		if n := opt.runs.Load(); n != 2 {
+			t.Errorf("optional route ran its handler %d times for 2 unkeyed requests, want 2", n)
+		}
+		if len(sawKey) != 2 || sawKey[0] || sawKey[1] {
+			t.Errorf("Key ok on unkeyed requests: %v, want [false false]", sawKey)
+		}
+		if n := e.keyRows(); n != 0 {
+			t.Errorf("%d key rows after unkeyed requests, want 0", n)
+		}
+		if n := e.count("things"); n != 2 {
+			t.Errorf("%d business rows after 2 unkeyed requests, want 2 (Tx committed)", n)
+		}
+		// A key on an Optional route is honoured.
+		first := serve(oh, req("POST", "/things", `{"a":1}`, "opt-1"))
+		wantStatus(t, "optional, keyed", first, http.StatusCreated)
+		wantReplay(t, "optional, keyed, again", serve(oh, req("POST", "/things", `{"a":1}`, "opt-1")), first)
+	})
+}
+
+// L1.2: an empty, malformed, overlong or repeated key gets 400 and
+// changes nothing; a key of the longest length is taken.
+func TestL1MalformedKeysGet400(t *testing.T) {
+	long := strings.Repeat("k", idemserver.DefaultMaxKeyLength)
+	bad := []struct {
+		name string
+		keys []string
+	}{
+		{"empty", []string{""}},
+		{"blank", []string{"   "}},
+		{"space inside", []string{"a b"}},
+		{"bare with a quote", []string{`a"b`}},
+		{"unterminated sf-string", []string{`"abc`}},
+		{"bad escape", []string{`"a\qb"`}},
+		{"control character", []string{"a\x01b"}},
+		{"non-ASCII", []string{"kéy"}},
+		{"empty sf-string", []string{`""`}},
+		{"overlong bare", []string{long + "k"}},
+		{"overlong quoted", []string{`"` + long + `k"`}},
+		{"repeated", []string{"one", "two"}},
+		{"repeated equal", []string{"one", "one"}},
+	}
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(e.config())
+		h := &inserter{e: e}
+		route := keys.Handle(idemserver.Route{}, h)
+		for _, c := range bad {
+			w := serve(route, req("POST", "/things", "{}", c.keys...))
+			wantProblem(t, c.name, w, http.StatusBadRequest)
+		}
+		if n := h.runs.Load(); n != 0 {
+			t.Errorf("handler ran %d times for malformed keys", n)
+		}
+		if n := e.keyRows(); n != 0 {
+			t.Errorf("%d key rows after malformed keys", n)
+		}
+		for _, k := range []string{long, `"` + long + `"`, `"a b \" \\ ~"`} {
+			wantStatus(t, "key "+k[:min(len(k), 12)], serve(route, req("POST", "/things", "{}", k)), http.StatusCreated)
+		}
+
+		short := e.keys(idemserver.Config{MaxKeyLength: 8, Table: "short_keys"})
+		sr := short.Handle(idemserver.Route{}, h)
+		wantProblem(t, "9 bytes under MaxKeyLength 8", serve(sr, req("POST", "/things", "{}", "123456789")), http.StatusBadRequest)
+		wantStatus(t, "8 bytes under MaxKeyLength 8", serve(sr, req("POST", "/things", "{}", "12345678")), http.StatusCreated)
+	})
+}
+
+// L1.3: the sf-string spelling of a key names the same key as the bare
+// one.
+func TestL1QuotedAndBareKeysAreOneKey(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(e.config())
+		h := &inserter{e: e}
+		route := keys.Handle(idemserver.Route{}, h)
+		first := serve(route, req("POST", "/things", "{}", "8e03978e-40d5"))
+		wantStatus(t, "bare", first, http.StatusCreated)
+		wantReplay(t, "quoted", serve(route, req("POST", "/things", "{}", `"8e03978e-40d5"`)), first)
+		q := serve(route, req("POST", "/things", "{}", `"ab/c=="`))
+		wantStatus(t, "quoted first", q, http.StatusCreated)
+		wantReplay(t, "bare after quoted", serve(route, req("POST", "/things", "{}", "ab/c==")), q)
+		if n := h.runs.Load(); n != 2 {
+			t.Errorf("handler ran %d times for two keys, each spelt two ways; want 2", n)
+		}
+		if n := e.count("things"); n != 2 {
+			t.Errorf("%d business rows, want 2", n)
+		}
+	})
+}
+
+// L1.4: a body over MaxBodyBytes gets 413 before any look-up; one of
+// exactly MaxBodyBytes is served.
+func TestL1BodiesAreBounded(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(idemserver.Config{MaxBodyBytes: 16})
+		h := &inserter{e: e}
+		route := keys.Handle(idemserver.Route{}, h)
+		wantProblem(t, "17 bytes", serve(route, req("POST", "/things", strings.Repeat("x", 17), "big")), http.StatusRequestEntityTooLarge)
+		if n, k := h.runs.Load(), e.keyRows(); n != 0 || k != 0 {
+			t.Errorf("after 413: handler ran %d times, %d key rows; want 0, 0", n, k)
+		}
+		// The key is still free: the same key with a body that fits is new.
+		wantStatus(t, "16 bytes", serve(route, req("POST", "/things", strings.Repeat("x", 16), "big")), http.StatusCreated)
+	})
+}
+
+// L1.5: an answer over MaxResponseBytes rolls the handler's writes back
+// and gets 500, nothing stored, so a retry runs the handler again; one of
+// exactly MaxResponseBytes is stored.
+func TestL1ResponsesAreBounded(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(idemserver.Config{MaxResponseBytes: 64})
+		size := 65
+		h := &inserter{e: e, then: func(w http.ResponseWriter, r *http.Request, _ *sqlTx) bool {
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(strings.Repeat("b", size)))
+			return true
+		}}
+		route := keys.Handle(idemserver.Route{}, h)
+		w := serve(route, req("POST", "/things", "{}", "resp"))
+		if w.Code != http.StatusInternalServerError {
+			t.Fatalf("an answer of 65 bytes over 64: status %d, want 500", w.Code)
+		}
+		if strings.Contains(w.Body.String(), "bbbb") {
+			t.Errorf("the oversized answer was sent: %q", w.Body.String())
+		}
+		if k, b := e.keyRows(), e.count("things"); k != 0 || b != 0 {
+			t.Fatalf("after an oversized answer: %d key rows, %d business rows; want 0, 0", k, b)
+		}
+		size = 64
+		first := serve(route, req("POST", "/things", "{}", "resp"))
+		wantStatus(t, "64 bytes", first, http.StatusCreated)
+		if n := h.runs.Load(); n != 2 {
+			t.Errorf("handler ran %d times, want 2 (the retry of a rolled-back answer runs again)", n)
+		}
+		wantReplay(t, "64 bytes again", serve(route, req("POST", "/things", "{}", "resp")), first)
+		if b := e.count("things"); b != 1 {
+			t.Errorf("%d business rows, want 1", b)
+		}
+	})
+}
+
+// L1.6: the same key for another method, path, query or body gets 422,
+// each apart, whether the key's first request is finished, in flight on a
+// phased route, or released after a 5xx; nothing changes and the first
+// request is still replayed.
+func TestL1AnotherRequestUnderTheKeyGets422(t *testing.T) {
+	others := []struct{ name, method, target, body string }{
+		{"method", "PUT", "/things?a=1", "x"},
+		{"path", "POST", "/other?a=1", "x"},
+		{"query", "POST", "/things?a=2", "x"},
+		{"no query", "POST", "/things", "x"},
+		{"body", "POST", "/things?a=1", "y"},
+	}
+	refuseAll := func(t *testing.T, e *env, route http.Handler, key, state string) {
+		t.Helper()
+		before := e.things()
+		for _, o := range others {
+			w := serve(route, req(o.method, o.target, o.body, key))
+			wantProblem(t, state+", another "+o.name, w, http.StatusUnprocessableEntity)
+		}
+		if after := e.things(); strings.Join(after, "\n") != strings.Join(before, "\n") {
+			t.Errorf("%s: business rows changed by refused requests: %q -> %q", state, before, after)
+		}
+	}
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(e.config())
+
+		h := &inserter{e: e}
+		atomicRoute := keys.Handle(idemserver.Route{}, h)
+		first := serve(atomicRoute, req("POST", "/things?a=1", "x", "k-atomic"))
+		wantStatus(t, "first", first, http.StatusCreated)
+		refuseAll(t, e, atomicRoute, "k-atomic", "finished atomic")
+		if n := h.runs.Load(); n != 1 {
+			t.Errorf("handler ran %d times, want 1", n)
+		}
+		wantReplay(t, "the first request again", serve(atomicRoute, req("POST", "/things?a=1", "x", "k-atomic")), first)
+
+		gw := newGateway()
+		entered, release := make(chan struct{}), make(chan struct{})
+		c := &charger{e: e, gw: gw, inCharge: func(ctx context.Context, dk string) {
+			close(entered)
+			<-release
+		}}
+		phased := keys.Handle(idemserver.Route{Phased: true}, c)
+		done := make(chan *httptestRecorder)
+		go func() { done <- serve(phased, req("POST", "/things?a=1", "x", "k-phased")) }()
+		<-entered
+		refuseAll(t, e, phased, "k-phased", "in flight")
+		close(release)
+		pf := <-done
+		wantStatus(t, "phased first", pf, http.StatusCreated)
+		refuseAll(t, e, phased, "k-phased", "finished phased")
+		wantReplay(t, "phased again", serve(phased, req("POST", "/things?a=1", "x", "k-phased")), pf)
+
+		// Released: a phased request that recorded a step and answered
+		// 502 keeps its row, unfinished, for its retry.
+		failing := keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := idemserver.Step(r.Context(), "reserve", func(ctx context.Context, dk string) ([]byte, error) {
+				return []byte("reserved"), nil
+			}); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			http.Error(w, "downstream down", http.StatusBadGateway)
+		}))
+		wantStatus(t, "released", serve(failing, req("POST", "/things?a=1", "x", "k-released")), http.StatusBadGateway)
+		refuseAll(t, e, failing, "k-released", "released")
+		if n := c.charges.Load(); n != 1 {
+			t.Errorf("charge step ran %d times, want 1", n)
+		}
+	})
+}
+
+// L1.7: Config.Fingerprint decides what is the same request: one that
+// leaves out the query replays across queries and still refuses another
+// body; it sees the method, the target with its query, and the body as
+// sent.
+func TestL1FingerprintIsConfigurable(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		var seen []string
+		keys := e.keys(idemserver.Config{Fingerprint: func(method, target string, body []byte) []byte {
+			seen = append(seen, method+" "+target+" "+string(body))
+			path, _, _ := strings.Cut(target, "?")
+			return idemserver.Fingerprint(method, path, body)
+		}})
+		h := &inserter{e: e}
+		route := keys.Handle(idemserver.Route{}, h)
+		first := serve(route, req("POST", "/things?page=1", "x", "fp"))
+		wantStatus(t, "first", first, http.StatusCreated)
+		wantReplay(t, "another query", serve(route, req("POST", "/things?page=2", "x", "fp")), first)
+		wantProblem(t, "another body", serve(route, req("POST", "/things?page=1", "y", "fp")), http.StatusUnprocessableEntity)
+		if n := h.runs.Load(); n != 1 {
+			t.Errorf("handler ran %d times, want 1", n)
+		}
+		want := []string{"POST /things?page=1 x", "POST /things?page=2 x", "POST /things?page=1 y"}
+		if strings.Join(seen, "|") != strings.Join(want, "|") {
+			t.Errorf("Fingerprint saw %q, want %q", seen, want)
+		}
+	})
+}
+
+// L1.8: while a phased route's first request is in flight, the same
+// request gets 409 with Retry-After (whole seconds, at most the lease),
+// the handler is not entered again, and once the first finishes the
+// retry is its replay.
+func TestL1InFlightGets409WithRetryAfter(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(e.config())
+		entered, release := make(chan struct{}), make(chan struct{})
+		c := &charger{e: e, gw: newGateway(), inCharge: func(ctx context.Context, dk string) {
+			close(entered)
+			<-release
+		}}
+		route := keys.Handle(idemserver.Route{Phased: true}, c)
+		done := make(chan *httptestRecorder)
+		go func() { done <- serve(route, req("POST", "/charges", "x", "fly")) }()
+		<-entered
+		for i := range 3 {
+			w := serve(route, req("POST", "/charges", "x", "fly"))
+			wantProblem(t, "in flight", w, http.StatusConflict)
+			ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
+			if err != nil || ra < 1 || ra > int(idemserver.DefaultLockTimeout.Seconds()) {
+				t.Errorf("409 number %d: Retry-After %q, want whole seconds in [1, %d]", i, w.Header().Get("Retry-After"), int(idemserver.DefaultLockTimeout.Seconds()))
+			}
+		}
+		if n := c.runs.Load(); n != 1 {
+			t.Errorf("handler entered %d times while in flight, want 1", n)
+		}
+		close(release)
+		first := <-done
+		wantStatus(t, "first", first, http.StatusCreated)
+		wantReplay(t, "after it finished", serve(route, req("POST", "/charges", "x", "fly")), first)
+		if st := keys.Stats(); st.InFlight != 3 {
+			t.Errorf("Stats.InFlight %d, want 3", st.InFlight)
+		}
+	})
+}
