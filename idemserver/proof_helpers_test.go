@@ -306,7 +306,7 @@ type charger struct {
 	charges  atomic.Int64 // "charge" step functions run
 
 	inCharge    func(ctx context.Context, dk string) // before the gateway call
-	afterCharge func(ctx context.Context, dk string) // after it, before Step records
+	afterCharge func(ctx context.Context, dk string) error // after it, before Step records; an error fails the step
 	beforeTx    func(ctx context.Context)            // after the Steps
 	stepErr     chan error                           // receives a Step's error, if set
 }
@@ -339,7 +339,9 @@ func (h *charger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		id := h.gw.capture(dk)
 		if h.afterCharge != nil {
-			h.afterCharge(ctx, dk)
+			if err := h.afterCharge(ctx, dk); err != nil {
+				return nil, err
+			}
 		}
 		return []byte(id), nil
 	})

@@ -1,0 +1,267 @@
+package idemserver_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/idemserver"
+)
+
+// L3.1: a request that dies after the gateway call and before its step's
+// record (a panic in the step, as a crash) is resumed, once its lease has
+// lapsed, under the same downstream key, so the gateway (idempotent by
+// key) captures once; a step already recorded is not run again. A step
+// that fails after the call (502) releases the claim and is resumed at
+// once, under the same key too.
+func TestL3AResumeKeepsTheDownstreamKey(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		for _, how := range []string{"crash", "failure"} {
+			t.Run(how, func(t *testing.T) {
+				e := newEnv(t, s)
+				keys := e.keys(e.config())
+				gw := newGateway()
+				broken := true
+				c := &charger{e: e, gw: gw, afterCharge: func(ctx context.Context, dk string) error {
+					if !broken {
+						return nil
+					}
+					broken = false
+					if how == "crash" {
+						panic(http.ErrAbortHandler)
+					}
+					return errors.New("connection reset after the gateway answered")
+				}}
+				route := keys.Handle(idemserver.Route{Phased: true}, c)
+				w, p := servePanic(route, req("POST", "/charges", "x", "pay-1"))
+				switch how {
+				case "crash":
+					if p != http.ErrAbortHandler {
+						t.Fatalf("the crashed request raised %v, want http.ErrAbortHandler", p)
+					}
+					e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
+				case "failure":
+					wantStatus(t, "the failed step", w, http.StatusBadGateway)
+				}
+				if n := e.count("things"); n != 0 {
+					t.Fatalf("%d business rows after the first attempt, want 0", n)
+				}
+				first := serve(route, req("POST", "/charges", "x", "pay-1"))
+				wantStatus(t, "the resumed request", first, http.StatusCreated)
+				captures, calls := gw.state()
+				if captures != 1 || len(calls) != 2 || calls[0] != calls[1] || calls[0] == "" {
+					t.Errorf("gateway: %d captures, calls under keys %q; want 1 capture, the same key twice", captures, calls)
+				}
+				if !strings.Contains(first.Body.String(), `"capture":"capture-1"`) {
+					t.Errorf("resumed answer %q does not carry capture-1", first.Body.String())
+				}
+				if r, ch := c.reserves.Load(), c.charges.Load(); r != 1 || ch != 2 {
+					t.Errorf("reserve ran %d times, charge %d; want 1 (recorded, not run again), 2", r, ch)
+				}
+				wantReplay(t, "after the resume", serve(route, req("POST", "/charges", "x", "pay-1")), first)
+				if n := e.count("things"); n != 1 {
+					t.Errorf("%d business rows, want 1", n)
+				}
+				if st := keys.Stats(); st.StepsKept < 1 {
+					t.Errorf("Stats.StepsKept %d, want at least 1", st.StepsKept)
+				}
+			})
+		}
+	})
+}
+
+// L3.2: DownstreamKey is what Step passes to its function, the same on
+// every attempt of one request, and another for another step, another
+// key and another principal; it is "" outside idemserver. Step outside a
+// phased route is ErrNotPhased.
+func TestL3DownstreamKeysDifferPerStepKeyAndPrincipal(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(e.config())
+		fail := true
+		var seen []string
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx := r.Context()
+			a, b := idemserver.DownstreamKey(ctx, "a"), idemserver.DownstreamKey(ctx, "b")
+			var given string
+			if _, err := idemserver.Step(ctx, "a", func(ctx context.Context, dk string) ([]byte, error) {
+				given = dk
+				return nil, nil
+			}); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			if given != "" && given != a {
+				t.Errorf("Step gave %q, DownstreamKey says %q", given, a)
+			}
+			seen = append(seen, a, b)
+			if fail {
+				http.Error(w, "try again", http.StatusServiceUnavailable)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+		})
+		route := keys.Handle(idemserver.Route{Phased: true}, h)
+		wantStatus(t, "alice k1, failing", serve(route, as(req("POST", "/x", "", "k1"), "alice")), http.StatusServiceUnavailable)
+		fail = false
+		wantStatus(t, "alice k1, resumed", serve(route, as(req("POST", "/x", "", "k1"), "alice")), http.StatusCreated)
+		if len(seen) != 4 || seen[0] != seen[2] || seen[1] != seen[3] {
+			t.Fatalf("downstream keys across two attempts %q, want the same pair twice", seen)
+		}
+		seen = seen[2:]
+		wantStatus(t, "alice k2", serve(route, as(req("POST", "/x", "", "k2"), "alice")), http.StatusCreated)
+		wantStatus(t, "bob k1", serve(route, as(req("POST", "/x", "", "k1"), "bob")), http.StatusCreated)
+		distinct := map[string]bool{}
+		for _, k := range seen {
+			if k == "" {
+				t.Errorf("an empty downstream key in %q", seen)
+			}
+			distinct[k] = true
+		}
+		if len(seen) != 6 || len(distinct) != 6 {
+			t.Errorf("downstream keys for (alice k1), (alice k2), (bob k1), steps a and b: %q, want 6 distinct", seen)
+		}
+		for _, k := range seen {
+			if strings.Contains(k, "k1") || strings.Contains(k, "alice") {
+				t.Errorf("downstream key %q shows the client's key or principal", k)
+			}
+		}
+		if k := idemserver.DownstreamKey(context.Background(), "a"); k != "" {
+			t.Errorf("DownstreamKey outside idemserver %q, want empty", k)
+		}
+
+		var stepErr error
+		atomicRoute := keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, stepErr = idemserver.Step(r.Context(), "a", func(ctx context.Context, dk string) ([]byte, error) { return nil, nil })
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		serve(atomicRoute, req("POST", "/y", "", "atomic"))
+		if !errors.Is(stepErr, idemserver.ErrNotPhased) {
+			t.Errorf("Step on an atomic route: %v, want ErrNotPhased", stepErr)
+		}
+	})
+}
+
+// L5.1: a live claim is not taken over (409) until its lease lapses by
+// the Keys' clock; then a retry takes it over, runs the steps not yet
+// recorded under the same downstream key and commits; the stale holder's
+// next Step fails with ErrLockLost and stores nothing.
+func TestL5AClaimIsTakenOverOnlyWhenItLapses(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		e := newEnv(t, s)
+		keys := e.keys(e.config())
+		gw := newGateway()
+		entered, release := make(chan struct{}), make(chan struct{})
+		c := &charger{e: e, gw: gw, stepErr: make(chan error, 1)}
+		c.inCharge = func(ctx context.Context, dk string) {
+			if c.charges.Load() == 1 {
+				close(entered)
+				<-release
+			}
+		}
+		route := keys.Handle(idemserver.Route{Phased: true}, c)
+		done := make(chan *httptestRecorder)
+		go func() { done <- serve(route, req("POST", "/charges", "x", "lease")) }()
+		<-entered
+		wantProblem(t, "a live claim", serve(route, req("POST", "/charges", "x", "lease")), http.StatusConflict)
+		e.clock.Add(idemserver.DefaultLockTimeout - time.Second)
+		wantProblem(t, "a claim a second from lapsing", serve(route, req("POST", "/charges", "x", "lease")), http.StatusConflict)
+		e.clock.Add(2 * time.Second)
+		second := serve(route, req("POST", "/charges", "x", "lease"))
+		wantStatus(t, "the retry after the lease lapsed", second, http.StatusCreated)
+		close(release)
+		stale := <-done
+		select {
+		case err := <-c.stepErr:
+			if !errors.Is(err, idemserver.ErrLockLost) {
+				t.Errorf("the stale holder's Step: %v, want ErrLockLost", err)
+			}
+		default:
+			t.Errorf("the stale holder's Step succeeded; its answer %d %q", stale.Code, stale.Body.String())
+		}
+		if stale.Code == http.StatusCreated {
+			t.Errorf("the stale holder answered 201 %q", stale.Body.String())
+		}
+		captures, calls := gw.state()
+		if captures != 1 || len(calls) != 2 || calls[0] != calls[1] {
+			t.Errorf("gateway: %d captures under %q; want 1 capture, one key", captures, calls)
+		}
+		if n := e.count("things"); n != 1 {
+			t.Errorf("%d business rows, want 1", n)
+		}
+		wantReplay(t, "afterwards", serve(route, req("POST", "/charges", "x", "lease")), second)
+		if r := c.reserves.Load(); r != 1 {
+			t.Errorf("reserve ran %d times, want 1", r)
+		}
+	})
+}
+
+// L5.2: a holder whose lease lapsed after its steps can no longer commit,
+// whether or not another took over: its writes and answer are not
+// stored; a retry resumes without running the recorded steps again, and
+// exactly one business row stands.
+func TestL5ALapsedHolderCannotCommit(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		for _, takenOver := range []bool{false, true} {
+			name := "alone"
+			if takenOver {
+				name = "taken over"
+			}
+			t.Run(name, func(t *testing.T) {
+				e := newEnv(t, s)
+				keys := e.keys(e.config())
+				gw := newGateway()
+				entered, release := make(chan struct{}), make(chan struct{})
+				c := &charger{e: e, gw: gw}
+				c.beforeTx = func(ctx context.Context) {
+					if c.runs.Load() == 1 {
+						close(entered)
+						<-release
+					}
+				}
+				route := keys.Handle(idemserver.Route{Phased: true}, c)
+				done := make(chan *httptestRecorder)
+				go func() { done <- serve(route, req("POST", "/charges", "x", "late")) }()
+				<-entered
+				e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
+				var second *httptestRecorder
+				if takenOver {
+					second = serve(route, req("POST", "/charges", "x", "late"))
+					wantStatus(t, "the new holder", second, http.StatusCreated)
+				}
+				close(release)
+				stale := <-done
+				if stale.Code == http.StatusCreated || stale.Code < 400 {
+					t.Errorf("the lapsed holder's commit answered %d %q, want a refusal", stale.Code, stale.Body.String())
+				}
+				want := 0
+				if takenOver {
+					want = 1
+				}
+				if n := e.count("things"); n != want {
+					t.Fatalf("%d business rows after the lapsed holder's commit, want %d", n, want)
+				}
+				if !takenOver {
+					second = serve(route, req("POST", "/charges", "x", "late"))
+					wantStatus(t, "the retry", second, http.StatusCreated)
+				}
+				if r, ch := c.reserves.Load(), c.charges.Load(); r != 1 || ch != 1 {
+					t.Errorf("reserve ran %d times, charge %d; want 1, 1 (recorded before the lease lapsed)", r, ch)
+				}
+				if captures, _ := gw.state(); captures != 1 {
+					t.Errorf("%d captures, want 1", captures)
+				}
+				if n := e.count("things"); n != 1 {
+					t.Errorf("%d business rows, want 1", n)
+				}
+				wantReplay(t, "afterwards", serve(route, req("POST", "/charges", "x", "late")), second)
+				if st := keys.Stats(); st.LockLost < 1 {
+					t.Errorf("Stats.LockLost %d, want at least 1", st.LockLost)
+				}
+			})
+		}
+	})
+}
