@@ -201,7 +201,7 @@ func TestL2ADisconnectedClientIsReplayed(t *testing.T) {
 				if phased {
 					name = "phased, " + when
 				}
-				key := strings.ReplaceAll(name, " ", "-")
+				key := strings.NewReplacer(" ", "-", ",", "").Replace(name)
 				ctx, cancel := context.WithCancel(context.Background())
 				var inner http.Handler
 				var runs func() int64
