@@ -305,10 +305,10 @@ type charger struct {
 	reserves atomic.Int64 // "reserve" step functions run
 	charges  atomic.Int64 // "charge" step functions run
 
-	inCharge    func(ctx context.Context, dk string) // before the gateway call
+	inCharge    func(ctx context.Context, dk string)       // before the gateway call
 	afterCharge func(ctx context.Context, dk string) error // after it, before Step records; an error fails the step
-	beforeTx    func(ctx context.Context)            // after the Steps
-	stepErr     chan error                           // receives a Step's error, if set
+	beforeTx    func(ctx context.Context)                  // after the Steps
+	stepErr     chan error                                 // receives a Step's error, if set
 }
 
 func (h *charger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
