@@ -641,4 +641,58 @@ var mutants = []mutant{
 			New: "\tkept := int64(0)\n"}},
 		Pkg: "./pgjournal", Tests: []string{"TestAJournalTakesBackItsOwnLeaseAtOnce"},
 	},
+	{
+		Name: "an atomic route's key row committed on its own, before the handler's transaction", Rules: "L2.3",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "_, err := k.insert(ctx, tx, req, now, &resp, \"\", 0)",
+			New: "_, err := k.insert(ctx, map[bool]querier{true: k.db, false: tx}[k.dialect == dialectPostgres], req, now, &resp, \"\", 0)"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2AFailedCommitStoresNothing"},
+	},
+	{
+		Name: "a handler's 503 stored with its key", Rules: "L2.2",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "\t\tcase resp.Status >= 500:\n\t\t\treturn errRolledBack",
+			New: "\t\tcase resp.Status >= 500 && resp.Status != http.StatusServiceUnavailable:\n\t\t\treturn errRolledBack"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2NothingIsStoredWhenTheHandlerFails"},
+	},
+	{
+		Name: "the work of a request cancelled with its client", Rules: "L2.4",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "context.WithTimeout(context.WithoutCancel(r.Context()), d)",
+			New: "context.WithTimeout(r.Context(), d)"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2ADisconnectedClientIsReplayed"},
+	},
+	{
+		Name: "the principal left out of the key look-up", Rules: "L4.1",
+		Edits: []edit{{File: "idemserver/rows.go", Old: "FROM {{t}} WHERE principal = ? AND idem_key = ?",
+			New: "FROM {{t}} WHERE (principal = ? OR TRUE) AND idem_key = ?"}},
+		Pkg: "./idemserver", Tests: []string{"TestL4PrincipalsNeverShareAReplay"},
+	},
+	{
+		Name: "the downstream key derived without the step name", Rules: "L3.2",
+		Edits: []edit{{File: "idemserver/context.go", Old: "return \"idem-\" + st.seed + \"-\" + step",
+			New: "return \"idem-\" + st.seed"}},
+		Pkg: "./idemserver", Tests: []string{"TestL3DownstreamKeysDifferPerStepKeyAndPrincipal"},
+	},
+	{
+		Name: "the lease left unchecked by the final commit, still checked by Steps", Rules: "L5.2",
+		Edits: []edit{{File: "idemserver/rows.go", Old: "lock_token = NULL, lease_until = NULL\n\t\t\tWHERE id = ? AND lock_token = ? AND lease_until > ?`)",
+			New: "lock_token = NULL, lease_until = NULL\n\t\t\tWHERE id = ? AND lock_token = ? AND (lease_until > ? OR TRUE)`)"}},
+		Pkg: "./idemserver", Tests: []string{"TestL5ALapsedHolderCannotCommit"},
+	},
+	{
+		Name: "a phased claim taken over a second before its lease ends", Rules: "L5.1",
+		Edits: []edit{{File: "idemserver/rows.go", Old: "now.UnixNano() < row.leaseUntil.Int64",
+			New: "now.UnixNano()+int64(time.Second) < row.leaseUntil.Int64"}},
+		Pkg: "./idemserver", Tests: []string{"TestL5AClaimIsTakenOverOnlyWhenItLapses"},
+	},
+	{
+		Name: "the query left out of the server's fingerprint", Rules: "L1.6",
+		Edits: []edit{{File: "idemserver/principal.go", Old: "return u.Path + \"?\" + u.RawQuery",
+			New: "return u.Path"}},
+		Pkg: "./idemserver", Tests: []string{"TestL1AnotherRequestUnderTheKeyGets422"},
+	},
+	{
+		Name: "the sweep deletes an unfinished key no claim holds", Rules: "L1.10",
+		Edits: []edit{{File: "idemserver/sweep.go", Old: "FROM {{t}} WHERE finished = 1 AND expires_at <= ?\n",
+			New: "FROM {{t}} WHERE (finished = 1 OR lock_token IS NULL) AND expires_at <= ?\n"}},
+		Pkg: "./idemserver", Tests: []string{"TestL1SweepNeverDeletesAnUnfinishedKey"},
+	},
 }
