@@ -150,7 +150,8 @@ func TestL1BodiesAreBounded(t *testing.T) {
 
 // L1.5: an answer over MaxResponseBytes rolls the handler's writes back
 // and gets 500, nothing stored, so a retry runs the handler again; one of
-// exactly MaxResponseBytes is stored.
+// exactly MaxResponseBytes is stored. On a phased route the claim is
+// released with its recovery points kept.
 func TestL1ResponsesAreBounded(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store) {
 		e := newEnv(t, s)
@@ -182,6 +183,42 @@ func TestL1ResponsesAreBounded(t *testing.T) {
 		if b := e.count("things"); b != 1 {
 			t.Errorf("%d business rows, want 1", b)
 		}
+
+		// A phased route: the oversized answer releases the claim and keeps
+		// the recovery points, so the retry resumes without a second capture.
+		gw := newGateway()
+		size = 65
+		phased := keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx := r.Context()
+			capture, err := idemserver.Step(ctx, "charge", func(ctx context.Context, dk string) ([]byte, error) {
+				return []byte(gw.capture(dk)), nil
+			})
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			p, k, _ := idemserver.Key(ctx)
+			if _, err := idemserver.Tx(ctx).ExecContext(ctx, e.q(`INSERT INTO things (principal, k, note) VALUES (?, ?, ?)`), p, k, string(capture)); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(strings.Repeat("p", size)))
+		}))
+		w = serve(phased, req("POST", "/charges", "{}", "presp"))
+		if w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "pppp") {
+			t.Fatalf("a phased answer of 65 bytes over 64: %d %q, want 500 without it", w.Code, w.Body.String())
+		}
+		if b := e.count("things"); b != 1 {
+			t.Fatalf("%d business rows after an oversized phased answer, want 1 (rolled back)", b)
+		}
+		size = 64
+		pf := serve(phased, req("POST", "/charges", "{}", "presp"))
+		wantStatus(t, "phased, 64 bytes", pf, http.StatusCreated)
+		if captures, calls := gw.state(); captures != 1 || len(calls) != 1 {
+			t.Errorf("gateway: %d captures, %d calls; want 1, 1 (the recovery point kept)", captures, len(calls))
+		}
+		wantReplay(t, "phased, 64 bytes again", serve(phased, req("POST", "/charges", "{}", "presp")), pf)
 	})
 }
 
