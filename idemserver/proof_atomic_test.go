@@ -140,7 +140,8 @@ func errString(err error) string {
 
 // L2.3: a commit that fails (a deferred foreign key the handler broke)
 // stores nothing and answers 5xx; the store serves the next request, and
-// the retry, fixed, runs the handler again.
+// the retry, fixed, runs the handler again. On a phased route the claim
+// is released with its recovery points.
 func TestL2AFailedCommitStoresNothing(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store) {
 		e := newEnv(t, s)
@@ -183,6 +184,48 @@ func TestL2AFailedCommitStoresNothing(t *testing.T) {
 		}
 		if c := e.count("children"); c != 1 {
 			t.Errorf("%d children, want 1", c)
+		}
+
+		// A phased route's final commit failing: the same, and the claim
+		// is released with its recovery point, so the retry resumes at
+		// once without a second capture.
+		gw := newGateway()
+		fixed = false
+		phased := keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx := r.Context()
+			if _, err := idemserver.Step(ctx, "charge", func(ctx context.Context, dk string) ([]byte, error) {
+				return []byte(gw.capture(dk)), nil
+			}); err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			tx := idemserver.Tx(ctx)
+			if fixed {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO parents (id) VALUES (8)`); err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO children (id, parent) VALUES (2, 8)`); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte("child 2"))
+		}))
+		w = serve(phased, req("POST", "/children", "{}", "pfk"))
+		if w.Code < 500 || w.Body.String() == "child 2" {
+			t.Fatalf("a failed phased commit answered %d %q, want 5xx, not the handler's answer", w.Code, w.Body.String())
+		}
+		if c := e.count("children"); c != 1 {
+			t.Fatalf("after a failed phased commit: %d children, want 1 (the earlier one)", c)
+		}
+		fixed = true
+		pf := serve(phased, req("POST", "/children", "{}", "pfk"))
+		wantStatus(t, "the phased retry", pf, http.StatusCreated)
+		wantReplay(t, "phased, again", serve(phased, req("POST", "/children", "{}", "pfk")), pf)
+		if captures, calls := gw.state(); captures != 1 || len(calls) != 1 {
+			t.Errorf("gateway: %d captures, %d calls; want 1, 1", captures, len(calls))
 		}
 	})
 }
