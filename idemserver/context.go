@@ -172,14 +172,10 @@ func (st *state) fenced(fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-// lost counts and returns err; a lease that ended makes any error
-// ErrLockLost.
+// lost returns err, made ErrLockLost if the lease has ended.
 func (st *state) lost(err error) error {
 	if !errors.Is(err, ErrLockLost) && errors.Is(context.Cause(st.lease.ctx), ErrLockLost) {
 		err = errors.Join(ErrLockLost, err)
-	}
-	if errors.Is(err, ErrLockLost) {
-		st.k.stats.lockLost.Add(1)
 	}
 	return err
 }

@@ -130,7 +130,6 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		case retryable(err):
 			err = fmt.Errorf("%w (%d runs): %w", ErrContention, run+1, err)
 		case errors.Is(err, ErrLockLost):
-			k.stats.lockLost.Add(1)
 			k.lockLost(w, r)
 			return
 		case errors.Is(err, ErrKeyRowGone):
@@ -199,6 +198,7 @@ func (k *Keys) release(st *state) {
 
 // lockLost answers a holder whose claim lapsed or was taken over.
 func (k *Keys) lockLost(w http.ResponseWriter, r *http.Request) {
+	k.stats.lockLost.Add(1)
 	k.log.WarnContext(r.Context(), "idemserver: claim lapsed or taken over; nothing more committed")
 	k.inFlight(w, r, 1, "the claim of this request on its key lapsed and a retry may have taken it over; retry after the time given in Retry-After")
 }
