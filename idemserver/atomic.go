@@ -95,6 +95,9 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		err = k.inTx(ctx, sql.LevelSerializable, run)
 	}
 	st.tx = nil
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w: %w", err, context.Cause(ctx)) // Config.WorkTimeout passed: 503
+	}
 	var p *panicked
 	switch {
 	case errors.As(err, &p):

@@ -41,8 +41,9 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		v     verdict
 		now   time.Time
 	)
-	err := k.inTx(ctx, sql.LevelSerializable, func(tx *sql.Tx) error {
+	claim := func(tx *sql.Tx) error {
 		now = k.cfg.Now()
+		found = false
 		until := now.Add(k.cfg.LockTimeout).UnixNano()
 		var err error
 		if row, found, err = k.load(ctx, tx, req.principal, req.key); err != nil {
@@ -63,7 +64,13 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 			return k.dbError("taking the claim over", err)
 		}
 		return nil
-	})
+	}
+	err := k.inTx(ctx, sql.LevelSerializable, claim)
+	if err != nil && uniqueViolation(err) {
+		// Another request inserted the row first, on another connection.
+		k.stats.reruns.Add(1)
+		err = k.inTx(ctx, sql.LevelSerializable, claim)
+	}
 	switch {
 	case err != nil:
 		k.fail(w, r, err)
