@@ -73,7 +73,10 @@ func Key(ctx context.Context) (principal, key string, ok bool) {
 // the same in every attempt of one request (a random seed stored in its
 // key row, then step), never the same for two key rows, so that two
 // principals' keys, or a key reused after the sweep, never meet
-// downstream. It is "" on an unkeyed request and outside idemserver.
+// downstream. It is "" on an unkeyed request and outside idemserver. On
+// an atomic route the seed is stored only with the committed row, so a
+// downstream key is stable across reruns of one attempt, not across
+// attempts: calls out belong on a phased route.
 func DownstreamKey(ctx context.Context, step string) string {
 	st := stateOf(ctx)
 	if st == nil || st.req.key == "" {
@@ -172,14 +175,10 @@ func (st *state) fenced(fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-// lost counts and returns err; a lease that ended makes any error
-// ErrLockLost.
+// lost returns err, made ErrLockLost if the lease has ended.
 func (st *state) lost(err error) error {
 	if !errors.Is(err, ErrLockLost) && errors.Is(context.Cause(st.lease.ctx), ErrLockLost) {
 		err = errors.Join(ErrLockLost, err)
-	}
-	if errors.Is(err, ErrLockLost) {
-		st.k.stats.lockLost.Add(1)
 	}
 	return err
 }

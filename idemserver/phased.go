@@ -41,8 +41,9 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		v     verdict
 		now   time.Time
 	)
-	err := k.inTx(ctx, sql.LevelSerializable, func(tx *sql.Tx) error {
+	claim := func(tx *sql.Tx) error {
 		now = k.cfg.Now()
+		found = false
 		until := now.Add(k.cfg.LockTimeout).UnixNano()
 		var err error
 		if row, found, err = k.load(ctx, tx, req.principal, req.key); err != nil {
@@ -63,7 +64,13 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 			return k.dbError("taking the claim over", err)
 		}
 		return nil
-	})
+	}
+	err := k.inTx(ctx, sql.LevelSerializable, claim)
+	if err != nil && uniqueViolation(err) {
+		// Another request inserted the row first, on another connection.
+		k.stats.reruns.Add(1)
+		err = k.inTx(ctx, sql.LevelSerializable, claim)
+	}
 	switch {
 	case err != nil:
 		k.fail(w, r, err)
@@ -130,7 +137,6 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		case retryable(err):
 			err = fmt.Errorf("%w (%d runs): %w", ErrContention, run+1, err)
 		case errors.Is(err, ErrLockLost):
-			k.stats.lockLost.Add(1)
 			k.lockLost(w, r)
 			return
 		case errors.Is(err, ErrKeyRowGone):
@@ -199,6 +205,7 @@ func (k *Keys) release(st *state) {
 
 // lockLost answers a holder whose claim lapsed or was taken over.
 func (k *Keys) lockLost(w http.ResponseWriter, r *http.Request) {
+	k.stats.lockLost.Add(1)
 	k.log.WarnContext(r.Context(), "idemserver: claim lapsed or taken over; nothing more committed")
 	k.inFlight(w, r, 1, "the claim of this request on its key lapsed and a retry may have taken it over; retry after the time given in Retry-After")
 }
