@@ -16,8 +16,8 @@ import (
 // and the handler is not run again. Only stored headers come back, and
 // the first answer is not marked. A 4xx answer is stored the same way.
 func TestL2AnswerCommitsWithTheHandlersWrites(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		h := &inserter{e: e}
 		route := keys.Handle(idemserver.Route{}, h)
@@ -70,7 +70,7 @@ func TestL2AnswerCommitsWithTheHandlersWrites(t *testing.T) {
 
 // L2.2: a handler that writes its row and then answers 5xx, answers 5xx
 // after a failed statement in the middle of its transaction, or panics
-// (with any value or http.ErrAbortHandler) stores nothing: no business
+// (with any value or http.ErrAbortHandler) proofStores nothing: no business
 // row, no key row; a panic is raised again; the retry runs the handler
 // again and is stored then.
 func TestL2NothingIsStoredWhenTheHandlerFails(t *testing.T) {
@@ -91,8 +91,8 @@ func TestL2NothingIsStoredWhenTheHandlerFails(t *testing.T) {
 		{name: "panic", panic: "boom"},
 		{name: "abort", panic: http.ErrAbortHandler},
 	}
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		for i, c := range cases {
 			key := "fail-" + strings.ReplaceAll(c.name, " ", "-")
@@ -139,12 +139,12 @@ func errString(err error) string {
 }
 
 // L2.3: a commit that fails (a deferred foreign key the handler broke)
-// stores nothing and answers 5xx; the store serves the next request, and
+// proofStores nothing and answers 5xx; the store serves the next request, and
 // the retry, fixed, runs the handler again. On a phased route the claim
 // is released with its recovery points.
 func TestL2AFailedCommitStoresNothing(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		fixed := false
 		runs := 0
@@ -189,7 +189,7 @@ func TestL2AFailedCommitStoresNothing(t *testing.T) {
 		// A phased route's final commit failing: the same, and the claim
 		// is released with its recovery point, so the retry resumes at
 		// once without a second capture.
-		gw := newGateway()
+		gw := newProofGateway()
 		fixed = false
 		phased := keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx := r.Context()
@@ -235,8 +235,8 @@ func TestL2AFailedCommitStoresNothing(t *testing.T) {
 // handler returned, still commits; the retry is replayed and the effect
 // happened once. On a phased route too.
 func TestL2ADisconnectedClientIsReplayed(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		for _, phased := range []bool{false, true} {
 			for _, when := range []string{"in the handler", "after the handler"} {
@@ -249,7 +249,7 @@ func TestL2ADisconnectedClientIsReplayed(t *testing.T) {
 				var inner http.Handler
 				var runs func() int64
 				if phased {
-					c := &charger{e: e, gw: newGateway()}
+					c := &charger{e: e, gw: newProofGateway()}
 					if when == "in the handler" {
 						c.beforeTx = func(context.Context) { cancel() }
 					}

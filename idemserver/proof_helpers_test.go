@@ -26,59 +26,59 @@ import (
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
-// store is one of the databases idemserver runs on.
-type store struct {
+// proofStore is one of the databases idemserver runs on.
+type proofStore struct {
 	name string
 	pg   bool
 }
 
-var stores = []store{{name: "sqlite"}, {name: "postgres", pg: true}}
+var proofStores = []proofStore{{name: "sqlite"}, {name: "postgres", pg: true}}
 
-// eachStore runs f as a subtest on every store.
-func eachStore(t *testing.T, f func(t *testing.T, s store)) {
+// eachProofStore runs f as a subtest on every store.
+func eachProofStore(t *testing.T, f func(t *testing.T, s proofStore)) {
 	t.Helper()
-	for _, s := range stores {
+	for _, s := range proofStores {
 		t.Run(s.name, func(t *testing.T) { f(t, s) })
 	}
 }
 
-// clock is a Config.Now the test moves by hand.
-type clock struct {
+// proofClock is a Config.Now the test moves by hand.
+type proofClock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
-func newClock() *clock { return &clock{now: time.Now().UTC().Truncate(time.Second)} }
+func newProofClock() *proofClock { return &proofClock{now: time.Now().UTC().Truncate(time.Second)} }
 
-func (c *clock) Now() time.Time {
+func (c *proofClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-func (c *clock) Add(d time.Duration) {
+func (c *proofClock) Add(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
 
-// env is a service database of one store with its business tables.
-type env struct {
+// proofEnv is a service database of one store with its business tables.
+type proofEnv struct {
 	t     *testing.T
-	s     store
+	s     proofStore
 	db    *sql.DB
 	dsn   string // PostgreSQL only
-	clock *clock
+	clock *proofClock
 }
 
-var quiet = slog.New(slog.DiscardHandler)
+var proofQuiet = slog.New(slog.DiscardHandler)
 
-// newEnv opens a fresh database of s with the business tables:
+// newProofEnv opens a fresh database of s with the business tables:
 // things (one row per effect, no UNIQUE, so that a second effect shows),
 // and parents/children with a deferred foreign key (a commit that fails).
-func newEnv(t *testing.T, s store) *env {
+func newProofEnv(t *testing.T, s proofStore) *proofEnv {
 	t.Helper()
-	e := &env{t: t, s: s, clock: newClock()}
+	e := &proofEnv{t: t, s: s, clock: newProofClock()}
 	var err error
 	if s.pg {
 		e.dsn = pgtest.NewDatabase(t)
@@ -106,7 +106,7 @@ func newEnv(t *testing.T, s store) *env {
 }
 
 // q spells a query with ? placeholders for the store.
-func (e *env) q(query string) string {
+func (e *proofEnv) q(query string) string {
 	if !e.s.pg {
 		return query
 	}
@@ -124,19 +124,19 @@ func (e *env) q(query string) string {
 }
 
 // config is the tests' usual Config: quiet, on the env's clock.
-func (e *env) config() idemserver.Config {
-	return idemserver.Config{DB: e.db, Logger: quiet, Now: e.clock.Now}
+func (e *proofEnv) config() idemserver.Config {
+	return idemserver.Config{DB: e.db, Logger: proofQuiet, Now: e.clock.Now}
 }
 
 // keys opens a Keys on cfg (DB, Logger and Now filled in if unset),
 // closed when the test ends.
-func (e *env) keys(cfg idemserver.Config) *idemserver.Keys {
+func (e *proofEnv) keys(cfg idemserver.Config) *idemserver.Keys {
 	e.t.Helper()
 	if cfg.DB == nil {
 		cfg.DB = e.db
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = quiet
+		cfg.Logger = proofQuiet
 	}
 	if cfg.Now == nil {
 		cfg.Now = e.clock.Now
@@ -154,7 +154,7 @@ func (e *env) keys(cfg idemserver.Config) *idemserver.Keys {
 }
 
 // count returns the number of rows of table (where, if given, with args).
-func (e *env) count(table string, where ...any) int {
+func (e *proofEnv) count(table string, where ...any) int {
 	e.t.Helper()
 	query := "SELECT count(*) FROM " + table
 	var args []any
@@ -170,10 +170,10 @@ func (e *env) count(table string, where ...any) int {
 }
 
 // keyRows is the number of rows in the key table.
-func (e *env) keyRows() int { return e.count(idemserver.DefaultTable) }
+func (e *proofEnv) keyRows() int { return e.count(idemserver.DefaultTable) }
 
 // things returns the notes of the business rows, in insertion order.
-func (e *env) things() []string {
+func (e *proofEnv) things() []string {
 	e.t.Helper()
 	rows, err := e.db.Query(`SELECT principal, k, note FROM things`)
 	if err != nil {
@@ -230,7 +230,7 @@ func servePanic(h http.Handler, r *http.Request) (w *httptest.ResponseRecorder, 
 // Tx and answers 201 with the run's number, the principal, the key and
 // the body it read.
 type inserter struct {
-	e    *env
+	e    *proofEnv
 	runs atomic.Int64
 	// then, if set, runs after the insert and may write the answer
 	// itself (returning true) or panic.
@@ -265,18 +265,18 @@ func (h *inserter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"run":%d,"principal":%q,"key":%q,"body":%q}`, n, p, k, body)
 }
 
-// gateway is a fake payment gateway, idempotent by key: a call with a key
+// proofGateway is a fake payment gateway, idempotent by key: a call with a key
 // it has seen returns that key's capture and captures nothing new.
-type gateway struct {
+type proofGateway struct {
 	mu       sync.Mutex
 	byKey    map[string]string
 	calls    []string // the key of every call
 	captures int
 }
 
-func newGateway() *gateway { return &gateway{byKey: map[string]string{}} }
+func newProofGateway() *proofGateway { return &proofGateway{byKey: map[string]string{}} }
 
-func (g *gateway) capture(key string) string {
+func (g *proofGateway) capture(key string) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.calls = append(g.calls, key)
@@ -289,7 +289,7 @@ func (g *gateway) capture(key string) string {
 	return id
 }
 
-func (g *gateway) state() (captures int, calls []string) {
+func (g *proofGateway) state() (captures int, calls []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.captures, append([]string(nil), g.calls...)
@@ -299,8 +299,8 @@ func (g *gateway) state() (captures int, calls []string) {
 // Step "charge" (the gateway, under the step's downstream key), then the
 // business row in Tx and 201. Hooks let a test hold or break it.
 type charger struct {
-	e        *env
-	gw       *gateway
+	e        *proofEnv
+	gw       *proofGateway
 	runs     atomic.Int64
 	reserves atomic.Int64 // "reserve" step functions run
 	charges  atomic.Int64 // "charge" step functions run

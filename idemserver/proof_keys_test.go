@@ -14,8 +14,8 @@ import (
 // run, nothing stored); an Optional route passes it through unkeyed, with
 // Tx on an atomic route, every time.
 func TestL1KeyIsRequired(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		h := &inserter{e: e}
 		w := serve(keys.Handle(idemserver.Route{}, h), req("POST", "/things", `{"a":1}`))
@@ -82,8 +82,8 @@ func TestL1MalformedKeysGet400(t *testing.T) {
 		{"repeated", []string{"one", "two"}},
 		{"repeated equal", []string{"one", "one"}},
 	}
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		h := &inserter{e: e}
 		route := keys.Handle(idemserver.Route{}, h)
@@ -111,8 +111,8 @@ func TestL1MalformedKeysGet400(t *testing.T) {
 // L1.3: the sf-string spelling of a key names the same key as the bare
 // one.
 func TestL1QuotedAndBareKeysAreOneKey(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		h := &inserter{e: e}
 		route := keys.Handle(idemserver.Route{}, h)
@@ -134,8 +134,8 @@ func TestL1QuotedAndBareKeysAreOneKey(t *testing.T) {
 // L1.4: a body over MaxBodyBytes gets 413 before any look-up; one of
 // exactly MaxBodyBytes is served.
 func TestL1BodiesAreBounded(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(idemserver.Config{MaxBodyBytes: 16})
 		h := &inserter{e: e}
 		route := keys.Handle(idemserver.Route{}, h)
@@ -153,8 +153,8 @@ func TestL1BodiesAreBounded(t *testing.T) {
 // exactly MaxResponseBytes is stored. On a phased route the claim is
 // released with its recovery points kept.
 func TestL1ResponsesAreBounded(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(idemserver.Config{MaxResponseBytes: 64})
 		size := 65
 		h := &inserter{e: e, then: func(w http.ResponseWriter, r *http.Request, _ *sqlTx) bool {
@@ -186,7 +186,7 @@ func TestL1ResponsesAreBounded(t *testing.T) {
 
 		// A phased route: the oversized answer releases the claim and keeps
 		// the recovery points, so the retry resumes without a second capture.
-		gw := newGateway()
+		gw := newProofGateway()
 		size = 65
 		phased := keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx := r.Context()
@@ -234,7 +234,7 @@ func TestL1AnotherRequestUnderTheKeyGets422(t *testing.T) {
 		{"no query", "POST", "/things", "x"},
 		{"body", "POST", "/things?a=1", "y"},
 	}
-	refuseAll := func(t *testing.T, e *env, route http.Handler, key, state string) {
+	refuseAll := func(t *testing.T, e *proofEnv, route http.Handler, key, state string) {
 		t.Helper()
 		before := e.things()
 		for _, o := range others {
@@ -245,8 +245,8 @@ func TestL1AnotherRequestUnderTheKeyGets422(t *testing.T) {
 			t.Errorf("%s: business rows changed by refused requests: %q -> %q", state, before, after)
 		}
 	}
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 
 		h := &inserter{e: e}
@@ -259,7 +259,7 @@ func TestL1AnotherRequestUnderTheKeyGets422(t *testing.T) {
 		}
 		wantReplay(t, "the first request again", serve(atomicRoute, req("POST", "/things?a=1", "x", "k-atomic")), first)
 
-		gw := newGateway()
+		gw := newProofGateway()
 		entered, release := make(chan struct{}), make(chan struct{})
 		c := &charger{e: e, gw: gw, inCharge: func(ctx context.Context, dk string) {
 			close(entered)
@@ -300,8 +300,8 @@ func TestL1AnotherRequestUnderTheKeyGets422(t *testing.T) {
 // body; it sees the method, the target with its query, and the body as
 // sent.
 func TestL1FingerprintIsConfigurable(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		var seen []string
 		keys := e.keys(idemserver.Config{Fingerprint: func(method, target string, body []byte) []byte {
 			seen = append(seen, method+" "+target+" "+string(body))
@@ -329,11 +329,11 @@ func TestL1FingerprintIsConfigurable(t *testing.T) {
 // the handler is not entered again, and once the first finishes the
 // retry is its replay.
 func TestL1InFlightGets409WithRetryAfter(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		entered, release := make(chan struct{}), make(chan struct{})
-		c := &charger{e: e, gw: newGateway(), inCharge: func(ctx context.Context, dk string) {
+		c := &charger{e: e, gw: newProofGateway(), inCharge: func(ctx context.Context, dk string) {
 			close(entered)
 			<-release
 		}}

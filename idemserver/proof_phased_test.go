@@ -18,12 +18,12 @@ import (
 // that fails after the call (502) releases the claim and is resumed at
 // once, under the same key too.
 func TestL3AResumeKeepsTheDownstreamKey(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
+	eachProofStore(t, func(t *testing.T, s proofStore) {
 		for _, how := range []string{"crash", "failure"} {
 			t.Run(how, func(t *testing.T) {
-				e := newEnv(t, s)
+				e := newProofEnv(t, s)
 				keys := e.keys(e.config())
-				gw := newGateway()
+				gw := newProofGateway()
 				broken := true
 				c := &charger{e: e, gw: gw, afterCharge: func(ctx context.Context, dk string) error {
 					if !broken {
@@ -78,8 +78,8 @@ func TestL3AResumeKeepsTheDownstreamKey(t *testing.T) {
 // key and another principal; it is "" outside idemserver. Step outside a
 // phased route is ErrNotPhased.
 func TestL3DownstreamKeysDifferPerStepKeyAndPrincipal(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		fail := true
 		var seen []string
@@ -148,12 +148,12 @@ func TestL3DownstreamKeysDifferPerStepKeyAndPrincipal(t *testing.T) {
 // L5.1: a live claim is not taken over (409) until its lease lapses by
 // the Keys' clock; then a retry takes it over, runs the steps not yet
 // recorded under the same downstream key and commits; the stale holder's
-// next Step fails with ErrLockLost and stores nothing.
+// next Step fails with ErrLockLost and proofStores nothing.
 func TestL5AClaimIsTakenOverOnlyWhenItLapses(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
-		gw := newGateway()
+		gw := newProofGateway()
 		entered, release := make(chan struct{}), make(chan struct{})
 		c := &charger{e: e, gw: gw, stepErr: make(chan error, 1)}
 		c.inCharge = func(ctx context.Context, dk string) {
@@ -204,16 +204,16 @@ func TestL5AClaimIsTakenOverOnlyWhenItLapses(t *testing.T) {
 // stored; a retry resumes without running the recorded steps again, and
 // exactly one business row stands.
 func TestL5ALapsedHolderCannotCommit(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
+	eachProofStore(t, func(t *testing.T, s proofStore) {
 		for _, takenOver := range []bool{false, true} {
 			name := "alone"
 			if takenOver {
 				name = "taken over"
 			}
 			t.Run(name, func(t *testing.T) {
-				e := newEnv(t, s)
+				e := newProofEnv(t, s)
 				keys := e.keys(e.config())
-				gw := newGateway()
+				gw := newProofGateway()
 				entered, release := make(chan struct{}), make(chan struct{})
 				c := &charger{e: e, gw: gw}
 				c.beforeTx = func(ctx context.Context) {

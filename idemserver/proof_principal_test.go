@@ -15,8 +15,8 @@ import (
 // sees the first's body), each retry replays its own, and another body
 // from the second is not a mismatch with the first's.
 func TestL4PrincipalsNeverShareAReplay(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		var principals []string
 		h := &inserter{e: e, then: func(w http.ResponseWriter, r *http.Request, _ *sqlTx) bool {
@@ -56,8 +56,8 @@ func TestL4PrincipalsNeverShareAReplay(t *testing.T) {
 // or 400 (any other error), before any look-up; Key reports the
 // principal Config.Principal chose.
 func TestL4PrincipalErrorsAreRefused(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		h := &inserter{e: e}
 		def := e.keys(e.config()).Handle(idemserver.Route{}, h)
 		r := req("POST", "/things", "{}", "k")

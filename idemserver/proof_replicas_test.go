@@ -22,7 +22,7 @@ func TestL1ReplicasOneKeyOneEffect(t *testing.T) {
 			name = "phased"
 		}
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t, store{name: "postgres", pg: true})
+			e := newProofEnv(t, proofStore{name: "postgres", pg: true})
 			var routes []http.Handler
 			var runs []func() int64
 			var replicas []*idemserver.Keys
@@ -36,7 +36,7 @@ func TestL1ReplicasOneKeyOneEffect(t *testing.T) {
 				keys := e.keys(idemserver.Config{DB: db})
 				replicas = append(replicas, keys)
 				if phased {
-					c := &charger{e: e, gw: newGateway()}
+					c := &charger{e: e, gw: newProofGateway()}
 					routes = append(routes, keys.Handle(idemserver.Route{Phased: true}, c))
 					runs = append(runs, c.runs.Load)
 				} else {

@@ -17,8 +17,8 @@ import (
 // calls Forget with the swept keys inside its transaction (an error from
 // Forget undoes the sweep), and a swept key is then a new request.
 func TestL1SweepForgetsFinishedKeysPastRetention(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		var forgot []idemserver.Swept
 		var forgetErr error
 		cfg := e.config()
@@ -103,11 +103,11 @@ func TestL1SweepForgetsFinishedKeysPastRetention(t *testing.T) {
 // L1.10: Sweep never deletes an unfinished key, whether its claim is
 // live, lapsed, or released after a 5xx, however old.
 func TestL1SweepNeverDeletesAnUnfinishedKey(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store) {
-		e := newEnv(t, s)
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		entered, release := make(chan struct{}), make(chan struct{})
-		c := &charger{e: e, gw: newGateway()}
+		c := &charger{e: e, gw: newProofGateway()}
 		c.inCharge = func(ctx context.Context, dk string) {
 			if c.charges.Load() == 1 {
 				close(entered)
