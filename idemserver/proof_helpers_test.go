@@ -235,6 +235,7 @@ type inserter struct {
 	// then, if set, runs after the insert and may write the answer
 	// itself (returning true) or panic.
 	then func(w http.ResponseWriter, r *http.Request, tx *sql.Tx) bool
+	read []byte // the body the run read, for then
 }
 
 func (h *inserter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -245,6 +246,7 @@ func (h *inserter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	h.read = body
 	p, k, _ := idemserver.Key(ctx)
 	tx := idemserver.Tx(ctx)
 	if tx == nil {
@@ -410,3 +412,26 @@ type (
 	sqlTx            = sql.Tx
 	httptestRecorder = httptest.ResponseRecorder
 )
+
+// gate holds a request inside its handler: the handler closes entered
+// and waits on release; open releases it, once, and runs when the test
+// ends (before the Keys' Close, which waits for the request), so that a
+// failing test never leaves it waiting.
+func gate(t *testing.T) (entered, release chan struct{}, open func()) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	open = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	return entered, release, open
+}
+
+// waitEntered waits until the held request is inside its handler, or
+// fails the test if it finished without getting there.
+func waitEntered(t *testing.T, entered chan struct{}, done chan *httptestRecorder) {
+	t.Helper()
+	select {
+	case <-entered:
+	case w := <-done:
+		t.Fatalf("the first request finished without reaching its hold: %d %q", w.Code, w.Body.String())
+	}
+}

@@ -260,17 +260,17 @@ func TestL1AnotherRequestUnderTheKeyGets422(t *testing.T) {
 		wantReplay(t, "the first request again", serve(atomicRoute, req("POST", "/things?a=1", "x", "k-atomic")), first)
 
 		gw := newProofGateway()
-		entered, release := make(chan struct{}), make(chan struct{})
+		entered, release, open := gate(t)
 		c := &charger{e: e, gw: gw, inCharge: func(ctx context.Context, dk string) {
 			close(entered)
 			<-release
 		}}
 		phased := keys.Handle(idemserver.Route{Phased: true}, c)
-		done := make(chan *httptestRecorder)
+		done := make(chan *httptestRecorder, 1)
 		go func() { done <- serve(phased, req("POST", "/things?a=1", "x", "k-phased")) }()
-		<-entered
+		waitEntered(t, entered, done)
 		refuseAll(t, e, phased, "k-phased", "in flight")
-		close(release)
+		open()
 		pf := <-done
 		wantStatus(t, "phased first", pf, http.StatusCreated)
 		refuseAll(t, e, phased, "k-phased", "finished phased")
@@ -332,15 +332,15 @@ func TestL1InFlightGets409WithRetryAfter(t *testing.T) {
 	eachProofStore(t, func(t *testing.T, s proofStore) {
 		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
-		entered, release := make(chan struct{}), make(chan struct{})
+		entered, release, open := gate(t)
 		c := &charger{e: e, gw: newProofGateway(), inCharge: func(ctx context.Context, dk string) {
 			close(entered)
 			<-release
 		}}
 		route := keys.Handle(idemserver.Route{Phased: true}, c)
-		done := make(chan *httptestRecorder)
+		done := make(chan *httptestRecorder, 1)
 		go func() { done <- serve(route, req("POST", "/charges", "x", "fly")) }()
-		<-entered
+		waitEntered(t, entered, done)
 		for i := range 3 {
 			w := serve(route, req("POST", "/charges", "x", "fly"))
 			wantProblem(t, "in flight", w, http.StatusConflict)
@@ -352,12 +352,56 @@ func TestL1InFlightGets409WithRetryAfter(t *testing.T) {
 		if n := c.runs.Load(); n != 1 {
 			t.Errorf("handler entered %d times while in flight, want 1", n)
 		}
-		close(release)
+		open()
 		first := <-done
 		wantStatus(t, "first", first, http.StatusCreated)
 		wantReplay(t, "after it finished", serve(route, req("POST", "/charges", "x", "fly")), first)
 		if st := keys.Stats(); st.InFlight != 3 {
 			t.Errorf("Stats.InFlight %d, want 3", st.InFlight)
+		}
+	})
+}
+
+// L1.12: with Config.KeyField the key is a top-level member of the JSON
+// body, taken out before the fingerprint and the handler, the other
+// members byte for byte as sent: the key's place in the body does not
+// make another request, another member does; a body without the member,
+// one that is no object, or a key that is no string gets 400, and a
+// header key is not read.
+func TestL1BodyKeyLeavesTheBody(t *testing.T) {
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
+		keys := e.keys(idemserver.Config{KeyField: "idempotency_key"})
+		var bodies []string
+		h := &inserter{e: e}
+		h.then = func(w http.ResponseWriter, r *http.Request, _ *sqlTx) bool {
+			_, k, _ := idemserver.Key(r.Context())
+			bodies = append(bodies, k+" "+string(h.read))
+			return false
+		}
+		route := keys.Handle(idemserver.Route{}, h)
+		first := serve(route, req("POST", "/things", `{"idempotency_key":"k1", "amount": 5}`))
+		wantStatus(t, "key first", first, http.StatusCreated)
+		wantReplay(t, "the same body", serve(route, req("POST", "/things", `{"idempotency_key":"k1", "amount": 5}`)), first)
+		wantReplay(t, "the key last", serve(route, req("POST", "/things", `{ "amount": 5,"idempotency_key":"k1"}`)), first)
+		wantProblem(t, "another amount", serve(route, req("POST", "/things", `{"amount": 6,"idempotency_key":"k1"}`)), http.StatusUnprocessableEntity)
+		wantStatus(t, "the key alone", serve(route, req("POST", "/things", `{"idempotency_key":"k2"}`)), http.StatusCreated)
+		wantStatus(t, "nested members stay", serve(route, req("POST", "/things", `{"a":{"idempotency_key":"x"},"idempotency_key":"k3","b":[1,2]}`)), http.StatusCreated)
+		for _, c := range []struct{ name, body string }{
+			{"no member", `{"amount": 5}`},
+			{"no object", `[1]`},
+			{"not JSON", `amount=5`},
+			{"a number", `{"idempotency_key":7}`},
+			{"twice", `{"idempotency_key":"k4","idempotency_key":"k5"}`},
+		} {
+			wantProblem(t, c.name, serve(route, req("POST", "/things", c.body, "header-key")), http.StatusBadRequest)
+		}
+		want := []string{`k1 { "amount": 5}`, `k2 {}`, `k3 {"a":{"idempotency_key":"x"},"b":[1,2]}`}
+		if strings.Join(bodies, "|") != strings.Join(want, "|") {
+			t.Errorf("the handler read %q, want %q", bodies, want)
+		}
+		if n := e.keyRows(); n != 3 {
+			t.Errorf("%d key rows, want 3", n)
 		}
 	})
 }

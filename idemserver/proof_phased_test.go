@@ -154,7 +154,7 @@ func TestL5AClaimIsTakenOverOnlyWhenItLapses(t *testing.T) {
 		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		gw := newProofGateway()
-		entered, release := make(chan struct{}), make(chan struct{})
+		entered, release, open := gate(t)
 		c := &charger{e: e, gw: gw, stepErr: make(chan error, 1)}
 		c.inCharge = func(ctx context.Context, dk string) {
 			if c.charges.Load() == 1 {
@@ -163,16 +163,16 @@ func TestL5AClaimIsTakenOverOnlyWhenItLapses(t *testing.T) {
 			}
 		}
 		route := keys.Handle(idemserver.Route{Phased: true}, c)
-		done := make(chan *httptestRecorder)
+		done := make(chan *httptestRecorder, 1)
 		go func() { done <- serve(route, req("POST", "/charges", "x", "lease")) }()
-		<-entered
+		waitEntered(t, entered, done)
 		wantProblem(t, "a live claim", serve(route, req("POST", "/charges", "x", "lease")), http.StatusConflict)
 		e.clock.Add(idemserver.DefaultLockTimeout - time.Second)
 		wantProblem(t, "a claim a second from lapsing", serve(route, req("POST", "/charges", "x", "lease")), http.StatusConflict)
 		e.clock.Add(2 * time.Second)
 		second := serve(route, req("POST", "/charges", "x", "lease"))
 		wantStatus(t, "the retry after the lease lapsed", second, http.StatusCreated)
-		close(release)
+		open()
 		stale := <-done
 		select {
 		case err := <-c.stepErr:
@@ -214,7 +214,7 @@ func TestL5ALapsedHolderCannotCommit(t *testing.T) {
 				e := newProofEnv(t, s)
 				keys := e.keys(e.config())
 				gw := newProofGateway()
-				entered, release := make(chan struct{}), make(chan struct{})
+				entered, release, open := gate(t)
 				c := &charger{e: e, gw: gw}
 				c.beforeTx = func(ctx context.Context) {
 					if c.runs.Load() == 1 {
@@ -223,16 +223,16 @@ func TestL5ALapsedHolderCannotCommit(t *testing.T) {
 					}
 				}
 				route := keys.Handle(idemserver.Route{Phased: true}, c)
-				done := make(chan *httptestRecorder)
+				done := make(chan *httptestRecorder, 1)
 				go func() { done <- serve(route, req("POST", "/charges", "x", "late")) }()
-				<-entered
+				waitEntered(t, entered, done)
 				e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
 				var second *httptestRecorder
 				if takenOver {
 					second = serve(route, req("POST", "/charges", "x", "late"))
 					wantStatus(t, "the new holder", second, http.StatusCreated)
 				}
-				close(release)
+				open()
 				stale := <-done
 				if stale.Code == http.StatusCreated || stale.Code < 400 {
 					t.Errorf("the lapsed holder's commit answered %d %q, want a refusal", stale.Code, stale.Body.String())

@@ -106,7 +106,7 @@ func TestL1SweepNeverDeletesAnUnfinishedKey(t *testing.T) {
 	eachProofStore(t, func(t *testing.T, s proofStore) {
 		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
-		entered, release := make(chan struct{}), make(chan struct{})
+		entered, release, open := gate(t)
 		c := &charger{e: e, gw: newProofGateway()}
 		c.inCharge = func(ctx context.Context, dk string) {
 			if c.charges.Load() == 1 {
@@ -115,9 +115,9 @@ func TestL1SweepNeverDeletesAnUnfinishedKey(t *testing.T) {
 			}
 		}
 		route := keys.Handle(idemserver.Route{Phased: true, Retention: time.Second}, c)
-		done := make(chan *httptestRecorder)
+		done := make(chan *httptestRecorder, 1)
 		go func() { done <- serve(route, req("POST", "/charges", "x", "held")) }()
-		<-entered
+		waitEntered(t, entered, done)
 		released := keys.Handle(idemserver.Route{Phased: true, Retention: time.Second}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			idemserver.Step(r.Context(), "reserve", func(ctx context.Context, dk string) ([]byte, error) { return []byte("r"), nil })
 			http.Error(w, "down", http.StatusServiceUnavailable)
@@ -132,7 +132,7 @@ func TestL1SweepNeverDeletesAnUnfinishedKey(t *testing.T) {
 				t.Errorf("sweep %v later: %d key rows, want 2", d, k)
 			}
 		}
-		close(release)
+		open()
 		<-done
 	})
 }
