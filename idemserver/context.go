@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,23 @@ type state struct {
 	mu    sync.Mutex
 	final *sql.Tx
 	begun error // why the final transaction could not begin
+
+	// What a Step learnt about the claim, whatever the handler then wrote.
+	lostClaim, rowGone atomic.Bool
+}
+
+// beginErr returns why the final transaction could not begin, or nil.
+func (st *state) beginErr() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.begun
+}
+
+// reset forgets the final transaction before the handler runs again.
+func (st *state) reset() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.final, st.begun = nil, nil
 }
 
 type ctxKey struct{}
@@ -175,10 +193,17 @@ func (st *state) fenced(fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-// lost returns err, made ErrLockLost if the lease has ended.
+// lost returns err, made ErrLockLost if the lease has ended, and notes
+// a lost claim or a vanished row for the answer.
 func (st *state) lost(err error) error {
 	if !errors.Is(err, ErrLockLost) && errors.Is(context.Cause(st.lease.ctx), ErrLockLost) {
 		err = errors.Join(ErrLockLost, err)
+	}
+	if errors.Is(err, ErrLockLost) {
+		st.lostClaim.Store(true)
+	}
+	if errors.Is(err, ErrKeyRowGone) {
+		st.rowGone.Store(true)
 	}
 	return err
 }
