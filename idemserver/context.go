@@ -27,6 +27,18 @@ type state struct {
 
 	// What a Step learnt about the claim, whatever the handler then wrote.
 	lostClaim, rowGone atomic.Bool
+
+	failMu  sync.Mutex
+	failure error // reported by Fail
+}
+
+// failed returns and forgets the error the handler reported with Fail.
+func (st *state) failed() error {
+	st.failMu.Lock()
+	defer st.failMu.Unlock()
+	err := st.failure
+	st.failure = nil
+	return err
 }
 
 // beginErr returns why the final transaction could not begin, or nil.
@@ -75,6 +87,28 @@ func Tx(ctx context.Context) *sql.Tx {
 		}
 	}
 	return st.final
+}
+
+// Fail reports that the handler's database work failed with err; the
+// handler then returns, and what it writes is ignored. The transaction
+// rolls back and, if err is a serialization failure or deadlock (or, on an
+// atomic route under a key, a unique violation: another request's row
+// carrying the same key), runs again with the handler, as a failed commit
+// would; otherwise the
+// request gets 503 with Retry-After (database unreachable or busy,
+// Config.Reruns exhausted) or 500, and nothing is stored. Outside
+// idemserver Fail does nothing. A handler that answers 5xx without Fail is
+// rolled back too, but not rerun.
+func Fail(ctx context.Context, err error) {
+	st := stateOf(ctx)
+	if st == nil || err == nil {
+		return
+	}
+	st.failMu.Lock()
+	defer st.failMu.Unlock()
+	if st.failure == nil {
+		st.failure = err
+	}
 }
 
 // Key returns the principal and key of the request; ok is false outside

@@ -101,6 +101,7 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 			// could not begin: answered as that failure below.
 		}
 		resp := buf.response()
+		failed := st.failed()
 		switch {
 		case st.rowGone.Load():
 			st.rollback()
@@ -119,14 +120,19 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 			k.release(st)
 			k.fail(w, r, errResponseTooLarge)
 			return
-		case resp.Status >= 500:
+		case failed == nil && resp.Status >= 500:
 			st.rollback()
 			k.release(st)
 			k.stats.rolledBack.Add(1)
 			buf.send(w)
 			return
 		}
-		err = k.finish(st, resp)
+		if failed != nil {
+			st.rollback()
+			err = k.dbError("the handler's work", failed)
+		} else {
+			err = k.finish(st, resp)
+		}
 		switch {
 		case err == nil:
 			k.stats.stored.Add(1)
