@@ -74,7 +74,11 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		}
 		st.tx = tx
 		buf = newBuffer(k.cfg.MaxResponseBytes)
-		if err := call(h, buf, withBody(r.WithContext(hctx), req.body)); err != nil {
+		err := call(h, buf, withBody(r.WithContext(hctx), req.body))
+		if failed := st.failed(); err == nil && failed != nil {
+			err = k.dbError("the handler's work", failed)
+		}
+		if err != nil {
 			return err
 		}
 		resp := buf.response()
@@ -86,7 +90,7 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		case !keyed:
 			return nil
 		}
-		_, err := k.insert(ctx, tx, req, now, &resp, "", 0)
+		_, err = k.insert(ctx, tx, req, now, &resp, "", 0)
 		return err
 	}
 	err := k.inTx(ctx, sql.LevelSerializable, run)

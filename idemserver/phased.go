@@ -94,31 +94,45 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		if errors.As(err, &p) {
 			st.rollback()
 			k.stats.rolledBack.Add(1)
-			panic(p.value)
+			if st.beginErr() == nil {
+				panic(p.value)
+			}
+			// Most likely the nil Tx of a final transaction that
+			// could not begin: answered as that failure below.
 		}
 		resp := buf.response()
+		failed := st.failed()
 		switch {
-		case errors.Is(context.Cause(l.ctx), ErrLockLost):
+		case st.rowGone.Load():
+			st.rollback()
+			k.rowGone(w, r, req, ErrKeyRowGone)
+			return
+		case st.lostClaim.Load() || errors.Is(context.Cause(l.ctx), ErrLockLost):
 			st.rollback()
 			k.lockLost(w, r)
 			return
-		case st.begun != nil:
+		case st.beginErr() != nil:
 			k.release(st)
-			k.fail(w, r, st.begun)
+			k.fail(w, r, st.beginErr())
 			return
 		case buf.over:
 			st.rollback()
 			k.release(st)
 			k.fail(w, r, errResponseTooLarge)
 			return
-		case resp.Status >= 500:
+		case failed == nil && resp.Status >= 500:
 			st.rollback()
 			k.release(st)
 			k.stats.rolledBack.Add(1)
 			buf.send(w)
 			return
 		}
-		err = k.finish(st, resp)
+		if failed != nil {
+			st.rollback()
+			err = k.dbError("the handler's work", failed)
+		} else {
+			err = k.finish(st, resp)
+		}
 		switch {
 		case err == nil:
 			k.stats.stored.Add(1)
@@ -132,7 +146,7 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 				k.lockLost(w, r)
 				return
 			}
-			st.final, st.begun = nil, nil
+			st.reset()
 			continue
 		case retryable(err):
 			err = fmt.Errorf("%w (%d runs): %w", ErrContention, run+1, err)
@@ -235,12 +249,14 @@ func (k *Keys) serveUnkeyedPhased(w http.ResponseWriter, r *http.Request, req *r
 	var p *panicked
 	if errors.As(err, &p) {
 		st.rollback()
-		panic(p.value)
+		if st.beginErr() == nil {
+			panic(p.value)
+		}
 	}
 	resp := buf.response()
 	switch {
-	case st.begun != nil:
-		k.fail(w, r, st.begun)
+	case st.beginErr() != nil:
+		k.fail(w, r, st.beginErr())
 		return
 	case buf.over:
 		st.rollback()

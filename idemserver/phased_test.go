@@ -2,6 +2,7 @@ package idemserver_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -292,6 +293,57 @@ func TestStepMisuse(t *testing.T) {
 		}
 		if !errors.Is(atomicErr, idemserver.ErrNotPhased) || !errors.Is(afterTx, idemserver.ErrTxBegun) {
 			t.Errorf("atomic: %v; after Tx: %v", atomicErr, afterTx)
+		}
+	})
+}
+
+// A Step that finds the claim taken over returns ErrLockLost, and the
+// request gets 409 whatever its handler then writes.
+func TestPhasedStepAfterTakeoverIsLockLost(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		started, proceed := make(chan struct{}), make(chan struct{})
+		var second error
+		h := &charge{e: e, gw: &gateway{}, hook: func(ctx context.Context, attempt int) bool {
+			if attempt != 1 {
+				return true
+			}
+			close(started)
+			<-proceed
+			_, second = idemserver.Step(ctx, "mail", func(context.Context, string) ([]byte, error) {
+				t.Error("a Step ran for a holder that lost its claim")
+				return nil, nil
+			})
+			return false // 502
+		}}
+		srv := e.keys.Handle(idemserver.Route{Phased: true}, h)
+		first := make(chan answer)
+		go func() { first <- do(t, srv, "POST", "/charges", "k", "a") }()
+		<-started
+		e.clock.Advance(idemserver.DefaultLockTimeout)
+		if got := do(t, srv, "POST", "/charges", "k", "a"); got.status != http.StatusCreated {
+			t.Fatalf("taker: %+v", got)
+		}
+		close(proceed)
+		if got := <-first; got.status != http.StatusConflict || !errors.Is(second, idemserver.ErrLockLost) {
+			t.Fatalf("holder: %+v, Step error %v; want 409, ErrLockLost", got, second)
+		}
+	})
+}
+
+// A handler whose lease ended gets a nil Tx; the panic of using it is
+// answered as the lost claim, not raised.
+func TestPhasedTxAfterLeaseIsAnswered(t *testing.T) {
+	onBothStores(t, idemserver.Config{LockTimeout: 200 * time.Millisecond}, func(t *testing.T, e *env) {
+		var tx *sql.Tx
+		srv := e.keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done()
+			tx = idemserver.Tx(r.Context())
+			tx.ExecContext(r.Context(), "SELECT 1") // panics on a nil Tx
+			w.WriteHeader(http.StatusCreated)
+		}))
+		got := do(t, srv, "POST", "/charges", "k", "a")
+		if tx != nil || got.status != http.StatusConflict {
+			t.Fatalf("Tx %v, answer %+v; want nil, 409", tx, got)
 		}
 	})
 }
