@@ -2,10 +2,12 @@ package idemserver_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/idemserver"
 )
@@ -53,6 +55,35 @@ func TestL1KeyIsRequired(t *testing.T) {
 		if n := e.count("things"); n != 2 {
 			t.Errorf("%d business rows after 2 unkeyed requests, want 2 (Tx committed)", n)
 		}
+		// A phased Optional route: Steps call their functions with no
+		// downstream key, Tx commits, every time.
+		var dks []string
+		popt := keys.Handle(idemserver.Route{Optional: true, Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx := r.Context()
+			out, err := idemserver.Step(ctx, "charge", func(ctx context.Context, dk string) ([]byte, error) {
+				dks = append(dks, dk)
+				return []byte("called"), nil
+			})
+			if err != nil || string(out) != "called" {
+				http.Error(w, fmt.Sprintf("Step: %q, %v", out, err), http.StatusInternalServerError)
+				return
+			}
+			if _, err := idemserver.Tx(ctx).ExecContext(ctx, `INSERT INTO parents (id) VALUES (`+strconv.Itoa(len(dks))+`)`); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+		}))
+		for range 2 {
+			wantStatus(t, "phased optional, unkeyed", serve(popt, req("POST", "/charges", "")), http.StatusCreated)
+		}
+		if len(dks) != 2 || dks[0] != "" || dks[1] != "" {
+			t.Errorf("unkeyed Steps got downstream keys %q, want two empty ones", dks)
+		}
+		if n, k := e.count("parents"), e.keyRows(); n != 2 || k != 0 {
+			t.Errorf("after two unkeyed phased requests: %d rows, %d key rows; want 2, 0", n, k)
+		}
+
 		// A key on an Optional route is honoured.
 		first := serve(oh, req("POST", "/things", `{"a":1}`, "opt-1"))
 		wantStatus(t, "optional, keyed", first, http.StatusCreated)
@@ -325,7 +356,8 @@ func TestL1FingerprintIsConfigurable(t *testing.T) {
 }
 
 // L1.8: while a phased route's first request is in flight, the same
-// request gets 409 with Retry-After (whole seconds, at most the lease),
+// request gets 409 with Retry-After (the lease's time left, in whole
+// seconds rounded up),
 // the handler is not entered again, and once the first finishes the
 // retry is its replay.
 func TestL1InFlightGets409WithRetryAfter(t *testing.T) {
@@ -341,12 +373,16 @@ func TestL1InFlightGets409WithRetryAfter(t *testing.T) {
 		done := make(chan *httptestRecorder, 1)
 		go func() { done <- serve(route, req("POST", "/charges", "x", "fly")) }()
 		waitEntered(t, entered, done)
-		for i := range 3 {
+		// The lease's time left by the Keys' clock, rounded up.
+		for i, c := range []struct {
+			after time.Duration
+			want  string
+		}{{0, "10"}, {3500 * time.Millisecond, "7"}, {6 * time.Second, "1"}} {
+			e.clock.Add(c.after)
 			w := serve(route, req("POST", "/charges", "x", "fly"))
 			wantProblem(t, "in flight", w, http.StatusConflict)
-			ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
-			if err != nil || ra < 1 || ra > int(idemserver.DefaultLockTimeout.Seconds()) {
-				t.Errorf("409 number %d: Retry-After %q, want whole seconds in [1, %d]", i, w.Header().Get("Retry-After"), int(idemserver.DefaultLockTimeout.Seconds()))
+			if ra := w.Header().Get("Retry-After"); ra != c.want {
+				t.Errorf("409 number %d, %v later: Retry-After %q, want %q", i, c.after, ra, c.want)
 			}
 		}
 		if n := c.runs.Load(); n != 1 {

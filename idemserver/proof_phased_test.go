@@ -265,3 +265,51 @@ func TestL5ALapsedHolderCannotCommit(t *testing.T) {
 		}
 	})
 }
+
+// L5.3: a holder whose lease lapsed inside a Step, with no one taking
+// over, cannot record it: the Step is ErrLockLost, nothing is stored,
+// and the retry runs that step again under the same downstream key (one
+// capture at a gateway idempotent by key), not the one recorded before.
+func TestL5ALapsedHolderCannotRecordAStep(t *testing.T) {
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
+		keys := e.keys(e.config())
+		gw := newProofGateway()
+		entered, release, open := gate(t)
+		c := &charger{e: e, gw: gw, stepErr: make(chan error, 1)}
+		c.inCharge = func(ctx context.Context, dk string) {
+			if c.charges.Load() == 1 {
+				close(entered)
+				<-release
+			}
+		}
+		route := keys.Handle(idemserver.Route{Phased: true}, c)
+		done := make(chan *httptestRecorder, 1)
+		go func() { done <- serve(route, req("POST", "/charges", "x", "alone")) }()
+		waitEntered(t, entered, done)
+		e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
+		open()
+		stale := <-done
+		select {
+		case err := <-c.stepErr:
+			if !errors.Is(err, idemserver.ErrLockLost) {
+				t.Errorf("the lapsed holder's Step: %v, want ErrLockLost", err)
+			}
+		default:
+			t.Errorf("the lapsed holder's Step succeeded; its answer %d %q", stale.Code, stale.Body.String())
+		}
+		if stale.Code == http.StatusCreated || e.count("things") != 0 {
+			t.Fatalf("the lapsed holder answered %d with %d business rows, want a refusal and none", stale.Code, e.count("things"))
+		}
+		first := serve(route, req("POST", "/charges", "x", "alone"))
+		wantStatus(t, "the retry", first, http.StatusCreated)
+		captures, calls := gw.state()
+		if captures != 1 || len(calls) != 2 || calls[0] != calls[1] {
+			t.Errorf("gateway: %d captures under %q; want 1 under one key", captures, calls)
+		}
+		if r, ch := c.reserves.Load(), c.charges.Load(); r != 1 || ch != 2 {
+			t.Errorf("reserve ran %d times, charge %d; want 1, 2", r, ch)
+		}
+		wantReplay(t, "afterwards", serve(route, req("POST", "/charges", "x", "alone")), first)
+	})
+}
