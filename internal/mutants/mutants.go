@@ -643,8 +643,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "an atomic route's key row committed on its own, before the handler's transaction", Rules: "L2.3",
-		Edits: []edit{{File: "idemserver/atomic.go", Old: "_, err := k.insert(ctx, tx, req, now, &resp, \"\", 0)",
-			New: "_, err := k.insert(ctx, map[bool]querier{true: k.db, false: tx}[k.dialect == dialectPostgres], req, now, &resp, \"\", 0)"}},
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "_, err = k.insert(ctx, tx, req, now, &resp, \"\", 0)",
+			New: "_, err = k.insert(ctx, map[bool]querier{true: k.db, false: tx}[k.dialect == dialectPostgres], req, now, &resp, \"\", 0)"}},
 		Pkg: "./idemserver", Tests: []string{"TestL2AFailedCommitStoresNothing"},
 	},
 	{
@@ -694,5 +694,16 @@ var mutants = []mutant{
 		Edits: []edit{{File: "idemserver/sweep.go", Old: "FROM {{t}} WHERE finished = 1 AND expires_at <= ?\n",
 			New: "FROM {{t}} WHERE (finished = 1 OR lock_token IS NULL) AND expires_at <= ?\n"}},
 		Pkg: "./idemserver", Tests: []string{"TestL1SweepNeverDeletesAnUnfinishedKey"},
+	},
+	{
+		Name: "a Step's record unfenced by the lease, the final commit still fenced", Rules: "L5.3",
+		Edits: []edit{{File: "idemserver/rows.go", Old: "UPDATE {{t}} SET lease_until = ? WHERE id = ? AND lock_token = ? AND lease_until > ?`",
+			New: "UPDATE {{t}} SET lease_until = ? WHERE id = ? AND lock_token = ? AND (lease_until > ? OR TRUE)`"}},
+		Pkg: "./idemserver", Tests: []string{"TestL5ALapsedHolderCannotRecordAStep"},
+	},
+	{
+		Name: "a body key left in the body the server fingerprints and serves", Rules: "L1.12",
+		Edits: []edit{{File: "idemserver/request.go", Old: "\t\t\tbody = rest\n", New: "\t\t\t_ = rest\n"}},
+		Pkg:   "./idemserver", Tests: []string{"TestL1BodyKeyLeavesTheBody"},
 	},
 }
