@@ -186,6 +186,24 @@ func TestL2AFailedCommitStoresNothing(t *testing.T) {
 			t.Errorf("%d children, want 1", c)
 		}
 
+		// On PostgreSQL a failed statement aborts the transaction: a
+		// handler that ignores it and answers 201 gets its commit rolled
+		// back, and the client 5xx, never the 201.
+		if s.pg {
+			ignoring := &inserter{e: e, then: func(w http.ResponseWriter, r *http.Request, tx *sqlTx) bool {
+				tx.ExecContext(r.Context(), `INSERT INTO no_such_table VALUES (1)`)
+				return false
+			}}
+			before, keysBefore := e.count("things"), e.keyRows()
+			w := serve(keys.Handle(idemserver.Route{}, ignoring), req("POST", "/things", "{}", "aborted"))
+			if w.Code < 500 {
+				t.Errorf("an aborted transaction's answer: %d %q, want 5xx", w.Code, w.Body.String())
+			}
+			if b, k := e.count("things")-before, e.keyRows()-keysBefore; b != 0 || k != 0 {
+				t.Errorf("an aborted transaction stored %d business rows and %d key rows, want 0, 0", b, k)
+			}
+		}
+
 		// A phased route's final commit failing: the same, and the claim
 		// is released with its recovery point, so the retry resumes at
 		// once without a second capture.
@@ -274,7 +292,7 @@ func TestL2ADisconnectedClientIsReplayed(t *testing.T) {
 					}))
 					wrapped = route.ServeHTTP
 				}
-				before := e.count("things")
+				before, keysBefore := e.count("things"), e.keyRows()
 				first := serve(wrapped, req("POST", "/things", "{}", key).WithContext(ctx))
 				cancel()
 				if first.Code != http.StatusCreated {
