@@ -292,7 +292,7 @@ func TestL2ADisconnectedClientIsReplayed(t *testing.T) {
 					}))
 					wrapped = route.ServeHTTP
 				}
-				before, keysBefore := e.count("things"), e.keyRows()
+				before := e.count("things")
 				first := serve(wrapped, req("POST", "/things", "{}", key).WithContext(ctx))
 				cancel()
 				if first.Code != http.StatusCreated {
