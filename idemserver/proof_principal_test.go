@@ -1,23 +1,33 @@
 package idemserver_test
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/idemserver"
 )
 
 // L4.1: two principals using one key for one request are two requests:
 // the handler runs for each, each gets its own answer (the second never
-// sees the first's body), each retry replays its own, and another body
-// from the second is not a mismatch with the first's.
+// sees the first's body), each retry replays its own, another body from
+// a third is not a mismatch with the first's, and the sweep hands Forget
+// each principal's key apart.
 func TestL4PrincipalsNeverShareAReplay(t *testing.T) {
 	eachProofStore(t, func(t *testing.T, s proofStore) {
 		e := newProofEnv(t, s)
-		keys := e.keys(e.config())
+		var swept []idemserver.Swept
+		cfg := e.config()
+		cfg.Forget = func(ctx context.Context, tx *sql.Tx, s []idemserver.Swept) error {
+			swept = append(swept, s...)
+			return nil
+		}
+		keys := e.keys(cfg)
 		var principals []string
 		h := &inserter{e: e, then: func(w http.ResponseWriter, r *http.Request, _ *sqlTx) bool {
 			p, _, _ := idemserver.Key(r.Context())
@@ -47,6 +57,22 @@ func TestL4PrincipalsNeverShareAReplay(t *testing.T) {
 		}
 		if b := e.count("things"); b != 3 {
 			t.Errorf("%d business rows, want 3", b)
+		}
+
+		// The sweeper tells the three apart too.
+		e.clock.Add(idemserver.DefaultRetention + time.Second)
+		if n, err := keys.Sweep(context.Background()); err != nil || n != 3 {
+			t.Fatalf("Sweep: %d, %v; want 3", n, err)
+		}
+		seen := map[string]bool{}
+		for _, sw := range swept {
+			if sw.Key != "shared" {
+				t.Errorf("Forget got key %q, want shared", sw.Key)
+			}
+			seen[sw.Principal] = true
+		}
+		if len(swept) != 3 || len(seen) != 3 || !seen[idemserver.AnonymousPrincipal] || !seen[principals[0]] || !seen[principals[1]] {
+			t.Errorf("Forget got %v, want the key under alice's, bob's and the anonymous principal", swept)
 		}
 	})
 }
