@@ -51,6 +51,12 @@ func TestL1ReplicasOneKeyOneEffect(t *testing.T) {
 			answers := make([]*httptestRecorder, n)
 			conflicts := make([]int, n)
 			start := make(chan struct{})
+			// A request refused in flight retries once some request has
+			// its final answer (sent after its commit), so its retry
+			// finds the stored one; one refused for contention (503)
+			// retries at once.
+			answered := make(chan struct{})
+			var once sync.Once
 			var wg sync.WaitGroup
 			for i := range n {
 				wg.Add(1)
@@ -59,12 +65,17 @@ func TestL1ReplicasOneKeyOneEffect(t *testing.T) {
 					<-start
 					for {
 						w := serve(routes[i%2], req("POST", "/things", `{"amount":100}`, "one-key"))
-						if w.Code == http.StatusConflict || w.Code == http.StatusServiceUnavailable {
+						switch w.Code {
+						case http.StatusConflict:
 							conflicts[i]++
-							time.Sleep(2 * time.Millisecond) // a client waiting to retry, not a wait for an event
+							<-answered
+							continue
+						case http.StatusServiceUnavailable:
+							conflicts[i]++
 							continue
 						}
 						answers[i] = w
+						once.Do(func() { close(answered) })
 						return
 					}
 				}()
