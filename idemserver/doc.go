@@ -63,7 +63,8 @@
 // replicas' clocks must agree to well within Config.LockTimeout.
 //
 // Retention. A finished key is kept for its route's Route.Retention, else
-// Config.Retention (default 24 h), then Sweep (or Run, every
+// Config.Retention (default 24 h), from when its answer was stored; then
+// Sweep (or Run, every
 // Config.SweepInterval) deletes it, calling Config.Forget in the same
 // transaction so that business rows carrying the key can let it go. An
 // unfinished key is never deleted; past retention and unclaimed it is
