@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -344,6 +345,48 @@ func TestPhasedTxAfterLeaseIsAnswered(t *testing.T) {
 		got := do(t, srv, "POST", "/charges", "k", "a")
 		if tx != nil || got.status != http.StatusConflict {
 			t.Fatalf("Tx %v, answer %+v; want nil, 409", tx, got)
+		}
+	})
+}
+
+// A phased answer is kept for the route's retention from its finish, not
+// from the claim, however long the request took.
+func TestPhasedRetentionCountsFromTheFinish(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		h := &charge{e: e, gw: &gateway{}, hook: func(ctx context.Context, attempt int) bool { return attempt > 1 }}
+		srv := e.keys.Handle(idemserver.Route{Phased: true}, h)
+		do(t, srv, "POST", "/charges", "k", "a") // 502: claim released, row kept
+		e.clock.Advance(idemserver.DefaultRetention)
+		if got := do(t, srv, "POST", "/charges", "k", "a"); got.status != http.StatusCreated {
+			t.Fatalf("resumed a day later: %+v", got)
+		}
+		e.clock.Advance(idemserver.DefaultRetention - time.Second)
+		if n, err := e.keys.Sweep(context.Background()); err != nil || n != 0 {
+			t.Fatalf("swept %d, %v before the answer's retention passed", n, err)
+		}
+		e.clock.Advance(time.Second)
+		if n, err := e.keys.Sweep(context.Background()); err != nil || n != 1 {
+			t.Fatalf("swept %d, %v; want 1", n, err)
+		}
+	})
+}
+
+// A key row deleted while its request ran (by something outside Keys):
+// 500, telling the client not to send the request again.
+func TestPhasedRowGoneIsNotRetried(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		h := &charge{e: e, gw: &gateway{}, hook: func(ctx context.Context, attempt int) bool {
+			if _, err := e.db.Exec(`DELETE FROM idempotency_keys`); err != nil {
+				t.Error(err)
+			}
+			return true
+		}}
+		got := do(t, e.keys.Handle(idemserver.Route{Phased: true}, h), "POST", "/charges", "k", "a")
+		if got.status != http.StatusInternalServerError || !strings.Contains(got.body, "Do not send this request again") {
+			t.Fatalf("%+v", got)
+		}
+		if e.count("items") != 0 {
+			t.Fatal("committed without its key row")
 		}
 	})
 }
