@@ -673,8 +673,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the lease left unchecked by the final commit, still checked by Steps", Rules: "L5.2",
-		Edits: []edit{{File: "idemserver/rows.go", Old: "lock_token = NULL, lease_until = NULL\n\t\t\tWHERE id = ? AND lock_token = ? AND lease_until > ?`)",
-			New: "lock_token = NULL, lease_until = NULL\n\t\t\tWHERE id = ? AND lock_token = ? AND (lease_until > ? OR TRUE)`)"}},
+		Edits: []edit{{File: "idemserver/rows.go", Old: "WHERE id = ?5 AND lock_token = ?6 AND lease_until > ?7`)",
+			New: "WHERE id = ?5 AND lock_token = ?6 AND (lease_until > ?7 OR TRUE)`)"}},
 		Pkg: "./idemserver", Tests: []string{"TestL5ALapsedHolderCannotCommit"},
 	},
 	{
