@@ -71,6 +71,11 @@ type Config struct {
 	// (default DefaultWorkTimeout).
 	WorkTimeout time.Duration
 
+	// Accepts, if set, decides from its Content-Type whether a request's
+	// body can be read; false answers 415 before the body is read.
+	// AcceptJSON accepts JSON bodies.
+	Accepts func(contentType string) bool
+
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes);
 	// a longer one gets 413 and nothing is looked up.
 	MaxBodyBytes int64

@@ -12,9 +12,10 @@
 // Keys. A request carries its key in Config.KeyHeader (default
 // Idempotency-Key), bare or as an RFC 8941 sf-string, or in the JSON body
 // member Config.KeyField. A route requires a key unless Route.Optional; a
-// missing or malformed key gets 400 and nothing is looked up. A body over
-// Config.MaxBodyBytes gets 413; a body that stalls past the server's read
-// timeout gets 408 and the connection is closed.
+// missing or malformed key gets 400 and nothing is looked up. A body
+// Config.Accepts refuses gets 415, one over Config.MaxBodyBytes 413, and
+// one that stalls past the server's read timeout 408 with the connection
+// closed.
 //
 // Principals (L4). A key belongs to the principal Config.Principal names
 // for the request (default BearerPrincipal): the same key from two

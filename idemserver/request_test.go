@@ -203,3 +203,21 @@ func TestAnswersSpeakAnotherAPI(t *testing.T) {
 		}
 	})
 }
+
+// With Accepts, a body of another media type gets 415 before it is read
+// or looked up.
+func TestMediaTypeRefused(t *testing.T) {
+	onBothStores(t, idemserver.Config{Accepts: idemserver.AcceptJSON}, func(t *testing.T, e *env) {
+		h := &insertItem{e: e}
+		srv := e.keys.Handle(idemserver.Route{}, h)
+		if got := do(t, srv, "POST", "/items", "k", "a", "Content-Type", "text/plain"); got.status != http.StatusUnsupportedMediaType {
+			t.Fatalf("text/plain: %+v", got)
+		}
+		if got := do(t, srv, "POST", "/items", "k", "a", "Content-Type", "application/merge-patch+json"); got.status != http.StatusCreated {
+			t.Fatalf("+json: %+v", got)
+		}
+		if h.Runs() != 1 {
+			t.Fatalf("ran %d times", h.Runs())
+		}
+	})
+}
