@@ -1,6 +1,7 @@
 package idemserver_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -317,3 +318,54 @@ func TestL2ADisconnectedClientIsReplayed(t *testing.T) {
 }
 
 var _ = errors.Is
+
+// L2.5: the stored answer comes back byte for byte whatever its bytes:
+// every byte value, an empty body, a body of the whole MaxResponseBytes;
+// the headers Answers.StoredHeaders names come back with it, each value.
+func TestL2ReplaysAreByteForByte(t *testing.T) {
+	all := make([]byte, 0, 1024)
+	for i := range 1024 {
+		all = append(all, byte(i*7+i/256))
+	}
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
+		keys := e.keys(idemserver.Config{MaxResponseBytes: 64 << 10, Answers: idemserver.Answers{StoredHeaders: []string{"X-Request-Cost", "Link"}}})
+		for _, c := range []struct {
+			name   string
+			status int
+			body   []byte
+		}{
+			{"every byte", http.StatusCreated, all},
+			{"empty", http.StatusAccepted, nil},
+			{"the bound", http.StatusOK, bytes.Repeat([]byte{0, 0xff, '\n'}, (64<<10)/3+1)[:64<<10]},
+		} {
+			h := &inserter{e: e, then: func(w http.ResponseWriter, r *http.Request, _ *sqlTx) bool {
+				w.Header().Set("Content-Type", "application/octet-stream")
+				w.Header().Set("X-Request-Cost", "3")
+				w.Header().Add("Link", "</a>; rel=a")
+				w.Header().Add("Link", "</b>; rel=b")
+				w.Header().Set("X-Not-Stored", "x")
+				w.WriteHeader(c.status)
+				w.Write(c.body)
+				return true
+			}}
+			route := keys.Handle(idemserver.Route{}, h)
+			first := serve(route, req("POST", "/bytes", "{}", "bytes-"+strings.ReplaceAll(c.name, " ", "-")))
+			wantStatus(t, c.name, first, c.status)
+			again := serve(route, req("POST", "/bytes", "{}", "bytes-"+strings.ReplaceAll(c.name, " ", "-")))
+			wantReplay(t, c.name, again, first)
+			if !bytes.Equal(again.Body.Bytes(), c.body) {
+				t.Errorf("%s: replayed %d bytes, want the %d written", c.name, again.Body.Len(), len(c.body))
+			}
+			if got := again.Header().Values("Link"); len(got) != 2 || got[0] != "</a>; rel=a" || got[1] != "</b>; rel=b" {
+				t.Errorf("%s: replayed Link %q, want both values in order", c.name, got)
+			}
+			if again.Header().Get("X-Request-Cost") != "3" || again.Header().Get("X-Not-Stored") != "" {
+				t.Errorf("%s: replayed headers %v, want X-Request-Cost and not X-Not-Stored", c.name, again.Header())
+			}
+			if n := h.runs.Load(); n != 1 {
+				t.Errorf("%s: handler ran %d times, want 1", c.name, n)
+			}
+		}
+	})
+}
