@@ -13,113 +13,128 @@ import (
 )
 
 // L1.11: two Keys (replicas) on one PostgreSQL database, 200 concurrent
-// requests under one key spread over both: one business row, one handler
-// committed run, and every final answer is the stored one byte for byte; on an
-// atomic route none is refused in flight (the transaction is the lock),
-// on a phased route the others get 409 until the first finishes.
+// requests under one key spread over both: one business row, one
+// committed handler run, and every final answer is the stored one byte
+// for byte; on an atomic route none is refused in flight (the
+// transaction is the lock), on a phased route the others get 409 until
+// the first finishes.
 func TestL1ReplicasOneKeyOneEffect(t *testing.T) {
 	for _, phased := range []bool{false, true} {
-		name := "atomic"
-		if phased {
-			name = "phased"
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(routeName(phased), func(t *testing.T) {
 			e := newProofEnv(t, proofStore{name: "postgres", pg: true})
-			var routes []http.Handler
-			var runs []func() int64
-			var replicas []*idemserver.Keys
-			for range 2 {
-				db, err := sql.Open("pgx", e.dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				db.SetMaxOpenConns(10)
-				t.Cleanup(func() { db.Close() })
-				keys := e.keys(idemserver.Config{DB: db})
-				replicas = append(replicas, keys)
-				if phased {
-					c := &charger{e: e, gw: newProofGateway()}
-					routes = append(routes, keys.Handle(idemserver.Route{Phased: true}, c))
-					runs = append(runs, c.runs.Load)
-				} else {
-					h := &inserter{e: e}
-					routes = append(routes, keys.Handle(idemserver.Route{}, h))
-					runs = append(runs, h.runs.Load)
-				}
-			}
-			const n = 200
-			answers := make([]*httptestRecorder, n)
-			conflicts := make([]int, n)
-			start := make(chan struct{})
-			// A request refused in flight retries once some request has
-			// its final answer (sent after its commit), so its retry
-			// finds the stored one; one refused for contention (503)
-			// retries at once.
-			answered := make(chan struct{})
-			var once sync.Once
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					for {
-						w := serve(routes[i%2], req("POST", "/things", `{"amount":100}`, "one-key"))
-						switch w.Code {
-						case http.StatusConflict:
-							conflicts[i]++
-							<-answered
-							continue
-						case http.StatusServiceUnavailable:
-							conflicts[i]++
-							continue
-						}
-						answers[i] = w
-						once.Do(func() { close(answered) })
-						return
-					}
-				}()
-			}
-			close(start)
-			wg.Wait()
-			// An atomic route's transaction that PostgreSQL aborts runs
-			// again, handler included, and rolls back: only reruns may
-			// add runs, and only one commits.
-			reruns := replicas[0].Stats().Reruns + replicas[1].Stats().Reruns
-			if got := runs[0]() + runs[1](); got < 1 || got > 1+reruns || phased && got != 1 {
-				t.Errorf("handlers ran %d times over both replicas with %d reruns, want 1 and at most 1+reruns", got, reruns)
-			}
-			if b := e.count("things"); b != 1 {
-				t.Errorf("%d business rows, want 1", b)
-			}
-			var first *httptestRecorder
-			fresh, refused := 0, 0
-			for i, w := range answers {
-				if w.Header().Get(idemserver.HeaderReplayed) != "true" {
-					fresh++
-				}
-				if first == nil || first.Header().Get(idemserver.HeaderReplayed) == "true" && w.Header().Get(idemserver.HeaderReplayed) != "true" {
-					first = w
-				}
-				if conflicts[i] > 0 {
-					refused++
-				}
-			}
-			if fresh != 1 {
-				t.Errorf("%d answers not marked replayed, want 1 (the first)", fresh)
-			}
-			wantStatus(t, "the first answer", first, http.StatusCreated)
-			for i, w := range answers {
-				if w.Code != first.Code || w.Body.String() != first.Body.String() {
-					t.Fatalf("answer %d: %d %q, want the stored %d %q", i, w.Code, w.Body.String(), first.Code, first.Body.String())
-				}
-			}
-			if !phased && refused != 0 {
-				t.Errorf("%d requests on the atomic route were refused in flight or for contention, want 0", refused)
-			}
-			t.Logf("%d of %d requests were refused at least once before their answer; %d reruns", refused, n, reruns)
+			storm(t, e, replicas(t, e, 2, idemserver.Config{}), phased, 200)
 		})
 	}
+}
+
+// L2.6: on one Keys of each store, 50 concurrent requests under one key
+// have one effect and one answer, as across replicas.
+func TestL2ConcurrentRequestsOnOneKeyHaveOneEffect(t *testing.T) {
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		for _, phased := range []bool{false, true} {
+			t.Run(routeName(phased), func(t *testing.T) {
+				e := newProofEnv(t, s)
+				storm(t, e, []*idemserver.Keys{e.keys(e.config())}, phased, 50)
+			})
+		}
+	})
+}
+
+func routeName(phased bool) string {
+	if phased {
+		return "phased"
+	}
+	return "atomic"
+}
+
+// storm sends n concurrent requests under one key, spread over keys, and
+// checks that they had one effect and got one answer.
+func storm(t *testing.T, e *proofEnv, keys []*idemserver.Keys, phased bool, n int) {
+	t.Helper()
+	var routes []http.Handler
+	var runs []func() int64
+	for _, k := range keys {
+		if phased {
+			c := &charger{e: e, gw: newProofGateway()}
+			routes = append(routes, k.Handle(idemserver.Route{Phased: true}, c))
+			runs = append(runs, c.runs.Load)
+		} else {
+			h := &inserter{e: e}
+			routes = append(routes, k.Handle(idemserver.Route{}, h))
+			runs = append(runs, h.runs.Load)
+		}
+	}
+	answers := make([]*httptestRecorder, n)
+	conflicts := make([]int, n)
+	start := make(chan struct{})
+	// A request refused in flight retries once some request has its final
+	// answer (sent after its commit), so its retry finds the stored one;
+	// one refused for contention (503) retries at once.
+	answered := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for {
+				w := serve(routes[i%len(routes)], req("POST", "/things", `{"amount":100}`, "one-key"))
+				switch w.Code {
+				case http.StatusConflict:
+					conflicts[i]++
+					<-answered
+					continue
+				case http.StatusServiceUnavailable:
+					conflicts[i]++
+					continue
+				}
+				answers[i] = w
+				once.Do(func() { close(answered) })
+				return
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	// An atomic route's transaction that PostgreSQL aborts runs again,
+	// handler included, and rolls back: only reruns may add runs, and
+	// only one commits.
+	var reruns, ran int64
+	for i, k := range keys {
+		reruns += k.Stats().Reruns
+		ran += runs[i]()
+	}
+	if ran < 1 || ran > 1+reruns || phased && ran != 1 {
+		t.Errorf("handlers ran %d times with %d reruns, want 1 (atomic: at most 1+reruns)", ran, reruns)
+	}
+	if b := e.count("things"); b != 1 {
+		t.Errorf("%d business rows, want 1", b)
+	}
+	var first *httptestRecorder
+	fresh, refused := 0, 0
+	for i, w := range answers {
+		if w.Header().Get(idemserver.HeaderReplayed) != "true" {
+			fresh++
+			first = w
+		}
+		if conflicts[i] > 0 {
+			refused++
+		}
+	}
+	if fresh != 1 || first == nil {
+		t.Fatalf("%d answers not marked replayed, want 1 (the first)", fresh)
+	}
+	wantStatus(t, "the first answer", first, http.StatusCreated)
+	for i, w := range answers {
+		if w.Code != first.Code || w.Body.String() != first.Body.String() {
+			t.Fatalf("answer %d: %d %q, want the stored %d %q", i, w.Code, w.Body.String(), first.Code, first.Body.String())
+		}
+	}
+	if !phased && refused != 0 {
+		t.Errorf("%d requests on the atomic route were refused in flight or for contention, want 0", refused)
+	}
+	t.Logf("%d of %d requests were refused at least once before their answer; %d reruns", refused, n, reruns)
 }
 
 // replicas opens n Keys on e's PostgreSQL database, each with its own
