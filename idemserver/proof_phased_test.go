@@ -313,3 +313,56 @@ func TestL5ALapsedHolderCannotRecordAStep(t *testing.T) {
 		wantReplay(t, "afterwards", serve(route, req("POST", "/charges", "x", "alone")), first)
 	})
 }
+
+// L5.4: a stale holder that gives up (its Step lost the claim, it answers
+// 5xx) cannot release the claim of the request that took over while that
+// one is still in the gateway: a third request still gets 409, and the
+// new holder commits, with one capture.
+func TestL5AStaleHolderCannotReleaseTheNewClaim(t *testing.T) {
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
+		keys := e.keys(e.config())
+		gw := newProofGateway()
+		entered1, release1, open1 := gate(t)
+		entered2, release2, open2 := gate(t)
+		c := &charger{e: e, gw: gw, stepErr: make(chan error, 2)}
+		c.inCharge = func(ctx context.Context, dk string) {
+			switch c.charges.Load() {
+			case 1:
+				close(entered1)
+				<-release1
+			case 2:
+				close(entered2)
+				<-release2
+			}
+		}
+		route := keys.Handle(idemserver.Route{Phased: true}, c)
+		done1 := make(chan *httptestRecorder, 1)
+		go func() { done1 <- serve(route, req("POST", "/charges", "x", "two")) }()
+		waitEntered(t, entered1, done1)
+		e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
+		done2 := make(chan *httptestRecorder, 1)
+		go func() { done2 <- serve(route, req("POST", "/charges", "x", "two")) }()
+		waitEntered(t, entered2, done2)
+		open1()
+		stale := <-done1
+		if err := <-c.stepErr; !errors.Is(err, idemserver.ErrLockLost) {
+			t.Errorf("the stale holder's Step: %v, want ErrLockLost", err)
+		}
+		if stale.Code == http.StatusCreated {
+			t.Errorf("the stale holder answered 201 %q", stale.Body.String())
+		}
+		wantProblem(t, "a third request while the new holder is in the gateway", serve(route, req("POST", "/charges", "x", "two")), http.StatusConflict)
+		open2()
+		second := <-done2
+		wantStatus(t, "the new holder", second, http.StatusCreated)
+		captures, calls := gw.state()
+		if captures != 1 || len(calls) != 2 || calls[0] != calls[1] {
+			t.Errorf("gateway: %d captures under %q; want 1 under one key", captures, calls)
+		}
+		if n := e.count("things"); n != 1 {
+			t.Errorf("%d business rows, want 1", n)
+		}
+		wantReplay(t, "afterwards", serve(route, req("POST", "/charges", "x", "two")), second)
+	})
+}

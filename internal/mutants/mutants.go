@@ -706,4 +706,10 @@ var mutants = []mutant{
 		Edits: []edit{{File: "idemserver/request.go", Old: "\t\t\tbody = rest\n", New: "\t\t\t_ = rest\n"}},
 		Pkg:   "./idemserver", Tests: []string{"TestL1BodyKeyLeavesTheBody"},
 	},
+	{
+		Name: "a stale holder's release frees the new holder's claim", Rules: "L5.4",
+		Edits: []edit{{File: "idemserver/phased.go", Old: "SET lock_token = NULL, lease_until = NULL WHERE id = ? AND lock_token = ?`",
+			New: "SET lock_token = NULL, lease_until = NULL WHERE id = ? AND (lock_token = ? OR TRUE)`"}},
+		Pkg: "./idemserver", Tests: []string{"TestL5AStaleHolderCannotReleaseTheNewClaim"},
+	},
 }
