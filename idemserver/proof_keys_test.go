@@ -84,6 +84,12 @@ func TestL1KeyIsRequired(t *testing.T) {
 			t.Errorf("after two unkeyed phased requests: %d rows, %d key rows; want 2, 0", n, k)
 		}
 
+		// A malformed key on an Optional route is refused, not ignored.
+		wantProblem(t, "optional, malformed key", serve(oh, req("POST", "/things", `{"a":1}`, "a b")), http.StatusBadRequest)
+		if n := opt.runs.Load(); n != 2 {
+			t.Errorf("optional route ran its handler for a malformed key")
+		}
+
 		// A key on an Optional route is honoured.
 		first := serve(oh, req("POST", "/things", `{"a":1}`, "opt-1"))
 		wantStatus(t, "optional, keyed", first, http.StatusCreated)
