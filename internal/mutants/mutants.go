@@ -712,4 +712,10 @@ var mutants = []mutant{
 			New: "SET lock_token = NULL, lease_until = NULL WHERE id = ? AND (lock_token = ? OR TRUE)`"}},
 		Pkg: "./idemserver", Tests: []string{"TestL5AStaleHolderCannotReleaseTheNewClaim"},
 	},
+	{
+		Name: "an Optional route passes a malformed key through unkeyed", Rules: "L1.1",
+		Edits: []edit{{File: "idemserver/request.go", Old: "case err == nil, errors.Is(err, errKeyMissing) && route.Optional:",
+			New: "case err == nil, route.Optional:"}},
+		Pkg: "./idemserver", Tests: []string{"TestL1KeyIsRequired"},
+	},
 }
