@@ -141,7 +141,7 @@ type Stats struct {
 	Resumed    int64 // phased claims taken over from an earlier attempt
 	StepsRun   int64 // Step calls that ran their function
 	StepsKept  int64 // Step calls answered from a recovery point
-	LockLost   int64 // phased holders that found their claim lapsed or taken
+	LockLost   int64 // phased holders taken over or past their lease: nothing more committed
 	Swept      int64 // keys deleted by the sweeper
 	Abandoned  int64 // unfinished keys past retention, unleased, kept (last sweep)
 }

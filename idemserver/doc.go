@@ -56,12 +56,15 @@
 // a final transaction that fails to serialize runs the handler again,
 // its Steps answering from their recovery points.
 //
-// Leases (L5). A claim lapses only when its holder can no longer commit:
-// every write of the holder (a Step's record, the final commit) is fenced
-// by the token and by the lease still being live by Config.Now, each Step
-// renews the lease, and the holder's context ends (cause ErrLockLost) when
-// its lease does. Only then may another request take the row over. The
-// replicas' clocks must agree to well within Config.LockTimeout.
+// Leases (L5). A claim lapses only by a takeover, and the takeover is the
+// statement that fences the holder: every write of the holder (a Step's
+// record, the final commit) is fenced by its lock token, which the
+// takeover replaces. The lease (Config.LockTimeout by Config.Now, renewed
+// by each Step) only decides when a takeover is allowed: a holder whose
+// lease ended but whom nobody took over may still finish, and its answer
+// is stored. The holder's context ends (cause ErrLockLost) at its lease's
+// end in real time, the last renewal plus Config.LockTimeout by time.Now,
+// so that a holder never works on past its lease.
 //
 // Retention. A finished key is kept for its route's Route.Retention, else
 // Config.Retention (default 24 h), from when its answer was stored; then
