@@ -199,118 +199,103 @@ func TestL5AClaimIsTakenOverOnlyWhenItLapses(t *testing.T) {
 	})
 }
 
-// L5.2: a holder whose lease lapsed after its steps can no longer commit,
-// whether or not another took over: its writes and answer are not
-// stored; a retry resumes without running the recorded steps again, and
-// exactly one business row stands.
+// L5.2: a holder taken over after its steps, before its commit, can no
+// longer commit: the takeover changed the token every fenced write
+// matches. Nothing of it is stored; the new holder resumes without
+// running the recorded steps, and one business row stands.
 func TestL5ALapsedHolderCannotCommit(t *testing.T) {
-	eachProofStore(t, func(t *testing.T, s proofStore) {
-		for _, takenOver := range []bool{false, true} {
-			name := "alone"
-			if takenOver {
-				name = "taken over"
-			}
-			t.Run(name, func(t *testing.T) {
-				e := newProofEnv(t, s)
-				keys := e.keys(e.config())
-				gw := newProofGateway()
-				entered, release, open := gate(t)
-				c := &charger{e: e, gw: gw}
-				c.beforeTx = func(ctx context.Context) {
-					if c.runs.Load() == 1 {
-						close(entered)
-						<-release
-					}
-				}
-				route := keys.Handle(idemserver.Route{Phased: true}, c)
-				done := make(chan *httptestRecorder, 1)
-				go func() { done <- serve(route, req("POST", "/charges", "x", "late")) }()
-				waitEntered(t, entered, done)
-				e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
-				var second *httptestRecorder
-				if takenOver {
-					second = serve(route, req("POST", "/charges", "x", "late"))
-					wantStatus(t, "the new holder", second, http.StatusCreated)
-				}
-				open()
-				stale := <-done
-				if stale.Code == http.StatusCreated || stale.Code < 400 {
-					t.Errorf("the lapsed holder's commit answered %d %q, want a refusal", stale.Code, stale.Body.String())
-				}
-				want := 0
-				if takenOver {
-					want = 1
-				}
-				if n := e.count("things"); n != want {
-					t.Fatalf("%d business rows after the lapsed holder's commit, want %d", n, want)
-				}
-				if !takenOver {
-					second = serve(route, req("POST", "/charges", "x", "late"))
-					wantStatus(t, "the retry", second, http.StatusCreated)
-				}
-				if r, ch := c.reserves.Load(), c.charges.Load(); r != 1 || ch != 1 {
-					t.Errorf("reserve ran %d times, charge %d; want 1, 1 (recorded before the lease lapsed)", r, ch)
-				}
-				if captures, _ := gw.state(); captures != 1 {
-					t.Errorf("%d captures, want 1", captures)
-				}
-				if n := e.count("things"); n != 1 {
-					t.Errorf("%d business rows, want 1", n)
-				}
-				wantReplay(t, "afterwards", serve(route, req("POST", "/charges", "x", "late")), second)
-				if st := keys.Stats(); st.LockLost < 1 {
-					t.Errorf("Stats.LockLost %d, want at least 1", st.LockLost)
-				}
-			})
-		}
-	})
-}
-
-// L5.3: a holder whose lease lapsed inside a Step, with no one taking
-// over, cannot record it: the Step is ErrLockLost, nothing is stored,
-// and the retry runs that step again under the same downstream key (one
-// capture at a gateway idempotent by key), not the one recorded before.
-func TestL5ALapsedHolderCannotRecordAStep(t *testing.T) {
 	eachProofStore(t, func(t *testing.T, s proofStore) {
 		e := newProofEnv(t, s)
 		keys := e.keys(e.config())
 		gw := newProofGateway()
 		entered, release, open := gate(t)
-		c := &charger{e: e, gw: gw, stepErr: make(chan error, 1)}
-		c.inCharge = func(ctx context.Context, dk string) {
-			if c.charges.Load() == 1 {
+		c := &charger{e: e, gw: gw}
+		c.beforeTx = func(ctx context.Context) {
+			if c.runs.Load() == 1 {
 				close(entered)
 				<-release
 			}
 		}
 		route := keys.Handle(idemserver.Route{Phased: true}, c)
 		done := make(chan *httptestRecorder, 1)
-		go func() { done <- serve(route, req("POST", "/charges", "x", "alone")) }()
+		go func() { done <- serve(route, req("POST", "/charges", "x", "late")) }()
 		waitEntered(t, entered, done)
 		e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
+		second := serve(route, req("POST", "/charges", "x", "late"))
+		wantStatus(t, "the new holder", second, http.StatusCreated)
 		open()
 		stale := <-done
-		select {
-		case err := <-c.stepErr:
-			if !errors.Is(err, idemserver.ErrLockLost) {
-				t.Errorf("the lapsed holder's Step: %v, want ErrLockLost", err)
-			}
-		default:
-			t.Errorf("the lapsed holder's Step succeeded; its answer %d %q", stale.Code, stale.Body.String())
+		if stale.Code == http.StatusCreated || stale.Code < 400 {
+			t.Errorf("the taken-over holder's commit answered %d %q, want a refusal", stale.Code, stale.Body.String())
 		}
-		if stale.Code == http.StatusCreated || e.count("things") != 0 {
-			t.Fatalf("the lapsed holder answered %d with %d business rows, want a refusal and none", stale.Code, e.count("things"))
+		if r, ch := c.reserves.Load(), c.charges.Load(); r != 1 || ch != 1 {
+			t.Errorf("reserve ran %d times, charge %d; want 1, 1 (recorded before the takeover)", r, ch)
 		}
-		first := serve(route, req("POST", "/charges", "x", "alone"))
-		wantStatus(t, "the retry", first, http.StatusCreated)
-		captures, calls := gw.state()
-		if captures != 1 || len(calls) != 2 || calls[0] != calls[1] {
-			t.Errorf("gateway: %d captures under %q; want 1 under one key", captures, calls)
+		if captures, _ := gw.state(); captures != 1 {
+			t.Errorf("%d captures, want 1", captures)
 		}
-		if r, ch := c.reserves.Load(), c.charges.Load(); r != 1 || ch != 2 {
-			t.Errorf("reserve ran %d times, charge %d; want 1, 2", r, ch)
+		if n := e.count("things"); n != 1 {
+			t.Errorf("%d business rows, want 1 (the new holder's)", n)
 		}
-		wantReplay(t, "afterwards", serve(route, req("POST", "/charges", "x", "alone")), first)
+		wantReplay(t, "afterwards", serve(route, req("POST", "/charges", "x", "late")), second)
+		if st := keys.Stats(); st.LockLost < 1 {
+			t.Errorf("Stats.LockLost %d, want at least 1", st.LockLost)
+		}
+	})
+}
+
+// L5.3: a claim lapses by a takeover only: a holder whose lease ended by
+// the Keys' clock, inside a Step or after its steps, and whom no request
+// took over, still records its Step and commits; its answer is stored
+// and replayed, with one capture and one business row.
+func TestL5AnUntakenHolderStillFinishes(t *testing.T) {
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		for _, where := range []string{"inside a Step", "after its steps"} {
+			t.Run(where, func(t *testing.T) {
+				e := newProofEnv(t, s)
+				keys := e.keys(e.config())
+				gw := newProofGateway()
+				entered, release, open := gate(t)
+				c := &charger{e: e, gw: gw, stepErr: make(chan error, 1)}
+				hold := func() {
+					if c.runs.Load() == 1 {
+						close(entered)
+						<-release
+					}
+				}
+				if where == "inside a Step" {
+					c.inCharge = func(context.Context, string) { hold() }
+				} else {
+					c.beforeTx = func(context.Context) { hold() }
+				}
+				route := keys.Handle(idemserver.Route{Phased: true}, c)
+				done := make(chan *httptestRecorder, 1)
+				go func() { done <- serve(route, req("POST", "/charges", "x", "untaken")) }()
+				waitEntered(t, entered, done)
+				e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
+				open()
+				first := <-done
+				select {
+				case err := <-c.stepErr:
+					t.Errorf("the untaken holder's Step: %v, want it recorded", err)
+				default:
+				}
+				wantStatus(t, "the untaken holder", first, http.StatusCreated)
+				wantReplay(t, "the retry", serve(route, req("POST", "/charges", "x", "untaken")), first)
+				if captures, calls := gw.state(); captures != 1 || len(calls) != 1 {
+					t.Errorf("gateway: %d captures, %d calls; want 1, 1", captures, len(calls))
+				}
+				if r, ch, n := c.reserves.Load(), c.charges.Load(), c.runs.Load(); r != 1 || ch != 1 || n != 1 {
+					t.Errorf("reserve ran %d times, charge %d, the handler %d; want 1, 1, 1", r, ch, n)
+				}
+				if n := e.count("things"); n != 1 {
+					t.Errorf("%d business rows, want 1", n)
+				}
+				if st := keys.Stats(); st.LockLost != 0 {
+					t.Errorf("Stats.LockLost %d, want 0", st.LockLost)
+				}
+			})
+		}
 	})
 }
 

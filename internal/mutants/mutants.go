@@ -672,9 +672,9 @@ var mutants = []mutant{
 		Pkg: "./idemserver", Tests: []string{"TestL3DownstreamKeysDifferPerStepKeyAndPrincipal"},
 	},
 	{
-		Name: "the lease left unchecked by the final commit, still checked by Steps", Rules: "L5.2",
-		Edits: []edit{{File: "idemserver/rows.go", Old: "WHERE id = ?5 AND lock_token = ?6 AND lease_until > ?7`)",
-			New: "WHERE id = ?5 AND lock_token = ?6 AND (lease_until > ?7 OR TRUE)`)"}},
+		Name: "the final commit unfenced by the claim's token", Rules: "L5.2",
+		Edits: []edit{{File: "idemserver/rows.go", Old: "WHERE id = ?5 AND lock_token = ?6`",
+			New: "WHERE id = ?5 AND (lock_token = ?6 OR TRUE)`"}},
 		Pkg: "./idemserver", Tests: []string{"TestL5ALapsedHolderCannotCommit"},
 	},
 	{
@@ -696,10 +696,10 @@ var mutants = []mutant{
 		Pkg: "./idemserver", Tests: []string{"TestL1SweepNeverDeletesAnUnfinishedKey"},
 	},
 	{
-		Name: "a Step's record unfenced by the lease, the final commit still fenced", Rules: "L5.3",
-		Edits: []edit{{File: "idemserver/rows.go", Old: "UPDATE {{t}} SET lease_until = ? WHERE id = ? AND lock_token = ? AND lease_until > ?`",
-			New: "UPDATE {{t}} SET lease_until = ? WHERE id = ? AND lock_token = ? AND (lease_until > ? OR TRUE)`"}},
-		Pkg: "./idemserver", Tests: []string{"TestL5ALapsedHolderCannotRecordAStep"},
+		Name: "a Step's record unfenced by the claim's token, the final commit still fenced", Rules: "L5.1",
+		Edits: []edit{{File: "idemserver/rows.go", Old: "UPDATE {{t}} SET lease_until = ? WHERE id = ? AND lock_token = ?`",
+			New: "UPDATE {{t}} SET lease_until = ? WHERE id = ? AND (lock_token = ? OR TRUE)`"}},
+		Pkg: "./idemserver", Tests: []string{"TestL5AClaimIsTakenOverOnlyWhenItLapses"},
 	},
 	{
 		Name: "a body key left in the body the server fingerprints and serves", Rules: "L1.12",
@@ -717,5 +717,11 @@ var mutants = []mutant{
 		Edits: []edit{{File: "idemserver/request.go", Old: "case err == nil, errors.Is(err, errKeyMissing) && route.Optional:",
 			New: "case err == nil, route.Optional:"}},
 		Pkg: "./idemserver", Tests: []string{"TestL1KeyIsRequired"},
+	},
+	{
+		Name: "a holder whose lease ended refused its commit though nobody took over", Rules: "L5.3",
+		Edits: []edit{{File: "idemserver/rows.go", Old: "WHERE id = ?5 AND lock_token = ?6`",
+			New: "WHERE id = ?5 AND lock_token = ?6 AND lease_until > `+fmt.Sprint(k.cfg.Now().UnixNano())"}},
+		Pkg: "./idemserver", Tests: []string{"TestL5AnUntakenHolderStillFinishes"},
 	},
 }
