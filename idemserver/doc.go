@@ -15,7 +15,9 @@
 // missing or malformed key gets 400 and nothing is looked up. A body
 // Config.Accepts refuses gets 415, one over Config.MaxBodyBytes 413, and
 // one that stalls past the server's read timeout 408 with the connection
-// closed.
+// closed. Route.Check may then refuse the request in the API's own words
+// (bad JSON, a negative amount): nothing is looked up, and the key stays
+// free for a good request.
 //
 // Principals (L4). A key belongs to the principal Config.Principal names
 // for the request (default BearerPrincipal): the same key from two
