@@ -53,10 +53,11 @@
 // transaction, in which the answer is stored and the claim ended together
 // with the handler's writes. A retry while the claim is live gets 409 with
 // Retry-After; a retry after a crash takes the row over and resumes: Steps
-// already recorded return their results without calling out again. An
-// answer >= 500 releases the claim at once, keeping the recovery points;
-// a final transaction that fails to serialize runs the handler again,
-// its Steps answering from their recovery points.
+// already recorded return their results without calling out again, and
+// Resumed tells the handler that it resumes. An answer >= 500 releases
+// the claim at once, keeping the recovery points; a final transaction
+// that fails to serialize runs the handler again, its Steps answering
+// from their recovery points.
 //
 // Leases (L5). A claim lapses only by a takeover, and the takeover is the
 // statement that fences the holder: every write of the holder (a Step's
