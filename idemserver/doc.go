@@ -75,7 +75,7 @@
 // Config.SweepInterval) deletes it, calling Config.Forget in the same
 // transaction so that business rows carrying the key can let it go. An
 // unfinished key is never deleted; past retention and unclaimed it is
-// counted in Stats.Abandoned for a person to reconcile.
+// counted in Stats.Abandoned and Keys.Count for a person to reconcile.
 //
 // Work. A client that disconnects does not cancel its request's work: the
 // work context is detached from the request, bounded by
