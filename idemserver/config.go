@@ -42,7 +42,8 @@ type Config struct {
 	Principal func(*http.Request) (string, error)
 
 	// KeyHeader is the request header holding the key (default
-	// HeaderIdempotencyKey), bare or as an RFC 8941 sf-string.
+	// HeaderIdempotencyKey), bare or as an RFC 8941 sf-string. It is
+	// matched case-insensitively and written in messages as spelt here.
 	KeyHeader string
 
 	// KeyField, if set, takes the key from this top-level member of a
@@ -119,6 +120,15 @@ type Route struct {
 
 	// Retention overrides Config.Retention for keys stored by this route.
 	Retention time.Duration
+
+	// Check, if set, validates a request before its key is looked up:
+	// it runs after the key is read and the body read (without
+	// Config.KeyField's member), with body as the handler would see it
+	// and r's Body reading it again. False means Check has answered (a
+	// 4xx refusal, say): nothing is looked up, stored or run, and the key
+	// stays free for a good request. It counts in Stats.Invalid. Check
+	// must not modify body.
+	Check func(w http.ResponseWriter, r *http.Request, body []byte) bool
 }
 
 // Swept names a key the sweeper deletes, for Config.Forget.

@@ -15,7 +15,9 @@
 // missing or malformed key gets 400 and nothing is looked up. A body
 // Config.Accepts refuses gets 415, one over Config.MaxBodyBytes 413, and
 // one that stalls past the server's read timeout 408 with the connection
-// closed.
+// closed. Route.Check may then refuse the request in the API's own words
+// (bad JSON, a negative amount): nothing is looked up, and the key stays
+// free for a good request.
 //
 // Principals (L4). A key belongs to the principal Config.Principal names
 // for the request (default BearerPrincipal): the same key from two
@@ -51,10 +53,11 @@
 // transaction, in which the answer is stored and the claim ended together
 // with the handler's writes. A retry while the claim is live gets 409 with
 // Retry-After; a retry after a crash takes the row over and resumes: Steps
-// already recorded return their results without calling out again. An
-// answer >= 500 releases the claim at once, keeping the recovery points;
-// a final transaction that fails to serialize runs the handler again,
-// its Steps answering from their recovery points.
+// already recorded return their results without calling out again, and
+// Resumed tells the handler that it resumes. An answer >= 500 releases
+// the claim at once, keeping the recovery points; a final transaction
+// that fails to serialize runs the handler again, its Steps answering
+// from their recovery points.
 //
 // Leases (L5). A claim lapses only by a takeover, and the takeover is the
 // statement that fences the holder: every write of the holder (a Step's
@@ -72,7 +75,7 @@
 // Config.SweepInterval) deletes it, calling Config.Forget in the same
 // transaction so that business rows carrying the key can let it go. An
 // unfinished key is never deleted; past retention and unclaimed it is
-// counted in Stats.Abandoned for a person to reconcile.
+// counted in Stats.Abandoned and Keys.Count for a person to reconcile.
 //
 // Work. A client that disconnects does not cancel its request's work: the
 // work context is detached from the request, bounded by

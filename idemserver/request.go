@@ -24,8 +24,8 @@ type request struct {
 }
 
 // serve is the middleware: it reads the principal, the key and the body
-// (refusing before any look-up what it cannot use), then serves the route
-// atomically or in phases.
+// and runs Route.Check (refusing before any look-up what it cannot use),
+// then serves the route atomically or in phases.
 func (k *Keys) serve(w http.ResponseWriter, r *http.Request, route Route, h http.Handler) {
 	if !k.enter() {
 		w.Header().Set("Retry-After", "1")
@@ -34,6 +34,9 @@ func (k *Keys) serve(w http.ResponseWriter, r *http.Request, route Route, h http
 	}
 	defer k.running.Done()
 	req, ok := k.read(w, r, route)
+	if ok && route.Check != nil {
+		ok = route.Check(w, withBody(r.Clone(r.Context()), req.body), req.body)
+	}
 	if !ok {
 		k.stats.invalid.Add(1)
 		return

@@ -149,3 +149,34 @@ func TestReplicasShareKeys(t *testing.T) {
 		k.Close()
 	}
 }
+
+// Count reads the key table: every key, the finished ones, the claimed
+// ones (live or lapsed), the live claims, and the unfinished keys past
+// retention that no live claim holds.
+func TestCountReadsTheTable(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		count := func(when string, want idemserver.Counts) {
+			t.Helper()
+			if got, err := e.keys.Count(ctx); err != nil || got != want {
+				t.Errorf("%s: %+v, %v; want %+v", when, got, err, want)
+			}
+		}
+		count("empty", idemserver.Counts{})
+		do(t, e.keys.Handle(idemserver.Route{}, &insertItem{e: e}), "POST", "/items", "done", "a")
+		func() {
+			defer func() { recover() }()
+			do(t, e.keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				panic(http.ErrAbortHandler) // a crash: the claim is kept
+			})), "POST", "/charges", "crashed", "x")
+		}()
+		do(t, e.keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusBadGateway) // the claim is released
+		})), "POST", "/charges", "released", "x")
+		count("at once", idemserver.Counts{Keys: 3, Finished: 1, Locked: 1, Live: 1})
+		e.clock.Advance(idemserver.DefaultLockTimeout)
+		count("the lease ended", idemserver.Counts{Keys: 3, Finished: 1, Locked: 1})
+		e.clock.Advance(idemserver.DefaultRetention)
+		count("past retention", idemserver.Counts{Keys: 3, Finished: 1, Locked: 1, Abandoned: 2})
+	})
+}
