@@ -3,7 +3,6 @@ package idemserver_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -317,7 +316,6 @@ func TestL2ADisconnectedClientIsReplayed(t *testing.T) {
 	})
 }
 
-var _ = errors.Is
 
 // L2.5: the stored answer comes back byte for byte whatever its bytes:
 // every byte value, an empty body, a body of the whole MaxResponseBytes;
