@@ -316,7 +316,6 @@ func TestL2ADisconnectedClientIsReplayed(t *testing.T) {
 	})
 }
 
-
 // L2.5: the stored answer comes back byte for byte whatever its bytes:
 // every byte value, an empty body, a body of the whole MaxResponseBytes;
 // the headers Answers.StoredHeaders names come back with it, each value.
