@@ -673,8 +673,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the final commit unfenced by the claim's token", Rules: "L5.2",
-		Edits: []edit{{File: "idemserver/rows.go", Old: "WHERE id = ?5 AND lock_token = ?6`",
-			New: "WHERE id = ?5 AND (lock_token = ?6 OR TRUE)`"}},
+		Edits: []edit{{File: "idemserver/rows.go", Old: "WHERE id = ?4 AND lock_token = ?5`",
+			New: "WHERE id = ?4 AND (lock_token = ?5 OR TRUE)`"}},
 		Pkg: "./idemserver", Tests: []string{"TestL5ALapsedHolderCannotCommit"},
 	},
 	{
@@ -720,8 +720,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a holder whose lease ended refused its commit though nobody took over", Rules: "L5.3",
-		Edits: []edit{{File: "idemserver/rows.go", Old: "WHERE id = ?5 AND lock_token = ?6`",
-			New: "WHERE id = ?5 AND lock_token = ?6 AND lease_until > `+fmt.Sprint(k.cfg.Now().UnixNano())"}},
+		Edits: []edit{{File: "idemserver/rows.go", Old: "WHERE id = ?4 AND lock_token = ?5`",
+			New: "WHERE id = ?4 AND lock_token = ?5 AND lease_until > `+fmt.Sprint(k.cfg.Now().UnixNano())"}},
 		Pkg: "./idemserver", Tests: []string{"TestL5AnUntakenHolderStillFinishes"},
 	},
 }
