@@ -67,7 +67,9 @@
 // lease ended but whom nobody took over may still finish, and its answer
 // is stored. The holder's context ends (cause ErrLockLost) at its lease's
 // end in real time, the last renewal plus Config.LockTimeout by time.Now,
-// so that a holder never works on past its lease.
+// so that a holder never works on past its lease. The replicas' clocks
+// must agree to well within Config.LockTimeout, or a claim may be taken
+// over while its holder still works (the holder then commits nothing).
 //
 // Retention. A key is kept for its route's Route.Retention, else
 // Config.Retention (default 24 h), counted from its first request (as a

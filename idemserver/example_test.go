@@ -106,3 +106,42 @@ func ExampleStep() {
 	// 201 captured cap_1
 	// captures: 1
 }
+
+// Route.Check refuses a bad body in the API's own words before the key is
+// looked up: the key stays free, and the corrected request runs under it.
+func ExampleRoute_check() {
+	dir, _ := os.MkdirTemp("", "shop")
+	defer os.RemoveAll(dir)
+	db, _ := idemserver.OpenSQLite(filepath.Join(dir, "shop.db"))
+	defer db.Close()
+	keys, err := idemserver.New(context.Background(), idemserver.Config{DB: db})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer keys.Close()
+
+	route := idemserver.Route{Check: func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if strings.HasPrefix(string(body), "-") {
+			http.Error(w, "the amount must not be negative", http.StatusBadRequest)
+			return false
+		}
+		return true
+	}}
+	refunds := keys.Handle(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		amount, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "refunded %s\n", amount)
+	}))
+
+	for _, amount := range []string{"-5", "5"} {
+		r := httptest.NewRequest("POST", "/refunds", strings.NewReader(amount))
+		r.Header.Set("Idempotency-Key", "refund-1")
+		w := httptest.NewRecorder()
+		refunds.ServeHTTP(w, r)
+		fmt.Print(w.Code, " ", w.Body.String())
+	}
+	// Output:
+	// 400 the amount must not be negative
+	// 201 refunded 5
+}
