@@ -654,9 +654,9 @@ var mutants = []mutant{
 		Pkg: "./pgjournal", Tests: []string{"TestALoneBeginIsNotDelayed"},
 	},
 	{
-		Name: "a queued Begin whose context ended stays in the queue", Rules: "F10.4",
-		Edits: []edit{{File: "pgjournal/group.go", Old: "if i := slices.Index(g.queue, m); i >= 0 && !m.lead {",
-			New: "if i := slices.Index(g.queue, m); i >= 0 && !m.lead && false {"}},
+		Name: "a queued Begin whose context ended returns, its row left in the queue", Rules: "F10.4",
+		Edits: []edit{{File: "pgjournal/group.go", Old: "\t\t\t\tg.queue = slices.Delete(g.queue, i, i+1)\n",
+			New: ""}},
 		Pkg: "./pgjournal", Tests: []string{"TestAQueuedBeginWhoseContextEndsLeavesNoRow"},
 	},
 	{
