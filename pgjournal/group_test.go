@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -277,8 +278,12 @@ func TestAQueuedBeginWhoseContextEndsLeavesNoRow(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if err := begin(context.Background(), "next"); err != nil {
-		t.Fatal(err)
+	// The bound only keeps a broken queue (one that hands the lead to the
+	// caller that left) from hanging the test.
+	guard, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	if err := begin(guard, "next"); err != nil {
+		t.Fatalf("a Begin after the one that left the queue: %v", err)
 	}
 	statements, _ := g.seen()
 	if want := [][]string{{"first"}, {"next"}}; !slices.EqualFunc(statements, want, slices.Equal) {
