@@ -307,3 +307,61 @@ func queryRow(t testing.TB, dsn, sql string, dest ...any) {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
+
+// TestClaimBeginClaimsWhatTheJournalHolds is F10.5: ClaimBegin of an ID
+// the journal holds inserts nothing and claims the row as Claim does: a
+// completed operation comes back as recorded, with no lease to keep; a
+// pending one whose lease is free is leased by the next fence, under its
+// own key; one another machine holds is waited for, and a *HeldError
+// names the holder when the context ends.
+func TestClaimBeginClaimsWhatTheJournalHolds(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b"})
+	ctx := context.Background()
+	intent := func(id, key string) idem.Operation { return idem.Operation{ID: id, Key: key, State: idem.StatePending} }
+	claimBegin := func(j *pgjournal.Journal, ctx context.Context, id, key string) idem.Claim {
+		t.Helper()
+		c, err := j.ClaimBegin(ctx, intent(id, key))
+		if err != nil {
+			t.Fatalf("ClaimBegin(%s): %v", id, err)
+		}
+		return c
+	}
+	c := claimBegin(a, ctx, "done", "key-a")
+	op, _ := c.Operation()
+	op.State, op.Status = idem.StateDone, 201
+	if err := c.Complete(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	claimBegin(a, ctx, "pending", "key-a").Release()
+	held := claimBegin(a, ctx, "held", "key-a")
+	defer held.Release()
+
+	c = claimBegin(b, ctx, "done", "key-b")
+	if op, ok := c.Operation(); !ok || op.Key != "key-a" || op.State != idem.StateDone || op.Status != 201 || c.Lost() != nil {
+		t.Errorf("ClaimBegin of a completed operation: %+v %v, lost %v; want a's outcome under key-a, no lease", op, ok, c.Lost())
+	}
+	c.Release()
+	c = claimBegin(b, ctx, "pending", "key-b")
+	var (
+		owner string
+		fence int64
+	)
+	queryRow(t, dsn, `SELECT lease_owner, fence FROM idem_operations WHERE op_id = 'pending'`, &owner, &fence)
+	if op, ok := c.Operation(); !ok || op.Key != "key-a" || op.State != idem.StatePending || owner != "b" || fence != 2 {
+		t.Errorf("ClaimBegin of a pending operation: %+v %v, lease %s fence %d; want a's intent under key-a, leased by b, fence 2", op, ok, owner, fence)
+	}
+	c.Release()
+	wait, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err := b.ClaimBegin(wait, intent("held", "key-b"))
+	var he *idem.HeldError
+	if !errors.As(err, &he) || he.Holder != "a" || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ClaimBegin of an operation a holds: %v, want a *HeldError naming a, after the context's deadline", err)
+	}
+	if st := b.Stats(); st.Intents != 0 {
+		t.Errorf("b's stats %+v: want no intent inserted", st)
+	}
+}
