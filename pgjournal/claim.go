@@ -8,7 +8,8 @@ package pgjournal
 // it is free or has lapsed; an ID with no row has no lease to take, and
 // Begin inserts the row with the intent and the lease in one commit, which
 // at most one machine wins (the others wait for its lease, as Claim
-// would). Every write the holder makes (Complete, renewals, the release)
+// would); ClaimBegin does both without reading first, and the commit may
+// be shared with other rows (F10, group.go), each with its own lease. Every write the holder makes (Complete, renewals, the release)
 // carries the fence it was given and changes nothing when the row holds
 // another, so a holder whose lease lapsed and was taken over cannot
 // overwrite what the next holder records.
