@@ -58,8 +58,12 @@ type group[In, Out any] struct {
 // error, and what the statement reported for the row. When ctx ends while
 // the row is still queued, do takes it out of the queue and returns ctx's
 // error; once a statement carries it, do waits for that statement, which
-// Options.Timeout bounds.
+// Options.Timeout bounds. A ctx that has already ended queues nothing.
 func (g *group[In, Out]) do(ctx context.Context, in In) (Out, error) {
+	if err := ctx.Err(); err != nil {
+		var zero Out
+		return zero, err
+	}
 	m := &member[In, Out]{in: in, wake: make(chan struct{}, 1)}
 	g.mu.Lock()
 	g.queue = append(g.queue, m)
