@@ -422,6 +422,9 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 			if _, err := c.resendBeforeClaim(ctx, id); err != nil { // resend.go
 				return result{}, err
 			}
+			if cb, ok := c.journal.(ClaimBeginner); ok {
+				return c.runClaimBegin(ctx, cb, id, req, body, lim)
+			}
 			if claim, err = c.journal.Claim(ctx, id); err != nil {
 				return result{}, wrapf(err, "operation %s: %s", filejournal.QuoteID(id), claimFailure(ctx, err))
 			}
@@ -444,6 +447,45 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 		return c.send(ctx, claim, op, req, body, lim)
 	}
 	return c.send(ctx, nil, op, req, body, lim)
+}
+
+// runClaimBegin is run's operation with an ID through a journal that
+// claims and begins in one step: the key is minted before the claim, and
+// what the journal held instead is judged as admit judges it.
+func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string, req *http.Request, body requestBody, lim limits) (result, error) {
+	if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
+		return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
+	}
+	key, err := newKey()
+	if err != nil {
+		return result{}, err
+	}
+	mine := Operation{
+		ID: id, Key: key, Fingerprint: body.fingerprint, Method: req.Method, URL: c.journaledURL(req, body),
+		Created: c.now(), State: StatePending,
+	}
+	claim, err := cb.ClaimBegin(ctx, mine)
+	if err != nil {
+		return result{}, wrapf(err, "operation %s: %s", filejournal.QuoteID(id), claimFailure(ctx, err))
+	}
+	defer claim.Release()
+	op, ok := claim.Operation()
+	switch {
+	case !ok:
+		return result{}, fmt.Errorf("idem: operation %s: journaling intent: %w", filejournal.QuoteID(id), ErrNoSuchOperation)
+	case op.Key != mine.Key: // what the journal held: judged as admit judges it
+		if op, err = c.judge(op, id, req, body); err != nil {
+			return result{op: op}, err
+		}
+	}
+	if op.State != StatePending {
+		c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
+		return recordedResult(op, req), nil
+	}
+	if err := c.dialect.keyFits(op.Key); err != nil { // a key journaled by another version, or dialect
+		return result{op: op}, fmt.Errorf("idem: operation %q: %w", id, err)
+	}
+	return c.send(ctx, claim, op, req, body, lim)
 }
 
 // claimFailure says in a few words what a failed Journal.Claim was doing:
@@ -484,6 +526,13 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 			return Operation{}, wrapf(err, "operation %s: journaling intent", filejournal.QuoteID(id))
 		}
 	}
+	return c.judge(op, id, req, body)
+}
+
+// judge refuses an operation the journal held whose fingerprint is not
+// the request's (C5), or whose key has expired (C6).
+func (c *Client) judge(op Operation, id string, req *http.Request, body requestBody) (Operation, error) {
+	fp := body.fingerprint
 	switch {
 	case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go
 		return op, fmt.Errorf("idem: operation %s (key %s): %w: %s", filejournal.QuoteID(id), op.Key, ErrMismatch, c.difference(op, req, body))

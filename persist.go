@@ -46,6 +46,19 @@ type Journal interface {
 	Now() time.Time
 }
 
+// ClaimBeginner is a Journal that can claim an operation and journal a new
+// one's intent in one step, as a shared journal does in one statement
+// (pgjournal.Journal). A Client whose Journal is one uses it for every Do
+// of an operation ID, minting the key first.
+type ClaimBeginner interface {
+	// ClaimBegin is Claim of op.ID followed, when the journal holds
+	// nothing for it, by Begin of op (a new operation's intent, as Begin
+	// takes it). The claim's Operation returns op when its intent was
+	// journaled, and otherwise what the journal held, as Begin's loser of
+	// a race finds it. Errors are Claim's and Begin's.
+	ClaimBegin(ctx context.Context, op Operation) (Claim, error)
+}
+
 // Claim is the right to run one operation, from Journal.Claim until
 // Release. Its methods are not safe for concurrent use: one Do holds it.
 type Claim interface {

@@ -8,7 +8,8 @@ package pgjournal
 // it is free or has lapsed; an ID with no row has no lease to take, and
 // Begin inserts the row with the intent and the lease in one commit, which
 // at most one machine wins (the others wait for its lease, as Claim
-// would). Every write the holder makes (Complete, renewals, the release)
+// would); ClaimBegin does both without reading first, and the commit may
+// be shared with other rows (F10, group.go), each with its own lease. Every write the holder makes (Complete, renewals, the release)
 // carries the fence it was given and changes nothing when the row holds
 // another, so a holder whose lease lapsed and was taken over cannot
 // overwrite what the next holder records.
@@ -31,7 +32,6 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/filejournal"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // localLease is how long after sending the statement that took or renewed
@@ -69,6 +69,42 @@ func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 // another machine holds names it and its lease's end.
 func (j *Journal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
 	return j.claim(ctx, id, false)
+}
+
+// ClaimBegin is Claim of op.ID followed by Begin of op, in one step
+// (idem.ClaimBeginner): it inserts the intent with the lease in one
+// statement, shared with concurrent Begins (F10), without reading the row
+// first. When the journal holds the ID already, the insert takes nothing,
+// and ClaimBegin claims what the journal holds as Claim does, waiting for
+// another machine's lease within ctx; the claim's Operation then returns
+// the operation the journal held, not op. The idem.Client calls it for
+// every Do of an operation ID: a new operation costs one round trip and a
+// share of one commit before its first byte.
+func (j *Journal) ClaimBegin(ctx context.Context, op idem.Operation) (idem.Claim, error) {
+	if err := j.usable(); err != nil {
+		return nil, err
+	}
+	if err := checkID(op.ID); err != nil {
+		return nil, fmt.Errorf("pgjournal: claiming: %w", err)
+	}
+	unlock, err := j.running.Lock(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	c := &claim{j: j, id: op.ID, unlock: unlock, wait: true, state: stateNew}
+	for {
+		err := c.Begin(ctx, op)
+		switch {
+		case err == nil:
+			return c, nil
+		case errors.Is(err, idem.ErrOperationExists) && c.state == stateNew:
+			continue // the row was there, and was forgotten since: insert again
+		case errors.Is(err, idem.ErrOperationExists) && c.found:
+			return c, nil // what the journal held, claimed
+		}
+		unlock()
+		return nil, err
+	}
 }
 
 // claim takes the claim on id, waiting for it within ctx or, unless wait,
@@ -396,36 +432,20 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 	if err := idem.CheckIntent(op); err != nil {
 		return fmt.Errorf("pgjournal: recording the intent of %s: %w", filejournal.QuoteID(op.ID), err)
 	}
-	j := c.j
-	var (
-		n    int64
-		sent time.Time
-	)
-	err := j.statement(ctx, func(ctx context.Context) error {
-		var (
-			tag pgconn.CommandTag
-			err error
-		)
-		sent = time.Now()
-		tag, err = j.pool.Exec(ctx, `INSERT INTO idem_operations
-			(namespace, op_id, op_key, fingerprint, method, url, created_ns, state, lease_owner, lease_until, fence)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, clock_timestamp() + $9 * interval '1 microsecond', 1)
-			ON CONFLICT (namespace, op_id) DO NOTHING`,
-			j.opt.Namespace, c.id, op.Key, op.Fingerprint[:], op.Method, op.URL, op.Created.UnixNano(),
-			j.opt.Owner, j.opt.LeaseTTL.Microseconds())
-		n = tag.RowsAffected()
-		return err
-	})
+	// The row rides the group's next statement with the rows of
+	// concurrent Begins (F10): one round trip and one commit for all.
+	out, err := c.j.intents.do(ctx, intentIn{id: c.id, op: op})
 	switch {
 	case err != nil:
 		return fmt.Errorf("pgjournal: recording the intent of %s: %w", filejournal.QuoteID(op.ID), err)
-	case n == 0:
+	case !out.won:
 		// Another machine began the operation since the claim read it.
 		if err := c.acquire(ctx, c.wait); err != nil {
 			return err
 		}
 		return fmt.Errorf("pgjournal: recording the intent of %s: another machine began it first: %w", filejournal.QuoteID(op.ID), idem.ErrOperationExists)
 	}
+	sent := out.sent
 	c.state, c.fence = stateLeased, 1
 	c.lease(sent)
 	c.op, c.found = op, true
@@ -455,21 +475,14 @@ func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
 	if op.HeaderTruncated {
 		flags |= flagHeaderTruncated
 	}
-	var n int64
-	err := c.j.statement(ctx, func(ctx context.Context) error {
-		tag, err := c.j.pool.Exec(ctx, `UPDATE idem_operations
-			SET state = $4, completed_ns = $5, status = $6, flags = $7, header = $8, body = $9,
-				lease_owner = NULL, lease_until = NULL
-			WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state = 1 AND ($10 = '' OR op_key = $10)`,
-			c.j.opt.Namespace, c.id, c.fence, int16(op.State), op.Completed.UnixNano(), op.Status, flags,
-			header, op.Body, op.Key)
-		n = tag.RowsAffected()
-		return err
-	})
+	// The outcome rides the group's next statement (F10); Complete
+	// waits for it, so that when Do returns the outcome is committed and
+	// the lease given back, on every machine's view of the row.
+	took, err := c.j.outcomes.do(ctx, outcomeIn{id: c.id, fence: c.fence, op: op, header: header, flags: flags})
 	switch {
 	case err != nil:
 		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", filejournal.QuoteID(op.ID), err)
-	case n == 0:
+	case !took:
 		return c.errLost("recording the outcome of")
 	}
 	c.state = stateReleased
@@ -534,12 +547,7 @@ func (c *claim) Release() {
 	}
 	c.state = stateReleased
 	c.stopRenewing()
-	err := c.j.statement(context.Background(), func(ctx context.Context) error {
-		_, err := c.j.pool.Exec(ctx, `UPDATE idem_operations SET lease_owner = NULL, lease_until = NULL
-			WHERE namespace = $1 AND op_id = $2 AND fence = $3`, c.j.opt.Namespace, c.id, c.fence)
-		return err
-	})
-	if err != nil {
+	if _, err := c.j.releases.do(context.Background(), releaseIn{id: c.id, fence: c.fence}); err != nil {
 		c.j.log.Warn("pgjournal: releasing a lease failed; this Journal takes it back at its next claim, others when it lapses",
 			"op", c.id, "err", err)
 		c.j.keep(c.id, c.fence)

@@ -9,7 +9,7 @@
 //	...
 //	c, err := idem.New(idem.Config{Journal: j})
 //
-// It keeps the rules of a shared journal, F1 to F9 (defined in DESIGN.md at
+// It keeps the rules of a shared journal, F1 to F10 (defined in DESIGN.md at
 // the repository's root):
 //
 //   - F1: an operation's intent row is committed before its first byte is
@@ -39,6 +39,10 @@
 //     connections, a Journal works, or fails with a typed error (see
 //     Open); what PostgreSQL cannot store is refused at Open (a namespace)
 //     or at Claim (an ID), before it is sent.
+//   - F10: concurrent Begins share one statement and one commit, and so
+//     do Completes and releases (group.go); a lone caller sends its own at
+//     once. ClaimBegin claims a new operation and records its intent in
+//     that one statement. Stats counts the commits.
 //
 // The tables (schema.go) are created or upgraded on Open, or by Migrate
 // (`idem journal migrate URL`). The SQL keeps to what CockroachDB and

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -105,6 +106,13 @@ type Journal struct {
 	// running serializes this process's claims on each ID: the
 	// database's lease does it across machines.
 	running keyedlock.Set
+
+	// The group commits of intents, outcomes and releases (F10), and the
+	// intents inserted.
+	intents    group[intentIn, intentOut]
+	outcomes   group[outcomeIn, bool]
+	releases   group[releaseIn, struct{}]
+	intentRows atomic.Uint64
 
 	mu     sync.Mutex
 	closed bool
@@ -207,6 +215,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 		opt.Logger = slog.Default()
 	}
 	j := &Journal{pool: pool, opt: opt, log: opt.Logger}
+	j.intents.commit = j.commitIntents
+	j.outcomes.commit = j.commitOutcomes
+	j.releases.commit = j.commitReleases
 	sctx, cancel := context.WithTimeout(ctx, opt.Timeout)
 	defer cancel()
 	if opt.NoMigrate {
@@ -341,6 +352,34 @@ func (j *Journal) Namespaces(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// Stats counts a Journal's writes since it was opened.
+type Stats struct {
+	// Intents is the number of intents recorded: rows inserted by Begin
+	// or ClaimBegin.
+	Intents uint64
+	// IntentCommits is the number of statements, each one commit, that
+	// carried intents and committed. Concurrent Begins share one (F10),
+	// so at many callers it is well below Intents.
+	IntentCommits uint64
+	// Outcomes is the number of outcomes sent (Complete) in statements
+	// that committed, and OutcomeCommits the number of those statements.
+	Outcomes, OutcomeCommits uint64
+	// ReleaseCommits is the number of statements that gave leases back
+	// (Release without Complete) and committed.
+	ReleaseCommits uint64
+}
+
+// Stats returns the Journal's counts.
+func (j *Journal) Stats() Stats {
+	return Stats{
+		Intents:        j.intentRows.Load(),
+		IntentCommits:  j.intents.statements.Load(),
+		Outcomes:       j.outcomes.rows.Load(),
+		OutcomeCommits: j.outcomes.statements.Load(),
+		ReleaseCommits: j.releases.statements.Load(),
+	}
 }
 
 // Namespace returns the journal's namespace.

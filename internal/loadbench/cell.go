@@ -32,8 +32,10 @@ type Sample struct {
 	// read. Unlike requests/s it does not depend on how much of the
 	// machine other processes leave.
 	CPUPerOp time.Duration `json:"cpu_per_op_ns"`
-	// FsyncsPerOp is the journal's fsyncs per operation (idem+journal
-	// only): below 1 when group commit shares them.
+	// FsyncsPerOp is the journal's fsyncs per operation (idem+journal),
+	// or its intent commits per operation (idem+postgres), each of which
+	// PostgreSQL flushes to its WAL: below 1 when group commit shares
+	// them.
 	FsyncsPerOp float64 `json:"fsyncs_per_op,omitempty"`
 	// FirstError is the first failed request's error, if any failed.
 	FirstError string `json:"first_error,omitempty"`
@@ -129,7 +131,7 @@ func runCell(ctx context.Context, cfg Config, c Cell, seq int) (Sample, error) {
 	if cpuOK {
 		s.CPUPerOp = time.Duration(float64(cpu1-cpu0) / ops)
 	}
-	if id != nil && id.journal != nil {
+	if id != nil && (id.journal != nil || id.pg != nil) {
 		s.FsyncsPerOp = float64(id.syncs()-syncs0) / ops
 	}
 

@@ -21,6 +21,8 @@ const (
 	wantJournalExtraP50   = 50 * time.Microsecond // idem+journal p50 over net/http's at c=1, beyond one fsync
 	wantRecoveryPerSec    = 1_000_000             // journal records read per second when opening
 	wantServerLayerVsNone = 0.80                  // reference server, layer on over off, net/http, c=16
+	wantPostgresVsIdem    = 0.90                  // idem+postgres over idem, reference server, highest concurrency
+	wantPostgresVsFile    = 0.50                  // idem+postgres over idem+journal, trivial, highest concurrency
 )
 
 // checks holds the report's rows against the targets; a target whose rows
@@ -60,6 +62,26 @@ func checks(r *Report) []Check {
 				Want:     fmt.Sprintf("≥ %.2f×", wantJournalVsIdem),
 				Measured: fmt.Sprintf("%.2f× (%.3f fsyncs/op)", ratio, j.Median.FsyncsPerOp),
 				Met:      ratio >= wantJournalVsIdem,
+			})
+		}
+	}
+	if pg, i := find(TargetServer, hi, ClientIdemPostgres), find(TargetServer, hi, ClientIdem); pg != nil && i != nil {
+		if ratio := pairedRatio(pg.Runs, i.Runs); ratio > 0 {
+			out = append(out, Check{
+				Name:     fmt.Sprintf("idem with the PostgreSQL journal vs idem without, reference server, c=%d", hi),
+				Want:     fmt.Sprintf("≥ %.2f×", wantPostgresVsIdem),
+				Measured: fmt.Sprintf("%.2f× (%.3f intent commits/op)", ratio, pg.Median.FsyncsPerOp),
+				Met:      ratio >= wantPostgresVsIdem,
+			})
+		}
+	}
+	if pg, f := find(TargetTrivial, hi, ClientIdemPostgres), find(TargetTrivial, hi, ClientIdemJournal); pg != nil && f != nil {
+		if ratio := pairedRatio(pg.Runs, f.Runs); ratio > 0 {
+			out = append(out, Check{
+				Name:     fmt.Sprintf("idem with the PostgreSQL journal vs the file journal, trivial handler, c=%d", hi),
+				Want:     fmt.Sprintf("≥ %.2f×", wantPostgresVsFile),
+				Measured: fmt.Sprintf("%.2f× (%.3f intent commits/op, %.3f fsyncs/op)", ratio, pg.Median.FsyncsPerOp, f.Median.FsyncsPerOp),
+				Met:      ratio >= wantPostgresVsFile,
 			})
 		}
 	}

@@ -88,7 +88,7 @@ func newDriver(c Client, ep *endpoint, tr *http.Transport, dir, pgDSN string, se
 			j.Close()
 			return nil, fmt.Errorf("loadbench: %w", err)
 		}
-		return &idemDriver{url: ep.url, c: ic, closer: j.Close}, nil
+		return &idemDriver{url: ep.url, c: ic, pg: j, closer: j.Close}, nil
 	}
 	return nil, fmt.Errorf("loadbench: unknown client %q", c)
 }
@@ -183,8 +183,9 @@ func (d *retryableDriver) close() error { return nil }
 type idemDriver struct {
 	url     string
 	c       *idem.Client
-	journal *idem.FileJournal // nil without one
-	closer  func() error      // closes another journal, if any
+	journal *idem.FileJournal  // nil without one
+	pg      *pgjournal.Journal // nil without one
+	closer  func() error       // closes another journal, if any
 }
 
 func (d *idemDriver) do(ctx context.Context, w int, n uint64) error {
@@ -206,12 +207,16 @@ func opID(w int, n uint64) string {
 	return string(id)
 }
 
-// syncs returns the journal's fsync count, or 0 without a journal.
+// syncs returns the file journal's fsync count, or the PostgreSQL
+// journal's intent commits (each a WAL flush), or 0 without a journal.
 func (d *idemDriver) syncs() uint64 {
-	if d.journal == nil {
-		return 0
+	switch {
+	case d.journal != nil:
+		return d.journal.Stats().Syncs
+	case d.pg != nil:
+		return d.pg.Stats().IntentCommits
 	}
-	return d.journal.Stats().Syncs
+	return 0
 }
 
 func (d *idemDriver) close() error {

@@ -57,7 +57,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 				cpu = fmt.Sprintf("%s (%s)", cpu, signedDuration(md.CPUPerOp-plain.CPUPerOp))
 			}
 		}
-		if row.Client == ClientIdemJournal {
+		if row.Client == ClientIdemJournal || row.Client == ClientIdemPostgres {
 			fsyncs = fmt.Sprintf("%.3f", md.FsyncsPerOp)
 		}
 		fmt.Fprintf(tw, "%-*s\t%d\t%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n",

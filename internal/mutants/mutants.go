@@ -213,8 +213,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the loser of a race to begin overwrites the winner's intent with its key", Rules: "F1, F2",
-		Edits: []edit{{File: "pgjournal/claim.go", Old: "ON CONFLICT (namespace, op_id) DO NOTHING`",
-			New: "ON CONFLICT (namespace, op_id) DO UPDATE SET op_key = excluded.op_key, lease_owner = excluded.lease_owner, fence = idem_operations.fence + 1`"}},
+		Edits: []edit{{File: "pgjournal/commit.go", Old: "\tON CONFLICT (namespace, op_id) DO NOTHING\n",
+			New: "\tON CONFLICT (namespace, op_id) DO UPDATE SET op_key = excluded.op_key, lease_owner = excluded.lease_owner, fence = idem_operations.fence + 1\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestBatchAcrossProcesses", "TestFleetCrash"},
 	},
 	{
@@ -225,9 +225,9 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a stale holder's release frees the next holder's lease", Rules: "F5.4",
-		Edits: []edit{{File: "pgjournal/claim.go",
-			Old: "WHERE namespace = $1 AND op_id = $2 AND fence = $3`, c.j.opt.Namespace, c.id, c.fence)",
-			New: "WHERE namespace = $1 AND op_id = $2 AND $3::bigint > 0`, c.j.opt.Namespace, c.id, c.fence)"}},
+		Edits: []edit{{File: "pgjournal/commit.go",
+			Old: "\tWHERE o.namespace = $1 AND o.op_id = u.op_id AND o.fence = u.fence`",
+			New: "\tWHERE o.namespace = $1 AND o.op_id = u.op_id AND u.fence > 0`"}},
 		Pkg: "./pgjournal", Tests: []string{"TestAStaleHolderWakesAfterATakeover", "TestThreeMachinesTwoStaleHolders"},
 	},
 	{
@@ -239,9 +239,9 @@ var mutants = []mutant{
 	},
 	{
 		Name: "an outcome fenced by the pending state alone", Rules: "F5.2",
-		Edits: []edit{{File: "pgjournal/claim.go",
-			Old: "AND fence = $3 AND state = 1 AND",
-			New: "AND $3::bigint > 0 AND state = 1 AND"}},
+		Edits: []edit{{File: "pgjournal/commit.go",
+			Old: "AND o.fence = u.fence AND o.state = 1",
+			New: "AND u.fence > 0 AND o.state = 1"}},
 		Pkg: "./pgjournal", Tests: []string{"TestAStaleHolderWakesAfterATakeover", "TestThreeMachinesTwoStaleHolders"},
 	},
 	{
@@ -634,6 +634,36 @@ var mutants = []mutant{
 		Edits: []edit{{File: "pgjournal/claim.go", Old: "if err := c.acquire(ctx, c.wait); err != nil {",
 			New: "if err := c.acquire(ctx, true); err != nil {"}},
 		Pkg: "./pgjournal", Tests: []string{"TestBeginUnderTryClaimDoesNotWait"},
+	},
+	{
+		Name: "a failed shared intent commit reported as success to one of its callers", Rules: "F10.3, F1.2",
+		Edits: []edit{{File: "pgjournal/group.go", Old: "\tfor _, m := range batch {\n\t\tm.err = err\n\t}\n",
+			New: "\tfor _, m := range batch[1:] {\n\t\tm.err = err\n\t}\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestAFailedGroupCommitFailsItsGroupOnly"},
+	},
+	{
+		Name: "a group's leader takes one queued row, not all of them", Rules: "F10.1",
+		Edits: []edit{{File: "pgjournal/group.go", Old: "\tbatch := g.queue\n\tg.queue = nil\n",
+			New: "\tbatch := g.queue[:1]\n\tg.queue = slices.Clone(g.queue[1:])\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestConcurrentBeginsShareACommit", "TestAFailedGroupCommitFailsItsGroupOnly"},
+	},
+	{
+		Name: "a lone Begin's statement sent by another goroutine, as a timer's would be", Rules: "F10.2",
+		Edits: []edit{{File: "pgjournal/group.go", Old: "\tg.lead(m)\n\treturn m.out, m.err\n",
+			New: "\tled := make(chan struct{})\n\tgo func() { g.lead(m); close(led) }()\n\t<-led\n\treturn m.out, m.err\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestALoneBeginIsNotDelayed"},
+	},
+	{
+		Name: "a queued Begin whose context ended returns, its row left in the queue", Rules: "F10.4",
+		Edits: []edit{{File: "pgjournal/group.go", Old: "\t\t\t\tg.queue = slices.Delete(g.queue, i, i+1)\n",
+			New: ""}},
+		Pkg: "./pgjournal", Tests: []string{"TestAQueuedBeginWhoseContextEndsLeavesNoRow"},
+	},
+	{
+		Name: "a shared outcome statement carries a wrong fence for its first row", Rules: "F10.1, F5.2",
+		Edits: []edit{{File: "pgjournal/commit.go", Old: "ids[i], keys[i], fences[i] = m.in.id, op.Key, m.in.fence",
+			New: "ids[i], keys[i], fences[i] = m.in.id, op.Key, m.in.fence\n\t\tif i == 0 {\n\t\t\tfences[i] = -1\n\t\t}"}},
+		Pkg: "./pgjournal", Tests: []string{"TestConcurrentBeginsShareACommit"},
 	},
 	{
 		Name: "a journal waits out its own lease after a failed release", Rules: "F8.1",

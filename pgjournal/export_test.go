@@ -1,0 +1,30 @@
+package pgjournal
+
+// GroupHooks sets, on j's group of kind ("intent" or "outcome"), a
+// function called when a row queues behind a statement in flight, and
+// one called before each statement with the IDs of its rows. Set them
+// before j is used.
+func GroupHooks(j *Journal, kind string, queued func(id string), before func(ids []string)) {
+	switch kind {
+	case "intent":
+		j.intents.onQueue = func(in intentIn) { queued(in.id) }
+		j.intents.beforeCommit = func(batch []intentIn) {
+			ids := make([]string, len(batch))
+			for i, in := range batch {
+				ids[i] = in.id
+			}
+			before(ids)
+		}
+	case "outcome":
+		j.outcomes.onQueue = func(in outcomeIn) { queued(in.id) }
+		j.outcomes.beforeCommit = func(batch []outcomeIn) {
+			ids := make([]string, len(batch))
+			for i, in := range batch {
+				ids[i] = in.id
+			}
+			before(ids)
+		}
+	default:
+		panic("GroupHooks: unknown kind " + kind)
+	}
+}
