@@ -3,37 +3,218 @@ package idemserver
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"sync"
+	"time"
 )
 
+// state is what a handler's context carries.
+type state struct {
+	k      *Keys
+	req    *request
+	seed   string // of the key row's downstream keys
+	phased bool
+	tx     *sql.Tx // atomic: the key row's transaction
+
+	// Phased: the claim, and the final transaction once begun.
+	id    int64
+	token string
+	lease *lease
+	mu    sync.Mutex
+	final *sql.Tx
+	begun error // why the final transaction could not begin
+}
+
+type ctxKey struct{}
+
+func stateOf(ctx context.Context) *state {
+	st, _ := ctx.Value(ctxKey{}).(*state)
+	return st
+}
+
 // Tx returns the transaction of the request: on an atomic route the one
-// its key row lives in; on a phased route the final one, begun at the
-// first call and fenced by the claim. It is nil outside idemserver.
+// its key row lives in (begun before the key was looked up: BEGIN
+// IMMEDIATE on SQLite, SERIALIZABLE on PostgreSQL); on a phased route the
+// final one, begun at the first call and fenced by the claim. The handler
+// must not commit or roll it back. It is nil outside idemserver, and on a
+// phased route whose final transaction could not begin (the layer then
+// answers 503 or 500, whatever the handler writes).
 func Tx(ctx context.Context) *sql.Tx {
-	return nil
+	st := stateOf(ctx)
+	switch {
+	case st == nil:
+		return nil
+	case !st.phased:
+		return st.tx
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.final == nil && st.begun == nil {
+		k := st.k
+		st.final, st.begun = k.db.BeginTx(st.lease.ctx, k.txOptions(sql.LevelSerializable))
+		if st.begun != nil {
+			st.begun = k.dbError("beginning the final transaction", st.begun)
+		}
+	}
+	return st.final
 }
 
 // Key returns the principal and key of the request; ok is false outside
 // idemserver and on an unkeyed request.
 func Key(ctx context.Context) (principal, key string, ok bool) {
-	return "", "", false
+	st := stateOf(ctx)
+	if st == nil || st.req.key == "" {
+		return "", "", false
+	}
+	return st.req.principal, st.req.key, true
 }
 
 // DownstreamKey returns the key to pass to a downstream service for step:
-// stable across every attempt of one request (a random seed stored in its
-// key row, and step), and never the same for two key rows. It is "" on an
-// unkeyed request and outside idemserver.
+// the same in every attempt of one request (a random seed stored in its
+// key row, then step), never the same for two key rows, so that two
+// principals' keys, or a key reused after the sweep, never meet
+// downstream. It is "" on an unkeyed request and outside idemserver.
 func DownstreamKey(ctx context.Context, step string) string {
-	return ""
+	st := stateOf(ctx)
+	if st == nil || st.req.key == "" {
+		return ""
+	}
+	return "idem-" + st.seed + "-" + step
 }
 
-// Step runs a phased route's call to the outside world as a recovery
-// point. If an earlier attempt recorded a result for name, Step returns it
-// without calling fn. Otherwise it calls fn, outside any transaction, with
-// DownstreamKey(ctx, name), and records its result in its own fenced
-// transaction, renewing the claim's lease. An error from fn is returned
-// and nothing is recorded. ErrLockLost means the claim lapsed or was taken
-// over: the handler must stop. ErrNotPhased outside a phased route,
-// ErrTxBegun after Tx.
+// Step runs a phased route's call to the outside world (a payment, a
+// mail) as a recovery point. If an earlier attempt of the request recorded
+// a result for name, Step returns it without calling fn. Otherwise it
+// calls fn, outside any transaction, with DownstreamKey(ctx, name), and
+// records the result in a transaction of its own, fenced by the claim.
+// Both renew the claim's lease. An error from fn is returned and nothing
+// is recorded.
+//
+// ErrLockLost means the claim lapsed or was taken over: the handler must
+// stop (the layer answers 409 whatever it writes). ErrNotPhased outside a
+// phased route; ErrTxBegun after Tx. On an unkeyed request Step just calls
+// fn with the key "".
 func Step(ctx context.Context, name string, fn func(ctx context.Context, downstreamKey string) ([]byte, error)) ([]byte, error) {
-	return nil, errUnimplemented
+	st := stateOf(ctx)
+	if st == nil || !st.phased {
+		return nil, ErrNotPhased
+	}
+	if st.req.key == "" {
+		return fn(ctx, "")
+	}
+	st.mu.Lock()
+	begun := st.final != nil || st.begun != nil
+	st.mu.Unlock()
+	if begun {
+		return nil, ErrTxBegun
+	}
+	k := st.k
+	var result []byte
+	var found bool
+	err := st.fenced(func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(st.lease.ctx, k.sqlText(`SELECT result FROM {{steps}} WHERE key_id = ? AND name = ?`),
+			st.id, name).Scan(&result)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return k.dbError("reading a recovery point", err)
+		}
+		found = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		k.stats.stepsKept.Add(1)
+		return result, nil
+	}
+	k.stats.stepsRun.Add(1)
+	out, err := fn(st.lease.ctx, DownstreamKey(ctx, name))
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	err = st.fenced(func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(st.lease.ctx, k.sqlText(`INSERT INTO {{steps}} (key_id, name, result) VALUES (?, ?, ?)`),
+			st.id, name, out); err != nil {
+			return k.dbError("recording a recovery point", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// fenced runs fn in a transaction that first checks the claim and renews
+// its lease; the holder's context then lasts until the new lease ends.
+func (st *state) fenced(fn func(tx *sql.Tx) error) error {
+	k := st.k
+	start := time.Now()
+	err := k.inTx(st.lease.ctx, sql.LevelSerializable, func(tx *sql.Tx) error {
+		now := k.cfg.Now()
+		if err := k.fence(st.lease.ctx, tx, st.id, st.token, now, now.Add(k.cfg.LockTimeout).UnixNano(), nil); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+	if err != nil {
+		return st.lost(err)
+	}
+	if !st.lease.renew(k.cfg.LockTimeout - time.Since(start)) {
+		return st.lost(ErrLockLost)
+	}
+	return nil
+}
+
+// lost counts and returns err; a lease that ended makes any error
+// ErrLockLost.
+func (st *state) lost(err error) error {
+	if !errors.Is(err, ErrLockLost) && errors.Is(context.Cause(st.lease.ctx), ErrLockLost) {
+		err = errors.Join(ErrLockLost, err)
+	}
+	if errors.Is(err, ErrLockLost) {
+		st.k.stats.lockLost.Add(1)
+	}
+	return err
+}
+
+// lease is the holder's side of a phased claim: a context that ends, with
+// cause ErrLockLost, when the lease does.
+type lease struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	timer  *time.Timer
+}
+
+func newLease(parent context.Context, d time.Duration) *lease {
+	ctx, cancel := context.WithCancelCause(parent)
+	l := &lease{ctx: ctx, cancel: cancel}
+	l.timer = time.AfterFunc(d, func() { cancel(ErrLockLost) })
+	return l
+}
+
+// renew extends the lease to d from now; false if it had ended.
+func (l *lease) renew(d time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.timer.Stop() || l.ctx.Err() != nil {
+		return false
+	}
+	l.timer.Reset(d)
+	return true
+}
+
+// end stops the lease's timer and ends its context.
+func (l *lease) end() {
+	l.mu.Lock()
+	l.timer.Stop()
+	l.mu.Unlock()
+	l.cancel(context.Canceled)
 }

@@ -2,30 +2,115 @@ package idemserver
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
 )
-
-var errUnimplemented = errors.New("idemserver: unimplemented")
 
 // Keys is a key store in front of a service's handlers. It is safe for
 // concurrent use, and any number of Keys (replicas) may share one
 // database.
 type Keys struct {
-	cfg Config
+	cfg     Config
+	db      *sql.DB
+	dialect dialect
+	table   string
+	keys    keyReader
+	stored  []string // canonical names of the stored response headers
+	log     *slog.Logger
+	stats   counters
+
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup
+	done    chan struct{} // closed by Close
+}
+
+// counters are the atomic fields behind Stats.
+type counters struct {
+	requests, unkeyed, invalid, stored, replays, mismatches, inFlight, rolledBack, failed,
+	reruns, resumed, stepsRun, stepsKept, lockLost, swept, abandoned atomic.Int64
 }
 
 // New opens the key store in cfg.DB, creating its tables if needed (under
 // an advisory lock on PostgreSQL, so that replicas may start together).
+// It refuses a Config without DB, with a Table that is no plain SQL
+// identifier, or with a negative limit.
 func New(ctx context.Context, cfg Config) (*Keys, error) {
-	return nil, errUnimplemented
+	if cfg.DB == nil {
+		return nil, errors.New("idemserver: Config.DB is required")
+	}
+	if cfg.Table == "" {
+		cfg.Table = DefaultTable
+	}
+	if !identifier.MatchString(cfg.Table) {
+		return nil, fmt.Errorf("idemserver: Config.Table %q is not a plain SQL identifier", cfg.Table)
+	}
+	if cfg.MaxKeyLength < 0 || cfg.Retention < 0 || cfg.SweepInterval < 0 || cfg.LockTimeout < 0 ||
+		cfg.WorkTimeout < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.Reruns < 0 {
+		return nil, errors.New("idemserver: Config has a negative limit")
+	}
+	if cfg.Principal == nil {
+		cfg.Principal = BearerPrincipal
+	}
+	if cfg.KeyHeader == "" {
+		cfg.KeyHeader = HeaderIdempotencyKey
+	}
+	cfg.KeyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
+	setDefault(&cfg.MaxKeyLength, DefaultMaxKeyLength)
+	setDefault(&cfg.Retention, DefaultRetention)
+	setDefault(&cfg.SweepInterval, DefaultSweepInterval)
+	setDefault(&cfg.LockTimeout, DefaultLockTimeout)
+	setDefault(&cfg.WorkTimeout, DefaultWorkTimeout)
+	setDefault(&cfg.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&cfg.MaxResponseBytes, DefaultMaxResponseBytes)
+	setDefault(&cfg.Reruns, DefaultReruns)
+	if cfg.Fingerprint == nil {
+		cfg.Fingerprint = Fingerprint
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	k := &Keys{
+		cfg:   cfg,
+		db:    cfg.DB,
+		table: cfg.Table,
+		keys:  keyReader{header: cfg.KeyHeader, field: cfg.KeyField, limit: cfg.MaxKeyLength},
+		log:   cfg.Logger,
+		done:  make(chan struct{}),
+	}
+	k.stored = []string{"Content-Type", "Location"}
+	for _, h := range cfg.Answers.StoredHeaders {
+		k.stored = append(k.stored, http.CanonicalHeaderKey(h))
+	}
+	k.dialect = detectDialect(ctx, cfg.DB)
+	if err := k.migrate(ctx); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // Handle returns the middleware of one route in front of h.
 func (k *Keys) Handle(route Route, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, errUnimplemented.Error(), http.StatusNotImplemented)
-	})
+	if route.Retention <= 0 {
+		route.Retention = k.cfg.Retention
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.serve(w, r, route, h) })
 }
 
 // Middleware is Handle for routers that take func(http.Handler)
@@ -34,24 +119,78 @@ func (k *Keys) Middleware(route Route) func(http.Handler) http.Handler {
 	return func(h http.Handler) http.Handler { return k.Handle(route, h) }
 }
 
-// Sweep deletes the finished keys past their retention and returns how
-// many; it never deletes an unfinished key.
-func (k *Keys) Sweep(ctx context.Context) (int64, error) {
-	return 0, errUnimplemented
-}
-
-// Run sweeps every Config.SweepInterval until ctx ends or Close.
-func (k *Keys) Run(ctx context.Context) error {
-	return errUnimplemented
+// enter registers a running request or sweep; false after Close.
+func (k *Keys) enter() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return false
+	}
+	k.running.Add(1)
+	return true
 }
 
 // Stats returns the counters.
 func (k *Keys) Stats() Stats {
-	return Stats{}
+	c := &k.stats
+	return Stats{
+		Requests: c.requests.Load(), Unkeyed: c.unkeyed.Load(), Invalid: c.invalid.Load(),
+		Stored: c.stored.Load(), Replays: c.replays.Load(), Mismatches: c.mismatches.Load(),
+		InFlight: c.inFlight.Load(), RolledBack: c.rolledBack.Load(), Failed: c.failed.Load(),
+		Reruns: c.reruns.Load(), Resumed: c.resumed.Load(), StepsRun: c.stepsRun.Load(),
+		StepsKept: c.stepsKept.Load(), LockLost: c.lockLost.Load(), Swept: c.swept.Load(),
+		Abandoned: c.abandoned.Load(),
+	}
 }
 
-// Close refuses new requests (503) and waits for the running ones to
-// commit or roll back. It does not close Config.DB.
+// Close refuses new requests (503 with Retry-After) and sweeps
+// (ErrClosed), stops Run, and waits for the running requests to commit or
+// roll back: an atomic one within Config.WorkTimeout, a phased one within
+// its lease. It does not close Config.DB. Close is idempotent.
 func (k *Keys) Close() error {
+	k.mu.Lock()
+	if !k.closed {
+		k.closed = true
+		close(k.done)
+	}
+	k.mu.Unlock()
+	k.running.Wait()
 	return nil
+}
+
+// fail answers a request whose database work failed: 503 with
+// Retry-After for an unreachable or busy database, contention or a
+// timeout (a retry may well succeed), else 500.
+func (k *Keys) fail(w http.ResponseWriter, r *http.Request, err error) {
+	k.stats.failed.Add(1)
+	if unavailable(err) || errors.Is(err, ErrContention) || errors.Is(err, context.DeadlineExceeded) {
+		k.log.WarnContext(r.Context(), "idemserver: database unavailable or contended", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "1")
+		k.cfg.Answers.failed(w, r, http.StatusServiceUnavailable, "the database is unavailable or busy; nothing was stored: retry with the same key")
+		return
+	}
+	k.log.ErrorContext(r.Context(), "idemserver: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	k.cfg.Answers.failed(w, r, http.StatusInternalServerError, "the server failed; nothing was stored: retry with the same key")
+}
+
+// inFlight answers 409 with Retry-After: secs.
+func (k *Keys) inFlight(w http.ResponseWriter, r *http.Request, secs int64, detail string) {
+	k.stats.inFlight.Add(1)
+	w.Header().Set("Retry-After", fmt.Sprint(max(secs, 1)))
+	k.cfg.Answers.inFlight(w, r, detail)
+}
+
+// answerExisting answers from a key row: replay, 422 or 409.
+func (k *Keys) answerExisting(w http.ResponseWriter, r *http.Request, v verdict, row keyRow, now time.Time) {
+	switch v {
+	case verdictReplay:
+		k.stats.replays.Add(1)
+		k.cfg.Answers.replay(w, r, row.response)
+	case verdictMismatch:
+		k.stats.mismatches.Add(1)
+		k.cfg.Answers.mismatch(w, r, "this key was used for a different request (method, path, query or body differ); use a new key for a new request")
+	case verdictInFlight:
+		wait := time.Duration(row.leaseUntil.Int64 - now.UnixNano())
+		k.inFlight(w, r, int64((wait+time.Second-1)/time.Second), "the first request with this key is still in progress; retry after the time given in Retry-After")
+	}
 }

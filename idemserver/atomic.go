@@ -1,0 +1,121 @@
+package idemserver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// errRolledBack, from a transaction's function, rolls it back: the
+// handler answered >= 500, and that answer is sent unstored.
+var errRolledBack = errors.New("idemserver: rolled back")
+
+// panicked carries a handler's panic out of its transaction, which rolls
+// back, to be raised again.
+type panicked struct{ value any }
+
+func (p *panicked) Error() string { return fmt.Sprint("idemserver: handler panicked: ", p.value) }
+
+// call runs h, turning a panic into *panicked.
+func call(h http.Handler, w http.ResponseWriter, r *http.Request) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicked{v}
+		}
+	}()
+	h.ServeHTTP(w, r)
+	return nil
+}
+
+// workContext is the context of a request's database work: detached from
+// the client (one that goes away does not cancel a commit half-way), and
+// bounded by d.
+func workContext(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), d)
+}
+
+// serveAtomic serves an atomic route, as one transaction:
+//
+//	BEGIN IMMEDIATE (SQLite) or SERIALIZABLE (PostgreSQL)
+//	  look the key up    -> found: replay, 422 or 409, and stop
+//	  run the handler    with Tx, its answer buffered
+//	  insert the key row with fingerprint and answer
+//	COMMIT, then send the answer
+//
+// The transaction is the lock: on SQLite BEGIN IMMEDIATE serialises two
+// requests under one key, and the second finds the first one's row; on
+// PostgreSQL, of two transactions that both found no row, one fails (a
+// serialization failure, a deadlock, or a unique violation on the key
+// row or on a business row carrying the key) and runs again, handler
+// included, and then finds the other's row.
+func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request, h http.Handler) {
+	ctx, cancel := workContext(r, k.cfg.WorkTimeout)
+	defer cancel()
+	keyed := req.key != ""
+	st := &state{k: k, req: req, seed: req.seed}
+	hctx := context.WithValue(ctx, ctxKey{}, st)
+	var (
+		buf   *buffer
+		found bool
+		row   keyRow
+		now   time.Time
+	)
+	run := func(tx *sql.Tx) error {
+		now = k.cfg.Now()
+		found = false
+		if keyed {
+			var err error
+			if row, found, err = k.load(ctx, tx, req.principal, req.key); err != nil || found {
+				return err
+			}
+		}
+		st.tx = tx
+		buf = newBuffer(k.cfg.MaxResponseBytes)
+		if err := call(h, buf, withBody(r.WithContext(hctx), req.body)); err != nil {
+			return err
+		}
+		resp := buf.response()
+		switch {
+		case buf.over:
+			return errResponseTooLarge
+		case resp.Status >= 500:
+			return errRolledBack
+		case !keyed:
+			return nil
+		}
+		_, err := k.insert(ctx, tx, req, now, &resp, "", 0)
+		return err
+	}
+	err := k.inTx(ctx, sql.LevelSerializable, run)
+	if err != nil && keyed && uniqueViolation(err) {
+		k.stats.reruns.Add(1)
+		err = k.inTx(ctx, sql.LevelSerializable, run)
+	}
+	st.tx = nil
+	var p *panicked
+	switch {
+	case errors.As(err, &p):
+		k.stats.rolledBack.Add(1)
+		panic(p.value)
+	case errors.Is(err, errRolledBack):
+		k.stats.rolledBack.Add(1)
+		buf.send(w)
+	case err != nil:
+		k.fail(w, r, err)
+	case found:
+		v := judge(row, req.fingerprint, now)
+		if v == verdictResume {
+			// Only phased routes leave unfinished rows; this one is not.
+			v = verdictMismatch
+		}
+		k.answerExisting(w, r, v, row, now)
+	default:
+		if keyed {
+			k.stats.stored.Add(1)
+		}
+		buf.send(w)
+	}
+}

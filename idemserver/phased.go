@@ -1,0 +1,255 @@
+package idemserver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// servePhased serves a phased route:
+//
+//  1. claim: insert the key row claimed (a lock token and a lease of
+//     Config.LockTimeout), or take over an unfinished row whose claim was
+//     released or has lapsed; a live claim answers 409;
+//  2. the handler: each Step is a recovery point in its own fenced
+//     transaction, renewing the lease; Tx begins the final transaction;
+//  3. finish: in the final transaction, fenced, the answer is stored and
+//     the claim ended, together with the handler's writes.
+//
+// Fenced means: the row still carries this request's token and its lease
+// has not ended (by Config.Now). The holder's context ends with its lease,
+// so a holder whose lease lapsed can commit nothing more, and only then
+// may another request take the row over (rule L5). An answer >= 500
+// releases the claim, keeping the recovery points, so that the retry
+// resumes at once; a panic keeps it, as a crash would, until the lease
+// ends.
+func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request, h http.Handler) {
+	if req.key == "" {
+		k.serveUnkeyedPhased(w, r, req, h)
+		return
+	}
+	ctx, cancel := workContext(r, k.cfg.WorkTimeout)
+	defer cancel()
+	start := time.Now()
+	token := newToken()
+	var (
+		row   keyRow
+		found bool
+		v     verdict
+		now   time.Time
+	)
+	err := k.inTx(ctx, sql.LevelSerializable, func(tx *sql.Tx) error {
+		now = k.cfg.Now()
+		until := now.Add(k.cfg.LockTimeout).UnixNano()
+		var err error
+		if row, found, err = k.load(ctx, tx, req.principal, req.key); err != nil {
+			return err
+		}
+		if !found {
+			row = keyRow{seed: req.seed}
+			row.id, err = k.insert(ctx, tx, req, now, nil, token, until)
+			return err
+		}
+		if v = judge(row, req.fingerprint, now); v != verdictResume {
+			return nil
+		}
+		// Take over a claim that was released, or whose holder can no
+		// longer commit: its lease has ended.
+		if _, err := tx.ExecContext(ctx, k.sqlText(`UPDATE {{t}} SET lock_token = ?, lease_until = ? WHERE id = ?`),
+			token, until, row.id); err != nil {
+			return k.dbError("taking the claim over", err)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		k.fail(w, r, err)
+		return
+	case found && v != verdictResume:
+		k.answerExisting(w, r, v, row, now)
+		return
+	case found:
+		k.stats.resumed.Add(1)
+		k.log.InfoContext(ctx, "idemserver: resuming a request", "key", req.key, "lapsed", row.lockToken.Valid)
+	}
+
+	l := newLease(context.WithoutCancel(r.Context()), k.cfg.LockTimeout-time.Since(start))
+	defer l.end()
+	st := &state{k: k, req: req, seed: row.seed, phased: true, id: row.id, token: token, lease: l}
+	hctx := context.WithValue(l.ctx, ctxKey{}, st)
+	for run := 0; ; run++ {
+		buf := newBuffer(k.cfg.MaxResponseBytes)
+		err := call(h, buf, withBody(r.WithContext(hctx), req.body))
+		var p *panicked
+		if errors.As(err, &p) {
+			st.rollback()
+			k.stats.rolledBack.Add(1)
+			panic(p.value)
+		}
+		resp := buf.response()
+		switch {
+		case errors.Is(context.Cause(l.ctx), ErrLockLost):
+			st.rollback()
+			k.lockLost(w, r)
+			return
+		case st.begun != nil:
+			k.release(st)
+			k.fail(w, r, st.begun)
+			return
+		case buf.over:
+			st.rollback()
+			k.release(st)
+			k.fail(w, r, errResponseTooLarge)
+			return
+		case resp.Status >= 500:
+			st.rollback()
+			k.release(st)
+			k.stats.rolledBack.Add(1)
+			buf.send(w)
+			return
+		}
+		err = k.finish(st, resp)
+		switch {
+		case err == nil:
+			k.stats.stored.Add(1)
+			buf.send(w)
+			return
+		case retryable(err) && run < k.cfg.Reruns:
+			// The handler runs again: its Steps answer from their
+			// recovery points, its final transaction begins anew.
+			k.stats.reruns.Add(1)
+			if err := backoff(l.ctx, run); err != nil {
+				k.lockLost(w, r)
+				return
+			}
+			st.final, st.begun = nil, nil
+			continue
+		case retryable(err):
+			err = fmt.Errorf("%w (%d runs): %w", ErrContention, run+1, err)
+		case errors.Is(err, ErrLockLost):
+			k.stats.lockLost.Add(1)
+			k.lockLost(w, r)
+			return
+		case errors.Is(err, ErrKeyRowGone):
+			k.rowGone(w, r, req, err)
+			return
+		}
+		k.release(st)
+		k.fail(w, r, err)
+		return
+	}
+}
+
+// finish commits the final transaction with the answer stored and the
+// claim ended, fenced by the claim. Recovery points are no longer needed
+// and go with it.
+func (k *Keys) finish(st *state, resp Response) error {
+	st.mu.Lock()
+	tx := st.final
+	st.final = nil
+	st.mu.Unlock()
+	ctx := st.lease.ctx
+	if tx == nil {
+		var err error
+		if tx, err = k.db.BeginTx(ctx, k.txOptions(sql.LevelSerializable)); err != nil {
+			return st.lost(k.dbError("beginning the final transaction", err))
+		}
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if err := k.fence(ctx, tx, st.id, st.token, k.cfg.Now(), 0, &resp); err != nil {
+		return st.lost(err)
+	}
+	if _, err := tx.ExecContext(ctx, k.sqlText(`DELETE FROM {{steps}} WHERE key_id = ?`), st.id); err != nil {
+		return st.lost(k.dbError("deleting recovery points", err))
+	}
+	if err := tx.Commit(); err != nil {
+		return st.lost(k.dbError("committing", err))
+	}
+	return nil
+}
+
+// rollback rolls the final transaction back, if it began.
+func (st *state) rollback() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.final != nil {
+		st.final.Rollback()
+		st.final = nil
+	}
+}
+
+// release frees the claim of a holder that stopped early, keeping its
+// recovery points, so that the retry resumes at once instead of waiting
+// out the lease.
+func (k *Keys) release(st *state) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(st.lease.ctx), k.cfg.WorkTimeout)
+	defer cancel()
+	err := k.inTx(ctx, sql.LevelSerializable, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, k.sqlText(`UPDATE {{t}} SET lock_token = NULL, lease_until = NULL WHERE id = ? AND lock_token = ?`),
+			st.id, st.token)
+		return err
+	})
+	if err != nil {
+		k.log.ErrorContext(ctx, "idemserver: releasing a claim", "err", err)
+	}
+}
+
+// lockLost answers a holder whose claim lapsed or was taken over.
+func (k *Keys) lockLost(w http.ResponseWriter, r *http.Request) {
+	k.log.WarnContext(r.Context(), "idemserver: claim lapsed or taken over; nothing more committed")
+	k.inFlight(w, r, 1, "the claim of this request on its key lapsed and a retry may have taken it over; retry after the time given in Retry-After")
+}
+
+// rowGone answers a holder whose key row was deleted while it ran (by
+// something outside Keys): 500, and no invitation to retry, since the
+// retry would be a new request with new downstream keys.
+func (k *Keys) rowGone(w http.ResponseWriter, r *http.Request, req *request, err error) {
+	k.stats.failed.Add(1)
+	k.log.ErrorContext(r.Context(), "idemserver: key row deleted while its request ran; reconcile its downstream calls",
+		"principal", req.principal, "key", req.key, "err", err)
+	k.cfg.Answers.failed(w, r, http.StatusInternalServerError,
+		"the record of this key was lost while the request ran; its downstream calls may have happened. "+
+			"Do not send this request again, under this key or another: ask the operator to reconcile it")
+}
+
+// serveUnkeyedPhased serves a phased route's request without a key: Steps
+// just call their functions; Tx begins a transaction committed if the
+// answer is < 500.
+func (k *Keys) serveUnkeyedPhased(w http.ResponseWriter, r *http.Request, req *request, h http.Handler) {
+	ctx, cancel := workContext(r, k.cfg.WorkTimeout)
+	defer cancel()
+	l := &lease{ctx: ctx, cancel: func(error) {}}
+	st := &state{k: k, req: req, seed: req.seed, phased: true, lease: l}
+	buf := newBuffer(k.cfg.MaxResponseBytes)
+	err := call(h, buf, withBody(r.WithContext(context.WithValue(ctx, ctxKey{}, st)), req.body))
+	var p *panicked
+	if errors.As(err, &p) {
+		st.rollback()
+		panic(p.value)
+	}
+	resp := buf.response()
+	switch {
+	case st.begun != nil:
+		k.fail(w, r, st.begun)
+		return
+	case buf.over:
+		st.rollback()
+		k.fail(w, r, errResponseTooLarge)
+		return
+	case resp.Status >= 500:
+		st.rollback()
+		k.stats.rolledBack.Add(1)
+		buf.send(w)
+		return
+	}
+	if st.final != nil {
+		if err := st.final.Commit(); err != nil {
+			k.fail(w, r, k.dbError("committing", err))
+			return
+		}
+	}
+	buf.send(w)
+}

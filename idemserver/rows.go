@@ -1,0 +1,189 @@
+package idemserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// keyRow is one row of the key table.
+type keyRow struct {
+	id          int64
+	fingerprint []byte
+	seed        string
+	finished    bool
+	lockToken   sql.NullString
+	leaseUntil  sql.NullInt64
+	response    Response // when finished
+}
+
+// querier is a transaction or a database.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// load reads the row of (principal, key); found is false if there is none.
+func (k *Keys) load(ctx context.Context, q querier, principal, key string) (row keyRow, found bool, err error) {
+	var finished int64
+	var status sql.NullInt64
+	var header sql.NullString
+	var body []byte
+	err = q.QueryRowContext(ctx, k.sqlText(`
+		SELECT id, fingerprint, seed, finished, lock_token, lease_until, response_status, response_header, response_body
+		FROM {{t}} WHERE principal = ? AND idem_key = ?`), principal, key).
+		Scan(&row.id, &row.fingerprint, &row.seed, &finished, &row.lockToken, &row.leaseUntil, &status, &header, &body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return keyRow{}, false, nil
+	}
+	if err != nil {
+		return keyRow{}, false, k.dbError("loading the key", err)
+	}
+	if finished == 1 {
+		row.finished = true
+		h, err := decodeHeader(header.String)
+		if err != nil {
+			return keyRow{}, false, err
+		}
+		row.response = Response{Status: int(status.Int64), Header: h, Body: body}
+	}
+	return row, true, nil
+}
+
+// verdict is what a request learns from an existing key row.
+type verdict uint8
+
+const (
+	verdictReplay   verdict = iota + 1 // finished: the stored answer
+	verdictMismatch                    // another request under this key: 422
+	verdictInFlight                    // a live claim holds it: 409
+	verdictResume                      // unfinished and unclaimed (or lapsed): take over
+)
+
+// judge decides what to do with a request whose key has a row. A
+// different fingerprint is refused whatever the row's state.
+func judge(row keyRow, fingerprint []byte, now time.Time) verdict {
+	switch {
+	case !bytes.Equal(row.fingerprint, fingerprint):
+		return verdictMismatch
+	case row.finished:
+		return verdictReplay
+	case row.lockToken.Valid && row.leaseUntil.Valid && now.UnixNano() < row.leaseUntil.Int64:
+		return verdictInFlight
+	}
+	return verdictResume
+}
+
+// newToken returns 16 random bytes in hex: a lock token or a seed.
+func newToken() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// insert stores the row of a new key: finished with resp, or claimed by
+// token until leaseUntil.
+func (k *Keys) insert(ctx context.Context, q querier, req *request, now time.Time, resp *Response, token string, leaseUntil int64) (int64, error) {
+	var status, header, lock, lease any
+	var body []byte
+	finished := 0
+	if resp != nil {
+		finished = 1
+		status, header, body = resp.Status, k.encodeHeader(resp.Header), resp.Body
+		if body == nil {
+			body = []byte{}
+		}
+	} else {
+		lock, lease = token, leaseUntil
+	}
+	var id int64
+	err := q.QueryRowContext(ctx, k.sqlText(`
+		INSERT INTO {{t}} (principal, idem_key, fingerprint, seed, created_at, expires_at, finished,
+		                   lock_token, lease_until, response_status, response_header, response_body)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		RETURNING id`),
+		req.principal, req.key, req.fingerprint, req.seed, now.UnixNano(), now.Add(req.retention).UnixNano(), finished,
+		lock, lease, status, header, body).Scan(&id)
+	if err != nil {
+		return 0, k.dbError("storing the key", err)
+	}
+	return id, nil
+}
+
+// storedHeaders returns the headers of h that are stored with a key.
+func (k *Keys) storedHeaders(h http.Header) http.Header {
+	out := http.Header{}
+	for _, name := range k.stored {
+		if v := h.Values(name); len(v) > 0 {
+			out[name] = append([]string(nil), v...)
+		}
+	}
+	return out
+}
+
+// encodeHeader returns the stored headers of h as JSON.
+func (k *Keys) encodeHeader(h http.Header) string {
+	b, _ := json.Marshal(k.storedHeaders(h)) // a map of strings cannot fail
+	return string(b)
+}
+
+func decodeHeader(s string) (http.Header, error) {
+	h := http.Header{}
+	if s == "" {
+		return h, nil
+	}
+	if err := json.Unmarshal([]byte(s), &h); err != nil {
+		return nil, fmt.Errorf("idemserver: stored response header: %w", err)
+	}
+	return h, nil
+}
+
+// fence checks, in tx, that the claim token still holds row id with a
+// live lease, and renews the lease to leaseUntil (or, with finish, stores
+// resp and ends the claim). ErrLockLost if not, ErrKeyRowGone if the row
+// is gone.
+func (k *Keys) fence(ctx context.Context, tx *sql.Tx, id int64, token string, now time.Time, leaseUntil int64, finish *Response) error {
+	var res sql.Result
+	var err error
+	if finish != nil {
+		body := finish.Body
+		if body == nil {
+			body = []byte{}
+		}
+		res, err = tx.ExecContext(ctx, k.sqlText(`
+			UPDATE {{t}} SET finished = 1, response_status = ?, response_header = ?, response_body = ?,
+			                 lock_token = NULL, lease_until = NULL
+			WHERE id = ? AND lock_token = ? AND lease_until > ?`),
+			finish.Status, k.encodeHeader(finish.Header), body, id, token, now.UnixNano())
+	} else {
+		res, err = tx.ExecContext(ctx, k.sqlText(`
+			UPDATE {{t}} SET lease_until = ? WHERE id = ? AND lock_token = ? AND lease_until > ?`),
+			leaseUntil, id, token, now.UnixNano())
+	}
+	if err != nil {
+		return k.dbError("checking the claim", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return k.dbError("checking the claim", err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var one int
+	err = tx.QueryRowContext(ctx, k.sqlText(`SELECT 1 FROM {{t}} WHERE id = ?`), id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ErrKeyRowGone
+	case err != nil:
+		return k.dbError("looking for the key row", err)
+	}
+	return ErrLockLost
+}
