@@ -74,7 +74,11 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		}
 		st.tx = tx
 		buf = newBuffer(k.cfg.MaxResponseBytes)
-		if err := call(h, buf, withBody(r.WithContext(hctx), req.body)); err != nil {
+		err := call(h, buf, withBody(r.WithContext(hctx), req.body))
+		if failed := st.failed(); err == nil && failed != nil {
+			err = k.dbError("the handler's work", failed)
+		}
+		if err != nil {
 			return err
 		}
 		resp := buf.response()
@@ -86,7 +90,7 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		case !keyed:
 			return nil
 		}
-		_, err := k.insert(ctx, tx, req, now, &resp, "", 0)
+		_, err = k.insert(ctx, tx, req, now, &resp, "", 0)
 		return err
 	}
 	err := k.inTx(ctx, sql.LevelSerializable, run)
@@ -95,6 +99,9 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		err = k.inTx(ctx, sql.LevelSerializable, run)
 	}
 	st.tx = nil
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w: %w", err, context.Cause(ctx)) // Config.WorkTimeout passed: 503
+	}
 	var p *panicked
 	switch {
 	case errors.As(err, &p):
@@ -102,6 +109,9 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		panic(p.value)
 	case errors.Is(err, errRolledBack):
 		k.stats.rolledBack.Add(1)
+		if keyed && k.answerIfStored(ctx, w, r, req) {
+			return
+		}
 		buf.send(w)
 	case err != nil:
 		k.fail(w, r, err)
@@ -118,4 +128,23 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		}
 		buf.send(w)
 	}
+}
+
+// answerIfStored answers from the key's row if a concurrent request under
+// the key committed one while this one failed: on PostgreSQL a handler's
+// business row carrying the key under UNIQUE meets the other request's
+// row, and the handler answers 5xx for what is in fact a duplicate. The
+// retry would get the stored answer; this request gets it now.
+func (k *Keys) answerIfStored(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) bool {
+	row, found, err := k.load(ctx, k.db, req.principal, req.key)
+	if err != nil || !found {
+		return false
+	}
+	now := k.cfg.Now()
+	v := judge(row, req.fingerprint, now)
+	if v == verdictResume {
+		v = verdictMismatch
+	}
+	k.answerExisting(w, r, v, row, now)
+	return true
 }

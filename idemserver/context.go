@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,35 @@ type state struct {
 	mu    sync.Mutex
 	final *sql.Tx
 	begun error // why the final transaction could not begin
+
+	// What a Step learnt about the claim, whatever the handler then wrote.
+	lostClaim, rowGone atomic.Bool
+
+	failMu  sync.Mutex
+	failure error // reported by Fail
+}
+
+// failed returns and forgets the error the handler reported with Fail.
+func (st *state) failed() error {
+	st.failMu.Lock()
+	defer st.failMu.Unlock()
+	err := st.failure
+	st.failure = nil
+	return err
+}
+
+// beginErr returns why the final transaction could not begin, or nil.
+func (st *state) beginErr() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.begun
+}
+
+// reset forgets the final transaction before the handler runs again.
+func (st *state) reset() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.final, st.begun = nil, nil
 }
 
 type ctxKey struct{}
@@ -59,6 +89,28 @@ func Tx(ctx context.Context) *sql.Tx {
 	return st.final
 }
 
+// Fail reports that the handler's database work failed with err; the
+// handler then returns, and what it writes is ignored. The transaction
+// rolls back and, if err is a serialization failure or deadlock (or, on an
+// atomic route under a key, a unique violation: another request's row
+// carrying the same key), runs again with the handler, as a failed commit
+// would; otherwise the
+// request gets 503 with Retry-After (database unreachable or busy,
+// Config.Reruns exhausted) or 500, and nothing is stored. Outside
+// idemserver Fail does nothing. A handler that answers 5xx without Fail is
+// rolled back too, but not rerun.
+func Fail(ctx context.Context, err error) {
+	st := stateOf(ctx)
+	if st == nil || err == nil {
+		return
+	}
+	st.failMu.Lock()
+	defer st.failMu.Unlock()
+	if st.failure == nil {
+		st.failure = err
+	}
+}
+
 // Key returns the principal and key of the request; ok is false outside
 // idemserver and on an unkeyed request.
 func Key(ctx context.Context) (principal, key string, ok bool) {
@@ -73,7 +125,10 @@ func Key(ctx context.Context) (principal, key string, ok bool) {
 // the same in every attempt of one request (a random seed stored in its
 // key row, then step), never the same for two key rows, so that two
 // principals' keys, or a key reused after the sweep, never meet
-// downstream. It is "" on an unkeyed request and outside idemserver.
+// downstream. It is "" on an unkeyed request and outside idemserver. On
+// an atomic route the seed is stored only with the committed row, so a
+// downstream key is stable across reruns of one attempt, not across
+// attempts: calls out belong on a phased route.
 func DownstreamKey(ctx context.Context, step string) string {
 	st := stateOf(ctx)
 	if st == nil || st.req.key == "" {
@@ -172,14 +227,17 @@ func (st *state) fenced(fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-// lost counts and returns err; a lease that ended makes any error
-// ErrLockLost.
+// lost returns err, made ErrLockLost if the lease has ended, and notes
+// a lost claim or a vanished row for the answer.
 func (st *state) lost(err error) error {
 	if !errors.Is(err, ErrLockLost) && errors.Is(context.Cause(st.lease.ctx), ErrLockLost) {
 		err = errors.Join(ErrLockLost, err)
 	}
 	if errors.Is(err, ErrLockLost) {
-		st.k.stats.lockLost.Add(1)
+		st.lostClaim.Store(true)
+	}
+	if errors.Is(err, ErrKeyRowGone) {
+		st.rowGone.Store(true)
 	}
 	return err
 }

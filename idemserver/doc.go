@@ -1,5 +1,81 @@
 // Package idemserver is the server half of idempotency keys: net/http
 // middleware on database/sql, for PostgreSQL (the pgx stdlib driver) and
-// SQLite (modernc.org/sqlite), that answers every retry of a request the
-// way it answered the first, and does the request's work once.
+// SQLite (modernc.org/sqlite), that does each keyed request's work once and
+// answers every retry of it the way it answered the first. It works under
+// any router that takes an http.Handler (Keys.Handle) or a
+// func(http.Handler) http.Handler (Keys.Middleware, as chi's r.With).
+//
+// # Rules
+//
+// These are DESIGN.md's L1-L5; each is stated here once.
+//
+// Keys. A request carries its key in Config.KeyHeader (default
+// Idempotency-Key), bare or as an RFC 8941 sf-string, or in the JSON body
+// member Config.KeyField. A route requires a key unless Route.Optional; a
+// missing or malformed key gets 400 and nothing is looked up. A body over
+// Config.MaxBodyBytes gets 413; a body that stalls past the server's read
+// timeout gets 408 and the connection is closed.
+//
+// Principals (L4). A key belongs to the principal Config.Principal names
+// for the request (default BearerPrincipal): the same key from two
+// principals is two requests, and no principal can read another's answer.
+//
+// Fingerprints. The key row stores Config.Fingerprint of the request
+// (default: method, path and query, body). A retry whose fingerprint
+// differs gets 422 and does not run.
+//
+// Atomic routes (L2, the default). The handler runs inside the
+// transaction its key row lives in, begun before the key is looked up, and
+// writes through Tx. Its answer is buffered: one < 500 is stored with the
+// key and committed with everything the handler wrote, and only then sent;
+// one >= 500 rolls back and is sent unstored; a panic rolls back and
+// panics on. A commit that fails stores nothing and answers 500, or 503
+// with Retry-After when the database is unreachable, busy or contended. A
+// retry after the commit gets the stored answer with Idempotent-Replayed:
+// true. The transaction is the lock: there is no separate in-flight
+// marker, and a concurrent duplicate waits for the first and is replayed.
+// On PostgreSQL the transaction is SERIALIZABLE and runs again, handler
+// included, after a serialization failure or deadlock (at most
+// Config.Reruns times, then 503): an atomic handler must do nothing
+// outside Tx.
+//
+// Phased routes (L3, Route.Phased). A handler that calls out (a payment
+// gateway, mail) cannot hold a transaction across the call. Its key is
+// claimed first, in a transaction of its own, with a lock token and a
+// lease of Config.LockTimeout. Each call is a Step: a recovery point
+// recorded in its own transaction, with a downstream key (DownstreamKey)
+// stable across every attempt of the request. Tx is the final
+// transaction, in which the answer is stored and the claim ended together
+// with the handler's writes. A retry while the claim is live gets 409 with
+// Retry-After; a retry after a crash takes the row over and resumes: Steps
+// already recorded return their results without calling out again. An
+// answer >= 500 releases the claim at once, keeping the recovery points.
+//
+// Leases (L5). A claim lapses only when its holder can no longer commit:
+// every write of the holder (a Step's record, the final commit) is fenced
+// by the token and by the lease still being live by Config.Now, each Step
+// renews the lease, and the holder's context ends (cause ErrLockLost) when
+// its lease does. Only then may another request take the row over. The
+// replicas' clocks must agree to well within Config.LockTimeout.
+//
+// Retention. A finished key is kept for its route's Route.Retention, else
+// Config.Retention (default 24 h), then Sweep (or Run, every
+// Config.SweepInterval) deletes it, calling Config.Forget in the same
+// transaction so that business rows carrying the key can let it go. An
+// unfinished key is never deleted; past retention and unclaimed it is
+// counted in Stats.Abandoned for a person to reconcile.
+//
+// Work. A client that disconnects does not cancel its request's work: the
+// work context is detached from the request, bounded by
+// Config.WorkTimeout (atomic) or the lease (phased). Close waits for it.
+//
+// # Databases
+//
+// SQLite: open the database with OpenSQLite (WAL, synchronous=FULL, BEGIN
+// IMMEDIATE, one connection); the write lock is then the lock on every
+// key. A handler uses Tx, never the *sql.DB, while it runs. PostgreSQL:
+// any number of replicas may share one database; New creates the tables
+// under an advisory lock. The SQL is portable between both (and
+// CockroachDB's dialect of PostgreSQL). The tables are Config.Table and
+// Config.Table+"_steps".
 package idemserver

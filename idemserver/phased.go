@@ -41,8 +41,9 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		v     verdict
 		now   time.Time
 	)
-	err := k.inTx(ctx, sql.LevelSerializable, func(tx *sql.Tx) error {
+	claim := func(tx *sql.Tx) error {
 		now = k.cfg.Now()
+		found = false
 		until := now.Add(k.cfg.LockTimeout).UnixNano()
 		var err error
 		if row, found, err = k.load(ctx, tx, req.principal, req.key); err != nil {
@@ -63,7 +64,13 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 			return k.dbError("taking the claim over", err)
 		}
 		return nil
-	})
+	}
+	err := k.inTx(ctx, sql.LevelSerializable, claim)
+	if err != nil && uniqueViolation(err) {
+		// Another request inserted the row first, on another connection.
+		k.stats.reruns.Add(1)
+		err = k.inTx(ctx, sql.LevelSerializable, claim)
+	}
 	switch {
 	case err != nil:
 		k.fail(w, r, err)
@@ -87,31 +94,45 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		if errors.As(err, &p) {
 			st.rollback()
 			k.stats.rolledBack.Add(1)
-			panic(p.value)
+			if st.beginErr() == nil {
+				panic(p.value)
+			}
+			// Most likely the nil Tx of a final transaction that
+			// could not begin: answered as that failure below.
 		}
 		resp := buf.response()
+		failed := st.failed()
 		switch {
-		case errors.Is(context.Cause(l.ctx), ErrLockLost):
+		case st.rowGone.Load():
+			st.rollback()
+			k.rowGone(w, r, req, ErrKeyRowGone)
+			return
+		case st.lostClaim.Load() || errors.Is(context.Cause(l.ctx), ErrLockLost):
 			st.rollback()
 			k.lockLost(w, r)
 			return
-		case st.begun != nil:
+		case st.beginErr() != nil:
 			k.release(st)
-			k.fail(w, r, st.begun)
+			k.fail(w, r, st.beginErr())
 			return
 		case buf.over:
 			st.rollback()
 			k.release(st)
 			k.fail(w, r, errResponseTooLarge)
 			return
-		case resp.Status >= 500:
+		case failed == nil && resp.Status >= 500:
 			st.rollback()
 			k.release(st)
 			k.stats.rolledBack.Add(1)
 			buf.send(w)
 			return
 		}
-		err = k.finish(st, resp)
+		if failed != nil {
+			st.rollback()
+			err = k.dbError("the handler's work", failed)
+		} else {
+			err = k.finish(st, resp)
+		}
 		switch {
 		case err == nil:
 			k.stats.stored.Add(1)
@@ -125,12 +146,11 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 				k.lockLost(w, r)
 				return
 			}
-			st.final, st.begun = nil, nil
+			st.reset()
 			continue
 		case retryable(err):
 			err = fmt.Errorf("%w (%d runs): %w", ErrContention, run+1, err)
 		case errors.Is(err, ErrLockLost):
-			k.stats.lockLost.Add(1)
 			k.lockLost(w, r)
 			return
 		case errors.Is(err, ErrKeyRowGone):
@@ -199,6 +219,7 @@ func (k *Keys) release(st *state) {
 
 // lockLost answers a holder whose claim lapsed or was taken over.
 func (k *Keys) lockLost(w http.ResponseWriter, r *http.Request) {
+	k.stats.lockLost.Add(1)
 	k.log.WarnContext(r.Context(), "idemserver: claim lapsed or taken over; nothing more committed")
 	k.inFlight(w, r, 1, "the claim of this request on its key lapsed and a retry may have taken it over; retry after the time given in Retry-After")
 }
@@ -228,12 +249,14 @@ func (k *Keys) serveUnkeyedPhased(w http.ResponseWriter, r *http.Request, req *r
 	var p *panicked
 	if errors.As(err, &p) {
 		st.rollback()
-		panic(p.value)
+		if st.beginErr() == nil {
+			panic(p.value)
+		}
 	}
 	resp := buf.response()
 	switch {
-	case st.begun != nil:
-		k.fail(w, r, st.begun)
+	case st.beginErr() != nil:
+		k.fail(w, r, st.beginErr())
 		return
 	case buf.over:
 		st.rollback()

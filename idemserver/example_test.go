@@ -1,0 +1,58 @@
+package idemserver_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/idemkit/idem/idemserver"
+)
+
+// A handler that records an order in the transaction of its key: the
+// retry gets the stored answer, and the order exists once.
+func ExampleKeys_Handle() {
+	dir, _ := os.MkdirTemp("", "shop")
+	defer os.RemoveAll(dir)
+	db, _ := idemserver.OpenSQLite(filepath.Join(dir, "shop.db"))
+	defer db.Close()
+	db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`)
+
+	keys, err := idemserver.New(context.Background(), idemserver.Config{DB: db})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer keys.Close()
+
+	orders := keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		item, _ := io.ReadAll(r.Body)
+		res, err := idemserver.Tx(r.Context()).ExecContext(r.Context(), `INSERT INTO orders (item) VALUES (?)`, string(item))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		id, _ := res.LastInsertId()
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "order %d: %s\n", id, item)
+	}))
+
+	for range 2 {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader("book"))
+		r.Header.Set("Idempotency-Key", "8e03978e-40d5-43e8-bc93-6894a57f9324")
+		w := httptest.NewRecorder()
+		orders.ServeHTTP(w, r)
+		fmt.Print(w.Code, " replayed=", w.Header().Get(idemserver.HeaderReplayed), " ", w.Body.String())
+	}
+	var n int
+	db.QueryRow(`SELECT COUNT(*) FROM orders`).Scan(&n)
+	fmt.Println("orders:", n)
+	// Output:
+	// 201 replayed= order 1: book
+	// 201 replayed=true order 1: book
+	// orders: 1
+}

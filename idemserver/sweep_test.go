@@ -1,0 +1,151 @@
+package idemserver_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/idemserver"
+)
+
+// The sweep deletes finished keys once their route's retention has
+// passed, calls Forget in its transaction with them, and never deletes an
+// unfinished key, which it counts as abandoned once no claim holds it.
+func TestSweepDeletesFinishedKeysPastRetention(t *testing.T) {
+	var forgotten []idemserver.Swept
+	cfg := idemserver.Config{Forget: func(ctx context.Context, tx *sql.Tx, swept []idemserver.Swept) error {
+		forgotten = append(forgotten, swept...)
+		return nil
+	}}
+	onBothStores(t, cfg, func(t *testing.T, e *env) {
+		forgotten = nil
+		h := &insertItem{e: e}
+		day := e.keys.Handle(idemserver.Route{}, h)
+		week := e.keys.Handle(idemserver.Route{Retention: 7 * 24 * time.Hour}, h)
+		crash := e.keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			panic(http.ErrAbortHandler)
+		}))
+		do(t, day, "POST", "/items", "d", "a")
+		do(t, week, "POST", "/items", "w", "b")
+		func() {
+			defer func() { recover() }()
+			do(t, crash, "POST", "/charges", "c", "x")
+		}()
+
+		e.clock.Advance(idemserver.DefaultRetention - time.Second)
+		if n, err := e.keys.Sweep(context.Background()); err != nil || n != 0 {
+			t.Fatalf("before retention: swept %d, %v", n, err)
+		}
+		e.clock.Advance(time.Second)
+		n, err := e.keys.Sweep(context.Background())
+		if err != nil || n != 1 {
+			t.Fatalf("at retention: swept %d, %v; want 1", n, err)
+		}
+		if len(forgotten) != 1 || forgotten[0] != (idemserver.Swept{Principal: idemserver.AnonymousPrincipal, Key: "d"}) {
+			t.Fatalf("Forget got %v", forgotten)
+		}
+		if s := e.keys.Stats(); s.Abandoned != 1 || s.Swept != 1 {
+			t.Fatalf("stats %+v: want the crashed key abandoned", s)
+		}
+		// The key is new again: the handler runs.
+		if got := do(t, day, "POST", "/items", "d", "c"); got.status != http.StatusCreated || got.header.Get(idemserver.HeaderReplayed) != "" {
+			t.Fatalf("after the sweep: %+v", got)
+		}
+
+		e.clock.Advance(7 * 24 * time.Hour)
+		if n, err := e.keys.Sweep(context.Background()); err != nil || n != 2 {
+			t.Fatalf("a week on: swept %d, %v; want 2", n, err)
+		}
+		if n := e.count("idempotency_keys"); n != 1 {
+			t.Fatalf("%d keys left, want the unfinished one", n)
+		}
+	})
+}
+
+// A Forget that fails rolls the batch back: nothing is deleted.
+func TestSweepForgetFailureKeepsKeys(t *testing.T) {
+	boom := errors.New("boom")
+	cfg := idemserver.Config{Forget: func(context.Context, *sql.Tx, []idemserver.Swept) error { return boom }}
+	onBothStores(t, cfg, func(t *testing.T, e *env) {
+		do(t, e.keys.Handle(idemserver.Route{}, &insertItem{e: e}), "POST", "/items", "d", "a")
+		e.clock.Advance(idemserver.DefaultRetention)
+		if _, err := e.keys.Sweep(context.Background()); !errors.Is(err, boom) {
+			t.Fatalf("Sweep: %v, want boom", err)
+		}
+		if e.count("idempotency_keys") != 1 {
+			t.Fatal("deleted despite Forget failing")
+		}
+	})
+}
+
+// After Close requests get 503 and Sweep ErrClosed; Run returns.
+func TestClose(t *testing.T) {
+	onBothStores(t, idemserver.Config{SweepInterval: time.Hour}, func(t *testing.T, e *env) {
+		srv := e.keys.Handle(idemserver.Route{}, &insertItem{e: e})
+		done := make(chan error)
+		go func() { done <- e.keys.Run(context.Background()) }()
+		if err := e.keys.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if got := do(t, srv, "POST", "/items", "k", "a"); got.status != http.StatusServiceUnavailable || got.header.Get("Retry-After") == "" {
+			t.Fatalf("after Close: %+v", got)
+		}
+		if _, err := e.keys.Sweep(context.Background()); !errors.Is(err, idemserver.ErrClosed) {
+			t.Fatalf("Sweep after Close: %v", err)
+		}
+	})
+}
+
+// New refuses a Config it cannot use.
+func TestNewRefusesBadConfig(t *testing.T) {
+	ctx := context.Background()
+	if _, err := idemserver.New(ctx, idemserver.Config{}); err == nil {
+		t.Error("no DB accepted")
+	}
+	db := openSQLite(t)
+	if _, err := idemserver.New(ctx, idemserver.Config{DB: db, Table: "keys; DROP TABLE x"}); err == nil {
+		t.Error("bad table name accepted")
+	}
+	if _, err := idemserver.New(ctx, idemserver.Config{DB: db, Retention: -time.Second}); err == nil {
+		t.Error("negative retention accepted")
+	}
+}
+
+// Two Keys (replicas) open one PostgreSQL database at once: both create
+// or find the tables, and share keys.
+func TestReplicasShareKeys(t *testing.T) {
+	db := openPostgres(t)
+	ctx := context.Background()
+	ks := make([]*idemserver.Keys, 3)
+	errs := make(chan error, len(ks))
+	for i := range ks {
+		go func() {
+			var err error
+			ks[i], err = idemserver.New(ctx, idemserver.Config{DB: db})
+			errs <- err
+		}()
+	}
+	for range ks {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &env{t: t, store: stores[1], db: db}
+	if _, err := db.Exec(`CREATE TABLE items (id TEXT PRIMARY KEY, note TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	h := &insertItem{e: e}
+	do(t, ks[0].Handle(idemserver.Route{}, h), "POST", "/items", "k", "a")
+	if got := do(t, ks[2].Handle(idemserver.Route{}, h), "POST", "/items", "k", "a"); got.header.Get(idemserver.HeaderReplayed) != "true" {
+		t.Fatalf("replica 2: %+v", got)
+	}
+	for _, k := range ks {
+		k.Close()
+	}
+}
