@@ -37,7 +37,9 @@
 // On PostgreSQL the transaction is SERIALIZABLE and runs again, handler
 // included, after a serialization failure or deadlock (at most
 // Config.Reruns times, then 503): an atomic handler must do nothing
-// outside Tx.
+// outside Tx. Most such failures hit one of the handler's own statements;
+// the handler reports them with Fail, which gives the rerun (or the 503 or
+// 500) instead of the handler's answer.
 //
 // Phased routes (L3, Route.Phased). A handler that calls out (a payment
 // gateway, mail) cannot hold a transaction across the call. Its key is
@@ -49,7 +51,9 @@
 // with the handler's writes. A retry while the claim is live gets 409 with
 // Retry-After; a retry after a crash takes the row over and resumes: Steps
 // already recorded return their results without calling out again. An
-// answer >= 500 releases the claim at once, keeping the recovery points.
+// answer >= 500 releases the claim at once, keeping the recovery points;
+// a final transaction that fails to serialize runs the handler again,
+// its Steps answering from their recovery points.
 //
 // Leases (L5). A claim lapses only when its holder can no longer commit:
 // every write of the holder (a Step's record, the final commit) is fenced

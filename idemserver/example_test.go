@@ -56,3 +56,53 @@ func ExampleKeys_Handle() {
 	// 201 replayed=true order 1: book
 	// orders: 1
 }
+
+// A phased route around a payment gateway: the capture is a Step with a
+// downstream key, the charge row commits with the answer, and the retry
+// neither captures again nor records a second charge.
+func ExampleStep() {
+	dir, _ := os.MkdirTemp("", "pay")
+	defer os.RemoveAll(dir)
+	db, _ := idemserver.OpenSQLite(filepath.Join(dir, "pay.db"))
+	defer db.Close()
+	db.Exec(`CREATE TABLE charges (capture TEXT PRIMARY KEY)`)
+	keys, err := idemserver.New(context.Background(), idemserver.Config{DB: db})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer keys.Close()
+
+	captures := 0 // the gateway, idempotent by downstream key in real life
+	capture := func(ctx context.Context, downstreamKey string) ([]byte, error) {
+		captures++
+		return []byte(fmt.Sprintf("cap_%d", captures)), nil
+	}
+	pay := keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		id, err := idemserver.Step(ctx, "capture", capture)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway) // releases the claim; the retry resumes
+			return
+		}
+		if _, err := idemserver.Tx(ctx).ExecContext(ctx, `INSERT INTO charges (capture) VALUES (?)`, string(id)); err != nil {
+			idemserver.Fail(ctx, err)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "captured %s\n", id)
+	}))
+
+	for range 2 {
+		r := httptest.NewRequest("POST", "/payments", strings.NewReader(`{"amount":500}`))
+		r.Header.Set("Idempotency-Key", "pay-1")
+		w := httptest.NewRecorder()
+		pay.ServeHTTP(w, r)
+		fmt.Print(w.Code, " ", w.Body.String())
+	}
+	fmt.Println("captures:", captures)
+	// Output:
+	// 201 captured cap_1
+	// 201 captured cap_1
+	// captures: 1
+}

@@ -24,6 +24,7 @@ type Keys struct {
 	stored  []string // canonical names of the stored response headers
 	log     *slog.Logger
 	stats   counters
+	queries sync.Map // query as written -> as the dialect takes it
 
 	mu      sync.Mutex
 	closed  bool

@@ -48,10 +48,19 @@ func (k *Keys) serve(w http.ResponseWriter, r *http.Request, route Route, h http
 	k.serveAtomic(w, r, req, h)
 }
 
-// read checks everything about a request that needs no database: the
-// principal, the key and the body. When it returns false it has answered.
+// read checks everything about a request that needs no database, in
+// this order: a header key, the principal, the body, a body key. When it
+// returns false it has answered.
 func (k *Keys) read(w http.ResponseWriter, r *http.Request, route Route) (*request, bool) {
 	a := &k.cfg.Answers
+	var key string
+	var err error
+	if k.keys.field == "" {
+		key, err = k.keys.fromHeader(r.Header)
+		if !k.keyOK(w, r, route, err) {
+			return nil, false
+		}
+	}
 	principal, err := k.cfg.Principal(r)
 	if err != nil {
 		status := http.StatusBadRequest
@@ -60,13 +69,6 @@ func (k *Keys) read(w http.ResponseWriter, r *http.Request, route Route) (*reque
 		}
 		a.refused(w, r, status, err.Error())
 		return nil, false
-	}
-	var key string
-	if k.keys.field == "" {
-		key, err = k.keys.fromHeader(r.Header)
-		if !k.keyOK(w, r, route, err) {
-			return nil, false
-		}
 	}
 	body, ok := k.readBody(w, r)
 	if !ok {

@@ -47,8 +47,18 @@ func detectDialect(ctx context.Context, db *sql.DB) dialect {
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,50}$`)
 
-// sqlText turns a query written for this package into one for the dialect.
+// sqlText turns a query written for this package into one for the
+// dialect, once per query.
 func (k *Keys) sqlText(q string) string {
+	if v, ok := k.queries.Load(q); ok {
+		return v.(string)
+	}
+	v := k.translate(q)
+	k.queries.Store(q, v)
+	return v
+}
+
+func (k *Keys) translate(q string) string {
 	q = strings.NewReplacer("{{t}}", k.table, "{{steps}}", k.table+"_steps").Replace(q)
 	if k.dialect == dialectPostgres {
 		q = strings.NewReplacer(
