@@ -2,7 +2,6 @@ package testserver
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,108 +9,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
 	"reflect"
 	"strings"
 )
-
-// mutation is a mutating request as the idempotency layer sees it: who sent
-// it, under which key, and what exactly it asked for.
-type mutation struct {
-	scope       string
-	key         string
-	method      string
-	path        string
-	body        []byte
-	fingerprint [sha256.Size]byte
-	fault       fault
-}
-
-// fingerprintOf hashes what a request asks for: method, NUL, target (see
-// requestTarget), NUL, body bytes. The NULs keep ("POST", "/a") and ("POS",
-// "T/a") apart. The body is hashed as sent, so a byte-different body is a
-// different request even if it means the same JSON: clients resend the
-// exact bytes.
-func fingerprintOf(method, target string, body []byte) [sha256.Size]byte {
-	h := sha256.New()
-	io.WriteString(h, method)
-	h.Write([]byte{0})
-	io.WriteString(h, target)
-	h.Write([]byte{0})
-	h.Write(body)
-	var f [sha256.Size]byte
-	h.Sum(f[:0])
-	return f
-}
-
-// requestTarget is the part of a request's URL the fingerprint covers: the
-// path and, if there is one, "?" and the raw query, as sent. A request
-// without a query hashes its path alone, as before queries were covered, so
-// keys stored then still match their retries.
-func requestTarget(u *url.URL) string {
-	if u.RawQuery == "" {
-		return u.Path
-	}
-	return u.Path + "?" + u.RawQuery
-}
-
-// readMutation checks everything about a mutating request that does not
-// need the database: the key (S1), the client scope (S2), the media type and
-// the body size. A problem returned here means nothing was looked up and
-// nothing will change.
-func (s *Server) readMutation(w http.ResponseWriter, r *http.Request) (*mutation, *Problem) {
-	d := s.cfg.Dialect
-	var key string
-	var err error
-	if d.KeyField == "" {
-		key, err = d.headerKey(r.Header)
-		if p := s.keyProblem(err); p != nil {
-			return nil, p
-		}
-	}
-	scope, p := s.readScope(w, r)
-	if p != nil {
-		return nil, p
-	}
-	if p := checkJSONMediaType(r.Header.Get("Content-Type")); p != nil {
-		return nil, p
-	}
-	sent, p := readBody(w, r, s.cfg.MaxBodyBytes)
-	if p != nil {
-		return nil, p
-	}
-	body := sent // without the key, if it came in the body
-	if d.KeyField != "" {
-		key, body, err = d.bodyKey(sent)
-		if errors.Is(err, errBodyNotObject) {
-			return nil, badRequest(fmt.Sprintf("%v holding %s", err, d.keyName()))
-		}
-		if p := s.keyProblem(err); p != nil {
-			return nil, p
-		}
-	}
-	return &mutation{
-		scope:       scope,
-		key:         key,
-		method:      r.Method,
-		path:        r.URL.Path,
-		body:        body,
-		fingerprint: fingerprintOf(r.Method, requestTarget(r.URL), body),
-	}, nil
-}
-
-// keyProblem is the answer to a request whose key could not be read
-// (err), or nil when it could, or when it is missing from a server
-// without the idempotency layer (see Config.DisableIdempotency).
-func (s *Server) keyProblem(err error) *Problem {
-	switch {
-	case err == nil, errors.Is(err, errKeyMissing) && s.cfg.DisableIdempotency:
-		return nil
-	case errors.Is(err, errKeyMissing):
-		return s.cfg.Dialect.missingKey()
-	}
-	return problem(http.StatusBadRequest, ProblemInvalidKey, "Invalid "+s.cfg.Dialect.keyTitle(), err.Error())
-}
 
 // checkJSONMediaType accepts no Content-Type, application/json, or any
 // +json type.
@@ -149,9 +49,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Pro
 }
 
 // decodeRequest decodes a mutation's JSON body into in (see decodeJSON) and
-// validates it.
-func decodeRequest[T interface{ validate() *Problem }](body []byte, in T) *Problem {
-	if p := decodeJSON(body, in); p != nil {
+// validates it. It runs before the layer takes the key out of the body of
+// a dialect that carries it there (Dialect.KeyField), so that member is
+// allowed, and left to the layer.
+func (s *Server) decodeRequest(body []byte, in interface{ validate() *Problem }) *Problem {
+	if p := decodeJSON(body, in, s.cfg.Dialect.KeyField); p != nil {
 		return p
 	}
 	return in.validate()
@@ -164,7 +66,9 @@ func decodeRequest[T interface{ validate() *Problem }](body []byte, in T) *Probl
 // of duplicate names, so {"Amount": 5} and {"amount": -5, "amount": 5}
 // would both pass for an amount of 5; checkFieldNames refuses both, since
 // another reader of the same bytes might see them differently.
-func decodeJSON(body []byte, v any) *Problem {
+//
+// keyField, if not "", is a member allowed besides v's fields, of any type.
+func decodeJSON(body []byte, v any, keyField string) *Problem {
 	switch string(bytes.TrimSpace(body)) {
 	case "":
 		return badRequest("the request body is empty; send a JSON object")
@@ -172,7 +76,9 @@ func decodeJSON(body []byte, v any) *Problem {
 		return badRequest("the request body must be a JSON object, not null")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if keyField == "" {
+		dec.DisallowUnknownFields()
+	}
 	err := dec.Decode(v)
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
@@ -195,7 +101,11 @@ func decodeJSON(body []byte, v any) *Problem {
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("the request body must hold a single JSON object and nothing after it")
 	}
-	return checkFieldNames(body, jsonFieldNames(v))
+	names := jsonFieldNames(v)
+	if keyField != "" {
+		names[keyField] = true
+	}
+	return checkFieldNames(body, names)
 }
 
 // checkFieldNames walks the members of the JSON object in body, which has

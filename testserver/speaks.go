@@ -180,11 +180,6 @@ func (d Dialect) keyTitle() string {
 	return d.keyHeader()
 }
 
-// missingKey is the problem of a request without a key.
-func (d Dialect) missingKey() *Problem {
-	return problem(http.StatusBadRequest, ProblemMissingKey, d.keyTitle()+" required", keyError(d.keyName(), errKeyMissing).Error())
-}
-
 // check reports what makes d unusable, wrapped in ErrInvalidConfig.
 func (d Dialect) check() error {
 	bad := func(what string) error { return fmt.Errorf("%w: dialect %q: %s", ErrInvalidConfig, d.Name, what) }
