@@ -42,4 +42,3 @@ func (s *Server) serveAtomic(w http.ResponseWriter, r *http.Request, wk *work, a
 	}
 	resp.write(w, false)
 }
-
