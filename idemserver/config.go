@@ -71,6 +71,11 @@ type Config struct {
 	// (default DefaultWorkTimeout).
 	WorkTimeout time.Duration
 
+	// Accepts, if set, decides from its Content-Type whether a request's
+	// body can be read; false answers 415 before the body is read.
+	// AcceptJSON accepts JSON bodies.
+	Accepts func(contentType string) bool
+
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes);
 	// a longer one gets 413 and nothing is looked up.
 	MaxBodyBytes int64
@@ -114,6 +119,15 @@ type Route struct {
 
 	// Retention overrides Config.Retention for keys stored by this route.
 	Retention time.Duration
+
+	// Check, if set, validates a request before its key is looked up:
+	// it runs after the key is read and the body read (without
+	// Config.KeyField's member), with body as the handler would see it
+	// and r's Body reading it again. False means Check has answered (a
+	// 4xx refusal, say): nothing is looked up, stored or run, and the key
+	// stays free for a good request. It counts in Stats.Invalid. Check
+	// must not modify body.
+	Check func(w http.ResponseWriter, r *http.Request, body []byte) bool
 }
 
 // Swept names a key the sweeper deletes, for Config.Forget.
@@ -136,7 +150,7 @@ type Stats struct {
 	Resumed    int64 // phased claims taken over from an earlier attempt
 	StepsRun   int64 // Step calls that ran their function
 	StepsKept  int64 // Step calls answered from a recovery point
-	LockLost   int64 // phased holders that found their claim lapsed or taken
+	LockLost   int64 // phased holders taken over or past their lease: nothing more committed
 	Swept      int64 // keys deleted by the sweeper
 	Abandoned  int64 // unfinished keys past retention, unleased, kept (last sweep)
 }

@@ -145,8 +145,9 @@ func DownstreamKey(ctx context.Context, step string) string {
 // Both renew the claim's lease. An error from fn is returned and nothing
 // is recorded.
 //
-// ErrLockLost means the claim lapsed or was taken over: the handler must
-// stop (the layer answers 409 whatever it writes). ErrNotPhased outside a
+// ErrLockLost means another request took the claim over, or the
+// holder's lease ended in real time (its context has ended): the handler
+// must stop (the layer answers 409 whatever it writes). ErrNotPhased outside a
 // phased route; ErrTxBegun after Tx. On an unkeyed request Step just calls
 // fn with the key "".
 func Step(ctx context.Context, name string, fn func(ctx context.Context, downstreamKey string) ([]byte, error)) ([]byte, error) {
@@ -213,7 +214,7 @@ func (st *state) fenced(fn func(tx *sql.Tx) error) error {
 	start := time.Now()
 	err := k.inTx(st.lease.ctx, sql.LevelSerializable, func(tx *sql.Tx) error {
 		now := k.cfg.Now()
-		if err := k.fence(st.lease.ctx, tx, st.id, st.token, now, now.Add(k.cfg.LockTimeout).UnixNano(), nil); err != nil {
+		if err := k.fence(st.lease.ctx, tx, st.id, st.token, now.Add(k.cfg.LockTimeout).UnixNano(), nil, 0); err != nil {
 			return err
 		}
 		return fn(tx)

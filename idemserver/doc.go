@@ -12,9 +12,12 @@
 // Keys. A request carries its key in Config.KeyHeader (default
 // Idempotency-Key), bare or as an RFC 8941 sf-string, or in the JSON body
 // member Config.KeyField. A route requires a key unless Route.Optional; a
-// missing or malformed key gets 400 and nothing is looked up. A body over
-// Config.MaxBodyBytes gets 413; a body that stalls past the server's read
-// timeout gets 408 and the connection is closed.
+// missing or malformed key gets 400 and nothing is looked up. A body
+// Config.Accepts refuses gets 415, one over Config.MaxBodyBytes 413, and
+// one that stalls past the server's read timeout 408 with the connection
+// closed. Route.Check may then refuse the request in the API's own words
+// (bad JSON, a negative amount): nothing is looked up, and the key stays
+// free for a good request.
 //
 // Principals (L4). A key belongs to the principal Config.Principal names
 // for the request (default BearerPrincipal): the same key from two
@@ -55,15 +58,19 @@
 // a final transaction that fails to serialize runs the handler again,
 // its Steps answering from their recovery points.
 //
-// Leases (L5). A claim lapses only when its holder can no longer commit:
-// every write of the holder (a Step's record, the final commit) is fenced
-// by the token and by the lease still being live by Config.Now, each Step
-// renews the lease, and the holder's context ends (cause ErrLockLost) when
-// its lease does. Only then may another request take the row over. The
-// replicas' clocks must agree to well within Config.LockTimeout.
+// Leases (L5). A claim lapses only by a takeover, and the takeover is the
+// statement that fences the holder: every write of the holder (a Step's
+// record, the final commit) is fenced by its lock token, which the
+// takeover replaces. The lease (Config.LockTimeout by Config.Now, renewed
+// by each Step) only decides when a takeover is allowed: a holder whose
+// lease ended but whom nobody took over may still finish, and its answer
+// is stored. The holder's context ends (cause ErrLockLost) at its lease's
+// end in real time, the last renewal plus Config.LockTimeout by time.Now,
+// so that a holder never works on past its lease.
 //
 // Retention. A finished key is kept for its route's Route.Retention, else
-// Config.Retention (default 24 h), then Sweep (or Run, every
+// Config.Retention (default 24 h), from when its answer was stored; then
+// Sweep (or Run, every
 // Config.SweepInterval) deletes it, calling Config.Forget in the same
 // transaction so that business rows carrying the key can let it go. An
 // unfinished key is never deleted; past retention and unclaimed it is

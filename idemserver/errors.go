@@ -6,9 +6,10 @@ var (
 	// ErrUnauthorized, wrapped by a Config.Principal error, answers 401.
 	ErrUnauthorized = errors.New("idemserver: unauthorized")
 
-	// ErrLockLost means a phased request's claim lapsed or was taken
-	// over; it can commit nothing more and must stop.
-	ErrLockLost = errors.New("idemserver: claim on the key lapsed or was taken over")
+	// ErrLockLost means another request took a phased request's claim
+	// over, or the holder's lease ended in real time; it can commit
+	// nothing more and must stop.
+	ErrLockLost = errors.New("idemserver: claim on the key taken over or its lease ended")
 
 	// ErrNotPhased is returned by Step outside a phased route.
 	ErrNotPhased = errors.New("idemserver: Step outside a phased route")

@@ -13,16 +13,20 @@ import (
 //
 //  1. claim: insert the key row claimed (a lock token and a lease of
 //     Config.LockTimeout), or take over an unfinished row whose claim was
-//     released or has lapsed; a live claim answers 409;
+//     released or whose lease has ended; a live claim answers 409;
 //  2. the handler: each Step is a recovery point in its own fenced
 //     transaction, renewing the lease; Tx begins the final transaction;
 //  3. finish: in the final transaction, fenced, the answer is stored and
 //     the claim ended, together with the handler's writes.
 //
-// Fenced means: the row still carries this request's token and its lease
-// has not ended (by Config.Now). The holder's context ends with its lease,
-// so a holder whose lease lapsed can commit nothing more, and only then
-// may another request take the row over (rule L5). An answer >= 500
+// Fenced means: the row still carries this request's token. A claim
+// lapses only when another request takes the row over, which it may do
+// once the lease has ended by Config.Now; the takeover changes the token,
+// and from that statement on the old holder can commit nothing (rule L5).
+// A holder whose lease ended but whom nobody took over may still finish.
+// The holder's context ends at its lease's end in real time (the last
+// renewal plus Config.LockTimeout by time.Now), so that it never works on
+// past its lease. An answer >= 500
 // releases the claim, keeping the recovery points, so that the retry
 // resumes at once; a panic keeps it, as a crash would, until the lease
 // ends.
@@ -57,8 +61,8 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		if v = judge(row, req.fingerprint, now); v != verdictResume {
 			return nil
 		}
-		// Take over a claim that was released, or whose holder can no
-		// longer commit: its lease has ended.
+		// Take over a claim that was released or whose lease has ended:
+		// the new token fences the old holder from this statement on.
 		if _, err := tx.ExecContext(ctx, k.sqlText(`UPDATE {{t}} SET lock_token = ?, lease_until = ? WHERE id = ?`),
 			token, until, row.id); err != nil {
 			return k.dbError("taking the claim over", err)
@@ -164,8 +168,9 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 }
 
 // finish commits the final transaction with the answer stored and the
-// claim ended, fenced by the claim. Recovery points are no longer needed
-// and go with it.
+// claim ended, fenced by the claim; the answer is kept at least the
+// route's retention from now, however long the request took. Recovery
+// points are no longer needed and go with it.
 func (k *Keys) finish(st *state, resp Response) error {
 	st.mu.Lock()
 	tx := st.final
@@ -179,7 +184,8 @@ func (k *Keys) finish(st *state, resp Response) error {
 		}
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if err := k.fence(ctx, tx, st.id, st.token, k.cfg.Now(), 0, &resp); err != nil {
+	now := k.cfg.Now()
+	if err := k.fence(ctx, tx, st.id, st.token, 0, &resp, now.Add(st.req.retention).UnixNano()); err != nil {
 		return st.lost(err)
 	}
 	if _, err := tx.ExecContext(ctx, k.sqlText(`DELETE FROM {{steps}} WHERE key_id = ?`), st.id); err != nil {
@@ -217,11 +223,12 @@ func (k *Keys) release(st *state) {
 	}
 }
 
-// lockLost answers a holder whose claim lapsed or was taken over.
+// lockLost answers a holder whose claim was taken over or whose lease
+// ended.
 func (k *Keys) lockLost(w http.ResponseWriter, r *http.Request) {
 	k.stats.lockLost.Add(1)
-	k.log.WarnContext(r.Context(), "idemserver: claim lapsed or taken over; nothing more committed")
-	k.inFlight(w, r, 1, "the claim of this request on its key lapsed and a retry may have taken it over; retry after the time given in Retry-After")
+	k.log.WarnContext(r.Context(), "idemserver: claim taken over or its lease ended; nothing more committed")
+	k.inFlight(w, r, 1, "this request's claim on its key was taken over by a retry or its lease ended; retry after the time given in Retry-After")
 }
 
 // rowGone answers a holder whose key row was deleted while it ran (by

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,9 +198,10 @@ func TestPhasedInFlight(t *testing.T) {
 	})
 }
 
-// L5: a holder whose lease lapsed (by Config.Now) commits nothing, whether
-// or not another request took the key over meanwhile.
-func TestPhasedLapsedHolderCommitsNothing(t *testing.T) {
+// L5: a holder whose lease lapsed (by Config.Now) and that another
+// request took over commits nothing: the takeover fenced it. One that
+// nobody took over finishes, and its answer is stored and replayed.
+func TestPhasedLapsedHolder(t *testing.T) {
 	for _, takeover := range []bool{true, false} {
 		t.Run(fmt.Sprintf("takeover=%v", takeover), func(t *testing.T) {
 			onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
@@ -217,29 +219,42 @@ func TestPhasedLapsedHolderCommitsNothing(t *testing.T) {
 				go func() { first <- do(t, srv, "POST", "/charges", "k", "a") }()
 				<-started
 				e.clock.Advance(idemserver.DefaultLockTimeout)
+				var taker answer
 				if takeover {
-					if got := do(t, srv, "POST", "/charges", "k", "a"); got.status != http.StatusCreated {
-						t.Errorf("taker: %+v", got)
+					if taker = do(t, srv, "POST", "/charges", "k", "a"); taker.status != http.StatusCreated {
+						t.Errorf("taker: %+v", taker)
 					}
 				}
 				close(proceed)
-				if got := <-first; got.status != http.StatusConflict {
-					t.Fatalf("lapsed holder: %+v, want 409", got)
-				}
+				holder := <-first
 				var holderRows int
-				e.db.QueryRow(e.q(`SELECT COUNT(*) FROM items WHERE id = ?`), "a-1").Scan(&holderRows)
-				if holderRows != 0 {
-					t.Fatal("the lapsed holder committed its write")
+				if err := e.db.QueryRow(e.q(`SELECT COUNT(*) FROM items WHERE id = ?`), "a-1").Scan(&holderRows); err != nil {
+					t.Fatal(err)
 				}
-				want := 0
-				if takeover {
-					want = 1
+				if !takeover {
+					if holder.status != http.StatusCreated || holder.body != "charged ch-1" || holderRows != 1 {
+						t.Fatalf("untaken lapsed holder: %+v with %d rows, want 201 stored", holder, holderRows)
+					}
+					replay := do(t, srv, "POST", "/charges", "k", "a")
+					if replay.body != holder.body || replay.header.Get(idemserver.HeaderReplayed) != "true" {
+						t.Fatalf("replay: %+v, want the holder's answer", replay)
+					}
+					if s := e.keys.Stats(); s.LockLost != 0 || s.Resumed != 0 || s.Stored != 1 {
+						t.Errorf("stats %+v", s)
+					}
+					return
 				}
-				if n := e.count("items"); n != want {
-					t.Fatalf("%d items, want %d", n, want)
+				if holder.status != http.StatusConflict || holderRows != 0 {
+					t.Fatalf("taken-over holder: %+v with %d rows, want 409 and none", holder, holderRows)
+				}
+				if n := e.count("items"); n != 1 {
+					t.Fatalf("%d items, want the taker's 1", n)
 				}
 				if gw.total() != 1 {
 					t.Fatalf("gateway called %d times", gw.total())
+				}
+				if replay := do(t, srv, "POST", "/charges", "k", "a"); replay.body != taker.body {
+					t.Fatalf("replay: %+v, want the taker's answer %+v", replay, taker)
 				}
 				if s := e.keys.Stats(); s.LockLost != 1 {
 					t.Errorf("LockLost = %d, want 1", s.LockLost)
@@ -344,6 +359,48 @@ func TestPhasedTxAfterLeaseIsAnswered(t *testing.T) {
 		got := do(t, srv, "POST", "/charges", "k", "a")
 		if tx != nil || got.status != http.StatusConflict {
 			t.Fatalf("Tx %v, answer %+v; want nil, 409", tx, got)
+		}
+	})
+}
+
+// A phased answer is kept for the route's retention from its finish, not
+// from the claim, however long the request took.
+func TestPhasedRetentionCountsFromTheFinish(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		h := &charge{e: e, gw: &gateway{}, hook: func(ctx context.Context, attempt int) bool { return attempt > 1 }}
+		srv := e.keys.Handle(idemserver.Route{Phased: true}, h)
+		do(t, srv, "POST", "/charges", "k", "a") // 502: claim released, row kept
+		e.clock.Advance(idemserver.DefaultRetention)
+		if got := do(t, srv, "POST", "/charges", "k", "a"); got.status != http.StatusCreated {
+			t.Fatalf("resumed a day later: %+v", got)
+		}
+		e.clock.Advance(idemserver.DefaultRetention - time.Second)
+		if n, err := e.keys.Sweep(context.Background()); err != nil || n != 0 {
+			t.Fatalf("swept %d, %v before the answer's retention passed", n, err)
+		}
+		e.clock.Advance(time.Second)
+		if n, err := e.keys.Sweep(context.Background()); err != nil || n != 1 {
+			t.Fatalf("swept %d, %v; want 1", n, err)
+		}
+	})
+}
+
+// A key row deleted while its request ran (by something outside Keys):
+// 500, telling the client not to send the request again.
+func TestPhasedRowGoneIsNotRetried(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		h := &charge{e: e, gw: &gateway{}, hook: func(ctx context.Context, attempt int) bool {
+			if _, err := e.db.Exec(`DELETE FROM idempotency_keys`); err != nil {
+				t.Error(err)
+			}
+			return true
+		}}
+		got := do(t, e.keys.Handle(idemserver.Route{Phased: true}, h), "POST", "/charges", "k", "a")
+		if got.status != http.StatusInternalServerError || !strings.Contains(got.body, "Do not send this request again") {
+			t.Fatalf("%+v", got)
+		}
+		if e.count("items") != 0 {
+			t.Fatal("committed without its key row")
 		}
 	})
 }

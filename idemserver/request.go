@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,8 +24,8 @@ type request struct {
 }
 
 // serve is the middleware: it reads the principal, the key and the body
-// (refusing before any look-up what it cannot use), then serves the route
-// atomically or in phases.
+// and runs Route.Check (refusing before any look-up what it cannot use),
+// then serves the route atomically or in phases.
 func (k *Keys) serve(w http.ResponseWriter, r *http.Request, route Route, h http.Handler) {
 	if !k.enter() {
 		w.Header().Set("Retry-After", "1")
@@ -32,6 +34,9 @@ func (k *Keys) serve(w http.ResponseWriter, r *http.Request, route Route, h http
 	}
 	defer k.running.Done()
 	req, ok := k.read(w, r, route)
+	if ok && route.Check != nil {
+		ok = route.Check(w, withBody(r.Clone(r.Context()), req.body), req.body)
+	}
 	if !ok {
 		k.stats.invalid.Add(1)
 		return
@@ -49,7 +54,8 @@ func (k *Keys) serve(w http.ResponseWriter, r *http.Request, route Route, h http
 }
 
 // read checks everything about a request that needs no database, in
-// this order: a header key, the principal, the body, a body key. When it
+// this order: a header key, the principal, the media type, the body, a
+// body key. When it
 // returns false it has answered.
 func (k *Keys) read(w http.ResponseWriter, r *http.Request, route Route) (*request, bool) {
 	a := &k.cfg.Answers
@@ -68,6 +74,10 @@ func (k *Keys) read(w http.ResponseWriter, r *http.Request, route Route) (*reque
 			status = http.StatusUnauthorized
 		}
 		a.refused(w, r, status, err.Error())
+		return nil, false
+	}
+	if ct := r.Header.Get("Content-Type"); k.cfg.Accepts != nil && !k.cfg.Accepts(ct) {
+		a.refused(w, r, http.StatusUnsupportedMediaType, fmt.Sprintf("the request body cannot be %q", ct))
 		return nil, false
 	}
 	body, ok := k.readBody(w, r)
@@ -202,4 +212,14 @@ func (b *buffer) response() Response {
 // send writes the answer collected, with every header the handler set.
 func (b *buffer) send(w http.ResponseWriter) {
 	b.response().write(w, false)
+}
+
+// AcceptJSON is a Config.Accepts for JSON APIs: no Content-Type,
+// application/json, or any +json type (application/merge-patch+json).
+func AcceptJSON(contentType string) bool {
+	if contentType == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }

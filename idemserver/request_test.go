@@ -203,3 +203,80 @@ func TestAnswersSpeakAnotherAPI(t *testing.T) {
 		}
 	})
 }
+
+// With Accepts, a body of another media type gets 415 before it is read
+// or looked up.
+func TestMediaTypeRefused(t *testing.T) {
+	onBothStores(t, idemserver.Config{Accepts: idemserver.AcceptJSON}, func(t *testing.T, e *env) {
+		h := &insertItem{e: e}
+		srv := e.keys.Handle(idemserver.Route{}, h)
+		if got := do(t, srv, "POST", "/items", "k", "a", "Content-Type", "text/plain"); got.status != http.StatusUnsupportedMediaType {
+			t.Fatalf("text/plain: %+v", got)
+		}
+		if got := do(t, srv, "POST", "/items", "k", "a", "Content-Type", "application/merge-patch+json"); got.status != http.StatusCreated {
+			t.Fatalf("+json: %+v", got)
+		}
+		if h.Runs() != 1 {
+			t.Fatalf("ran %d times", h.Runs())
+		}
+	})
+}
+
+// Route.Check refuses a request after its key and body are read and
+// before anything is looked up: nothing runs or is stored, the key stays
+// free, and a good request under it then runs. Check sees the body
+// without Config.KeyField's member, as the handler does.
+func TestCheckRefusesWithoutTakingTheKey(t *testing.T) {
+	check := func(seen *[]string) func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		return func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+			again, _ := io.ReadAll(r.Body)
+			*seen = append(*seen, string(body)+"|"+string(again))
+			if strings.Contains(string(body), "bad") {
+				http.Error(w, "bad body", http.StatusUnprocessableEntity)
+				return false
+			}
+			return true
+		}
+	}
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		h := &insertItem{e: e}
+		var seen []string
+		for _, phased := range []bool{false, true} {
+			key := fmt.Sprintf("k-%v", phased)
+			srv := e.keys.Handle(idemserver.Route{Phased: phased, Check: check(&seen)}, h)
+			if got := do(t, srv, "POST", "/items", key, "bad"); got.status != http.StatusUnprocessableEntity || got.body != "bad body\n" {
+				t.Fatalf("phased=%v refused: %+v, want Check's 422", phased, got)
+			}
+			if h.Runs() != 0 || e.count("idempotency_keys") != 0 {
+				t.Fatalf("phased=%v: the refused request ran or was stored", phased)
+			}
+			if got := do(t, srv, "POST", "/items", key, "good"); got.status != http.StatusCreated || got.header.Get(idemserver.HeaderReplayed) != "" {
+				t.Fatalf("phased=%v: the good request after the refusal: %+v, want it run", phased, got)
+			}
+			h.mu.Lock()
+			h.runs = 0
+			h.mu.Unlock()
+			e.db.Exec(`DELETE FROM items`)
+			e.db.Exec(`DELETE FROM idempotency_keys`)
+		}
+		if want := []string{"bad|bad", "good|good", "bad|bad", "good|good"}; fmt.Sprint(seen) != fmt.Sprint(want) {
+			t.Errorf("Check saw %q, want %q", seen, want)
+		}
+		if s := e.keys.Stats(); s.Invalid != 2 || s.Stored != 2 {
+			t.Errorf("Invalid %d, Stored %d; want 2, 2", s.Invalid, s.Stored)
+		}
+	})
+	onBothStores(t, idemserver.Config{KeyField: "idempotency_key"}, func(t *testing.T, e *env) {
+		var seen []string
+		srv := e.keys.Handle(idemserver.Route{Check: check(&seen)}, &insertItem{e: e})
+		if got := do(t, srv, "POST", "/items", "", `{"idempotency_key":"k","x":"bad"}`); got.status != http.StatusUnprocessableEntity {
+			t.Fatalf("refused: %+v", got)
+		}
+		if want := `{"x":"bad"}|{"x":"bad"}`; len(seen) != 1 || seen[0] != want {
+			t.Errorf("Check saw %q, want %q", seen, want)
+		}
+		if e.count("idempotency_keys") != 0 {
+			t.Fatal("the refused request was stored")
+		}
+	})
+}

@@ -147,12 +147,31 @@ func (k *Keys) migrate(ctx context.Context) error {
 			return nil
 		}
 	}
+	err := k.createTables(ctx, k.dialect == dialectPostgres)
+	if noAdvisoryLocks(err) {
+		// A PostgreSQL dialect without advisory locks (CockroachDB,
+		// whose schema changes are transactional anyway).
+		err = k.createTables(ctx, false)
+	}
+	return err
+}
+
+// noAdvisoryLocks reports whether err says the database has no
+// pg_advisory_xact_lock: undefined function or feature not supported.
+func noAdvisoryLocks(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42883" || pe.Code == "0A000")
+}
+
+// createTables runs the schema in one transaction, under an advisory lock
+// if lock.
+func (k *Keys) createTables(ctx context.Context, lock bool) error {
 	tx, err := k.db.BeginTx(ctx, nil)
 	if err != nil {
 		return k.dbError("creating the key tables", err)
 	}
 	defer tx.Rollback()
-	if k.dialect == dialectPostgres {
+	if lock {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7305512441029836152)`); err != nil {
 			return k.dbError("creating the key tables", err)
 		}
