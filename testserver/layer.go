@@ -1,15 +1,12 @@
 package testserver
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/idemkit/idem/idemserver"
@@ -32,15 +29,18 @@ const keysTable = "idempotency_keys"
 // its downstream key is the layer's for that step.
 const downstreamStep = "gateway"
 
-// openKeys opens the layer on the server's database.
-func (s *Server) openKeys(ctx context.Context) (*idemserver.Keys, error) {
+// openKeys opens the layer on the server's database. keyHeader is the
+// dialect's, or for the unkeyed layer of Config.DisableIdempotency a
+// header no client sends.
+func (s *Server) openKeys(ctx context.Context, keyHeader, keyField string) (*idemserver.Keys, error) {
 	d := s.cfg.Dialect
 	keys, err := idemserver.New(ctx, idemserver.Config{
 		DB:            s.db.write,
 		Table:         keysTable,
 		Principal:     func(r *http.Request) (string, error) { return clientScope(r.Header) },
-		KeyHeader:     d.keyHeader(),
-		KeyField:      d.KeyField,
+		Accepts:       func(contentType string) bool { return checkJSONMediaType(contentType) == nil },
+		KeyHeader:     keyHeader,
+		KeyField:      keyField,
 		MaxKeyLength:  d.maxKeyLength(),
 		Retention:     s.cfg.Retention,
 		SweepInterval: s.cfg.SweepInterval,
@@ -87,16 +87,19 @@ func (s *Server) answers() idemserver.Answers {
 			}
 			resp.write(w, !d.UnmarkedReplays)
 		},
-		Refused: func(w http.ResponseWriter, _ *http.Request, status int, detail string) {
-			switch status {
-			case http.StatusUnauthorized:
+		Refused: func(w http.ResponseWriter, r *http.Request, status int, detail string) {
+			_, scopeErr := clientScope(r.Header)
+			switch {
+			case status == http.StatusUnauthorized:
 				w.Header().Set("WWW-Authenticate", "Bearer")
 				writeProblem(w, problem(status, ProblemUnauthorized, "Unauthorized", detail))
-			case http.StatusBadRequest:
+			case status == http.StatusBadRequest && scopeErr != nil:
 				writeProblem(w, problem(status, ProblemInvalidClient, "Invalid client", detail))
-			case http.StatusRequestEntityTooLarge:
+			case status == http.StatusUnsupportedMediaType:
+				writeProblem(w, checkJSONMediaType(r.Header.Get("Content-Type")))
+			case status == http.StatusRequestEntityTooLarge:
 				writeProblem(w, problem(status, ProblemBodyTooLarge, "Request body too large", detail))
-			case http.StatusRequestTimeout:
+			case status == http.StatusRequestTimeout:
 				writeProblem(w, problem(status, ProblemRequestTimeout, "Request body too slow", detail))
 			default:
 				writeProblem(w, badRequest(detail))
@@ -191,10 +194,14 @@ type endpoint struct {
 	serve  func(w http.ResponseWriter, r *http.Request, wk *work)
 }
 
-// mutating returns the handler of a mutating endpoint: the request's own
-// checks, its fault, then the layer (or, under Config.DisableIdempotency,
-// a transaction of the server's own) around serve, with the faults that
-// act after the commit.
+// mutating returns the handler of a mutating endpoint: the layer around
+// serve, with e.decode as the route's Check (run once the key and the
+// body are read, before the key is looked up: a problem consumes no key),
+// which also draws the request's fault and applies a delay; the faults
+// that act after the commit wrap the layer. Under
+// Config.DisableIdempotency an atomic endpoint goes through the unkeyed
+// layer instead: the same checks and transaction, no key looked up or
+// stored.
 func (s *Server) mutating(e endpoint) http.Handler {
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		wk := workOf(r.Context())
@@ -203,91 +210,32 @@ func (s *Server) mutating(e endpoint) http.Handler {
 		e.serve(rec, r, wk)
 		wk.handled = rec.status
 	})
-	layered := s.keys.Handle(e.route, inner)
-	if s.cfg.DisableIdempotency && !e.route.Phased {
-		layered = s.ownTransaction(inner)
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.stats.requests.Add(1)
-		if p := checkJSONMediaType(r.Header.Get("Content-Type")); p != nil {
-			s.refuse(w, p)
-			return
-		}
-		body, p := readBody(w, r, s.cfg.MaxBodyBytes)
-		if p != nil {
-			s.refuse(w, p)
-			return
-		}
+	route := e.route
+	route.Check = func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 		in, p := e.decode(r, body)
 		if p != nil {
-			s.refuse(w, p)
-			return
+			writeProblem(w, p)
+			return false
 		}
-		wk := &work{in: in, fault: s.dice.draw()}
-		ctx := context.WithValue(r.Context(), workKey{}, wk)
-		if !s.delayed(ctx, w, wk) {
-			return
-		}
-		r = withBody(r.WithContext(ctx), body)
-		layered.ServeHTTP(&afterCommit{ResponseWriter: w, s: s, wk: wk}, r)
-	})
-}
-
-// txOf returns the transaction a handler writes in: the layer's, or the
-// server's own under Config.DisableIdempotency.
-func (s *Server) txOf(ctx context.Context) *txn {
-	if tx := idemserver.Tx(ctx); tx != nil {
-		return &txn{tx: tx, d: s.db.dialect}
+		wk := workOf(r.Context())
+		wk.in, wk.fault = in, s.dice.draw()
+		return s.delayed(r.Context(), w, wk)
 	}
-	t, _ := ctx.Value(ownTxKey{}).(*txn)
-	return t
-}
-
-type ownTxKey struct{}
-
-// ownTransaction serves h without the layer, for the benchmark baseline
-// (Config.DisableIdempotency): one transaction, committed unless h
-// answers 500 or more, and h's answer sent after it.
-func (s *Server) ownTransaction(h http.Handler) http.Handler {
+	keys := s.keys
+	if s.cfg.DisableIdempotency && !route.Phased {
+		keys, route.Optional = s.unkeyed, true
+	}
+	layered := keys.Handle(route, inner)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var buf *bufferedAnswer
-		err := s.db.inTx(r.Context(), func(tx *txn) error {
-			buf = &bufferedAnswer{header: http.Header{}}
-			h.ServeHTTP(buf, r.WithContext(context.WithValue(r.Context(), ownTxKey{}, tx)))
-			if buf.status >= 500 {
-				return errRolledBack
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errRolledBack) {
-			s.internalError(w, r, err)
-			return
-		}
-		response{Status: buf.status, Header: buf.header, Body: buf.body}.write(w, false)
+		s.stats.requests.Add(1)
+		wk := &work{}
+		layered.ServeHTTP(&afterCommit{ResponseWriter: w, s: s, wk: wk}, r.WithContext(context.WithValue(r.Context(), workKey{}, wk)))
 	})
 }
 
-// bufferedAnswer holds an answer until its transaction has committed.
-type bufferedAnswer struct {
-	header http.Header
-	status int
-	body   []byte
-}
-
-func (b *bufferedAnswer) Header() http.Header { return b.header }
-
-func (b *bufferedAnswer) WriteHeader(code int) {
-	if b.status == 0 {
-		b.status = code
-	}
-}
-
-func (b *bufferedAnswer) Write(p []byte) (int, error) {
-	if b.status == 0 {
-		b.status = http.StatusOK
-	}
-	b.body = append(b.body, p...)
-	return len(p), nil
+// txOf returns the transaction a handler writes in.
+func (s *Server) txOf(ctx context.Context) *txn {
+	return &txn{tx: idemserver.Tx(ctx), d: s.db.dialect}
 }
 
 // afterCommit fires the faults that act once the request's answer is
@@ -337,17 +285,3 @@ func (a *afterCommit) Write(b []byte) (int, error) {
 }
 
 func (a *afterCommit) Unwrap() http.ResponseWriter { return a.ResponseWriter }
-
-// withBody returns r with body to read again from the start.
-func withBody(r *http.Request, body []byte) *http.Request {
-	r.Body = http.NoBody
-	if len(body) > 0 {
-		r.Body = io.NopCloser(bytes.NewReader(body))
-	}
-	r.ContentLength = int64(len(body))
-	if r.Header.Get("Content-Length") != "" {
-		r.Header = r.Header.Clone()
-		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	}
-	return r
-}

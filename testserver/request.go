@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -27,33 +26,12 @@ func checkJSONMediaType(ct string) *Problem {
 		fmt.Sprintf("the request body must be application/json, not %q", ct))
 }
 
-// readBody reads the whole body, refusing more than limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Problem) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var tooLarge *http.MaxBytesError
-	var netErr net.Error
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, problem(http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "Request body too large",
-			fmt.Sprintf("the request body is limited to %d bytes", limit))
-	case errors.As(err, &netErr) && netErr.Timeout():
-		// The body stalled past Config.ReadTimeout (S9). What is left of
-		// it can never be read, so the connection goes.
-		w.Header().Set("Connection", "close")
-		return nil, problem(http.StatusRequestTimeout, ProblemRequestTimeout, "Request body too slow",
-			"the request body did not arrive within the server's read timeout; nothing was done: send it again")
-	case err != nil:
-		return nil, badRequest("reading the request body: " + err.Error())
-	}
-	return body, nil
-}
-
 // decodeRequest decodes a mutation's JSON body into in (see decodeJSON) and
-// validates it. It runs before the layer takes the key out of the body of
-// a dialect that carries it there (Dialect.KeyField), so that member is
-// allowed, and left to the layer.
+// validates it. It runs as the layer's Route.Check: after the layer took
+// the key out of the body of a dialect that carries it there
+// (Dialect.KeyField), before it looks the key up.
 func (s *Server) decodeRequest(body []byte, in interface{ validate() *Problem }) *Problem {
-	if p := decodeJSON(body, in, s.cfg.Dialect.KeyField); p != nil {
+	if p := decodeJSON(body, in); p != nil {
 		return p
 	}
 	return in.validate()
@@ -66,9 +44,7 @@ func (s *Server) decodeRequest(body []byte, in interface{ validate() *Problem })
 // of duplicate names, so {"Amount": 5} and {"amount": -5, "amount": 5}
 // would both pass for an amount of 5; checkFieldNames refuses both, since
 // another reader of the same bytes might see them differently.
-//
-// keyField, if not "", is a member allowed besides v's fields, of any type.
-func decodeJSON(body []byte, v any, keyField string) *Problem {
+func decodeJSON(body []byte, v any) *Problem {
 	switch string(bytes.TrimSpace(body)) {
 	case "":
 		return badRequest("the request body is empty; send a JSON object")
@@ -76,9 +52,7 @@ func decodeJSON(body []byte, v any, keyField string) *Problem {
 		return badRequest("the request body must be a JSON object, not null")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if keyField == "" {
-		dec.DisallowUnknownFields()
-	}
+	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
@@ -101,11 +75,7 @@ func decodeJSON(body []byte, v any, keyField string) *Problem {
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("the request body must hold a single JSON object and nothing after it")
 	}
-	names := jsonFieldNames(v)
-	if keyField != "" {
-		names[keyField] = true
-	}
-	return checkFieldNames(body, names)
+	return checkFieldNames(body, jsonFieldNames(v))
 }
 
 // checkFieldNames walks the members of the JSON object in body, which has

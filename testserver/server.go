@@ -26,6 +26,7 @@ type Server struct {
 	cfg     Config
 	db      *store
 	keys    *idemserver.Keys
+	unkeyed *idemserver.Keys // the layer without keys, under Config.DisableIdempotency
 	gateway *Gateway
 	dice    *faultDice
 	log     *slog.Logger
@@ -82,7 +83,12 @@ func New(cfg Config) (*Server, error) {
 		log:         cfg.Logger,
 		sweeperDone: make(chan struct{}),
 	}
-	if s.keys, err = s.openKeys(context.Background()); err != nil {
+	if s.keys, err = s.openKeys(context.Background(), cfg.Dialect.keyHeader(), cfg.Dialect.KeyField); err == nil && cfg.DisableIdempotency {
+		if s.unkeyed, err = s.openKeys(context.Background(), "X-Idempotency-Disabled", ""); err != nil {
+			s.keys.Close()
+		}
+	}
+	if err != nil {
 		gw.Close()
 		db.close()
 		return nil, err
@@ -213,7 +219,11 @@ func (s *Server) Close() error {
 	s.cancel()
 	<-s.sweeperDone
 	s.inflight.Wait()
-	err := errors.Join(s.keys.Close(), s.gateway.Close(), s.db.close())
+	err := s.keys.Close()
+	if s.unkeyed != nil {
+		err = errors.Join(err, s.unkeyed.Close())
+	}
+	err = errors.Join(err, s.gateway.Close(), s.db.close())
 	s.mu.Lock()
 	s.closeErr = err
 	s.mu.Unlock()
@@ -254,11 +264,4 @@ func (s *Server) internalError(w http.ResponseWriter, r *http.Request, err error
 	}
 	s.log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 	writeProblem(w, problem(http.StatusInternalServerError, ProblemInternal, "Internal error", "the server failed; retry with the same Idempotency-Key"))
-}
-
-// refuse answers a problem found before the key was looked at; nothing was
-// changed.
-func (s *Server) refuse(w http.ResponseWriter, p *Problem) {
-	s.stats.invalid.Add(1)
-	writeProblem(w, p)
 }

@@ -11,7 +11,6 @@ import (
 // layer keeps the others (idemserver.Stats).
 type counters struct {
 	requests atomic.Int64
-	invalid  atomic.Int64
 	faults   [numFaultKinds]atomic.Int64
 }
 
@@ -101,9 +100,12 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 // readStats is Stats for a caller that has entered the server already.
 func (s *Server) readStats(ctx context.Context) (Stats, error) {
 	ks := s.keys.Stats()
+	if s.unkeyed != nil {
+		ks.Invalid += s.unkeyed.Stats().Invalid
+	}
 	st := Stats{
 		Requests:   s.stats.requests.Load(),
-		Invalid:    s.stats.invalid.Load() + ks.Invalid,
+		Invalid:    ks.Invalid,
 		Replays:    ks.Replays,
 		Conflicts:  ks.InFlight,
 		Mismatches: ks.Mismatches,
