@@ -42,7 +42,8 @@ type Config struct {
 	Principal func(*http.Request) (string, error)
 
 	// KeyHeader is the request header holding the key (default
-	// HeaderIdempotencyKey), bare or as an RFC 8941 sf-string.
+	// HeaderIdempotencyKey), bare or as an RFC 8941 sf-string. It is
+	// matched case-insensitively and written in messages as spelt here.
 	KeyHeader string
 
 	// KeyField, if set, takes the key from this top-level member of a

@@ -25,6 +25,10 @@ type state struct {
 	final *sql.Tx
 	begun error // why the final transaction could not begin
 
+	// Whether the claim took over an unfinished row, and whether that
+	// row's earlier claim had lapsed (rather than been released).
+	resumed, lapsed bool
+
 	// What a Step learnt about the claim, whatever the handler then wrote.
 	lostClaim, rowGone atomic.Bool
 
@@ -119,6 +123,21 @@ func Key(ctx context.Context) (principal, key string, ok bool) {
 		return "", "", false
 	}
 	return st.req.principal, st.req.key, true
+}
+
+// Resumed tells a phased route's handler whether this attempt took over
+// an unfinished key row left by an earlier one (resumed), and if so
+// whether the earlier attempt's claim had lapsed, its lease ended with
+// the claim still held, as after a crash (lapsed), rather than been
+// released by an answer >= 500. Steps recorded by the earlier attempt
+// answer from their recovery points. Both are false on a new row, on an
+// atomic route, on an unkeyed request and outside idemserver.
+func Resumed(ctx context.Context) (resumed, lapsed bool) {
+	st := stateOf(ctx)
+	if st == nil || !st.phased {
+		return false, false
+	}
+	return st.resumed, st.lapsed
 }
 
 // DownstreamKey returns the key to pass to a downstream service for step:

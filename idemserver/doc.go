@@ -53,10 +53,11 @@
 // transaction, in which the answer is stored and the claim ended together
 // with the handler's writes. A retry while the claim is live gets 409 with
 // Retry-After; a retry after a crash takes the row over and resumes: Steps
-// already recorded return their results without calling out again. An
-// answer >= 500 releases the claim at once, keeping the recovery points;
-// a final transaction that fails to serialize runs the handler again,
-// its Steps answering from their recovery points.
+// already recorded return their results without calling out again, and
+// Resumed tells the handler that it resumes. An answer >= 500 releases
+// the claim at once, keeping the recovery points; a final transaction
+// that fails to serialize runs the handler again, its Steps answering
+// from their recovery points.
 //
 // Leases (L5). A claim lapses only by a takeover, and the takeover is the
 // statement that fences the holder: every write of the holder (a Step's
@@ -74,7 +75,7 @@
 // Config.SweepInterval) deletes it, calling Config.Forget in the same
 // transaction so that business rows carrying the key can let it go. An
 // unfinished key is never deleted; past retention and unclaimed it is
-// counted in Stats.Abandoned for a person to reconcile.
+// counted in Stats.Abandoned and Keys.Count for a person to reconcile.
 //
 // Work. A client that disconnects does not cancel its request's work: the
 // work context is detached from the request, bounded by
@@ -87,6 +88,27 @@
 // key. A handler uses Tx, never the *sql.DB, while it runs. PostgreSQL:
 // any number of replicas may share one database; New creates the tables
 // under an advisory lock. The SQL is portable between both (and
-// CockroachDB's dialect of PostgreSQL). The tables are Config.Table and
-// Config.Table+"_steps".
+// CockroachDB's dialect of PostgreSQL).
+//
+// # Tables
+//
+// A service, its reports and its tests may read the two tables; only Keys
+// writes them. Later versions may add columns; these keep their meaning.
+// Times are Unix nanoseconds by Config.Now.
+//
+// Config.Table holds a row per key from its claim (or, on an atomic
+// route, its commit) until Sweep deletes it: id (the row's number);
+// principal and idem_key (the key, unique together); fingerprint
+// (Config.Fingerprint of the request); seed (of its downstream keys:
+// DownstreamKey(ctx, step) is "idem-" + seed + "-" + step); created_at;
+// expires_at (from when Sweep may delete the row once finished); finished
+// (1 once the answer is stored, else 0); lock_token and lease_until (a
+// phased claim's token and the end of its lease, both NULL when no claim
+// holds the row); response_status, response_header (the stored headers
+// as a JSON object of string arrays) and response_body (the stored
+// answer, once finished).
+//
+// Config.Table+"_steps" holds a phased request's recovery points until
+// its finish: key_id (the id of its key row), name (the Step's name) and
+// result (what the Step's function returned).
 package idemserver

@@ -21,7 +21,7 @@ var (
 
 // keyReader reads a request's key the way a Config says.
 type keyReader struct {
-	header string // canonical header name
+	header string // header name as configured (Header.Values canonicalizes it)
 	field  string // JSON body member, or ""
 	limit  int
 }

@@ -62,7 +62,8 @@ func New(ctx context.Context, cfg Config) (*Keys, error) {
 	if cfg.KeyHeader == "" {
 		cfg.KeyHeader = HeaderIdempotencyKey
 	}
-	cfg.KeyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
+	// Kept as configured for messages; http.Header canonicalizes it for
+	// the look-up.
 	setDefault(&cfg.MaxKeyLength, DefaultMaxKeyLength)
 	setDefault(&cfg.Retention, DefaultRetention)
 	setDefault(&cfg.SweepInterval, DefaultSweepInterval)

@@ -89,7 +89,8 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 
 	l := newLease(context.WithoutCancel(r.Context()), k.cfg.LockTimeout-time.Since(start))
 	defer l.end()
-	st := &state{k: k, req: req, seed: row.seed, phased: true, id: row.id, token: token, lease: l}
+	st := &state{k: k, req: req, seed: row.seed, phased: true, id: row.id, token: token, lease: l,
+		resumed: found, lapsed: found && row.lockToken.Valid}
 	hctx := context.WithValue(l.ctx, ctxKey{}, st)
 	for run := 0; ; run++ {
 		buf := newBuffer(k.cfg.MaxResponseBytes)

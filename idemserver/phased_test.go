@@ -404,3 +404,44 @@ func TestPhasedRowGoneIsNotRetried(t *testing.T) {
 		}
 	})
 }
+
+// Resumed tells a new row from one taken over after a release (a 5xx)
+// and from one taken over after its claim lapsed (a crash).
+func TestResumedTellsLapsedFromReleased(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		var seen []string
+		h := &charge{e: e, gw: &gateway{}, hook: func(ctx context.Context, attempt int) bool {
+			resumed, lapsed := idemserver.Resumed(ctx)
+			seen = append(seen, fmt.Sprintf("%d:%v/%v", attempt, resumed, lapsed))
+			switch attempt {
+			case 1:
+				return false // 502: the claim is released
+			case 2:
+				panic(http.ErrAbortHandler) // a crash: the claim is kept until it lapses
+			}
+			return true
+		}}
+		srv := e.keys.Handle(idemserver.Route{Phased: true}, h)
+		if got := do(t, srv, "POST", "/charges", "k", "a"); got.status != http.StatusBadGateway {
+			t.Fatalf("first: %+v", got)
+		}
+		func() {
+			defer func() { recover() }()
+			do(t, srv, "POST", "/charges", "k", "a")
+		}()
+		e.clock.Advance(idemserver.DefaultLockTimeout)
+		if got := do(t, srv, "POST", "/charges", "k", "a"); got.status != http.StatusCreated {
+			t.Fatalf("third: %+v", got)
+		}
+		if want := "[1:false/false 2:true/false 3:true/true]"; fmt.Sprint(seen) != want {
+			t.Errorf("Resumed per attempt %v, want %s", seen, want)
+		}
+		var atomicResumed, atomicLapsed bool
+		do(t, e.keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			atomicResumed, atomicLapsed = idemserver.Resumed(r.Context())
+		})), "POST", "/a", "k2", "x")
+		if r, l := idemserver.Resumed(context.Background()); r || l || atomicResumed || atomicLapsed {
+			t.Errorf("outside a phased route: %v/%v, atomic %v/%v; want false", r, l, atomicResumed, atomicLapsed)
+		}
+	})
+}

@@ -280,3 +280,27 @@ func TestCheckRefusesWithoutTakingTheKey(t *testing.T) {
 		}
 	})
 }
+
+// Config.KeyHeader is matched whatever its case and named in refusals as
+// it is spelt in the Config, not canonicalized.
+func TestKeyHeaderKeepsItsSpelling(t *testing.T) {
+	onBothStores(t, idemserver.Config{KeyHeader: "PayPal-Request-Id"}, func(t *testing.T, e *env) {
+		srv := e.keys.Handle(idemserver.Route{}, &insertItem{e: e})
+		for _, c := range []struct{ name, value string }{{"missing", ""}, {"invalid", "a b"}} {
+			var opts []string
+			if c.value != "" {
+				opts = []string{"paypal-request-id", c.value}
+			}
+			got := do(t, srv, "POST", "/items", "", "a", opts...)
+			if got.status != http.StatusBadRequest || !strings.Contains(got.body, "the PayPal-Request-Id header") {
+				t.Errorf("%s: %+v, want 400 naming the PayPal-Request-Id header", c.name, got)
+			}
+		}
+		if got := do(t, srv, "POST", "/items", "", "a", "PAYPAL-REQUEST-ID", "k"); got.status != http.StatusCreated {
+			t.Fatalf("keyed: %+v", got)
+		}
+		if got := do(t, srv, "POST", "/items", "", "a", "Paypal-Request-Id", "k"); got.header.Get(idemserver.HeaderReplayed) != "true" {
+			t.Fatalf("retry: %+v, want a replay", got)
+		}
+	})
+}

@@ -134,3 +134,28 @@ func (k *Keys) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Counts are what the key table holds, as Keys.Count reads it.
+type Counts struct {
+	Keys      int64 // rows: every key stored or claimed, until swept
+	Finished  int64 // keys whose answer is stored
+	Locked    int64 // unfinished keys a claim holds, its lease live or ended
+	Live      int64 // claims whose lease has not ended by Config.Now
+	Abandoned int64 // unfinished keys past retention that no live claim holds
+}
+
+// Count reads Counts from the key table at Config.Now, in one statement.
+// Unlike Stats, it counts every replica's keys.
+func (k *Keys) Count(ctx context.Context) (Counts, error) {
+	var c Counts
+	err := k.db.QueryRowContext(ctx, k.sqlText(`SELECT COUNT(*),
+		COUNT(CASE WHEN finished = 1 THEN 1 END),
+		COUNT(CASE WHEN finished = 0 AND lock_token IS NOT NULL THEN 1 END),
+		COUNT(CASE WHEN finished = 0 AND lock_token IS NOT NULL AND lease_until > ?1 THEN 1 END),
+		COUNT(CASE WHEN finished = 0 AND expires_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1) THEN 1 END)
+		FROM {{t}}`), k.cfg.Now().UnixNano()).Scan(&c.Keys, &c.Finished, &c.Locked, &c.Live, &c.Abandoned)
+	if err != nil {
+		return Counts{}, k.dbError("counting keys", err)
+	}
+	return c, nil
+}

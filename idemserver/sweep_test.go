@@ -149,3 +149,109 @@ func TestReplicasShareKeys(t *testing.T) {
 		k.Close()
 	}
 }
+
+// Count reads the key table: every key, the finished ones, the claimed
+// ones (live or lapsed), the live claims, and the unfinished keys past
+// retention that no live claim holds.
+func TestCountReadsTheTable(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		count := func(when string, want idemserver.Counts) {
+			t.Helper()
+			if got, err := e.keys.Count(ctx); err != nil || got != want {
+				t.Errorf("%s: %+v, %v; want %+v", when, got, err, want)
+			}
+		}
+		count("empty", idemserver.Counts{})
+		do(t, e.keys.Handle(idemserver.Route{}, &insertItem{e: e}), "POST", "/items", "done", "a")
+		func() {
+			defer func() { recover() }()
+			do(t, e.keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				panic(http.ErrAbortHandler) // a crash: the claim is kept
+			})), "POST", "/charges", "crashed", "x")
+		}()
+		do(t, e.keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusBadGateway) // the claim is released
+		})), "POST", "/charges", "released", "x")
+		count("at once", idemserver.Counts{Keys: 3, Finished: 1, Locked: 1, Live: 1})
+		e.clock.Advance(idemserver.DefaultLockTimeout)
+		count("the lease ended", idemserver.Counts{Keys: 3, Finished: 1, Locked: 1})
+		e.clock.Advance(idemserver.DefaultRetention)
+		count("past retention", idemserver.Counts{Keys: 3, Finished: 1, Locked: 1, Abandoned: 2})
+	})
+}
+
+// The tables' columns mean what the package doc says.
+func TestTablesAsDocumented(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		var downstream string
+		crash := true
+		srv := e.keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			downstream = idemserver.DownstreamKey(r.Context(), "capture")
+			idemserver.Step(r.Context(), "capture", func(context.Context, string) ([]byte, error) { return []byte("ch-1"), nil })
+			if crash {
+				panic(http.ErrAbortHandler)
+			}
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte("done"))
+		}))
+		func() {
+			defer func() { recover() }()
+			do(t, srv, "POST", "/charges", "k", "x", "Authorization", "Bearer t")
+		}()
+		start := e.clock.Now().UnixNano()
+		var (
+			id, created, expires, finished int64
+			principal, key, seed           string
+			token                          sql.NullString
+			lease, status                  sql.NullInt64
+		)
+		row := func() {
+			t.Helper()
+			err := e.db.QueryRow(`SELECT id, principal, idem_key, seed, created_at, expires_at, finished, lock_token, lease_until, response_status
+				FROM idempotency_keys`).Scan(&id, &principal, &key, &seed, &created, &expires, &finished, &token, &lease, &status)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		row()
+		wantPrincipal, _ := idemserver.BearerPrincipal(httptestRequestWithBearer("t"))
+		if principal != wantPrincipal || key != "k" || downstream != "idem-"+seed+"-capture" || created != start ||
+			expires != start+int64(idemserver.DefaultRetention) || finished != 0 || !token.Valid ||
+			lease.Int64 != start+int64(idemserver.DefaultLockTimeout) || status.Valid {
+			t.Fatalf("claimed row: %v %q %q seed %q (downstream %q) %d %d %d %v %v %v", id, principal, key, seed, downstream,
+				created, expires, finished, token, lease, status)
+		}
+		var stepKey int64
+		var name string
+		var result []byte
+		if err := e.db.QueryRow(`SELECT key_id, name, result FROM idempotency_keys_steps`).Scan(&stepKey, &name, &result); err != nil ||
+			stepKey != id || name != "capture" || string(result) != "ch-1" {
+			t.Fatalf("recovery point: %d %q %q, %v", stepKey, name, result, err)
+		}
+		e.clock.Advance(idemserver.DefaultLockTimeout)
+		crash = false
+		do(t, srv, "POST", "/charges", "k", "x", "Authorization", "Bearer t")
+		row()
+		var header string
+		var body []byte
+		if err := e.db.QueryRow(`SELECT response_header, response_body FROM idempotency_keys`).Scan(&header, &body); err != nil {
+			t.Fatal(err)
+		}
+		finish := e.clock.Now().UnixNano()
+		if finished != 1 || token.Valid || lease.Valid || status.Int64 != http.StatusCreated ||
+			header != `{"Content-Type":["text/plain"]}` || string(body) != "done" || expires != finish+int64(idemserver.DefaultRetention) {
+			t.Fatalf("finished row: %d %v %v %v %q %q expires %d", finished, token, lease, status, header, body, expires)
+		}
+		if n := e.count("idempotency_keys_steps"); n != 0 {
+			t.Fatalf("%d recovery points after the finish", n)
+		}
+	})
+}
+
+func httptestRequestWithBearer(token string) *http.Request {
+	r, _ := http.NewRequest("POST", "/", nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	return r
+}
