@@ -74,6 +74,14 @@ func isCurrencyCode(s string) bool {
 	return true
 }
 
+// The recovery points of a charge, as its log names them: how far the
+// request under a key had got when an attempt resumed it.
+const (
+	pointStarted       = "started"        // key claimed; the gateway's answer not recorded
+	pointGatewayCalled = "gateway_called" // the gateway's charge ID recorded (the Step's result)
+	pointFinished      = "finished"       // charge and answer stored
+)
+
 // postCharge serves POST /charges. The gateway call cannot be inside a
 // database transaction, so the endpoint is a phased route of the layer
 // (rule S5), in three atomic phases, each ending with a recovery point:
@@ -108,7 +116,9 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, wk *work) {
 	ctx := r.Context()
 	in := *wk.in.(*chargeRequest)
 	var captured string // the gateway's charge ID, when this attempt called it
+	called := false
 	id, err := idemserver.Step(ctx, downstreamStep, func(ctx context.Context, downstreamKey string) ([]byte, error) {
+		called = true
 		ctx, cancel := s.untilClose(ctx)
 		defer cancel()
 		gatewayChargeID, err := s.gateway.Capture(ctx, downstreamKey, *in.Amount, *in.Currency)
@@ -132,6 +142,14 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, wk *work) {
 	case err != nil:
 		s.gatewayFailed(w, r, err)
 		return
+	}
+	if resumed, lapsed := idemserver.Resumed(ctx); resumed {
+		point := pointGatewayCalled // the gateway's answer was recorded: the Step kept it
+		if called {
+			point = pointStarted
+		}
+		_, key, _ := idemserver.Key(ctx)
+		s.log.InfoContext(ctx, "resuming charge", "key", key, "point", point, "stale_lock", lapsed)
 	}
 	if hook := s.beforeFinish.Load(); hook != nil {
 		(*hook)(ctx)

@@ -242,10 +242,6 @@ func (s *Server) setBeforeFinish(f func(context.Context)) { s.beforeFinish.Store
 // The layer's key table in the terms of the old one: the recovery point
 // of key row k, and its downstream key for the gateway step.
 const (
-	pointStarted       = "started"
-	pointGatewayCalled = "gateway_called"
-	pointFinished      = "finished"
-
 	recoveryPointSQL = `CASE WHEN k.finished = 1 THEN 'finished'
 		WHEN EXISTS (SELECT 1 FROM idempotency_keys_steps st WHERE st.key_id = k.id) THEN 'gateway_called'
 		ELSE 'started' END`

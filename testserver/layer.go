@@ -63,9 +63,8 @@ func (s *Server) openKeys(ctx context.Context, keyHeader, keyField string) (*ide
 func (s *Server) answers() idemserver.Answers {
 	d := s.cfg.Dialect
 	return idemserver.Answers{
-		MissingKey: func(w http.ResponseWriter, _ *http.Request, _ string) {
-			writeProblem(w, problem(http.StatusBadRequest, ProblemMissingKey, d.keyTitle()+" required",
-				d.keyName()+" is required on this request"))
+		MissingKey: func(w http.ResponseWriter, _ *http.Request, detail string) {
+			writeProblem(w, problem(http.StatusBadRequest, ProblemMissingKey, d.keyTitle()+" required", detail))
 		},
 		InvalidKey: func(w http.ResponseWriter, _ *http.Request, detail string) {
 			writeProblem(w, problem(http.StatusBadRequest, ProblemInvalidKey, "Invalid "+d.keyTitle(), detail))

@@ -163,14 +163,6 @@ func (d Dialect) keyHeader() string {
 	return d.KeyHeader
 }
 
-// keyName is how problems name the key: its header or its body member.
-func (d Dialect) keyName() string {
-	if d.KeyField != "" {
-		return fmt.Sprintf("the %q field", d.KeyField)
-	}
-	return "the " + d.keyHeader() + " header"
-}
-
 // keyTitle names the key in the titles of problems: its header or its
 // body member.
 func (d Dialect) keyTitle() string {

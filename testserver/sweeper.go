@@ -27,8 +27,3 @@ func (s *Server) Sweep(ctx context.Context) (int64, error) {
 	defer s.inflight.Done()
 	return s.keys.Sweep(ctx)
 }
-
-// abandoned selects the unfinished key rows the sweeper keeps and
-// Stats.Abandoned counts: past their retention and not claimed by a live
-// request, at ?1, now in Unix nanoseconds.
-const abandoned = `finished = 0 AND expires_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)`
