@@ -233,7 +233,7 @@ func (st *state) fenced(fn func(tx *sql.Tx) error) error {
 	start := time.Now()
 	err := k.inTx(st.lease.ctx, sql.LevelSerializable, func(tx *sql.Tx) error {
 		now := k.cfg.Now()
-		if err := k.fence(st.lease.ctx, tx, st.id, st.token, now.Add(k.cfg.LockTimeout).UnixNano(), nil, 0); err != nil {
+		if err := k.fence(st.lease.ctx, tx, st.id, st.token, now.Add(k.cfg.LockTimeout).UnixNano(), nil); err != nil {
 			return err
 		}
 		return fn(tx)

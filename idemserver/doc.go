@@ -69,9 +69,10 @@
 // end in real time, the last renewal plus Config.LockTimeout by time.Now,
 // so that a holder never works on past its lease.
 //
-// Retention. A finished key is kept for its route's Route.Retention, else
-// Config.Retention (default 24 h), from when its answer was stored; then
-// Sweep (or Run, every
+// Retention. A key is kept for its route's Route.Retention, else
+// Config.Retention (default 24 h), counted from its first request (as a
+// client counts its key's lifetime from the key's first use); once it is
+// finished and that time has passed, Sweep (or Run, every
 // Config.SweepInterval) deletes it, calling Config.Forget in the same
 // transaction so that business rows carrying the key can let it go. An
 // unfinished key is never deleted; past retention and unclaimed it is
@@ -101,7 +102,8 @@
 // principal and idem_key (the key, unique together); fingerprint
 // (Config.Fingerprint of the request); seed (of its downstream keys:
 // DownstreamKey(ctx, step) is "idem-" + seed + "-" + step); created_at;
-// expires_at (from when Sweep may delete the row once finished); finished
+// expires_at (created_at plus the route's retention: from then Sweep may
+// delete the row once it is finished); finished
 // (1 once the answer is stored, else 0); lock_token and lease_until (a
 // phased claim's token and the end of its lease, both NULL when no claim
 // holds the row); response_status, response_header (the stored headers

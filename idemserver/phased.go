@@ -169,9 +169,8 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 }
 
 // finish commits the final transaction with the answer stored and the
-// claim ended, fenced by the claim; the answer is kept at least the
-// route's retention from now, however long the request took. Recovery
-// points are no longer needed and go with it.
+// claim ended, fenced by the claim. Recovery points are no longer needed
+// and go with it.
 func (k *Keys) finish(st *state, resp Response) error {
 	st.mu.Lock()
 	tx := st.final
@@ -185,8 +184,7 @@ func (k *Keys) finish(st *state, resp Response) error {
 		}
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	now := k.cfg.Now()
-	if err := k.fence(ctx, tx, st.id, st.token, 0, &resp, now.Add(st.req.retention).UnixNano()); err != nil {
+	if err := k.fence(ctx, tx, st.id, st.token, 0, &resp); err != nil {
 		return st.lost(err)
 	}
 	if _, err := tx.ExecContext(ctx, k.sqlText(`DELETE FROM {{steps}} WHERE key_id = ?`), st.id); err != nil {

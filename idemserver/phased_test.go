@@ -363,24 +363,24 @@ func TestPhasedTxAfterLeaseIsAnswered(t *testing.T) {
 	})
 }
 
-// A phased answer is kept for the route's retention from its finish, not
-// from the claim, however long the request took.
-func TestPhasedRetentionCountsFromTheFinish(t *testing.T) {
+// A phased key's retention counts from its first request, not from its
+// finish, however long the request took: the sweep deletes it once the
+// retention has passed since the claim.
+func TestPhasedRetentionCountsFromTheClaim(t *testing.T) {
 	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
 		h := &charge{e: e, gw: &gateway{}, hook: func(ctx context.Context, attempt int) bool { return attempt > 1 }}
 		srv := e.keys.Handle(idemserver.Route{Phased: true}, h)
 		do(t, srv, "POST", "/charges", "k", "a") // 502: claim released, row kept
-		e.clock.Advance(idemserver.DefaultRetention)
-		if got := do(t, srv, "POST", "/charges", "k", "a"); got.status != http.StatusCreated {
-			t.Fatalf("resumed a day later: %+v", got)
-		}
 		e.clock.Advance(idemserver.DefaultRetention - time.Second)
+		if got := do(t, srv, "POST", "/charges", "k", "a"); got.status != http.StatusCreated {
+			t.Fatalf("resumed almost a day later: %+v", got)
+		}
 		if n, err := e.keys.Sweep(context.Background()); err != nil || n != 0 {
-			t.Fatalf("swept %d, %v before the answer's retention passed", n, err)
+			t.Fatalf("swept %d, %v before the retention passed since the claim", n, err)
 		}
 		e.clock.Advance(time.Second)
 		if n, err := e.keys.Sweep(context.Background()); err != nil || n != 1 {
-			t.Fatalf("swept %d, %v; want 1", n, err)
+			t.Fatalf("swept %d, %v a day after the claim; want 1", n, err)
 		}
 	})
 }

@@ -146,13 +146,14 @@ func decodeHeader(s string) (http.Header, error) {
 }
 
 // fence checks, in tx, that the claim token still holds row id, and
-// renews the lease to leaseUntil (or, with finish, stores resp, ends the
-// claim and keeps the row until expires at least). Only the token is
+// renews the lease to leaseUntil (or, with finish, stores resp and ends
+// the claim; the row's retention still counts from its creation, as the
+// client's key lifetime counts from the key's first use). Only the token is
 // checked: the lease says when another request may take the row over,
 // and the takeover, which changes the token, is what fences the holder
 // (rule L5). ErrLockLost if the token is gone, ErrKeyRowGone if the row
 // is.
-func (k *Keys) fence(ctx context.Context, tx *sql.Tx, id int64, token string, leaseUntil int64, finish *Response, expires int64) error {
+func (k *Keys) fence(ctx context.Context, tx *sql.Tx, id int64, token string, leaseUntil int64, finish *Response) error {
 	var res sql.Result
 	var err error
 	if finish != nil {
@@ -162,10 +163,9 @@ func (k *Keys) fence(ctx context.Context, tx *sql.Tx, id int64, token string, le
 		}
 		res, err = tx.ExecContext(ctx, k.sqlText(`
 			UPDATE {{t}} SET finished = 1, response_status = ?1, response_header = ?2, response_body = ?3,
-			                 lock_token = NULL, lease_until = NULL,
-			                 expires_at = CASE WHEN expires_at < ?4 THEN ?4 ELSE expires_at END
-			WHERE id = ?5 AND lock_token = ?6`),
-			finish.Status, k.encodeHeader(finish.Header), body, expires, id, token)
+			                 lock_token = NULL, lease_until = NULL
+			WHERE id = ?4 AND lock_token = ?5`),
+			finish.Status, k.encodeHeader(finish.Header), body, id, token)
 	} else {
 		res, err = tx.ExecContext(ctx, k.sqlText(`
 			UPDATE {{t}} SET lease_until = ? WHERE id = ? AND lock_token = ?`),
