@@ -302,8 +302,8 @@ var mutants = []mutant{
 	{
 		Name: "the last phase commits without the lock token; the recovery points check it", Rules: "S5.4",
 		Edits: []edit{{File: "idemserver/rows.go",
-			Old: "WHERE id = ?5 AND lock_token = ?6`),",
-			New: "WHERE id = ?5 AND (lock_token = ?6 OR TRUE)`),"}},
+			Old: "WHERE id = ?4 AND lock_token = ?5`),",
+			New: "WHERE id = ?4 AND (lock_token = ?5 OR TRUE)`),"}},
 		Pkg: "./testserver", Tests: []string{"TestAStaleChargeWakesWhileTheNewHolderCommits"},
 	},
 	{
