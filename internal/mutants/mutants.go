@@ -464,7 +464,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a serialization failure on PostgreSQL answered 500, not rerun", Rules: "S3, S9",
-		Edits: []edit{{File: "testserver/dialect.go",
+		Edits: []edit{{File: "idemserver/store.go",
 			Old: "\treturn errors.As(err, &pe) && (pe.Code == \"40001\" || pe.Code == \"40P01\")\n",
 			New: "\treturn errors.As(err, &pe) && false\n"}},
 		Pkg: "./testserver", Tests: []string{"TestPostgresConflictsAreRetried"},
