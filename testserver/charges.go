@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/idemkit/idem/idemserver"
 )
 
 // ChargeSucceeded is the status of every charge this server records.
@@ -72,192 +74,138 @@ func isCurrencyCode(s string) bool {
 	return true
 }
 
-// postCharge serves POST /charges. The gateway call cannot be inside a
-// database transaction, so the request runs in three atomic phases, each
-// ending with a recovery point (rule S5):
-//
-//  1. claim: insert the key row, or take over an unfinished one, locked
-//     (point started, or whatever point the row had reached);
-//  2. from started: call the gateway with the row's downstream key, then
-//     record the gateway's charge ID (point gateway_called);
-//  3. from gateway_called: insert the charge, store the answer, release
-//     the lock (point finished).
-//
-// A crash anywhere leaves the row at the last point reached, locked. The
-// retry waits out the lock (409 with Retry-After), takes it over, and
-// continues from that point: after started it calls the gateway again,
-// which answers from its own idempotency store without capturing twice;
-// after gateway_called it does not call the gateway at all.
-func (s *Server) postCharge(w http.ResponseWriter, r *http.Request) {
-	s.stats.requests.Add(1)
-	m, p := s.readMutation(w, r)
-	if p != nil {
-		s.refuse(w, p)
-		return
-	}
-	if m.key == "" { // only under Config.DisableIdempotency, which charges do not follow
-		s.refuse(w, s.cfg.Dialect.missingKey())
-		return
-	}
-	var in chargeRequest
-	if p := decodeRequest(m.body, &in); p != nil {
-		s.refuse(w, p)
-		return
-	}
-	if !s.startWork(r.Context(), w, m) {
-		return
-	}
-	ctx, cancel := s.workContext(r)
-	defer cancel()
+// The recovery points of a charge, as its log names them: how far the
+// request under a key had got when an attempt resumed it.
+const (
+	pointStarted       = "started"        // key claimed; the gateway's answer not recorded
+	pointGatewayCalled = "gateway_called" // the gateway's charge ID recorded (the Step's result)
+	pointFinished      = "finished"       // charge and answer stored
+)
 
-	row, token, ok := s.claim(ctx, w, r, m)
-	if !ok {
-		return
+// postCharge serves POST /charges. The gateway call cannot be inside a
+// database transaction, so the endpoint is a phased route of the layer
+// (rule S5), in three atomic phases, each ending with a recovery point:
+//
+//  1. claim: the layer inserts the key row claimed, or takes over an
+//     unfinished one whose claim was released or has lapsed;
+//  2. the gateway: a Step, which calls the gateway with the row's
+//     downstream key and records the gateway's charge ID, renewing the
+//     claim, unless an earlier attempt recorded it already;
+//  3. finish: the charge row, in the final transaction, which the layer
+//     commits with the stored answer only while the claim holds.
+//
+// A crash anywhere leaves the row at the last point reached, claimed. The
+// retry waits out the claim (409 with Retry-After), takes it over, and
+// continues from that point: before the gateway's charge ID was recorded
+// it calls the gateway again under the same downstream key, which answers
+// from its own idempotency store without capturing twice; after, it does
+// not call the gateway at all.
+func (s *Server) postCharge() endpoint {
+	return endpoint{
+		route: idemserver.Route{Phased: true},
+		decode: func(_ *http.Request, body []byte) (any, *Problem) {
+			var in chargeRequest
+			return &in, s.decodeRequest(body, &in)
+		},
+		serve: s.charge,
 	}
-	if row.recoveryPoint == pointStarted {
-		gatewayChargeID, err := s.gateway.Capture(ctx, row.downstreamKey, *in.Amount, *in.Currency)
-		if err != nil {
-			s.release(ctx, row.id, token)
-			s.gatewayFailed(w, r, err)
-			return
-		}
-		if m.fault.kind == faultCrashAfterGateway {
-			s.crash(w, faultCrashAfterGateway, CrashPointAfterGateway)
-			return
-		}
-		row.gatewayChargeID = sql.NullString{String: gatewayChargeID, Valid: true}
-		if err := s.recordGatewayCall(ctx, row.id, token, gatewayChargeID); err != nil {
-			s.release(ctx, row.id, token)
-			s.phaseFailed(w, r, m, row, err)
-			return
-		}
-		row.recoveryPoint = pointGatewayCalled
-	}
-	s.finishCharge(ctx, w, r, m, in, row, token)
 }
 
-// claim is phase 1: it returns the key row locked for this request, or
-// answers the request (replay, 422, 409) and returns ok false.
-func (s *Server) claim(ctx context.Context, w http.ResponseWriter, r *http.Request, m *mutation) (row keyRow, token string, ok bool) {
-	var (
-		found bool
-		v     verdict
-		now   time.Time
-	)
-	token = uuid.NewString()
-	err := s.db.inTx(ctx, func(tx *txn) error {
-		now = s.cfg.Now()
-		var err error
-		row, found, err = loadKey(ctx, tx, m.scope, m.key)
+// charge is the handler of POST /charges inside the layer.
+func (s *Server) charge(w http.ResponseWriter, r *http.Request, wk *work) {
+	ctx := r.Context()
+	in := *wk.in.(*chargeRequest)
+	var captured string // the gateway's charge ID, when this attempt called it
+	called := false
+	id, err := idemserver.Step(ctx, downstreamStep, func(ctx context.Context, downstreamKey string) ([]byte, error) {
+		called = true
+		ctx, cancel := s.untilClose(ctx)
+		defer cancel()
+		gatewayChargeID, err := s.gateway.Capture(ctx, downstreamKey, *in.Amount, *in.Currency)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if !found {
-			row, err = insertKey(ctx, tx, m, now, pointStarted, token, nil)
-			return err
+		captured = gatewayChargeID
+		if wk.fault.kind == faultCrashAfterGateway {
+			s.crash(w, faultCrashAfterGateway, CrashPointAfterGateway)
 		}
-		if v = s.judge(row, m, now); v != verdictResume {
-			return nil
-		}
-		// Take the lock over: it is free (the holder released it after a
-		// failure) or stale (the holder died or is too slow; its next
-		// phase will find the token changed and stop).
-		if _, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET locked_at = ?, lock_token = ? WHERE id = ?`,
-			now.UnixNano(), token, row.id); err != nil {
-			return fmt.Errorf("testserver: taking the lock over: %w", err)
-		}
-		return nil
+		return []byte(gatewayChargeID), nil
 	})
 	switch {
+	case errors.Is(err, idemserver.ErrKeyRowGone):
+		s.keyRowGone(w, r, captured, err)
+		return
+	case errors.Is(err, idemserver.ErrLockLost):
+		s.log.WarnContext(ctx, "lock taken over by a retry; stopping")
+		s.inFlight(w, "a retry with this "+s.cfg.Dialect.keyTitle()+" took the request over; retry after the time given in Retry-After")
+		return
 	case err != nil:
-		s.internalError(w, r, err)
-		return keyRow{}, "", false
-	case found && v != verdictResume:
-		s.answerExisting(w, r, v, row, now)
-		return keyRow{}, "", false
-	case found:
-		s.log.InfoContext(ctx, "resuming charge", "key", m.key, "point", row.recoveryPoint, "stale_lock", row.lockedAt.Valid)
-		s.stats.resumed.Add(1)
+		s.gatewayFailed(w, r, err)
+		return
 	}
-	return row, token, true
-}
-
-// recordGatewayCall is the end of phase 2: the recovery point
-// gateway_called with the gateway's charge ID, and the lock renewed, in its
-// own transaction.
-func (s *Server) recordGatewayCall(ctx context.Context, id int64, token, gatewayChargeID string) error {
-	err := s.db.inTx(ctx, func(tx *txn) error {
-		return advance(ctx, tx, s.cfg.Now(), id, token, pointGatewayCalled, gatewayChargeID, nil)
-	})
-	if err != nil && !errors.Is(err, errLockLost) && !errors.Is(err, errKeyRowGone) {
-		return fmt.Errorf("testserver: recording the gateway call: %w", err)
+	if resumed, lapsed := idemserver.Resumed(ctx); resumed {
+		point := pointGatewayCalled // the gateway's answer was recorded: the Step kept it
+		if called {
+			point = pointStarted
+		}
+		_, key, _ := idemserver.Key(ctx)
+		s.log.InfoContext(ctx, "resuming charge", "key", key, "point", point, "stale_lock", lapsed)
 	}
-	return err
-}
-
-// finishCharge is phase 3: the stored answer and the release of the lock
-// (checking the lock token), and the charge row, in one transaction.
-func (s *Server) finishCharge(ctx context.Context, w http.ResponseWriter, r *http.Request, m *mutation, in chargeRequest, row keyRow, token string) {
 	if hook := s.beforeFinish.Load(); hook != nil {
 		(*hook)(ctx)
 	}
-	var resp response
-	err := s.db.inTx(ctx, func(tx *txn) error {
-		now := s.cfg.Now()
-		charge := Charge{
-			ID:              "ch_" + uuid.NewString(),
-			Customer:        *in.Customer,
-			Amount:          *in.Amount,
-			Currency:        *in.Currency,
-			Reference:       deref(in.Reference),
-			GatewayChargeID: row.gatewayChargeID.String,
-			Status:          ChargeSucceeded,
-			CreatedAt:       now.UTC().Format(time.RFC3339Nano),
-		}
-		var err error
-		if resp, err = jsonResponse(http.StatusCreated, charge); err != nil {
-			return err
-		}
-		resp.Header.Set("Location", "/charges/"+charge.ID)
-		// The lock token is checked first: a holder that lost its lock must
-		// stop with errLockLost before its INSERT meets the charge the new
-		// holder recorded under the same key (a UNIQUE violation, a 500).
-		if err := advance(ctx, tx, now, row.id, token, pointFinished, "", &resp); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO charges (id, client_id, idempotency_key, customer, amount, currency, reference,
-			                     gateway_charge_id, status, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			charge.ID, m.scope, m.key, charge.Customer, charge.Amount, charge.Currency, nullable(charge.Reference),
-			charge.GatewayChargeID, charge.Status, now.UnixNano()); err != nil {
-			return fmt.Errorf("testserver: recording charge: %w", err)
-		}
-		if s.beforeCommit(w, m) {
-			return errRolledBack
-		}
-		return nil
-	})
-	// On failure the transaction is rolled back (first: on SQLite there is
-	// one write connection), and the lock freed so that the retry need not
-	// wait, except after a crash, which frees nothing.
-	switch {
-	case errors.Is(err, errRolledBack):
-		if m.fault.kind == faultErrorBeforeCommit {
-			s.release(ctx, row.id, token)
-		}
-		return
-	case err != nil:
-		s.release(ctx, row.id, token)
-		s.phaseFailed(w, r, m, row, err)
+	now := s.cfg.Now()
+	charge := Charge{
+		ID:              "ch_" + uuid.NewString(),
+		Customer:        *in.Customer,
+		Amount:          *in.Amount,
+		Currency:        *in.Currency,
+		Reference:       deref(in.Reference),
+		GatewayChargeID: string(id),
+		Status:          ChargeSucceeded,
+		CreatedAt:       now.UTC().Format(time.RFC3339Nano),
+	}
+	resp, err := jsonResponse(http.StatusCreated, charge)
+	if err != nil {
+		s.internalError(w, r, err)
 		return
 	}
-	s.deliver(w, m, resp)
+	resp.Header.Set("Location", "/charges/"+charge.ID)
+	principal, key, _ := idemserver.Key(ctx)
+	res, err := s.txOf(ctx).ExecContext(ctx, `
+		INSERT INTO charges (id, client_id, idempotency_key, customer, amount, currency, reference,
+		                     gateway_charge_id, status, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`,
+		charge.ID, principal, key, charge.Customer, charge.Amount, charge.Currency, nullable(charge.Reference),
+		charge.GatewayChargeID, charge.Status, now.UnixNano())
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		err = fmt.Errorf("testserver: recording charge: %w", err)
+		idemserver.Fail(ctx, err) // a serialization failure reruns the handler, its Step answered from its point
+		s.internalError(w, r, err)
+		return
+	}
+	if n == 0 {
+		// The charge of this key (or of this capture) is recorded already:
+		// a retry took this request's claim over and finished it. The
+		// layer's fence refuses this answer too; the holder stops with 409.
+		s.log.WarnContext(ctx, "lock taken over by a retry; stopping")
+		s.inFlight(w, "a retry with this "+s.cfg.Dialect.keyTitle()+" took the request over; retry after the time given in Retry-After")
+		return
+	}
+	if s.beforeCommit(w, wk) {
+		return
+	}
+	resp.write(w, false)
 }
 
-// gatewayFailed answers a failed gateway call with 502. The lock has been
-// released and the row is still at started, so a retry calls the gateway
-// again under the same downstream key.
+// gatewayFailed answers a failed gateway call with 502. The layer
+// releases the claim and the row keeps its recovery points, so a retry
+// calls the gateway again under the same downstream key.
 func (s *Server) gatewayFailed(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.Is(err, ErrGatewayUnavailable) {
 		s.internalError(w, r, err)
@@ -268,28 +216,25 @@ func (s *Server) gatewayFailed(w http.ResponseWriter, r *http.Request, err error
 		"the payment gateway failed; retry with the same Idempotency-Key"))
 }
 
-// phaseFailed answers a phase that could not complete: 409 if a retry took
-// the lock over; 500 without an invitation to retry if the key row is gone
-// (the money may be captured, and a retry would be a new request); 500
-// otherwise.
-func (s *Server) phaseFailed(w http.ResponseWriter, r *http.Request, m *mutation, row keyRow, err error) {
-	if errors.Is(err, errKeyRowGone) {
-		s.log.ErrorContext(r.Context(), "key row deleted while its charge ran; reconcile the gateway capture",
-			"key", m.key, "client", m.scope, "downstream_key", row.downstreamKey,
-			"gateway_charge_id", row.gatewayChargeID.String, "err", err)
-		writeProblem(w, problem(http.StatusInternalServerError, ProblemKeyLost, "Idempotency-Key lost",
-			"the server lost the record of this Idempotency-Key while the request ran; the payment may have been captured. "+
-				"Do not send this request again, under this key or another: it would be a new request and could charge twice. "+
-				"Ask the operator to reconcile it"))
-		return
-	}
-	if errors.Is(err, errLockLost) {
-		s.stats.conflicts.Add(1)
-		s.log.WarnContext(r.Context(), "lock taken over by a retry; stopping")
-		s.inFlight(w, 1, "a retry with this "+s.cfg.Dialect.keyTitle()+" took the request over; retry after the time given in Retry-After")
-		return
-	}
-	s.internalError(w, r, err)
+// keyRowGone answers a charge whose key row vanished while it ran: 500
+// without an invitation to retry (the money may be captured, and a retry
+// would be a new request under a new downstream key). The layer answers
+// it too, in the words of writeKeyLost (see Server.answers).
+func (s *Server) keyRowGone(w http.ResponseWriter, r *http.Request, gatewayChargeID string, err error) {
+	workOf(r.Context()).keyLost = true
+	principal, key, _ := idemserver.Key(r.Context())
+	s.log.ErrorContext(r.Context(), "key row deleted while its charge ran; reconcile the gateway capture",
+		"key", key, "client", principal, "downstream_key", idemserver.DownstreamKey(r.Context(), downstreamStep),
+		"gateway_charge_id", gatewayChargeID, "err", err)
+	writeKeyLost(w)
+}
+
+// writeKeyLost is the answer of a request whose key row vanished.
+func writeKeyLost(w http.ResponseWriter) {
+	writeProblem(w, problem(http.StatusInternalServerError, ProblemKeyLost, "Idempotency-Key lost",
+		"the server lost the record of this Idempotency-Key while the request ran; the payment may have been captured. "+
+			"Do not send this request again, under this key or another: it would be a new request and could charge twice. "+
+			"Ask the operator to reconcile it"))
 }
 
 // getCharge serves GET /charges/{id}: the client's own charges only.

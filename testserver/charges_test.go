@@ -32,7 +32,7 @@ func TestPostCharge(t *testing.T) {
 		t.Fatalf("captures %d, want 1", in.Server.Gateway().Captures())
 	}
 	var point string
-	if err := in.Server.db.read.QueryRow(`SELECT recovery_point FROM idempotency_keys`).Scan(&point); err != nil || point != pointFinished {
+	if err := in.Server.db.read.QueryRow(`SELECT ` + recoveryPointSQL + ` FROM idempotency_keys k`).Scan(&point); err != nil || point != pointFinished {
 		t.Fatalf("recovery point %q (%v), want finished", point, err)
 	}
 	checkConsistent(t, in.Server)
@@ -263,7 +263,7 @@ func TestChargeRecoversFromGatewayFaults(t *testing.T) {
 func downstreamKey(t testing.TB, in *Instance, key string) string {
 	t.Helper()
 	var k string
-	if err := in.Server.db.read.QueryRow(`SELECT downstream_key FROM idempotency_keys WHERE key = ?`, key).Scan(&k); err != nil {
+	if err := in.Server.db.read.QueryRow(`SELECT `+downstreamKeySQL+` FROM idempotency_keys k WHERE idem_key = ?`, key).Scan(&k); err != nil {
 		t.Fatal(err)
 	}
 	return k
@@ -321,7 +321,7 @@ func TestConcurrentRequestsWithOneKeyHaveOneEffect(t *testing.T) {
 				}
 				st := stats(t, in)
 				var keys int64
-				if err := in.Server.db.read.QueryRow(`SELECT COUNT(*) FROM idempotency_keys WHERE client_id = 'client:c' AND key = 'same' AND response_body IS NOT NULL`).Scan(&keys); err != nil || keys != 1 {
+				if err := in.Server.db.read.QueryRow(`SELECT COUNT(*) FROM idempotency_keys WHERE principal = 'client:c' AND idem_key = 'same' AND response_body IS NOT NULL`).Scan(&keys); err != nil || keys != 1 {
 					t.Fatalf("%d stored responses (%v), want 1", keys, err)
 				}
 				// sku-1 starts at 100 and loses one reservation of 2 at most;

@@ -115,16 +115,6 @@ func (d sqlDialect) schemaLock() string {
 	return ""
 }
 
-// skipLocked is the clause that makes a batch of the sweeper skip the rows
-// another sweeper has locked. SQLite has one writer at a time and no such
-// clause.
-func (d sqlDialect) skipLocked() string {
-	if d == dialectPostgres {
-		return " FOR UPDATE SKIP LOCKED"
-	}
-	return ""
-}
-
 // rebind rewrites the placeholders of q for the dialect: on PostgreSQL,
 // ? becomes $1, $2, ... in order and ?N becomes $N. The queries of this
 // package hold no ? inside string literals.
@@ -221,14 +211,6 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// uniqueViolation reports whether err is PostgreSQL's unique violation
-// (23505). SQLite, whose writers run one at a time, never needs to tell it
-// apart.
-func uniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
-}
-
 // Retries of a transaction that failed with a serialization failure or a
 // deadlock: at most maxTxAttempts runs in all, waiting a random time up to
 // txBackoffBase << attempt (capped at txBackoffMax) between them, so that
@@ -256,22 +238,13 @@ func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 	return t.tx.QueryRowContext(ctx, t.d.rebind(q), args...)
 }
 
-// QueryContext runs a query.
-func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(ctx, t.d.rebind(q), args...)
-}
-
-// errRolledBack, returned by the function given to inTx, rolls the
-// transaction back without retrying it: the function has answered the
-// request itself (an injected fault) and nothing is to be committed.
-var errRolledBack = errors.New("testserver: transaction rolled back")
-
 // inTx runs fn in a write transaction and commits it. If fn or the commit
 // fails with a serialization failure or a deadlock, the whole transaction
 // runs again, fn included, after a short random wait; after maxTxAttempts
 // runs the error wraps ErrContention. fn must therefore do nothing outside
-// the transaction that a second run would repeat, except answer the
-// request and return errRolledBack. Any error from fn rolls back.
+// the transaction that a second run would repeat. Any error from fn rolls
+// back. The gateway's captures and the schema use it; the server's own
+// transactions are the layer's.
 func (s *store) inTx(ctx context.Context, fn func(tx *txn) error) error {
 	return s.inTxLevel(ctx, sql.LevelSerializable, fn)
 }

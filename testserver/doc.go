@@ -58,13 +58,25 @@
 // retention; and answer a request in flight, a replay, a reused key and an
 // already-applied request in the API's words.
 //
+// # Built on idemserver
+//
+// The idempotency layer is package idemserver, the middleware any Go
+// service can put in front of its handlers (rules L1 to L5): the key and
+// its scope, the fingerprint, the stored answers, the verdicts of a retry,
+// the transaction of an atomic endpoint, the claim, recovery points and
+// fencing of a phased one, and the sweeper are its. The server's endpoints
+// are handlers behind it; what is the server's own is its API (the
+// business tables, the checks of a body, the Dialects' answers, given to
+// the layer as idemserver.Answers), the fake gateway, and the faults.
+//
 // # The stored answer
 //
-// For every key the server keeps one row in idempotency_keys: the request
+// For every key the layer keeps one row in idempotency_keys (and the
+// recovery points of a charge in idempotency_keys_steps): the request
 // fingerprint (SHA-256 over method, path with its query, and body bytes),
-// the recovery point reached, an in-flight lock, and, once the request has
-// finished, the response status, headers and body. A later request with the
-// same key is answered from that row:
+// an in-flight claim, and, once the request has finished, the response
+// status, headers and body. A later request with the same key is answered
+// from that row:
 //
 //   - same fingerprint, finished: the stored response, byte for byte, with
 //     Idempotent-Replayed: true;

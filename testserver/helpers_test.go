@@ -239,6 +239,23 @@ func (g *Gateway) setBeforeCapture(f func(context.Context)) { g.beforeCapture.St
 
 func (s *Server) setBeforeFinish(f func(context.Context)) { s.beforeFinish.Store(&f) }
 
+// The layer's key table in the terms of the old one: the recovery point
+// of key row k, and its downstream key for the gateway step.
+const (
+	recoveryPointSQL = `CASE WHEN k.finished = 1 THEN 'finished'
+		WHEN EXISTS (SELECT 1 FROM idempotency_keys_steps st WHERE st.key_id = k.id) THEN 'gateway_called'
+		ELSE 'started' END`
+	downstreamKeySQL = `('idem-' || k.seed || '-` + downstreamStep + `')`
+)
+
+// castText is the SQL of a recovery point's result (a blob) as text.
+func castText(s *Server) string {
+	if s.db.dialect == dialectPostgres {
+		return "convert_from(st.result, 'UTF8')"
+	}
+	return "CAST(st.result AS TEXT)"
+}
+
 // checkConsistent checks the invariants every fault must preserve:
 // no effect without its key's stored answer, no capture without its charge
 // unless its key row is still unfinished, stock never negative.
@@ -249,34 +266,34 @@ func checkConsistent(t testing.TB, s *Server) {
 	for _, q := range []struct{ what, sql string }{
 		{"reservations whose key has no stored 201", `
 			SELECT COUNT(*) FROM reservations r WHERE r.idempotency_key IS NOT NULL AND NOT EXISTS (
-				SELECT 1 FROM idempotency_keys k WHERE k.client_id = r.client_id AND k.key = r.idempotency_key
-				AND k.recovery_point = 'finished' AND k.response_status = 201)`},
+				SELECT 1 FROM idempotency_keys k WHERE k.principal = r.client_id AND k.idem_key = r.idempotency_key
+				AND k.finished = 1 AND k.response_status = 201)`},
 		{"charges whose key has no stored 201", `
 			SELECT COUNT(*) FROM charges c WHERE c.idempotency_key IS NOT NULL AND NOT EXISTS (
-				SELECT 1 FROM idempotency_keys k WHERE k.client_id = c.client_id AND k.key = c.idempotency_key
-				AND k.recovery_point = 'finished' AND k.response_status = 201)`},
+				SELECT 1 FROM idempotency_keys k WHERE k.principal = c.client_id AND k.idem_key = c.idempotency_key
+				AND k.finished = 1 AND k.response_status = 201)`},
 		{"stored 201s for reservations without their reservation", `
-			SELECT COUNT(*) FROM idempotency_keys k WHERE k.path = '/reservations' AND k.response_status = 201
-			AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.client_id = k.client_id AND r.idempotency_key = k.key)`},
+			SELECT COUNT(*) FROM idempotency_keys k WHERE k.response_header LIKE '%"/reservations/%' AND k.response_status = 201
+			AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.client_id = k.principal AND r.idempotency_key = k.idem_key)`},
 		{"stored 201s for charges without their charge", `
-			SELECT COUNT(*) FROM idempotency_keys k WHERE k.path = '/charges' AND k.response_status = 201
-			AND NOT EXISTS (SELECT 1 FROM charges c WHERE c.client_id = k.client_id AND c.idempotency_key = k.key)`},
+			SELECT COUNT(*) FROM idempotency_keys k WHERE k.response_header LIKE '%"/charges/%' AND k.response_status = 201
+			AND NOT EXISTS (SELECT 1 FROM charges c WHERE c.client_id = k.principal AND c.idempotency_key = k.idem_key)`},
 		{"finished keys without an answer", `
-			SELECT COUNT(*) FROM idempotency_keys WHERE recovery_point = 'finished'
-			AND (response_status IS NULL OR response_body IS NULL OR locked_at IS NOT NULL)`},
+			SELECT COUNT(*) FROM idempotency_keys WHERE finished = 1
+			AND (response_status IS NULL OR response_body IS NULL OR lock_token IS NOT NULL)`},
 		{"charges whose gateway charge was never captured", `
 			SELECT COUNT(*) FROM charges c WHERE NOT EXISTS (
 				SELECT 1 FROM gateway_captures g WHERE g.charge_id = c.gateway_charge_id)`},
 		{"charges not captured under their key's downstream key", `
-			SELECT COUNT(*) FROM charges c JOIN idempotency_keys k ON k.client_id = c.client_id AND k.key = c.idempotency_key
-			WHERE NOT EXISTS (SELECT 1 FROM gateway_captures g WHERE g.key = k.downstream_key AND g.charge_id = c.gateway_charge_id)`},
+			SELECT COUNT(*) FROM charges c JOIN idempotency_keys k ON k.principal = c.client_id AND k.idem_key = c.idempotency_key
+			WHERE NOT EXISTS (SELECT 1 FROM gateway_captures g WHERE g.key = ` + downstreamKeySQL + ` AND g.charge_id = c.gateway_charge_id)`},
 		// A capture whose key row is unfinished may lack its charge for now:
 		// the retry that resumes the row records it. Any other capture
 		// without a charge is money taken twice or taken and forgotten.
 		{"captures without their charge, their key row finished or gone", `
 			SELECT COUNT(*) FROM gateway_captures g
 			WHERE NOT EXISTS (SELECT 1 FROM charges c WHERE c.gateway_charge_id = g.charge_id)
-			AND NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.downstream_key = g.key AND k.recovery_point <> 'finished')`},
+			AND NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE ` + downstreamKeySQL + ` = g.key AND k.finished = 0)`},
 		{"items with negative stock", `SELECT COUNT(*) FROM inventory WHERE available < 0`},
 	} {
 		if err := s.db.read.QueryRowContext(ctx, q.sql).Scan(&n); err != nil {

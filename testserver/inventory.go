@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/idemkit/idem/idemserver"
 )
 
 // inventoryRequest is the body of PUT /inventory/{item_id}.
@@ -37,36 +39,35 @@ func (in inventoryRequest) validate() *Problem {
 // (RFC 9110, section 9.2.2), but like every mutating endpoint here it takes
 // an Idempotency-Key and goes through the same path, so that a replay is
 // recognisable and a key reused for another value is refused.
-func (s *Server) putInventory(w http.ResponseWriter, r *http.Request) {
-	s.stats.requests.Add(1)
-	m, p := s.readMutation(w, r)
-	if p != nil {
-		s.refuse(w, p)
-		return
+func (s *Server) putInventory() endpoint {
+	return endpoint{
+		route: idemserver.Route{},
+		decode: func(r *http.Request, body []byte) (any, *Problem) {
+			itemID := r.PathValue("item_id")
+			if p := optionalText("item_id", &itemID); p != nil {
+				return nil, p
+			}
+			var in inventoryRequest
+			return &in, s.decodeRequest(body, &in)
+		},
+		serve: func(w http.ResponseWriter, r *http.Request, wk *work) {
+			s.serveAtomic(w, r, wk, func(ctx context.Context, tx *txn, now time.Time) (response, error) {
+				return s.setStock(ctx, tx, r.PathValue("item_id"), *wk.in.(*inventoryRequest), now)
+			})
+		},
 	}
-	itemID := r.PathValue("item_id")
-	if p := optionalText("item_id", &itemID); p != nil {
-		s.refuse(w, p)
-		return
-	}
-	var in inventoryRequest
-	if p := decodeRequest(m.body, &in); p != nil {
-		s.refuse(w, p)
-		return
-	}
-	if !s.startWork(r.Context(), w, m) {
-		return
-	}
-	s.serveAtomic(w, r, m, func(ctx context.Context, tx *txn, now time.Time) (response, error) {
-		_, err := tx.ExecContext(ctx, `
+}
+
+// setStock sets the stock of an item, creating it if needed.
+func (s *Server) setStock(ctx context.Context, tx *txn, itemID string, in inventoryRequest, now time.Time) (response, error) {
+	_, err := tx.ExecContext(ctx, `
 			INSERT INTO inventory (item_id, available, updated_at) VALUES (?, ?, ?)
 			ON CONFLICT (item_id) DO UPDATE SET available = excluded.available, updated_at = excluded.updated_at`,
-			itemID, *in.Available, now.UnixNano())
-		if err != nil {
-			return response{}, fmt.Errorf("testserver: setting stock: %w", err)
-		}
-		return jsonResponse(http.StatusOK, Item{ItemID: itemID, Available: *in.Available})
-	})
+		itemID, *in.Available, now.UnixNano())
+	if err != nil {
+		return response{}, fmt.Errorf("testserver: setting stock: %w", err)
+	}
+	return jsonResponse(http.StatusOK, Item{ItemID: itemID, Available: *in.Available})
 }
 
 // getInventory serves GET /inventory/{item_id}. Stock is shared by all

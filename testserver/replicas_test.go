@@ -268,8 +268,8 @@ func TestPostgresConflictsAreRetried(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := other.Exec(`
-			INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key)
-			VALUES ($1, 'dl', 'POST', '/reservations', '\x00', 0, 'started', 'x')`, AnonymousClient); err != nil {
+			INSERT INTO idempotency_keys (principal, idem_key, fingerprint, seed, created_at, expires_at, finished)
+			VALUES ($1, 'dl', '\x00', 'x', 0, 0, 0)`, AnonymousClient); err != nil {
 			t.Fatal(err)
 		}
 		done := sendAsync(t, in, req{method: "POST", path: "/reservations", key: "dl", body: `{"item_id":"sku-1","quantity":1}`})
@@ -308,12 +308,12 @@ func TestPostgresKeyReusedAtOnceIsRefused(t *testing.T) {
 	// The test's transaction is another replica's reservation of sku-1
 	// under key k, not yet committed.
 	for _, q := range []string{
-		`SELECT COUNT(*) FROM idempotency_keys WHERE client_id = $1 AND key = 'k'`,
+		`SELECT COUNT(*) FROM idempotency_keys WHERE principal = $1 AND idem_key = 'k'`,
 		`INSERT INTO reservations (id, client_id, idempotency_key, item_id, quantity, created_at)
 		 VALUES ('rsv_other', $1, 'k', 'sku-1', 1, 0)`,
-		`INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key,
+		`INSERT INTO idempotency_keys (principal, idem_key, fingerprint, seed, created_at, expires_at, finished,
 		                               response_status, response_header, response_body)
-		 VALUES ($1, 'k', 'POST', '/reservations', '\x00', 0, 'finished', 'x', 201, '{}', '\x00')`,
+		 VALUES ($1, 'k', '\x00', 'x', 0, 9000000000000000000, 1, 201, '{}', '\x00')`,
 	} {
 		if _, err := other.Exec(q, AnonymousClient); err != nil {
 			t.Fatal(err)
@@ -347,19 +347,19 @@ func TestPostgresReplicasSweepEachKeyOnce(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{`INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key,
+		{`INSERT INTO idempotency_keys (principal, idem_key, fingerprint, seed, created_at, expires_at, finished,
 		                               response_status, response_header, response_body)
-		  SELECT 'client:c', 'old-' || i, 'POST', '/reservations', '\x00', $1, 'finished', 'd-old-' || i, 201, '{}', '\x00'
-		  FROM generate_series(1, $2::int) i`, []any{old, expired}},
-		{`INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key,
+		  SELECT 'client:c', 'old-' || i, '\x00', 'd-old-' || i, $1, $1::bigint + $3::bigint, 1, 201, '{}', '\x00'
+		  FROM generate_series(1, $2::int) i`, []any{old, expired, time.Hour.Nanoseconds()}},
+		{`INSERT INTO idempotency_keys (principal, idem_key, fingerprint, seed, created_at, expires_at, finished,
 		                               response_status, response_header, response_body)
-		  SELECT 'client:c', 'new-' || i, 'POST', '/reservations', '\x00', $1, 'finished', 'd-new-' || i, 201, '{}', '\x00'
-		  FROM generate_series(1, $2::int) i`, []any{now, recent}},
-		{`INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key)
-		  SELECT 'client:c', 'open-' || i, 'POST', '/charges', '\x00', $1, 'gateway_called', 'd-open-' || i
-		  FROM generate_series(1, $2::int) i`, []any{old, unfinished}},
+		  SELECT 'client:c', 'new-' || i, '\x00', 'd-new-' || i, $1, $1::bigint + $3::bigint, 1, 201, '{}', '\x00'
+		  FROM generate_series(1, $2::int) i`, []any{now, recent, time.Hour.Nanoseconds()}},
+		{`INSERT INTO idempotency_keys (principal, idem_key, fingerprint, seed, created_at, expires_at, finished)
+		  SELECT 'client:c', 'open-' || i, '\x00', 'd-open-' || i, $1, $1::bigint + $3::bigint, 0
+		  FROM generate_series(1, $2::int) i`, []any{old, unfinished, time.Hour.Nanoseconds()}},
 		{`INSERT INTO reservations (id, client_id, idempotency_key, item_id, quantity, created_at)
-		  SELECT 'rsv-' || key, client_id, key, 'sku-1', 1, created_at FROM idempotency_keys WHERE path = '/reservations'`, nil},
+		  SELECT 'rsv-' || idem_key, principal, idem_key, 'sku-1', 1, created_at FROM idempotency_keys WHERE finished = 1`, nil},
 	} {
 		if _, err := db.Exec(q.sql, q.args...); err != nil {
 			t.Fatal(err)
@@ -389,9 +389,9 @@ func TestPostgresReplicasSweepEachKeyOnce(t *testing.T) {
 		sql  string
 		want int
 	}{
-		{"expired keys left", `SELECT COUNT(*) FROM idempotency_keys WHERE key LIKE 'old-%'`, 0},
-		{"recent keys left", `SELECT COUNT(*) FROM idempotency_keys WHERE key LIKE 'new-%'`, recent},
-		{"unfinished keys left", `SELECT COUNT(*) FROM idempotency_keys WHERE key LIKE 'open-%'`, unfinished},
+		{"expired keys left", `SELECT COUNT(*) FROM idempotency_keys WHERE idem_key LIKE 'old-%'`, 0},
+		{"recent keys left", `SELECT COUNT(*) FROM idempotency_keys WHERE idem_key LIKE 'new-%'`, recent},
+		{"unfinished keys left", `SELECT COUNT(*) FROM idempotency_keys WHERE idem_key LIKE 'open-%'`, unfinished},
 		{"reservations that lost their key", `SELECT COUNT(*) FROM reservations WHERE idempotency_key IS NULL AND id LIKE 'rsv-old-%'`, expired},
 		{"reservations that kept their key", `SELECT COUNT(*) FROM reservations WHERE idempotency_key = substr(id, 5)`, recent},
 	} {
@@ -597,10 +597,10 @@ func TestPostgresSweepSkipsLockedKeys(t *testing.T) {
 	in := replicas(t, 1, Config{Retention: time.Hour, SweepInterval: time.Hour, Now: clock.Now})[0]
 	db := openPG(t, in.Server.cfg.Path)
 	if _, err := db.Exec(`
-		INSERT INTO idempotency_keys (client_id, key, method, path, fingerprint, created_at, recovery_point, downstream_key,
+		INSERT INTO idempotency_keys (principal, idem_key, fingerprint, seed, created_at, expires_at, finished,
 		                              response_status, response_header, response_body)
-		SELECT 'client:c', 'old-' || i, 'POST', '/reservations', '\x00', $1, 'finished', 'd-' || i, 201, '{}', '\x00'
-		FROM generate_series(1, $2::int) i`, clock.Now().Add(-2*time.Hour).UnixNano(), expired); err != nil {
+		SELECT 'client:c', 'old-' || i, '\x00', 'd-' || i, $1, $1::bigint + $3::bigint, 1, 201, '{}', '\x00'
+		FROM generate_series(1, $2::int) i`, clock.Now().Add(-2*time.Hour).UnixNano(), expired, time.Hour.Nanoseconds()); err != nil {
 		t.Fatal(err)
 	}
 	other, err := db.Begin()
@@ -609,7 +609,7 @@ func TestPostgresSweepSkipsLockedKeys(t *testing.T) {
 	}
 	defer other.Rollback()
 	var locked int64
-	if err := other.QueryRow(`SELECT COUNT(*) FROM (SELECT id FROM idempotency_keys WHERE key LIKE 'old-1%' FOR UPDATE) l`).Scan(&locked); err != nil {
+	if err := other.QueryRow(`SELECT COUNT(*) FROM (SELECT id FROM idempotency_keys WHERE idem_key LIKE 'old-1%' FOR UPDATE) l`).Scan(&locked); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -2,116 +2,15 @@ package testserver
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
 	"reflect"
 	"strings"
 )
-
-// mutation is a mutating request as the idempotency layer sees it: who sent
-// it, under which key, and what exactly it asked for.
-type mutation struct {
-	scope       string
-	key         string
-	method      string
-	path        string
-	body        []byte
-	fingerprint [sha256.Size]byte
-	fault       fault
-}
-
-// fingerprintOf hashes what a request asks for: method, NUL, target (see
-// requestTarget), NUL, body bytes. The NULs keep ("POST", "/a") and ("POS",
-// "T/a") apart. The body is hashed as sent, so a byte-different body is a
-// different request even if it means the same JSON: clients resend the
-// exact bytes.
-func fingerprintOf(method, target string, body []byte) [sha256.Size]byte {
-	h := sha256.New()
-	io.WriteString(h, method)
-	h.Write([]byte{0})
-	io.WriteString(h, target)
-	h.Write([]byte{0})
-	h.Write(body)
-	var f [sha256.Size]byte
-	h.Sum(f[:0])
-	return f
-}
-
-// requestTarget is the part of a request's URL the fingerprint covers: the
-// path and, if there is one, "?" and the raw query, as sent. A request
-// without a query hashes its path alone, as before queries were covered, so
-// keys stored then still match their retries.
-func requestTarget(u *url.URL) string {
-	if u.RawQuery == "" {
-		return u.Path
-	}
-	return u.Path + "?" + u.RawQuery
-}
-
-// readMutation checks everything about a mutating request that does not
-// need the database: the key (S1), the client scope (S2), the media type and
-// the body size. A problem returned here means nothing was looked up and
-// nothing will change.
-func (s *Server) readMutation(w http.ResponseWriter, r *http.Request) (*mutation, *Problem) {
-	d := s.cfg.Dialect
-	var key string
-	var err error
-	if d.KeyField == "" {
-		key, err = d.headerKey(r.Header)
-		if p := s.keyProblem(err); p != nil {
-			return nil, p
-		}
-	}
-	scope, p := s.readScope(w, r)
-	if p != nil {
-		return nil, p
-	}
-	if p := checkJSONMediaType(r.Header.Get("Content-Type")); p != nil {
-		return nil, p
-	}
-	sent, p := readBody(w, r, s.cfg.MaxBodyBytes)
-	if p != nil {
-		return nil, p
-	}
-	body := sent // without the key, if it came in the body
-	if d.KeyField != "" {
-		key, body, err = d.bodyKey(sent)
-		if errors.Is(err, errBodyNotObject) {
-			return nil, badRequest(fmt.Sprintf("%v holding %s", err, d.keyName()))
-		}
-		if p := s.keyProblem(err); p != nil {
-			return nil, p
-		}
-	}
-	return &mutation{
-		scope:       scope,
-		key:         key,
-		method:      r.Method,
-		path:        r.URL.Path,
-		body:        body,
-		fingerprint: fingerprintOf(r.Method, requestTarget(r.URL), body),
-	}, nil
-}
-
-// keyProblem is the answer to a request whose key could not be read
-// (err), or nil when it could, or when it is missing from a server
-// without the idempotency layer (see Config.DisableIdempotency).
-func (s *Server) keyProblem(err error) *Problem {
-	switch {
-	case err == nil, errors.Is(err, errKeyMissing) && s.cfg.DisableIdempotency:
-		return nil
-	case errors.Is(err, errKeyMissing):
-		return s.cfg.Dialect.missingKey()
-	}
-	return problem(http.StatusBadRequest, ProblemInvalidKey, "Invalid "+s.cfg.Dialect.keyTitle(), err.Error())
-}
 
 // checkJSONMediaType accepts no Content-Type, application/json, or any
 // +json type.
@@ -127,30 +26,11 @@ func checkJSONMediaType(ct string) *Problem {
 		fmt.Sprintf("the request body must be application/json, not %q", ct))
 }
 
-// readBody reads the whole body, refusing more than limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Problem) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var tooLarge *http.MaxBytesError
-	var netErr net.Error
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, problem(http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "Request body too large",
-			fmt.Sprintf("the request body is limited to %d bytes", limit))
-	case errors.As(err, &netErr) && netErr.Timeout():
-		// The body stalled past Config.ReadTimeout (S9). What is left of
-		// it can never be read, so the connection goes.
-		w.Header().Set("Connection", "close")
-		return nil, problem(http.StatusRequestTimeout, ProblemRequestTimeout, "Request body too slow",
-			"the request body did not arrive within the server's read timeout; nothing was done: send it again")
-	case err != nil:
-		return nil, badRequest("reading the request body: " + err.Error())
-	}
-	return body, nil
-}
-
 // decodeRequest decodes a mutation's JSON body into in (see decodeJSON) and
-// validates it.
-func decodeRequest[T interface{ validate() *Problem }](body []byte, in T) *Problem {
+// validates it. It runs as the layer's Route.Check: after the layer took
+// the key out of the body of a dialect that carries it there
+// (Dialect.KeyField), before it looks the key up.
+func (s *Server) decodeRequest(body []byte, in interface{ validate() *Problem }) *Problem {
 	if p := decodeJSON(body, in); p != nil {
 		return p
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/idemkit/idem/idemserver"
 )
 
 // Limits on request fields.
@@ -84,30 +86,25 @@ func nullable(s string) sql.NullString { return sql.NullString{String: s, Valid:
 
 // postReservation serves POST /reservations: reserve stock, exactly once
 // per key.
-func (s *Server) postReservation(w http.ResponseWriter, r *http.Request) {
-	s.stats.requests.Add(1)
-	m, p := s.readMutation(w, r)
-	if p != nil {
-		s.refuse(w, p)
-		return
+func (s *Server) postReservation() endpoint {
+	return endpoint{
+		route: idemserver.Route{},
+		decode: func(_ *http.Request, body []byte) (any, *Problem) {
+			var in reservationRequest
+			return &in, s.decodeRequest(body, &in)
+		},
+		serve: func(w http.ResponseWriter, r *http.Request, wk *work) {
+			s.serveAtomic(w, r, wk, func(ctx context.Context, tx *txn, now time.Time) (response, error) {
+				return s.reserve(ctx, tx, s.keyOf(r), *wk.in.(*reservationRequest), now)
+			})
+		},
 	}
-	var in reservationRequest
-	if p := decodeRequest(m.body, &in); p != nil {
-		s.refuse(w, p)
-		return
-	}
-	if !s.startWork(r.Context(), w, m) {
-		return
-	}
-	s.serveAtomic(w, r, m, func(ctx context.Context, tx *txn, now time.Time) (response, error) {
-		return s.reserve(ctx, tx, m, in, now)
-	})
 }
 
 // reserve takes the stock in a single conditional UPDATE, so that stock can
 // never go negative whatever runs concurrently, and records the reservation
 // under the request's key.
-func (s *Server) reserve(ctx context.Context, tx *txn, m *mutation, in reservationRequest, now time.Time) (response, error) {
+func (s *Server) reserve(ctx context.Context, tx *txn, m requestKey, in reservationRequest, now time.Time) (response, error) {
 	item, qty := *in.ItemID, *in.Quantity
 	res, err := tx.ExecContext(ctx,
 		`UPDATE inventory SET available = available - ?, updated_at = ? WHERE item_id = ? AND available >= ?`,

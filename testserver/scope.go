@@ -3,10 +3,11 @@ package testserver
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/idemkit/idem/idemserver"
 )
 
 // HeaderClientID names the calling client when no Authorization is sent.
@@ -17,8 +18,14 @@ const HeaderClientID = "X-Client-ID"
 // one key space.
 const AnonymousClient = "anonymous"
 
-// errUnauthorized marks a scope error answered with 401 rather than 400.
-var errUnauthorized = errors.New("unauthorized")
+// errUnauthorized marks a scope error answered with 401 rather than 400;
+// it is idemserver.ErrUnauthorized for the layer.
+var errUnauthorized error = unauthorized{}
+
+type unauthorized struct{}
+
+func (unauthorized) Error() string        { return "unauthorized" }
+func (unauthorized) Is(target error) bool { return target == idemserver.ErrUnauthorized }
 
 // clientScope returns the scope that keys (and stored resources) belong to
 // (rule S2):

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemkit/idem/idemserver"
 )
 
 // serverReaders is the size of the server's read pool: the GET endpoints
@@ -23,6 +25,8 @@ const serverReaders = 4
 type Server struct {
 	cfg     Config
 	db      *store
+	keys    *idemserver.Keys
+	unkeyed *idemserver.Keys // the layer without keys, under Config.DisableIdempotency
 	gateway *Gateway
 	dice    *faultDice
 	log     *slog.Logger
@@ -46,9 +50,10 @@ type Server struct {
 }
 
 // New opens (or creates) the database at cfg.Path, creates the schema
-// (on PostgreSQL: the tables, in an existing database),
-// opens the fake payment gateway on the same database, and starts the
-// retention sweeper. The caller must call Close.
+// (on PostgreSQL: the tables, in an existing database), opens the
+// idempotency layer (package idemserver, whose key table lives in the same
+// database) and the fake payment gateway on the same database, and starts
+// the retention sweeper. The caller must call Close.
 func New(cfg Config) (*Server, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -78,9 +83,22 @@ func New(cfg Config) (*Server, error) {
 		log:         cfg.Logger,
 		sweeperDone: make(chan struct{}),
 	}
+	if s.keys, err = s.openKeys(context.Background(), cfg.Dialect.keyHeader(), cfg.Dialect.KeyField); err == nil && cfg.DisableIdempotency {
+		if s.unkeyed, err = s.openKeys(context.Background(), "X-Idempotency-Disabled", ""); err != nil {
+			s.keys.Close()
+		}
+	}
+	if err != nil {
+		gw.Close()
+		db.close()
+		return nil, err
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.routes()
-	go s.sweepEvery(s.cfg.SweepInterval)
+	go func() {
+		defer close(s.sweeperDone)
+		s.keys.Run(s.ctx) // the retention sweeper; it logs its own errors
+	}()
 	return s, nil
 }
 
@@ -89,12 +107,12 @@ func New(cfg Config) (*Server, error) {
 // problem document rather than ServeMux's plain text.
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST /reservations", s.postReservation)
+	s.mux.Handle("POST /reservations", s.mutating(s.postReservation()))
 	s.mux.HandleFunc("GET /reservations/{id}", s.getReservation)
-	s.mux.HandleFunc("POST /charges", s.postCharge)
+	s.mux.Handle("POST /charges", s.mutating(s.postCharge()))
 	s.mux.HandleFunc("GET /charges", s.listCharges)
 	s.mux.HandleFunc("GET /charges/{id}", s.getCharge)
-	s.mux.HandleFunc("PUT /inventory/{item_id}", s.putInventory)
+	s.mux.Handle("PUT /inventory/{item_id}", s.mutating(s.putInventory()))
 	s.mux.HandleFunc("GET /inventory/{item_id}", s.getInventory)
 	s.mux.HandleFunc("GET /stats", s.getStats)
 	for path, allow := range map[string]string{
@@ -201,20 +219,23 @@ func (s *Server) Close() error {
 	s.cancel()
 	<-s.sweeperDone
 	s.inflight.Wait()
-	err := errors.Join(s.gateway.Close(), s.db.close())
+	err := s.keys.Close()
+	if s.unkeyed != nil {
+		err = errors.Join(err, s.unkeyed.Close())
+	}
+	err = errors.Join(err, s.gateway.Close(), s.db.close())
 	s.mu.Lock()
 	s.closeErr = err
 	s.mu.Unlock()
 	return err
 }
 
-// workContext is the context for the database and gateway work of one
-// request. It does not end when the client goes away: once a request has
-// claimed its key it should finish, because stopping half-way would only
-// leave a lock for the lock timeout to clean up. It ends when the server
-// closes.
-func (s *Server) workContext(r *http.Request) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+// untilClose returns ctx, ended also when the server closes: the layer's
+// work context does not end when the client goes away (a request that
+// claimed its key should finish), but a gateway call should when the
+// server stops.
+func (s *Server) untilClose(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(s.ctx, cancel)
 	return ctx, func() { stop(); cancel() }
 }
@@ -243,11 +264,4 @@ func (s *Server) internalError(w http.ResponseWriter, r *http.Request, err error
 	}
 	s.log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 	writeProblem(w, problem(http.StatusInternalServerError, ProblemInternal, "Internal error", "the server failed; retry with the same Idempotency-Key"))
-}
-
-// refuse answers a problem found before the key was looked at; nothing was
-// changed.
-func (s *Server) refuse(w http.ResponseWriter, p *Problem) {
-	s.stats.invalid.Add(1)
-	writeProblem(w, p)
 }

@@ -163,14 +163,6 @@ func (d Dialect) keyHeader() string {
 	return d.KeyHeader
 }
 
-// keyName is how problems name the key: its header or its body member.
-func (d Dialect) keyName() string {
-	if d.KeyField != "" {
-		return fmt.Sprintf("the %q field", d.KeyField)
-	}
-	return "the " + d.keyHeader() + " header"
-}
-
 // keyTitle names the key in the titles of problems: its header or its
 // body member.
 func (d Dialect) keyTitle() string {
@@ -178,11 +170,6 @@ func (d Dialect) keyTitle() string {
 		return d.KeyField
 	}
 	return d.keyHeader()
-}
-
-// missingKey is the problem of a request without a key.
-func (d Dialect) missingKey() *Problem {
-	return problem(http.StatusBadRequest, ProblemMissingKey, d.keyTitle()+" required", keyError(d.keyName(), errKeyMissing).Error())
 }
 
 // check reports what makes d unusable, wrapped in ErrInvalidConfig.

@@ -32,13 +32,15 @@ func keyState(t *testing.T, in *Instance, scope, key string) string {
 		body             []byte
 	)
 	err := in.Server.db.queryRow(context.Background(), `
-		SELECT lock_token, locked_at, recovery_point, gateway_charge_id, response_status, response_body
-		FROM idempotency_keys WHERE client_id = ? AND key = ?`, scope, key).
+		SELECT lock_token, lease_until, `+recoveryPointSQL+`,
+		       (SELECT `+castText(in.Server)+` FROM idempotency_keys_steps st WHERE st.key_id = k.id AND st.name = '`+downstreamStep+`'),
+		       response_status, response_body
+		FROM idempotency_keys k WHERE principal = ? AND idem_key = ?`, scope, key).
 		Scan(&token, &lockedAt, &point, &gwCharge, &status, &body)
 	if err != nil {
 		t.Fatalf("reading the key row of %s %s: %v", scope, key, err)
 	}
-	return fmt.Sprintf("token %v locked_at %v point %s gateway charge %v status %v body %q",
+	return fmt.Sprintf("token %v lease_until %v point %s gateway charge %v status %v body %q",
 		token, lockedAt, point, gwCharge, status, body)
 }
 

@@ -7,15 +7,11 @@ import (
 	"sync/atomic"
 )
 
-// counters are the per-process request counters behind Stats.
+// counters are the server's own per-process counters behind Stats; the
+// layer keeps the others (idemserver.Stats).
 type counters struct {
-	requests   atomic.Int64
-	invalid    atomic.Int64
-	replays    atomic.Int64
-	conflicts  atomic.Int64
-	mismatches atomic.Int64
-	resumed    atomic.Int64
-	faults     [numFaultKinds]atomic.Int64
+	requests atomic.Int64
+	faults   [numFaultKinds]atomic.Int64
 }
 
 func (c *counters) fault(k faultKind) { c.faults[k].Add(1) }
@@ -42,12 +38,15 @@ type Stats struct {
 	// Mismatches counts 422 answers for a key reused with another request.
 	Mismatches int64 `json:"mismatches"`
 	// Resumed counts charges taken over from an unfinished key row.
+	//
+	// Replays, Conflicts, Mismatches and Resumed are the layer's counters
+	// (idemserver.Stats: Replays, InFlight, Mismatches, Resumed).
 	Resumed int64 `json:"resumed"`
 	// Retries counts transactions (the server's and its gateway's) run
 	// again after PostgreSQL aborted them with a serialization failure or
 	// a deadlock, or after a request's business row met a concurrent
-	// request's under the same key (see serveAtomic). Always 0 on SQLite;
-	// left out of the JSON when 0.
+	// request's under the same key (see serveAtomic): the layer's Reruns
+	// and the gateway's. Always 0 on SQLite; left out of the JSON when 0.
 	Retries int64 `json:"retries,omitempty"`
 	// Faults counts injected faults that fired, by kind:
 	// error_before_commit, hang_up_after_commit, bad_gateway_after_commit,
@@ -69,7 +68,7 @@ type Stats struct {
 	DuplicateReferences int64 `json:"duplicate_references"`
 	// Keys counts stored idempotency keys.
 	Keys int64 `json:"keys"`
-	// InFlight counts keys whose request holds a lock (live or stale).
+	// InFlight counts keys whose request holds a claim (live or lapsed).
 	InFlight int64 `json:"in_flight"`
 	// Abandoned counts unfinished keys (POST /charges stopped before its
 	// last phase) at least Config.Retention old and with no live lock: the
@@ -77,8 +76,9 @@ type Stats struct {
 	// window. The sweeper keeps them, because forgetting one would let a
 	// retry capture again under a new downstream key. Each may hold money
 	// captured without a charge: reconcile it against the gateway by the
-	// row's downstream_key and gateway_charge_id, then finish or delete the
-	// row by hand.
+	// row's downstream key ("idem-" + seed + "-gateway") and the recovery
+	// point recorded for the step gateway (the gateway's charge ID, in
+	// idempotency_keys_steps), then finish or delete the row by hand.
 	Abandoned int64 `json:"abandoned"`
 }
 
@@ -99,14 +99,18 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 
 // readStats is Stats for a caller that has entered the server already.
 func (s *Server) readStats(ctx context.Context) (Stats, error) {
+	ks := s.keys.Stats()
+	if s.unkeyed != nil {
+		ks.Invalid += s.unkeyed.Stats().Invalid
+	}
 	st := Stats{
 		Requests:   s.stats.requests.Load(),
-		Invalid:    s.stats.invalid.Load(),
-		Replays:    s.stats.replays.Load(),
-		Conflicts:  s.stats.conflicts.Load(),
-		Mismatches: s.stats.mismatches.Load(),
-		Resumed:    s.stats.resumed.Load(),
-		Retries:    s.db.retries.Load() + s.gateway.db.retries.Load(),
+		Invalid:    ks.Invalid,
+		Replays:    ks.Replays,
+		Conflicts:  ks.InFlight,
+		Mismatches: ks.Mismatches,
+		Resumed:    ks.Resumed,
+		Retries:    ks.Reruns + s.db.retries.Load() + s.gateway.db.retries.Load(),
 		Faults:     map[string]int64{},
 	}
 	for k := faultKind(1); k < numFaultKinds; k++ {
@@ -119,6 +123,11 @@ func (s *Server) readStats(ctx context.Context) (Stats, error) {
 		return Stats{}, err
 	}
 	st.GatewayCaptures = captures
+	counts, err := s.keys.Count(ctx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("testserver: reading stats: %w", err)
+	}
+	st.Keys, st.InFlight, st.Abandoned = counts.Keys, counts.Locked, counts.Abandoned
 	err = s.db.queryRow(ctx, `
 		SELECT
 			(SELECT COUNT(*) FROM charges),
@@ -126,11 +135,8 @@ func (s *Server) readStats(ctx context.Context) (Stats, error) {
 			(SELECT COUNT(*) FROM (SELECT 1 FROM charges WHERE reference IS NOT NULL
 			                       GROUP BY client_id, reference HAVING COUNT(*) > 1) AS c)
 			+ (SELECT COUNT(*) FROM (SELECT 1 FROM reservations WHERE reference IS NOT NULL
-			                         GROUP BY client_id, reference HAVING COUNT(*) > 1) AS r),
-			(SELECT COUNT(*) FROM idempotency_keys),
-			(SELECT COUNT(*) FROM idempotency_keys WHERE locked_at IS NOT NULL),
-			(SELECT COUNT(*) FROM idempotency_keys WHERE `+abandoned+`)`, s.abandonedArgs()...).
-		Scan(&st.Effects.Charges, &st.Effects.Reservations, &st.DuplicateReferences, &st.Keys, &st.InFlight, &st.Abandoned)
+			                         GROUP BY client_id, reference HAVING COUNT(*) > 1) AS r)`).
+		Scan(&st.Effects.Charges, &st.Effects.Reservations, &st.DuplicateReferences)
 	if err != nil {
 		return Stats{}, fmt.Errorf("testserver: reading stats: %w", err)
 	}

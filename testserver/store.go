@@ -228,32 +228,10 @@ func (s *store) close() error {
 	return err
 }
 
-// serverSchema is the server's part of the database.
+// serverSchema is the server's part of the database: the business tables.
+// The keys are the layer's (package idemserver), in idempotency_keys and
+// idempotency_keys_steps, created by idemserver.New.
 var serverSchema = []string{
-	// One row per (client, key): the request fingerprint, how far the
-	// request got (recovery_point), who holds it (locked_at, lock_token)
-	// and, once finished, the answer to replay. Times are Unix nanoseconds.
-	// {{serial}}, {{int64}} and {{blob}} are the dialect's column types.
-	`CREATE TABLE IF NOT EXISTS idempotency_keys (
-		id               {{serial}},
-		client_id        TEXT    NOT NULL,
-		key              TEXT    NOT NULL,
-		method           TEXT    NOT NULL,
-		path             TEXT    NOT NULL,
-		fingerprint      {{blob}} NOT NULL,
-		created_at       {{int64}} NOT NULL,
-		locked_at        {{int64}},
-		lock_token       TEXT,
-		recovery_point   TEXT    NOT NULL CHECK (recovery_point IN ('started', 'gateway_called', 'finished')),
-		downstream_key   TEXT    NOT NULL,
-		gateway_charge_id TEXT,
-		response_status  {{int64}},
-		response_header  TEXT,
-		response_body    {{blob}},
-		UNIQUE (client_id, key)
-	)`,
-	`CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at)`,
-
 	`CREATE TABLE IF NOT EXISTS inventory (
 		item_id    TEXT    PRIMARY KEY,
 		available  {{int64}} NOT NULL CHECK (available >= 0),

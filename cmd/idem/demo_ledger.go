@@ -53,7 +53,7 @@ func readLedger(ctx context.Context, db string, charges []demoCharge) (l ledger,
 		}
 	}()
 	scope := "client:" + demoClientID
-	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM idempotency_keys WHERE client_id = ?`, scope).Scan(&l.Keys); err != nil {
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM idempotency_keys WHERE principal = ?`, scope).Scan(&l.Keys); err != nil {
 		return l, nil, fmt.Errorf("counting keys: %w", err)
 	}
 	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(amount), 0) FROM gateway_captures`).Scan(&l.Captures, &l.Captured); err != nil {

@@ -422,7 +422,7 @@ func readDemoDB(t *testing.T, path string) demoDB {
 			t.Fatalf("%s: %v", q.query, err)
 		}
 	}
-	rows, err := db.QueryContext(ctx, `SELECT key FROM idempotency_keys ORDER BY key`)
+	rows, err := db.QueryContext(ctx, `SELECT idem_key FROM idempotency_keys ORDER BY idem_key`)
 	if err != nil {
 		t.Fatal(err)
 	}
