@@ -115,4 +115,8 @@
 // Config.Table+"_steps" holds a phased request's recovery points until
 // its finish: key_id (the id of its key row), name (the Step's name) and
 // result (what the Step's function returned).
+//
+// New creates the tables where they are missing. A table of either name
+// that lacks these columns (another program's, or a key table of an
+// older layout) is left alone and New fails with ErrForeignTable.
 package idemserver

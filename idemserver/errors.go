@@ -28,6 +28,13 @@ var (
 	// ErrUnavailable means the database could not be reached.
 	ErrUnavailable = errors.New("idemserver: database unavailable")
 
+	// ErrForeignTable is returned by New when Config.Table, or the table
+	// of recovery points beside it, exists without the columns Keys
+	// needs: another program's table, or a key table of an older
+	// layout. Keys never alters or drops it; name another Config.Table,
+	// or move the old table away.
+	ErrForeignTable = errors.New("idemserver: key table exists with other columns")
+
 	// ErrKeyRowGone means a phased request's key row was deleted while
 	// it ran (by something outside Keys, which never deletes one).
 	ErrKeyRowGone = errors.New("idemserver: key row deleted while its request ran")

@@ -94,6 +94,9 @@ func New(ctx context.Context, cfg Config) (*Keys, error) {
 		k.stored = append(k.stored, http.CanonicalHeaderKey(h))
 	}
 	k.dialect = detectDialect(ctx, cfg.DB)
+	if err := k.checkTables(ctx); err != nil {
+		return nil, err
+	}
 	if err := k.migrate(ctx); err != nil {
 		return nil, err
 	}

@@ -156,6 +156,39 @@ func (k *Keys) migrate(ctx context.Context) error {
 	return err
 }
 
+// checkTables makes sure that the tables New is to use, where they exist
+// already, are this package's: CREATE TABLE IF NOT EXISTS would leave
+// another table of the same name as it is, and every request would then
+// fail on a missing column. A table is there when selecting no row of it
+// works; it is this package's when selecting every column it needs, of no
+// row, works too.
+func (k *Keys) checkTables(ctx context.Context) error {
+	for _, t := range []struct{ name, cols string }{
+		{k.table, "id, principal, idem_key, fingerprint, seed, created_at, expires_at, finished, lock_token, lease_until, response_status, response_header, response_body"},
+		{k.table + "_steps", "key_id, name, result"},
+	} {
+		if k.selectNone(ctx, "*", t.name) != nil {
+			continue // not there (migrate creates it), or unreachable (migrate says so)
+		}
+		if err := k.selectNone(ctx, t.cols, t.name); err != nil {
+			if unavailable(err) {
+				return k.dbError("reading the key tables", err)
+			}
+			return fmt.Errorf("%w: %s lacks one of the columns %s (%w); set Config.Table to another name, or move the old table away", ErrForeignTable, t.name, t.cols, err)
+		}
+	}
+	return nil
+}
+
+// selectNone selects cols of no row of table.
+func (k *Keys) selectNone(ctx context.Context, cols, table string) error {
+	rows, err := k.db.QueryContext(ctx, "SELECT "+cols+" FROM "+table+" WHERE 1 = 0")
+	if err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
 // noAdvisoryLocks reports whether err says the database has no
 // pg_advisory_xact_lock: undefined function or feature not supported.
 func noAdvisoryLocks(err error) bool {
