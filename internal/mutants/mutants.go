@@ -286,13 +286,6 @@ var mutants = []mutant{
 		Pkg: "./internal/faultsuite", Tests: []string{"TestServerCrash"},
 	},
 	{
-		Name: "a stale request's release frees the new holder's lock", Rules: "S5.4",
-		Edits: []edit{{File: "idemserver/phased.go",
-			Old: "`UPDATE {{t}} SET lock_token = NULL, lease_until = NULL WHERE id = ? AND lock_token = ?`",
-			New: "`UPDATE {{t}} SET lock_token = NULL, lease_until = NULL WHERE id = ? AND ? <> ''`"}},
-		Pkg: "./testserver", Tests: []string{"TestAStaleChargeWakesWhileTheNewHolderIsInTheGateway", "TestAStaleChargeWakesWhileTheNewHolderCommits"},
-	},
-	{
 		Name: "a recovery point recorded without the lock token; only the last phase checks it", Rules: "S5.4",
 		Edits: []edit{{File: "idemserver/rows.go",
 			Old: "SET lease_until = ? WHERE id = ? AND lock_token = ?`",
@@ -737,7 +730,7 @@ var mutants = []mutant{
 		Pkg:   "./idemserver", Tests: []string{"TestL1BodyKeyLeavesTheBody"},
 	},
 	{
-		Name: "a stale holder's release frees the new holder's claim", Rules: "L5.4",
+		Name: "a stale holder's release frees the new holder's claim", Rules: "L5.4, S5.4",
 		Edits: []edit{{File: "idemserver/phased.go", Old: "SET lock_token = NULL, lease_until = NULL WHERE id = ? AND lock_token = ?`",
 			New: "SET lock_token = NULL, lease_until = NULL WHERE id = ? AND (lock_token = ? OR TRUE)`"}},
 		Pkg: "./idemserver", Tests: []string{"TestL5AStaleHolderCannotReleaseTheNewClaim"},
@@ -753,5 +746,11 @@ var mutants = []mutant{
 		Edits: []edit{{File: "idemserver/rows.go", Old: "WHERE id = ?4 AND lock_token = ?5`",
 			New: "WHERE id = ?4 AND lock_token = ?5 AND lease_until > `+fmt.Sprint(k.cfg.Now().UnixNano())"}},
 		Pkg: "./idemserver", Tests: []string{"TestL5AnUntakenHolderStillFinishes"},
+	},
+	{
+		Name: "a key table of another layout taken for the key store", Rules: "L1.16",
+		Edits: []edit{{File: "idemserver/keys.go", Old: "\tif err := k.checkTables(ctx); err != nil {\n\t\treturn nil, err\n\t}\n",
+			New: ""}},
+		Pkg: "./idemserver", Tests: []string{"TestNewRefusesAForeignKeyTable"},
 	},
 }
