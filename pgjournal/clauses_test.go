@@ -150,6 +150,19 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A claim in namespace b (a batch's path, which reads the row
+	// before it begins) finds neither of a's operations.
+	for _, id := range []string{"done-in-a", "pending-in-a"} {
+		cb, err := b.Claim(ctx, id)
+		if err != nil {
+			t.Fatalf("namespace b's Claim of %s: %v", id, err)
+		}
+		op, ok := cb.Operation()
+		cb.Release()
+		if ok {
+			t.Fatalf("namespace b's Claim of %s found namespace a's operation %+v", id, op)
+		}
+	}
 	for _, id := range []string{"done-in-a", "pending-in-a"} {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		resp, err := client(t, b).Do(id, srv.post(t, wctx))
