@@ -74,12 +74,14 @@ func (j *Journal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
 // ClaimBegin is Claim of op.ID followed by Begin of op, in one step
 // (idem.ClaimBeginner): it inserts the intent with the lease in one
 // statement, shared with concurrent Begins (F10), without reading the row
-// first. When the journal holds the ID already, the insert takes nothing,
-// and ClaimBegin claims what the journal holds as Claim does, waiting for
-// another machine's lease within ctx; the claim's Operation then returns
-// the operation the journal held, not op. The idem.Client calls it for
-// every Do of an operation ID: a new operation costs one round trip and a
-// share of one commit before its first byte.
+// first. When the journal holds the ID already, the insert takes nothing:
+// a completed operation is reported by that same statement, and claimed
+// with no second round trip; a pending one ClaimBegin claims as Claim
+// does, waiting for another machine's lease within ctx. The claim's
+// Operation then returns the operation the journal held, not op. The
+// idem.Client calls it for every Do of an operation ID: a new operation,
+// and the replay of a completed one, cost one round trip (for a new one,
+// a share of one commit) before the first byte.
 func (j *Journal) ClaimBegin(ctx context.Context, op idem.Operation) (idem.Claim, error) {
 	if err := j.usable(); err != nil {
 		return nil, err
@@ -284,6 +286,11 @@ func (c *claim) scan(row pgx.CollectableRow, fence *int64, extra ...any) error {
 		return err
 	}
 	c.j.clock.set(dbNow)
+	return c.settle(&r)
+}
+
+// settle sets what the claim knows of the operation from its row.
+func (c *claim) settle(r *opRow) error {
 	c.done = r.state >= 2
 	op, err := r.operation()
 	if err != nil {
@@ -438,6 +445,16 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("pgjournal: recording the intent of %s: %w", filejournal.QuoteID(op.ID), err)
+	case out.done != nil:
+		// The journal holds the operation, completed: the statement
+		// that lost to it reported it.
+		c.j.clock.set(out.now)
+		if err := c.settle(out.done); err != nil {
+			return err
+		}
+		c.j.forgetKept(c.id)
+		c.state = stateCompleted
+		return fmt.Errorf("pgjournal: recording the intent of %s: it is completed: %w", filejournal.QuoteID(op.ID), idem.ErrOperationExists)
 	case !out.won:
 		// Another machine began the operation since the claim read it.
 		if err := c.acquire(ctx, c.wait); err != nil {

@@ -1,16 +1,18 @@
 package pgjournal
 
 // The statements of the groups (F10, group.go): each carries every row of
-// its batch in arrays, unnested into one INSERT or UPDATE, so a batch is
-// one round trip and one commit, and each row keeps its own lease and
-// fence. The rows are sent in the order of their IDs' bytes, so that two
+// its batch, unnested from arrays into one INSERT or UPDATE (or, for a
+// batch of one, its row's values), so a batch is one round trip and one
+// commit, and each row keeps its own lease and fence. The rows are sent in the order of their IDs' bytes, so that two
 // journals whose batches hold the same rows lock them in the same order;
 // a statement the database still aborts as a deadlock or a serialization
 // failure committed nothing and is sent again.
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,41 +20,124 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// intentSQL inserts each row of the arrays that names an ID with no row,
-// with the intent and this Journal's lease (fence 1), and returns the IDs
-// it inserted: the rows not returned lost to a row already there.
-const intentSQL = `INSERT INTO idem_operations
-	(namespace, op_id, op_key, fingerprint, method, url, created_ns, state, lease_owner, lease_until, fence)
-	SELECT $1, t.op_id, t.op_key, t.fingerprint, t.method, t.url, t.created_ns,
-		1, $8, clock_timestamp() + $9 * interval '1 microsecond', 1
-	FROM unnest($2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::bigint[])
-		AS t(op_id, op_key, fingerprint, method, url, created_ns)
-	ON CONFLICT (namespace, op_id) DO NOTHING
-	RETURNING op_id, clock_timestamp()`
+// A shared statement takes its rows from u, a subquery with a column for
+// each field of a row, one for the namespace and one for the pending
+// state: unnest over arrays for a batch of several rows, the values
+// themselves for a batch of one (a lone caller's statement, which the
+// database plans and runs faster, and what a journal without group commit
+// would send). Each row is then found by the primary key, from u's own
+// columns. Were the namespace or the pending state a constant in the
+// statement (OFFSET 0 keeps the planner from folding u's columns back
+// into constants), a planner whose statistics do not yet know the
+// namespace, or its pending rows, would read the table by the namespace
+// alone, through idem_operations_by_state, and so scan every row of the
+// namespace (or every pending one) for every statement.
+type statement struct{ batch, one string }
 
-// outcomeSQL records each outcome of the arrays on its row, and gives the
+// shared returns the statement for the template sql, whose %s is u, with
+// u's columns cols (each "name type", numbered from $2 on; $1 is the
+// namespace).
+func shared(sql string, cols ...string) statement {
+	var names, arrays, values []string
+	for i, c := range cols {
+		name, typ, _ := strings.Cut(c, " ")
+		n := "$" + strconv.Itoa(i+2)
+		names = append(names, name)
+		arrays = append(arrays, n+"::"+typ+"[]")
+		values = append(values, n+"::"+typ+" AS "+name)
+	}
+	return statement{
+		batch: fmt.Sprintf(sql, "(SELECT $1::text AS namespace, 1::smallint AS pending, u.* FROM unnest("+strings.Join(arrays, ", ")+
+			") AS u("+strings.Join(names, ", ")+") OFFSET 0)"),
+		one: fmt.Sprintf(sql, "(SELECT $1::text AS namespace, 1::smallint AS pending, "+strings.Join(values, ", ")+" OFFSET 0)"),
+	}
+}
+
+// sql returns the form of the statement for a batch of n rows, and args
+// as that form takes them: for one row, each array's only element.
+func (s statement) sql(n int, args []any) (string, []any) {
+	if n > 1 {
+		return s.batch, args
+	}
+	one := make([]any, len(args))
+	for i, a := range args {
+		switch a := a.(type) {
+		case []string:
+			one[i] = a[0]
+		case [][]byte:
+			one[i] = a[0]
+		case []int64:
+			one[i] = a[0]
+		case []int32:
+			one[i] = a[0]
+		case []int16:
+			one[i] = a[0]
+		default:
+			one[i] = a
+		}
+	}
+	return s.one, one
+}
+
+// intentStatement inserts each row of u that names an ID with no row,
+// with the intent and this Journal's lease (fence 1), and returns every
+// row it inserted and every completed row it found in the way, each as
+// readSQL's columns start (the fence, the database's clock, the
+// operation) and whether it inserted it. A row of u that is neither lost
+// to a pending row, or to a row another transaction inserted meanwhile:
+// the claim reads it again. (The main query sees the table as it was
+// before the insert, in PostgreSQL and CockroachDB alike, and the rows
+// inserted are pending, so a row is never both.)
+var intentStatement = shared(`WITH t AS %s,
+	ins AS (
+		INSERT INTO idem_operations
+			(namespace, op_id, op_key, fingerprint, method, url, created_ns, state, lease_owner, lease_until, fence)
+		SELECT namespace, op_id, op_key, fingerprint, method, url, created_ns,
+			pending, $8, clock_timestamp() + $9 * interval '1 microsecond', 1
+		FROM t
+	ON CONFLICT (namespace, op_id) DO NOTHING
+		RETURNING fence, `+operationColumns+`)
+	SELECT fence, clock_timestamp(), `+operationColumns+`, true FROM ins
+	UNION ALL
+	SELECT o.fence, clock_timestamp(), `+prefixed("o.", operationColumns)+`, false
+	FROM t JOIN idem_operations AS o ON o.namespace = t.namespace AND o.op_id = t.op_id
+	WHERE o.state > t.pending`,
+	"op_id text", "op_key text", "fingerprint bytea", "method text", "url text", "created_ns bigint")
+
+// outcomeStatement records each outcome of u on its row, and gives the
 // lease back, where the row still holds the writer's fence (F5) and is
 // pending, under the same key if one is given; it returns the IDs it
 // updated.
-const outcomeSQL = `UPDATE idem_operations AS o
+var outcomeStatement = shared(`UPDATE idem_operations AS o
 	SET state = u.state, completed_ns = u.completed_ns, status = u.status, flags = u.flags,
 		header = u.header, body = u.body, lease_owner = NULL, lease_until = NULL
-	FROM unnest($2::text[], $3::bigint[], $4::smallint[], $5::bigint[], $6::integer[], $7::smallint[],
-		$8::bytea[], $9::bytea[], $10::text[])
-		AS u(op_id, fence, state, completed_ns, status, flags, header, body, op_key)
-	WHERE o.namespace = $1 AND o.op_id = u.op_id AND o.fence = u.fence AND o.state = 1
+	FROM %s AS u
+	WHERE o.namespace = u.namespace AND o.op_id = u.op_id AND o.fence = u.fence AND o.state = u.pending
 		AND (u.op_key = '' OR o.op_key = u.op_key)
-	RETURNING o.op_id`
+	RETURNING o.op_id`,
+	"op_id text", "fence bigint", "state smallint", "completed_ns bigint", "status integer", "flags smallint",
+	"header bytea", "body bytea", "op_key text")
 
-// releaseSQL gives back each lease of the arrays whose row still holds
-// the releaser's fence.
-const releaseSQL = `UPDATE idem_operations AS o SET lease_owner = NULL, lease_until = NULL
-	FROM unnest($2::text[], $3::bigint[]) AS u(op_id, fence)
-	WHERE o.namespace = $1 AND o.op_id = u.op_id AND o.fence = u.fence`
+// releaseStatement gives back each lease of u whose row still holds the
+// releaser's fence.
+var releaseStatement = shared(`UPDATE idem_operations AS o SET lease_owner = NULL, lease_until = NULL
+	FROM %s AS u
+	WHERE o.namespace = u.namespace AND o.op_id = u.op_id AND o.fence = u.fence`,
+	"op_id text", "fence bigint")
+
+// prefixed returns the comma-separated columns, each with prefix.
+func prefixed(prefix, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
 
 // intentIn is a row of an intent batch; intentOut what its statement
 // reported: whether it inserted the row, and when the statement that took
-// the lease with it was sent (the lease's local deadline counts from it).
+// the lease with it was sent (the lease's local deadline counts from it);
+// or the completed row it found instead, and the database's clock then.
 type (
 	intentIn struct {
 		id string
@@ -61,6 +146,8 @@ type (
 	intentOut struct {
 		won  bool
 		sent time.Time
+		done *opRow
+		now  time.Time
 	}
 )
 
@@ -100,22 +187,34 @@ func (j *Journal) commitIntents(batch []*member[intentIn, intentOut]) error {
 		fps[i], created[i] = op.Fingerprint[:], op.Created.UnixNano()
 	}
 	var (
-		won   map[string]bool
+		out   map[string]intentOut
 		sent  time.Time
 		dbNow time.Time
+		won   int
 	)
+	sql, args := intentStatement.sql(n, []any{j.opt.Namespace, ids, keys, fps, methods, urls, created,
+		j.opt.Owner, j.opt.LeaseTTL.Microseconds()})
 	err := j.statement(context.Background(), func(ctx context.Context) error {
 		return again(func() error {
 			sent = time.Now()
-			rows, err := j.pool.Query(ctx, intentSQL, j.opt.Namespace, ids, keys, fps, methods, urls, created,
-				j.opt.Owner, j.opt.LeaseTTL.Microseconds())
+			rows, err := j.pool.Query(ctx, sql, args...)
 			if err != nil {
 				return err
 			}
-			won = make(map[string]bool, n)
-			var id string
-			_, err = pgx.ForEachRow(rows, []any{&id, &dbNow}, func() error {
-				won[id] = true
+			out, won = make(map[string]intentOut, n), 0
+			var (
+				r     opRow
+				fence int64
+				in    bool
+			)
+			_, err = pgx.ForEachRow(rows, append(append([]any{&fence, &dbNow}, r.dest()...), &in), func() error {
+				if in {
+					out[r.opID] = intentOut{won: true, sent: sent}
+					won++
+				} else {
+					done := r
+					out[r.opID] = intentOut{done: &done, now: dbNow}
+				}
 				return nil
 			})
 			return err
@@ -124,13 +223,13 @@ func (j *Journal) commitIntents(batch []*member[intentIn, intentOut]) error {
 	if err != nil {
 		return fail(batch, err)
 	}
-	if len(won) > 0 {
+	if len(out) > 0 {
 		j.clock.set(dbNow)
 	}
 	for _, m := range batch {
-		m.out = intentOut{won: won[m.in.id], sent: sent}
+		m.out = out[m.in.id]
 	}
-	j.intentRows.Add(uint64(len(won)))
+	j.intentRows.Add(uint64(won))
 	return nil
 }
 
@@ -152,10 +251,11 @@ func (j *Journal) commitOutcomes(batch []*member[outcomeIn, bool]) error {
 		states[i], completed[i], statuses[i], flags[i] = int16(op.State), op.Completed.UnixNano(), int32(op.Status), m.in.flags
 		headers[i], bodies[i] = m.in.header, op.Body
 	}
+	sql, args := outcomeStatement.sql(n, []any{j.opt.Namespace, ids, fences, states, completed, statuses, flags,
+		headers, bodies, keys})
 	err := j.statement(context.Background(), func(ctx context.Context) error {
 		return again(func() error {
-			rows, err := j.pool.Query(ctx, outcomeSQL, j.opt.Namespace, ids, fences, states, completed, statuses, flags,
-				headers, bodies, keys)
+			rows, err := j.pool.Query(ctx, sql, args...)
 			if err != nil {
 				return err
 			}
@@ -184,9 +284,10 @@ func (j *Journal) commitReleases(batch []*member[releaseIn, struct{}]) error {
 	for i, m := range batch {
 		ids[i], fences[i] = m.in.id, m.in.fence
 	}
+	sql, args := releaseStatement.sql(len(batch), []any{j.opt.Namespace, ids, fences})
 	err := j.statement(context.Background(), func(ctx context.Context) error {
 		return again(func() error {
-			_, err := j.pool.Exec(ctx, releaseSQL, j.opt.Namespace, ids, fences)
+			_, err := j.pool.Exec(ctx, sql, args...)
 			return err
 		})
 	})
