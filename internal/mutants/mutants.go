@@ -213,7 +213,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the loser of a race to begin overwrites the winner's intent with its key", Rules: "F1, F2",
-		Edits: []edit{{File: "pgjournal/commit.go", Old: "\tON CONFLICT (namespace, op_id) DO NOTHING\n",
+		Edits: []edit{{File: "pgjournal/commit.go", Old: "\tON CONFLICT (namespace, op_id) DO UPDATE SET fence = idem_operations.fence WHERE idem_operations.state > 1\n",
 			New: "\tON CONFLICT (namespace, op_id) DO UPDATE SET op_key = excluded.op_key, lease_owner = excluded.lease_owner, fence = idem_operations.fence + 1\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestBatchAcrossProcesses", "TestFleetCrash"},
 	},
@@ -226,8 +226,8 @@ var mutants = []mutant{
 	{
 		Name: "a stale holder's release frees the next holder's lease", Rules: "F5.4",
 		Edits: []edit{{File: "pgjournal/commit.go",
-			Old: "\tWHERE o.namespace = $1 AND o.op_id = u.op_id AND o.fence = u.fence`",
-			New: "\tWHERE o.namespace = $1 AND o.op_id = u.op_id AND u.fence > 0`"}},
+			Old: "\tWHERE o.namespace = u.namespace AND o.op_id = u.op_id AND o.fence = u.fence`,",
+			New: "\tWHERE o.namespace = u.namespace AND o.op_id = u.op_id AND u.fence > 0`,"}},
 		Pkg: "./pgjournal", Tests: []string{"TestAStaleHolderWakesAfterATakeover", "TestThreeMachinesTwoStaleHolders"},
 	},
 	{
@@ -240,8 +240,8 @@ var mutants = []mutant{
 	{
 		Name: "an outcome fenced by the pending state alone", Rules: "F5.2",
 		Edits: []edit{{File: "pgjournal/commit.go",
-			Old: "AND o.fence = u.fence AND o.state = 1",
-			New: "AND u.fence > 0 AND o.state = 1"}},
+			Old: "AND o.fence = u.fence AND o.state = u.pending",
+			New: "AND u.fence > 0 AND o.state = u.pending"}},
 		Pkg: "./pgjournal", Tests: []string{"TestAStaleHolderWakesAfterATakeover", "TestThreeMachinesTwoStaleHolders"},
 	},
 	{
@@ -657,6 +657,34 @@ var mutants = []mutant{
 		Edits: []edit{{File: "pgjournal/commit.go", Old: "ids[i], keys[i], fences[i] = m.in.id, op.Key, m.in.fence",
 			New: "ids[i], keys[i], fences[i] = m.in.id, op.Key, m.in.fence\n\t\tif i == 0 {\n\t\t\tfences[i] = -1\n\t\t}"}},
 		Pkg: "./pgjournal", Tests: []string{"TestConcurrentBeginsShareACommit"},
+	},
+	{
+		Name: "the replay of a completed operation reads its row again", Rules: "F10.6",
+		Edits: []edit{{File: "pgjournal/claim.go", Old: "\tcase out.done != nil:\n",
+			New: "\tcase out.done != nil && false:\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestAnOperationIsOneStatementEachWay"},
+	},
+	{
+		Name: "a lone caller's row sent over arrays", Rules: "F10.6",
+		Edits: []edit{{File: "pgjournal/commit.go", Old: "\tif n > 1 {\n\t\treturn s.batch, args\n",
+			New: "\tif n > 0 {\n\t\treturn s.batch, args\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestAnOperationIsOneStatementEachWay"},
+	},
+	{
+		Name: "a shared statement's namespace left for the planner to fold into a constant", Rules: "F10.7",
+		Edits: []edit{
+			{File: "pgjournal/commit.go", Old: `") AS u("+strings.Join(names, ", ")+") OFFSET 0)"),`,
+				New: `") AS u("+strings.Join(names, ", ")+"))"),`},
+			{File: "pgjournal/commit.go", Old: `+strings.Join(values, ", ")+" OFFSET 0)"),`,
+				New: `+strings.Join(values, ", ")+")"),`},
+		},
+		Pkg: "./pgjournal", Tests: []string{"TestSharedStatementsFindRowsByTheirKey"},
+	},
+	{
+		Name: "an outcome's pending state a constant, which the state index matches", Rules: "F10.7",
+		Edits: []edit{{File: "pgjournal/commit.go", Old: "AND o.fence = u.fence AND o.state = u.pending",
+			New: "AND o.fence = u.fence AND o.state = 1"}},
+		Pkg: "./pgjournal", Tests: []string{"TestSharedStatementsFindRowsByTheirKey"},
 	},
 	{
 		Name: "a journal waits out its own lease after a failed release", Rules: "F8.1",
