@@ -84,12 +84,17 @@ func (s statement) sql(n int, args []any) (string, []any) {
 // row it inserted, pending, and each completed row it found in the way,
 // as readSQL's columns start: the fence, the database's clock, the
 // operation. A completed row is returned by rewriting it unchanged, as
-// nothing but an update returns a conflicting row: a write of a row
-// version for each replay, in the commit the statement makes anyway, so
-// that the common case, a new operation, costs no more than a plain
-// insert (a join of u to the table in the same statement doubled the
-// database's work per statement). A row of u not returned lost to a
-// pending row, its own or another machine's: the claim reads it again.
+// nothing but an update returns the row an insert conflicts with. What
+// that costs falls on replays and races, not on new operations: a
+// statement that found completed rows writes a row version of each and
+// commits (one more WAL flush when it inserted nothing), and every
+// conflicting row, pending ones too, stays locked until the statement
+// commits, so another machine's write to a row this statement lost to
+// waits for it (a statement's time; the rows are locked in ID order, as
+// every shared statement locks them). Reporting the row by a join of u
+// to the table in the same statement instead cost every statement, new
+// operations' too, about twice the database's work. A row of u not
+// returned lost to a pending row: the claim reads it again.
 var intentStatement = shared(`INSERT INTO idem_operations
 		(namespace, op_id, op_key, fingerprint, method, url, created_ns, state, lease_owner, lease_until, fence)
 	SELECT namespace, op_id, op_key, fingerprint, method, url, created_ns,

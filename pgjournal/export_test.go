@@ -29,12 +29,11 @@ func GroupHooks(j *Journal, kind string, queued func(id string), before func(ids
 	}
 }
 
-// SharedStatements returns the SQL of each shared statement (F10), by
-// kind ("intent", "outcome", "release"): the form for a batch of several
-// rows, then the form for one.
+// SharedStatements returns the SQL of each shared statement (F10) that
+// reads the table, by kind ("outcome", "release"): the form for a batch
+// of several rows, then the form for one.
 func SharedStatements() map[string][2]string {
 	return map[string][2]string{
-		"intent":  {intentStatement.batch, intentStatement.one},
 		"outcome": {outcomeStatement.batch, outcomeStatement.one},
 		"release": {releaseStatement.batch, releaseStatement.one},
 	}
