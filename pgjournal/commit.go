@@ -3,10 +3,11 @@ package pgjournal
 // The statements of the groups (F10, group.go): each carries every row of
 // its batch, unnested from arrays into one INSERT or UPDATE (or, for a
 // batch of one, its row's values), so a batch is one round trip and one
-// commit, and each row keeps its own lease and fence. The rows are sent in the order of their IDs' bytes, so that two
-// journals whose batches hold the same rows lock them in the same order;
-// a statement the database still aborts as a deadlock or a serialization
-// failure committed nothing and is sent again.
+// commit, and each row keeps its own lease and fence. The rows are sent
+// in the order of their IDs' bytes, so that two journals whose batches
+// hold the same rows lock them in the same order; a statement the
+// database still aborts as a deadlock or a serialization failure
+// committed nothing and is sent again.
 
 import (
 	"context"
