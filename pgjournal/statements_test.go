@@ -146,12 +146,12 @@ func TestAnOperationIsOneStatementEachWay(t *testing.T) {
 		t.Errorf("ClaimBegin(op) in a batch: %+v %v; want a's outcome under a's key", op, ok)
 	}
 	var intents []string
-	for _, s := range tr.take() {
+	for _, sql := range tr.take() {
 		switch {
-		case strings.Contains(s, "INSERT INTO idem_operations"):
-			intents = append(intents, s)
-		case strings.HasPrefix(strings.TrimSpace(s), "SELECT"):
-			t.Errorf("a claim in the batch read a row again: %q", s)
+		case strings.Contains(sql, "INSERT INTO idem_operations"):
+			intents = append(intents, sql)
+		case strings.HasPrefix(strings.TrimSpace(sql), "SELECT"):
+			t.Errorf("a claim in the batch read a row again: %q", sql)
 		}
 	}
 	if len(intents) != 2 || !isOne(intents[0], "INSERT") || isOne(intents[1], "INSERT") || !strings.Contains(intents[1], "unnest(") {
@@ -163,8 +163,8 @@ func TestAnOperationIsOneStatementEachWay(t *testing.T) {
 	}
 }
 
-// isOne reports whether sql is a statement starting with verb (after its
-// WITH) in the form for one row: no arrays.
+// isOne reports whether sql is a statement of verb in the form for one
+// row: no arrays.
 func isOne(sql, verb string) bool {
 	return strings.Contains(sql, verb) && !strings.Contains(sql, "unnest(")
 }
