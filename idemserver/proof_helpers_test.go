@@ -5,6 +5,7 @@ package idemserver_test
 // and request helpers. Every proof_*_test.go test runs on both stores.
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -233,9 +234,9 @@ type inserter struct {
 	e    *proofEnv
 	runs atomic.Int64
 	// then, if set, runs after the insert and may write the answer
-	// itself (returning true) or panic.
+	// itself (returning true) or panic. Its r.Body holds again the bytes
+	// the run read.
 	then func(w http.ResponseWriter, r *http.Request, tx *sql.Tx) bool
-	read []byte // the body the run read, for then
 }
 
 func (h *inserter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -246,7 +247,6 @@ func (h *inserter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	h.read = body
 	p, k, _ := idemserver.Key(ctx)
 	tx := idemserver.Tx(ctx)
 	if tx == nil {
@@ -257,8 +257,11 @@ func (h *inserter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	if h.then != nil && h.then(w, r, tx) {
-		return
+	if h.then != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if h.then(w, r, tx) {
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Location", fmt.Sprintf("/things/%d", n))

@@ -3,6 +3,7 @@ package idemserver_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -418,7 +419,11 @@ func TestL1BodyKeyLeavesTheBody(t *testing.T) {
 		h := &inserter{e: e}
 		h.then = func(w http.ResponseWriter, r *http.Request, _ *sqlTx) bool {
 			_, k, _ := idemserver.Key(r.Context())
-			bodies = append(bodies, k+" "+string(h.read))
+			read, err := io.ReadAll(r.Body)
+			if err != nil {
+				t.Errorf("reading the body again: %v", err)
+			}
+			bodies = append(bodies, k+" "+string(read))
 			return false
 		}
 		route := keys.Handle(idemserver.Route{}, h)
