@@ -255,7 +255,9 @@ func TestKilledServerChargesExactlyOnce(t *testing.T) {
 			client := childClient(t)
 			r := req{method: "POST", path: "/charges", key: "8e03978e-40d5-43e8-bc93-6894a57f9324", client: "shop", body: chargeBody}
 
-			first := startChild(t, "-addr=127.0.0.1:0", "-db="+db, "-log-level=warn", tt.fault, "-crash="+tt.mode)
+			// The claim's lease is the holder's -lock-timeout: short here,
+			// so the retry below waits out a second, not the default ten.
+			first := startChild(t, "-addr=127.0.0.1:0", "-db="+db, "-log-level=warn", "-lock-timeout=1s", tt.fault, "-crash="+tt.mode)
 			lost := make(chan error, 1)
 			go func() {
 				_, err := postTo(t, client, first.url, r)
@@ -276,7 +278,7 @@ func TestKilledServerChargesExactlyOnce(t *testing.T) {
 				t.Fatal("the request that crashed the server got an answer")
 			}
 
-			second := startChild(t, "-addr=127.0.0.1:0", "-db="+db, "-log-level=info", "-lock-timeout=200ms")
+			second := startChild(t, "-addr=127.0.0.1:0", "-db="+db, "-log-level=info", "-lock-timeout=1s")
 			var rep reply
 			conflicts := 0
 			deadline := time.Now().Add(10 * time.Second)
@@ -289,8 +291,8 @@ func TestKilledServerChargesExactlyOnce(t *testing.T) {
 				if rep.status != http.StatusConflict || time.Now().After(deadline) {
 					break
 				}
-				// The dead process's lock: wait it out, as Retry-After says
-				// (shortened here: the lock timeout is 200ms).
+				// The dead process's claim: wait out its one-second lease,
+				// polling faster than Retry-After says.
 				conflicts++
 				if rep.header.Get("Retry-After") == "" {
 					t.Fatal("409 without Retry-After")

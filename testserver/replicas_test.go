@@ -143,8 +143,11 @@ func TestPostgresKilledReplicaIsResumedByAnother(t *testing.T) {
 			client := childClient(t)
 			r := req{method: "POST", path: "/charges", key: "2b0c7f0e-replica-kill", client: "shop", body: chargeBody}
 
-			survivor := startChild(t, "-addr=127.0.0.1:0", "-db="+dsn, "-log-level=info", "-lock-timeout=200ms")
-			doomed := startChild(t, "-addr=127.0.0.1:0", "-db="+dsn, "-log-level=warn", tt.fault, "-crash=hang")
+			// The claim's lease is its holder's -lock-timeout: the doomed
+			// replica's is short, so the survivor waits out a second, not
+			// the default ten.
+			survivor := startChild(t, "-addr=127.0.0.1:0", "-db="+dsn, "-log-level=info", "-lock-timeout=1s")
+			doomed := startChild(t, "-addr=127.0.0.1:0", "-db="+dsn, "-log-level=warn", "-lock-timeout=1s", tt.fault, "-crash=hang")
 			lost := make(chan error, 1)
 			go func() {
 				_, err := postTo(t, client, doomed.url, r)
@@ -172,8 +175,8 @@ func TestPostgresKilledReplicaIsResumedByAnother(t *testing.T) {
 				if rep.status != http.StatusConflict || time.Now().After(deadline) {
 					break
 				}
-				// The dead replica's lock: wait it out as Retry-After says
-				// (shortened: the survivor's lock timeout is 200ms).
+				// The dead replica's claim: wait out its one-second lease,
+				// polling faster than Retry-After says.
 				conflicts++
 				time.Sleep(20 * time.Millisecond)
 			}
