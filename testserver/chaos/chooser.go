@@ -57,6 +57,24 @@ func newChooser(c Config) *chooser {
 	return &chooser{rng: rand.New(rand.NewPCG(uint64(c.Seed), pcgStream)), bands: bands}
 }
 
+// Faults returns the faults a proxy listening with c injects into the
+// first n requests it matches, in the order it matches them; a request
+// that suffers none gets the zero Kind. The sequence is fixed by c's seed
+// and rates (see Config.Seed), so a test can choose a seed that draws the
+// faults it needs. A Config that Listen would refuse gets Listen's error;
+// n below zero gets no faults.
+func Faults(c Config, n int) ([]Kind, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	ch := newChooser(c)
+	out := make([]Kind, max(n, 0))
+	for i := range out {
+		out[i] = ch.next()
+	}
+	return out, nil
+}
+
 // next draws for one request and returns its fault, or noFault.
 func (c *chooser) next() Kind {
 	c.mu.Lock()

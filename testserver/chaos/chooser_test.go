@@ -1,7 +1,10 @@
 package chaos
 
 import (
+	"context"
+	"errors"
 	"math"
+	"net/http"
 	"slices"
 	"testing"
 )
@@ -78,6 +81,45 @@ func TestSeedOnePicksTheseKinds(t *testing.T) {
 		if got := c.next(); got != w {
 			t.Fatalf("draw %d = %v, want %v", i, got, w)
 		}
+	}
+}
+
+// TestFaultsIsWhatTheProxyInjects: a live proxy answers the first 24
+// requests exactly as Faults says, and Faults refuses what Listen does.
+func TestFaultsIsWhatTheProxyInjects(t *testing.T) {
+	up := newUpstream(t, nil)
+	cfg := Config{Upstream: up.target(t), Seed: 1, Rates: map[Kind]float64{Unavailable: 0.2, TooManyRequests: 0.2}}
+	want, err := Faults(cfg, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(want, Unavailable) || !slices.Contains(want, TooManyRequests) || !slices.Contains(want, noFault) {
+		t.Fatalf("seed 1 draws %v: the test needs every outcome", want)
+	}
+	cfg.Upstream = nil
+	proxy := listen(t, up, cfg)
+	c := newClient(t)
+	status := map[Kind]int{noFault: http.StatusCreated, Unavailable: http.StatusServiceUnavailable, TooManyRequests: http.StatusTooManyRequests}
+	for i, k := range want {
+		resp, err := post(context.Background(), c, proxy.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != status[k] {
+			t.Fatalf("request %d: status %d, want %d (%v)", i, resp.StatusCode, status[k], k)
+		}
+	}
+	if got, err := Faults(cfg, -1); err == nil || len(got) != 0 {
+		t.Fatalf("Faults without an upstream: %v, %v; want ErrInvalidConfig", got, err)
+	}
+	cfg.Upstream = up.target(t)
+	if got, err := Faults(cfg, -1); err != nil || len(got) != 0 {
+		t.Fatalf("Faults(cfg, -1) = %v, %v; want none", got, err)
+	}
+	cfg.Rates[Unavailable] = 2
+	if _, err := Faults(cfg, 1); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Faults with a rate of 2: %v, want ErrInvalidConfig", err)
 	}
 }
 
