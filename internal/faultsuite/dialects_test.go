@@ -43,8 +43,8 @@ func serverDialect(t *testing.T, d idem.Dialect) testserver.Dialect {
 // listenDialectProxy is listenProxy for a server speaking d: the
 // mutations it faults (rate of them) suffer every kind of fault, the
 // in-flight answer of d's server included, and its Wire looks for the key
-// where d puts it.
-func listenDialectProxy(t *testing.T, upstream string, d idem.Dialect, seed int64, rate float64) (*chaos.Server, *Wire) {
+// where d puts it. Its seed is inFlightSeed's, for a workload of ops.
+func listenDialectProxy(t *testing.T, upstream string, d idem.Dialect, seed int64, rate float64, ops int) (*chaos.Server, *Wire) {
 	t.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
@@ -54,18 +54,19 @@ func listenDialectProxy(t *testing.T, upstream string, d idem.Dialect, seed int6
 	wire := NewWireFor(header, field)
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}
 	status, h, body := serverDialect(t, d).InFlightResponse()
-	// A third of the faults are the dialect's in-flight answer, so that
-	// every seed draws some at the suite's sizes; the rest are spread over
-	// every other kind.
+	// A third of the faults are the dialect's in-flight answer; the rest
+	// are spread over every other kind.
 	rates := map[chaos.Kind]float64{chaos.InFlight: rate / 3}
 	for _, k := range chaos.AllKinds() {
 		rates[k] = rate * 2 / 3 / float64(len(chaos.AllKinds()))
 	}
-	proxy, err := chaos.Listen(chaos.Config{
+	cfg := chaos.Config{
 		Upstream: u, Seed: seed, Rates: rates,
 		InFlight: chaos.Answer{Status: status, Header: h, Body: body}, KeyHeader: header,
 		Transport: wire.Transport(tr),
-	})
+	}
+	cfg.Seed = inFlightSeed(t, cfg, ops)
+	proxy, err := chaos.Listen(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +167,36 @@ func setDefault[T comparable](v *T, def T) {
 // answer may be taken for done or rejected, an already-applied answer must
 // be taken for done, and the key must travel where the dialect puts it,
 // one per operation (S4.10).
+// inFlightSeed returns the first seed from cfg.Seed on whose proxy at
+// least two of the first min(ops, 20) matched requests get the in-flight
+// answer (one, for a workload of one operation). Every operation sends at
+// least once, so a run then draws them whatever its seed, and one may be
+// lost to a request cut off by a kill. The same cfg gives the same seed.
+func inFlightSeed(t *testing.T, cfg chaos.Config, ops int) int64 {
+	t.Helper()
+	within := min(ops, 20)
+	want, from := min(within, 2), cfg.Seed
+	for seed := from; ; seed++ {
+		cfg.Seed = seed
+		kinds, err := chaos.Faults(cfg, within)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, k := range kinds {
+			if k == chaos.InFlight {
+				n++
+			}
+		}
+		if n >= want {
+			if seed != from {
+				t.Logf("proxy seed %d, the first from %d to draw in-flight answers", seed, from)
+			}
+			return seed
+		}
+	}
+}
+
 func TestDialectChaos(t *testing.T) {
 	seed := seedOf(t)
 	ops := sizeOf(t, EnvDialectOps, DefaultDialectOps)
@@ -173,7 +204,7 @@ func TestDialectChaos(t *testing.T) {
 		t.Run(d.Name, func(t *testing.T) {
 			w := Workload{ClientID: "dialect-" + d.Name, Ops: ops}
 			srv := startDialectServer(t, d, w.ClientID)
-			proxy, wire := listenDialectProxy(t, srv.URL, d, seed, 0.3)
+			proxy, wire := listenDialectProxy(t, srv.URL, d, seed, 0.3, ops)
 			w.BaseURL = proxy.URL
 
 			j := openJournal(t)
@@ -229,8 +260,10 @@ func TestDialectClientCrash(t *testing.T) {
 			tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, DisableCompression: true}
 			defer tr.CloseIdleConnections()
 			status, h, body := serverDialect(t, d).InFlightResponse()
-			proxy, err := chaos.Listen(chaos.Config{Upstream: u, Seed: seed, Rates: map[chaos.Kind]float64{chaos.InFlight: 0.1},
-				InFlight: chaos.Answer{Status: status, Header: h, Body: body}, KeyHeader: header, Transport: wire.Transport(tr)})
+			pcfg := chaos.Config{Upstream: u, Seed: seed, Rates: map[chaos.Kind]float64{chaos.InFlight: 0.1},
+				InFlight: chaos.Answer{Status: status, Header: h, Body: body}, KeyHeader: header, Transport: wire.Transport(tr)}
+			pcfg.Seed = inFlightSeed(t, pcfg, ops)
+			proxy, err := chaos.Listen(pcfg)
 			if err != nil {
 				t.Fatal(err)
 			}
