@@ -120,7 +120,7 @@ func TestAttemptTimeoutWhileReadingTheBody(t *testing.T) {
 	}))
 	defer srv.Close()
 	var seen []idem.Attempt
-	c := newClient(t, fast(idem.Config{AttemptTimeout: 100 * time.Millisecond, OnAttempt: func(a idem.Attempt) { seen = append(seen, a) }}))
+	c := newClient(t, fast(idem.Config{AttemptTimeout: 500 * time.Millisecond, OnAttempt: func(a idem.Attempt) { seen = append(seen, a) }}))
 	resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
 	if err != nil {
 		t.Fatal(err)

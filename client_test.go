@@ -346,28 +346,29 @@ func TestRetryClassification(t *testing.T) {
 	tests := []struct {
 		name     string
 		first    step
-		attempts int          // attempts the server sees
-		outcome  idem.Outcome // with a 200 as the second answer
+		attempts int           // attempts the server sees
+		outcome  idem.Outcome  // with a 200 as the second answer
+		timeout  time.Duration // AttemptTimeout; default 10s, which no other row reaches
 	}{
-		{"connection dropped", hangUp, 2, idem.OutcomeDone},
-		{"attempt timeout", slow, 2, idem.OutcomeDone},
-		{"408", status(408, ""), 2, idem.OutcomeDone},
-		{"409 key in flight", status(409, "", "Retry-After", "0"), 2, idem.OutcomeDone},
-		{"429", status(429, ""), 2, idem.OutcomeDone},
-		{"500", status(500, ""), 2, idem.OutcomeDone},
-		{"502", status(502, ""), 2, idem.OutcomeDone},
-		{"503", status(503, ""), 2, idem.OutcomeDone},
-		{"504", status(504, ""), 2, idem.OutcomeDone},
-		{"200", status(200, ""), 1, idem.OutcomeDone},
-		{"201", status(201, ""), 1, idem.OutcomeDone},
-		{"400", status(400, ""), 1, idem.OutcomeRejected},
-		{"401", status(401, ""), 1, idem.OutcomeRejected},
-		{"404", status(404, ""), 1, idem.OutcomeRejected},
-		{"409 without Retry-After", status(409, ""), 2, idem.OutcomeDone},
-		{"409 replayed", status(409, "", "Idempotent-Replayed", "true"), 1, idem.OutcomeRejected},
-		{"422", status(422, ""), 1, idem.OutcomeRejected},
-		{"501", status(501, ""), 1, idem.OutcomeRejected},
-		{"too many redirects", redirectLoop, 10, idem.OutcomeUnknown},
+		{"connection dropped", hangUp, 2, idem.OutcomeDone, 0},
+		{"attempt timeout", slow, 2, idem.OutcomeDone, 300 * time.Millisecond},
+		{"408", status(408, ""), 2, idem.OutcomeDone, 0},
+		{"409 key in flight", status(409, "", "Retry-After", "0"), 2, idem.OutcomeDone, 0},
+		{"429", status(429, ""), 2, idem.OutcomeDone, 0},
+		{"500", status(500, ""), 2, idem.OutcomeDone, 0},
+		{"502", status(502, ""), 2, idem.OutcomeDone, 0},
+		{"503", status(503, ""), 2, idem.OutcomeDone, 0},
+		{"504", status(504, ""), 2, idem.OutcomeDone, 0},
+		{"200", status(200, ""), 1, idem.OutcomeDone, 0},
+		{"201", status(201, ""), 1, idem.OutcomeDone, 0},
+		{"400", status(400, ""), 1, idem.OutcomeRejected, 0},
+		{"401", status(401, ""), 1, idem.OutcomeRejected, 0},
+		{"404", status(404, ""), 1, idem.OutcomeRejected, 0},
+		{"409 without Retry-After", status(409, ""), 2, idem.OutcomeDone, 0},
+		{"409 replayed", status(409, "", "Idempotent-Replayed", "true"), 1, idem.OutcomeRejected, 0},
+		{"422", status(422, ""), 1, idem.OutcomeRejected, 0},
+		{"501", status(501, ""), 1, idem.OutcomeRejected, 0},
+		{"too many redirects", redirectLoop, 10, idem.OutcomeUnknown, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -375,7 +376,11 @@ func TestRetryClassification(t *testing.T) {
 			if tt.outcome == idem.OutcomeUnknown {
 				s.steps = []step{tt.first}
 			}
-			c := newClient(t, fast(idem.Config{AttemptTimeout: 100 * time.Millisecond}))
+			timeout := tt.timeout
+			if timeout == 0 {
+				timeout = 10 * time.Second
+			}
+			c := newClient(t, fast(idem.Config{AttemptTimeout: timeout}))
 			resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 			got := idem.OutcomeDone
 			if err != nil {
@@ -939,23 +944,24 @@ func TestConcurrentWaiterHonoursContext(t *testing.T) {
 	}
 }
 
-// C11.1: 100 goroutines with distinct IDs, each sent once under its own key.
+// C11.1: 100 goroutines with distinct IDs, each sent under its own key,
+// its retry under the same one.
 func TestManyConcurrentOperations(t *testing.T) {
 	var mu sync.Mutex
 	keys := map[string]string{}
-	var calls atomic.Int32
+	attempts := map[string]int{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if calls.Add(1)%3 == 0 {
-			w.WriteHeader(503) // every third attempt fails
-			return
-		}
+		key := r.Header.Get("Idempotency-Key")
 		mu.Lock()
 		defer mu.Unlock()
-		if prev, ok := keys[string(body)]; ok && prev != r.Header.Get("Idempotency-Key") {
-			t.Errorf("%s: key changed from %s", body, prev)
+		if prev, ok := keys[string(body)]; ok && prev != key {
+			t.Errorf("%s: key changed from %s to %s", body, prev, key)
 		}
-		keys[string(body)] = r.Header.Get("Idempotency-Key")
+		keys[string(body)] = key
+		if attempts[string(body)]++; attempts[string(body)] == 1 {
+			w.WriteHeader(503) // every operation's first attempt fails
+		}
 	}))
 	defer srv.Close()
 	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
@@ -982,6 +988,11 @@ func TestManyConcurrentOperations(t *testing.T) {
 	}
 	if len(keys) != 100 || len(distinct) != 100 || len(list(j, idem.ListCompleted)) != 100 {
 		t.Fatalf("%d operations answered under %d distinct keys, %d completed; want 100", len(keys), len(distinct), len(list(j, idem.ListCompleted)))
+	}
+	for body, n := range attempts {
+		if n != 2 {
+			t.Errorf("%s: %d attempts, want 2 (a 503, then its retry)", body, n)
+		}
 	}
 }
 
