@@ -354,7 +354,9 @@ func TestClaimBeginClaimsWhatTheJournalHolds(t *testing.T) {
 		t.Errorf("ClaimBegin of a pending operation: %+v %v, lease %s fence %d; want a's intent under key-a, leased by b, fence 2", op, ok, owner, fence)
 	}
 	c.Release()
-	wait, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	// Long enough to end in the wait on a's lease rather than inside one
+	// of b's statements on a loaded database, as in TestOneSenderAtATime.
+	wait, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	_, err := b.ClaimBegin(wait, intent("held", "key-b"))
 	var he *idem.HeldError

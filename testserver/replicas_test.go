@@ -207,12 +207,15 @@ func TestPostgresKilledReplicaIsResumedByAnother(t *testing.T) {
 	}
 }
 
-// waitForLockWait waits until some connection to db waits for a lock.
+// waitForLockWait waits until some connection to db's database waits for
+// a lock: of this database alone, since other tests may share the server
+// (a row lock's wait, on a transaction ID, names no database in pg_locks).
 func waitForLockWait(t *testing.T, db *sql.DB) {
 	t.Helper()
 	waitFor(t, "a transaction waiting for a lock", func() bool {
 		var n int
-		if err := db.QueryRow(`SELECT COUNT(*) FROM pg_locks WHERE NOT granted`).Scan(&n); err != nil {
+		if err := db.QueryRow(`SELECT COUNT(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n > 0
