@@ -138,10 +138,17 @@ func (j *Journal) claim(ctx context.Context, id string, wait bool) (idem.Claim, 
 // acquire waits until the operation's lease is free, then takes it (or,
 // for a new or completed operation, notes that there is none to take).
 // Unless wait, a lease held elsewhere ends it at once with the holder.
+// A wait whose context ends is the last holder seen (F3), whether it
+// ends in a sleep or in a statement that would have looked again.
 func (c *claim) acquire(ctx context.Context, wait bool) error {
 	poll := firstPoll
+	var last *idem.HeldError
 	for {
 		held, err := c.try(ctx)
+		if err != nil && last != nil && ctx.Err() != nil {
+			last.Err = ctx.Err()
+			return last
+		}
 		if err != nil || held == nil && c.state != stateUnknown {
 			return err
 		}
@@ -151,6 +158,7 @@ func (c *claim) acquire(ctx context.Context, wait bool) error {
 		if !wait {
 			return held
 		}
+		last = held
 		sleep := min(poll, max(held.Until.Sub(c.j.Now()), time.Millisecond))
 		poll = min(2*poll, maxPoll)
 		t := time.NewTimer(sleep)

@@ -38,3 +38,6 @@ func SharedStatements() map[string][2]string {
 		"release": {releaseStatement.batch, releaseStatement.one},
 	}
 }
+
+// ReadSQL is the statement a claim reads an operation's row with.
+const ReadSQL = readSQL

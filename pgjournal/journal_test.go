@@ -290,6 +290,36 @@ func TestOneSenderAtATime(t *testing.T) {
 	}
 }
 
+// F3.2 at its edge: a wait whose context ends while the claim reads the
+// row again, not while it sleeps, is still the *HeldError naming the
+// holder and the lease's end.
+func TestAWaitEndingInAStatementNamesTheHolder(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
+	held, err := a.ClaimBegin(context.Background(), idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	tr := &tracer{}
+	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var reads atomic.Int32
+	tr.mu.Lock()
+	tr.before = func(sql string) {
+		if sql == pgjournal.ReadSQL && reads.Add(1) == 2 {
+			cancel() // the second look, after a first that found a's lease
+		}
+	}
+	tr.mu.Unlock()
+	_, err = b.Claim(ctx, "op")
+	var he *idem.HeldError
+	if !errors.As(err, &he) || he.Holder != "a" || he.Until.IsZero() || !errors.Is(err, context.Canceled) || reads.Load() != 2 {
+		t.Fatalf("Claim whose context ended in its second read (%d reads): %v; want a *HeldError naming a and its lease's end, and context.Canceled", reads.Load(), err)
+	}
+}
+
 // TestADeadHoldersLeaseLapses is F3.4: a machine that dies with the lease
 // held (its connections gone, nothing released) holds up the operation for
 // LeaseTTL, after which another machine resumes it under the same key.

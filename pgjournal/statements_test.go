@@ -17,16 +17,22 @@ import (
 	"github.com/idemkit/idem/pgjournal"
 )
 
-// tracer records the SQL of every statement a pool sends.
+// tracer records the SQL of every statement a pool sends, and calls
+// before, if set, with each before it is sent.
 type tracer struct {
-	mu  sync.Mutex
-	sql []string
+	mu     sync.Mutex
+	sql    []string
+	before func(sql string)
 }
 
 func (tr *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	tr.mu.Lock()
 	tr.sql = append(tr.sql, d.SQL)
+	before := tr.before
 	tr.mu.Unlock()
+	if before != nil {
+		before(d.SQL)
+	}
 	return ctx
 }
 

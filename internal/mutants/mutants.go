@@ -212,6 +212,12 @@ var mutants = []mutant{
 		Pkg: "./pgjournal", Tests: []string{"TestModel", "TestOneSenderAtATime"},
 	},
 	{
+		Name: "a wait that ends in a statement loses the holder's name", Rules: "F3.2",
+		Edits: []edit{{File: "pgjournal/claim.go", Old: "if err != nil && last != nil && ctx.Err() != nil {",
+			New: "if err != nil && last != nil && ctx.Err() != nil && false {"}},
+		Pkg: "./pgjournal", Tests: []string{"TestAWaitEndingInAStatementNamesTheHolder"},
+	},
+	{
 		Name: "the loser of a race to begin overwrites the winner's intent with its key", Rules: "F1, F2",
 		Edits: []edit{{File: "pgjournal/commit.go", Old: "\tON CONFLICT (namespace, op_id) DO UPDATE SET fence = idem_operations.fence WHERE idem_operations.state > 1\n",
 			New: "\tON CONFLICT (namespace, op_id) DO UPDATE SET op_key = excluded.op_key, lease_owner = excluded.lease_owner, fence = idem_operations.fence + 1\n"}},
