@@ -139,13 +139,15 @@ func (j *Journal) claim(ctx context.Context, id string, wait bool) (idem.Claim, 
 // for a new or completed operation, notes that there is none to take).
 // Unless wait, a lease held elsewhere ends it at once with the holder.
 // A wait whose context ends is the last holder seen (F3), whether it
-// ends in a sleep or in a statement that would have looked again.
+// ends in a sleep or in the read that looks again. One that ends as it
+// takes a lease it found free is that statement's error: the holder is
+// gone, and the lease may be this Journal's until it lapses.
 func (c *claim) acquire(ctx context.Context, wait bool) error {
 	poll := firstPoll
 	var last *idem.HeldError
 	for {
 		held, err := c.try(ctx)
-		if err != nil && last != nil && ctx.Err() != nil {
+		if err != nil && last != nil && !c.leasing && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			last.Err = ctx.Err()
 			return last
 		}
@@ -199,7 +201,7 @@ const leaseSQL = `UPDATE idem_operations
 // as the owner keeps two Journals given one Options.Owner apart.
 func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 	j := c.j
-	c.state = stateUnknown
+	c.state, c.leasing = stateUnknown, false
 	kept := j.keptFence(c.id)
 	var held *idem.HeldError
 	err := j.statement(ctx, func(ctx context.Context) error {
@@ -234,6 +236,7 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 			return nil
 		}
 		sent := time.Now()
+		c.leasing = true
 		rows, err = j.pool.Query(ctx, leaseSQL, j.opt.Namespace, c.id, fence, j.opt.Owner, j.opt.LeaseTTL.Microseconds(), kept)
 		if err != nil {
 			return err
@@ -324,11 +327,12 @@ type claim struct {
 	unlock func() // the in-process lock on id
 	wait   bool   // taken by Claim, which waits for a lease held elsewhere; false for TryClaim
 
-	state int
-	fence int64
-	op    idem.Operation
-	found bool // an intent is recorded (Operation's second result)
-	done  bool // the operation is completed
+	state   int
+	leasing bool // try's last attempt sent the statement that takes the lease
+	fence   int64
+	op      idem.Operation
+	found   bool // an intent is recorded (Operation's second result)
+	done    bool // the operation is completed
 
 	mu       sync.Mutex
 	deadline time.Time   // local monotonic time by which the lease may lapse

@@ -315,7 +315,7 @@ func TestAWaitEndingInAStatementNamesTheHolder(t *testing.T) {
 	tr.mu.Unlock()
 	_, err = b.Claim(ctx, "op")
 	var he *idem.HeldError
-	if !errors.As(err, &he) || he.Holder != "a" || he.Until.IsZero() || !errors.Is(err, context.Canceled) || reads.Load() != 2 {
+	if !errors.As(err, &he) || he.ID != "op" || he.Holder != "a" || !he.Until.After(time.Now()) || !errors.Is(err, context.Canceled) || reads.Load() != 2 {
 		t.Fatalf("Claim whose context ended in its second read (%d reads): %v; want a *HeldError naming a and its lease's end, and context.Canceled", reads.Load(), err)
 	}
 }

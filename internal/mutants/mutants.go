@@ -213,8 +213,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a wait that ends in a statement loses the holder's name", Rules: "F3.2",
-		Edits: []edit{{File: "pgjournal/claim.go", Old: "if err != nil && last != nil && ctx.Err() != nil {",
-			New: "if err != nil && last != nil && ctx.Err() != nil && false {"}},
+		Edits: []edit{{File: "pgjournal/claim.go", Old: "if err != nil && last != nil && !c.leasing && ctx.Err() != nil && errors.Is(err, ctx.Err()) {",
+			New: "if false {"}},
 		Pkg: "./pgjournal", Tests: []string{"TestAWaitEndingInAStatementNamesTheHolder"},
 	},
 	{
