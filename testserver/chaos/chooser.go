@@ -61,8 +61,8 @@ func newChooser(c Config) *chooser {
 // first n requests it matches, in the order it matches them; a request
 // that suffers none gets the zero Kind. The sequence is fixed by c's seed
 // and rates (see Config.Seed), so a test can choose a seed that draws the
-// faults it needs. A Config that Listen would refuse gets Listen's error;
-// n below zero gets no faults.
+// faults it needs. A Config that New refuses gets New's error, which
+// wraps ErrInvalidConfig; n below zero gets no faults.
 func Faults(c Config, n int) ([]Kind, error) {
 	if err := c.check(); err != nil {
 		return nil, err

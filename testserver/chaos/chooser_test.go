@@ -85,7 +85,7 @@ func TestSeedOnePicksTheseKinds(t *testing.T) {
 }
 
 // TestFaultsIsWhatTheProxyInjects: a live proxy answers the first 24
-// requests exactly as Faults says, and Faults refuses what Listen does.
+// requests exactly as Faults says, and Faults refuses what New does.
 func TestFaultsIsWhatTheProxyInjects(t *testing.T) {
 	up := newUpstream(t, nil)
 	cfg := Config{Upstream: up.target(t), Seed: 1, Rates: map[Kind]float64{Unavailable: 0.2, TooManyRequests: 0.2}}
@@ -110,7 +110,7 @@ func TestFaultsIsWhatTheProxyInjects(t *testing.T) {
 			t.Fatalf("request %d: status %d, want %d (%v)", i, resp.StatusCode, status[k], k)
 		}
 	}
-	if got, err := Faults(cfg, -1); err == nil || len(got) != 0 {
+	if got, err := Faults(cfg, -1); !errors.Is(err, ErrInvalidConfig) || len(got) != 0 {
 		t.Fatalf("Faults without an upstream: %v, %v; want ErrInvalidConfig", got, err)
 	}
 	cfg.Upstream = up.target(t)

@@ -32,6 +32,7 @@
 // generator seeded with Config.Seed. The same seed and the same sequence of
 // matched requests give the same faults, so a failing run can be replayed by
 // its seed. Concurrent requests draw in the order they reach the proxy.
+// Faults returns the sequence a Config gives, so a test can choose a seed.
 //
 // # Forwarding
 //

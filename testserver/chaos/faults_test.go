@@ -85,7 +85,7 @@ func TestBadGatewayAfterCommitAnswers502AfterTheUpstreamAnswered(t *testing.T) {
 }
 
 // TestStallEndsWhenTheClientGivesUp: with a stall far longer than the
-// test, the client's own timeout ends the exchange, and the proxy's handler
+// test, the client's cancel ends the exchange, and the proxy's handler
 // ends with it (goleak in TestMain checks nothing is left behind).
 func TestStallEndsWhenTheClientGivesUp(t *testing.T) {
 	up := newUpstream(t, nil)
