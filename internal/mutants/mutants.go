@@ -360,10 +360,10 @@ var mutants = []mutant{
 		Pkg: ".", Tests: []string{"TestResumedIntentIsDurableBeforeItIsSent"},
 	},
 	{
-		Name: "a group commit counts as synced what was written during its fsync", Rules: "J5, C2",
+		Name: "a group commit counts as synced what was written during its fsync", Rules: "J5.4, C2",
 		Edits: []edit{{File: "internal/filejournal/append.go", Old: "\t\t} else if target > j.syncedSeq {\n\t\t\tj.syncedSeq = target\n",
 			New: "\t\t} else if target > j.syncedSeq {\n\t\t\tj.syncedSeq = j.writeSeq\n"}},
-		Pkg: "./internal/faultsuite", Tests: []string{"TestClientPowerCut"},
+		Pkg: "./internal/filejournal", Tests: []string{"TestPowerCutKeepsABeginWrittenDuringTheLeadersFsync"},
 	},
 	{
 		Name: "no torn-tail truncation", Rules: "J2",
