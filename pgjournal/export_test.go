@@ -41,3 +41,6 @@ func SharedStatements() map[string][2]string {
 
 // ReadSQL is the statement a claim reads an operation's row with.
 const ReadSQL = readSQL
+
+// LeaseSQL is the statement a claim takes a free lease with.
+const LeaseSQL = leaseSQL

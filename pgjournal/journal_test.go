@@ -320,6 +320,38 @@ func TestAWaitEndingInAStatementNamesTheHolder(t *testing.T) {
 	}
 }
 
+// F3.2's other side: a wait whose context ends as it takes the lease its
+// second read found free is that statement's context error, not the
+// holder it saw first, who is gone.
+func TestAWaitEndingAsItTakesTheLeaseNamesNoHolder(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
+	held, err := a.ClaimBegin(context.Background(), idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &tracer{}
+	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var reads, takes atomic.Int32
+	tr.mu.Lock()
+	tr.before = func(sql string) {
+		switch {
+		case sql == pgjournal.ReadSQL && reads.Add(1) == 2:
+			held.Release() // a gives the lease back before b looks again
+		case sql == pgjournal.LeaseSQL && takes.Add(1) == 1:
+			cancel()
+		}
+	}
+	tr.mu.Unlock()
+	_, err = b.Claim(ctx, "op")
+	var he *idem.HeldError
+	if errors.As(err, &he) || !errors.Is(err, context.Canceled) || reads.Load() != 2 || takes.Load() != 1 {
+		t.Fatalf("Claim whose context ended as it took the lease (%d reads, %d takes): %v; want context.Canceled and no *HeldError", reads.Load(), takes.Load(), err)
+	}
+}
+
 // TestADeadHoldersLeaseLapses is F3.4: a machine that dies with the lease
 // held (its connections gone, nothing released) holds up the operation for
 // LeaseTTL, after which another machine resumes it under the same key.
