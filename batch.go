@@ -12,8 +12,10 @@ import (
 )
 
 // BatchOp is one operation of a batch: its ID, stable across runs, and a
-// function that builds its request. Request is not called for an operation
-// the journal already holds as completed.
+// function that builds its request. Request is called for every operation
+// the batch runs, one the journal holds as completed included: as with Do,
+// its request must be the journaled one (ErrMismatch otherwise) before its
+// outcome is answered from the journal.
 type BatchOp struct {
 	ID      string
 	Request func(ctx context.Context) (*http.Request, error)
@@ -258,18 +260,10 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 		r.Err = wrapf(err, "batch operation %q", op.ID)
 		return r, false
 	}
-	if rec, ok := claim.Operation(); ok && rec.State != StatePending {
-		// Completed before: by an earlier run, or by another machine
-		// sharing the journal, and counted as Recorded either way.
-		claim.Release()
-		r.Recorded, r.Status, r.Body = true, rec.Status, rec.Body
-		r.Outcome = OutcomeDone
-		if rec.State == StateRejected {
-			r.Outcome = OutcomeRejected
-			r.Err = recordedRejection(rec)
-		}
-		return r, false
-	}
+	// An operation completed before (by an earlier run, or by another
+	// machine sharing the journal) goes through Do too: its request is
+	// judged against the journaled one (C5) before its outcome is
+	// answered from the journal, and counted as Recorded.
 	req, err := op.Request(ctx)
 	if err != nil {
 		claim.Release()
@@ -284,7 +278,7 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 		r.Err = err
 		var oe *OutcomeError
 		if errors.As(err, &oe) {
-			r.Outcome, r.Status, r.Body = oe.Outcome, oe.Status, oe.Body
+			r.Outcome, r.Status, r.Body, r.Recorded = oe.Outcome, oe.Status, oe.Body, oe.Recorded
 		}
 		return r, false
 	}

@@ -240,3 +240,59 @@ func TestRunBatchSeq(t *testing.T) {
 		t.Fatalf("cancelled run: %+v, %v; read %d operations after the cancel, want none", sum, err, readAfter)
 	}
 }
+
+// C5 in a batch: an operation the journal holds as completed, re-run with
+// another request, is refused as Do refuses it (ErrMismatch, counted as
+// Failed), not answered with the old outcome for new data; the same
+// request is answered from the journal. A done and a rejected operation
+// alike, nothing sent.
+func TestRunBatchRefusesAChangedRequestForACompletedOperation(t *testing.T) {
+	b := newBatchServer(t)
+	j := openJournal(t, filepath.Join(t.TempDir(), "batch.journal"))
+	defer j.Close()
+	c := newClient(t, fast(idem.Config{Journal: j}))
+	batch := func(body string) []idem.BatchOp {
+		var ops []idem.BatchOp
+		for _, id := range []string{"op-1", "bad"} {
+			ops = append(ops, idem.BatchOp{ID: id, Request: func(ctx context.Context) (*http.Request, error) {
+				return http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/charges/"+id, strings.NewReader(id+body))
+			}})
+		}
+		return ops
+	}
+	run := func(body string) (idem.BatchSummary, map[string]idem.BatchResult) {
+		results := map[string]idem.BatchResult{}
+		sum, err := c.RunBatch(context.Background(), batch(body), idem.BatchOptions{Progress: func(r idem.BatchResult, _ idem.BatchSummary) {
+			results[r.ID] = r
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum, results
+	}
+	if sum, _ := run(" amount=100"); sum != (idem.BatchSummary{Done: 1, Rejected: 1}) {
+		t.Fatalf("first run: %+v, want one done and one rejected", sum)
+	}
+	sum, results := run(" amount=999")
+	if sum != (idem.BatchSummary{Failed: 2}) {
+		t.Fatalf("re-run with changed requests: %+v, want both failed", sum)
+	}
+	for _, id := range []string{"op-1", "bad"} {
+		if r := results[id]; !errors.Is(r.Err, idem.ErrMismatch) || r.Outcome != 0 || r.Recorded || r.Body != nil {
+			t.Errorf("%s: %+v, want ErrMismatch and no outcome", id, r)
+		}
+	}
+	sum, results = run(" amount=100")
+	if sum != (idem.BatchSummary{Done: 1, Rejected: 1, Recorded: 2}) {
+		t.Fatalf("re-run with the same requests: %+v, want both answered from the journal", sum)
+	}
+	if r := results["op-1"]; r.Status != 201 || string(r.Body) != "op-1" || !r.Recorded || r.Err != nil {
+		t.Errorf("op-1 answered from the journal: %+v, want 201 op-1", r)
+	}
+	if r := results["bad"]; r.Status != 400 || string(r.Body) != "no such customer" || !r.Recorded || !errors.Is(r.Err, idem.ErrRejected) {
+		t.Errorf("bad answered from the journal: %+v, want the recorded 400", r)
+	}
+	if n := len(b.keys["op-1"]) + len(b.keys["bad"]); n != 2 {
+		t.Fatalf("server saw %d requests, want 2: one each in the first run", n)
+	}
+}

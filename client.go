@@ -357,11 +357,6 @@ func recordedResult(op Operation, req *http.Request) result {
 	return res
 }
 
-// recordedRejection is the error of a rejection answered from the journal.
-func recordedRejection(op Operation) *OutcomeError {
-	return recordedResult(op, nil).rejection()
-}
-
 // do runs an operation, under claim if the caller took it, and tells
 // Config.OnOperationStart and OnOperation how it starts and ends.
 func (c *Client) do(id string, req *http.Request, claim Claim) (result, error) {
