@@ -75,6 +75,10 @@ func (j *Journal) forget(ctx context.Context, id, key string) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("pgjournal: forgetting %s: %w", filejournal.QuoteID(id), err)
+	case n == 0 && completed:
+		// Forgotten since the claim read it, and perhaps begun again
+		// under another key, which is kept.
+		return fmt.Errorf("pgjournal: forgetting %s: %w: no completed operation under key %s", filejournal.QuoteID(id), idem.ErrNoSuchOperation, key)
 	case n == 0:
 		return c.errLost("forgetting")
 	}
