@@ -1260,6 +1260,33 @@ func TestKeyTTLCrossedWhileRetrying(t *testing.T) {
 	}
 }
 
+// C6.3: the wait before the next attempt counts against the key's age. A
+// Retry-After that would carry the next attempt past KeyTTL stops the
+// retries at once, Unknown with ErrKeyExpired: sent after the wait, the
+// attempt could reach a server that has forgotten the key. (OnAttempt
+// ends the Do if it would wait instead.)
+func TestRetryAfterPastKeyTTLStopsTheRetries(t *testing.T) {
+	s := newScript(t, status(503, "busy", "Retry-After", "3600"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seen []idem.Attempt
+	c := newClient(t, fast(idem.Config{KeyTTL: 30 * time.Minute, MaxWait: 2 * time.Hour, MaxElapsed: 3 * time.Hour,
+		OnAttempt: func(a idem.Attempt) {
+			seen = append(seen, a)
+			if a.Retry {
+				cancel() // it would wait: end it rather than wait an hour
+			}
+		}}))
+	_, err := c.Do("op", post(t, ctx, s.srv.URL, "x"))
+	var oe *idem.OutcomeError
+	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, idem.ErrKeyExpired) || oe.Attempts != 1 {
+		t.Fatalf("err = %v, want Unknown with ErrKeyExpired after 1 attempt", err)
+	}
+	if len(seen) != 1 || seen[0].Retry || s.count() != 1 {
+		t.Fatalf("attempts %+v, server saw %d; want one attempt, not to be retried", seen, s.count())
+	}
+}
+
 // Bad input gets a typed error, never a panic.
 func TestBadInputNoPanic(t *testing.T) {
 	s := newScript(t)

@@ -90,6 +90,7 @@ func TestSignalMatching(t *testing.T) {
 		{200, http.Header{"X-State": {"not applied"}}, ``, 0},
 		{418, http.Header{"X-Present": {""}}, ``, AnswerRefused},
 		{417, http.Header{"X-Present": {""}}, ``, 0},
+		{418, http.Header{"X-Other": {"1"}}, ``, 0}, // a Header without a value: absent, no match
 		{400, http.Header{"X-Replayed": {"yes"}}, `{"errors":[{"code":"REUSED"}]}`, AnswerReplay},
 		{409, http.Header{"Idempotent-Replayed": {"true"}}, `{"code":704}`, AnswerReplay},
 		{400, nil, `{"errors":[{"code":"REUSED"}]} trailing`, 0},

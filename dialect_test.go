@@ -215,6 +215,11 @@ var answerCases = []answerCase{
 	// D2.2: a stored replay is final as its status says, a 409 too.
 	{name: "stripe replayed 409", dialect: idem.Stripe, answer: status(409, `{"error":{"code":"idempotency_key_in_use"}}`, "Idempotent-Replayed", "true"), outcome: idem.OutcomeRejected},
 	{name: "stripe replayed 200", dialect: idem.Stripe, answer: status(200, `{"id":"ch_1"}`, "Idempotent-Replayed", "true"), outcome: idem.OutcomeDone},
+	// Only a 409 is made final by the replay: a replayed server error is
+	// a server error, retried, never a refusal (which would be recorded,
+	// then resent under a new key).
+	{name: "stripe replayed 500", dialect: idem.Stripe, answer: status(500, `{"error":{"type":"api_error"}}`, "Idempotent-Replayed", "true"), outcome: idem.OutcomeUnknown, retried: true},
+	{name: "stripe replayed 503", dialect: idem.Stripe, answer: status(503, "", "Idempotent-Replayed", "true"), outcome: idem.OutcomeUnknown, retried: true},
 	{name: "adyen replay", dialect: idem.Adyen, answer: status(200, `{"resultCode":"Authorised"}`, "Idempotency-Key", "k"), outcome: idem.OutcomeDone},
 
 	// D2.3: already applied, without a replay: done, flagged.

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -29,12 +30,15 @@ func TestRefusedWithoutEffect(t *testing.T) {
 		{"403", rejected(403), true},
 		{"404", rejected(404), true},
 		{"422", rejected(422), true},
+		{"499", rejected(499), true},
 		{"408 may be in flight", rejected(408), false},
 		{"409 replayed", rejected(409), false},
 		{"429", rejected(429), false},
 		{"301 may follow an applied POST", rejected(301), false},
 		{"302 may follow an applied POST", rejected(302), false},
 		{"307 to another origin", rejected(307), false},
+		{"399", rejected(399), false},
+		{"500", rejected(500), false},
 		{"501", rejected(501), false},
 		{"done", idem.Operation{State: idem.StateDone, Status: 400}, false},
 		{"pending", idem.Operation{State: idem.StatePending}, false},
@@ -160,5 +164,47 @@ func TestDoResendsARefusalWithCallOptions(t *testing.T) {
 	resp.Body.Close()
 	if srv.hits["/charges"] != 2 || len(srv.applied) != 1 {
 		t.Fatalf("server saw %d requests and applied %d keys, want 2 and 1", srv.hits["/charges"], len(srv.applied))
+	}
+}
+
+// Resend is asked only about refusals that cannot have had an effect: a
+// Resend that chooses every operation still leaves a recorded redirect
+// (which may follow an applied POST) and a done operation as they are,
+// answered from the journal under their keys, nothing sent.
+func TestResendIsOfferedOnlyRefusalsWithoutEffect(t *testing.T) {
+	srv := newRefusingServer(t)
+	c, err := idem.New(idem.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(ctx context.Context, id, path string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+path, strings.NewReader(id))
+		req.Header.Set("Authorization", "Bearer good")
+		return c.Do(id, req)
+	}
+	if _, err := do(context.Background(), "moved", "/moved"); !errors.Is(err, idem.ErrRejected) {
+		t.Fatalf("the redirect: err = %v, want it rejected", err)
+	}
+	resp, err := do(context.Background(), "done", "/charges")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var asked []string
+	ctx := idem.WithCallOptions(context.Background(), idem.CallOptions{Resend: func(op idem.Operation) bool {
+		asked = append(asked, op.ID)
+		return true
+	}})
+	var oe *idem.OutcomeError
+	if _, err := do(ctx, "moved", "/moved"); !errors.As(err, &oe) || oe.Outcome != idem.OutcomeRejected || !oe.Recorded {
+		t.Fatalf("the redirect under Resend: err = %v, want the recorded rejection", err)
+	}
+	if resp, err = do(ctx, "done", "/charges"); err != nil || !idem.Recorded(resp) {
+		t.Fatalf("the done operation under Resend: %v, %v; want the recorded answer", resp, err)
+	}
+	resp.Body.Close()
+	if len(asked) != 0 || srv.hits["/moved"] != 1 || srv.hits["/charges"] != 1 {
+		t.Fatalf("Resend asked about %v; server saw /moved %d and /charges %d times; want nothing asked and one request each",
+			asked, srv.hits["/moved"], srv.hits["/charges"])
 	}
 }

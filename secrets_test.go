@@ -234,6 +234,42 @@ func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	}
 }
 
+// C14.8 for pending operations: compaction scrubs the URL of an operation
+// still pending, as of a finished one, and keeps what a resume needs (its
+// key, fingerprint and state) as it was.
+func TestCompactionScrubsPendingOperations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.journal")
+	j := openJournal(t, path)
+	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending,
+		URL: "https://user:pa55@api.example/charges?n=1&clientSecret=s3cret-v4lue"}
+	old.Fingerprint[0] = 7
+	if err := journaltest.Begin(j, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"s3cret-v4lue", "pa55", "user"} {
+		if bytes.Contains(file, []byte(secret)) {
+			t.Errorf("the compacted file still holds %q", secret)
+		}
+	}
+	j = openJournal(t, path)
+	defer j.Close()
+	got, _ := lookup(j, "charge")
+	if got.URL != "https://api.example/charges?n=1&clientSecret=xxxxx" || got.Key != "k-1" ||
+		got.Fingerprint != old.Fingerprint || got.State != idem.StatePending {
+		t.Fatalf("after compaction: %+v", got)
+	}
+}
+
 // C14.5: a query parameter whose name looks like a credential is redacted
 // whatever its case and however its words are joined: a separator that is
 // not a letter or digit, or a camelCase boundary. A name that only ends

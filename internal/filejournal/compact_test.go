@@ -384,3 +384,47 @@ func TestJournalDirectoryFsyncFailureKeepsTheDurableOperations(t *testing.T) {
 	}
 	j.Close()
 }
+
+// TestJournalDirectoryFsyncFailureForgetsTheIntentAtTheSyncedEnd: J6.5 at
+// the exact byte. The first record after Open starts exactly where the
+// last fsync ended, so it is not durable yet. Its Begin triggers a
+// compaction whose directory fsync fails: the Begin fails, and the index
+// forgets that operation, judged by its offset in the new file, while the
+// durable one stays.
+// Clause: J6.5.
+func TestJournalDirectoryFsyncFailureForgetsTheIntentAtTheSyncedEnd(t *testing.T) {
+	path := journalPath(t)
+	o := quietOptions()
+	o.CompactMinSize = -1
+	j := openTestJournal(t, path, o)
+	a := testIntent(0)
+	mustBegin(t, j, a)
+	for range 3 { // the first two outcomes become garbage
+		mustComplete(t, j, bigOutcome(a, 64<<10))
+	}
+	mustClose(t, j)
+
+	o.CompactMinSize = 1
+	fail := false
+	o.syncDir = func(dir string) error {
+		if fail {
+			return errInjected
+		}
+		return syncDir(dir)
+	}
+	j = openTestJournal(t, path, o)
+	fail = true
+	b := testIntent(1)
+	if err := j.Begin(b); !errors.Is(err, errInjected) {
+		t.Fatalf("Begin(%s) during a compaction whose directory fsync fails: err = %v, want the injected error", b.ID, err)
+	}
+	if st := j.Stats(); st.DirSyncs != 1 {
+		t.Fatalf("stats = %+v, want the one directory fsync of the compaction the Begin ran", st)
+	}
+	if m, ok := j.LookupMeta(b.ID); ok {
+		t.Fatalf("operation %s, whose intent no fsync covered, is still in the index: %+v", b.ID, m)
+	}
+	if _, ok := j.LookupMeta(a.ID); !ok {
+		t.Fatalf("operation %s, whose intent was durable, is gone from the index", a.ID)
+	}
+}
