@@ -34,7 +34,9 @@ func TestABatchTakesOtherWorkFirst(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			op := idem.Operation{ID: "op-0", Key: "11111111-1111-4111-8111-111111111111", State: idem.StatePending}
+			url := b.srv.URL + "/charges/op-0"
+			op := idem.Operation{ID: "op-0", Key: "11111111-1111-4111-8111-111111111111", State: idem.StatePending,
+				Method: "POST", URL: url, Fingerprint: idem.FingerprintOf("POST", url, []byte("op-0"))}
 			if err := held.Begin(ctx, op); err != nil {
 				t.Fatal(err)
 			}
