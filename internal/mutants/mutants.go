@@ -787,4 +787,70 @@ var mutants = []mutant{
 			New: ""}},
 		Pkg: "./idemserver", Tests: []string{"TestNewRefusesAForeignKeyTable"},
 	},
+	{
+		Name: "the wait before the next attempt not counted against KeyTTL", Rules: "C6.3",
+		Edits: []edit{{File: "retry.go", Old: "if !a.c.keyUsable(a.created, a.c.now().Add(wait)) {",
+			New: "if !a.c.keyUsable(a.created, a.c.now()) {"}},
+		Pkg: ".", Tests: []string{"TestRetryAfterPastKeyTTLStopsTheRetries"},
+	},
+	{
+		Name: "compaction scrubs the URLs of finished operations only", Rules: "C14.8",
+		Edits: []edit{{File: "internal/filejournal/compact.go", Old: "\tif j.opt.ScrubURL != nil {\n",
+			New: "\tif j.opt.ScrubURL != nil && r.State.final() {\n"}},
+		Pkg: ".", Tests: []string{"TestCompactionScrubsPendingOperations"},
+	},
+	{
+		Name: "a replay final whatever its status", Rules: "D2.2",
+		Edits: []edit{{File: "retry.go", Old: "\t\t\tif resp.StatusCode == http.StatusConflict {\n\t\t\t\treturn false, nil\n\t\t\t}\n",
+			New: "\t\t\treturn false, nil\n"}},
+		Pkg: ".", Tests: []string{"TestDialectAnswers"},
+	},
+	{
+		Name: "a header signal without a value matches when the header is absent", Rules: "D2.6",
+		Edits: []edit{{File: "dialect_read.go", Old: "\t\treturn len(values) > 0\n", New: "\t\treturn true\n"}},
+		Pkg:   ".", Tests: []string{"TestSignalMatching"},
+	},
+	{
+		Name: "Resend asked about any recorded outcome", Rules: "C4.4",
+		Edits: []edit{{File: "resend.go", Old: "if o.Resend == nil || !RefusedWithoutEffect(op) || !o.Resend(op) {",
+			New: "if o.Resend == nil || !o.Resend(op) {"}},
+		Pkg: ".", Tests: []string{"TestResendIsOfferedOnlyRefusalsWithoutEffect"},
+	},
+	{
+		Name: "a batch answers a completed operation from the journal without judging its request", Rules: "C5.3",
+		Edits: []edit{{File: "batch.go", Old: "\treq, err := op.Request(ctx)\n",
+			New: "\tif rec, ok := claim.Operation(); ok && rec.State != StatePending {\n\t\tclaim.Release()\n" +
+				"\t\tr.Recorded, r.Status, r.Body, r.Outcome = true, rec.Status, rec.Body, OutcomeDone\n\t\treturn r, false\n\t}\n" +
+				"\treq, err := op.Request(ctx)\n"}},
+		Pkg: ".", Tests: []string{"TestRunBatchRefusesAChangedRequestForACompletedOperation"},
+	},
+	{
+		Name: "an intent starting where the last fsync ended taken for durable", Rules: "J6.5",
+		Edits: []edit{{File: "internal/filejournal/compact.go", Old: "live[i].e.intentAt >= j.syncedEnd",
+			New: "live[i].e.intentAt > j.syncedEnd"}},
+		Pkg: "./internal/filejournal", Tests: []string{"TestJournalDirectoryFsyncFailureForgetsTheIntentAtTheSyncedEnd"},
+	},
+	{
+		Name: "a completed operation forgotten whatever its key", Rules: "F5.6",
+		Edits: []edit{{File: "pgjournal/forget.go", Old: " AND op_key = $3`", New: "`"},
+			{File: "pgjournal/forget.go", Old: "\t\targs = append(args, key)\n", New: ""}},
+		Pkg: "./pgjournal", Tests: []string{"TestAForgetIsScopedByTheKey", "TestAResendIsScopedByTheKey"},
+	},
+	{
+		Name: "a forget that lost to a newer run reported as a lost claim", Rules: "F5.6",
+		Edits: []edit{{File: "pgjournal/forget.go", Old: "\tcase n == 0 && completed:\n", New: "\tcase false:\n"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestAForgetIsScopedByTheKey", "TestAResendIsScopedByTheKey"},
+	},
+	{
+		Name: "the replay statement reports the new request's fingerprint", Rules: "F10.8, C5.2",
+		Edits: []edit{{File: "pgjournal/commit.go", Old: "DO UPDATE SET fence = idem_operations.fence WHERE",
+			New: "DO UPDATE SET fence = idem_operations.fence, fingerprint = excluded.fingerprint WHERE"}},
+		Pkg: "./pgjournal", Tests: []string{"TestAnotherRequestUnderAnOperationIsAMismatch"},
+	},
+	{
+		Name: "what ClaimBegin found not judged", Rules: "F10.8, C5.2",
+		Edits: []edit{{File: "client.go", Old: "case op.Key != mine.Key: // what the journal held",
+			New: "case false: // what the journal held"}},
+		Pkg: "./pgjournal", Tests: []string{"TestAnotherRequestUnderAnOperationIsAMismatch"},
+	},
 }
