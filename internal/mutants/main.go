@@ -246,7 +246,8 @@ func render(results []result) string {
 }
 
 // writeReport writes MUTANTS.md: how to run the check, when it last ran,
-// on what, and the table.
+// on what, and the table, followed by the generated mutants' section as
+// the file had it.
 func writeReport(root, table string) error {
 	rev, _ := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
 	dirty, _ := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output()
@@ -264,8 +265,19 @@ func writeReport(root, table string) error {
 	fmt.Fprintf(&b, "Last run: %s, on %s (%s, %s/%s, %d CPUs).\n\n", time.Now().UTC().Format("2006-01-02"), state,
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	b.WriteString(table)
-	return os.WriteFile(filepath.Join(root, "MUTANTS.md"), []byte(b.String()), 0o644)
+	path := filepath.Join(root, "MUTANTS.md")
+	if old, err := os.ReadFile(path); err == nil {
+		if i := bytes.Index(old, []byte(generatedSection)); i >= 0 {
+			b.WriteString("\n")
+			b.Write(old[i:])
+		}
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
+
+// generatedSection starts the part of MUTANTS.md that gremlins.sh's
+// figures fill, which writeReport keeps as it is.
+const generatedSection = "## Generated mutants"
 
 func countNot(results []result) int {
 	n := 0

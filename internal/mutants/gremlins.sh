@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Generated mutants (gremlins) over the safety packages, each with its own
+# tests; internal/mutants covers what gremlins cannot generate. MUTANTS.md
+# says how to read the figures and records the last ones.
+#
+#   internal/mutants/gremlins.sh                    # every safety package
+#   internal/mutants/gremlins.sh ./pgjournal        # some of them
+#   internal/mutants/gremlins.sh --diff main        # what a change touched
+#
+# Results go to $GREMLINS_OUT (default /tmp/idem-gremlins): a log and a
+# JSON report per package, and a summary line each on standard output.
+# A whole run takes hours on two cores (MUTANTS.md has the times); --diff
+# takes minutes. The tests' files go to tmpfs where there is one, which
+# makes the file journal's fsyncs cheap and the run several times faster.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+
+version=v0.6.0
+diff=()
+if [ "${1:-}" = --diff ]; then
+  diff=(--diff "$2"); shift 2
+fi
+pkgs=("$@")
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(. ./internal/filejournal ./pgjournal ./idemserver ./testserver)
+
+gremlins=$(go env GOPATH)/bin/gremlins
+if ! go version -m "$gremlins" 2>/dev/null | grep -q "gremlins.*$version"; then
+  GOFLAGS= go install "github.com/go-gremlins/gremlins/cmd/gremlins@$version"
+fi
+
+out=${GREMLINS_OUT:-/tmp/idem-gremlins}
+mkdir -p "$out"
+[ -d /dev/shm ] && [ -w /dev/shm ] && export TMPDIR=/dev/shm
+# Coverage and every mutant run afresh, not from the test cache; CI=true
+# makes a test that misses PostgreSQL fail rather than skip.
+export GOFLAGS=-count=1 CI=true
+
+# For the root package gremlins gathers coverage over ./..., the whole
+# module's tests: a shim narrows that one command to the root's own.
+shim=$(mktemp -d)
+trap 'rm -rf "$shim"' EXIT
+realgo=$(command -v go)
+cat > "$shim/go" <<SHIM
+#!/usr/bin/env bash
+if [ -n "\${IDEM_GREMLINS_ROOT:-}" ] && [ "\$1" = test ] && [ "\${!#}" = ./... ]; then
+  set -- "\${@:1:\$#-1}" .
+fi
+exec "$realgo" "\$@"
+SHIM
+chmod +x "$shim/go"
+
+# With --diff, only the packages whose code the change touched.
+changed=
+if [ ${#diff[@]} -gt 0 ]; then
+  changed=$(git diff --merge-base "${diff[1]}" --name-only -- '*.go' ':!*_test.go' | xargs -r -n1 dirname | sort -u)
+fi
+touches() {
+  [ ${#diff[@]} -eq 0 ] || printf '%s\n' "$changed" | grep -qx "${1#./}"
+}
+
+for pkg in "${pkgs[@]}"; do
+  if ! touches "$pkg"; then
+    echo "$pkg: the change does not touch its code"
+    continue
+  fi
+  name=$(echo "${pkg#./}" | tr / -); [ "$name" = . ] && name=root
+  args=(unleash --invert-logical --invert-loopctrl --remove-self-assignments
+    --workers 2 --timeout-coefficient 3 -o "$out/$name.json" "${diff[@]}")
+  env=()
+  if [ "$pkg" = . ]; then
+    # The root's own files only: every directory below it is another package.
+    args+=(-E '/' -E '_test\.go$')
+    env=(IDEM_GREMLINS_ROOT=1)
+  fi
+  start=$(date +%s)
+  env "${env[@]}" PATH="$shim:$PATH" "$gremlins" "${args[@]}" "$pkg" > "$out/$name.log" 2>&1 || true
+  took=$(( $(date +%s) - start ))
+  summary=$(grep -E 'Killed:|Timed out:|Test efficacy|Mutator coverage' "$out/$name.log" | tr -s ' \n' ' ')
+  echo "$pkg ($took s): $summary"
+done
