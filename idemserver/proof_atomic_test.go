@@ -3,9 +3,16 @@ package idemserver_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/idemserver"
 )
@@ -365,4 +372,201 @@ func TestL2ReplaysAreByteForByte(t *testing.T) {
 			}
 		}
 	})
+}
+
+// L2.8: an atomic route never resumes an unfinished key row, whether a
+// phased route left it (its claim live, released after a 502, or lapsed
+// after a crash) or it was written with no claim: the same request under
+// its key gets 409 with Retry-After while the claim is live and 422
+// otherwise, every time; its handler does not run, and the row, its
+// recovery points and the business rows stay as they were. The phased
+// route then resumes the row, and the atomic route replays its answer.
+// Resumed is false on an atomic route, on a new key too.
+func TestL2AnAtomicRouteNeverResumesAnUnfinishedKey(t *testing.T) {
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		for _, state := range []string{"live", "released", "lapsed", "no claim"} {
+			t.Run(state, func(t *testing.T) {
+				e := newProofEnv(t, s)
+				keys := e.keys(e.config())
+				var atomicResumed atomic.Bool
+				a := &inserter{e: e, then: func(w http.ResponseWriter, r *http.Request, tx *sqlTx) bool {
+					if resumed, lapsed := idemserver.Resumed(r.Context()); resumed || lapsed {
+						atomicResumed.Store(true)
+					}
+					return false
+				}}
+				atomicRoute := keys.Handle(idemserver.Route{}, a)
+				entered, release, open := gate(t)
+				first := true
+				var phasedResumed []string
+				c := &charger{e: e, gw: newProofGateway(),
+					inCharge: func(ctx context.Context, dk string) {
+						if state == "live" && first {
+							close(entered)
+							<-release
+						}
+					},
+					afterCharge: func(ctx context.Context, dk string) error {
+						if !first {
+							return nil
+						}
+						first = false
+						switch state {
+						case "released":
+							return errors.New("connection reset after the gateway answered")
+						case "lapsed":
+							panic(http.ErrAbortHandler)
+						}
+						return nil
+					},
+					beforeTx: func(ctx context.Context) {
+						resumed, lapsed := idemserver.Resumed(ctx)
+						phasedResumed = append(phasedResumed, fmt.Sprintf("%v/%v", resumed, lapsed))
+					}}
+				phased := keys.Handle(idemserver.Route{Phased: true}, c)
+				same := func() *http.Request { return req("POST", "/charges", "x", "pay-1") }
+
+				var liveDone chan *httptestRecorder
+				want := "true/false" // what the phased route's finishing run sees
+				switch state {
+				case "live":
+					liveDone = make(chan *httptestRecorder, 1)
+					go func() { liveDone <- serve(phased, same()) }()
+					waitEntered(t, entered, liveDone)
+					want = "false/false"
+				case "released":
+					wantStatus(t, "the phased request failing after its call", serve(phased, same()), http.StatusBadGateway)
+				case "lapsed":
+					if _, p := servePanic(phased, same()); p != http.ErrAbortHandler {
+						t.Fatalf("the crashed request raised %v, want http.ErrAbortHandler", p)
+					}
+					e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
+					want = "true/true"
+				case "no claim":
+					now := e.clock.Now()
+					if _, err := e.db.Exec(e.q(`INSERT INTO `+idemserver.DefaultTable+` (principal, idem_key, fingerprint, seed, created_at, expires_at, finished)
+						VALUES (?, ?, ?, ?, ?, ?, 0)`), idemserver.AnonymousPrincipal, "pay-1", idemserver.Fingerprint("POST", "/charges", []byte("x")),
+						"seed-by-hand", now.UnixNano(), now.Add(idemserver.DefaultRetention).UnixNano()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				snapshot := func() string {
+					t.Helper()
+					var id, finished int64
+					var fingerprint []byte
+					var seed string
+					var token sql.NullString
+					var lease, status sql.NullInt64
+					if err := e.db.QueryRow(`SELECT id, finished, fingerprint, seed, lock_token, lease_until, response_status FROM `+idemserver.DefaultTable).
+						Scan(&id, &finished, &fingerprint, &seed, &token, &lease, &status); err != nil {
+						t.Fatal(err)
+					}
+					return fmt.Sprintf("id %d finished %d fingerprint %x seed %s claim %v %v status %v; %d recovery points",
+						id, finished, fingerprint, seed, token, lease, status, e.count(idemserver.DefaultTable+"_steps"))
+				}
+				before := snapshot()
+				if strings.Contains(before, "finished 1") {
+					t.Fatalf("the row is finished before the test: %s", before)
+				}
+				var answers [2]*httptestRecorder
+				for i := range answers {
+					answers[i] = serve(atomicRoute, same())
+				}
+				if n, b := a.runs.Load(), e.count("things"); n != 0 || b != 0 || atomicResumed.Load() {
+					t.Errorf("the atomic handler ran %d times (Resumed true: %v), %d business rows; want 0, 0", n, atomicResumed.Load(), b)
+				}
+				for i, w := range answers {
+					if state == "live" {
+						wantProblem(t, fmt.Sprintf("atomic route, try %d", i), w, http.StatusConflict)
+						if ra := w.Header().Get("Retry-After"); ra != "10" {
+							t.Errorf("atomic route, try %d: Retry-After %q, want 10", i, ra)
+						}
+					} else {
+						wantProblem(t, fmt.Sprintf("atomic route, try %d", i), w, http.StatusUnprocessableEntity)
+					}
+				}
+				if after := snapshot(); after != before {
+					t.Fatalf("the atomic route changed the key row:\n%s\nwas\n%s", after, before)
+				}
+
+				var done *httptestRecorder
+				if state == "live" {
+					open()
+					done = <-liveDone
+				} else {
+					done = serve(phased, same())
+				}
+				wantStatus(t, "the phased route, finishing the row", done, http.StatusCreated)
+				if got := strings.Join(phasedResumed, " "); got != want {
+					t.Errorf("the phased route's finishing run saw Resumed %s, want %s", got, want)
+				}
+				wantReplay(t, "the atomic route, once finished", serve(atomicRoute, same()), done)
+				if captures, _ := c.gw.state(); captures != 1 || e.count("things") != 1 {
+					t.Errorf("%d captures, %d business rows; want 1, 1", captures, e.count("things"))
+				}
+
+				wantStatus(t, "the atomic route, a new key", serve(atomicRoute, req("POST", "/charges", "x", "new")), http.StatusCreated)
+				if n := a.runs.Load(); n != 1 || atomicResumed.Load() {
+					t.Errorf("the atomic handler ran %d times, Resumed true: %v; want 1, false", n, atomicResumed.Load())
+				}
+			})
+		}
+	})
+}
+
+// L2.9: OpenSQLite opens every connection with synchronous=FULL, so that
+// a commit, and the answer sent after it, survives a power cut: PRAGMA
+// synchronous reads 2 (FULL) in the transaction Keys gives an atomic
+// handler and a phased one's final transaction, on the pool's connection
+// and again on a new one after that one is discarded.
+func TestL2SQLiteCommitsAreDurable(t *testing.T) {
+	ctx := context.Background()
+	db, err := idemserver.OpenSQLite(filepath.Join(t.TempDir(), "service.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	keys, err := idemserver.New(ctx, idemserver.Config{DB: db, Logger: proofQuiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { keys.Close() })
+	synchronous := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n int
+		if err := idemserver.Tx(r.Context()).QueryRowContext(r.Context(), `PRAGMA synchronous`).Scan(&n); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, n)
+	})
+	routes := map[string]http.Handler{
+		"atomic": keys.Handle(idemserver.Route{}, synchronous),
+		"phased": keys.Handle(idemserver.Route{Phased: true}, synchronous),
+	}
+	check := func(conn string) {
+		t.Helper()
+		for name, route := range routes {
+			w := serve(route, req("POST", "/sync", "", conn+"-"+name))
+			wantStatus(t, conn+", "+name+" route", w, http.StatusCreated)
+			if got := w.Body.String(); got != "2" {
+				t.Errorf("%s, %s route: PRAGMA synchronous %s, want 2 (FULL)", conn, name, got)
+			}
+		}
+	}
+	check("first-connection")
+
+	// Discard the pool's connection: the next transaction opens a new one.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Raw(func(any) error { return driver.ErrBadConn }); !errors.Is(err, driver.ErrBadConn) {
+		t.Fatalf("discarding the connection: %v", err)
+	}
+	conn.Close()
+	if n := db.Stats().OpenConnections; n != 0 {
+		t.Fatalf("%d connections open after the discard, want 0", n)
+	}
+	check("new-connection")
 }

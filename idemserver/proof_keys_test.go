@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,6 +330,151 @@ func TestL1AnotherRequestUnderTheKeyGets422(t *testing.T) {
 		refuseAll(t, e, failing, "k-released", "released")
 		if n := c.charges.Load(); n != 1 {
 			t.Errorf("charge step ran %d times, want 1", n)
+		}
+	})
+}
+
+// L1.17: another request that races the first under its key gets 422,
+// never the first's answer, and none of its writes stay. The first runs
+// on an atomic route and holds its business row (UNIQUE per key)
+// uncommitted. An atomic other, on PostgreSQL, finds no key row, runs
+// beside the first and fails on its business row once the first commits:
+// whether it then answers 500 itself (its key is looked up again after
+// the rollback) or reports the failure with Fail (its transaction runs
+// again), it gets 422. A phased other, on PostgreSQL, claims the key
+// while the first still runs and finishes; then the first, whose key row
+// collides with it, gets 422. On SQLite the first's transaction holds the
+// write lock: the other waits for it, finds its row and gets 422.
+func TestL1AnotherRequestRacingTheKeyGets422(t *testing.T) {
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		for _, other := range []string{"atomic answering 500", "atomic with Fail", "phased"} {
+			t.Run(other, func(t *testing.T) {
+				e := newProofEnv(t, s)
+				if _, err := e.db.Exec(`CREATE TABLE orders (principal TEXT NOT NULL, k TEXT NOT NULL, note TEXT NOT NULL, UNIQUE (principal, k))`); err != nil {
+					t.Fatal(err)
+				}
+				orders := func() string {
+					t.Helper()
+					var notes []string
+					rows, err := e.db.Query(`SELECT note FROM orders ORDER BY note`)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer rows.Close()
+					for rows.Next() {
+						var n string
+						if err := rows.Scan(&n); err != nil {
+							t.Fatal(err)
+						}
+						notes = append(notes, n)
+					}
+					if err := rows.Err(); err != nil {
+						t.Fatal(err)
+					}
+					return strings.Join(notes, ",")
+				}
+				keys := e.keys(e.config())
+				entered, release, open := gate(t)
+				otherIn := make(chan struct{})
+				var firstRuns, otherRuns atomic.Int64
+				h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					ctx := r.Context()
+					body, err := io.ReadAll(r.Body)
+					if err != nil {
+						http.Error(w, err.Error(), http.StatusBadRequest)
+						return
+					}
+					first := string(body) == "first"
+					if first {
+						firstRuns.Add(1)
+					} else if otherRuns.Add(1) == 1 {
+						close(otherIn)
+					}
+					p, k, _ := idemserver.Key(ctx)
+					if _, err := idemserver.Tx(ctx).ExecContext(ctx, e.q(`INSERT INTO orders (principal, k, note) VALUES (?, ?, ?)`), p, k, string(body)); err != nil {
+						if other == "atomic with Fail" {
+							idemserver.Fail(ctx, err)
+							return
+						}
+						http.Error(w, err.Error(), http.StatusInternalServerError)
+						return
+					}
+					if first && firstRuns.Load() == 1 {
+						close(entered)
+						<-release
+					}
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusCreated)
+					fmt.Fprintf(w, `{"order":%q}`, body)
+				})
+				route := keys.Handle(idemserver.Route{}, h)
+				c := &charger{e: e, gw: newProofGateway()}
+				otherRoute := route
+				if other == "phased" {
+					otherRoute = keys.Handle(idemserver.Route{Phased: true}, c)
+				}
+				firstReq := func() *http.Request { return req("POST", "/orders", "first", "race") }
+				otherReq := func() *http.Request { return req("POST", "/orders", "other", "race") }
+
+				firstDone := make(chan *httptestRecorder, 1)
+				go func() { firstDone <- serve(route, firstReq()) }()
+				waitEntered(t, entered, firstDone)
+				otherDone := make(chan *httptestRecorder, 1)
+				go func() { otherDone <- serve(otherRoute, otherReq()) }()
+
+				// The winner's request and answer, the loser's request, and
+				// what each store leaves.
+				var (
+					winner          *httptestRecorder
+					winnerRoute     = route
+					winnerReq       = firstReq
+					loserRoute      = otherRoute
+					loserReq        = otherReq
+					wantOrders      = "first"
+					wantThings      = 0
+					wantOtherRuns   = int64(0)
+					wantChargerRuns = int64(0)
+				)
+				switch {
+				case !s.pg:
+					open()
+					winner = <-firstDone
+					wantStatus(t, "the first", winner, http.StatusCreated)
+					wantProblem(t, "the other, after waiting", <-otherDone, http.StatusUnprocessableEntity)
+				case other == "phased":
+					winner = <-otherDone
+					wantStatus(t, "the phased other, beside the first", winner, http.StatusCreated)
+					open()
+					wantProblem(t, "the first, after the other finished", <-firstDone, http.StatusUnprocessableEntity)
+					winnerRoute, winnerReq, loserRoute, loserReq = otherRoute, otherReq, route, firstReq
+					wantOrders, wantThings, wantChargerRuns = "", 1, 1
+				default:
+					select {
+					case <-otherIn:
+					case w := <-otherDone:
+						t.Fatalf("the other finished without running beside the first: %d %q", w.Code, w.Body.String())
+					}
+					open()
+					winner = <-firstDone
+					wantStatus(t, "the first", winner, http.StatusCreated)
+					wantProblem(t, "the other, failed on the first's row", <-otherDone, http.StatusUnprocessableEntity)
+					wantOtherRuns = 1
+				}
+				wantReplay(t, "the winner again", serve(winnerRoute, winnerReq()), winner)
+				wantProblem(t, "the loser again", serve(loserRoute, loserReq()), http.StatusUnprocessableEntity)
+				if got := orders(); got != wantOrders {
+					t.Errorf("orders %q, want %q", got, wantOrders)
+				}
+				if got := e.count("things"); got != wantThings {
+					t.Errorf("%d phased business rows, want %d", got, wantThings)
+				}
+				if f, o, ch := firstRuns.Load(), otherRuns.Load(), c.runs.Load(); f != 1 || o != wantOtherRuns || ch != wantChargerRuns {
+					t.Errorf("runs: the first %d, the atomic other %d, the phased other %d; want 1, %d, %d", f, o, ch, wantOtherRuns, wantChargerRuns)
+				}
+				if n := e.keyRows(); n != 1 {
+					t.Errorf("%d key rows, want 1", n)
+				}
+			})
 		}
 	})
 }

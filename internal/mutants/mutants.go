@@ -853,4 +853,28 @@ var mutants = []mutant{
 			New: "case false: // what the journal held"}},
 		Pkg: "./pgjournal", Tests: []string{"TestAnotherRequestUnderAnOperationIsAMismatch"},
 	},
+	{
+		Name: "SQLite opened with synchronous=NORMAL", Rules: "L2.9",
+		Edits: []edit{{File: "idemserver/sqlite.go", Old: "q.Add(\"_pragma\", \"synchronous(FULL)\")",
+			New: "q.Add(\"_pragma\", \"synchronous(NORMAL)\")"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2SQLiteCommitsAreDurable"},
+	},
+	{
+		Name: "synchronous=FULL set on the first SQLite connection only", Rules: "L2.9",
+		Edits: []edit{{File: "idemserver/sqlite.go", Old: "q.Add(\"_pragma\", \"synchronous(FULL)\")", New: "q.Add(\"_pragma\", \"synchronous(NORMAL)\")"},
+			{File: "idemserver/sqlite.go", Old: "\tdb.SetMaxOpenConns(1)\n", New: "\tdb.SetMaxOpenConns(1)\n\tdb.Exec(\"PRAGMA synchronous = FULL\")\n"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2SQLiteCommitsAreDurable"},
+	},
+	{
+		Name: "the re-look-up after a 5xx compares the stored fingerprint with itself", Rules: "L1.17",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "now := k.cfg.Now()\n\tv := judge(row, req.fingerprint, now)",
+			New: "now := k.cfg.Now()\n\tv := judge(row, row.fingerprint, now)"}},
+		Pkg: "./idemserver", Tests: []string{"TestL1AnotherRequestRacingTheKeyGets422"},
+	},
+	{
+		Name: "an atomic route resumes an unfinished key row", Rules: "L2.8",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "\t\t\t// Only phased routes leave unfinished rows; this one is not.\n\t\t\tv = verdictMismatch\n",
+			New: "\t\t\tk.servePhased(w, r, req, h) // resume it, as a phased route would\n\t\t\treturn\n"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2AnAtomicRouteNeverResumesAnUnfinishedKey"},
+	},
 }
