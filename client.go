@@ -54,7 +54,8 @@ type Config struct {
 	MaxWait time.Duration
 
 	// Jitter spreads each wait over [1-Jitter, 1+Jitter] times its nominal
-	// value. Default DefaultJitter (0.5); negative turns jitter off.
+	// value, at most 1. Default DefaultJitter (0.5); a negative number
+	// turns jitter off (-Inf and NaN are refused).
 	Jitter float64
 
 	// KeyTTL is how long the server keeps a key (see Keys and expiry in
