@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // corruptAt fails the test unless err is a *CorruptError at off for reason.
@@ -1165,5 +1166,229 @@ func TestScanResumesAfterAnInvalidRecord(t *testing.T) {
 	if len(rep.Problems) != 2 || rep.Problems[0].End != off || rep.Problems[1].Offset != off || rep.Problems[1].End != size || rep.Problems[1].Torn ||
 		rep.Problems[1].Reason != "reserved record header bytes are not zero" {
 		t.Fatalf("Scan found %+v, want the undecodable record up to %d and damage from there to %d", rep.Problems, off, size)
+	}
+}
+
+// DecodeHeaderBody reads back every length whose uvarint holds a 0x80 byte (128, 256, 16384).
+// Clause: J1.8.
+func TestDecodeHeaderBodyReadsLengthsWithAZeroContinuationByte(t *testing.T) {
+	for _, n := range []int{1, 127, 128, 129, 256, 16384} {
+		h := http.Header{strings.Repeat("N", n): {strings.Repeat("v", n)}, "Many": slices.Repeat([]string{"x"}, n)}
+		if n <= 256 {
+			for i := range n {
+				h[fmt.Sprintf("H%03d", i)] = nil
+			}
+		}
+		body := bytes.Repeat([]byte("b"), n)
+		gotH, gotBody := DecodeHeaderBody(string(EncodeHeaderBody(h, body)))
+		if !reflect.DeepEqual(gotH, h) || !bytes.Equal(gotBody, body) {
+			t.Errorf("lengths %d: decoded %d names and a body of %d bytes, want %d names and %d bytes", n, len(gotH), len(gotBody), len(h), n)
+		}
+	}
+}
+
+// DecodeHeaderBody returns nil, not an empty map or slice, for an empty header and an empty body.
+// Clause: J1.8.
+func TestDecodeHeaderBodyEmptyPartsAreNil(t *testing.T) {
+	if h, body := DecodeHeaderBody(emptyHeaderBody); h != nil || body != nil {
+		t.Errorf("empty section: decoded %#v, %#v, want nil, nil", h, body)
+	}
+	if h, body := DecodeHeaderBody(string(EncodeHeaderBody(nil, []byte("b")))); h != nil || string(body) != "b" {
+		t.Errorf("body only: decoded %#v, %q, want nil, \"b\"", h, body)
+	}
+	if h, body := DecodeHeaderBody(string(EncodeHeader(http.Header{"A": {"1"}}))); !reflect.DeepEqual(h, http.Header{"A": {"1"}}) || body != nil {
+		t.Errorf("header only: decoded %#v, %#v, want A: 1 and a nil body", h, body)
+	}
+	if h, err := DecodeHeader(EncodeHeader(nil)); h != nil || err != nil {
+		t.Errorf("DecodeHeader of an empty header = %#v, %v, want nil, nil", h, err)
+	}
+}
+
+// DecodeHeaderBody's value lists are consecutive windows of one array, in name order.
+// Clause: J1.8.
+func TestDecodeHeaderBodyValueListsShareOneArray(t *testing.T) {
+	h, _ := DecodeHeaderBody(string(EncodeHeader(http.Header{"A": {"1"}, "B": {"2", "3"}, "C": {"4"}})))
+	if !reflect.DeepEqual(h, http.Header{"A": {"1"}, "B": {"2", "3"}, "C": {"4"}}) {
+		t.Fatalf("decoded %#v", h)
+	}
+	first := unsafe.Pointer(unsafe.SliceData(h["A"]))
+	size := unsafe.Sizeof("")
+	if unsafe.Pointer(unsafe.SliceData(h["B"])) != unsafe.Add(first, size) || unsafe.Pointer(unsafe.SliceData(h["C"])) != unsafe.Add(first, 3*size) {
+		t.Errorf("the value lists of A, B and C are not consecutive in one array")
+	}
+}
+
+// stringReader yields zero values, never a panic, for varints and strings running past its end.
+// Clause: J1.8.
+func TestStringReaderYieldsZeroValuesPastItsEnd(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		str   bool // read a string, else a uvarint
+		wantI int
+	}{
+		{"", false, 0},
+		{"\x80", false, 1},
+		{"\x80\x80", true, 2},
+		{strings.Repeat("\x80", 11) + "\x01", false, 10}, // stops after ten bytes
+		{"\x03ab", true, 3},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%q: panic: %v", tc.in, p)
+				}
+			}()
+			r := stringReader{s: tc.in}
+			var v any
+			var zero any
+			if tc.str {
+				v, zero = r.str(), ""
+			} else {
+				v, zero = r.uvarint(), uint64(0)
+			}
+			if v != zero || r.i != tc.wantI {
+				t.Errorf("%q: read %#v up to %d, want %#v up to %d", tc.in, v, r.i, zero, tc.wantI)
+			}
+		}()
+	}
+	for _, in := range []string{"", "\x80", "\x00\x03ab"} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("DecodeHeaderBody(%q): panic: %v", in, p)
+				}
+			}()
+			if h, body := DecodeHeaderBody(in); h != nil || body != nil {
+				t.Errorf("DecodeHeaderBody(%q) = %#v, %q", in, h, body)
+			}
+		}()
+	}
+}
+
+// Recovery's reader returns nothing for a range at the end of the file, without reading it, and keeps its buffer.
+// Clause: J2 (recovery's reads; no clause of their own).
+func TestFileReaderReadsNothingAtTheEndOfTheFile(t *testing.T) {
+	b := fileOf(frameRecord(t, recIntent, intentPayload(testIntent(1))))
+	c := &countingReaderAt{r: bytes.NewReader(b)}
+	fr := newFileReader(c, int64(len(b)))
+	if got, err := fr.at(0, fileHeaderSize); err != nil || !bytes.Equal(got, b[:fileHeaderSize]) {
+		t.Fatalf("at(0, %d) = %x, %v", fileHeaderSize, got, err)
+	}
+	if got, err := fr.at(int64(len(b)), recordHeaderSize); got != nil || err != nil {
+		t.Fatalf("at(%d, %d), the end of the file, = %#v, %v; want nil, nil", len(b), recordHeaderSize, got, err)
+	}
+	if got, err := fr.at(fileHeaderSize, recordHeaderSize); err != nil || !bytes.Equal(got, b[fileHeaderSize:fileHeaderSize+recordHeaderSize]) {
+		t.Fatalf("at(%d, %d) = %x, %v", fileHeaderSize, recordHeaderSize, got, err)
+	}
+	if n := c.reads.Load(); n != 1 {
+		t.Fatalf("%d reads of the file, want 1", n)
+	}
+}
+
+// A read that fails in the read-ahead fails recovery with that error, also when reading the same range again would succeed.
+// Clause: J3.1.
+func TestRecoveryReportsTheReadAheadsReadError(t *testing.T) {
+	withSmallReadAhead(t)
+	file := readAheadJournal(t)
+	ahead := int64(readChunk) // where read-ahead starts: after the first read, of readChunk bytes
+	if int64(len(file))-ahead <= int64(readAheadChunk) {
+		t.Fatalf("a %d-byte file is read without read-ahead", len(file))
+	}
+	for _, failures := range []int64{1, 1 << 30} {
+		var failed atomic.Int64
+		f := &hookFile{File: &memFile{b: bytes.Clone(file)}, readAt: func(f File, p []byte, off int64) (int, error) {
+			if off >= ahead && failed.Add(1) <= failures {
+				return 0, errInjected
+			}
+			return f.ReadAt(p, off)
+		}}
+		j := newJournal(quietOptions())
+		j.path = "x"
+		err := j.recover(f, int64(len(file)))
+		if want := "idem: reading journal x: " + errInjected.Error(); !errors.Is(err, errInjected) || errors.Is(err, ErrCorrupt) || err.Error() != want {
+			t.Errorf("%d failing reads: err = %v, want %q", failures, err, want)
+		}
+	}
+}
+
+// After a damaged record, the search for a whole record goes on past a header that holds with a length over the limit or past the end.
+// Clauses: J3.3, J2.2.
+func TestTheSearchGoesOnPastAHeaderWithAnImpossibleLength(t *testing.T) {
+	first := frameRecord(t, recIntent, intentPayload(testIntent(1)))
+	for _, n := range []uint32{MaxPayload + 1, 1 << 20} {
+		h := make([]byte, 2*recordAlign) // a header that holds, then zeros to the next aligned offset
+		binary.LittleEndian.PutUint32(h, n)
+		h[4] = byte(recIntent)
+		resealHeader(h, 0)
+		b := fileOf(first, damagedIntent(t, 2), h, frameRecord(t, recIntent, intentPayload(testIntent(3))))
+		_, after, err := recoverBytes(b)
+		corruptAt(t, fmt.Sprintf("damaged record before a header of length %d and a whole record", n), err, fileHeaderSize+int64(len(first)), notTornReason)
+		if !bytes.Equal(after, b) {
+			t.Errorf("length %d: the file was changed", n)
+		}
+	}
+}
+
+// When an fsync ends, wakeWaiters wakes exactly the waiters it covered and one leader, and keeps the others parked.
+// Clause: J5.5.
+func TestWakeWaitersWakesTheCoveredAndOneLeaderOnly(t *testing.T) {
+	j := newJournal(quietOptions())
+	j.f = &memFile{}
+	j.syncedSeq = 5
+	ws := []*waiter{{seq: 3}, {seq: 5}, {seq: 7}, {seq: 9}}
+	for _, w := range ws {
+		w.wake = make(chan struct{}, 1)
+	}
+	j.waiters = slices.Clone(ws)
+	j.wakeWaiters()
+	for i, want := range []bool{true, true, true, false} {
+		if got := len(ws[i].wake) == 1; got != want {
+			t.Errorf("waiter for record %d woken: %v, want %v", ws[i].seq, got, want)
+		}
+	}
+	if len(j.waiters) != 1 || j.waiters[0] != ws[3] {
+		t.Errorf("%d waiters left parked, want only the one for record 9", len(j.waiters))
+	}
+}
+
+// When a salvaged journal's temporary file fails, WriteSalvaged reports its removal's failure, and only a failure other than "not there".
+// Clause: J7.3.
+func TestWriteSalvagedReportsExactlyWhyTheTemporaryFileStayed(t *testing.T) {
+	ops := []Record{recordOf(testIntent(1))}
+	for _, tc := range []struct {
+		name string
+		tmp  func(tmp string) // at the temporary file's fsync, which fails
+		want string
+	}{
+		{"temporary file gone", func(tmp string) {
+			if err := os.Remove(tmp); err != nil {
+				t.Fatal(err)
+			}
+		}, "fsync of PATH.compact: injected fault"},
+		{"temporary file undeletable", func(tmp string) {
+			if err := os.Remove(tmp); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(tmp, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(tmp, "x"), nil)
+		}, "fsync of PATH.compact: injected fault\nremove PATH.compact: directory not empty"},
+	} {
+		path := filepath.Join(t.TempDir(), "c.journal")
+		o := quietOptions()
+		o.WrapFile = func(f File) File {
+			return &hookFile{File: f, sync: func(File) error {
+				tc.tmp(path + salvageSuffix)
+				return errInjected
+			}}
+		}
+		err := writeSalvaged(path, ops, o)
+		if want := strings.ReplaceAll(tc.want, "PATH", path); err == nil || err.Error() != want {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, want)
+		}
+		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: the claim on the name is left: %v", tc.name, err)
+		}
 	}
 }
