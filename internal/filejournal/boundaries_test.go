@@ -12,6 +12,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -1071,7 +1072,7 @@ func TestRecoveryReadsAheadRecordsOfEverySize(t *testing.T) {
 		t.Fatalf("recovery asked for %d bytes of a %d-byte file", n, len(buf))
 	}
 	chunk := readAheadChunk
-	readAheadChunk = 1 << 40 // never
+	readAheadChunk = math.MaxInt // never
 	plain, _, err := recoverBytes(buf)
 	readAheadChunk = chunk
 	if err != nil {

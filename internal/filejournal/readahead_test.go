@@ -3,6 +3,7 @@ package filejournal
 import (
 	"bytes"
 	"errors"
+	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -75,7 +76,7 @@ func recoverBoth(t *testing.T, what string, b []byte) {
 		t.Fatalf("%s: nothing was read ahead", what)
 	}
 	chunk := readAheadChunk
-	readAheadChunk = 1 << 40 // never
+	readAheadChunk = math.MaxInt // never
 	plain, plainAfter, plainErr := recoverBytes(b)
 	readAheadChunk = chunk
 	if (aheadErr == nil) != (plainErr == nil) || (aheadErr != nil && aheadErr.Error() != plainErr.Error()) {
