@@ -200,22 +200,7 @@ func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	if err := journaltest.Complete(j, done); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Compact(); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	file, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, secret := range []string{"t0k3n-s3cret", "c00k1e-s3cret", "user"} {
-		if bytes.Contains(file, []byte(secret)) {
-			t.Errorf("the compacted file still holds %q", secret)
-		}
-	}
-	j = openJournal(t, path)
+	j = compactedAndReopened(t, j, path, "t0k3n-s3cret", "c00k1e-s3cret", "user")
 	defer j.Close()
 	got, _ := lookup(j, "charge")
 	if got.URL != "https://api.example/charges?access_token=xxxxx&n=1" || got.Key != "k-1" || got.Fingerprint != old.Fingerprint ||
@@ -246,6 +231,19 @@ func TestCompactionScrubsPendingOperations(t *testing.T) {
 	if err := journaltest.Begin(j, old); err != nil {
 		t.Fatal(err)
 	}
+	j = compactedAndReopened(t, j, path, "s3cret-v4lue", "pa55", "user")
+	defer j.Close()
+	got, _ := lookup(j, "charge")
+	if got.URL != "https://api.example/charges?n=1&clientSecret=xxxxx" || got.Key != "k-1" ||
+		got.Fingerprint != old.Fingerprint || got.State != idem.StatePending {
+		t.Fatalf("after compaction: %+v", got)
+	}
+}
+
+// compactedAndReopened compacts and closes j, whose file is path, fails
+// the test if the file still holds one of secrets, and opens it again.
+func compactedAndReopened(t *testing.T, j *idem.FileJournal, path string, secrets ...string) *idem.FileJournal {
+	t.Helper()
 	if err := j.Compact(); err != nil {
 		t.Fatal(err)
 	}
@@ -256,18 +254,12 @@ func TestCompactionScrubsPendingOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{"s3cret-v4lue", "pa55", "user"} {
+	for _, secret := range secrets {
 		if bytes.Contains(file, []byte(secret)) {
 			t.Errorf("the compacted file still holds %q", secret)
 		}
 	}
-	j = openJournal(t, path)
-	defer j.Close()
-	got, _ := lookup(j, "charge")
-	if got.URL != "https://api.example/charges?n=1&clientSecret=xxxxx" || got.Key != "k-1" ||
-		got.Fingerprint != old.Fingerprint || got.State != idem.StatePending {
-		t.Fatalf("after compaction: %+v", got)
-	}
+	return openJournal(t, path)
 }
 
 // C14.5: a query parameter whose name looks like a credential is redacted

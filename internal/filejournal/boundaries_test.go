@@ -1012,20 +1012,9 @@ func TestWriteSalvagedEdges(t *testing.T) {
 		claim func(path string) // at the temporary file's fsync, which fails
 		want  string
 	}{
-		{"claim gone", func(path string) {
-			if err := os.Remove(path); err != nil {
-				t.Fatal(err)
-			}
-		}, "fsync of PATH.compact: injected fault"},
-		{"claim undeletable", func(path string) {
-			if err := os.Remove(path); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Mkdir(path, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, filepath.Join(path, "x"), nil)
-		}, "fsync of PATH.compact: injected fault\nremove PATH: directory not empty"},
+		{"claim gone", func(path string) { removeFile(t, path) }, "fsync of PATH.compact: injected fault"},
+		{"claim undeletable", func(path string) { makeUndeletable(t, path) },
+			"fsync of PATH.compact: injected fault\nremove PATH: directory not empty"},
 	} {
 		path := filepath.Join(t.TempDir(), "c.journal")
 		o := quietOptions()
@@ -1352,7 +1341,8 @@ func TestWakeWaitersWakesTheCoveredAndOneLeaderOnly(t *testing.T) {
 	}
 }
 
-// When a salvaged journal's temporary file fails, WriteSalvaged reports its removal's failure, and only a failure other than "not there".
+// When a salvaged journal's temporary file fails, WriteSalvaged reports
+// its removal's failure, and only a failure other than "not there".
 // Clause: J7.3.
 func TestWriteSalvagedReportsExactlyWhyTheTemporaryFileStayed(t *testing.T) {
 	ops := []Record{recordOf(testIntent(1))}
@@ -1361,20 +1351,9 @@ func TestWriteSalvagedReportsExactlyWhyTheTemporaryFileStayed(t *testing.T) {
 		tmp  func(tmp string) // at the temporary file's fsync, which fails
 		want string
 	}{
-		{"temporary file gone", func(tmp string) {
-			if err := os.Remove(tmp); err != nil {
-				t.Fatal(err)
-			}
-		}, "fsync of PATH.compact: injected fault"},
-		{"temporary file undeletable", func(tmp string) {
-			if err := os.Remove(tmp); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Mkdir(tmp, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, filepath.Join(tmp, "x"), nil)
-		}, "fsync of PATH.compact: injected fault\nremove PATH.compact: directory not empty"},
+		{"temporary file gone", func(tmp string) { removeFile(t, tmp) }, "fsync of PATH.compact: injected fault"},
+		{"temporary file undeletable", func(tmp string) { makeUndeletable(t, tmp) },
+			"fsync of PATH.compact: injected fault\nremove PATH.compact: directory not empty"},
 	} {
 		path := filepath.Join(t.TempDir(), "c.journal")
 		o := quietOptions()
@@ -1392,4 +1371,23 @@ func TestWriteSalvagedReportsExactlyWhyTheTemporaryFileStayed(t *testing.T) {
 			t.Errorf("%s: the claim on the name is left: %v", tc.name, err)
 		}
 	}
+}
+
+// removeFile removes path.
+func removeFile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// makeUndeletable replaces the file at path by a directory that is not
+// empty, which os.Remove cannot remove.
+func makeUndeletable(t *testing.T, path string) {
+	t.Helper()
+	removeFile(t, path)
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(path, "x"), nil)
 }
