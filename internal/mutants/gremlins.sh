@@ -31,6 +31,7 @@ fi
 
 out=${GREMLINS_OUT:-/tmp/idem-gremlins}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 [ -d /dev/shm ] && [ -w /dev/shm ] && export TMPDIR=/dev/shm
 # Coverage and every mutant run afresh, not from the test cache; CI=true
 # makes a test that misses PostgreSQL fail rather than skip.
@@ -49,6 +50,18 @@ fi
 exec "$realgo" "\$@"
 SHIM
 chmod +x "$shim/go"
+# gremlins names a package's files relative to the package, and compares
+# them with what git diff names relative to the repository: a shim makes
+# git name them relative to the package.
+realgit=$(command -v git)
+cat > "$shim/git" <<SHIM
+#!/usr/bin/env bash
+if [ "\$1" = diff ] && [ -n "\${IDEM_GREMLINS_PKG:-}" ] && [ "\$IDEM_GREMLINS_PKG" != . ]; then
+  exec "$realgit" diff --relative="\$IDEM_GREMLINS_PKG/" "\${@:2}"
+fi
+exec "$realgit" "\$@"
+SHIM
+chmod +x "$shim/git"
 
 # With --diff, only the packages whose code the change touched.
 changed=
@@ -74,7 +87,7 @@ for pkg in "${pkgs[@]}"; do
     env=(IDEM_GREMLINS_ROOT=1)
   fi
   start=$(date +%s)
-  env "${env[@]}" PATH="$shim:$PATH" "$gremlins" "${args[@]}" "$pkg" > "$out/$name.log" 2>&1 || true
+  env "${env[@]}" IDEM_GREMLINS_PKG="${pkg#./}" PATH="$shim:$PATH" "$gremlins" "${args[@]}" "$pkg" > "$out/$name.log" 2>&1 || true
   took=$(( $(date +%s) - start ))
   summary=$(grep -E 'Killed:|Timed out:|Test efficacy|Mutator coverage' "$out/$name.log" | tr -s ' \n' ' ')
   echo "$pkg ($took s): $summary"
