@@ -37,7 +37,7 @@ type requestBody struct {
 func captureBody(req *http.Request, limit int64) (requestBody, error) {
 	url := req.URL.String()
 	if req.Body == nil || req.Body == http.NoBody {
-		return requestBody{fingerprint: fingerprintOf(req.Method, url, nil), url: url}, nil
+		return requestBody{fingerprint: FingerprintOf(req.Method, url, nil), url: url}, nil
 	}
 	if req.GetBody != nil {
 		req.Body.Close()
@@ -75,7 +75,7 @@ func captureBody(req *http.Request, limit int64) (requestBody, error) {
 	if !complete {
 		return requestBody{}, fmt.Errorf("%w (%d bytes; set Request.GetBody to stream it)", ErrBodyTooLarge, limit)
 	}
-	return requestBody{buf, int64(len(buf)), fingerprintOf(req.Method, url, buf), url}, nil
+	return requestBody{buf, int64(len(buf)), FingerprintOf(req.Method, url, buf), url}, nil
 }
 
 // object returns b with its bytes in memory (read through GetBody, up to

@@ -31,7 +31,7 @@ func TestDialectFingerprintIsTheCallersBody(t *testing.T) {
 	if !ok {
 		t.Fatal("operation not journaled")
 	}
-	if want := fingerprintOf(http.MethodPost, srv.URL+"/v2/payments", []byte(body)); op.Fingerprint != want {
+	if want := FingerprintOf(http.MethodPost, srv.URL+"/v2/payments", []byte(body)); op.Fingerprint != want {
 		t.Fatalf("fingerprint %s, want %s, the caller's body's", op.Fingerprint, want)
 	}
 }
@@ -122,7 +122,7 @@ func TestDialectRefusesAJournaledKeyItCannotTake(t *testing.T) {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("k", 41)
-	err = claim.Begin(context.Background(), Operation{ID: "op", Key: long, Fingerprint: fingerprintOf(http.MethodPost, srv.URL, []byte("{}")),
+	err = claim.Begin(context.Background(), Operation{ID: "op", Key: long, Fingerprint: FingerprintOf(http.MethodPost, srv.URL, []byte("{}")),
 		Method: http.MethodPost, URL: srv.URL, Created: c.now(), State: StatePending})
 	claim.Release()
 	if err != nil {

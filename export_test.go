@@ -7,7 +7,3 @@ import "time"
 func NewMemoryJournal(keyTTL time.Duration) Journal {
 	return newMemoryJournalFor(keyTTL, nil)
 }
-
-// FingerprintOf is the fingerprint Do journals for a request with that
-// method, URL and body, for tests that journal an operation by hand.
-var FingerprintOf = fingerprintOf

@@ -38,7 +38,7 @@ func testIntent(i int) Operation {
 	return Operation{
 		ID:          fmt.Sprintf("op-%04d", i),
 		Key:         fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
-		Fingerprint: fingerprintOf(http.MethodPost, url, body),
+		Fingerprint: FingerprintOf(http.MethodPost, url, body),
 		Method:      http.MethodPost,
 		URL:         url,
 		Created:     testNow.Add(-time.Duration(i) * time.Second),

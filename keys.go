@@ -52,7 +52,7 @@ func (w fingerprintWriter) sum() (f Fingerprint) {
 }
 
 // fingerprintOf returns the fingerprint of a request whose body is in memory.
-func fingerprintOf(method, url string, body []byte) Fingerprint {
+func FingerprintOf(method, url string, body []byte) Fingerprint {
 	w := newFingerprintWriter(method, url)
 	w.Write(body)
 	return w.sum()

@@ -62,7 +62,7 @@ var mutants = []mutant{
 	{
 		Name: "the fingerprint taken over the body with the key", Rules: "D1.3",
 		Edits: []edit{{File: "client.go", Old: "ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: c.journaledURL(req, body),",
-			New: "ID: id, Key: key, Method: req.Method, URL: c.journaledURL(req, body),\n\t\t\tFingerprint: func() Fingerprint {\n\t\t\t\tif f := c.dialect.KeyField; f != \"\" {\n\t\t\t\t\treturn fingerprintOf(req.Method, body.url, bodyWithKey(body.rewind.([]byte), f, key))\n\t\t\t\t}\n\t\t\t\treturn fp\n\t\t\t}(),"}},
+			New: "ID: id, Key: key, Method: req.Method, URL: c.journaledURL(req, body),\n\t\t\tFingerprint: func() Fingerprint {\n\t\t\t\tif f := c.dialect.KeyField; f != \"\" {\n\t\t\t\t\treturn FingerprintOf(req.Method, body.url, bodyWithKey(body.rewind.([]byte), f, key))\n\t\t\t\t}\n\t\t\t\treturn fp\n\t\t\t}(),"}},
 		Pkg: ".", Tests: []string{"TestDialectFingerprintWithoutTheKey", "TestDialectFingerprintIsTheCallersBody"},
 	},
 	{
