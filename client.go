@@ -740,7 +740,10 @@ func OperationFrom(ctx context.Context) (string, bool) {
 //
 // Unlike Do, a rejection is returned as the server's response (a 4xx the
 // calling code expects to read), not as an error; Unknown outcomes and
-// refusals (ErrMismatch, ErrKeyExpired) are returned as errors. A redirect
+// refusals (ErrMismatch, ErrKeyExpired) are returned as errors, which an
+// SDK's own retry loop is told not to retry: each has a RetryableError
+// method that returns false, the method the AWS SDK for Go's retryer asks
+// for. A redirect
 // that the redirect rule left unfollowed is a rejection too,
 // and an *http.Client built on this RoundTripper must not follow it: the
 // RoundTripper refuses, with ErrInvalidRequest, a redirect of a request
@@ -779,8 +782,8 @@ type roundTripper struct{ c *Client }
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if prev := req.Response; prev != nil && prev.Request != nil && carriesKey(prev.Request) {
 		closeBody(req)
-		return nil, fmt.Errorf("idem: %w: the *http.Client around idem's RoundTripper followed a %s redirect of a request that "+
-			"carries a key; use Client.StandardClient, or a CheckRedirect that returns http.ErrUseLastResponse", ErrInvalidRequest, prev.Status)
+		return nil, notRetryable{fmt.Errorf("idem: %w: the *http.Client around idem's RoundTripper followed a %s redirect of a request that "+
+			"carries a key; use Client.StandardClient, or a CheckRedirect that returns http.ErrUseLastResponse", ErrInvalidRequest, prev.Status)}
 	}
 	if !carriesKey(req) {
 		return t.c.passThrough(req)
@@ -788,7 +791,7 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	id, _ := OperationFrom(req.Context())
 	res, err := t.c.do(id, req, nil)
 	if err != nil {
-		return nil, err
+		return nil, notRetryable{err}
 	}
 	return res.resp, nil
 }

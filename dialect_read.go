@@ -70,7 +70,8 @@ func checkBodyObject(body []byte, field string) error {
 		return fmt.Errorf("%w: the body is not a JSON object", ErrBodyNotObject)
 	}
 	if _, ok := fields[field]; ok {
-		return fmt.Errorf("%w: the body already has the field %q", ErrBodyNotObject, field)
+		return fmt.Errorf("%w: the body already has the field %q (an SDK that fills the field "+
+			"itself and signs the body, as the AWS SDK does, needs idem at its own layer: package idemaws)", ErrBodyNotObject, field)
 	}
 	return nil
 }
@@ -220,4 +221,13 @@ func jsonValues(doc any, path []string, out []string) []string {
 		return append(out, fmt.Sprint(v))
 	}
 	return out
+}
+
+// Read returns what resp means in the dialect: the Answer of the signal it
+// matches, or 0 when none does. body is the response body's first bytes
+// (a Field signal reads at most 64 KiB of them), nil when not read. An
+// integration that sends operations its own way, below an SDK, reads the
+// API's answers with it as Do does.
+func (d Dialect) Read(resp *http.Response, body []byte) Answer {
+	return d.answer(resp, body[:min(len(body), answerBodyLimit)])
 }

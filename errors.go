@@ -179,3 +179,16 @@ func truncateForMessage(b []byte) string {
 	}
 	return string(b)
 }
+
+// notRetryable is an error of the RoundTripper that the code around it must
+// not retry: idem retried already, or refused to send. Its RetryableError
+// method is how an SDK's retry loop learns that (the AWS SDK for Go's
+// retryer asks every error in the chain), so that an SDK over
+// StandardClient does not multiply idem's attempts by its own. It unwraps
+// to the error, and says what it says.
+type notRetryable struct{ error }
+
+func (e notRetryable) Unwrap() error { return e.error }
+
+// RetryableError returns false: see notRetryable.
+func (notRetryable) RetryableError() bool { return false }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/journaltest"
@@ -115,6 +116,37 @@ func TestMismatchSaysWhatDiffers(t *testing.T) {
 		err := do(tc.method, tc.url, tc.body)
 		if !errors.Is(err, idem.ErrMismatch) || !strings.HasSuffix(err.Error(), ": "+tc.want) {
 			t.Errorf("%s %s %q: %v, want ErrMismatch saying %q", tc.method, tc.url, tc.body, err, tc.want)
+		}
+	}
+}
+
+// TestRoundTripperErrorsAreNotRetryable checks that what the RoundTripper
+// returns as an error tells an SDK's retry loop not to retry it, by the
+// method the AWS SDK for Go's retryer asks for: an unknown outcome (idem
+// retried already), and a refusal before sending.
+func TestRoundTripperErrorsAreNotRetryable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	c, err := idem.New(idem.Config{HTTPClient: srv.Client(), MaxAttempts: 2, InitialWait: time.Millisecond, MaxWait: time.Millisecond,
+		Dialect: idem.AWSCloudControl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := c.StandardClient()
+	for _, tc := range []struct {
+		body string
+		want error
+	}{
+		{`{"a":1}`, idem.ErrUnknown},
+		{`{"ClientToken":"x"}`, idem.ErrBodyNotObject},
+	} {
+		req, _ := http.NewRequestWithContext(idem.WithOperation(context.Background(), "op-"+tc.body), "POST", srv.URL, strings.NewReader(tc.body))
+		_, err := hc.Do(req)
+		var r interface{ RetryableError() bool }
+		if !errors.Is(err, tc.want) || !errors.As(err, &r) || r.RetryableError() {
+			t.Errorf("body %s: err = %v; want %v, not retryable", tc.body, err, tc.want)
 		}
 	}
 }
