@@ -1,0 +1,100 @@
+package idemaws
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/idemkit/idem"
+)
+
+// attemptMiddleware is next to the transport: every attempt of a named
+// operation passes through it, after the SDK serialized and signed it.
+type attemptMiddleware struct{}
+
+func (attemptMiddleware) ID() string { return attemptID }
+
+func (attemptMiddleware) HandleDeserialize(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (
+	middleware.DeserializeOutput, middleware.Metadata, error,
+) {
+	c, ok := ctx.Value(callKey{}).(*call)
+	if !ok {
+		return next.HandleDeserialize(ctx, in)
+	}
+	if c.replay != nil {
+		return middleware.DeserializeOutput{RawResponse: &smithyhttp.Response{Response: recorded(c.replay)}}, middleware.Metadata{}, nil
+	}
+	select {
+	case <-c.lost:
+		return middleware.DeserializeOutput{}, middleware.Metadata{}, notRetryable{fmt.Errorf("idemaws: operation %q: %w", c.op.ID, idem.ErrClaimLost)}
+	default:
+	}
+	if !c.begun {
+		if req, ok := in.Request.(*smithyhttp.Request); ok {
+			c.op.Method, c.op.URL = req.Method, req.URL.String()+"#"+operationName(ctx)
+		}
+		// Begin returns once the intent is durable: no byte of the
+		// operation is sent before.
+		if err := c.claim.Begin(ctx, c.op); err != nil {
+			return middleware.DeserializeOutput{}, middleware.Metadata{}, notRetryable{fmt.Errorf("idemaws: operation %q: journaling intent: %w", c.op.ID, err)}
+		}
+		c.begun = true
+	}
+	c.attempts++
+	out, md, err := next.HandleDeserialize(ctx, in)
+	c.resp, c.body, c.fits = nil, nil, false
+	if raw, ok := out.RawResponse.(*smithyhttp.Response); ok && raw != nil && raw.Response != nil {
+		c.resp = raw.Response
+		c.body, c.fits = keep(raw.Response, c.o.maxBody)
+	}
+	return out, md, err
+}
+
+// keep reads up to limit bytes of resp's body, for the journal, and puts
+// them back in front of the rest for the SDK to read. fits reports that
+// the body was read whole.
+func keep(resp *http.Response, limit int64) (body []byte, fits bool) {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return nil, true
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	fits = err == nil && int64(len(b)) <= limit
+	if fits {
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		return b, true
+	}
+	// A body too long to record, or one that broke while read: the SDK
+	// reads what was read and then the rest, and meets the error itself.
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+	return b[:min(len(b), int(limit))], false
+}
+
+// recorded is the response the journal holds for a completed operation.
+func recorded(op *idem.Operation) *http.Response {
+	h := op.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", op.Status, http.StatusText(op.Status)), StatusCode: op.Status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(bytes.NewReader(op.Body)), ContentLength: int64(len(op.Body)),
+	}
+}
+
+// notRetryable is an error the SDK's retryer must not retry: its
+// RetryableError method is how the retryer asks.
+type notRetryable struct{ error }
+
+func (e notRetryable) Unwrap() error { return e.error }
+
+// RetryableError returns false.
+func (notRetryable) RetryableError() bool { return false }

@@ -1,0 +1,419 @@
+package idemaws_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudcontrol"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemaws"
+)
+
+// noWait is a retry backoff that does not wait, so that tests do not
+// sleep.
+type noWait struct{}
+
+func (noWait) BackoffDelay(int, error) (time.Duration, error) { return 0, nil }
+
+// awsConfig is the configuration a program gives the SDK: static
+// credentials, the fake endpoint, the standard retryer (without its
+// waits), and idemaws installed for every client made from it.
+func awsConfig(f *fakeAWS, ops *idemaws.Operations, maxAttempts int) aws.Config {
+	cfg := aws.Config{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ""),
+		BaseEndpoint: aws.String(f.srv.URL),
+		HTTPClient:   f.srv.Client(),
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.Backoff, o.RateLimiter = noWait{}, ratelimit.None
+			})
+		},
+		RetryMaxAttempts: maxAttempts,
+	}
+	if ops != nil {
+		cfg.APIOptions = append(cfg.APIOptions, ops.Install)
+	}
+	return cfg
+}
+
+func openJournal(t *testing.T, path string) *idem.FileJournal {
+	t.Helper()
+	j, err := idem.OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+func newOperations(t *testing.T, j idem.Journal) *idemaws.Operations {
+	t.Helper()
+	ops, err := idemaws.New(idemaws.Options{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
+func bucket(name string) *cloudcontrol.CreateResourceInput {
+	return &cloudcontrol.CreateResourceInput{
+		TypeName:     aws.String("AWS::S3::Bucket"),
+		DesiredState: aws.String(`{"BucketName":"` + name + `"}`),
+	}
+}
+
+func lookup(t *testing.T, j idem.Journal, id string) idem.Operation {
+	t.Helper()
+	op, ok, err := j.Lookup(context.Background(), id)
+	if err != nil || !ok {
+		t.Fatalf("Lookup(%q) = %v, %v", id, ok, err)
+	}
+	return op
+}
+
+func TestA500ThenSuccessSendsOneToken(t *testing.T) {
+	f := newFakeAWS(t)
+	f.fail = []int{500}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+
+	// The intent is journaled, with the token on the wire, before the
+	// first byte is sent.
+	f.seen = func(token string) {
+		op, ok, err := j.Lookup(context.Background(), "bucket-1")
+		if err != nil || !ok || op.Key != token || op.State != idem.StatePending {
+			t.Errorf("when the endpoint saw token %q, the journal held %+v, %v, %v", token, op, ok, err)
+		}
+	}
+	out, err := client.CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := f.wire()
+	if len(wire) != 2 || wire[0] != wire[1] || wire[0] == "" {
+		t.Fatalf("tokens on the wire = %q, want one token, twice", wire)
+	}
+	if got := aws.ToString(out.ProgressEvent.Identifier); got != "res-1" || f.creations() != 1 {
+		t.Fatalf("created %q, %d creations; want res-1, 1", got, f.creations())
+	}
+	op := lookup(t, j, "bucket-1")
+	if op.State != idem.StateDone || op.Key != wire[0] || op.Status != 200 || !bytes.Contains(op.Body, []byte(`"Identifier":"res-1"`)) {
+		t.Fatalf("journal holds %s key %s status %d body %s; want done under %s, 200, res-1", op.State, op.Key, op.Status, op.Body, wire[0])
+	}
+	if op.Method != "POST" || op.URL != f.srv.URL+"/#CreateResource" {
+		t.Errorf("journaled %s %s, want POST %s/#CreateResource", op.Method, op.URL, f.srv.URL)
+	}
+}
+
+func TestACompletedOperationIsAnsweredFromTheJournal(t *testing.T) {
+	f := newFakeAWS(t)
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "bucket-1")
+	first, err := client.CreateResource(ctx, bucket("b1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := client.CreateResource(ctx, bucket("b1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.requests() != 1 {
+		t.Fatalf("%d requests reached the endpoint, want 1: the second call is answered from the journal", f.requests())
+	}
+	if a, b := *first.ProgressEvent, *again.ProgressEvent; aws.ToString(a.Identifier) != aws.ToString(b.Identifier) ||
+		aws.ToString(a.RequestToken) != aws.ToString(b.RequestToken) || a.OperationStatus != b.OperationStatus {
+		t.Fatalf("the replay answered %+v, the first call %+v", b, a)
+	}
+	if got, want := awsRequestID(again.ResultMetadata), "req-1"; got != want {
+		t.Errorf("the replay's request ID = %q, want the recorded %q", got, want)
+	}
+}
+
+func TestARejectionIsRecordedAndAnsweredFromTheJournal(t *testing.T) {
+	f := newFakeAWS(t)
+	f.reject = "InvalidRequestException"
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "bucket-1")
+	for i, wantRecorded := range []bool{false, true} {
+		_, err := client.CreateResource(ctx, bucket("b1"))
+		var oe *idem.OutcomeError
+		var api smithy.APIError
+		if !errors.Is(err, idem.ErrRejected) || !errors.As(err, &oe) || !errors.As(err, &api) {
+			t.Fatalf("call %d: err = %v, want a rejection wrapping the API's error", i, err)
+		}
+		if api.ErrorCode() != "InvalidRequestException" || oe.Status != 400 || oe.Recorded != wantRecorded {
+			t.Fatalf("call %d: code %s, status %d, recorded %v; want InvalidRequestException, 400, %v", i, api.ErrorCode(), oe.Status, oe.Recorded, wantRecorded)
+		}
+	}
+	if f.requests() != 1 {
+		t.Fatalf("%d requests reached the endpoint, want 1: a 400 is not retried, and the rejection is recorded", f.requests())
+	}
+	if op := lookup(t, j, "bucket-1"); op.State != idem.StateRejected || op.Status != 400 {
+		t.Fatalf("journal holds %s %d, want rejected 400", op.State, op.Status)
+	}
+}
+
+func TestAttemptsPerCallAreTheRetryersMaxAttempts(t *testing.T) {
+	for _, tc := range []struct{ maxAttempts, want int }{{0, 3}, {1, 1}, {5, 5}} {
+		f := newFakeAWS(t)
+		f.fail = slices.Repeat([]int{503}, 20)
+		j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+		client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), tc.maxAttempts))
+		ctx := idem.WithOperation(context.Background(), "bucket-1")
+		_, err := client.CreateResource(ctx, bucket("b1"))
+		var oe *idem.OutcomeError
+		if !errors.Is(err, idem.ErrUnknown) || !errors.As(err, &oe) || oe.Attempts != tc.want || oe.Status != 503 {
+			t.Fatalf("MaxAttempts %d: err = %v, want unknown after %d attempts", tc.maxAttempts, err, tc.want)
+		}
+		if f.requests() != tc.want {
+			t.Fatalf("MaxAttempts %d: %d requests reached the endpoint, want %d", tc.maxAttempts, f.requests(), tc.want)
+		}
+		op := lookup(t, j, "bucket-1")
+		if op.State != idem.StatePending {
+			t.Fatalf("journal holds %s, want pending", op.State)
+		}
+		// The next call resumes under the same token.
+		f.mu.Lock()
+		f.fail = nil
+		f.mu.Unlock()
+		if _, err := client.CreateResource(ctx, bucket("b1")); err != nil {
+			t.Fatal(err)
+		}
+		wire := f.wire()
+		if len(wire) != tc.want+1 || slices.ContainsFunc(wire, func(w string) bool { return w != op.Key }) {
+			t.Fatalf("MaxAttempts %d: tokens on the wire %q, want %d times %s", tc.maxAttempts, wire, tc.want+1, op.Key)
+		}
+	}
+}
+
+func TestAClientTokenConflictLeavesTheOperationPending(t *testing.T) {
+	f := newFakeAWS(t)
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "bucket-1")
+	f.fail = []int{500, 500, 500}
+	if _, err := client.CreateResource(ctx, bucket("b1")); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("err = %v, want unknown", err)
+	}
+	// The API meanwhile holds the token for other parameters.
+	key := lookup(t, j, "bucket-1").Key
+	f.mu.Lock()
+	f.byToken[key] = run{params: `{"other":true}`, id: "res-9"}
+	f.mu.Unlock()
+
+	_, err := client.CreateResource(ctx, bucket("b1"))
+	var oe *idem.OutcomeError
+	var api smithy.APIError
+	if !errors.Is(err, idem.ErrKeyReused) || !errors.Is(err, idem.ErrUnknown) || !errors.As(err, &oe) || !errors.As(err, &api) ||
+		api.ErrorCode() != "ClientTokenConflictException" || oe.Attempts != 1 || oe.Key != key {
+		t.Fatalf("err = %v (%+v), want ErrKeyReused, unknown, after 1 attempt under %s", err, oe, key)
+	}
+	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending || op.Key != key {
+		t.Fatalf("journal holds %s %s, want pending %s, for a person to reconcile", op.State, op.Key, key)
+	}
+}
+
+func TestAChangedInputIsAMismatch(t *testing.T) {
+	f := newFakeAWS(t)
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "bucket-1")
+	f.fail = []int{500, 500, 500}
+	client.CreateResource(ctx, bucket("b1"))
+	sent := f.requests()
+	for _, in := range []*cloudcontrol.CreateResourceInput{bucket("b2"), {TypeName: aws.String("AWS::SQS::Queue"), DesiredState: bucket("b1").DesiredState}} {
+		_, err := client.CreateResource(ctx, in)
+		if !errors.Is(err, idem.ErrMismatch) {
+			t.Fatalf("err = %v, want ErrMismatch", err)
+		}
+	}
+	if f.requests() != sent {
+		t.Fatalf("a refused call sent %d requests", f.requests()-sent)
+	}
+}
+
+func TestTheInputsOwnToken(t *testing.T) {
+	f := newFakeAWS(t)
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "bucket-1")
+
+	in := bucket("b1")
+	in.ClientToken = aws.String("mine")
+	if _, err := client.CreateResource(ctx, in); !errors.Is(err, idemaws.ErrTokenSet) || f.requests() != 0 {
+		t.Fatalf("err = %v after %d requests, want ErrTokenSet before any", err, f.requests())
+	}
+	if _, ok, _ := j.Lookup(ctx, "bucket-1"); ok {
+		t.Fatal("a refused call left an operation in the journal")
+	}
+	// The SDK sets the token on the caller's input, as its own token
+	// middleware does; the same input is the same call again.
+	in = bucket("b1")
+	if _, err := client.CreateResource(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if key := lookup(t, j, "bucket-1").Key; aws.ToString(in.ClientToken) != key {
+		t.Fatalf("the input's token is %q, the operation's %s", aws.ToString(in.ClientToken), key)
+	}
+	if _, err := client.CreateResource(ctx, in); err != nil || f.requests() != 1 {
+		t.Fatalf("again with the token set: err = %v after %d requests, want the recorded answer", err, f.requests())
+	}
+}
+
+func TestCallsWithoutAnOperationAreTheSDKs(t *testing.T) {
+	f := newFakeAWS(t)
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	for range 2 {
+		if _, err := client.CreateResource(context.Background(), bucket("b1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wire := f.wire()
+	if len(wire) != 2 || wire[0] == wire[1] || f.creations() != 2 {
+		t.Fatalf("tokens %q, %d creations: want the SDK's own token per call", wire, f.creations())
+	}
+	if ops, err := j.List(context.Background(), idem.ListAll); err != nil || len(ops) != 0 {
+		t.Fatalf("journal lists %d operations (%v), want none", len(ops), err)
+	}
+}
+
+func TestAnOperationWithoutAClientTokenIsRefused(t *testing.T) {
+	f := newFakeAWS(t)
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "read-1")
+	_, err := client.GetResource(ctx, &cloudcontrol.GetResourceInput{TypeName: aws.String("AWS::S3::Bucket"), Identifier: aws.String("b1")})
+	if !errors.Is(err, idemaws.ErrNoClientToken) || f.requests() != 0 {
+		t.Fatalf("err = %v after %d requests, want ErrNoClientToken before any", err, f.requests())
+	}
+}
+
+func TestECSRunTask(t *testing.T) {
+	f := newFakeAWS(t)
+	f.fail = []int{502}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := ecs.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "task-1")
+	in := func() *ecs.RunTaskInput {
+		return &ecs.RunTaskInput{TaskDefinition: aws.String("nightly-report:3"), Cluster: aws.String("batch"), Count: aws.Int32(1)}
+	}
+	first, err := client.RunTask(ctx, in())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := client.RunTask(ctx, in())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := f.wire()
+	key := lookup(t, j, "task-1").Key
+	if len(wire) != 2 || wire[0] != key || wire[1] != key || f.creations() != 1 {
+		t.Fatalf("tokens on the wire %q, %d creations; want %s twice, 1", wire, f.creations(), key)
+	}
+	if a, b := aws.ToString(first.Tasks[0].TaskArn), aws.ToString(again.Tasks[0].TaskArn); a != b || a != "arn:aws:ecs:us-east-1:123456789012:task/res-1" {
+		t.Fatalf("task ARNs %q and %q, want res-1's, from the journal the second time", a, b)
+	}
+	if _, err := client.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("nightly-report:4"), Cluster: aws.String("batch"), Count: aws.Int32(1)}); !errors.Is(err, idem.ErrMismatch) {
+		t.Fatalf("another task definition under the operation: err = %v, want ErrMismatch", err)
+	}
+}
+
+// lapsing is a journal whose claims lapse once the first attempt was sent.
+type lapsing struct {
+	idem.Journal
+	f *fakeAWS
+}
+
+func (l lapsing) Claim(ctx context.Context, id string) (idem.Claim, error) {
+	c, err := l.Journal.Claim(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	lost := make(chan struct{})
+	var once sync.Once
+	l.f.mu.Lock()
+	l.f.seen = func(string) { once.Do(func() { close(lost) }) }
+	l.f.mu.Unlock()
+	return lapsingClaim{c, lost}, nil
+}
+
+type lapsingClaim struct {
+	idem.Claim
+	lost chan struct{}
+}
+
+func (c lapsingClaim) Lost() <-chan struct{} { return c.lost }
+
+func TestNoAttemptAfterTheClaimLapses(t *testing.T) {
+	f := newFakeAWS(t)
+	f.fail = []int{500, 500, 500}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, lapsing{j, f}), 0))
+	_, err := client.CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
+	if !errors.Is(err, idem.ErrClaimLost) || !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("err = %v, want ErrClaimLost, unknown", err)
+	}
+	if f.requests() != 1 {
+		t.Fatalf("%d requests reached the endpoint, want 1: none after the claim lapsed", f.requests())
+	}
+	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending {
+		t.Fatalf("journal holds %s, want pending", op.State)
+	}
+}
+
+func TestNewRefusesABadConfig(t *testing.T) {
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	for _, o := range []idemaws.Options{
+		{},
+		{Journal: j, KeyTTL: -time.Second},
+		{Journal: j, MaxRecordedBody: -1},
+	} {
+		if _, err := idemaws.New(o); !errors.Is(err, idem.ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", o, err)
+		}
+	}
+}
+
+func awsRequestID(md middleware.Metadata) string {
+	id, _ := awsmiddleware.GetRequestIDMetadata(md)
+	return id
+}
+
+func TestAnExpiredTokenIsNotSentAgain(t *testing.T) {
+	f := newFakeAWS(t)
+	f.fail = []int{500, 500, 500}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := cloudcontrol.NewFromConfig(awsConfig(f, ops, 0))
+	ctx := idem.WithOperation(context.Background(), "bucket-1")
+	if _, err := client.CreateResource(ctx, bucket("b1")); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("err = %v, want unknown", err)
+	}
+	for time.Since(lookup(t, j, "bucket-1").Created) < time.Millisecond {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := client.CreateResource(ctx, bucket("b1")); !errors.Is(err, idem.ErrKeyExpired) || f.requests() != 3 {
+		t.Fatalf("err = %v after %d requests, want ErrKeyExpired and no request past the first call's 3", err, f.requests())
+	}
+}
