@@ -10,7 +10,8 @@
 # Results go to $GREMLINS_OUT (default /tmp/idem-gremlins): a log and a
 # JSON report per package, and a summary line each on standard output.
 # A whole run takes hours on two cores (MUTANTS.md has the times); --diff
-# takes minutes. The tests' files go to tmpfs where there is one, which
+# takes minutes. GREMLINS_WORKERS (default 2) is how many mutants run at
+# once. The tests' files go to tmpfs where there is one, which
 # makes the file journal's fsyncs cheap and the run several times faster.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -79,7 +80,7 @@ for pkg in "${pkgs[@]}"; do
   fi
   name=$(echo "${pkg#./}" | tr / -); [ "$name" = . ] && name=root
   args=(unleash --invert-logical --invert-loopctrl --remove-self-assignments
-    --workers 2 --timeout-coefficient 3 -o "$out/$name.json" "${diff[@]}")
+    --workers "${GREMLINS_WORKERS:-2}" --timeout-coefficient 3 -o "$out/$name.json" "${diff[@]}")
   env=()
   if [ "$pkg" = . ]; then
     # The root's own files only: every directory below it is another package.
