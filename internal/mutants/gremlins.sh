@@ -23,7 +23,7 @@ if [ "${1:-}" = --diff ]; then
   diff=(--diff "$2"); shift 2
 fi
 pkgs=("$@")
-[ ${#pkgs[@]} -gt 0 ] || pkgs=(. ./internal/filejournal ./pgjournal ./idemserver ./testserver)
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(. ./internal/filejournal ./pgjournal ./idemserver ./testserver ./idemaws)
 
 gremlins=$(go env GOPATH)/bin/gremlins
 if ! go version -m "$gremlins" 2>/dev/null | grep -q "gremlins.*$version"; then
@@ -87,8 +87,13 @@ for pkg in "${pkgs[@]}"; do
     args+=(-E '/' -E '_test\.go$')
     env=(IDEM_GREMLINS_ROOT=1)
   fi
+  # A nested module (idemaws) runs from its own directory.
+  dir=. target=$pkg
+  if [ "$pkg" != . ] && [ -f "$pkg/go.mod" ]; then
+    dir=$pkg target=.
+  fi
   start=$(date +%s)
-  env "${env[@]}" IDEM_GREMLINS_PKG="${pkg#./}" PATH="$shim:$PATH" "$gremlins" "${args[@]}" "$pkg" > "$out/$name.log" 2>&1 || true
+  (cd "$dir" && env "${env[@]}" IDEM_GREMLINS_PKG="${pkg#./}" PATH="$shim:$PATH" "$gremlins" "${args[@]}" "$target") > "$out/$name.log" 2>&1 || true
   took=$(( $(date +%s) - start ))
   summary=$(grep -E 'Killed:|Timed out:|Test efficacy|Mutator coverage' "$out/$name.log" | tr -s ' \n' ' ')
   echo "$pkg ($took s): $summary"

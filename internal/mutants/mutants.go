@@ -877,4 +877,36 @@ var mutants = []mutant{
 			New: "\t\t\tk.servePhased(w, r, req, h) // resume it, as a phased route would\n\t\t\treturn\n"}},
 		Pkg: "./idemserver", Tests: []string{"TestL2AnAtomicRouteNeverResumesAnUnfinishedKey"},
 	},
+	{
+		Name: "AWS SDK: the intent not journaled before the first attempt", Rules: "A1.1, A1.2",
+		Edits: []edit{{File: "idemaws/attempt.go", Old: "if err := c.claim.Begin(ctx, c.op); err != nil {",
+			New: "if err := error(nil); err != nil {"}},
+		Pkg: "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestARestartResumesUnderTheSameToken"},
+	},
+	{
+		Name: "AWS SDK: the SDK's own token left on the input", Rules: "A1.1, A1.2",
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\t\tsetToken(input, field, c.op.Key)\n", New: "\t\t_ = field\n"}},
+		Pkg:   "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestARestartResumesUnderTheSameToken", "TestECSRunTask"},
+	},
+	{
+		Name: "AWS SDK: the fingerprint taken with the token", Rules: "A1.6",
+		Edits: []edit{{File: "idemaws/token.go", Old: "\tc.Elem().Field(i).SetZero()\n", New: ""}},
+		Pkg:   "./idemaws", Tests: []string{"TestTheFingerprintIgnoresMapOrder", "TestTheInputsOwnToken"},
+	},
+	{
+		Name: "AWS SDK: attempts go on after the claim lapsed", Rules: "A3.2",
+		Edits: []edit{{File: "idemaws/attempt.go", Old: "\tcase <-c.lost:\n", New: "\tcase <-make(chan struct{}):\n"},
+			{File: "idemaws/operation.go", Old: "\tif c.lost != nil {\n", New: "\tif false {\n"}},
+		Pkg: "./idemaws", Tests: []string{"TestNoAttemptAfterTheClaimLapses"},
+	},
+	{
+		Name: "AWS SDK: a token conflict recorded as a rejection", Rules: "A2.3",
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\tcase idem.AnswerKeyReused, idem.AnswerInFlight:\n", New: "\tcase idem.AnswerInFlight:\n"}},
+		Pkg:   "./idemaws", Tests: []string{"TestAClientTokenConflictLeavesTheOperationPending"},
+	},
+	{
+		Name: "AWS SDK: the answer read for the journal not put back for the SDK", Rules: "A2.1",
+		Edits: []edit{{File: "idemaws/attempt.go", Old: "\t\tresp.Body = io.NopCloser(bytes.NewReader(b))\n", New: ""}},
+		Pkg:   "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestACompletedOperationIsAnsweredFromTheJournal"},
+	},
 }
