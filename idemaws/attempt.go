@@ -45,7 +45,10 @@ func (attemptMiddleware) HandleDeserialize(ctx context.Context, in middleware.De
 		c.begun = true
 	}
 	c.attempts++
-	out, md, err := next.HandleDeserialize(ctx, in)
+	// The operation is this call's, not the HTTP client's: an idem
+	// StandardClient below would otherwise claim it again, and wait for
+	// this very claim.
+	out, md, err := next.HandleDeserialize(idem.WithOperation(ctx, ""), in)
 	c.resp, c.body, c.fits = nil, nil, false
 	if raw, ok := out.RawResponse.(*smithyhttp.Response); ok && raw != nil && raw.Response != nil {
 		c.resp = raw.Response

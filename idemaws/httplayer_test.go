@@ -3,6 +3,7 @@ package idemaws_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +67,29 @@ func TestIdemsRetriesAreNotMultipliedByTheSDKs(t *testing.T) {
 	}
 	if count.n != 1 || f.requests() != 4 {
 		t.Fatalf("the SDK made %d attempts and the endpoint saw %d requests; want 1 and 4", count.n, f.requests())
+	}
+}
+
+// TestAnIdemHTTPClientBelowIdemawsDoesNotClaimTheOperationAgain: with
+// idemaws installed and, against the advice, an idem StandardClient as
+// the SDK's HTTP client on the same journal, the call ends instead of
+// waiting for its own claim, and the journal holds the operation once.
+func TestAnIdemHTTPClientBelowIdemawsDoesNotClaimTheOperationAgain(t *testing.T) {
+	f := newFakeAWS(t)
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	c, err := idem.New(idem.Config{Journal: j, HTTPClient: f.srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := awsConfig(f, newOperations(t, j), 0)
+	cfg.HTTPClient = c.StandardClient()
+	ctx, cancel := context.WithTimeout(idem.WithOperation(context.Background(), "bucket-1"), time.Minute)
+	defer cancel()
+	if _, err := cloudcontrol.NewFromConfig(cfg).CreateResource(ctx, bucket("b1")); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := j.List(ctx, idem.ListAll)
+	if err != nil || len(ops) != 1 || ops[0].ID != "bucket-1" || ops[0].State != idem.StateDone {
+		t.Fatalf("journal lists %+v (%v), want bucket-1 done alone", ops, err)
 	}
 }

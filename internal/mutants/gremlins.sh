@@ -87,10 +87,16 @@ for pkg in "${pkgs[@]}"; do
     args+=(-E '/' -E '_test\.go$')
     env=(IDEM_GREMLINS_ROOT=1)
   fi
-  # A nested module (idemaws) runs from its own directory.
+  # A nested module (idemaws) runs from its own directory. gremlins tests
+  # each mutant in a copy of that directory, where its replace of the
+  # root module (../) would point nowhere: a copy of its go.mod, given by
+  # -modfile, points at the root by its absolute path.
   dir=. target=$pkg
   if [ "$pkg" != . ] && [ -f "$pkg/go.mod" ]; then
     dir=$pkg target=.
+    sed "s#=> \.\./*\$#=> $root#" "$pkg/go.mod" > "$shim/$name.mod"
+    cp "$pkg/go.sum" "$shim/$name.sum"
+    env+=(GOWORK=off GOFLAGS="$GOFLAGS -modfile=$shim/$name.mod")
   fi
   start=$(date +%s)
   (cd "$dir" && env "${env[@]}" IDEM_GREMLINS_PKG="${pkg#./}" PATH="$shim:$PATH" "$gremlins" "${args[@]}" "$target") > "$out/$name.log" 2>&1 || true
