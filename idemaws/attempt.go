@@ -22,7 +22,7 @@ func (attemptMiddleware) HandleDeserialize(ctx context.Context, in middleware.De
 	middleware.DeserializeOutput, middleware.Metadata, error,
 ) {
 	c, ok := ctx.Value(callKey{}).(*call)
-	if !ok {
+	if !ok || c.claim == nil {
 		return next.HandleDeserialize(ctx, in)
 	}
 	if c.replay != nil {
@@ -32,17 +32,6 @@ func (attemptMiddleware) HandleDeserialize(ctx context.Context, in middleware.De
 	case <-c.lost:
 		return middleware.DeserializeOutput{}, middleware.Metadata{}, notRetryable{fmt.Errorf("idemaws: operation %q: %w", c.op.ID, idem.ErrClaimLost)}
 	default:
-	}
-	if !c.begun {
-		if req, ok := in.Request.(*smithyhttp.Request); ok {
-			c.op.Method, c.op.URL = req.Method, req.URL.String()+"#"+operationName(ctx)
-		}
-		// Begin returns once the intent is durable: no byte of the
-		// operation is sent before.
-		if err := c.claim.Begin(ctx, c.op); err != nil {
-			return middleware.DeserializeOutput{}, middleware.Metadata{}, notRetryable{fmt.Errorf("idemaws: operation %q: journaling intent: %w", c.op.ID, err)}
-		}
-		c.begun = true
 	}
 	c.attempts++
 	// The operation is this call's, not the HTTP client's: an idem

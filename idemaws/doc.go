@@ -9,19 +9,18 @@
 // and the API applies the request twice. idem's HTTP layer cannot help: the
 // SDK signs the body the token is in.
 //
-// idemaws works at the SDK's own layer. Install adds two middlewares to
+// idemaws works at the SDK's own layer. Install adds its middlewares to
 // every operation of a client. For a call whose context names an operation
-// (idem.WithOperation), they:
+// (idem.WithOperation), once the SDK has validated the input, they:
 //
 //   - claim the operation in the journal and take its token from there: a
-//     new operation's token is minted once (a random UUID), an unfinished
-//     one's is the one it was first sent with, in this process or before a
-//     restart;
+//     new operation's token is minted once (a random UUID) and its intent
+//     journaled, durably, before anything is sent; an unfinished one's is
+//     the token it was first sent with, in this process or before a
+//     restart, on this machine or another sharing the journal;
 //   - set the token on the input before the SDK serializes and signs it,
-//     where the SDK's own token middleware would have;
-//   - journal the operation's intent, durably, before the first attempt is
-//     sent;
-//   - record its outcome when the call ends, as idem.Client.Do does: done,
+//     in place of the one the SDK's own token middleware filled;
+//   - record the outcome when the call ends, as idem.Client.Do does: done,
 //     rejected, or unknown (left pending, to be resumed under its token);
 //   - answer a call of a completed operation from the journal: the recorded
 //     response goes through the SDK's own deserializer, and nothing is sent.
@@ -33,9 +32,8 @@
 // The SDK's retryer retries; idem adds no loop of its own. A call makes at
 // most the retryer's MaxAttempts attempts (3 by default, set by
 // aws.Config.RetryMaxAttempts or the client's Retryer), all under one
-// token. The client's HTTPClient must be a plain one, not an idem.Client's
-// StandardClient: that one journals every request it is given and retries
-// it too.
+// token. Keep the client's HTTPClient a plain one, not an idem.Client's
+// StandardClient, which would retry each attempt again.
 //
 // # Outcomes
 //

@@ -95,9 +95,10 @@ func New(o Options) (*Operations, error) {
 }
 
 // The SDK's middleware that fills a missing client token, and the IDs of
-// the two idemaws adds to a stack.
+// the three idemaws adds to a stack.
 const (
 	sdkTokenMiddleware = "OperationIdempotencyTokenAutoFill"
+	tokenID            = "IdemToken"
 	operationID        = "IdemOperation"
 	attemptID          = "IdemAttempt"
 )
@@ -106,23 +107,28 @@ const (
 // an API option: append it to aws.Config.APIOptions, or to a client's
 // Options.APIOptions, so that every operation of the client gets it.
 //
-// The operation middleware goes just before the SDK's own token middleware
-// in the Initialize step, before the input is validated, serialized and
-// signed, and outside the retry loop; the attempt middleware goes last in
-// the Deserialize step, next to the transport, where it sees every attempt.
+// Three middlewares: in the Initialize step, one just before the SDK's own
+// token middleware notes the caller's token, and one last, once the SDK
+// has validated the input, claims the operation, journals its intent and
+// sets its token, before the input is serialized and signed and outside
+// the retry loop; in the Deserialize step, one last, next to the
+// transport, sees every attempt.
 func (o *Operations) Install(stack *middleware.Stack) error {
 	sdk, takesToken := stack.Initialize.Get(sdkTokenMiddleware)
-	op := &operationMiddleware{o: o, sdk: sdk}
+	tm := &tokenMiddleware{o: o, sdk: sdk}
 	var err error
 	if takesToken {
-		err = stack.Initialize.Insert(op, sdkTokenMiddleware, middleware.Before)
+		err = stack.Initialize.Insert(tm, sdkTokenMiddleware, middleware.Before)
 	} else {
-		err = stack.Initialize.Add(op, middleware.After)
+		err = stack.Initialize.Add(tm, middleware.After)
+	}
+	if err == nil {
+		err = stack.Initialize.Add(&operationMiddleware{o: o}, middleware.After)
+	}
+	if err == nil {
+		err = stack.Deserialize.Add(attemptMiddleware{}, middleware.After)
 	}
 	if err != nil {
-		return fmt.Errorf("idemaws: installing: %w", err)
-	}
-	if err := stack.Deserialize.Add(attemptMiddleware{}, middleware.After); err != nil {
 		return fmt.Errorf("idemaws: installing: %w", err)
 	}
 	return nil

@@ -115,8 +115,8 @@ func TestA500ThenSuccessSendsOneToken(t *testing.T) {
 	if op.State != idem.StateDone || op.Key != wire[0] || op.Status != 200 || !bytes.Contains(op.Body, []byte(`"Identifier":"res-1"`)) {
 		t.Fatalf("journal holds %s key %s status %d body %s; want done under %s, 200, res-1", op.State, op.Key, op.Status, op.Body, wire[0])
 	}
-	if op.Method != "POST" || op.URL != f.srv.URL+"/#CreateResource" {
-		t.Errorf("journaled %s %s, want POST %s/#CreateResource", op.Method, op.URL, f.srv.URL)
+	if op.Method != "AWS" || op.URL != "CloudControl.CreateResource" {
+		t.Errorf("journaled %s %s, want AWS CloudControl.CreateResource", op.Method, op.URL)
 	}
 }
 
@@ -415,5 +415,27 @@ func TestAnExpiredTokenIsNotSentAgain(t *testing.T) {
 	}
 	if _, err := client.CreateResource(ctx, bucket("b1")); !errors.Is(err, idem.ErrKeyExpired) || f.requests() != 3 {
 		t.Fatalf("err = %v after %d requests, want ErrKeyExpired and no request past the first call's 3", err, f.requests())
+	}
+}
+
+// TestAnInputTheSDKRefusesJournalsNothing: the SDK validates the input
+// before idemaws claims the operation, so an input it refuses leaves
+// nothing in the journal, and the corrected input is a new operation, not
+// a mismatch.
+func TestAnInputTheSDKRefusesJournalsNothing(t *testing.T) {
+	f := newFakeAWS(t)
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "bucket-1")
+	_, err := client.CreateResource(ctx, &cloudcontrol.CreateResourceInput{DesiredState: bucket("b1").DesiredState})
+	var invalid smithy.InvalidParamsError
+	if !errors.As(err, &invalid) || f.requests() != 0 {
+		t.Fatalf("err = %v after %d requests, want the SDK's validation error before any", err, f.requests())
+	}
+	if _, ok, _ := j.Lookup(ctx, "bucket-1"); ok {
+		t.Fatal("an input the SDK refused left an operation in the journal")
+	}
+	if _, err := client.CreateResource(ctx, bucket("b1")); err != nil || f.creations() != 1 {
+		t.Fatalf("the corrected input: err = %v, %d creations", err, f.creations())
 	}
 }

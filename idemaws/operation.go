@@ -15,22 +15,33 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// operationMiddleware runs one call of a named operation: it claims the
-// operation, sets its token, and records how the call ended.
-type operationMiddleware struct {
+// tokenMiddleware goes just before the SDK's own token middleware: it
+// notes which field holds the token, and the token the caller set, before
+// the SDK fills it.
+type tokenMiddleware struct {
 	o   *Operations
 	sdk middleware.InitializeMiddleware // the SDK's token middleware; nil if the operation takes no token
 }
 
+func (*tokenMiddleware) ID() string { return tokenID }
+
+// operationMiddleware goes last in the Initialize step, once the SDK has
+// validated the input: it claims the operation, journals its intent, sets
+// its token, and records how the call ended.
+type operationMiddleware struct{ o *Operations }
+
 func (*operationMiddleware) ID() string { return operationID }
 
-// call is one call of a named operation, shared by its operation
-// middleware and the attempts it makes.
+// call is one call of a named operation, shared by the middlewares and the
+// attempts it makes.
 type call struct {
-	o     *Operations
+	o      *Operations
+	id     string
+	field  int    // the input's token field
+	caller string // the token the caller set, "" if none
+
 	claim idem.Claim
-	op    idem.Operation // the intent: journaled once begun
-	begun bool
+	op    idem.Operation // the operation, its intent journaled
 	// replay is the recorded outcome of a completed operation, answered
 	// in place of sending.
 	replay *idem.Operation
@@ -44,15 +55,33 @@ type call struct {
 
 type callKey struct{}
 
-func (m *operationMiddleware) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
+func (m *tokenMiddleware) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
 	out middleware.InitializeOutput, md middleware.Metadata, err error,
 ) {
 	id, named := idem.OperationFrom(ctx)
 	if !named {
 		return next.HandleInitialize(ctx, in)
 	}
-	c, err := m.start(ctx, id, in.Parameters)
+	if m.sdk == nil {
+		return out, md, fmt.Errorf("%w: %s.%s (operation %q)", ErrNoClientToken,
+			awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx), id)
+	}
+	field, err := m.o.fields.field(ctx, m.sdk, in.Parameters)
 	if err != nil {
+		return out, md, err
+	}
+	c := &call{o: m.o, id: id, field: field, caller: token(in.Parameters, field)}
+	return next.HandleInitialize(context.WithValue(ctx, callKey{}, c), in)
+}
+
+func (m *operationMiddleware) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
+	out middleware.InitializeOutput, md middleware.Metadata, err error,
+) {
+	c, ok := ctx.Value(callKey{}).(*call)
+	if !ok || c.claim != nil {
+		return next.HandleInitialize(ctx, in)
+	}
+	if err := c.start(ctx, in.Parameters); err != nil {
 		return out, md, err
 	}
 	defer c.claim.Release()
@@ -70,66 +99,71 @@ func (m *operationMiddleware) HandleInitialize(ctx context.Context, in middlewar
 			}
 		}()
 	}
-	out, md, err = next.HandleInitialize(context.WithValue(ctx, callKey{}, c), in)
+	out, md, err = next.HandleInitialize(ctx, in)
 	return out, md, c.end(ctx, err)
 }
 
-// start claims operation id for a call with input, finds or mints its
-// token, and sets the token on input.
-func (m *operationMiddleware) start(ctx context.Context, id string, input any) (*call, error) {
-	service, operation := awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx)
-	if m.sdk == nil {
-		return nil, fmt.Errorf("%w: %s.%s (operation %q)", ErrNoClientToken, service, operation, id)
-	}
-	o := m.o
-	field, err := o.fields.field(ctx, m.sdk, input)
+// start claims the call's operation, finds or mints its token and journals
+// its intent, durably, and sets the token on input, in place of the one
+// the SDK filled.
+func (c *call) start(ctx context.Context, input any) error {
+	what := awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx)
+	fp, err := fingerprint(what, input, c.field)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	fp, err := fingerprint(service, operation, input, field)
+	claim, err := c.o.journal.Claim(ctx, c.id)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("idemaws: operation %q: claiming it in the journal: %w", c.id, err)
 	}
-	claim, err := o.journal.Claim(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("idemaws: operation %q: claiming it in the journal: %w", id, err)
-	}
-	c := &call{o: o, claim: claim, lost: claim.Lost()}
-	if err := c.admit(id, fp, service+"."+operation); err != nil {
+	c.claim, c.lost = claim, claim.Lost()
+	if err := c.admit(ctx, fp, what); err != nil {
 		claim.Release()
-		return nil, err
+		return err
 	}
-	switch t := token(input, field); {
-	case t == "":
-		setToken(input, field, c.op.Key)
-	case t != c.op.Key:
-		claim.Release()
-		return nil, fmt.Errorf("%w: operation %q: the input's token is %q, the operation's %s", ErrTokenSet, id, t, c.op.Key)
-	}
-	return c, nil
+	setToken(input, c.field, c.op.Key)
+	return nil
 }
 
-// admit finds operation id in the journal, or mints its token, and judges
-// what it finds as Do does: another input is a mismatch, an old pending
-// token has expired, a completed operation is answered from the journal.
-func (c *call) admit(id string, fp idem.Fingerprint, what string) error {
+// admit finds the operation in the journal, or mints its token and
+// journals its intent, and judges what it finds as Do does: another input
+// is a mismatch, an old pending token has expired, a completed operation
+// is answered from the journal.
+func (c *call) admit(ctx context.Context, fp idem.Fingerprint, what string) error {
 	held, found := c.claim.Operation()
+	if !found {
+		if c.caller != "" {
+			return fmt.Errorf("%w: operation %q: the input's token is %q", ErrTokenSet, c.id, c.caller)
+		}
+		c.op = idem.Operation{ID: c.id, Key: uuid.NewString(), Fingerprint: fp, Method: "AWS", URL: what,
+			Created: c.o.journal.Now(), State: idem.StatePending}
+		err := c.claim.Begin(ctx, c.op)
+		if err == nil {
+			return nil
+		}
+		// A shared journal's claim on a new ID races with other machines'
+		// until Begin: the loser's claim holds what the winner began,
+		// judged below like any operation found in the journal.
+		if held, found = c.claim.Operation(); !found || !errors.Is(err, idem.ErrOperationExists) {
+			return fmt.Errorf("idemaws: operation %q: journaling intent: %w", c.id, err)
+		}
+	}
 	switch {
-	case !found:
-		c.op = idem.Operation{ID: id, Key: uuid.NewString(), Fingerprint: fp, Created: c.o.journal.Now(), State: idem.StatePending}
 	case held.Fingerprint != fp:
 		return fmt.Errorf("idemaws: operation %q (token %s): %w: the input of %s differs from the one journaled",
-			id, held.Key, idem.ErrMismatch, what)
+			c.id, held.Key, idem.ErrMismatch, what)
+	case c.caller != "" && c.caller != held.Key:
+		return fmt.Errorf("%w: operation %q: the input's token is %q, the operation's %s", ErrTokenSet, c.id, c.caller, held.Key)
 	case held.State == idem.StatePending && held.Expired(c.o.journal.Now(), c.o.ttl):
 		return fmt.Errorf("idemaws: operation %q (token %s, minted %s): %w",
-			id, held.Key, held.Created.Format(time.RFC3339), idem.ErrKeyExpired)
+			c.id, held.Key, held.Created.Format(time.RFC3339), idem.ErrKeyExpired)
 	case held.State == idem.StatePending:
-		c.op, c.begun = held, true
+		c.op = held
 	case held.BodyTruncated:
-		return &idem.OutcomeError{ID: id, Key: held.Key, Outcome: outcomeOf(held.State),
+		return &idem.OutcomeError{ID: c.id, Key: held.Key, Outcome: outcomeOf(held.State),
 			Recorded: true, Status: held.Status, Header: held.Header, HeaderTruncated: held.HeaderTruncated, BodyTruncated: true,
 			Err: fmt.Errorf("idemaws: operation %q is %s, and its response was not recorded whole, so the SDK cannot read it again: %w",
-				id, held.State, idem.ErrBodyNotRecorded)}
+				c.id, held.State, idem.ErrBodyNotRecorded)}
 	default:
 		c.op, c.replay = held, &held
 	}
@@ -146,8 +180,8 @@ func (c *call) end(ctx context.Context, err error) error {
 		}
 		return &idem.OutcomeError{ID: c.op.ID, Key: c.op.Key, Outcome: outcomeOf(c.replay.State), Recorded: true,
 			Status: c.replay.Status, Header: c.replay.Header, Body: c.replay.Body, HeaderTruncated: c.replay.HeaderTruncated, Err: err}
-	case !c.begun:
-		return err // refused before the first attempt (the input's validation, say): nothing was sent
+	case c.attempts == 0:
+		return err // nothing was sent (the request could not be built, say): the operation stays as it was
 	}
 	state := c.judge(err)
 	if state == idem.StatePending {
@@ -224,5 +258,3 @@ func outcomeOf(s idem.State) idem.Outcome {
 	}
 	return idem.OutcomeDone
 }
-
-func operationName(ctx context.Context) string { return awsmiddleware.GetOperationName(ctx) }

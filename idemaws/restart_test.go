@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemaws"
+	"github.com/idemkit/idem/internal/pgtest"
 	"go.uber.org/goleak"
 )
 
@@ -29,11 +30,17 @@ const (
 	envEndpoint = "IDEMAWS_TEST_ENDPOINT"
 )
 
+// withPostgres runs the tests through pgtest.Run, for goleak, which then
+// checks that nothing is left once the shared server is closed.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int { return pgtest.Run(w.m) }
+
 func TestMain(m *testing.M) {
 	if os.Getenv(envJournal) != "" {
 		os.Exit(child())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(withPostgres{m})
 }
 
 type childResult struct {

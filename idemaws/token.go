@@ -76,20 +76,19 @@ func setToken(input any, i int, key string) {
 	f.Set(p)
 }
 
-// fingerprint identifies what an operation asks of AWS: the service, the
-// operation and the input without its client token. The input is written
+// fingerprint identifies what an operation asks of AWS: what it is (the
+// service and the operation) and the input without its client token. The input is written
 // as JSON (encoding/json writes a map's keys sorted, so the same input has
 // the same fingerprint in every process); the SDK's own serialization
 // would not do, as it writes maps in Go's random order.
-func fingerprint(service, operation string, input any, i int) (idem.Fingerprint, error) {
+func fingerprint(what string, input any, i int) (idem.Fingerprint, error) {
 	v := reflect.ValueOf(input).Elem()
 	c := reflect.New(v.Type())
 	c.Elem().Set(v)
 	c.Elem().Field(i).SetZero()
 	b, err := json.Marshal(c.Interface())
 	if err != nil {
-		return idem.Fingerprint{}, fmt.Errorf("idemaws: %w: fingerprinting the input of %s.%s: %w",
-			idem.ErrInvalidRequest, service, operation, err)
+		return idem.Fingerprint{}, fmt.Errorf("idemaws: %w: fingerprinting the input of %s: %w", idem.ErrInvalidRequest, what, err)
 	}
-	return idem.FingerprintOf("AWS", service+"."+operation, b), nil
+	return idem.FingerprintOf("AWS", what, b), nil
 }

@@ -879,13 +879,13 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the intent not journaled before the first attempt", Rules: "A1.1, A1.2",
-		Edits: []edit{{File: "idemaws/attempt.go", Old: "if err := c.claim.Begin(ctx, c.op); err != nil {",
-			New: "if err := error(nil); err != nil {"}},
+		Edits: []edit{{File: "idemaws/operation.go", Old: "err := c.claim.Begin(ctx, c.op)",
+			New: "err := error(nil)"}},
 		Pkg: "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestARestartResumesUnderTheSameToken"},
 	},
 	{
 		Name: "AWS SDK: the SDK's own token left on the input", Rules: "A1.1, A1.2",
-		Edits: []edit{{File: "idemaws/operation.go", Old: "\t\tsetToken(input, field, c.op.Key)\n", New: "\t\t_ = field\n"}},
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\tsetToken(input, c.field, c.op.Key)\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestARestartResumesUnderTheSameToken", "TestECSRunTask"},
 	},
 	{
@@ -908,5 +908,11 @@ var mutants = []mutant{
 		Name: "AWS SDK: the answer read for the journal not put back for the SDK", Rules: "A2.1",
 		Edits: []edit{{File: "idemaws/attempt.go", Old: "\t\tresp.Body = io.NopCloser(bytes.NewReader(b))\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestACompletedOperationIsAnsweredFromTheJournal"},
+	},
+	{
+		Name: "AWS SDK: the loser of the race to journal a new operation sends its own token", Rules: "A1.9",
+		Edits: []edit{{File: "idemaws/operation.go", Old: "!found || !errors.Is(err, idem.ErrOperationExists)",
+			New: "true || !found || !errors.Is(err, idem.ErrOperationExists)"}},
+		Pkg: "./idemaws", Tests: []string{"TestAFleetSendsOneTokenPerOperation"},
 	},
 }
