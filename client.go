@@ -21,41 +21,31 @@ import (
 // Config configures a Client. The zero Config is usable: each zero field
 // takes the default its doc states.
 type Config struct {
-	// Journal keeps keys and outcomes across process restarts: a
-	// FileJournal, or a shared journal (package pgjournal). Several Clients
-	// may share one. Default nil: keys live in this process only, which
-	// protects retries within one run but not a run resumed after a crash.
+	// Journal keeps keys and outcomes across restarts: a FileJournal, or
+	// a shared journal (package pgjournal); Clients may share one. Default
+	// nil: keys live in this process only.
 	Journal Journal
 
-	// HTTPClient sends the attempts. Its Timeout is replaced by
-	// AttemptTimeout, and its CheckRedirect is asked only about the
-	// redirects the package allows (see Redirects in the package
-	// documentation). Default: a pooled client from go-cleanhttp.
+	// HTTPClient sends the attempts; its CheckRedirect is asked only about
+	// the redirects idem allows (Redirects, in the package documentation).
+	// Default: go-cleanhttp's pooled client.
 	HTTPClient *http.Client
 
-	// AttemptTimeout bounds each attempt, from sending the request to
-	// reading its recorded body. Default DefaultAttemptTimeout (10s).
+	// AttemptTimeout bounds each attempt, the recorded body read included.
+	// Default DefaultAttemptTimeout (10s).
 	AttemptTimeout time.Duration
-
-	// MaxAttempts bounds the attempts of one Do, the first included.
-	// Default DefaultMaxAttempts (8).
+	// MaxAttempts bounds one Do's attempts. Default DefaultMaxAttempts (8).
 	MaxAttempts int
-
-	// MaxElapsed bounds the time one Do spends retrying. Default
-	// DefaultMaxElapsed (2m).
+	// MaxElapsed bounds one Do's retrying. Default DefaultMaxElapsed (2m).
 	MaxElapsed time.Duration
-
-	// InitialWait is the first wait before a retry; later waits grow by
-	// half. Default DefaultInitialWait (250ms).
+	// InitialWait is the first wait; later ones grow by half. Default
+	// DefaultInitialWait (250ms).
 	InitialWait time.Duration
-
-	// MaxWait caps every wait between attempts, a server's Retry-After
-	// included. Default DefaultMaxWait (30s).
+	// MaxWait caps every wait, a Retry-After included. Default
+	// DefaultMaxWait (30s).
 	MaxWait time.Duration
-
-	// Jitter spreads each wait over [1-Jitter, 1+Jitter] times its nominal
-	// value, at most 1. Default DefaultJitter (0.5); a negative number
-	// turns jitter off (-Inf and NaN are refused).
+	// Jitter spreads each wait over [1-Jitter, 1+Jitter] times its value,
+	// at most 1; negative turns it off. Default DefaultJitter (0.5).
 	Jitter float64
 
 	// KeyTTL is how long the server keeps a key (see Keys and expiry in
@@ -63,76 +53,54 @@ type Config struct {
 	// the Journal's KeyTTL, or DefaultKeyTTL (24h) without one.
 	KeyTTL time.Duration
 
-	// RetryBudget bounds retries across all operations of the Client. On
-	// by default; see RetryBudget.
+	// RetryBudget bounds retries across the Client's operations (on by default).
 	RetryBudget RetryBudget
-
-	// Dialect is how the API speaks idempotency: where the key goes, the
-	// key's limits, the API's retention (the default of KeyTTL) and how
-	// its answers read (see Dialect and the built-in dialects). Default:
+	// Dialect is how the API speaks idempotency (see Dialect). Default:
 	// the zero Dialect, the IETF draft with Idempotent-Replayed.
 	Dialect Dialect
-
-	// KeyHeader, when set, is the header that carries the key, in place
-	// of Dialect.KeyHeader. Default "Idempotency-Key" for a dialect that
-	// names no header and no body field.
+	// KeyHeader, when set, carries the key in place of Dialect.KeyHeader.
+	// Default "Idempotency-Key" unless the dialect names a header or field.
 	KeyHeader string
-
-	// QuotedKey sends the key as a structured-field string ("…"), the form
-	// of the IETF idempotency-key draft, as Dialect.QuotedKey does.
-	// Default false: the bare UUID, the form Stripe and most servers
-	// accept.
+	// QuotedKey sends the key as a structured-field string ("…"), as
+	// Dialect.QuotedKey does. Default false: the bare UUID.
 	QuotedKey bool
 
 	// MaxBufferedBody bounds a request body without GetBody, held in
 	// memory to be replayed; a larger one fails with ErrBodyTooLarge.
 	// Default DefaultMaxBufferedBody (1 MiB).
 	MaxBufferedBody int64
-
-	// MaxRecordedBody bounds the response body recorded with an outcome.
-	// A larger body reaches the caller in full, but a replay's body fails
-	// with ErrBodyNotRecorded. Default DefaultMaxRecordedBody (64 KiB).
+	// MaxRecordedBody bounds the response body recorded with an outcome;
+	// a replay of a larger one fails with ErrBodyNotRecorded. Default
+	// DefaultMaxRecordedBody (64 KiB).
 	MaxRecordedBody int64
-
-	// MaxRecordedHeader bounds the response header recorded with an
-	// outcome, counted as on the wire. Past it, the fields that say what
-	// became of the request (Location, Content-Type...) are kept first,
-	// and Operation.HeaderTruncated is set. Default
+	// MaxRecordedHeader bounds the response header recorded, as counted on
+	// the wire (see Operation.HeaderTruncated). Default
 	// DefaultMaxRecordedHeader (16 KiB).
 	MaxRecordedHeader int64
 
 	// UnrecordedHeaders names response header fields never recorded,
-	// besides DefaultUnrecordedHeaders (see Secrets in the package
-	// documentation). Default nil.
+	// besides DefaultUnrecordedHeaders. Default nil.
 	UnrecordedHeaders []string
-
-	// RecordedHeaders, when set, is the only response header fields
-	// recorded: an allow list in place of the deny list. Default nil.
+	// RecordedHeaders, when set, is the only header fields recorded: an
+	// allow list in place of the deny list. Default nil.
 	RecordedHeaders []string
-
 	// RedactedParams names query parameters whose values are never
 	// written, besides DefaultRedactedParams. Default nil.
 	RedactedParams []string
 
 	// CheckRetry, when set, decides after each attempt whether another
-	// follows, in place of DefaultCheckRetry, which it may call. It may
-	// retry an answer the rule takes for final. It may stop retrying one
-	// the rule would retry, but that ends unknown (ErrRetryDeclined), never
-	// final. Default nil.
+	// follows, in place of DefaultCheckRetry (see Retries in the package
+	// documentation). Default nil.
 	CheckRetry func(ctx context.Context, resp *http.Response, err error) (bool, error)
 
-	// OnAttempt, when set, is called after each attempt, on the goroutine
-	// running Do. Default nil.
+	// OnAttempt, when set, is called after each attempt. Default nil.
 	OnAttempt func(Attempt)
-
-	// OnOperation, when set, is called at the end of every Do and of every
-	// request through RoundTripper. Default nil.
+	// OnOperation, when set, is called as every operation ends, through
+	// Do or RoundTripper. Default nil.
 	OnOperation func(OperationEnd)
-
-	// OnOperationStart, when set, is called at the start of every Do and
-	// of every request through RoundTripper; the context it returns is
-	// the operation's, handed to OnOperation in OperationEnd.Context.
-	// Package idemotel opens a span here. Default nil.
+	// OnOperationStart, when set, is called as every operation starts; the
+	// context it returns is the operation's (OperationEnd.Context).
+	// Default nil.
 	OnOperationStart func(ctx context.Context, id string) context.Context
 
 	// Logger receives the Client's records (see Logging in the package
@@ -144,8 +112,7 @@ type Config struct {
 	Now func() time.Time
 
 	// BaseURLMoves lets journaled operations resume under their keys after
-	// their API moved: old URL prefix -> new prefix. Default nil: a
-	// different URL is refused with ErrMismatch.
+	// their API moved: old URL prefix -> new prefix. Default nil.
 	BaseURLMoves map[string]string
 }
 

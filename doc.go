@@ -61,7 +61,9 @@
 // errors, unsupported schemes and too many redirects are not retried.
 // This is go-retryablehttp's ErrorPropagatedRetryPolicy, extended for 408
 // and 409; DefaultCheckRetry is the rule, and Config.CheckRetry may amend
-// it. A Config.Dialect's signals are read before the rule and may read
+// it: it may retry an answer the rule takes for final, and it may stop
+// retrying one the rule would retry, but that ends unknown
+// (ErrRetryDeclined), never final. A Config.Dialect's signals are read before the rule and may read
 // an answer otherwise (see Dialects).
 //
 // Waits are cenkalti/backoff's jittered exponential backoff, raised to the
