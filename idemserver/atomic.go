@@ -19,15 +19,36 @@ type panicked struct{ value any }
 
 func (p *panicked) Error() string { return fmt.Sprint("idemserver: handler panicked: ", p.value) }
 
-// call runs h, turning a panic into *panicked.
-func call(h http.Handler, w http.ResponseWriter, r *http.Request) (err error) {
+// call runs h with buf for its answer, turning a panic into *panicked. It
+// returns errAnsweredAround when h answered on out, the writer idemserver
+// answers on, instead of on buf.
+func call(h http.Handler, out http.ResponseWriter, buf *buffer, r *http.Request) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &panicked{v}
 		}
 	}()
-	h.ServeHTTP(w, r)
+	h.ServeHTTP(buf, r)
+	if answeredAround(out) {
+		return errAnsweredAround
+	}
 	return nil
+}
+
+// errAnsweredAround: the handler sent its answer to the client itself,
+// around idemserver, which could not store it. Its transaction rolls back,
+// and the error is logged.
+var errAnsweredAround = errors.New("idemserver: the handler answered on the server's own writer, not on the one " +
+	"idemserver gave it, so nothing was stored and its work was rolled back; a framework's handler that writes to the " +
+	"framework's writer (gin's c.JSON) needs the framework's adapter (package idemgin)")
+
+// answeredAround reports whether something answered on w, the writer a
+// framework gave idemserver, while the handler ran: a framework whose
+// writer says so (gin's, by Written) tells. A plain net/http writer cannot
+// tell; a handler must answer on the writer it is given.
+func answeredAround(w http.ResponseWriter) bool {
+	written, ok := w.(interface{ Written() bool })
+	return ok && written.Written()
 }
 
 // workContext is the context of a request's database work: detached from
@@ -74,7 +95,7 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		}
 		st.tx = tx
 		buf = newBuffer(k.cfg.MaxResponseBytes)
-		err := call(h, buf, withBody(r.WithContext(hctx), req.body))
+		err := call(h, w, buf, withBody(r.WithContext(hctx), req.body))
 		if failed := st.failed(); err == nil && failed != nil {
 			err = k.dbError("the handler's work", failed)
 		}
@@ -107,6 +128,8 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 	case errors.As(err, &p):
 		k.stats.rolledBack.Add(1)
 		panic(p.value)
+	case errors.Is(err, errAnsweredAround):
+		k.answeredAround(r, err)
 	case errors.Is(err, errRolledBack):
 		k.stats.rolledBack.Add(1)
 		if keyed && k.answerIfStored(ctx, w, r, req) {

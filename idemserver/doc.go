@@ -80,6 +80,15 @@
 // unfinished key is never deleted; past retention and unclaimed it is
 // counted in Stats.Abandoned and Keys.Count for a person to reconcile.
 //
+// Frameworks. A handler answers on the writer it is given. One that answers
+// around it, on the framework's own writer (gin's c.JSON writes to
+// c.Writer), has already told the client something idemserver cannot
+// store: when that writer says it was written (gin's, by Written), the
+// handler's work rolls back, nothing is stored, and the error is logged
+// naming the cause; nothing more is written to the client. Package idemgin
+// gives gin's handlers idemserver's writer. A plain net/http writer cannot
+// tell.
+//
 // Work. A client that disconnects does not cancel its request's work: the
 // work context is detached from the request, bounded by
 // Config.WorkTimeout (atomic) or the lease (phased). Close waits for it.

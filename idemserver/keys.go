@@ -178,6 +178,14 @@ func (k *Keys) fail(w http.ResponseWriter, r *http.Request, err error) {
 	k.cfg.Answers.failed(w, r, http.StatusInternalServerError, "the server failed; nothing was stored: retry with the same key")
 }
 
+// answeredAround logs a handler that answered around idemserver
+// (errAnsweredAround). It writes nothing: the client has an answer already,
+// and more bytes would only corrupt it.
+func (k *Keys) answeredAround(r *http.Request, err error) {
+	k.stats.failed.Add(1)
+	k.log.ErrorContext(r.Context(), "idemserver: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+}
+
 // inFlight answers 409 with Retry-After: secs.
 func (k *Keys) inFlight(w http.ResponseWriter, r *http.Request, secs int64, detail string) {
 	k.stats.inFlight.Add(1)

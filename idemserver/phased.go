@@ -94,7 +94,7 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 	hctx := context.WithValue(l.ctx, ctxKey{}, st)
 	for run := 0; ; run++ {
 		buf := newBuffer(k.cfg.MaxResponseBytes)
-		err := call(h, buf, withBody(r.WithContext(hctx), req.body))
+		err := call(h, w, buf, withBody(r.WithContext(hctx), req.body))
 		var p *panicked
 		if errors.As(err, &p) {
 			st.rollback()
@@ -119,6 +119,11 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		case st.beginErr() != nil:
 			k.release(st)
 			k.fail(w, r, st.beginErr())
+			return
+		case errors.Is(err, errAnsweredAround):
+			st.rollback()
+			k.release(st)
+			k.answeredAround(r, err)
 			return
 		case buf.over:
 			st.rollback()
@@ -251,7 +256,7 @@ func (k *Keys) serveUnkeyedPhased(w http.ResponseWriter, r *http.Request, req *r
 	l := &lease{ctx: ctx, cancel: func(error) {}}
 	st := &state{k: k, req: req, seed: req.seed, phased: true, lease: l}
 	buf := newBuffer(k.cfg.MaxResponseBytes)
-	err := call(h, buf, withBody(r.WithContext(context.WithValue(ctx, ctxKey{}, st)), req.body))
+	err := call(h, w, buf, withBody(r.WithContext(context.WithValue(ctx, ctxKey{}, st)), req.body))
 	var p *panicked
 	if errors.As(err, &p) {
 		st.rollback()
@@ -263,6 +268,10 @@ func (k *Keys) serveUnkeyedPhased(w http.ResponseWriter, r *http.Request, req *r
 	switch {
 	case st.beginErr() != nil:
 		k.fail(w, r, st.beginErr())
+		return
+	case errors.Is(err, errAnsweredAround):
+		st.rollback()
+		k.answeredAround(r, err)
 		return
 	case buf.over:
 		st.rollback()

@@ -605,8 +605,8 @@ var mutants = []mutant{
 	{
 		Name: "the endpoint reads a body key's body with the key in it", Rules: "S1.5",
 		Edits: []edit{{File: "idemserver/atomic.go",
-			Old: "err := call(h, buf, withBody(r.WithContext(hctx), req.body))",
-			New: "err := call(h, buf, withBody(r.WithContext(hctx), append(req.body[:len(req.body):len(req.body)], req.key...)))"}},
+			Old: "err := call(h, w, buf, withBody(r.WithContext(hctx), req.body))",
+			New: "err := call(h, w, buf, withBody(r.WithContext(hctx), append(req.body[:len(req.body):len(req.body)], req.key...)))"}},
 		Pkg: "./idemserver", Tests: []string{"TestKeyInBody"},
 	},
 	{
@@ -914,5 +914,25 @@ var mutants = []mutant{
 		Edits: []edit{{File: "idemaws/operation.go", Old: "!found || !errors.Is(err, idem.ErrOperationExists)",
 			New: "true || !found || !errors.Is(err, idem.ErrOperationExists)"}},
 		Pkg: "./idemaws", Tests: []string{"TestAFleetSendsOneTokenPerOperation"},
+	},
+	{
+		Name: "an answer around idemserver stored as if the handler had answered", Rules: "L1.18",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "\treturn ok && written.Written()\n", New: "\treturn ok && !ok && written.Written()\n"}},
+		Pkg:   "./idemserver", Tests: []string{"TestAnAnswerAroundIdemserverIsNeverStored"},
+	},
+	{
+		Name: "an answer around idemserver followed by idemserver's own 500", Rules: "L1.18",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "\t\tk.answeredAround(r, err)\n", New: "\t\tk.fail(w, r, err)\n"}},
+		Pkg:   "./idemserver", Tests: []string{"TestAnAnswerAroundIdemserverIsNeverStored"},
+	},
+	{
+		Name: "gin: the handler left on gin's own writer", Rules: "L1.18",
+		Edits: []edit{{File: "idemgin/idemgin.go", Old: "c.Writer, c.Request = run, r", New: "c.Request = r; _ = run"}},
+		Pkg:   "./idemgin", Tests: []string{"TestGinHelpersAreStoredAndReplayed"},
+	},
+	{
+		Name: "gin: the status of a handler that writes no body never sent", Rules: "L1.18",
+		Edits: []edit{{File: "idemgin/idemgin.go", Old: "\t\t\trun.WriteHeaderNow() // as gin does once a handler returns\n", New: ""}},
+		Pkg:   "./idemgin", Tests: []string{"TestGinHelpersAreStoredAndReplayed"},
 	},
 }
