@@ -1,8 +1,10 @@
 package idem_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -25,6 +27,73 @@ func TestTheRootPullsNoVendorSDK(t *testing.T) {
 	for _, vendor := range []string{"github.com/aws/", "github.com/stripe/"} {
 		if strings.Contains(string(out), vendor) || strings.Contains(string(mod), vendor) {
 			t.Errorf("the root package or go.mod names %s", vendor)
+		}
+	}
+}
+
+// testHelpers are the packages that exist for the tests, and the only
+// ones that may link the testing package.
+var testHelpers = map[string]bool{
+	"github.com/idemkit/idem/internal/journaltest": true,
+	"github.com/idemkit/idem/internal/pgtest":      true,
+}
+
+// TestNoBinaryLinksTesting checks that no command of the repository links
+// the testing package, and no package a program may import either, since
+// it would link testing into that program: only the test helpers may.
+func TestNoBinaryLinksTesting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	const format = "{{.ImportPath}}\t{{.DepOnly}}\t{{.Name}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}"
+	out, err := exec.Command("go", "list", "-deps", "-f", format, "./...", "./idemaws/...").Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("go list: %v\n%s", err, exit.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	type pkg struct {
+		path          string
+		matched, main bool
+		deps          []string
+	}
+	var pkgs []pkg
+	importsTesting := map[string]bool{} // the packages that import testing themselves
+	for line := range strings.Lines(strings.TrimSpace(string(out))) {
+		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
+		if len(f) != 5 {
+			t.Fatalf("go list: line %q has %d fields, want 5", line, len(f))
+		}
+		if slices.Contains(strings.Fields(f[3]), "testing") {
+			importsTesting[f[0]] = true
+		}
+		pkgs = append(pkgs, pkg{path: f[0], matched: f[1] == "false", main: f[2] == "main", deps: strings.Fields(f[4])})
+	}
+	commands := map[string]bool{}
+	for _, p := range pkgs {
+		if !p.matched || testHelpers[p.path] {
+			continue
+		}
+		if p.main {
+			commands[p.path] = true
+		}
+		if !slices.Contains(p.deps, "testing") {
+			continue
+		}
+		var via []string
+		for _, d := range append(p.deps, p.path) {
+			if importsTesting[d] {
+				via = append(via, d)
+			}
+		}
+		t.Errorf("%s links testing (imported by %s)", p.path, strings.Join(via, ", "))
+	}
+	// The check must reach the commands that ship.
+	for _, c := range []string{"cmd/idem", "cmd/idem-bench", "testserver/cmd/idem-testserver"} {
+		if !commands["github.com/idemkit/idem/"+c] {
+			t.Errorf("go list did not report the command %s", c)
 		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/internal/pgserver"
 	"github.com/idemkit/idem/pgjournal"
 	"github.com/idemkit/idem/testserver"
 )
@@ -103,7 +103,7 @@ func RunFleet(ctx context.Context, cfg FleetConfig) (*FleetReport, error) {
 	}
 	dsn := cfg.PostgresDSN
 	if dsn == "" {
-		pg, err := pgtest.Start(ctx)
+		pg, err := pgserver.Start(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("loadbench: starting PostgreSQL for the fleet's journal (or give a DSN): %w", err)
 		}

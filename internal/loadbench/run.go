@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/internal/pgserver"
 )
 
 // Report is what a run measured.
@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Dir = dir
 	}
 	if cfg.usesPostgres() && cfg.PostgresDSN == "" {
-		pg, err := pgtest.Start(ctx)
+		pg, err := pgserver.Start(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("loadbench: starting PostgreSQL for %s or the server-pg targets (or give a DSN): %w", ClientIdemPostgres, err)
 		}

@@ -3,170 +3,32 @@ package pgtest
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/idemkit/idem/internal/pgserver"
 )
 
-// bouncerPaths are where pgbouncer is looked for after PATH: Debian puts
-// it in /usr/sbin, which an unprivileged user's PATH often lacks.
-var bouncerPaths = []string{"/usr/sbin/pgbouncer", "/usr/local/sbin/pgbouncer"}
-
-// bouncerSettings is pgbouncer.ini: every database of the server at
-// 127.0.0.1:%[2]d, no authentication (the servers here trust 127.0.0.1),
-// listening on 127.0.0.1:%[1]d only, no unix socket.
-const bouncerSettings = `[databases]
-* = host=127.0.0.1 port=%[2]d
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %[1]d
-unix_socket_dir =
-auth_type = trust
-auth_file = %[3]s
-pool_mode = %[4]s
-logfile = %[5]s
-pidfile =
-admin_users = postgres
-`
-
-// A Bouncer is a pgbouncer that a test started in front of a server.
-type Bouncer struct {
-	dsn     string
-	cmd     *exec.Cmd
-	done    chan error // the result of cmd.Wait
-	dir     string
-	logPath string
-	port    int
-}
-
-// NewBouncer starts pgbouncer in front of the server dsn names, pooling
-// in mode ("transaction", "session" or "statement"), with each line of
-// extra appended to its [pgbouncer] section. Its DSN is dsn pointed at
-// it: same user, database and parameters. dsn must be a postgres:// URL
-// of a server on 127.0.0.1 (a Server's, or NewDatabase's). pgbouncer runs
-// as the postgres user when this process is root, listens on 127.0.0.1
-// only, on a free port, and is stopped when t ends. Without pgbouncer
-// (looked for in PATH, then /usr/sbin) t skips, or fails when CI=true.
-func NewBouncer(t testing.TB, dsn, mode string, extra ...string) *Bouncer {
+// NewBouncer starts pgbouncer in front of the server dsn names, as
+// pgserver.StartBouncer does with mode and extra, and stops it when t
+// ends. Without pgbouncer t skips, or fails when CI=true.
+func NewBouncer(t testing.TB, dsn, mode string, extra ...string) *pgserver.Bouncer {
 	t.Helper()
-	bin, err := findBouncer()
-	if err != nil {
+	b, err := pgserver.StartBouncer(context.Background(), dsn, mode, extra...)
+	if errors.Is(err, pgserver.ErrNoBouncer) {
 		if ci, _ := strconv.ParseBool(os.Getenv(envCI)); ci {
 			t.Fatalf("pgtest: %v; failing since CI=true", err)
 		}
 		t.Skipf("pgtest: %v; skipping (CI=true makes this a failure)", err)
 	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("pgtest: NewBouncer: %v", err)
-	}
-	upstream, err := strconv.Atoi(u.Port())
-	if err != nil {
-		t.Fatalf("pgtest: NewBouncer: %q has no port", u.Redacted())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultStartTimeout)
-	defer cancel()
-	b, err := startBouncer(ctx, bin, upstream, mode, extra)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := b.close(); err != nil {
+		if err := b.Close(); err != nil {
 			t.Errorf("pgtest: stopping pgbouncer: %v", err)
 		}
 	})
-	u.Host = "127.0.0.1:" + strconv.Itoa(b.port)
-	b.dsn = u.String()
 	return b
-}
-
-// DSN returns the DSN given to NewBouncer, pointed at pgbouncer.
-func (b *Bouncer) DSN() string { return b.dsn }
-
-// Log returns what pgbouncer has written to its log so far.
-func (b *Bouncer) Log() (string, error) {
-	data, err := os.ReadFile(b.logPath)
-	return string(data), err
-}
-
-// findBouncer returns the path of pgbouncer.
-func findBouncer() (string, error) {
-	if p, err := exec.LookPath("pgbouncer"); err == nil {
-		return p, nil
-	}
-	for _, p := range bouncerPaths {
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", errors.New("pgbouncer not found in PATH or " + strings.Join(bouncerPaths, ", "))
-}
-
-// startBouncer writes the configuration into a new temporary directory and
-// runs bin on it, returning once it accepts connections.
-func startBouncer(ctx context.Context, bin string, upstream int, mode string, extra []string) (*Bouncer, error) {
-	_, owner, err := probe(binDir(os.Getenv)) // as root, the postgres user
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	dir, err := os.MkdirTemp(tempBase(owner != nil), "pgbouncer-")
-	if err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
-	}
-	b := &Bouncer{dir: dir, logPath: filepath.Join(dir, "pgbouncer.log"), port: port, done: make(chan error, 1)}
-	users := filepath.Join(dir, "userlist.txt")
-	ini := fmt.Sprintf(bouncerSettings, port, upstream, users, mode, b.logPath) + strings.Join(extra, "\n") + "\n"
-	err = errors.Join(
-		os.WriteFile(users, []byte(`"postgres" ""`+"\n"), 0o644),
-		os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(ini), 0o644))
-	if err != nil {
-		err = fmt.Errorf("pgtest: %w", err)
-	} else {
-		err = giveTo(dir, owner)
-	}
-	if err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
-	}
-	args := []string{filepath.Join(dir, "pgbouncer.ini")}
-	if owner != nil {
-		args = append([]string{"-u", owner.Username}, args...) // pgbouncer refuses to run as root
-	}
-	b.cmd = exec.Command(bin, args...)
-	b.cmd.Dir = dir
-	if err := b.cmd.Start(); err != nil {
-		return nil, errors.Join(fmt.Errorf("pgtest: starting pgbouncer: %w", err), os.RemoveAll(dir))
-	}
-	go func() { b.done <- b.cmd.Wait() }()
-	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	if err := waitReady(ctx, dsn); err != nil {
-		return nil, errors.Join(fmt.Errorf("pgtest: pgbouncer: %w\n%s", err, logTail(b.logPath)), b.close())
-	}
-	return b, nil
-}
-
-// close stops pgbouncer (SIGTERM: at once, closing its connections) and
-// removes its directory.
-func (b *Bouncer) close() error {
-	var err error
-	if sigErr := b.cmd.Process.Signal(syscall.SIGTERM); sigErr == nil {
-		select {
-		case <-b.done:
-		case <-time.After(closeTimeout):
-			err = errors.Join(b.cmd.Process.Kill(), errors.New("pgtest: pgbouncer did not stop on SIGTERM"))
-			<-b.done
-		}
-	}
-	return errors.Join(err, os.RemoveAll(b.dir))
 }

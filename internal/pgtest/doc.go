@@ -29,9 +29,12 @@
 // others.
 //
 // For the deployments PostgreSQL runs in, NewBouncer puts pgbouncer in
-// front of a server, and Server.Standby makes a streaming standby of an
-// owned server, synchronous, for KillPostmaster and Promote to fail over
-// to.
+// front of a server, and OwnStandby makes a streaming standby of an owned
+// server, synchronous, for KillPostmaster and Promote to fail over to.
+//
+// The servers are those of package pgserver, which starts them without
+// importing testing; this package adds the rules below and ties each
+// server to a test.
 //
 // # Where the server comes from
 //
@@ -42,20 +45,12 @@
 //     and drop databases) and start nothing. Own skips, since it cannot
 //     kill or restart a server it does not own, except when CI=true, where
 //     it starts a private server as if IDEM_PG_DSN were unset.
-//   - Otherwise the binaries are those in IDEM_PG_BIN, or in
-//     /usr/lib/postgresql/15/bin when it is unset. Each server lives in a
-//     temporary directory, listens on 127.0.0.1 only, on a free port, and
-//     has no unix socket, so servers of parallel test binaries never meet.
-//   - PostgreSQL unavailable (no initdb or pg_ctl there, or, running as
-//     root, no postgres user or runuser to run them with): the test skips
+//   - Otherwise pgserver starts the server, from the binaries in
+//     IDEM_PG_BIN, or in /usr/lib/postgresql/15/bin when it is unset.
+//   - PostgreSQL unavailable (pgserver.Probe says why): the test skips
 //     with a one-line reason, or fails with it when CI=true, so that CI
-//     cannot pass by skipping.
+//     cannot pass by skipping. NewBouncer does the same without pgbouncer.
 //
-// As root the binaries run as the postgres user through runuser, since
-// initdb refuses to run as root; the temporary directory is then given to
-// that user, under /tmp when the usual temporary directory is not open to
-// it. Nothing here leaves a goroutine behind: servers are processes of
-// their own, and every connection this package opens is closed before the
-// call that opened it returns. A test binary killed before Main returns
-// (a -timeout panic, say) does leave its servers running.
+// A test binary killed before Main returns (a -timeout panic, say) leaves
+// its servers running.
 package pgtest

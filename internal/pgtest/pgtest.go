@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -15,16 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/idemkit/idem/internal/pgserver"
 )
 
 // The environment variables of the rules in the package documentation.
 const (
 	envDSN = "IDEM_PG_DSN"
-	envBin = "IDEM_PG_BIN"
 	envCI  = "CI"
-
-	defaultBin = "/usr/lib/postgresql/15/bin"
 )
 
 // verdict is what choose decides a test gets.
@@ -46,10 +41,9 @@ type choice struct {
 
 // choose applies the rules of the package documentation to the
 // environment in getenv. own says whether the test must own the server
-// (Own) rather than share one (Shared, NewDatabase); probe reports whether
-// PostgreSQL can be run from a bin directory, as the one of server.go
-// does.
-func choose(getenv func(string) string, own bool, probe func(bin string) error) choice {
+// (Own) rather than share one (Shared, NewDatabase); probe reports why
+// PostgreSQL cannot be run here, as pgserver.Probe does.
+func choose(getenv func(string) string, own bool, probe func() error) choice {
 	dsn := getenv(envDSN)
 	ci, _ := strconv.ParseBool(getenv(envCI))
 	switch {
@@ -59,7 +53,7 @@ func choose(getenv func(string) string, own bool, probe func(bin string) error) 
 		return choice{verdict: skipTest, reason: "pgtest: this test kills or restarts PostgreSQL and cannot do that to the server at " +
 			envDSN + "; skipping (CI=true makes it start its own)"}
 	}
-	err := probe(binDir(getenv))
+	err := probe()
 	switch {
 	case err == nil:
 		return choice{verdict: startLocal}
@@ -70,21 +64,6 @@ func choose(getenv func(string) string, own bool, probe func(bin string) error) 
 	default:
 		return choice{verdict: skipTest, reason: "pgtest: " + err.Error() + " and " + envDSN + " unset; skipping (CI=true makes this a failure)"}
 	}
-}
-
-// binDir returns the directory of the PostgreSQL binaries: IDEM_PG_BIN,
-// or /usr/lib/postgresql/15/bin.
-func binDir(getenv func(string) string) string {
-	if bin := getenv(envBin); bin != "" {
-		return bin
-	}
-	return defaultBin
-}
-
-// probeErr is probe as choose takes it.
-func probeErr(bin string) error {
-	_, _, err := probe(bin)
-	return err
 }
 
 // apply skips or fails t as c says; otherwise it returns.
@@ -98,6 +77,9 @@ func (c choice) apply(t testing.TB) {
 	}
 }
 
+// databaseTimeout bounds the creation of a database, and its drop.
+const databaseTimeout = 30 * time.Second
+
 // running is set by Run while the tests run.
 var running atomic.Bool
 
@@ -105,7 +87,7 @@ var running atomic.Bool
 var shared struct {
 	once   sync.Once
 	choice choice
-	srv    *Server
+	srv    *pgserver.Server
 	err    error
 }
 
@@ -119,7 +101,7 @@ func Run(m *testing.M) int {
 	code := m.Run()
 	running.Store(false)
 	if shared.srv != nil {
-		if err := shared.srv.close(); err != nil {
+		if err := shared.srv.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest: closing the shared server:", err)
 			if code == 0 {
 				code = 1
@@ -138,20 +120,21 @@ func Main(m *testing.M) { os.Exit(Run(m)) }
 // or fails t when PostgreSQL is unavailable, and fails it when TestMain
 // does not run the tests through Main or Run, which stop the server. Tests
 // must not stop, kill or restart the shared server; Own gives one they may.
-func Shared(t testing.TB) *Server {
+func Shared(t testing.TB) *pgserver.Server {
 	t.Helper()
 	if !running.Load() {
 		t.Fatal("pgtest: Shared needs the package's TestMain to run the tests through pgtest.Main or pgtest.Run")
 	}
 	shared.once.Do(func() {
-		shared.choice = choose(os.Getenv, false, probeErr)
-		ctx, cancel := context.WithTimeout(context.Background(), defaultStartTimeout)
-		defer cancel()
+		shared.choice = choose(os.Getenv, false, pgserver.Probe)
 		switch shared.choice.verdict {
 		case useExternal:
-			shared.srv, shared.err = external(ctx, shared.choice.dsn)
+			shared.srv, shared.err = pgserver.Connect(context.Background(), shared.choice.dsn)
+			if shared.err != nil {
+				shared.err = fmt.Errorf("the server at %s: %w", envDSN, shared.err)
+			}
 		case startLocal:
-			shared.srv, shared.err = Start(ctx)
+			shared.srv, shared.err = pgserver.Start(context.Background())
 		}
 	})
 	shared.choice.apply(t)
@@ -159,18 +142,6 @@ func Shared(t testing.TB) *Server {
 		t.Fatalf("pgtest: starting the shared server: %v", shared.err)
 	}
 	return shared.srv
-}
-
-// external returns the server at dsn, once it answers.
-func external(ctx context.Context, dsn string) (*Server, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("pgtest: %s: %w", envDSN, err)
-	}
-	if err := ping(ctx, dsn); err != nil {
-		return nil, fmt.Errorf("pgtest: the server at %s: %w", envDSN, err)
-	}
-	return &Server{dsn: dsn, port: int(cfg.Port), external: true}, nil
 }
 
 // NewDatabase creates a database on the shared server and returns a DSN
@@ -181,53 +152,38 @@ func NewDatabase(t testing.TB) string {
 	t.Helper()
 	s := Shared(t)
 	name := databaseName(t.Name())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), databaseTimeout)
 	defer cancel()
-	if err := execSQL(ctx, s.DSN(), "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatalf("pgtest: creating database %s: %v", name, err)
+	dsn, err := s.CreateDatabase(ctx, name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), databaseTimeout)
 		defer cancel()
-		if err := execSQL(ctx, s.DSN(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Errorf("pgtest: dropping database %s: %v", name, err)
+		if err := s.DropDatabase(ctx, name); err != nil {
+			t.Error(err)
 		}
 	})
-	dsn, err := withDatabase(s.DSN(), name)
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
 	return dsn
 }
 
 // Own starts a server for t alone, which t may stop, kill and restart, and
 // closes it when t ends. It skips or fails t as the package documentation
 // says; unlike Shared it does not use IDEM_PG_DSN.
-func Own(t testing.TB) *Server {
+func Own(t testing.TB) *pgserver.Server {
 	t.Helper()
-	choose(os.Getenv, true, probeErr).apply(t)
-	ctx, cancel := context.WithTimeout(context.Background(), defaultStartTimeout)
-	defer cancel()
-	s, err := Start(ctx)
+	choose(os.Getenv, true, pgserver.Probe).apply(t)
+	s, err := pgserver.Start(context.Background())
 	if err != nil {
 		t.Fatalf("pgtest: starting a server: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := s.close(); err != nil {
+		if err := s.Close(); err != nil {
 			t.Errorf("pgtest: closing a server: %v", err)
 		}
 	})
 	return s
-}
-
-// execSQL runs sql on a connection of its own to dsn.
-func execSQL(ctx context.Context, dsn, sql string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	_, err = conn.Exec(ctx, sql)
-	return errors.Join(err, conn.Close(ctx))
 }
 
 // databaseName returns a new database name: pgtest_, then the test's name
@@ -251,18 +207,4 @@ func databaseName(test string) string {
 	b.WriteByte('_')
 	b.WriteString(hex.EncodeToString(random[:]))
 	return b.String()
-}
-
-// withDatabase returns dsn with its database replaced by name. dsn is a
-// postgres:// URL or a key=value string.
-func withDatabase(dsn, name string) (string, error) {
-	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
-		return dsn + " dbname=" + name, nil // the last of a repeated key wins
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "", err
-	}
-	u.Path, u.RawPath = "/"+name, ""
-	return u.String(), nil
 }

@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -22,18 +23,24 @@ import (
 // ErrUnavailable is wrapped by the error of Start when PostgreSQL cannot be
 // run here: its binaries are missing or, as root, there is no postgres user
 // or no runuser to run them as that user.
-var ErrUnavailable = errors.New("pgtest: PostgreSQL unavailable")
+var ErrUnavailable = errors.New("pgserver: PostgreSQL unavailable")
 
 // errNotOwned is returned by the methods that stop or start a server that
-// this process connects to but did not start (IDEM_PG_DSN).
-var errNotOwned = errors.New("pgtest: the server at " + envDSN + " is not owned by this process")
+// this process connects to but did not start (Connect).
+var errNotOwned = errors.New("pgserver: the server was not started by this process")
 
 const (
-	// defaultStartTimeout bounds Start and Server.Start when their context
+	// envBin names the directory of the PostgreSQL binaries.
+	envBin = "IDEM_PG_BIN"
+
+	// defaultBin is that directory when envBin is unset.
+	defaultBin = "/usr/lib/postgresql/15/bin"
+
+	// defaultStartTimeout bounds the calls that take a context when it
 	// has no deadline.
 	defaultStartTimeout = 60 * time.Second
 
-	// closeTimeout bounds Close, which has no context.
+	// closeTimeout bounds Close and Bouncer.Close, which have no context.
 	closeTimeout = 30 * time.Second
 
 	// logTailLines is how much of the server log a failed start quotes.
@@ -43,7 +50,7 @@ const (
 // settings are appended to postgresql.conf after initdb. fsync stays on:
 // crash tests kill the server and count on what it committed.
 const settings = `
-# pgtest
+# pgserver
 listen_addresses = '127.0.0.1'
 port = %d
 unix_socket_directories = ''
@@ -53,13 +60,13 @@ fsync = on
 synchronous_commit = on
 `
 
-// A Server is a PostgreSQL server that a test started (Start, Own, Shared)
-// or, for Shared under IDEM_PG_DSN, one it connects to. Its methods are
-// safe for concurrent use.
+// A Server is a PostgreSQL server that this process started (Start,
+// Server.Standby) or one it connects to (Connect). Its methods are safe
+// for concurrent use.
 type Server struct {
 	dsn      string
 	port     int
-	external bool // IDEM_PG_DSN: nothing to stop, start or remove
+	external bool // Connect: nothing to stop, start or remove
 
 	bin     string   // directory of initdb and pg_ctl
 	asUser  []string // prefix that runs a binary as the postgres user, or nil
@@ -84,25 +91,57 @@ func Start(ctx context.Context) (*Server, error) {
 		return nil, err
 	}
 	if err := s.init(ctx, owner); err != nil {
-		return nil, errors.Join(err, s.close())
+		return nil, errors.Join(err, s.Close())
 	}
 	if err := s.Start(ctx); err != nil {
-		return nil, errors.Join(err, s.close())
+		return nil, errors.Join(err, s.Close())
 	}
 	return s, nil
+}
+
+// Connect returns the running server at dsn, a postgres:// URL or a
+// key=value string, after checking that it answers. The server is not
+// this process's: the methods that stop, start, kill, promote or copy it
+// return an error, and Close leaves it running.
+func Connect(ctx context.Context, dsn string) (*Server, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgserver: %w", err)
+	}
+	if err := ping(ctx, dsn); err != nil {
+		return nil, fmt.Errorf("pgserver: %w", err)
+	}
+	return &Server{dsn: dsn, port: int(cfg.Port), external: true}, nil
+}
+
+// Probe reports, in a phrase, why PostgreSQL cannot be run here, or
+// returns nil when it can. Start fails for that reason, with an error
+// that wraps ErrUnavailable.
+func Probe() error {
+	_, _, err := probe(binDir())
+	return err
+}
+
+// binDir returns the directory of the PostgreSQL binaries: IDEM_PG_BIN,
+// or /usr/lib/postgresql/15/bin when it is unset.
+func binDir() string {
+	if bin := os.Getenv(envBin); bin != "" {
+		return bin
+	}
+	return defaultBin
 }
 
 // newServer returns a Server in a new temporary directory, not
 // initialized yet, and the user its processes run as (nil: this one's).
 func newServer() (*Server, *user.User, error) {
-	bin := binDir(os.Getenv)
+	bin := binDir()
 	asUser, owner, err := probe(bin)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	dir, err := os.MkdirTemp(tempBase(owner != nil), "pgtest-")
+	dir, err := os.MkdirTemp(tempBase(owner != nil), "pgserver-")
 	if err != nil {
-		return nil, nil, fmt.Errorf("pgtest: %w", err)
+		return nil, nil, fmt.Errorf("pgserver: %w", err)
 	}
 	return &Server{
 		bin:     bin,
@@ -137,7 +176,7 @@ func (s *Server) listen(conf string) error {
 	s.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	f, err := os.OpenFile(filepath.Join(s.dataDir, "postgresql.conf"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return fmt.Errorf("pgserver: %w", err)
 	}
 	_, err = fmt.Fprintf(f, conf, port)
 	return errors.Join(err, f.Close())
@@ -151,20 +190,42 @@ func giveTo(dir string, owner *user.User) error {
 	uid, err1 := strconv.Atoi(owner.Uid)
 	gid, err2 := strconv.Atoi(owner.Gid)
 	if err := errors.Join(err1, err2); err != nil {
-		return fmt.Errorf("pgtest: user %s: %w", owner.Username, err)
+		return fmt.Errorf("pgserver: user %s: %w", owner.Username, err)
 	}
 	if err := os.Chown(dir, uid, gid); err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return fmt.Errorf("pgserver: %w", err)
 	}
 	return nil
 }
 
 // DSN returns a postgres:// URL for the postgres database of s, as the
-// superuser postgres (under IDEM_PG_DSN, that DSN as given).
+// superuser postgres; for a server of Connect, the DSN given to it.
 func (s *Server) DSN() string { return s.dsn }
 
-// Log returns what s has written to its log so far (empty under
-// IDEM_PG_DSN, whose log is elsewhere).
+// CreateDatabase creates the database name on s and returns the DSN of s
+// naming that database instead of its own.
+func (s *Server) CreateDatabase(ctx context.Context, name string) (string, error) {
+	dsn, err := withDatabase(s.dsn, name)
+	if err != nil {
+		return "", fmt.Errorf("pgserver: the DSN is not a URL: %w", err)
+	}
+	if err := execSQL(ctx, s.dsn, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("pgserver: creating database %s: %w", name, err)
+	}
+	return dsn, nil
+}
+
+// DropDatabase drops the database name from s, if it exists, ending the
+// sessions still connected to it.
+func (s *Server) DropDatabase(ctx context.Context, name string) error {
+	if err := execSQL(ctx, s.dsn, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("pgserver: dropping database %s: %w", name, err)
+	}
+	return nil
+}
+
+// Log returns what s has written to its log so far (empty for a server
+// of Connect, whose log is elsewhere).
 func (s *Server) Log() (string, error) {
 	if s.external {
 		return "", nil
@@ -190,7 +251,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errors.New("pgtest: Start of a closed server")
+		return errors.New("pgserver: Start of a closed server")
 	}
 	if err := s.run(ctx, "pg_ctl", "start", "-w", "-t", waitSeconds(ctx), "-D", s.dataDir, "-l", s.logPath); err != nil {
 		return fmt.Errorf("%w\n%s", err, logTail(s.logPath))
@@ -219,17 +280,15 @@ func (s *Server) stop(ctx context.Context, mode string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errors.New("pgtest: stop of a closed server")
+		return errors.New("pgserver: stop of a closed server")
 	}
 	return s.run(ctx, "pg_ctl", "stop", "-w", "-t", waitSeconds(ctx), "-m", mode, "-D", s.dataDir)
 }
 
-// Close stops s if it is running and removes its temporary directory. It
-// is safe to call more than once; under IDEM_PG_DSN it does nothing.
-func (s *Server) Close() { _ = s.close() }
-
-// close is Close, returning what went wrong.
-func (s *Server) close() error {
+// Close stops s if it is running and removes its temporary directory,
+// returning what went wrong. It is safe to call more than once; for a
+// server of Connect it does nothing.
+func (s *Server) Close() error {
 	if s.external {
 		return nil
 	}
@@ -250,7 +309,7 @@ func (s *Server) close() error {
 		}
 	}
 	if rmErr := os.RemoveAll(s.dir); rmErr != nil {
-		err = errors.Join(err, fmt.Errorf("pgtest: %w", rmErr))
+		err = errors.Join(err, fmt.Errorf("pgserver: %w", rmErr))
 	}
 	return err
 }
@@ -267,7 +326,7 @@ func (s *Server) run(ctx context.Context, name string, args ...string) error {
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("pgtest: %s: %w\n%s", strings.Join(argv, " "), err, bytes.TrimSpace(out))
+		return fmt.Errorf("pgserver: %s: %w\n%s", strings.Join(argv, " "), err, bytes.TrimSpace(out))
 	}
 	return nil
 }
@@ -329,7 +388,7 @@ func tempBase(forOther bool) string {
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("pgtest: finding a free port: %w", err)
+		return 0, fmt.Errorf("pgserver: finding a free port: %w", err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	return port, l.Close()
@@ -348,10 +407,34 @@ func waitReady(ctx context.Context, dsn string) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("pgtest: server not accepting connections: %w (last attempt: %v)", context.Cause(ctx), err)
+			return fmt.Errorf("pgserver: server not accepting connections: %w (last attempt: %v)", context.Cause(ctx), err)
 		case <-t.C:
 		}
 	}
+}
+
+// execSQL runs sql on a connection of its own to dsn.
+func execSQL(ctx context.Context, dsn, sql string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, sql)
+	return errors.Join(err, conn.Close(ctx))
+}
+
+// withDatabase returns dsn with its database replaced by name. dsn is a
+// postgres:// URL or a key=value string.
+func withDatabase(dsn, name string) (string, error) {
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		return dsn + " dbname=" + name, nil // the last of a repeated key wins
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", err
+	}
+	u.Path, u.RawPath = "/"+name, ""
+	return u.String(), nil
 }
 
 // ping connects to dsn, checks the connection and closes it.
