@@ -1,9 +1,3 @@
-// Package journaltest is the conformance suite of idem.Journal: every rule
-// the client relies on a journal for, run against each backend (the file
-// journal, the Client's in-memory journal and the PostgreSQL journal) so
-// that they cannot drift apart. The rules are C2, C3, C11, J8 and F1 to F5
-// of DESIGN.md, and the claim that does not wait of F7, as far as one
-// process can observe them.
 package journaltest
 
 import (
@@ -21,19 +15,26 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// Backend is a journal under test.
+// Backend is a journal under test, opened for one check of the suite.
 type Backend struct {
-	// Journal is a fresh, empty journal whose keys live KeyTTL.
+	// Journal is a fresh, empty journal whose KeyTTL is the keyTTL Open
+	// was given.
 	Journal idem.Journal
-	// Reopen closes Journal and opens it again over the same storage, as
-	// the next process would; nil for a journal that keeps nothing.
+	// Reopen closes Journal and opens its storage again, as the next
+	// process would, and returns the journal it opened. The suite calls it
+	// at most once, when no claim is held, and then no longer uses
+	// Journal. Leave it nil for a journal that keeps nothing: the check
+	// that reopens is then skipped, and says so.
 	Reopen func(t *testing.T) idem.Journal
 }
 
-// Open returns a fresh Backend whose journal's KeyTTL is keyTTL.
+// Open opens a fresh Backend for one check, with a journal whose KeyTTL is
+// keyTTL. The t it is given is the check's: Open may fail it, and closes
+// what it opened with t.Cleanup.
 type Open func(t *testing.T, keyTTL time.Duration) Backend
 
-// Run runs the suite against the backends open returns.
+// Run runs every check of the suite, each in a subtest of t that calls
+// open once.
 func Run(t *testing.T, open Open) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
@@ -518,7 +519,7 @@ func testTryClaimDoesNotWait(t *testing.T, open Open) {
 func testReopenKeepsEverything(t *testing.T, open Open) {
 	b := open(t, ttl)
 	if b.Reopen == nil {
-		return // a journal that keeps nothing has nothing to reopen
+		t.Skip("Backend.Reopen is nil: the journal keeps nothing to reopen")
 	}
 	j := b.Journal
 	p := intent("pending", j.Now())
