@@ -166,12 +166,15 @@ func diff(got, want idem.Operation) string {
 	return ""
 }
 
+// equalHeader reports whether a and b have the same names, each with the
+// same values, nil where the other's are nil.
 func equalHeader(a, b http.Header) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for k, v := range a {
-		if !slices.Equal(v, b[k]) {
+		w, ok := b[k]
+		if !ok || !slices.Equal(v, w) || (v == nil) != (w == nil) {
 			return false
 		}
 	}
@@ -243,6 +246,18 @@ func testEmptyOutcomeReadsBackAsNil(t *testing.T, open Open) {
 	got, _ := lookup(t, j, "op")
 	done.Header = nil
 	same(t, "an empty header and a body not recorded", got, done)
+
+	// A header name with no values is kept, its values nil.
+	op = intent("op-2", j.Now())
+	begin(t, j, op)
+	done = op
+	done.State, done.Status, done.Completed = idem.StateDone, 200, op.Created.Add(time.Second)
+	done.Header = http.Header{"Content-Type": {"text/plain"}, "X-Empty": {}}
+	done.Body = []byte{}
+	complete(t, j, done)
+	got, _ = lookup(t, j, "op-2")
+	done.Header, done.Body = http.Header{"Content-Type": {"text/plain"}, "X-Empty": nil}, nil
+	same(t, "an empty body and a header name with no values", got, done)
 }
 
 func testAnIntentIsRecordedOnce(t *testing.T, open Open) {
