@@ -15,6 +15,8 @@
 //   - one claim of an ID is held at a time, and Claim waits for it within
 //     its context (C11, F3);
 //   - TryClaim does not wait (F7.1);
+//   - ClaimBegin, of a journal that is an idem.ClaimBeginner, claims as
+//     Claim does and begins only a new operation;
 //   - what was recorded survives reopening the journal (J8, F2).
 //
 // The rule IDs are those of idem's DESIGN.md. The suite cannot check what
@@ -43,6 +45,8 @@
 // The journal must be safe for concurrent use, return KeyTTL as it was
 // given, keep times to the nanosecond and read them back in UTC, and read
 // an empty header or body back as nil (see idem.Operation). A journal
-// that keeps nothing, such as one in memory, leaves Backend.Reopen nil:
-// the check that reopens is then skipped, and says so.
+// that keeps nothing, such as one in memory, leaves Backend.Reopen nil.
+// The check that reopens is then skipped, and so is the check of
+// ClaimBegin for a journal that is not an idem.ClaimBeginner: each skip
+// says why.
 package journaltest

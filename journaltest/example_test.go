@@ -60,7 +60,10 @@ type mapJournal struct {
 	locks map[string]chan struct{} // by ID; full while a claim holds the ID
 }
 
-var _ idem.Journal = (*mapJournal)(nil)
+var (
+	_ idem.Journal       = (*mapJournal)(nil)
+	_ idem.ClaimBeginner = (*mapJournal)(nil)
+)
 
 // openMapJournal opens a journal on s whose keys live ttl.
 func openMapJournal(s *store, ttl time.Duration) *mapJournal {
@@ -105,6 +108,23 @@ func (j *mapJournal) TryClaim(ctx context.Context, id string) (idem.Claim, error
 	default:
 		return nil, &idem.HeldError{ID: id}
 	}
+}
+
+// ClaimBegin claims op.ID and begins op if the store holds nothing for it.
+// A journal need not have it (idem.ClaimBeginner); one that does is
+// checked by the suite.
+func (j *mapJournal) ClaimBegin(ctx context.Context, op idem.Operation) (idem.Claim, error) {
+	c, err := j.Claim(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := c.Operation(); !ok {
+		if err := c.Begin(ctx, op); err != nil {
+			c.Release()
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // claimed returns the claim on id, whose lock l the caller holds.

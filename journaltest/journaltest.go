@@ -58,6 +58,7 @@ var cases = []struct {
 	{"OneClaimAtATime", testOneClaimAtATime},
 	{"ClaimWaitsWithinItsContext", testClaimWaitsWithinItsContext},
 	{"TryClaimDoesNotWait", testTryClaimDoesNotWait},
+	{"ClaimBeginIsClaimThenBegin", testClaimBeginIsClaimThenBegin},
 	{"ReopenKeepsEverything", testReopenKeepsEverything},
 }
 
@@ -532,6 +533,86 @@ func testTryClaimDoesNotWait(t *testing.T, open Open) {
 		}
 		t.Fatalf("TryClaim with an ended context: %v, want context.Canceled", err)
 	}
+}
+
+// testClaimBeginIsClaimThenBegin checks an idem.ClaimBeginner: ClaimBegin
+// of a new ID records the intent under its claim; of an ID the journal
+// holds, it claims the operation as it is, waiting within its context
+// while another claim holds it; an intent it refuses leaves nothing, and
+// no claim.
+func testClaimBeginIsClaimThenBegin(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	cb, ok := j.(idem.ClaimBeginner)
+	if !ok {
+		t.Skip("the journal is not an idem.ClaimBeginner")
+	}
+	claimBegin := func(op idem.Operation) idem.Claim {
+		t.Helper()
+		c, err := cb.ClaimBegin(context.Background(), op)
+		if err != nil {
+			t.Fatalf("ClaimBegin(%q): %v", op.ID, err)
+		}
+		return c
+	}
+	op := intent("op", j.Now())
+	c := claimBegin(op)
+	if got, ok := c.Operation(); !ok || got.Key != op.Key || got.State != idem.StatePending {
+		c.Release()
+		t.Fatalf("ClaimBegin of a new ID: the claim's Operation is %+v, %v; want the intent begun", got, ok)
+	}
+	got, _ := lookup(t, j, "op")
+	same(t, "after ClaimBegin", got, op)
+	other := intent("op", j.Now())
+	other.Key = "another-key"
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if c, err := cb.ClaimBegin(ctx, other); !errors.Is(err, context.DeadlineExceeded) {
+		if c != nil {
+			c.Release()
+		}
+		t.Fatalf("ClaimBegin of a held operation: %v, want an error matching context.DeadlineExceeded", err)
+	}
+	c.Release()
+
+	c = claimBegin(other)
+	got, ok = c.Operation()
+	if !ok {
+		c.Release()
+		t.Fatal("ClaimBegin of a pending operation does not find it")
+	}
+	same(t, "ClaimBegin of a pending operation", got, op)
+	done := outcome(op, 201)
+	err := c.Complete(context.Background(), done)
+	c.Release()
+	if err != nil {
+		t.Fatalf("Complete under ClaimBegin's claim: %v", err)
+	}
+	c = claimBegin(other)
+	got, ok = c.Operation()
+	c.Release()
+	if !ok {
+		t.Fatal("ClaimBegin of a completed operation does not find it")
+	}
+	same(t, "ClaimBegin of a completed operation", got, done)
+	got, _ = lookup(t, j, "op")
+	same(t, "after ClaimBegin of a completed operation", got, done)
+
+	bad := intent("bad", j.Now())
+	bad.Key = ""
+	if c, err := cb.ClaimBegin(context.Background(), bad); !errors.Is(err, idem.ErrInvalidOperation) {
+		if c != nil {
+			c.Release()
+		}
+		t.Fatalf("ClaimBegin without a key: %v, want ErrInvalidOperation", err)
+	}
+	if _, ok := lookup(t, j, "bad"); ok {
+		t.Fatal("ClaimBegin recorded an intent it refused")
+	}
+	free, err := j.TryClaim(context.Background(), "bad")
+	if err != nil {
+		t.Fatalf("TryClaim after a refused ClaimBegin: %v, want the claim it left free", err)
+	}
+	free.Release()
 }
 
 func testReopenKeepsEverything(t *testing.T, open Open) {
