@@ -34,7 +34,8 @@ func TestTheRootPullsNoVendorSDK(t *testing.T) {
 // testHelpers are the packages that exist for the tests, and the only
 // ones that may link the testing package.
 var testHelpers = map[string]bool{
-	"github.com/idemkit/idem/internal/journaltest": true,
+	"github.com/idemkit/idem/journaltest":          true,
+	"github.com/idemkit/idem/internal/journalhelp": true,
 	"github.com/idemkit/idem/internal/pgtest":      true,
 }
 
@@ -46,7 +47,7 @@ func TestNoBinaryLinksTesting(t *testing.T) {
 		t.Skip("runs the go command")
 	}
 	const format = "{{.ImportPath}}\t{{.DepOnly}}\t{{.Name}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}"
-	out, err := exec.Command("go", "list", "-deps", "-f", format, "./...", "./idemaws/...").Output()
+	out, err := exec.Command("go", "list", "-deps", "-f", format, "./...", "./idemaws/...", "./idemgin/...").Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/internal/journalhelp"
 )
 
 // TestErrorsSayIdemOnce collects the errors a user meets (refusals before
@@ -71,8 +71,8 @@ func TestErrorsSayIdemOnce(t *testing.T) {
 	errs["settle invalid"] = idem.Settle(ctx, j, "op", idem.Settlement{})
 	errs["forget completed"] = idem.Settle(ctx, j, "op", idem.Settlement{Forget: true})
 	errs["forget unknown"] = j.Forget(ctx, "nope")
-	errs["begin invalid"] = journaltest.Begin(j, idem.Operation{ID: "no-key"})
-	errs["begin twice"] = journaltest.Begin(j, idem.Operation{ID: "op", Key: "k"})
+	errs["begin invalid"] = journalhelp.Begin(j, idem.Operation{ID: "no-key"})
+	errs["begin twice"] = journalhelp.Begin(j, idem.Operation{ID: "op", Key: "k"})
 	_, errs["batch"] = c.RunBatch(ctx, []idem.BatchOp{{ID: ""}}, idem.BatchOptions{})
 	for name, err := range errs {
 		if err == nil {

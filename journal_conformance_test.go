@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/journaltest"
 )
 
 // TestFileJournalConforms runs the journal conformance suite against the

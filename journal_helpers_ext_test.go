@@ -1,9 +1,9 @@
 package idem_test
 
-import "github.com/idemkit/idem/internal/journaltest"
+import "github.com/idemkit/idem/internal/journalhelp"
 
 // list and lookup read a journal that cannot fail to be read.
 var (
-	list   = journaltest.MustList
-	lookup = journaltest.MustLookup
+	list   = journalhelp.MustList
+	lookup = journalhelp.MustLookup
 )

@@ -22,7 +22,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/internal/journalhelp"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -854,7 +854,7 @@ func (m *machine) check(t *rapid.T) {
 // checkLatched checks a journal whose fsync failed: every append fails
 // with that failure, and no fsync was tried since (J6).
 func (m *machine) checkLatched(t *rapid.T) {
-	err := journaltest.Begin(m.j, idem.Operation{ID: "probe", Key: "probe-key"})
+	err := journalhelp.Begin(m.j, idem.Operation{ID: "probe", Key: "probe-key"})
 	if !errors.Is(err, errModelFsync) {
 		t.Fatalf("Begin on a journal whose fsync failed: %v; want that failure", err)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/internal/journalhelp"
 )
 
 const oldBase = "https://api.old.example.test/v1/"
@@ -28,7 +28,7 @@ func movedJournal(t *testing.T, body string) *idem.FileJournal {
 	}
 	t.Cleanup(func() { j.Close() })
 	url := oldBase + "charges?x=1"
-	err = journaltest.Begin(j, idem.Operation{ID: "charge", Key: "key-charge", Method: "POST", URL: url,
+	err = journalhelp.Begin(j, idem.Operation{ID: "charge", Key: "key-charge", Method: "POST", URL: url,
 		Fingerprint: sha256.Sum256([]byte("POST\x00" + url + "\x00" + body))})
 
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/internal/journalhelp"
 )
 
 // TestNoSecretsAtRest is the secrets rule (secrets.go): a response that
@@ -191,13 +191,13 @@ func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending,
 		URL: "https://user:xxxxx@api.example/charges?access_token=t0k3n-s3cret&n=1"}
 	old.Fingerprint[0] = 7
-	if err := journaltest.Begin(j, old); err != nil {
+	if err := journalhelp.Begin(j, old); err != nil {
 		t.Fatal(err)
 	}
 	done := old
 	done.State, done.Status, done.Body = idem.StateDone, 201, []byte(`{"id":"ch_1"}`)
 	done.Header = http.Header{"Set-Cookie": {"session=c00k1e-s3cret"}, "Content-Type": {"application/json"}}
-	if err := journaltest.Complete(j, done); err != nil {
+	if err := journalhelp.Complete(j, done); err != nil {
 		t.Fatal(err)
 	}
 	j = compactedAndReopened(t, j, path, "t0k3n-s3cret", "c00k1e-s3cret", "user")
@@ -228,7 +228,7 @@ func TestCompactionScrubsPendingOperations(t *testing.T) {
 	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending,
 		URL: "https://user:pa55@api.example/charges?n=1&clientSecret=s3cret-v4lue"}
 	old.Fingerprint[0] = 7
-	if err := journaltest.Begin(j, old); err != nil {
+	if err := journalhelp.Begin(j, old); err != nil {
 		t.Fatal(err)
 	}
 	j = compactedAndReopened(t, j, path, "s3cret-v4lue", "pa55", "user")

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/internal/journalhelp"
 )
 
 // pendingJournal returns a file journal holding a pending operation "op-1"
@@ -26,12 +26,12 @@ func pendingJournal(t *testing.T) *idem.FileJournal {
 	}
 	t.Cleanup(func() { j.Close() })
 	for _, id := range []string{"op-1", "op-2"} {
-		if err := journaltest.Begin(j, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "https://api.example.test/x",
+		if err := journalhelp.Begin(j, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "https://api.example.test/x",
 			Fingerprint: sha256.Sum256([]byte("POST\x00https://api.example.test/x\x00"))}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := journaltest.Complete(j, idem.Operation{ID: "op-2", Key: "key-op-2", State: idem.StateDone, Status: 201}); err != nil {
+	if err := journalhelp.Complete(j, idem.Operation{ID: "op-2", Key: "key-op-2", State: idem.StateDone, Status: 201}); err != nil {
 		t.Fatal(err)
 	}
 	return j

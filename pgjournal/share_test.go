@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/internal/journalhelp"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -123,7 +123,7 @@ func TestAJournalTakesBackItsOwnLeaseAtOnce(t *testing.T) {
 	if n, keys := srv.requests(); n != 2 || len(keys) != 1 {
 		t.Fatalf("the server got %d requests with keys %v, want 2 with one key", n, keys)
 	}
-	if op, ok := journaltest.MustLookup(j, "charge"); !ok || op.State != idem.StateDone {
+	if op, ok := journalhelp.MustLookup(j, "charge"); !ok || op.State != idem.StateDone {
 		t.Fatalf("after the second Do the journal holds %+v, %v; want it done", op, ok)
 	}
 }
@@ -161,7 +161,7 @@ func TestBeginUnderTryClaimDoesNotWait(t *testing.T) {
 	if !errors.As(err, &he) || he.Holder != "b" || he.Err != nil {
 		t.Fatalf("Begin under TryClaim of an ID b began = %v, want a *HeldError naming b, without Err", err)
 	}
-	if got, _ := journaltest.MustLookup(b, "charge"); got.Key != "key-b" {
+	if got, _ := journalhelp.MustLookup(b, "charge"); got.Key != "key-b" {
 		t.Fatalf("the journal holds key %q, want b's", got.Key)
 	}
 }

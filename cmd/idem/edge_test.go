@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/internal/journalhelp"
 )
 
 // A response body larger than the recording limit is printed in full the
@@ -64,13 +64,13 @@ func TestJournalQuotesControlCharacters(t *testing.T) {
 	}
 	const id = "row\t7\x1b[31m"
 	op := idem.Operation{ID: id, Key: "k-1", Method: "POST", URL: "http://a.test/x\ny"}
-	if err := journaltest.Begin(j, op); err != nil {
+	if err := journalhelp.Begin(j, op); err != nil {
 		t.Fatal(err)
 	}
 	op.State, op.Status = idem.StateDone, 200
 	op.Header = http.Header{"X-Note": {"a\x1bb"}}
 	op.Body = []byte("text with an escape \x1b[2J")
-	if err := journaltest.Complete(j, op); err != nil {
+	if err := journalhelp.Complete(j, op); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {
@@ -109,11 +109,11 @@ func TestJournalShowSaysCompactionDroppedTheBody(t *testing.T) {
 	}
 	j := open(t0)
 	op := idem.Operation{ID: "charge-1", Key: "k-1", Method: "POST", URL: "http://a.test/charges"}
-	if err := journaltest.Begin(j, op); err != nil {
+	if err := journalhelp.Begin(j, op); err != nil {
 		t.Fatal(err)
 	}
 	op.State, op.Status, op.Header, op.Body = idem.StateDone, 201, http.Header{"X-Charge": {"ch_1"}}, []byte("hello world")
-	if err := journaltest.Complete(j, op); err != nil {
+	if err := journalhelp.Complete(j, op); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()

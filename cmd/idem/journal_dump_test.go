@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/internal/journalhelp"
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
@@ -66,7 +66,7 @@ func TestJournalLoadConflictsAndBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := journaltest.Begin(j, idem.Operation{ID: "charge-1", Key: "another-key", Method: "POST", URL: "https://x.test/"}); err != nil {
+	if err := journalhelp.Begin(j, idem.Operation{ID: "charge-1", Key: "another-key", Method: "POST", URL: "https://x.test/"}); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()
@@ -173,13 +173,13 @@ func TestJournalDumpKeepsBytesThatAreNotUTF8(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := idem.Operation{ID: "op-\xff", Key: "key-\xfe", Method: "POST", URL: "https://x.test/\xe9", Created: listNow.Add(-time.Hour).UTC()}
-	if err := journaltest.Begin(j, want); err != nil {
+	if err := journalhelp.Begin(j, want); err != nil {
 		t.Fatal(err)
 	}
 	want.State, want.Status, want.Completed = idem.StateDone, 200, listNow.UTC()
 	want.Header = http.Header{"X-Name": {"caf\xe9"}}
 	want.Body = []byte{0, 0xff}
-	if err := journaltest.Complete(j, want); err != nil {
+	if err := journalhelp.Complete(j, want); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()

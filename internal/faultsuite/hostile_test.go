@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/journaltest"
+	"github.com/idemkit/idem/internal/journalhelp"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -530,11 +530,11 @@ func TestHostileCompactionThroughASymlink(t *testing.T) {
 	}
 	for i := range 3 {
 		id := fmt.Sprint("op-", i)
-		if err := journaltest.Begin(j, idem.Operation{ID: id, Key: fmt.Sprint("key-", i)}); err != nil {
+		if err := journalhelp.Begin(j, idem.Operation{ID: id, Key: fmt.Sprint("key-", i)}); err != nil {
 			t.Fatal(err)
 		}
 		if i < 2 {
-			if err := journaltest.Complete(j, idem.Operation{ID: id, State: idem.StateDone, Status: 201, Body: []byte("ok")}); err != nil {
+			if err := journalhelp.Complete(j, idem.Operation{ID: id, State: idem.StateDone, Status: 201, Body: []byte("ok")}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -542,7 +542,7 @@ func TestHostileCompactionThroughASymlink(t *testing.T) {
 	if err := j.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	if err := journaltest.Begin(j, idem.Operation{ID: "after", Key: "key-after"}); err != nil {
+	if err := journalhelp.Begin(j, idem.Operation{ID: "after", Key: "key-after"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {

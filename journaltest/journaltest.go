@@ -1,9 +1,3 @@
-// Package journaltest is the conformance suite of idem.Journal: every rule
-// the client relies on a journal for, run against each backend (the file
-// journal, the Client's in-memory journal and the PostgreSQL journal) so
-// that they cannot drift apart. The rules are C2, C3, C11, J8 and F1 to F5
-// of DESIGN.md, and the claim that does not wait of F7, as far as one
-// process can observe them.
 package journaltest
 
 import (
@@ -21,19 +15,26 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// Backend is a journal under test.
+// Backend is a journal under test, opened for one check of the suite.
 type Backend struct {
-	// Journal is a fresh, empty journal whose keys live KeyTTL.
+	// Journal is a fresh, empty journal whose KeyTTL is the keyTTL Open
+	// was given.
 	Journal idem.Journal
-	// Reopen closes Journal and opens it again over the same storage, as
-	// the next process would; nil for a journal that keeps nothing.
+	// Reopen closes Journal and opens its storage again, as the next
+	// process would, and returns the journal it opened. The suite calls it
+	// at most once, when no claim is held, and then no longer uses
+	// Journal. Leave it nil for a journal that keeps nothing: the check
+	// that reopens is then skipped, and says so.
 	Reopen func(t *testing.T) idem.Journal
 }
 
-// Open returns a fresh Backend whose journal's KeyTTL is keyTTL.
+// Open opens a fresh Backend for one check, with a journal whose KeyTTL is
+// keyTTL. The t it is given is the check's: Open may fail it, and closes
+// what it opened with t.Cleanup.
 type Open func(t *testing.T, keyTTL time.Duration) Backend
 
-// Run runs the suite against the backends open returns.
+// Run runs every check of the suite, each in a subtest of t that calls
+// open once.
 func Run(t *testing.T, open Open) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
@@ -57,6 +58,7 @@ var cases = []struct {
 	{"OneClaimAtATime", testOneClaimAtATime},
 	{"ClaimWaitsWithinItsContext", testClaimWaitsWithinItsContext},
 	{"TryClaimDoesNotWait", testTryClaimDoesNotWait},
+	{"ClaimBeginIsClaimThenBegin", testClaimBeginIsClaimThenBegin},
 	{"ReopenKeepsEverything", testReopenKeepsEverything},
 }
 
@@ -165,12 +167,15 @@ func diff(got, want idem.Operation) string {
 	return ""
 }
 
+// equalHeader reports whether a and b have the same names, each with the
+// same values, nil where the other's are nil.
 func equalHeader(a, b http.Header) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for k, v := range a {
-		if !slices.Equal(v, b[k]) {
+		w, ok := b[k]
+		if !ok || !slices.Equal(v, w) || (v == nil) != (w == nil) {
 			return false
 		}
 	}
@@ -242,6 +247,18 @@ func testEmptyOutcomeReadsBackAsNil(t *testing.T, open Open) {
 	got, _ := lookup(t, j, "op")
 	done.Header = nil
 	same(t, "an empty header and a body not recorded", got, done)
+
+	// A header name with no values is kept, its values nil.
+	op = intent("op-2", j.Now())
+	begin(t, j, op)
+	done = op
+	done.State, done.Status, done.Completed = idem.StateDone, 200, op.Created.Add(time.Second)
+	done.Header = http.Header{"Content-Type": {"text/plain"}, "X-Empty": {}}
+	done.Body = []byte{}
+	complete(t, j, done)
+	got, _ = lookup(t, j, "op-2")
+	done.Header, done.Body = http.Header{"Content-Type": {"text/plain"}, "X-Empty": nil}, nil
+	same(t, "an empty body and a header name with no values", got, done)
 }
 
 func testAnIntentIsRecordedOnce(t *testing.T, open Open) {
@@ -402,10 +419,10 @@ func testOneClaimAtATime(t *testing.T, open Open) {
 	j := open(t, ttl).Journal
 	const n = 8
 	var (
-		inside, most atomic.Int32
-		began        atomic.Int32
-		wg           sync.WaitGroup
-		errs         = make(chan error, n)
+		inside, began atomic.Int32
+		overlapped    atomic.Bool // two claims were held at once
+		wg            sync.WaitGroup
+		errs          = make(chan error, n)
 	)
 	for i := range n {
 		wg.Add(1)
@@ -417,8 +434,8 @@ func testOneClaimAtATime(t *testing.T, open Open) {
 				return
 			}
 			defer c.Release()
-			if k := inside.Add(1); k > most.Load() {
-				most.Store(k)
+			if inside.Add(1) > 1 {
+				overlapped.Store(true)
 			}
 			defer inside.Add(-1)
 			if _, ok := c.Operation(); !ok {
@@ -438,8 +455,11 @@ func testOneClaimAtATime(t *testing.T, open Open) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if most.Load() != 1 || began.Load() != 1 {
-		t.Fatalf("%d claims held at once and %d intents begun, want 1 and 1", most.Load(), began.Load())
+	if overlapped.Load() {
+		t.Fatal("two claims of one ID were held at once")
+	}
+	if began.Load() != 1 {
+		t.Fatalf("%d intents begun under claims of one ID, want 1", began.Load())
 	}
 }
 
@@ -515,10 +535,90 @@ func testTryClaimDoesNotWait(t *testing.T, open Open) {
 	}
 }
 
+// testClaimBeginIsClaimThenBegin checks an idem.ClaimBeginner: ClaimBegin
+// of a new ID records the intent under its claim; of an ID the journal
+// holds, it claims the operation as it is, waiting within its context
+// while another claim holds it; an intent it refuses leaves nothing, and
+// no claim.
+func testClaimBeginIsClaimThenBegin(t *testing.T, open Open) {
+	j := open(t, ttl).Journal
+	cb, ok := j.(idem.ClaimBeginner)
+	if !ok {
+		t.Skip("the journal is not an idem.ClaimBeginner")
+	}
+	claimBegin := func(op idem.Operation) idem.Claim {
+		t.Helper()
+		c, err := cb.ClaimBegin(context.Background(), op)
+		if err != nil {
+			t.Fatalf("ClaimBegin(%q): %v", op.ID, err)
+		}
+		return c
+	}
+	op := intent("op", j.Now())
+	c := claimBegin(op)
+	if got, ok := c.Operation(); !ok || got.Key != op.Key || got.State != idem.StatePending {
+		c.Release()
+		t.Fatalf("ClaimBegin of a new ID: the claim's Operation is %+v, %v; want the intent begun", got, ok)
+	}
+	got, _ := lookup(t, j, "op")
+	same(t, "after ClaimBegin", got, op)
+	other := intent("op", j.Now())
+	other.Key = "another-key"
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if c, err := cb.ClaimBegin(ctx, other); !errors.Is(err, context.DeadlineExceeded) {
+		if c != nil {
+			c.Release()
+		}
+		t.Fatalf("ClaimBegin of a held operation: %v, want an error matching context.DeadlineExceeded", err)
+	}
+	c.Release()
+
+	c = claimBegin(other)
+	got, ok = c.Operation()
+	if !ok {
+		c.Release()
+		t.Fatal("ClaimBegin of a pending operation does not find it")
+	}
+	same(t, "ClaimBegin of a pending operation", got, op)
+	done := outcome(op, 201)
+	err := c.Complete(context.Background(), done)
+	c.Release()
+	if err != nil {
+		t.Fatalf("Complete under ClaimBegin's claim: %v", err)
+	}
+	c = claimBegin(other)
+	got, ok = c.Operation()
+	c.Release()
+	if !ok {
+		t.Fatal("ClaimBegin of a completed operation does not find it")
+	}
+	same(t, "ClaimBegin of a completed operation", got, done)
+	got, _ = lookup(t, j, "op")
+	same(t, "after ClaimBegin of a completed operation", got, done)
+
+	bad := intent("bad", j.Now())
+	bad.Key = ""
+	if c, err := cb.ClaimBegin(context.Background(), bad); !errors.Is(err, idem.ErrInvalidOperation) {
+		if c != nil {
+			c.Release()
+		}
+		t.Fatalf("ClaimBegin without a key: %v, want ErrInvalidOperation", err)
+	}
+	if _, ok := lookup(t, j, "bad"); ok {
+		t.Fatal("ClaimBegin recorded an intent it refused")
+	}
+	free, err := j.TryClaim(context.Background(), "bad")
+	if err != nil {
+		t.Fatalf("TryClaim after a refused ClaimBegin: %v, want the claim it left free", err)
+	}
+	free.Release()
+}
+
 func testReopenKeepsEverything(t *testing.T, open Open) {
 	b := open(t, ttl)
 	if b.Reopen == nil {
-		return // a journal that keeps nothing has nothing to reopen
+		t.Skip("Backend.Reopen is nil: the journal keeps nothing to reopen")
 	}
 	j := b.Journal
 	p := intent("pending", j.Now())
@@ -539,46 +639,4 @@ func testReopenKeepsEverything(t *testing.T, open Open) {
 	if op, ok := c.Operation(); !ok || op.Key != p.Key {
 		t.Fatalf("the pending operation resumes under %q, want %q", op.Key, p.Key)
 	}
-}
-
-// MustList returns j's listing, panicking on an error: for tests of
-// journals that cannot fail to list (the file and memory journals).
-func MustList(j idem.Journal, which idem.Listing) []idem.Operation {
-	ops, err := j.List(context.Background(), which)
-	if err != nil {
-		panic(err)
-	}
-	return ops
-}
-
-// MustLookup returns what j holds for id, panicking on an error, as
-// MustList does.
-func MustLookup(j idem.Journal, id string) (idem.Operation, bool) {
-	op, ok, err := j.Lookup(context.Background(), id)
-	if err != nil {
-		panic(err)
-	}
-	return op, ok
-}
-
-// Begin journals op's intent in j under a claim of its own, as a Client
-// does before its first attempt: for tests that set a journal up by hand.
-func Begin(j idem.Journal, op idem.Operation) error {
-	c, err := j.Claim(context.Background(), op.ID)
-	if err != nil {
-		return err
-	}
-	defer c.Release()
-	return c.Begin(context.Background(), op)
-}
-
-// Complete records op's outcome in j under a claim of its own, as Begin
-// journals an intent.
-func Complete(j idem.Journal, op idem.Operation) error {
-	c, err := j.Claim(context.Background(), op.ID)
-	if err != nil {
-		return err
-	}
-	defer c.Release()
-	return c.Complete(context.Background(), op)
 }
