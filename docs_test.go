@@ -160,6 +160,56 @@ func TestREADMETestCommandIsCI(t *testing.T) {
 	}
 }
 
+// promiseCells returns the first cell of each row of the table under
+// "| Promise |" in text.
+func promiseCells(t *testing.T, text []byte) []string {
+	t.Helper()
+	start := bytes.Index(text, []byte("| Promise |"))
+	if start < 0 {
+		t.Fatal("docs/guarantees.md has no Guarantees table")
+	}
+	var cells []string
+	for _, line := range strings.Split(string(text[start:]), "\n")[2:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells = append(cells, strings.TrimSpace(strings.Split(strings.Trim(line, "|"), "|")[0]))
+	}
+	return cells
+}
+
+// The README lists the promises of docs/guarantees.md's table, in its
+// order and in its words: the short list cannot promise what the table
+// does not test.
+func TestREADMEGuaranteesAreTheTable(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := os.ReadFile(filepath.Join("docs", "guarantees.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := promiseCells(t, full)
+	if len(want) == 0 {
+		t.Fatal("docs/guarantees.md's table has no rows")
+	}
+	section := readme[bytes.Index(readme, []byte("\n## Guarantees\n"))+1:]
+	if end := bytes.Index(section[1:], []byte("\n## ")); end >= 0 {
+		section = section[:end+1]
+	}
+	var got []string
+	for _, line := range strings.Split(string(section), "\n") {
+		if p, ok := strings.CutPrefix(line, "- "); ok {
+			got = append(got, p)
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("README.md's Guarantees list is not docs/guarantees.md's promises:\nREADME:\n%s\n\ntable:\n%s",
+			strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // mdLink matches a Markdown link's target; autolinks and images are
 // links too.
 var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
