@@ -58,8 +58,8 @@ rejected the same command prints the recorded response without sending.
 
 With --dialect, the key goes where that API wants it: its own header, or
 a field of the JSON body (the body must then be a JSON object), and its
-answers are read as that API means them (see "Calling a real API" in
-README.md). --key-header and --ttl, when given, take the place of the
+answers are read as that API means them (docs/real-apis.md lists each
+dialect). --key-header and --ttl, when given, take the place of the
 dialect's.
 
 The method is POST unless -X says otherwise, also without -d: an

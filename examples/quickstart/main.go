@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -13,7 +12,7 @@ import (
 func main() {
 	j, err := idem.OpenJournal("charges.journal") // keys survive a crash of this process
 	if err != nil {
-		log.Fatal(err) // idem.ErrLocked: another process has it; *idem.CorruptError: damaged
+		log.Fatal(err)
 	}
 	defer j.Close()
 	c, err := idem.New(idem.Config{Journal: j}) // every other field has a documented default
@@ -25,15 +24,9 @@ func main() {
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8080/charges", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.Do("invoice-42", req) // the operation ID is yours and stable; the key is idem's
-	switch {
-	case errors.Is(err, idem.ErrUnknown):
-		fmt.Println("no final answer yet; run again to resume under the same key:", err)
-	case errors.Is(err, idem.ErrRejected):
-		fmt.Println("the server refused it, and did not apply it:", err)
-	case err != nil:
-		log.Fatal(err) // refused before sending: ErrMismatch, ErrKeyExpired, ErrInvalidRequest
-	default:
-		defer resp.Body.Close()
-		fmt.Println("charged:", resp.Status, "answered from the journal:", idem.Recorded(resp))
+	if err != nil {
+		log.Fatal(err) // idem.ErrUnknown: run again, and it resumes under the same key
 	}
+	defer resp.Body.Close()
+	fmt.Println("charged:", resp.Status, "answered from the journal:", idem.Recorded(resp))
 }

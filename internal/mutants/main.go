@@ -1,5 +1,5 @@
-// Command mutants checks that the tests README's Guarantees table names
-// catch what they claim to: it breaks each promise on purpose, one at a
+// Command mutants checks that the tests the Guarantees table
+// (docs/guarantees.md) names catch what they claim to: it breaks each promise on purpose, one at a
 // time, in a copy of the module, and runs the tests named for it, which
 // must fail. Run it before a release, and whenever the journal, the retry
 // rule or the fault suite moves:
@@ -257,9 +257,10 @@ func writeReport(root, table string) error {
 	}
 	var b strings.Builder
 	b.WriteString("# Mutants\n\n")
-	b.WriteString("Each row breaks one promise of README's Guarantees table on purpose, in a\n")
-	b.WriteString("copy of the module, and runs the tests named for it: every one must fail.\n")
-	b.WriteString("The breakages are listed in `internal/mutants/mutants.go`. Run the check\n")
+	b.WriteString("Each row breaks one promise of the Guarantees table\n")
+	b.WriteString("([docs/guarantees.md](docs/guarantees.md)) on purpose, in a copy of the\n")
+	b.WriteString("module, and runs the tests named for it: every one must fail. The\n")
+	b.WriteString("breakages are listed in `internal/mutants/mutants.go`. Run the check\n")
 	b.WriteString("before a release, and whenever the journal, the retry rule or the fault\n")
 	b.WriteString("suite moves:\n\n```sh\ngo run ./internal/mutants -write\n```\n\n")
 	fmt.Fprintf(&b, "Last run: %s, on %s (%s, %s/%s, %d CPUs).\n\n", time.Now().UTC().Format("2006-01-02"), state,

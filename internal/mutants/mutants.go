@@ -1,8 +1,9 @@
 package main
 
-// The mutants: one deliberate breakage of each promise README's Guarantees
-// table makes, and the tests that must fail under it. Each edit replaces
-// text that occurs exactly once in its file (TestMutantsApply keeps it so).
+// The mutants: one deliberate breakage of each promise the Guarantees
+// table (docs/guarantees.md) makes, and the tests that must fail under
+// it. Each edit replaces text that occurs exactly once in its file
+// (TestMutantsApply keeps it so).
 
 // mutant is one breakage.
 type mutant struct {

@@ -1,0 +1,296 @@
+package idem_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// goBlock matches a fenced Go code block of a Markdown page.
+var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
+
+// compiledElsewhere lists the docs pages whose Go blocks need more than
+// this module, and so are compiled by a test of the module they need.
+var compiledElsewhere = map[string]string{
+	"docs/vendor-sdks.md": "idemaws's TestVendorSDKsPageCompiles",
+}
+
+// docPages returns README.md and every docs/*.md page, in that order.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range pages {
+		pages[i] = filepath.ToSlash(p)
+	}
+	return append([]string{"README.md"}, pages...)
+}
+
+// goBlocks returns a page's Go blocks with the line of the page each
+// starts on (the first line after the fence).
+func goBlocks(t *testing.T, page string) (blocks [][]byte, lines []int) {
+	t.Helper()
+	text, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range goBlock.FindAllSubmatchIndex(text, -1) {
+		blocks = append(blocks, text[m[2]:m[3]])
+		lines = append(lines, 1+bytes.Count(text[:m[2]], []byte("\n")))
+	}
+	if fences := bytes.Count(text, []byte("```go")); fences != len(blocks) {
+		t.Fatalf("%s has %d ```go fences but %d Go blocks: a fence the test cannot read", page, fences, len(blocks))
+	}
+	return blocks, lines
+}
+
+// A compile error names a block by its source file and line, or by its
+// package.
+var (
+	blockLine = regexp.MustCompile(`\S*docblock(\d+)\.go:(\d+)`)
+	blockPkg  = regexp.MustCompile(`\S*internal/docblocks/b(\d+)\b`)
+)
+
+// TestDocsCompile builds every Go block of README.md and of the docs
+// pages as a program of its own, placed by a build overlay in a package
+// directory that does not exist on disk, so the docs cannot drift from
+// the API. A compile error is reported at its page and line.
+func TestDocsCompile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	overlay := map[string]map[string]string{"Replace": {}}
+	var pkgs, pages, where []string
+	var starts []int
+	for _, page := range docPages(t) {
+		if _, ok := compiledElsewhere[page]; ok {
+			continue
+		}
+		blocks, lines := goBlocks(t, page)
+		if page == "README.md" && len(blocks) == 0 {
+			t.Fatal("found no Go block in README.md: its quickstart is one")
+		}
+		for i, b := range blocks {
+			n := len(pkgs)
+			src := filepath.Join(tmp, fmt.Sprintf("docblock%d.go", n))
+			if err := os.WriteFile(src, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dir := fmt.Sprintf("internal/docblocks/b%d", n)
+			overlay["Replace"][filepath.Join(root, dir, "main.go")] = src
+			pkgs = append(pkgs, "./"+dir)
+			pages = append(pages, page)
+			where = append(where, fmt.Sprintf("%s, Go block %d", page, i+1))
+			starts = append(starts, lines[i])
+		}
+	}
+	spec, _ := json.Marshal(overlay)
+	specPath := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(specPath, spec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(tmp, "bin") + string(filepath.Separator)
+	cmd := exec.Command("go", append([]string{"build", "-overlay", specPath, "-o", bin}, pkgs...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		msg := blockLine.ReplaceAllStringFunc(filepath.ToSlash(string(out)), func(m string) string {
+			sub := blockLine.FindStringSubmatch(m)
+			n, _ := strconv.Atoi(sub[1])
+			line, _ := strconv.Atoi(sub[2])
+			return fmt.Sprintf("%s:%d", pages[n], starts[n]+line-1)
+		})
+		msg = blockPkg.ReplaceAllStringFunc(msg, func(m string) string {
+			n, _ := strconv.Atoi(blockPkg.FindStringSubmatch(m)[1])
+			return where[n]
+		})
+		t.Fatalf("Go blocks of the docs do not compile (page:line; block N is the page's Nth ```go block):\n%s", msg)
+	}
+}
+
+// The quickstart in README.md is examples/quickstart/main.go, so that the
+// commands beside it run exactly what the reader sees.
+func TestREADMEQuickstartIsTheExample(t *testing.T) {
+	blocks, _ := goBlocks(t, "README.md")
+	example, err := os.ReadFile(filepath.Join("examples", "quickstart", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) == 0 || string(blocks[0]) != string(example) {
+		t.Fatal("README.md's first Go block is not examples/quickstart/main.go")
+	}
+}
+
+// The README states the test command that .ci/run runs, and so does
+// CONTRIBUTING.md: a reader runs what CI runs.
+func TestREADMETestCommandIsCI(t *testing.T) {
+	ci, err := os.ReadFile(filepath.Join(".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var command string
+	for _, line := range strings.Split(string(ci), "\n") {
+		if strings.HasPrefix(line, "go test ") {
+			command = line
+		}
+	}
+	if command == "" {
+		t.Fatal(".ci/run runs no go test command")
+	}
+	for _, page := range []string{"README.md", "CONTRIBUTING.md"} {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(text, []byte(command)) {
+			t.Errorf("%s does not give .ci/run's test command %q", page, command)
+		}
+	}
+}
+
+// promiseCells returns the first cell of each row of the table under
+// "| Promise |" in text.
+func promiseCells(t *testing.T, text []byte) []string {
+	t.Helper()
+	start := bytes.Index(text, []byte("| Promise |"))
+	if start < 0 {
+		t.Fatal("docs/guarantees.md has no Guarantees table")
+	}
+	var cells []string
+	for _, line := range strings.Split(string(text[start:]), "\n")[2:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells = append(cells, strings.TrimSpace(strings.Split(strings.Trim(line, "|"), "|")[0]))
+	}
+	return cells
+}
+
+// The README lists the promises of docs/guarantees.md's table, in its
+// order and in its words: the short list cannot promise what the table
+// does not test.
+func TestREADMEGuaranteesAreTheTable(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := os.ReadFile(filepath.Join("docs", "guarantees.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := promiseCells(t, full)
+	if len(want) == 0 {
+		t.Fatal("docs/guarantees.md's table has no rows")
+	}
+	section := readme[bytes.Index(readme, []byte("\n## Guarantees\n"))+1:]
+	if end := bytes.Index(section[1:], []byte("\n## ")); end >= 0 {
+		section = section[:end+1]
+	}
+	var got []string
+	for _, line := range strings.Split(string(section), "\n") {
+		if p, ok := strings.CutPrefix(line, "- "); ok {
+			got = append(got, p)
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("README.md's Guarantees list is not docs/guarantees.md's promises:\nREADME:\n%s\n\ntable:\n%s",
+			strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// mdLink matches a Markdown link's target; autolinks and images are
+// links too.
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// anchors returns the GitHub anchors of a Markdown page's headings.
+func anchors(text []byte) map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]int{}
+	inCode := false
+	for _, line := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+		}
+		if inCode || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+				b.WriteRune(r)
+			}
+		}
+		slug := b.String()
+		if n := seen[slug]; n > 0 {
+			out[slug+"-"+strconv.Itoa(n)] = true
+		} else {
+			out[slug] = true
+		}
+		seen[slug]++
+	}
+	return out
+}
+
+// Every link between the repository's Markdown pages reaches a file that
+// exists and, when it names one, a heading of that page; and the README
+// links every docs page.
+func TestDocsLinksResolve(t *testing.T) {
+	pages := docPages(t)
+	top, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range top {
+		if p != "README.md" {
+			pages = append(pages, p)
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range pages {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(page, "docs/") && !bytes.Contains(readme, []byte("]("+page+")")) {
+			t.Errorf("README.md does not link %s", page)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(text), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.ToSlash(filepath.Join(filepath.Dir(page), file))
+			}
+			target2, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("%s links %s: %v", page, target, err)
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(path, ".md") && !anchors(target2)[anchor] {
+				t.Errorf("%s links %s: %s has no heading with that anchor", page, target, path)
+			}
+		}
+	}
+}
