@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -14,14 +15,14 @@ import (
 
 // attemptMiddleware is next to the transport: every attempt of a named
 // operation passes through it, after the SDK serialized and signed it.
-type attemptMiddleware struct{}
+type attemptMiddleware struct{ key *callKey }
 
-func (attemptMiddleware) ID() string { return attemptID }
+func (*attemptMiddleware) ID() string { return attemptID }
 
-func (attemptMiddleware) HandleDeserialize(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (
+func (m *attemptMiddleware) HandleDeserialize(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (
 	middleware.DeserializeOutput, middleware.Metadata, error,
 ) {
-	c, ok := ctx.Value(callKey{}).(*call)
+	c, ok := ctx.Value(m.key).(*call)
 	if !ok || c.claim == nil {
 		return next.HandleDeserialize(ctx, in)
 	}
@@ -33,15 +34,35 @@ func (attemptMiddleware) HandleDeserialize(ctx context.Context, in middleware.De
 		return middleware.DeserializeOutput{}, middleware.Metadata{}, notRetryable{fmt.Errorf("idemaws: operation %q: %w", c.op.ID, idem.ErrClaimLost)}
 	default:
 	}
+	// The SDK's retries are attempts of the operation too: none is sent
+	// once the API may have forgotten its token.
+	if !c.usable(c.op.Created) {
+		return middleware.DeserializeOutput{}, middleware.Metadata{}, notRetryable{fmt.Errorf("idemaws: operation %q (token %s, minted %s): %w",
+			c.op.ID, c.op.Key, c.op.Created.Format(time.RFC3339), idem.ErrKeyExpired)}
+	}
 	c.attempts++
-	// The operation is this call's, not the HTTP client's: an idem
-	// StandardClient below would otherwise claim it again, and wait for
-	// this very claim.
-	out, md, err := next.HandleDeserialize(idem.WithOperation(ctx, ""), in)
+	out, md, err := next.HandleDeserialize(ctx, in)
 	c.resp, c.body, c.fits = nil, nil, false
 	if raw, ok := out.RawResponse.(*smithyhttp.Response); ok && raw != nil && raw.Response != nil {
 		c.resp = raw.Response
 		c.body, c.fits = keep(raw.Response, c.o.maxBody)
+	}
+	return out, md, err
+}
+
+// replayMiddleware goes first in the Deserialize step: a recorded answer
+// that the SDK reads as an error is final, and its retryer must not ask
+// for it again.
+type replayMiddleware struct{ key *callKey }
+
+func (*replayMiddleware) ID() string { return replayID }
+
+func (m *replayMiddleware) HandleDeserialize(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (
+	middleware.DeserializeOutput, middleware.Metadata, error,
+) {
+	out, md, err := next.HandleDeserialize(ctx, in)
+	if c, ok := ctx.Value(m.key).(*call); ok && c.replay != nil && err != nil {
+		err = notRetryable{err}
 	}
 	return out, md, err
 }
@@ -69,12 +90,15 @@ func keep(resp *http.Response, limit int64) (body []byte, fits bool) {
 	return b[:min(len(b), int(limit))], false
 }
 
-// recorded is the response the journal holds for a completed operation.
+// recorded is the response the journal holds for a completed operation,
+// without its Date: the SDK corrects its signing clock by the Date of what
+// it reads, and a recorded one is as old as the record.
 func recorded(op *idem.Operation) *http.Response {
 	h := op.Header.Clone()
 	if h == nil {
 		h = http.Header{}
 	}
+	h.Del("Date")
 	return &http.Response{
 		Status: fmt.Sprintf("%d %s", op.Status, http.StatusText(op.Status)), StatusCode: op.Status,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,

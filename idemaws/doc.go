@@ -37,27 +37,51 @@
 //
 // # Outcomes
 //
-// The API's answer is read with Options.Dialect (idem.AWSCloudControl by
-// default), which knows AWS's errors for a token reused with other
-// parameters (ClientTokenConflictException, IdempotentParameterMismatch):
+// The outcome is read from how the SDK ended the call, and from the answer
+// of its last attempt only when that answer is what ended it. Options.Dialect
+// (idem.AWSCloudControl by default) and the SDK's error code, whatever the
+// protocol, tell a token reused with other parameters
+// (ClientTokenConflictException, IdempotentParameterMismatch):
 //
-//   - success: done, and the response is recorded;
-//   - a token reused with other parameters, or an error the SDK's retryer
-//     retries (5xx, throttling, a broken connection) once retrying stopped:
-//     unknown, and the operation stays pending;
+//   - success: done, and the response is recorded (without the header
+//     fields idem never records, idem.DefaultUnrecordedHeaders);
+//   - unknown, the operation left pending: no answer ended the call (a
+//     broken connection, the context ending while the SDK waited, a lapsed
+//     claim); a token reused with other parameters (with idem.ErrKeyReused);
+//     an error the retryer retries once its attempts ran out (5xx,
+//     throttling, a code of the client's own retryer); a refusal of the
+//     request's credentials or signature, which says nothing of an earlier
+//     attempt; a 409;
 //   - any other 4xx: rejected, and the response is recorded.
 //
 // A rejection or an unknown outcome is returned as an *idem.OutcomeError
 // that wraps the SDK's error: errors.Is(err, idem.ErrRejected) and
-// errors.As(err, &apiErr) both hold.
+// errors.As(err, &apiErr) both hold. A recorded answer goes through the
+// SDK's deserializer again, without its Date (which the SDK would take for
+// its clock's skew), and the SDK's retryer does not retry it.
 //
 // # Refusals
 //
 // Before anything is sent, a call is refused with an error matching:
-// idem.ErrMismatch when the operation's input differs from the one first
-// journaled (the token aside); idem.ErrKeyExpired when its token has
-// outlived Options.KeyTTL; ErrNoClientToken when the AWS operation takes no
-// client token; ErrTokenSet when the input carries a token other than the
-// operation's. Settle or forget such an operation with the journal's own
-// tools, as for Do.
+// idem.ErrMismatch when the operation's input, service, operation or region
+// differs from the one first journaled (the token aside); idem.ErrKeyExpired
+// when its token has outlived Options.KeyTTL, less the time an attempt
+// needs (a minute, or a tenth of a shorter TTL); ErrNoClientToken when the
+// AWS operation takes no client token; ErrTokenSet when the input carries a
+// token other than the operation's. The expiry is checked before each of
+// the SDK's retries too: one it would send too late ends the call unknown,
+// with idem.ErrKeyExpired. A completed operation whose answer was too large
+// to record is answered with an error matching idem.ErrBodyNotRecorded.
+// Settle or forget such an operation with the journal's own tools, as for
+// Do.
+//
+// # Fingerprints
+//
+// An operation's fingerprint is its service, operation, region and input,
+// the token aside, written canonically: fields by name, a nil or zero field
+// left out (as the SDK leaves it out of the request, so that a field a
+// later SDK adds changes nothing), map keys sorted, a union member with its
+// type, a time as its instant, floats as text. An input holding a stream
+// (an io.Reader) cannot be fingerprinted, and is refused with
+// idem.ErrInvalidRequest.
 package idemaws

@@ -95,11 +95,12 @@ func New(o Options) (*Operations, error) {
 }
 
 // The SDK's middleware that fills a missing client token, and the IDs of
-// the three idemaws adds to a stack.
+// the four idemaws adds to a stack.
 const (
 	sdkTokenMiddleware = "OperationIdempotencyTokenAutoFill"
 	tokenID            = "IdemToken"
 	operationID        = "IdemOperation"
+	replayID           = "IdemReplay"
 	attemptID          = "IdemAttempt"
 )
 
@@ -107,15 +108,20 @@ const (
 // an API option: append it to aws.Config.APIOptions, or to a client's
 // Options.APIOptions, so that every operation of the client gets it.
 //
-// Three middlewares: in the Initialize step, one just before the SDK's own
+// Four middlewares: in the Initialize step, one just before the SDK's own
 // token middleware notes the caller's token, and one last, once the SDK
 // has validated the input, claims the operation, journals its intent and
 // sets its token, before the input is serialized and signed and outside
-// the retry loop; in the Deserialize step, one last, next to the
+// the retry loop; in the Deserialize step, one first keeps the SDK's
+// retryer from retrying a recorded answer, and one last, next to the
 // transport, sees every attempt.
 func (o *Operations) Install(stack *middleware.Stack) error {
+	// The middlewares of this stack find their call under a key of their
+	// own, so that an SDK call made inside it (a credentials provider's,
+	// say) is not taken for one of its attempts.
+	key := new(callKey)
 	sdk, takesToken := stack.Initialize.Get(sdkTokenMiddleware)
-	tm := &tokenMiddleware{o: o, sdk: sdk}
+	tm := &tokenMiddleware{o: o, sdk: sdk, key: key}
 	var err error
 	if takesToken {
 		err = stack.Initialize.Insert(tm, sdkTokenMiddleware, middleware.Before)
@@ -123,10 +129,13 @@ func (o *Operations) Install(stack *middleware.Stack) error {
 		err = stack.Initialize.Add(tm, middleware.After)
 	}
 	if err == nil {
-		err = stack.Initialize.Add(&operationMiddleware{o: o}, middleware.After)
+		err = stack.Initialize.Add(&operationMiddleware{key: key}, middleware.After)
 	}
 	if err == nil {
-		err = stack.Deserialize.Add(attemptMiddleware{}, middleware.After)
+		err = stack.Deserialize.Add(&replayMiddleware{key: key}, middleware.Before)
+	}
+	if err == nil {
+		err = stack.Deserialize.Add(&attemptMiddleware{key: key}, middleware.After)
 	}
 	if err != nil {
 		return fmt.Errorf("idemaws: installing: %w", err)

@@ -115,8 +115,8 @@ func TestA500ThenSuccessSendsOneToken(t *testing.T) {
 	if op.State != idem.StateDone || op.Key != wire[0] || op.Status != 200 || !bytes.Contains(op.Body, []byte(`"Identifier":"res-1"`)) {
 		t.Fatalf("journal holds %s key %s status %d body %s; want done under %s, 200, res-1", op.State, op.Key, op.Status, op.Body, wire[0])
 	}
-	if op.Method != "AWS" || op.URL != "CloudControl.CreateResource" {
-		t.Errorf("journaled %s %s, want AWS CloudControl.CreateResource", op.Method, op.URL)
+	if op.Method != "AWS" || op.URL != "CloudControl.CreateResource in us-east-1" {
+		t.Errorf("journaled %s %s, want AWS CloudControl.CreateResource in us-east-1", op.Method, op.URL)
 	}
 }
 
@@ -401,20 +401,49 @@ func TestAnExpiredTokenIsNotSentAgain(t *testing.T) {
 	f := newFakeAWS(t)
 	f.fail = []int{500, 500, 500}
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: time.Millisecond})
+	const ttl = 200 * time.Millisecond
+	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := cloudcontrol.NewFromConfig(awsConfig(f, ops, 0))
 	ctx := idem.WithOperation(context.Background(), "bucket-1")
-	if _, err := client.CreateResource(ctx, bucket("b1")); !errors.Is(err, idem.ErrUnknown) {
-		t.Fatalf("err = %v, want unknown", err)
+	if _, err := client.CreateResource(ctx, bucket("b1")); !errors.Is(err, idem.ErrUnknown) || f.requests() != 3 {
+		t.Fatalf("err = %v after %d requests, want unknown after 3", err, f.requests())
 	}
-	for time.Since(lookup(t, j, "bucket-1").Created) < time.Millisecond {
-		time.Sleep(time.Millisecond)
+	// A token is not sent in the last tenth of its TTL either: an attempt
+	// needs time to reach the API.
+	for time.Since(lookup(t, j, "bucket-1").Created) < ttl-ttl/10 {
+		time.Sleep(5 * time.Millisecond)
 	}
 	if _, err := client.CreateResource(ctx, bucket("b1")); !errors.Is(err, idem.ErrKeyExpired) || f.requests() != 3 {
 		t.Fatalf("err = %v after %d requests, want ErrKeyExpired and no request past the first call's 3", err, f.requests())
+	}
+}
+
+// TestTheSDKsRetriesStopWhenTheTokenExpires: the SDK's retries are
+// attempts of the operation, and none is sent once its token may be
+// forgotten; the outcome is unknown, the operation pending.
+func TestTheSDKsRetriesStopWhenTheTokenExpires(t *testing.T) {
+	f := newFakeAWS(t)
+	f.fail = []int{500, 500, 500}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := awsConfig(f, ops, 0)
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.Backoff, o.RateLimiter = fixedWait(150*time.Millisecond), ratelimit.None
+		})
+	}
+	_, err = cloudcontrol.NewFromConfig(cfg).CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
+	if !errors.Is(err, idem.ErrKeyExpired) || !errors.Is(err, idem.ErrUnknown) || f.requests() != 2 {
+		t.Fatalf("err = %v after %d requests; want unknown with ErrKeyExpired after 2, the third due past the TTL", err, f.requests())
+	}
+	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending {
+		t.Fatalf("journal holds %s, want pending", op.State)
 	}
 }
 

@@ -7,9 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/google/uuid"
 	"github.com/idemkit/idem"
@@ -21,6 +19,7 @@ import (
 type tokenMiddleware struct {
 	o   *Operations
 	sdk middleware.InitializeMiddleware // the SDK's token middleware; nil if the operation takes no token
+	key *callKey
 }
 
 func (*tokenMiddleware) ID() string { return tokenID }
@@ -28,7 +27,7 @@ func (*tokenMiddleware) ID() string { return tokenID }
 // operationMiddleware goes last in the Initialize step, once the SDK has
 // validated the input: it claims the operation, journals its intent, sets
 // its token, and records how the call ended.
-type operationMiddleware struct{ o *Operations }
+type operationMiddleware struct{ key *callKey }
 
 func (*operationMiddleware) ID() string { return operationID }
 
@@ -53,7 +52,9 @@ type call struct {
 	fits     bool           // body is the whole of it
 }
 
-type callKey struct{}
+// callKey is the context key under which one stack's middlewares find
+// their call: a pointer of each stack's own.
+type callKey struct{ _ byte }
 
 func (m *tokenMiddleware) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
 	out middleware.InitializeOutput, md middleware.Metadata, err error,
@@ -71,20 +72,24 @@ func (m *tokenMiddleware) HandleInitialize(ctx context.Context, in middleware.In
 		return out, md, err
 	}
 	c := &call{o: m.o, id: id, field: field, caller: token(in.Parameters, field)}
-	return next.HandleInitialize(context.WithValue(ctx, callKey{}, c), in)
+	return next.HandleInitialize(context.WithValue(ctx, m.key, c), in)
 }
 
 func (m *operationMiddleware) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
 	out middleware.InitializeOutput, md middleware.Metadata, err error,
 ) {
-	c, ok := ctx.Value(callKey{}).(*call)
-	if !ok || c.claim != nil {
+	c, ok := ctx.Value(m.key).(*call)
+	if !ok {
 		return next.HandleInitialize(ctx, in)
 	}
 	if err := c.start(ctx, in.Parameters); err != nil {
 		return out, md, err
 	}
 	defer c.claim.Release()
+	// The operation is this call's alone: an SDK call made inside it (a
+	// credentials provider's) or an idem StandardClient below it must
+	// not take it for theirs.
+	ctx = idem.WithOperation(ctx, "")
 
 	// No attempt goes on once the claim lapses: the next holder may be
 	// sending the operation.
@@ -107,7 +112,9 @@ func (m *operationMiddleware) HandleInitialize(ctx context.Context, in middlewar
 // its intent, durably, and sets the token on input, in place of the one
 // the SDK filled.
 func (c *call) start(ctx context.Context, input any) error {
-	what := awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx)
+	// What the operation is, for the fingerprint and for people reading
+	// the journal: the service, the operation and the region.
+	what := awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx) + " in " + awsmiddleware.GetRegion(ctx)
 	fp, err := fingerprint(what, input, c.field)
 	if err != nil {
 		return err
@@ -154,107 +161,32 @@ func (c *call) admit(ctx context.Context, fp idem.Fingerprint, what string) erro
 			c.id, held.Key, idem.ErrMismatch, what)
 	case c.caller != "" && c.caller != held.Key:
 		return fmt.Errorf("%w: operation %q: the input's token is %q, the operation's %s", ErrTokenSet, c.id, c.caller, held.Key)
-	case held.State == idem.StatePending && held.Expired(c.o.journal.Now(), c.o.ttl):
+	case held.State == idem.StatePending && !c.usable(held.Created):
 		return fmt.Errorf("idemaws: operation %q (token %s, minted %s): %w",
 			c.id, held.Key, held.Created.Format(time.RFC3339), idem.ErrKeyExpired)
 	case held.State == idem.StatePending:
 		c.op = held
-	case held.BodyTruncated:
-		return &idem.OutcomeError{ID: c.id, Key: held.Key, Outcome: outcomeOf(held.State),
+	case held.BodyTruncated && held.State == idem.StateRejected:
+		return &idem.OutcomeError{ID: c.id, Key: held.Key, Outcome: idem.OutcomeRejected,
 			Recorded: true, Status: held.Status, Header: held.Header, HeaderTruncated: held.HeaderTruncated, BodyTruncated: true,
-			Err: fmt.Errorf("idemaws: operation %q is %s, and its response was not recorded whole, so the SDK cannot read it again: %w",
-				c.id, held.State, idem.ErrBodyNotRecorded)}
+			Err: fmt.Errorf("idemaws: operation %q was rejected with %d, and its response was not recorded whole, so the SDK cannot read it again: %w",
+				c.id, held.Status, idem.ErrBodyNotRecorded)}
+	case held.BodyTruncated:
+		return fmt.Errorf("idemaws: operation %q is done (%d), and its response was not recorded whole, so the SDK cannot read it again: %w",
+			c.id, held.Status, idem.ErrBodyNotRecorded)
 	default:
 		c.op, c.replay = held, &held
 	}
 	return nil
 }
 
-// end records how the call ended, and returns the call's error: err, or an
-// *idem.OutcomeError wrapping it.
-func (c *call) end(ctx context.Context, err error) error {
-	switch {
-	case c.replay != nil:
-		if err == nil {
-			return nil
-		}
-		return &idem.OutcomeError{ID: c.op.ID, Key: c.op.Key, Outcome: outcomeOf(c.replay.State), Recorded: true,
-			Status: c.replay.Status, Header: c.replay.Header, Body: c.replay.Body, HeaderTruncated: c.replay.HeaderTruncated, Err: err}
-	case c.attempts == 0:
-		return err // nothing was sent (the request could not be built, say): the operation stays as it was
-	}
-	state := c.judge(err)
-	if state == idem.StatePending {
-		oe := c.outcomeError(idem.OutcomeUnknown, err)
-		if errors.Is(context.Cause(ctx), idem.ErrClaimLost) && !errors.Is(err, idem.ErrClaimLost) {
-			oe.Err = fmt.Errorf("%w: %w", idem.ErrClaimLost, err)
-		}
-		return oe
-	}
-	op := c.op
-	op.State, op.Completed = state, c.o.journal.Now()
-	op.Status, op.Header, op.Body, op.BodyTruncated = c.resp.StatusCode, c.resp.Header, c.body, !c.fits
-	if !c.fits {
-		op.Body = nil
-	}
-	// As with Do, the completion is not waited for: were it lost, the next
-	// call would send again under the same token and get the API's replay.
-	if cerr := c.claim.Complete(context.WithoutCancel(ctx), op); cerr != nil {
-		c.o.log.Error("idemaws: recording outcome", "op", op.ID, "key", op.Key, "err", cerr)
-	}
-	if state == idem.StateRejected {
-		return c.outcomeError(idem.OutcomeRejected, err)
-	}
-	return err
+// usable reports whether a token minted at created may still be sent: the
+// API keeps it for the key TTL, and an attempt needs time to reach it
+// (attemptAllowance).
+func (c *call) usable(created time.Time) bool {
+	return c.o.journal.Now().Add(attemptAllowance(c.o.ttl)).Sub(created) < c.o.ttl
 }
 
-// judge returns the state a call that sent its operation ends in: Done,
-// Rejected, or Pending for an unknown outcome (see Outcomes in the package
-// documentation).
-func (c *call) judge(err error) idem.State {
-	if c.resp == nil {
-		return idem.StatePending // no answer: a broken connection, the context ending, a lapsed claim
-	}
-	switch c.o.dialect.Read(c.resp, c.body) {
-	case idem.AnswerKeyReused, idem.AnswerInFlight:
-		return idem.StatePending
-	case idem.AnswerApplied:
-		return idem.StateDone
-	case idem.AnswerRefused:
-		return idem.StateRejected
-	}
-	switch status := c.resp.StatusCode; {
-	case err == nil:
-		return idem.StateDone
-	case retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary:
-		return idem.StatePending
-	case status >= 400 && status < 500:
-		return idem.StateRejected
-	}
-	return idem.StatePending
-}
-
-func (c *call) outcomeError(outcome idem.Outcome, err error) *idem.OutcomeError {
-	oe := &idem.OutcomeError{ID: c.op.ID, Key: c.op.Key, Outcome: outcome, Attempts: c.attempts, Err: err}
-	if outcome == idem.OutcomeUnknown && c.answer() == idem.AnswerKeyReused {
-		oe.Err = fmt.Errorf("%w: %w", idem.ErrKeyReused, err)
-	}
-	if c.resp != nil {
-		oe.Status, oe.Header, oe.Body, oe.BodyTruncated = c.resp.StatusCode, c.resp.Header, c.body, !c.fits
-	}
-	return oe
-}
-
-func (c *call) answer() idem.Answer {
-	if c.resp == nil {
-		return 0
-	}
-	return c.o.dialect.Read(c.resp, c.body)
-}
-
-func outcomeOf(s idem.State) idem.Outcome {
-	if s == idem.StateRejected {
-		return idem.OutcomeRejected
-	}
-	return idem.OutcomeDone
-}
+// attemptAllowance is how long before the key TTL ends a token is no longer
+// sent: a minute, or a tenth of a shorter TTL.
+func attemptAllowance(ttl time.Duration) time.Duration { return min(time.Minute, ttl/10) }

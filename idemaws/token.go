@@ -2,10 +2,14 @@ package idemaws
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
@@ -77,18 +81,122 @@ func setToken(input any, i int, key string) {
 }
 
 // fingerprint identifies what an operation asks of AWS: what it is (the
-// service and the operation) and the input without its client token. The input is written
-// as JSON (encoding/json writes a map's keys sorted, so the same input has
-// the same fingerprint in every process); the SDK's own serialization
-// would not do, as it writes maps in Go's random order.
+// service, the operation and the region) and its input without its client
+// token, written canonically (canonical): the same input has the same
+// fingerprint in every process and under any later version of the SDK.
 func fingerprint(what string, input any, i int) (idem.Fingerprint, error) {
 	v := reflect.ValueOf(input).Elem()
-	c := reflect.New(v.Type())
-	c.Elem().Set(v)
-	c.Elem().Field(i).SetZero()
-	b, err := json.Marshal(c.Interface())
+	c := reflect.New(v.Type()).Elem()
+	c.Set(v)
+	c.Field(i).SetZero()
+	var b []byte
+	b, err := canonical(b, c)
 	if err != nil {
 		return idem.Fingerprint{}, fmt.Errorf("idemaws: %w: fingerprinting the input of %s: %w", idem.ErrInvalidRequest, what, err)
 	}
 	return idem.FingerprintOf("AWS", what, b), nil
 }
+
+// canonical appends v written so that two inputs that ask the same of AWS
+// write the same bytes, and two that ask differently do not:
+//
+//   - a field that is nil or zero is left out, as the SDK leaves it out of
+//     the request, so that a field a later SDK adds changes nothing;
+//   - fields go by name, map keys sorted;
+//   - a value behind an interface (a union member, a document) is written
+//     with its type's name, so that two members with one value differ;
+//   - a time is its instant (Unix nanoseconds), whatever its zone;
+//   - floats are written as text, NaN and infinities included.
+//
+// A stream (an io.Reader) cannot be fingerprinted, and is refused.
+func canonical(b []byte, v reflect.Value) ([]byte, error) {
+	if v.Type() == timeType {
+		return strconv.AppendInt(append(b, 't'), v.Interface().(time.Time).UnixNano(), 10), nil
+	}
+	if v.Kind() != reflect.Interface && v.Kind() != reflect.Pointer && v.Type().Implements(readerType) {
+		return nil, fmt.Errorf("a %s is a stream", v.Type())
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.Type().Implements(readerType) {
+			return nil, fmt.Errorf("a %s is a stream", v.Type())
+		}
+		return canonical(b, v.Elem())
+	case reflect.Interface:
+		e := v.Elem()
+		if e.Type().Implements(readerType) {
+			return nil, fmt.Errorf("a %s is a stream", e.Type())
+		}
+		if d, ok := e.Interface().(interface{ MarshalSmithyDocument() ([]byte, error) }); ok {
+			doc, err := d.MarshalSmithyDocument()
+			if err != nil {
+				return nil, err
+			}
+			return appendString(append(b, 'd'), string(doc)), nil
+		}
+		b = appendString(append(b, 'i'), e.Type().String())
+		return canonical(b, e)
+	case reflect.Struct:
+		t := v.Type()
+		names := make([]string, 0, t.NumField())
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && !v.Field(i).IsZero() {
+				names = append(names, f.Name)
+			}
+		}
+		slices.Sort(names)
+		b = strconv.AppendInt(append(b, '{'), int64(len(names)), 10)
+		for _, name := range names {
+			var err error
+			if b, err = canonical(appendString(b, name), v.FieldByName(name)); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	case reflect.Map:
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(x, y reflect.Value) int { return strings.Compare(fmt.Sprint(x), fmt.Sprint(y)) })
+		b = strconv.AppendInt(append(b, 'm'), int64(len(keys)), 10)
+		for _, k := range keys {
+			var err error
+			if b, err = canonical(appendString(b, fmt.Sprint(k)), v.MapIndex(k)); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return appendString(append(b, 'y'), string(v.Bytes())), nil
+		}
+		b = strconv.AppendInt(append(b, '['), int64(v.Len()), 10)
+		for i := range v.Len() {
+			var err error
+			if b, err = canonical(b, v.Index(i)); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	case reflect.String:
+		return appendString(append(b, 's'), v.String()), nil
+	case reflect.Bool:
+		return strconv.AppendBool(append(b, 'b'), v.Bool()), nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.AppendInt(append(b, 'n'), v.Int(), 10), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return strconv.AppendUint(append(b, 'n'), v.Uint(), 10), nil
+	case reflect.Float32, reflect.Float64:
+		return strconv.AppendFloat(append(b, 'f'), v.Float(), 'g', -1, 64), nil
+	}
+	return nil, fmt.Errorf("a %s cannot be fingerprinted", v.Type())
+}
+
+// appendString appends s with its length in front, so that no two
+// sequences of strings write the same bytes.
+func appendString(b []byte, s string) []byte {
+	return append(append(strconv.AppendInt(b, int64(len(s)), 10), ':'), s...)
+}
+
+var (
+	timeType   = reflect.TypeFor[time.Time]()
+	readerType = reflect.TypeFor[io.Reader]()
+)
