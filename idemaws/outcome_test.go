@@ -1,6 +1,5 @@
 package idemaws_test
 
-
 import (
 	"context"
 	"errors"
@@ -173,7 +172,9 @@ func TestNoAttemptCarriesATokenPastItsTTL(t *testing.T) {
 	}
 	cfg := awsConfig(f, ops, 0)
 	cfg.Retryer = func() aws.Retryer {
-		return retry.NewStandard(func(o *retry.StandardOptions) { o.Backoff, o.RateLimiter = fixedWait(400*time.Millisecond), ratelimit.None })
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.Backoff, o.RateLimiter = fixedWait(400*time.Millisecond), ratelimit.None
+		})
 	}
 	client := cloudcontrol.NewFromConfig(cfg)
 	ctx := idem.WithOperation(context.Background(), "bucket-1")
