@@ -294,3 +294,21 @@ func TestDocsLinksResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestREADMEIsAFirstScreenAndAContents keeps the README what a newcomer
+// reads in five minutes: at most 300 lines, the install line in its first
+// screen; the rest belongs in docs/.
+func TestREADMEIsAFirstScreenAndAContents(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(readme), "\n")
+	if len(lines) > 301 {
+		t.Errorf("README.md has %d lines, want at most 300: move a subject to docs/", len(lines)-1)
+	}
+	first := strings.Join(lines[:min(len(lines), 40)], "\n")
+	if !strings.Contains(first, "go get github.com/idemkit/idem") {
+		t.Error("README.md's first 40 lines do not say how to install: go get github.com/idemkit/idem")
+	}
+}
