@@ -957,4 +957,14 @@ var mutants = []mutant{
 		Edits: []edit{{File: "idemaws/token.go", Old: "f.IsExported() && !v.Field(i).IsZero()", New: "f.IsExported()"}},
 		Pkg:   "./idemaws", Tests: []string{"TestTheFingerprintSurvivesAnSDKUpgrade"},
 	},
+	{
+		Name: "echo: a returned error left to echo, after idemserver stored nothing", Rules: "L1.19",
+		Edits: []edit{{File: "idemecho/idemecho.go", Old: "\t\t\t\tc.Echo().HTTPErrorHandler(err, c)\n", New: "\t\t\t\t_ = err\n"}},
+		Pkg:   "./idemecho", Tests: []string{"TestAReturnedErrorIsTheStoredAnswer"},
+	},
+	{
+		Name: "echo: the handler left on echo's own response", Rules: "L1.19",
+		Edits: []edit{{File: "idemecho/idemecho.go", Old: "\t\t\tc.SetResponse(echo.NewResponse(w, c.Echo()))\n", New: ""}},
+		Pkg:   "./idemecho", Tests: []string{"TestEchoAnswersAreStoredAndReplayed"},
+	},
 }

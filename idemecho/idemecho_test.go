@@ -1,0 +1,174 @@
+package idemecho_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemkit/idem/idemecho"
+	"github.com/idemkit/idem/idemserver"
+	"github.com/labstack/echo/v4"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// shop is an echo service on SQLite whose handlers insert an order
+// through idemserver's Tx.
+type shop struct {
+	db   *sql.DB
+	srv  *httptest.Server
+	runs atomic.Int64
+}
+
+func newShop(t *testing.T) *shop {
+	t.Helper()
+	db, err := idemserver.OpenSQLite(filepath.Join(t.TempDir(), "shop.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := idemserver.New(context.Background(), idemserver.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { keys.Close() })
+	s := &shop{db: db}
+	order := func(c echo.Context) (int64, error) {
+		s.runs.Add(1)
+		var body struct{ Item string }
+		if err := c.Bind(&body); err != nil {
+			return 0, err
+		}
+		if body.Item == "" {
+			return 0, echo.NewHTTPError(http.StatusBadRequest, "an order needs an item")
+		}
+		res, err := idemserver.Tx(c.Request().Context()).ExecContext(c.Request().Context(), `INSERT INTO orders (item) VALUES (?)`, body.Item)
+		if err != nil {
+			return 0, err
+		}
+		return res.LastInsertId()
+	}
+	handler := func(c echo.Context) error {
+		id, err := order(c)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusCreated, map[string]int64{"id": id})
+	}
+	e := echo.New()
+	e.POST("/orders", idemecho.Handle(keys, idemserver.Route{}, handler))
+	e.POST("/no-content", idemecho.Handle(keys, idemserver.Route{}, func(c echo.Context) error {
+		if _, err := order(c); err != nil {
+			return err
+		}
+		return c.NoContent(http.StatusNoContent)
+	}))
+	e.POST("/string", idemecho.Handle(keys, idemserver.Route{}, func(c echo.Context) error {
+		id, err := order(c)
+		if err != nil {
+			return err
+		}
+		return c.String(http.StatusAccepted, fmt.Sprintf("order %d", id))
+	}))
+	// The recipe the issue found working, for a handler that writes.
+	e.POST("/wrapped", handler, echo.WrapMiddleware(keys.Middleware(idemserver.Route{})))
+	s.srv = httptest.NewServer(e)
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *shop) orders(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM orders`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+type answer struct {
+	status   int
+	body     string
+	replayed string
+}
+
+func (s *shop) post(t *testing.T, path, key, body string) answer {
+	t.Helper()
+	req, _ := http.NewRequest("POST", s.srv.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := s.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, strings.TrimSpace(string(b)), resp.Header.Get("Idempotent-Replayed")}
+}
+
+// TestEchoAnswersAreStoredAndReplayed: c.JSON, c.String and c.NoContent,
+// through Handle and through echo.WrapMiddleware, are stored and replayed
+// as first answered, with one order.
+func TestEchoAnswersAreStoredAndReplayed(t *testing.T) {
+	for _, tc := range []struct {
+		path, body string
+		status     int
+	}{
+		{"/orders", `{"id":1}`, 201},
+		{"/string", "order 1", 202},
+		{"/no-content", "", 204},
+		{"/wrapped", `{"id":1}`, 201},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			s := newShop(t)
+			first := s.post(t, tc.path, "k1", `{"item":"book"}`)
+			again := s.post(t, tc.path, "k1", `{"item":"book"}`)
+			if first != (answer{tc.status, tc.body, ""}) || again != (answer{tc.status, tc.body, "true"}) {
+				t.Fatalf("first %+v, again %+v; want %d %q, then its replay", first, again, tc.status, tc.body)
+			}
+			if s.runs.Load() != 1 || s.orders(t) != 1 {
+				t.Fatalf("%d runs, %d orders; want 1 and 1", s.runs.Load(), s.orders(t))
+			}
+		})
+	}
+}
+
+// TestAReturnedErrorIsTheStoredAnswer: a handler that returns an error
+// (echo.NewHTTPError) has echo's answer for it stored, and the retry gets
+// that answer replayed, not an empty 200.
+func TestAReturnedErrorIsTheStoredAnswer(t *testing.T) {
+	s := newShop(t)
+	first := s.post(t, "/orders", "k1", `{"item":""}`)
+	again := s.post(t, "/orders", "k1", `{"item":""}`)
+	want := `{"message":"an order needs an item"}`
+	if first != (answer{400, want, ""}) || again != (answer{400, want, "true"}) {
+		t.Fatalf("first %+v, again %+v; want 400 %s, then its replay", first, again, want)
+	}
+	if s.runs.Load() != 1 || s.orders(t) != 0 {
+		t.Fatalf("%d runs, %d orders; want 1 and 0", s.runs.Load(), s.orders(t))
+	}
+}
+
+// TestWrapMiddlewareStoresAnEmptyAnswerForAReturnedError shows why Handle
+// exists: under echo.WrapMiddleware, echo answers a returned error after
+// idemserver has stored what the handler wrote, nothing, so the client
+// gets an empty 200, and so does its retry.
+func TestWrapMiddlewareStoresAnEmptyAnswerForAReturnedError(t *testing.T) {
+	s := newShop(t)
+	first := s.post(t, "/wrapped", "k1", `{"item":""}`)
+	again := s.post(t, "/wrapped", "k1", `{"item":""}`)
+	if first != (answer{200, "", ""}) || again != (answer{200, "", "true"}) {
+		t.Fatalf("first %+v, again %+v; echo.WrapMiddleware no longer loses a returned error: say so in the package doc", first, again)
+	}
+}
