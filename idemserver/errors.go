@@ -35,6 +35,11 @@ var (
 	// or move the old table away.
 	ErrForeignTable = errors.New("idemserver: key table exists with other columns")
 
+	// ErrUnsupportedDatabase is returned by New when Config.DB is neither
+	// PostgreSQL (pgx's database/sql driver) nor SQLite (modernc.org's);
+	// the error names the driver and what the database said it is.
+	ErrUnsupportedDatabase = errors.New("idemserver: unsupported database: PostgreSQL (github.com/jackc/pgx/v5/stdlib) and SQLite (modernc.org/sqlite) are")
+
 	// ErrKeyRowGone means a phased request's key row was deleted while
 	// it ran (by something outside Keys, which never deletes one).
 	ErrKeyRowGone = errors.New("idemserver: key row deleted while its request ran")

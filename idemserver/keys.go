@@ -93,7 +93,10 @@ func New(ctx context.Context, cfg Config) (*Keys, error) {
 	for _, h := range cfg.Answers.StoredHeaders {
 		k.stored = append(k.stored, http.CanonicalHeaderKey(h))
 	}
-	k.dialect = detectDialect(ctx, cfg.DB)
+	var err error
+	if k.dialect, err = detectDialect(ctx, cfg.DB); err != nil {
+		return nil, err
+	}
 	if err := k.checkTables(ctx); err != nil {
 		return nil, err
 	}

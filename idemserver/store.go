@@ -30,19 +30,29 @@ const (
 )
 
 // detectDialect tells the dialect of db from its driver, or, behind a
-// wrapping driver, by asking the database.
-func detectDialect(ctx context.Context, db *sql.DB) dialect {
+// wrapping driver, by asking the database; any other database (MySQL,
+// say, whose SQL this package does not speak) is ErrUnsupportedDatabase.
+func detectDialect(ctx context.Context, db *sql.DB) (dialect, error) {
 	switch db.Driver().(type) {
 	case *stdlib.Driver:
-		return dialectPostgres
+		return dialectPostgres, nil
 	case *sqlite.Driver:
-		return dialectSQLite
+		return dialectSQLite, nil
 	}
 	var v string
 	if db.QueryRowContext(ctx, `SELECT sqlite_version()`).Scan(&v) == nil {
-		return dialectSQLite
+		return dialectSQLite, nil
 	}
-	return dialectPostgres
+	err := db.QueryRowContext(ctx, `SELECT version()`).Scan(&v)
+	switch {
+	case err != nil && unavailable(err):
+		return 0, fmt.Errorf("idemserver: telling the database's kind: %w: %w", ErrUnavailable, err)
+	case err == nil && (strings.Contains(v, "PostgreSQL") || strings.Contains(v, "CockroachDB")):
+		return dialectPostgres, nil
+	case err != nil:
+		v = err.Error()
+	}
+	return 0, fmt.Errorf("%w; Config.DB's driver is %T, and its database says %q", ErrUnsupportedDatabase, db.Driver(), v)
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,50}$`)

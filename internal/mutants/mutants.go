@@ -967,4 +967,10 @@ var mutants = []mutant{
 		Edits: []edit{{File: "idemecho/idemecho.go", Old: "\t\t\tc.SetResponse(echo.NewResponse(w, c.Echo()))\n", New: ""}},
 		Pkg:   "./idemecho", Tests: []string{"TestEchoAnswersAreStoredAndReplayed"},
 	},
+	{
+		Name: "any database behind an unknown driver taken for PostgreSQL", Rules: "L1.20",
+		Edits: []edit{{File: "idemserver/store.go", Old: "\treturn 0, fmt.Errorf(\"%w; Config.DB's driver is %T, and its database says %q\", ErrUnsupportedDatabase, db.Driver(), v)\n",
+			New: "\treturn dialectPostgres, nil\n"}},
+		Pkg: "./idemserver", Tests: []string{"TestNewRefusesADatabaseItDoesNotSpeak"},
+	},
 }
