@@ -263,3 +263,26 @@ func must(t *testing.T) func(*http.Response, error) *http.Response {
 		return resp
 	}
 }
+
+// A malformed order is refused before its key is looked up: the client's
+// corrected request, under the same key, is served, not refused as another
+// request (Route.Check).
+func TestAMalformedOrderLeavesItsKeyFree(t *testing.T) {
+	s := start(t)
+	send := func(body string) *http.Response {
+		req := post(t, s.url+"/orders", body)
+		req.Header.Set("Idempotency-Key", "k-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	bad := send(`{"item":"book"}`)
+	bad.Body.Close()
+	good := send(`{"item":"book","amount":1200}`)
+	o := decode(t, good)
+	if bad.StatusCode != http.StatusBadRequest || good.StatusCode != http.StatusCreated || o.Amount != 1200 {
+		t.Fatalf("bad %d, good %d %+v; want 400, then 201 with the order", bad.StatusCode, good.StatusCode, o)
+	}
+}

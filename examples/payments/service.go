@@ -58,7 +58,7 @@ func newService(ctx context.Context, db *sql.DB, gw *gateway, log *slog.Logger) 
 // layer.
 func (s *service) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders", s.keys.Handle(idemserver.Route{}, http.HandlerFunc(s.createOrder)))
+	mux.Handle("POST /orders", s.keys.Handle(idemserver.Route{Check: checkOrder}, http.HandlerFunc(s.createOrder)))
 	mux.Handle("POST /orders/{id}/pay", s.keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(s.payOrder)))
 	mux.HandleFunc("GET /orders/{id}", s.getOrder)
 	return mux
@@ -72,17 +72,33 @@ type order struct {
 	Capture string `json:"capture,omitempty"`
 }
 
+// newOrder is what POST /orders takes.
+type newOrder struct {
+	Item   string `json:"item"`
+	Amount int64  `json:"amount"`
+}
+
+// checkOrder refuses a malformed order before its key is looked up, so
+// that nothing is stored under the key and the client's corrected request,
+// under the same key, is served rather than refused as another request.
+func checkOrder(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	var in newOrder
+	if err := json.Unmarshal(body, &in); err != nil || in.Item == "" || in.Amount <= 0 {
+		http.Error(w, `want {"item": "...", "amount": > 0}`, http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
 // createOrder is an atomic route: its INSERT runs in the transaction that
 // stores the key and the answer, so both commit or neither does. On
 // PostgreSQL the transaction may run again after a serialization failure,
-// so the handler does nothing outside it.
+// so the handler does nothing outside it. checkOrder has accepted the
+// body.
 func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		Item   string `json:"item"`
-		Amount int64  `json:"amount"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Item == "" || in.Amount <= 0 {
-		http.Error(w, `want {"item": "...", "amount": > 0}`, http.StatusBadRequest)
+	var in newOrder
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	principal, _, _ := idemserver.Key(r.Context())
