@@ -36,6 +36,7 @@ func TestTheRootPullsNoVendorSDK(t *testing.T) {
 var testHelpers = map[string]bool{
 	"github.com/idemkit/idem/journaltest":          true,
 	"github.com/idemkit/idem/internal/journalhelp": true,
+	"github.com/idemkit/idem/internal/doccheck":    true,
 	"github.com/idemkit/idem/internal/pgtest":      true,
 }
 

@@ -2,19 +2,15 @@ package idem_test
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// goBlock matches a fenced Go code block of a Markdown page.
-var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
+	"github.com/idemkit/idem/internal/doccheck"
+)
 
 // compiledElsewhere lists the docs pages whose Go blocks need more than
 // this module, and so are compiled by a test of the module they need.
@@ -35,30 +31,8 @@ func docPages(t *testing.T) []string {
 	return append([]string{"README.md"}, pages...)
 }
 
-// goBlocks returns a page's Go blocks with the line of the page each
-// starts on (the first line after the fence).
-func goBlocks(t *testing.T, page string) (blocks [][]byte, lines []int) {
-	t.Helper()
-	text, err := os.ReadFile(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range goBlock.FindAllSubmatchIndex(text, -1) {
-		blocks = append(blocks, text[m[2]:m[3]])
-		lines = append(lines, 1+bytes.Count(text[:m[2]], []byte("\n")))
-	}
-	if fences := bytes.Count(text, []byte("```go")); fences != len(blocks) {
-		t.Fatalf("%s has %d ```go fences but %d Go blocks: a fence the test cannot read", page, fences, len(blocks))
-	}
-	return blocks, lines
-}
-
-// A compile error names a block by its source file and line, or by its
-// package.
-var (
-	blockLine = regexp.MustCompile(`\S*docblock(\d+)\.go:(\d+)`)
-	blockPkg  = regexp.MustCompile(`\S*internal/docblocks/b(\d+)\b`)
-)
+// goBlocks returns a page's Go blocks with the line each starts on.
+func goBlocks(t *testing.T, page string) ([][]byte, []int) { return doccheck.GoBlocks(t, page) }
 
 // TestDocsCompile builds every Go block of README.md and of the docs
 // pages as a program of its own, placed by a build overlay in a package
@@ -68,56 +42,16 @@ func TestDocsCompile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
 	}
-	root, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
-	overlay := map[string]map[string]string{"Replace": {}}
-	var pkgs, pages, where []string
-	var starts []int
+	var pages []string
 	for _, page := range docPages(t) {
-		if _, ok := compiledElsewhere[page]; ok {
-			continue
-		}
-		blocks, lines := goBlocks(t, page)
-		if page == "README.md" && len(blocks) == 0 {
-			t.Fatal("found no Go block in README.md: its quickstart is one")
-		}
-		for i, b := range blocks {
-			n := len(pkgs)
-			src := filepath.Join(tmp, fmt.Sprintf("docblock%d.go", n))
-			if err := os.WriteFile(src, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			dir := fmt.Sprintf("internal/docblocks/b%d", n)
-			overlay["Replace"][filepath.Join(root, dir, "main.go")] = src
-			pkgs = append(pkgs, "./"+dir)
+		if _, ok := compiledElsewhere[page]; !ok {
 			pages = append(pages, page)
-			where = append(where, fmt.Sprintf("%s, Go block %d", page, i+1))
-			starts = append(starts, lines[i])
 		}
 	}
-	spec, _ := json.Marshal(overlay)
-	specPath := filepath.Join(tmp, "overlay.json")
-	if err := os.WriteFile(specPath, spec, 0o644); err != nil {
-		t.Fatal(err)
+	if blocks, _ := goBlocks(t, "README.md"); len(blocks) == 0 {
+		t.Fatal("found no Go block in README.md: its quickstart is one")
 	}
-	bin := filepath.Join(tmp, "bin") + string(filepath.Separator)
-	cmd := exec.Command("go", append([]string{"build", "-overlay", specPath, "-o", bin}, pkgs...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		msg := blockLine.ReplaceAllStringFunc(filepath.ToSlash(string(out)), func(m string) string {
-			sub := blockLine.FindStringSubmatch(m)
-			n, _ := strconv.Atoi(sub[1])
-			line, _ := strconv.Atoi(sub[2])
-			return fmt.Sprintf("%s:%d", pages[n], starts[n]+line-1)
-		})
-		msg = blockPkg.ReplaceAllStringFunc(msg, func(m string) string {
-			n, _ := strconv.Atoi(blockPkg.FindStringSubmatch(m)[1])
-			return where[n]
-		})
-		t.Fatalf("Go blocks of the docs do not compile (page:line; block N is the page's Nth ```go block):\n%s", msg)
-	}
+	doccheck.Compile(t, pages...)
 }
 
 // The quickstart in README.md is examples/quickstart/main.go, so that the
