@@ -102,6 +102,19 @@ func newShop(t *testing.T) *shop {
 			answer(c, id)
 		}))
 	}
+	// gin's own bookkeeping of a response, read back by the handler.
+	r.POST("/bookkeeping", idemgin.Handle(s.keys, route, func(c *gin.Context) {
+		if _, err := s.insert(c); err != nil {
+			c.AbortWithError(http.StatusInternalServerError, err)
+			return
+		}
+		c.Writer.WriteHeader(http.StatusCreated)
+		c.Writer.WriteHeader(0) // ignored, as gin ignores it
+		c.Writer.WriteString("ab")
+		c.Writer.WriteString("cd")
+		c.Status(http.StatusAccepted) // too late: the status is sent
+		fmt.Fprintf(c.Writer, " status=%d size=%d written=%v", c.Writer.Status(), c.Writer.Size(), c.Writer.Written())
+	}))
 	// The wiring a new user tries first: the middleware around a gin
 	// handler that answers on gin's writer.
 	r.POST("/naive", func(c *gin.Context) {
@@ -212,5 +225,18 @@ func TestTheMiddlewareAroundAGinHandlerFailsLoudly(t *testing.T) {
 	again := s.post(t, "/naive", "k1")
 	if again.header.Get("Idempotent-Replayed") != "" || s.runs.Load() != 2 {
 		t.Fatalf("the retry: replayed %q after %d runs; want a fresh run, nothing having been stored", again.header.Get("Idempotent-Replayed"), s.runs.Load())
+	}
+}
+
+// TestGinsBookkeepingHolds: the writer Handle gives a handler keeps gin's
+// rules: a status of 0, or one set after the body began, is ignored, and
+// Size counts every byte; the answer stored is what was sent.
+func TestGinsBookkeepingHolds(t *testing.T) {
+	s := newShop(t)
+	first := s.post(t, "/bookkeeping", "k1")
+	again := s.post(t, "/bookkeeping", "k1")
+	want := "abcd status=201 size=4 written=true"
+	if first.status != http.StatusCreated || first.body != want || again.status != http.StatusCreated || again.body != want {
+		t.Fatalf("first %d %q, again %d %q; want 201 %q twice", first.status, first.body, again.status, again.body, want)
 	}
 }

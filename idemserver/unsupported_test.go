@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"io"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,5 +110,29 @@ func TestNewTellsADatabaseBehindAWrappingDriver(t *testing.T) {
 				t.Fatalf("first %+v, again %+v, %d items; want 201, its replay, one item", first, again, e.count("items"))
 			}
 		})
+	}
+}
+
+// downDB is a database/sql driver whose database cannot be reached.
+type downDB struct{}
+
+func (downDB) Open(string) (driver.Conn, error) {
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+}
+
+func init() { sql.Register("idemserver-test-down", downDB{}) }
+
+// TestNewSaysADatabaseItCannotReachIsUnavailable: behind a driver it does
+// not know, a database New cannot reach is ErrUnavailable, not
+// ErrUnsupportedDatabase: it may well be PostgreSQL (L1.20).
+func TestNewSaysADatabaseItCannotReachIsUnavailable(t *testing.T) {
+	db, err := sql.Open("idemserver-test-down", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = idemserver.New(context.Background(), idemserver.Config{DB: db})
+	if !errors.Is(err, idemserver.ErrUnavailable) || errors.Is(err, idemserver.ErrUnsupportedDatabase) {
+		t.Fatalf("New = %v; want ErrUnavailable", err)
 	}
 }
