@@ -10,9 +10,11 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -446,4 +448,205 @@ func TestReleasingAClaimLogsNoError(t *testing.T) {
 	if strings.Contains(log.String(), "level=ERROR") {
 		t.Errorf("logged an error:\n%s", log.String())
 	}
+}
+
+// --- Keys (L1) ---
+
+// L1.2: a quoted key of MaxKeyLength whose every character is escaped,
+// twice as long as the key plus its quotes, is taken.
+func TestAQuotedKeyOfTheLongestLengthIsTaken(t *testing.T) {
+	onBothStores(t, idemserver.Config{MaxKeyLength: 8}, func(t *testing.T, e *env) {
+		var key string
+		route := e.keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, key, _ = idemserver.Key(r.Context())
+			w.WriteHeader(http.StatusCreated)
+		}))
+		v := `"` + strings.Repeat(`\"`, 8) + `"`
+		if got := do(t, route, "POST", "/items", v, "a"); got.status != http.StatusCreated || key != strings.Repeat(`"`, 8) {
+			t.Fatalf("%s: %d %q with key %q, want 201 with 8 quotes", v, got.status, got.body, key)
+		}
+	})
+}
+
+// L1.12: with KeyField, a body that is a JSON array is no object (400
+// saying so), not an object without the key.
+func TestABodyArrayIsNoObject(t *testing.T) {
+	onBothStores(t, idemserver.Config{KeyField: "key"}, func(t *testing.T, e *env) {
+		route := e.keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusCreated)
+		}))
+		got := do(t, route, "POST", "/items", "", "[]")
+		if got.status != http.StatusBadRequest || !strings.Contains(got.body, "must be a JSON object") ||
+			strings.Contains(got.body, "missing-idempotency-key") {
+			t.Fatalf("%d %q, want 400: the body must be a JSON object", got.status, got.body)
+		}
+	})
+}
+
+// L1.2 and L1.12: a body key is printable ASCII, space to tilde; a control
+// byte, DEL or a non-ASCII character gets 400.
+func TestABodyKeyIsPrintableASCII(t *testing.T) {
+	onBothStores(t, idemserver.Config{KeyField: "key"}, func(t *testing.T, e *env) {
+		var keys []string
+		route := e.keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, k, _ := idemserver.Key(r.Context())
+			keys = append(keys, k)
+			w.WriteHeader(http.StatusCreated)
+		}))
+		if got := do(t, route, "POST", "/items", "", `{"key":" a~"}`); got.status != http.StatusCreated {
+			t.Fatalf("the key %q: %d %q, want 201", " a~", got.status, got.body)
+		}
+		for _, k := range []string{`caf\u00e9`, `a\u0001`, `a\u001f`, `a\u007f`} {
+			if got := do(t, route, "POST", "/items", "", `{"key":"`+k+`"}`); got.status != http.StatusBadRequest {
+				t.Errorf("the key %s: %d, want 400", k, got.status)
+			}
+		}
+		if strings.Join(keys, "|") != " a~" {
+			t.Errorf("the handler ran under %q, want only \" a~\"", keys)
+		}
+	})
+}
+
+// --- Requests and answers (L1, L2) ---
+
+// L1: a request whose Body is nil (as http.NewRequest makes one without a
+// body, for a handler called directly) is served as one with no body.
+func TestARequestWithANilBodyIsServed(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		route := e.keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "body %q", b)
+		}))
+		r, err := http.NewRequest("POST", "/items", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set(idemserver.HeaderIdempotencyKey, "k")
+		w := httptest.NewRecorder()
+		route.ServeHTTP(w, r)
+		if w.Code != http.StatusOK || w.Body.String() != `body ""` {
+			t.Fatalf("%d %q, want 200 with no body", w.Code, w.Body.String())
+		}
+	})
+}
+
+// L1.12: the handler sees the Content-Length of the body it reads (the
+// body key taken out), and none where the request had none.
+func TestTheHandlerSeesTheContentLengthOfItsBody(t *testing.T) {
+	onBothStores(t, idemserver.Config{KeyField: "key"}, func(t *testing.T, e *env) {
+		var lengths []string
+		route := e.keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			lengths = append(lengths, fmt.Sprintf("%q %d", r.Header.Get("Content-Length"), r.ContentLength))
+			w.WriteHeader(http.StatusCreated)
+		}))
+		body := `{"key":"k1","a":1}`
+		do(t, route, "POST", "/items", "", body, "Content-Length", fmt.Sprint(len(body)))
+		do(t, route, "POST", "/items", "", `{"key":"k2","a":1}`)
+		if want := `"7" 7|"" 7`; strings.Join(lengths, "|") != want {
+			t.Errorf("the handler saw Content-Length %q, want %q", strings.Join(lengths, "|"), want)
+		}
+	})
+}
+
+// L2.1: the first status a handler writes is its answer (as net/http
+// keeps it): a later WriteHeader, even of 500, changes nothing, and 200
+// written first is the answer too.
+func TestTheFirstStatusIsTheAnswer(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		runs := 0
+		route := e.keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs++
+			w.WriteHeader(http.StatusOK)
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, "ok")
+		}))
+		first := do(t, route, "POST", "/items", "k", "a")
+		again := do(t, route, "POST", "/items", "k", "a")
+		if first.status != http.StatusOK || first.body != "ok" {
+			t.Fatalf("first: %d %q, want 200 ok", first.status, first.body)
+		}
+		if again.status != http.StatusOK || again.body != "ok" || again.header.Get(idemserver.HeaderReplayed) != "true" || runs != 1 {
+			t.Fatalf("retry: %d %q after %d runs, want 200 ok replayed after 1", again.status, again.body, runs)
+		}
+	})
+}
+
+// --- Sweep (L1.9, L1.10) ---
+
+// insertKeyRows stores n finished keys (or unfinished and unclaimed),
+// created 48h and expired 24h before the env's clock.
+func insertKeyRows(t *testing.T, e *env, n int, finished bool) {
+	t.Helper()
+	tx, err := e.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	fin := 0
+	if finished {
+		fin = 1
+	}
+	now := e.clock.Now()
+	for i := 0; i < n; i++ {
+		if _, err := tx.Exec(e.q(`INSERT INTO idempotency_keys (principal, idem_key, fingerprint, seed, created_at,
+			expires_at, finished, response_status, response_header, response_body) VALUES (?, ?, ?, ?, ?, ?, ?, 200, '{}', ?)`),
+			"p", fmt.Sprintf("old-%v-%d", finished, i), []byte("f"), "seed", now.Add(-48*time.Hour).UnixNano(),
+			now.Add(-24*time.Hour).UnixNano(), fin, []byte("ok")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// L1.9: Sweep deletes every expired key, batch after batch: one more key
+// than a batch holds is deleted, counted in the total, and the sweep ends.
+func TestSweepDeletesEveryBatch(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		insertKeyRows(t, e, 501, true) // a batch is 500
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		n, err := e.keys.Sweep(ctx)
+		if err != nil || n != 501 {
+			t.Fatalf("Sweep = %d, %v; want 501, nil", n, err)
+		}
+		if left := e.count("idempotency_keys"); left != 0 {
+			t.Errorf("%d keys left, want none", left)
+		}
+		if s := e.keys.Stats(); s.Swept != 501 {
+			t.Errorf("Stats.Swept %d, want 501", s.Swept)
+		}
+	})
+}
+
+// L1.10: Sweep warns of unfinished keys past retention, on the configured
+// Logger, only when there are some.
+func TestSweepWarnsOfAbandonedKeysOnlyWhenThereAreSome(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		var log syncBuffer
+		cfg := idemserver.Config{DB: e.db, Now: e.clock.Now, Logger: slog.New(slog.NewTextHandler(&log, nil)), Table: "logged_keys"}
+		logged, err := idemserver.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { logged.Close() })
+		if _, err := logged.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if s := log.String(); strings.Contains(s, "past retention") {
+			t.Errorf("a sweep with no abandoned key warned:\n%s", s)
+		}
+		if _, err := e.db.Exec(e.q(`INSERT INTO logged_keys (principal, idem_key, fingerprint, seed, created_at,
+			expires_at, finished) VALUES (?, ?, ?, ?, ?, ?, 0)`), "p", "k", []byte("f"), "seed",
+			e.clock.Now().Add(-48*time.Hour).UnixNano(), e.clock.Now().Add(-24*time.Hour).UnixNano()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := logged.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if s := log.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "past retention") || !strings.Contains(s, "abandoned=1") {
+			t.Errorf("a sweep with one abandoned key logged:\n%s\nwant a warning with abandoned=1", s)
+		}
+	})
 }
