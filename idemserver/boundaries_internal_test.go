@@ -100,28 +100,15 @@ func TestRenewRefusesAnEndedLease(t *testing.T) {
 }
 
 // A rerun waits at least a quarter of its step (txBackoffBase << run+1,
-// capped) and at most five quarters: never at once, never much longer.
+// capped at txBackoffMax) and less than five quarters: never at once,
+// never much longer.
 func TestBackoffWaitsBetweenAQuarterAndFiveQuartersOfItsStep(t *testing.T) {
-	const run = 3 // a step of 16ms
-	step := min(txBackoffBase<<(run+1), txBackoffMax)
-	for i := 0; i < 30; i++ {
-		start := time.Now()
-		if err := backoff(context.Background(), run); err != nil {
-			t.Fatal(err)
-		}
-		if d := time.Since(start); d < step/4 {
-			t.Fatalf("waited %v, want at least %v", d, step/4)
-		}
-	}
-	// The longest step (100ms) ends well before 5/4 of it plus a margin
-	// for a busy machine; four times it would not.
-	longest := txBackoffMax
-	for i := 0; i < 5; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), longest*5/4+200*time.Millisecond)
-		err := backoff(ctx, 20)
-		cancel()
-		if err != nil {
-			t.Fatalf("backoff of the longest step: %v, want it done within %v", err, longest*5/4)
+	for run := range 20 {
+		step := min(txBackoffBase<<(run+1), txBackoffMax)
+		for range 200 {
+			if d := backoffWait(run); d < step/4 || d >= step*5/4 {
+				t.Fatalf("rerun %d waits %v, want from %v to under %v", run+1, d, step/4, step*5/4)
+			}
 		}
 	}
 }

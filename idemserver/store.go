@@ -310,10 +310,9 @@ func (k *Keys) inTx(ctx context.Context, level sql.IsolationLevel, fn func(tx *s
 	}
 }
 
-// backoff waits before rerun number run+1.
+// backoff waits before rerun number run+1, as long as backoffWait says.
 func backoff(ctx context.Context, run int) error {
-	wait := min(txBackoffBase<<(run+1), txBackoffMax)
-	t := time.NewTimer(rand.N(wait) + wait/4)
+	t := time.NewTimer(backoffWait(run))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -321,6 +320,14 @@ func backoff(ctx context.Context, run int) error {
 	case <-ctx.Done():
 		return fmt.Errorf("idemserver: waiting to rerun a transaction: %w", context.Cause(ctx))
 	}
+}
+
+// backoffWait is the wait before rerun number run+1: its step
+// (txBackoffBase doubled run+1 times, at most txBackoffMax) from a quarter
+// of it to five quarters, drawn at random.
+func backoffWait(run int) time.Duration {
+	step := min(txBackoffBase<<(run+1), txBackoffMax)
+	return rand.N(step) + step/4
 }
 
 // runTx runs fn in one transaction and commits it.
