@@ -64,6 +64,7 @@ func check(pattern string, write bool, timeout time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(copyDir)
+	state := treeState(root) // what is copied: the report names it, not what HEAD is by its end
 	if err := copyModule(root, copyDir); err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func check(pattern string, write bool, timeout time.Duration) error {
 	table := render(results)
 	fmt.Print("\n" + table)
 	if write {
-		if err := writeReport(root, table); err != nil {
+		if err := writeReport(root, state, table); err != nil {
 			return err
 		}
 	}
@@ -248,13 +249,21 @@ func render(results []result) string {
 // writeReport writes MUTANTS.md: how to run the check, when it last ran,
 // on what, and the table, followed by the generated mutants' section as
 // the file had it.
-func writeReport(root, table string) error {
+// treeState names the tree at root: its commit, and whether it has
+// uncommitted changes.
+func treeState(root string) string {
 	rev, _ := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
 	dirty, _ := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output()
 	state := strings.TrimSpace(string(rev))
 	if len(bytes.TrimSpace(dirty)) > 0 {
 		state += " with uncommitted changes"
 	}
+	return state
+}
+
+// writeReport writes table to MUTANTS.md as the run over the tree state
+// names, the tree copied when the run began.
+func writeReport(root, state, table string) error {
 	var b strings.Builder
 	b.WriteString("# Mutants\n\n")
 	b.WriteString("Each row breaks one promise of the Guarantees table\n")
