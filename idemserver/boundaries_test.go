@@ -650,3 +650,29 @@ func TestSweepWarnsOfAbandonedKeysOnlyWhenThereAreSome(t *testing.T) {
 		}
 	})
 }
+
+// L2.2: only a keyed request is rerun at once after a unique violation
+// (to find the row a concurrent request under its key committed); an
+// unkeyed one, on an Optional route, whose handler meets a unique
+// violation runs once and fails.
+func TestAnUnkeyedUniqueViolationIsNotRerun(t *testing.T) {
+	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		if _, err := e.db.Exec(e.q(`INSERT INTO items (id, note) VALUES (?, ?)`), "a", "first"); err != nil {
+			t.Fatal(err)
+		}
+		runs := 0
+		route := e.keys.Handle(idemserver.Route{Optional: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs++
+			ctx := r.Context()
+			if _, err := idemserver.Tx(ctx).ExecContext(ctx, e.q(`INSERT INTO items (id, note) VALUES (?, ?)`), "a", "again"); err != nil {
+				idemserver.Fail(ctx, err)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+		}))
+		got := do(t, route, "POST", "/items", "", "a")
+		if got.status < 500 || runs != 1 {
+			t.Fatalf("an unkeyed duplicate: %d after %d runs, want a 5xx after 1", got.status, runs)
+		}
+	})
+}
