@@ -333,7 +333,9 @@ func TestAStepRenewsTheLeaseFromWhenItsRecordBegan(t *testing.T) {
 // serialize runs Config.Reruns times more, then gets 503 with
 // Retry-After, its writes rolled back.
 func TestAPhasedRouteGivesUpAfterItsReruns(t *testing.T) {
-	onBothStores(t, idemserver.Config{Reruns: 2, LockTimeout: 5 * time.Second}, func(t *testing.T, e *env) {
+	var logs syncBuffer
+	given := 0 // the requests that gave up so far, one per store
+	onBothStores(t, idemserver.Config{Reruns: 2, LockTimeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, func(t *testing.T, e *env) {
 		h := &failing{e: e, fails: []error{serializationFailure, serializationFailure, serializationFailure, serializationFailure}}
 		got := do(t, e.keys.Handle(idemserver.Route{Phased: true}, h), "POST", "/items", "k", "x")
 		if got.status != http.StatusServiceUnavailable || got.header.Get("Retry-After") != "1" || h.runs != 3 {
@@ -344,6 +346,10 @@ func TestAPhasedRouteGivesUpAfterItsReruns(t *testing.T) {
 		}
 		if n := e.count("items"); n != 0 {
 			t.Errorf("%d items, want none", n)
+		}
+		// The logged error counts the runs: the first and the two reruns.
+		if given++; strings.Count(logs.String(), "(3 runs)") != given {
+			t.Errorf("the log says %q, want the error counting 3 runs", logs.String())
 		}
 	})
 }
