@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/filejournal"
-	"github.com/idemkit/idem/internal/keyedlock"
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // File is the journal's view of an open file: the seam through which
@@ -182,7 +182,7 @@ type FileJournal struct {
 
 	// running serializes the Do calls of each operation ID across every
 	// Client using this journal. It has its own lock.
-	running keyedlock.Set
+	running journalkit.Set
 }
 
 // OpenJournal opens the journal at path with default options, creating it if

@@ -19,7 +19,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/filejournal"
-	"github.com/idemkit/idem/internal/keyedlock"
+	"github.com/idemkit/idem/internal/journalkit"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -105,7 +105,7 @@ type Journal struct {
 
 	// running serializes this process's claims on each ID: the
 	// database's lease does it across machines.
-	running keyedlock.Set
+	running journalkit.Set
 
 	// The group commits of intents, outcomes and releases (F10), and the
 	// intents inserted.

@@ -1,4 +1,4 @@
-package keyedlock
+package journalkit
 
 import (
 	"context"
