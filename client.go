@@ -15,7 +15,7 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // Config configures a Client. The zero Config is usable: each zero field
@@ -363,14 +363,14 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 	lim, err := c.callLimits(ctx)
 	if err != nil {
 		closeBody(req)
-		return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
+		return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 	}
 	body, err := captureBody(req, c.cfg.MaxBufferedBody)
 	if err == nil && c.dialect.KeyField != "" {
 		body, err = body.object(c.dialect.KeyField, c.cfg.MaxBufferedBody)
 	}
 	if err != nil {
-		return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
+		return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 	}
 	fp := body.fingerprint
 	var op Operation
@@ -389,12 +389,12 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 				return c.runClaimBegin(ctx, cb, id, req, body, lim)
 			}
 			if claim, err = c.journal.Claim(ctx, id); err != nil {
-				return result{}, wrapf(err, "operation %s: %s", filejournal.QuoteID(id), claimFailure(ctx, err))
+				return result{}, wrapf(err, "operation %s: %s", journalkit.QuoteID(id), claimFailure(ctx, err))
 			}
 			defer claim.Release()
 		}
 		if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
-			return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
+			return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 		}
 		op, err = c.admit(ctx, claim, id, req, body)
 		if err != nil {
@@ -417,7 +417,7 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 // what the journal held instead is judged as admit judges it.
 func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string, req *http.Request, body requestBody, lim limits) (result, error) {
 	if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
-		return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
+		return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 	}
 	key, err := newKey()
 	if err != nil {
@@ -429,13 +429,13 @@ func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string,
 	}
 	claim, err := cb.ClaimBegin(ctx, mine)
 	if err != nil {
-		return result{}, wrapf(err, "operation %s: %s", filejournal.QuoteID(id), claimFailure(ctx, err))
+		return result{}, wrapf(err, "operation %s: %s", journalkit.QuoteID(id), claimFailure(ctx, err))
 	}
 	defer claim.Release()
 	op, ok := claim.Operation()
 	switch {
 	case !ok:
-		return result{}, fmt.Errorf("idem: operation %s: journaling intent: %w", filejournal.QuoteID(id), ErrNoSuchOperation)
+		return result{}, fmt.Errorf("idem: operation %s: journaling intent: %w", journalkit.QuoteID(id), ErrNoSuchOperation)
 	case op.Key != mine.Key: // what the journal held: judged as admit judges it
 		if op, err = c.judge(op, id, req, body); err != nil {
 			return result{op: op}, err
@@ -486,7 +486,7 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		// the winner began (Claim.Begin), which is judged below like any
 		// operation found in the journal. Its key is the one sent.
 		if op, ok = claim.Operation(); !ok || !errors.Is(err, ErrOperationExists) {
-			return Operation{}, wrapf(err, "operation %s: journaling intent", filejournal.QuoteID(id))
+			return Operation{}, wrapf(err, "operation %s: journaling intent", journalkit.QuoteID(id))
 		}
 	}
 	return c.judge(op, id, req, body)
@@ -498,10 +498,10 @@ func (c *Client) judge(op Operation, id string, req *http.Request, body requestB
 	fp := body.fingerprint
 	switch {
 	case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go
-		return op, fmt.Errorf("idem: operation %s (key %s): %w: %s", filejournal.QuoteID(id), op.Key, ErrMismatch, c.difference(op, req, body))
+		return op, fmt.Errorf("idem: operation %s (key %s): %w: %s", journalkit.QuoteID(id), op.Key, ErrMismatch, c.difference(op, req, body))
 	case op.State == StatePending && !c.keyUsable(op.Created, c.now()):
 		return op, fmt.Errorf("idem: operation %s (key %s, minted %s): %w",
-			filejournal.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
+			journalkit.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
 	}
 	return op, nil
 }

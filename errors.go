@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/idemkit/idem/internal/filejournal"
 	"strings"
+
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // Errors of Client.Do and New, wrapped with what was being done; test for
@@ -125,7 +126,7 @@ type OutcomeError struct {
 // Error describes the outcome, the attempts, the last status or error, and
 // the key.
 func (e *OutcomeError) Error() string {
-	msg := fmt.Sprintf("idem: operation %s %s after %d attempt(s) (key %s)", filejournal.QuoteID(e.ID), e.Outcome, e.Attempts, e.Key)
+	msg := fmt.Sprintf("idem: operation %s %s after %d attempt(s) (key %s)", journalkit.QuoteID(e.ID), e.Outcome, e.Attempts, e.Key)
 	if e.Status != 0 {
 		msg += fmt.Sprintf(": last status %d", e.Status)
 		if loc := e.Header.Get("Location"); loc != "" && unfollowedRedirect(e.Status) {

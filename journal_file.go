@@ -384,39 +384,6 @@ func (op *Operation) flags() uint8 {
 	return f
 }
 
-// checkIntent validates op for Begin.
-func checkIntent(op *Operation) error {
-	if err := filejournal.CheckIDKey(op.ID, op.Key, true); err != nil {
-		return err
-	}
-	switch {
-	case op.State != 0 && op.State != StatePending:
-		return fmt.Errorf("%w: state is %s, want pending", ErrInvalidOperation, op.State)
-	case !op.Completed.IsZero() || op.Status != 0 || op.Header != nil || op.Body != nil ||
-		op.BodyTruncated || op.HeaderTruncated || op.Summarized:
-		return fmt.Errorf("%w: outcome fields are set on an intent", ErrInvalidOperation)
-	}
-	return filejournal.CheckTime("created", op.Created)
-}
-
-// checkCompletion validates op for Complete.
-func checkCompletion(op *Operation) error {
-	if err := filejournal.CheckIDKey(op.ID, op.Key, false); err != nil {
-		return err
-	}
-	switch {
-	case !op.State.final():
-		return fmt.Errorf("%w: state is %s, want done or rejected", ErrInvalidOperation, op.State)
-	case op.Status < 0 || op.Status > filejournal.MaxStatus:
-		return fmt.Errorf("%w: status %d is outside 0..%d", ErrInvalidOperation, op.Status, filejournal.MaxStatus)
-	case op.BodyTruncated && len(op.Body) > 0:
-		return fmt.Errorf("%w: a truncated body is not kept, but Body has %d bytes", ErrInvalidOperation, len(op.Body))
-	case op.Summarized:
-		return fmt.Errorf("%w: only compaction summarizes an outcome", ErrInvalidOperation)
-	}
-	return filejournal.CheckTime("completed", op.Completed)
-}
-
 // Forget drops the pending operation id from the journal, so that the
 // next Do of id mints a NEW key: if the server applied the operation,
 // sending it again under the new key may apply it twice. It waits for a

@@ -16,31 +16,9 @@ var (
 	// other links; a symlink is fine, since the journal follows it.
 	ErrHardLinked = filejournal.ErrHardLinked
 
-	// ErrCorrupt reports that the journal file fails a check that a torn
-	// write cannot explain. The concrete error is a *CorruptError.
-	ErrCorrupt = filejournal.ErrCorrupt
-
 	// ErrReadOnly reports an append or compaction on a journal opened with
 	// JournalOptions.ReadOnly.
 	ErrReadOnly = filejournal.ErrReadOnly
-
-	// ErrClosed reports a use of a Journal after Close.
-	ErrClosed = filejournal.ErrClosed
-
-	// ErrInvalidOperation reports an Operation that Begin or Complete
-	// refuses: an empty or over-long ID or key, a state that does not fit
-	// the call, a time outside the representable range, or a record larger
-	// than the journal's record limit. Nothing is written.
-	ErrInvalidOperation = filejournal.ErrInvalidOperation
-
-	// ErrOperationExists reports a Begin for an operation ID the journal
-	// already holds. An operation's intent is recorded once; its key is
-	// reused, never replaced.
-	ErrOperationExists = filejournal.ErrOperationExists
-
-	// ErrNoSuchOperation reports a Complete for an operation ID the journal
-	// does not hold: an outcome is only recorded after its intent.
-	ErrNoSuchOperation = filejournal.ErrNoSuchOperation
 )
 
 // CorruptError describes where and why a journal file failed a check: the

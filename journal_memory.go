@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // memoryMaxRecord bounds the intent (ID, key, method and URL) and the
@@ -54,7 +54,7 @@ type memoryEntry struct {
 	bodyTruncated        bool
 	headerTruncated      bool
 	// outcome is the recorded header and body, encoded as a file journal
-	// encodes them (filejournal.EncodeHeaderBody).
+	// encodes them (journalkit.EncodeHeaderBody).
 	outcome []byte
 
 	begun bool          // an intent is recorded; false for an ID only claimed
@@ -186,7 +186,7 @@ func (e *memoryEntry) operation() Operation {
 	if e.state.final() {
 		op.Completed, op.Status = time.Unix(0, e.completed).UTC(), int(e.status)
 		op.BodyTruncated, op.HeaderTruncated = e.bodyTruncated, e.headerTruncated
-		op.Header, op.Body = filejournal.DecodeHeaderBody(string(e.outcome))
+		op.Header, op.Body = journalkit.DecodeHeaderBody(string(e.outcome))
 	}
 	return op
 }
@@ -258,7 +258,7 @@ func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
 	err := checkCompletion(&op)
 	var raw []byte
 	if err == nil {
-		raw = filejournal.EncodeHeaderBody(op.Header, op.Body)
+		raw = journalkit.EncodeHeaderBody(op.Header, op.Body)
 		if len(raw) > memoryMaxRecord {
 			err = fmt.Errorf("%w: outcome of %d bytes, over the %d-byte limit of a record", ErrInvalidOperation, len(raw), memoryMaxRecord)
 		}

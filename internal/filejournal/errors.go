@@ -3,6 +3,8 @@ package filejournal
 import (
 	"errors"
 	"fmt"
+
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // Errors returned by the journal, wrapped with context (the journal's path,
@@ -17,23 +19,23 @@ var (
 
 	// ErrCorrupt: the file fails a check a torn write cannot explain (J3);
 	// the concrete error is a *CorruptError.
-	ErrCorrupt = errors.New("journal is corrupt")
+	ErrCorrupt = journalkit.ErrCorrupt
 
 	// ErrReadOnly: an append or compaction on a journal opened read-only.
 	ErrReadOnly = errors.New("journal is read-only")
 
 	// ErrClosed: a use of the journal after Close.
-	ErrClosed = errors.New("journal is closed")
+	ErrClosed = journalkit.ErrClosed
 
 	// ErrInvalidOperation: a record the format cannot hold, or an append
 	// that does not fit the operation; nothing is written.
-	ErrInvalidOperation = errors.New("invalid journal operation")
+	ErrInvalidOperation = journalkit.ErrInvalidOperation
 
 	// ErrOperationExists: a Begin for an ID the journal holds.
-	ErrOperationExists = errors.New("operation already in the journal")
+	ErrOperationExists = journalkit.ErrOperationExists
 
 	// ErrNoSuchOperation: a Complete for an ID the journal does not hold.
-	ErrNoSuchOperation = errors.New("operation not in the journal")
+	ErrNoSuchOperation = journalkit.ErrNoSuchOperation
 )
 
 // CorruptError describes where and why a journal file failed a check (J3).

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"net/http"
 	"os"
 	"reflect"
 	"runtime"
@@ -321,18 +320,3 @@ type errReader struct{}
 func (errReader) ReadAt([]byte, int64) (int, error) { return 0, fmt.Errorf("reading: %w", errInjected) }
 
 var _ io.ReaderAt = errReader{}
-
-// EncodeHeaderBody, the one encoding of an outcome, encodes into exactly
-// its size, and DecodeHeaderBody reads it back.
-func TestEncodeHeaderBodyInExactlyItsSize(t *testing.T) {
-	h := http.Header{"Content-Type": {"application/json"}, "X-Long": {strings.Repeat("v", 300)}, "X-Many": {"a", "b"}}
-	body := bytes.Repeat([]byte("b"), 20000)
-	raw := EncodeHeaderBody(h, body)
-	if len(raw) != cap(raw) {
-		t.Fatalf("encoded %d bytes into %d", len(raw), cap(raw))
-	}
-	gotH, gotBody := DecodeHeaderBody(string(raw))
-	if !reflect.DeepEqual(gotH, h) || !bytes.Equal(gotBody, body) {
-		t.Fatalf("decoded %v and %d bytes of body, want %v and %d", gotH, len(gotBody), h, len(body))
-	}
-}

@@ -5,7 +5,6 @@ package filejournal
 // header and body encoded), and the limits a record must keep.
 
 import (
-	"fmt"
 	"hash/maphash"
 	"net/http"
 	"time"
@@ -137,38 +136,6 @@ func metaOf(r *Record) Meta {
 	return Meta{ID: r.ID, Created: r.Created, Completed: r.Completed, Status: r.Status, State: r.State, Flags: r.Flags}
 }
 
-// CheckIDKey returns an error matching ErrInvalidOperation if id or key
-// breaks the format's limits: an empty ID, an ID or key over MaxIDLen or
-// MaxKeyLen bytes, or an empty key where one is required.
-func CheckIDKey(id, key string, keyRequired bool) error {
-	switch {
-	case id == "":
-		return fmt.Errorf("%w: empty operation ID", ErrInvalidOperation)
-	case len(id) > MaxIDLen:
-		return fmt.Errorf("%w: operation ID is %d bytes, over %d", ErrInvalidOperation, len(id), MaxIDLen)
-	case key == "" && keyRequired:
-		return fmt.Errorf("%w: empty key", ErrInvalidOperation)
-	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: key is %d bytes, over %d", ErrInvalidOperation, len(key), MaxKeyLen)
-	}
-	return nil
-}
-
-// CheckTime returns an error matching ErrInvalidOperation if t is a time a
-// record cannot hold; the zero time, which means "now", passes.
-func CheckTime(what string, t time.Time) error {
-	if !t.IsZero() && (t.Before(minStoredTime) || t.After(maxStoredTime)) {
-		return fmt.Errorf("%w: %s time %v is outside the range the journal stores (years 1678 to 2262)", ErrInvalidOperation, what, t)
-	}
-	return nil
-}
-
-// The range of times a record can hold.
-var (
-	minStoredTime = time.Unix(0, -1<<63)
-	maxStoredTime = time.Unix(0, 1<<63-1)
-)
-
 // unixNanos returns t as Unix nanoseconds, saturating outside the range
 // int64 nanoseconds can hold (years 1678 to 2262).
 func unixNanos(t time.Time) int64 {
@@ -179,12 +146,4 @@ func unixNanos(t time.Time) int64 {
 		return maxStoredTime.UnixNano()
 	}
 	return t.UnixNano()
-}
-
-// QuoteID quotes an operation ID for a message, shortened if it is long.
-func QuoteID(id string) string {
-	if len(id) > 64 {
-		return fmt.Sprintf("%q...", id[:64])
-	}
-	return fmt.Sprintf("%q", id)
 }

@@ -1,7 +1,7 @@
-// Package keyedlock is a set of locks named by strings, each taken within a
-// context: the in-process half of "one Do of an operation at a time" (C11)
-// that every journal's Claim starts with.
 package journalkit
+
+// Set: the in-process half of "one Do of an operation at a time" (C11)
+// that every journal's Claim starts with.
 
 import (
 	"context"
