@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
 	"github.com/idemkit/idem/internal/journalkit"
 )
 
@@ -32,13 +32,13 @@ type File interface {
 const (
 	// DefaultKeyTTL is the default JournalOptions.KeyTTL, 24 hours: the
 	// reference server's retention window.
-	DefaultKeyTTL = filejournal.DefaultKeyTTL
+	DefaultKeyTTL = fileengine.DefaultKeyTTL
 	// DefaultCompactMinSize is the default JournalOptions.CompactMinSize,
 	// 4 MiB.
-	DefaultCompactMinSize = filejournal.DefaultCompactMinSize
+	DefaultCompactMinSize = fileengine.DefaultCompactMinSize
 	// DefaultJournalFileMode is the default JournalOptions.FileMode, 0600.
 	// The journal holds response bodies, so only the owner may read it.
-	DefaultJournalFileMode = filejournal.DefaultFileMode
+	DefaultJournalFileMode = fileengine.DefaultFileMode
 )
 
 // JournalOptions tunes a Journal. The zero value is the default for every
@@ -116,8 +116,8 @@ type JournalOptions struct {
 
 // engine returns o as the journal's engine takes it; the engine fills in
 // the defaults.
-func (o JournalOptions) engine() filejournal.Options {
-	eo := filejournal.Options{
+func (o JournalOptions) engine() fileengine.Options {
+	eo := fileengine.Options{
 		ReadOnly:       o.ReadOnly,
 		KeyTTL:         o.KeyTTL,
 		ForgetAfter:    o.ForgetAfter,
@@ -132,7 +132,7 @@ func (o JournalOptions) engine() filejournal.Options {
 		ScrubHeader: defaultSecrets.header,
 	}
 	if wrap := o.WrapFile; wrap != nil {
-		eo.WrapFile = func(f filejournal.File) filejournal.File { return wrap(f) }
+		eo.WrapFile = func(f fileengine.File) fileengine.File { return wrap(f) }
 	}
 	return eo
 }
@@ -178,7 +178,7 @@ type JournalStats struct {
 // A journal meant to hold many millions of operations, or to be shared by
 // machines, is pgjournal's.
 type FileJournal struct {
-	eng *filejournal.Journal
+	eng *fileengine.Journal
 
 	// running serializes the Do calls of each operation ID across every
 	// Client using this journal. It has its own lock.
@@ -205,7 +205,7 @@ func OpenJournal(path string) (*FileJournal, error) {
 // truncation fsync'd; any other damage is a *CorruptError matching
 // ErrCorrupt, and the file is left untouched.
 func OpenJournalWithOptions(path string, o JournalOptions) (*FileJournal, error) {
-	eng, err := filejournal.Open(path, o.engine())
+	eng, err := fileengine.Open(path, o.engine())
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func (j *FileJournal) begin(op Operation) error {
 	if err := checkIntent(&op); err != nil {
 		return j.eng.Refuse("begin", op.ID, err)
 	}
-	return j.eng.Begin(filejournal.Intent{
+	return j.eng.Begin(fileengine.Intent{
 		ID:          op.ID,
 		Key:         op.Key,
 		Fingerprint: op.Fingerprint,
@@ -261,10 +261,10 @@ func (j *FileJournal) complete(op Operation) error {
 	if err := checkCompletion(&op); err != nil {
 		return j.eng.Refuse("complete", op.ID, err)
 	}
-	return j.eng.Complete(filejournal.Completion{
+	return j.eng.Complete(fileengine.Completion{
 		ID:        op.ID,
 		Key:       op.Key,
-		State:     filejournal.State(op.State),
+		State:     fileengine.State(op.State),
 		Completed: op.Completed,
 		Status:    op.Status,
 		Flags:     op.flags(),
@@ -309,13 +309,13 @@ func (j *FileJournal) Lookup(_ context.Context, id string) (Operation, bool, err
 // does.
 func (j *FileJournal) List(_ context.Context, which Listing) ([]Operation, error) {
 	now, ttl := j.eng.Now(), j.eng.KeyTTL()
-	keep := func(m *filejournal.Meta) bool { return which.selectsRecord(m, now, ttl) }
-	return filejournal.List(j.eng, keep, operationOf)
+	keep := func(m *fileengine.Meta) bool { return which.selectsRecord(m, now, ttl) }
+	return fileengine.List(j.eng, keep, operationOf)
 }
 
 // selectsRecord is Listing.Selects on what the journal's engine keeps of
 // an operation in memory.
-func (l Listing) selectsRecord(r *filejournal.Meta, now time.Time, ttl time.Duration) bool {
+func (l Listing) selectsRecord(r *fileengine.Meta, now time.Time, ttl time.Duration) bool {
 	switch l {
 	case ListAll:
 		return true
@@ -331,7 +331,7 @@ func (l Listing) selectsRecord(r *filejournal.Meta, now time.Time, ttl time.Dura
 
 // recordExpired is Operation.Expired on what the journal's engine keeps of
 // an operation in memory.
-func recordExpired(r *filejournal.Meta, now time.Time, ttl time.Duration) bool {
+func recordExpired(r *fileengine.Meta, now time.Time, ttl time.Duration) bool {
 	return State(r.State) == StatePending && now.Sub(time.Unix(0, r.Created)) >= ttl
 }
 
@@ -348,7 +348,7 @@ func (j *FileJournal) Stats() JournalStats { return JournalStats(j.eng.Stats()) 
 // operationOf returns r as an Operation. The header and body are decoded
 // from their encoded form into fresh memory, so the caller may keep and
 // change them.
-func operationOf(r *filejournal.Record) Operation {
+func operationOf(r *fileengine.Record) Operation {
 	op := Operation{
 		ID:          r.ID,
 		Key:         r.Key,
@@ -361,10 +361,10 @@ func operationOf(r *filejournal.Record) Operation {
 	if op.State.final() {
 		op.Completed = time.Unix(0, r.Completed).UTC()
 		op.Status = int(r.Status)
-		op.Header, op.Body = filejournal.DecodeHeaderBody(r.Raw)
-		op.BodyTruncated = r.Flags&filejournal.FlagBodyTruncated != 0
-		op.HeaderTruncated = r.Flags&filejournal.FlagHeaderTruncated != 0
-		op.Summarized = r.Flags&filejournal.FlagSummarized != 0
+		op.Header, op.Body = fileengine.DecodeHeaderBody(r.Raw)
+		op.BodyTruncated = r.Flags&fileengine.FlagBodyTruncated != 0
+		op.HeaderTruncated = r.Flags&fileengine.FlagHeaderTruncated != 0
+		op.Summarized = r.Flags&fileengine.FlagSummarized != 0
 	}
 	return op
 }
@@ -373,13 +373,13 @@ func operationOf(r *filejournal.Record) Operation {
 func (op *Operation) flags() uint8 {
 	var f uint8
 	if op.BodyTruncated {
-		f |= filejournal.FlagBodyTruncated
+		f |= fileengine.FlagBodyTruncated
 	}
 	if op.HeaderTruncated {
-		f |= filejournal.FlagHeaderTruncated
+		f |= fileengine.FlagHeaderTruncated
 	}
 	if op.Summarized {
-		f |= filejournal.FlagSummarized
+		f |= fileengine.FlagSummarized
 	}
 	return f
 }
@@ -400,7 +400,7 @@ func (j *FileJournal) Forget(ctx context.Context, id string) error {
 	defer unlock()
 	if r, ok := j.eng.LookupMeta(id); ok && State(r.State).final() {
 		return fmt.Errorf("idem: journal %s: forget %s: %w: it is %s with status %d",
-			j.Path(), filejournal.QuoteID(id), ErrAlreadyCompleted, State(r.State), r.Status)
+			j.Path(), fileengine.QuoteID(id), ErrAlreadyCompleted, State(r.State), r.Status)
 	}
 	return j.eng.Forget(id)
 }
@@ -422,7 +422,7 @@ func (j *FileJournal) ForgetCompleted(ctx context.Context, id, key string) error
 		return err
 	case !ok || !State(r.State).final() || r.Key != key:
 		return fmt.Errorf("idem: journal %s: forget %s: %w: no completed operation under key %s",
-			j.Path(), filejournal.QuoteID(id), ErrNoSuchOperation, key)
+			j.Path(), fileengine.QuoteID(id), ErrNoSuchOperation, key)
 	}
 	return j.eng.Forget(id)
 }

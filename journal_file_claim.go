@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
 )
 
 // Claim waits until no other Do of id runs through this journal, or ctx
@@ -72,7 +72,7 @@ func (c *fileClaim) Operation() (Operation, bool) { return c.op, c.ok }
 
 func (c *fileClaim) Begin(_ context.Context, op Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("idem: journal %s: Begin of %s under the claim on %s: %w", c.j.Path(), filejournal.QuoteID(op.ID), filejournal.QuoteID(c.id), ErrInvalidOperation)
+		return fmt.Errorf("idem: journal %s: Begin of %s under the claim on %s: %w", c.j.Path(), fileengine.QuoteID(op.ID), fileengine.QuoteID(c.id), ErrInvalidOperation)
 	}
 	if op.Created.IsZero() {
 		// As Begin would: the journal's clock, so the claim holds the
@@ -98,7 +98,7 @@ func (c *fileClaim) Begin(_ context.Context, op Operation) error {
 
 func (c *fileClaim) Complete(_ context.Context, op Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("idem: journal %s: Complete of %s under the claim on %s: %w", c.j.Path(), filejournal.QuoteID(op.ID), filejournal.QuoteID(c.id), ErrInvalidOperation)
+		return fmt.Errorf("idem: journal %s: Complete of %s under the claim on %s: %w", c.j.Path(), fileengine.QuoteID(op.ID), fileengine.QuoteID(c.id), ErrInvalidOperation)
 	}
 	return c.j.complete(op)
 }

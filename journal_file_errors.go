@@ -1,6 +1,6 @@
 package idem
 
-import "github.com/idemkit/idem/internal/filejournal"
+import "github.com/idemkit/idem/internal/fileengine"
 
 // Errors returned by the journal. Each is returned wrapped with context (the
 // journal's path, the operation ID); test for them with errors.Is. They are
@@ -8,17 +8,17 @@ import "github.com/idemkit/idem/internal/filejournal"
 var (
 	// ErrLocked reports that another Journal, in this process or another
 	// one, holds the journal open for writing.
-	ErrLocked = filejournal.ErrLocked
+	ErrLocked = fileengine.ErrLocked
 
 	// ErrHardLinked reports a journal file with more than one hard link.
 	// One writer per file is enforced through the file's path, and another
 	// name of the same file would let a second writer in. Remove the
 	// other links; a symlink is fine, since the journal follows it.
-	ErrHardLinked = filejournal.ErrHardLinked
+	ErrHardLinked = fileengine.ErrHardLinked
 
 	// ErrReadOnly reports an append or compaction on a journal opened with
 	// JournalOptions.ReadOnly.
-	ErrReadOnly = filejournal.ErrReadOnly
+	ErrReadOnly = fileengine.ErrReadOnly
 )
 
 // CorruptError describes where and why a journal file failed a check: the
@@ -26,4 +26,4 @@ var (
 // or 0 for the file header (Offset), and which check failed (Reason). It
 // matches ErrCorrupt with errors.Is. The journal never skips or truncates
 // the damaged region: the file is left as found for a person to inspect.
-type CorruptError = filejournal.CorruptError
+type CorruptError = fileengine.CorruptError

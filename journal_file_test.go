@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
 )
 
 // The public behaviour of FileJournal: what it keeps of an Operation, how
 // it lists them, what it refuses. Its engine's own tests (framing,
-// recovery, group commit, compaction, locking) are in internal/filejournal.
+// recovery, group commit, compaction, locking) are in internal/fileengine.
 
 // testNow is the fixed clock of the journal tests.
 var testNow = time.Date(2030, 1, 2, 3, 4, 5, 600700800, time.UTC)
@@ -122,7 +122,7 @@ func TestJournalReopenRoundTripsEveryField(t *testing.T) {
 	rejected := testIntent(3)
 	truncated := testIntent(4)
 	odd := Operation{ // empty method and URL, zero fingerprint, a time far from now
-		ID:      strings.Repeat("x", filejournal.MaxIDLen),
+		ID:      strings.Repeat("x", fileengine.MaxIDLen),
 		Key:     "k\x00with\xffbytes",
 		Created: time.Date(1700, 1, 1, 0, 0, 0, 1, time.UTC),
 	}
@@ -157,7 +157,7 @@ func TestJournalReopenRoundTripsEveryField(t *testing.T) {
 	for _, op := range want {
 		got, ok := lookup(j2, op.ID)
 		if !ok || !reflect.DeepEqual(got, op) {
-			t.Fatalf("Lookup(%s) = %+v, %v; want %+v", filejournal.QuoteID(op.ID), got, ok, op)
+			t.Fatalf("Lookup(%s) = %+v, %v; want %+v", fileengine.QuoteID(op.ID), got, ok, op)
 		}
 	}
 	st := j2.Stats()
@@ -292,16 +292,16 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 
 	begins := map[string]Operation{
 		"empty ID":         {Key: "k"},
-		"long ID":          {ID: strings.Repeat("i", filejournal.MaxIDLen+1), Key: "k"},
+		"long ID":          {ID: strings.Repeat("i", fileengine.MaxIDLen+1), Key: "k"},
 		"empty key":        {ID: "x"},
-		"long key":         {ID: "x", Key: strings.Repeat("k", filejournal.MaxKeyLen+1)},
+		"long key":         {ID: "x", Key: strings.Repeat("k", fileengine.MaxKeyLen+1)},
 		"done state":       {ID: "x", Key: "k", State: StateDone},
 		"invalid state":    {ID: "x", Key: "k", State: 7},
 		"outcome set":      {ID: "x", Key: "k", Status: 200},
 		"body set":         {ID: "x", Key: "k", Body: []byte{}},
 		"time too early":   {ID: "x", Key: "k", Created: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)},
 		"time too late":    {ID: "x", Key: "k", Created: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
-		"record too large": {ID: "x", Key: "k", Method: "POST", URL: strings.Repeat("u", filejournal.MaxPayload)},
+		"record too large": {ID: "x", Key: "k", Method: "POST", URL: strings.Repeat("u", fileengine.MaxPayload)},
 	}
 	for name, op := range begins {
 		if err := j.begin(op); !errors.Is(err, ErrInvalidOperation) {
@@ -317,7 +317,7 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 		"truncated body":  {ID: "op-0001", State: StateDone, BodyTruncated: true, Body: []byte("x")},
 		"summarized":      {ID: "op-0001", State: StateDone, Summarized: true},
 		"wrong key":       {ID: "op-0001", Key: "other", State: StateDone},
-		"body too large":  {ID: "op-0001", State: StateDone, Body: make([]byte, filejournal.MaxPayload+1)},
+		"body too large":  {ID: "op-0001", State: StateDone, Body: make([]byte, fileengine.MaxPayload+1)},
 		"time too late":   {ID: "op-0001", State: StateDone, Completed: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
 	}
 	for name, op := range completes {

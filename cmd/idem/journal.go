@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -175,7 +175,7 @@ func reportJournalError(e env, cmd, path string, err error) int {
 	}
 	var corrupt *idem.CorruptError
 	switch {
-	case errors.As(err, &corrupt) && corrupt.Offset == 0 && strings.HasPrefix(corrupt.Reason, filejournal.ReasonNotJournal):
+	case errors.As(err, &corrupt) && corrupt.Offset == 0 && strings.HasPrefix(corrupt.Reason, fileengine.ReasonNotJournal):
 		fmt.Fprintf(e.stderr, "%s: %s is %s\n", cmd, corrupt.Path, corrupt.Reason)
 	case errors.As(err, &corrupt):
 		fmt.Fprintf(e.stderr, "%s: journal %s is corrupt at offset %d: %s\n", cmd, corrupt.Path, corrupt.Offset, corrupt.Reason)
