@@ -1,6 +1,6 @@
 //go:build !unix
 
-package idem
+package filejournal
 
 import "time"
 

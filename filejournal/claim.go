@@ -1,4 +1,4 @@
-package idem
+package filejournal
 
 // A FileJournal's claims: one Do of an operation ID at a time, across
 // every Client using the journal.

@@ -1,4 +1,4 @@
-package idem
+package filejournal
 
 // FileJournal converts Operations to and from the records of its engine,
 // package internal/filejournal (the file format, recovery, group commit,

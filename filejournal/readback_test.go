@@ -1,4 +1,4 @@
-package idem_test
+package filejournal_test
 
 import (
 	"context"
