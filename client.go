@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +22,7 @@ import (
 // Config configures a Client. The zero Config is usable: each zero field
 // takes the default its doc states.
 type Config struct {
-	// Journal keeps keys and outcomes across restarts: a FileJournal, or
+	// Journal keeps keys and outcomes across restarts: a filejournal.Journal, or
 	// a shared journal (package pgjournal); Clients may share one. Default
 	// nil: keys live in this process only.
 	Journal Journal
@@ -129,6 +130,10 @@ const (
 	DefaultMaxRecordedBody = 64 << 10
 
 	DefaultMaxRecordedHeader = 16 << 10
+
+	// DefaultKeyTTL is the key lifetime of a server whose Dialect does not
+	// state one: 24 hours, the reference server's retention window.
+	DefaultKeyTTL = journalkit.DefaultKeyTTL
 )
 
 // errorBodyLimit bounds the prefix of a last response kept in an Unknown
@@ -177,8 +182,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.KeyTTL == 0 {
 		cfg.KeyTTL = d.Retention
 	}
-	if fj, ok := cfg.Journal.(*FileJournal); ok && fj == nil {
-		cfg.Journal = nil // a nil *FileJournal means no journal, as it did before Journal was an interface
+	if v := reflect.ValueOf(cfg.Journal); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("idem: %w: Journal is a nil %T", ErrInvalidConfig, cfg.Journal)
 	}
 	setDefault(&cfg.AttemptTimeout, DefaultAttemptTimeout)
 	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)

@@ -4,9 +4,9 @@ package idem
 // Its operations live in one map, each entry holding the operation and the
 // claim on its ID, so a Do costs a few map lookups rather than a file
 // journal's encoding of every record it would write. It keeps what a
-// FileJournal keeps, with the same checks and errors (checkIntent,
+// filejournal.Journal keeps, with the same checks and errors (checkIntent,
 // checkCompletion, and a size bound: see memoryMaxRecord), and forgets what a
-// FileJournal without a file forgot: completed operations whose outcome is
+// filejournal.Journal without a file forgot: completed operations whose outcome is
 // KeyTTL old, swept once the map has doubled since the last sweep.
 
 import (
@@ -164,7 +164,7 @@ func (j *memoryJournal) KeyTTL() time.Duration { return j.ttl }
 func (j *memoryJournal) Now() time.Time { return j.now() }
 
 // sweep drops the completed operations whose outcome is KeyTTL old and
-// that no claim holds, as a FileJournal without a file dropped them when it
+// that no claim holds, as a filejournal.Journal without a file dropped them when it
 // compacted. Called with mu held.
 func (j *memoryJournal) sweep() {
 	now := j.now()
@@ -307,7 +307,7 @@ func (c *memoryClaim) Release() {
 	c.e = nil
 }
 
-// Forget drops the pending operation id, as FileJournal.Forget does.
+// Forget drops the pending operation id, as filejournal.Journal.Forget does.
 func (j *memoryJournal) Forget(ctx context.Context, id string) error {
 	return j.forget(ctx, id, func(e *memoryEntry) error {
 		if e.state.final() {
@@ -318,7 +318,7 @@ func (j *memoryJournal) Forget(ctx context.Context, id string) error {
 }
 
 // ForgetCompleted drops the completed operation id if its key is key, as
-// FileJournal.ForgetCompleted does.
+// filejournal.Journal.ForgetCompleted does.
 func (j *memoryJournal) ForgetCompleted(ctx context.Context, id, key string) error {
 	return j.forget(ctx, id, func(e *memoryEntry) error {
 		if !e.state.final() || e.key != key {

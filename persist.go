@@ -8,7 +8,7 @@ import (
 )
 
 // Journal is where a Client keeps each operation's key and outcome:
-// FileJournal, the PostgreSQL journal of package pgjournal, or, when
+// filejournal.Journal, the PostgreSQL journal of package pgjournal, or, when
 // Config.Journal is nil, the Client's own memory. Journals in the package
 // documentation says how a Client uses one. Every method is safe for
 // concurrent use.
@@ -149,7 +149,7 @@ func (l Listing) Selects(op Operation, now time.Time, ttl time.Duration) bool {
 type State uint8
 
 // The states of an operation. The zero State is not valid. Their values are
-// the state bytes of the journal's format, so a FileJournal converts them
+// the state bytes of the journal's format, so a filejournal.Journal converts them
 // to and from its engine's states as they are.
 const (
 	// Pending: the intent is recorded; no final outcome is known. The
@@ -220,7 +220,7 @@ type Operation struct {
 	HeaderTruncated bool
 	// Summarized says compaction kept only a summary of the operation
 	// once its outcome was KeyTTL old: ID, key, fingerprint, state and
-	// status, without the header and body (see JournalOptions.KeyTTL).
+	// status, without the header and body (see package filejournal).
 	Summarized bool
 }
 

@@ -51,7 +51,7 @@ const (
 // outcome is already recorded (Done or Rejected).
 var ErrAlreadyCompleted = errors.New("operation already completed")
 
-// Forgetter is a Journal that can drop an operation: FileJournal and the
+// Forgetter is a Journal that can drop an operation: filejournal.Journal and the
 // PostgreSQL journal of package pgjournal. Both methods claim the
 // operation as Do does, so they wait for a running Do of id.
 type Forgetter interface {

@@ -1,6 +1,6 @@
 package filejournal
 
-// A FileJournal's claims: one Do of an operation ID at a time, across
+// A Journal's claims: one Do of an operation ID at a time, across
 // every Client using the journal.
 
 import (
@@ -9,14 +9,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idem/internal/fileengine"
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // Claim waits until no other Do of id runs through this journal, or ctx
 // ends. Only one process writes a file journal, so a claim on it is
 // an in-process lock, and never lapses. The operation is looked up once
 // the claim is held, and Claim returns Lookup's error, if any.
-func (j *FileJournal) Claim(ctx context.Context, id string) (Claim, error) {
+func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
 		return nil, err
@@ -26,20 +27,20 @@ func (j *FileJournal) Claim(ctx context.Context, id string) (Claim, error) {
 
 // TryClaim is Claim without the wait: a *HeldError at once when another Do
 // of id runs through this journal.
-func (j *FileJournal) TryClaim(ctx context.Context, id string) (Claim, error) {
+func (j *Journal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	unlock := j.running.TryLock(id)
 	if unlock == nil {
-		return nil, &HeldError{ID: id}
+		return nil, &idem.HeldError{ID: id}
 	}
 	return j.claimed(id, unlock)
 }
 
 // claimed returns the claim on id, whose lock unlock releases, with the
 // operation looked up.
-func (j *FileJournal) claimed(id string, unlock func()) (Claim, error) {
+func (j *Journal) claimed(id string, unlock func()) (idem.Claim, error) {
 	c := &fileClaim{j: j, id: id, unlock: unlock}
 	if err := c.load(); err != nil {
 		c.Release()
@@ -48,13 +49,13 @@ func (j *FileJournal) claimed(id string, unlock func()) (Claim, error) {
 	return c, nil
 }
 
-// fileClaim is a FileJournal's Claim. It holds what the journal held of
+// fileClaim is a Journal's Claim. It holds what the journal held of
 // the operation when it was taken, or, after Begin, what Begin recorded.
 type fileClaim struct {
-	j      *FileJournal
+	j      *Journal
 	id     string
 	unlock func()
-	op     Operation
+	op     idem.Operation
 	ok     bool
 }
 
@@ -68,11 +69,11 @@ func (c *fileClaim) load() error {
 	return nil
 }
 
-func (c *fileClaim) Operation() (Operation, bool) { return c.op, c.ok }
+func (c *fileClaim) Operation() (idem.Operation, bool) { return c.op, c.ok }
 
-func (c *fileClaim) Begin(_ context.Context, op Operation) error {
+func (c *fileClaim) Begin(_ context.Context, op idem.Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("idem: journal %s: Begin of %s under the claim on %s: %w", c.j.Path(), fileengine.QuoteID(op.ID), fileengine.QuoteID(c.id), ErrInvalidOperation)
+		return fmt.Errorf("idem: journal %s: Begin of %s under the claim on %s: %w", c.j.Path(), journalkit.QuoteID(op.ID), journalkit.QuoteID(c.id), idem.ErrInvalidOperation)
 	}
 	if op.Created.IsZero() {
 		// As Begin would: the journal's clock, so the claim holds the
@@ -83,11 +84,11 @@ func (c *fileClaim) Begin(_ context.Context, op Operation) error {
 	switch {
 	case err == nil:
 		// What Lookup would now return.
-		op.State = StatePending
+		op.State = idem.StatePending
 		op.Created = time.Unix(0, op.Created.UnixNano()).UTC()
 		c.op, c.ok = op, true
-	case errors.Is(err, ErrOperationExists):
-		// Begun outside this claim (FileJournal.Begin is not fenced by
+	case errors.Is(err, idem.ErrOperationExists):
+		// Begun outside this claim (Journal.begin is not fenced by
 		// it): hold what the journal holds.
 		if lerr := c.load(); lerr != nil {
 			return errors.Join(err, lerr)
@@ -96,9 +97,9 @@ func (c *fileClaim) Begin(_ context.Context, op Operation) error {
 	return err
 }
 
-func (c *fileClaim) Complete(_ context.Context, op Operation) error {
+func (c *fileClaim) Complete(_ context.Context, op idem.Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("idem: journal %s: Complete of %s under the claim on %s: %w", c.j.Path(), fileengine.QuoteID(op.ID), fileengine.QuoteID(c.id), ErrInvalidOperation)
+		return fmt.Errorf("idem: journal %s: Complete of %s under the claim on %s: %w", c.j.Path(), journalkit.QuoteID(op.ID), journalkit.QuoteID(c.id), idem.ErrInvalidOperation)
 	}
 	return c.j.complete(op)
 }

@@ -2,9 +2,9 @@ package filejournal
 
 import "github.com/idemkit/idem/internal/fileengine"
 
-// Errors returned by the journal. Each is returned wrapped with context (the
-// journal's path, the operation ID); test for them with errors.Is. They are
-// the values package filejournal, the journal's engine, returns.
+// Errors of a file journal, beside the ones every journal returns (package
+// idem). Each is returned wrapped with context (the journal's path, the
+// operation ID); test for them with errors.Is.
 var (
 	// ErrLocked reports that another Journal, in this process or another
 	// one, holds the journal open for writing.
@@ -17,13 +17,13 @@ var (
 	ErrHardLinked = fileengine.ErrHardLinked
 
 	// ErrReadOnly reports an append or compaction on a journal opened with
-	// JournalOptions.ReadOnly.
+	// Options.ReadOnly.
 	ErrReadOnly = fileengine.ErrReadOnly
 )
 
 // CorruptError describes where and why a journal file failed a check: the
 // journal file (Path), the byte offset of the record that failed the check,
 // or 0 for the file header (Offset), and which check failed (Reason). It
-// matches ErrCorrupt with errors.Is. The journal never skips or truncates
+// matches idem.ErrCorrupt with errors.Is. The journal never skips or truncates
 // the damaged region: the file is left as found for a person to inspect.
 type CorruptError = fileengine.CorruptError

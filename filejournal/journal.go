@@ -1,7 +1,7 @@
 package filejournal
 
-// FileJournal converts Operations to and from the records of its engine,
-// package internal/filejournal (the file format, recovery, group commit,
+// Journal converts Operations to and from the records of its engine,
+// package internal/fileengine (the file format, recovery, group commit,
 // compaction, the writer lock and the index), and checks them before they
 // are written.
 
@@ -13,12 +13,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/fileengine"
 	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // File is the journal's view of an open file: the seam through which
-// JournalOptions.WrapFile injects faults. *os.File implements it.
+// Options.WrapFile injects faults. *os.File implements it.
 type File interface {
 	io.ReaderAt
 	io.Writer
@@ -28,22 +29,17 @@ type File interface {
 	Close() error
 }
 
-// Defaults of JournalOptions.
+// Defaults of Options.
 const (
-	// DefaultKeyTTL is the default JournalOptions.KeyTTL, 24 hours: the
-	// reference server's retention window.
-	DefaultKeyTTL = fileengine.DefaultKeyTTL
-	// DefaultCompactMinSize is the default JournalOptions.CompactMinSize,
-	// 4 MiB.
+	// DefaultCompactMinSize is the default Options.CompactMinSize, 4 MiB.
 	DefaultCompactMinSize = fileengine.DefaultCompactMinSize
-	// DefaultJournalFileMode is the default JournalOptions.FileMode, 0600.
-	// The journal holds response bodies, so only the owner may read it.
-	DefaultJournalFileMode = fileengine.DefaultFileMode
+	// DefaultFileMode is the default Options.FileMode, 0600. The journal
+	// holds response bodies, so only the owner may read it.
+	DefaultFileMode = fileengine.DefaultFileMode
 )
 
-// JournalOptions tunes a Journal. The zero value is the default for every
-// field.
-type JournalOptions struct {
+// Options tunes a Journal. The zero value is the default for every field.
+type Options struct {
 	// ReadOnly opens the journal for inspection while another process may
 	// be writing it: no lock is taken, nothing is written or truncated (a
 	// torn tail, such as a record the writer is appending at that moment,
@@ -63,7 +59,7 @@ type JournalOptions struct {
 	// more in the past is summarized by compaction: its response header
 	// and body are dropped (the server has forgotten them too), the rest
 	// is kept (see ForgetAfter). A Client with this journal and no
-	// Config.KeyTTL uses this one. Default DefaultKeyTTL (24h).
+	// Config.KeyTTL uses this one. Default idem.DefaultKeyTTL (24h).
 	KeyTTL time.Duration
 
 	// ForgetAfter is how long after its completion a completed operation
@@ -86,7 +82,7 @@ type JournalOptions struct {
 
 	// FileMode is the permission of the journal file, its compaction file
 	// and its lock file when they are created. Default
-	// DefaultJournalFileMode (0600).
+	// DefaultFileMode (0600).
 	FileMode os.FileMode
 
 	// Now is the clock for zero Created and Completed times, expiry and
@@ -116,7 +112,7 @@ type JournalOptions struct {
 
 // engine returns o as the journal's engine takes it; the engine fills in
 // the defaults.
-func (o JournalOptions) engine() fileengine.Options {
+func (o Options) engine() fileengine.Options {
 	eo := fileengine.Options{
 		ReadOnly:       o.ReadOnly,
 		KeyTTL:         o.KeyTTL,
@@ -128,8 +124,8 @@ func (o JournalOptions) engine() fileengine.Options {
 		// The secrets rule, as a Client with no extra names
 		// applies it: compaction drops what older versions recorded.
 		OnSync:      o.OnSync,
-		ScrubURL:    defaultSecrets.urlString,
-		ScrubHeader: defaultSecrets.header,
+		ScrubURL:    idem.RedactRawURL,
+		ScrubHeader: idem.RedactHeader,
 	}
 	if wrap := o.WrapFile; wrap != nil {
 		eo.WrapFile = func(f fileengine.File) fileengine.File { return wrap(f) }
@@ -137,8 +133,8 @@ func (o JournalOptions) engine() fileengine.Options {
 	return eo
 }
 
-// JournalStats are counters of a Journal, for tests and monitoring.
-type JournalStats struct {
+// Stats are counters of a Journal, for tests and monitoring.
+type Stats struct {
 	// Appends counts records this Journal appended (intents and
 	// completions) since it was opened.
 	Appends uint64
@@ -170,14 +166,9 @@ type JournalStats struct {
 	Pending int
 }
 
-// FileJournal is the Journal in one file on one machine's disk, written
-// by one process at a time. Open one with OpenJournal. It keeps an index
-// of every operation in memory, rebuilt from the file on open, whatever
-// the size of the recorded responses: keys, URLs and responses stay in the
-// file, and are read and checked when an operation is looked up or listed.
-// A journal meant to hold many millions of operations, or to be shared by
-// machines, is pgjournal's.
-type FileJournal struct {
+// Journal is the idem.Journal in one file (see the package
+// documentation). Open one with Open.
+type Journal struct {
 	eng *fileengine.Journal
 
 	// running serializes the Do calls of each operation ID across every
@@ -185,13 +176,7 @@ type FileJournal struct {
 	running journalkit.Set
 }
 
-// OpenJournal opens the journal at path with default options, creating it if
-// it does not exist. See OpenJournalWithOptions.
-func OpenJournal(path string) (*FileJournal, error) {
-	return OpenJournalWithOptions(path, JournalOptions{})
-}
-
-// OpenJournalWithOptions opens the journal at path, creating it if it does
+// Open opens the journal at path, creating it if it does
 // not exist (unless o.ReadOnly), and rebuilds its index.
 //
 // A symlink at path is followed: the journal is the file it points at, and
@@ -204,17 +189,17 @@ func OpenJournal(path string) (*FileJournal, error) {
 // a crash before its rename is removed. A torn tail is truncated and the
 // truncation fsync'd; any other damage is a *CorruptError matching
 // ErrCorrupt, and the file is left untouched.
-func OpenJournalWithOptions(path string, o JournalOptions) (*FileJournal, error) {
+func Open(path string, o Options) (*Journal, error) {
 	eng, err := fileengine.Open(path, o.engine())
 	if err != nil {
 		return nil, err
 	}
-	return &FileJournal{eng: eng}, nil
+	return &Journal{eng: eng}, nil
 }
 
 // Path returns the journal's path as it was opened. Through a symlink,
 // the journal is the file it points at.
-func (j *FileJournal) Path() string { return j.eng.Path() }
+func (j *Journal) Path() string { return j.eng.Path() }
 
 // begin records the intent of op (ID, Key, Fingerprint, Method, URL,
 // Created) and returns once the record is durable: written and fsync'd,
@@ -232,8 +217,8 @@ func (j *FileJournal) Path() string { return j.eng.Path() }
 // record is written, while begin still waits for the fsync; callers that
 // may begin and Lookup the same ID concurrently must order those calls
 // themselves.
-func (j *FileJournal) begin(op Operation) error {
-	if err := checkIntent(&op); err != nil {
+func (j *Journal) begin(op idem.Operation) error {
+	if err := idem.CheckIntent(op); err != nil {
 		return j.eng.Refuse("begin", op.ID, err)
 	}
 	return j.eng.Begin(fileengine.Intent{
@@ -257,8 +242,8 @@ func (j *FileJournal) begin(op Operation) error {
 // the journal does not hold (ErrNoSuchOperation), a body kept although
 // BodyTruncated is set, Summarized set, and a status outside 0..999
 // (ErrInvalidOperation).
-func (j *FileJournal) complete(op Operation) error {
-	if err := checkCompletion(&op); err != nil {
+func (j *Journal) complete(op idem.Operation) error {
+	if err := idem.CheckOutcome(op); err != nil {
 		return j.eng.Refuse("complete", op.ID, err)
 	}
 	return j.eng.Complete(fileengine.Completion{
@@ -267,7 +252,7 @@ func (j *FileJournal) complete(op Operation) error {
 		State:     fileengine.State(op.State),
 		Completed: op.Completed,
 		Status:    op.Status,
-		Flags:     op.flags(),
+		Flags:     flags(&op),
 		Header:    op.Header,
 		Body:      op.Body,
 	})
@@ -275,19 +260,19 @@ func (j *FileJournal) complete(op Operation) error {
 
 // Sync returns once every record appended so far is durable, sharing the
 // fsync with concurrent appends. It returns nil for a read-only journal.
-func (j *FileJournal) Sync() error { return j.eng.Sync() }
+func (j *Journal) Sync() error { return j.eng.Sync() }
 
 // Compact rewrites the journal with only its live operations, whole, and
-// summaries of the completed ones past KeyTTL (see JournalOptions.KeyTTL and
+// summaries of the completed ones past KeyTTL (see Options.KeyTTL and
 // ForgetAfter). Appends wait while it runs.
-func (j *FileJournal) Compact() error { return j.eng.Compact() }
+func (j *Journal) Compact() error { return j.eng.Compact() }
 
 // Close makes every appended record durable (one fsync), closes the file
 // and releases the lock. A second Close returns nil; every other method
 // returns an error matching ErrClosed afterwards (Lookup and List too,
 // since they read the file), except Stats. If the journal had latched a
 // failure, Close releases everything and returns that failure.
-func (j *FileJournal) Close() error { return j.eng.Close() }
+func (j *Journal) Close() error { return j.eng.Close() }
 
 // Lookup returns the operation with the given ID. The index in memory
 // finds it; its key, URL, fingerprint and recorded response are read from
@@ -295,70 +280,54 @@ func (j *FileJournal) Close() error { return j.eng.Close() }
 // fails only on that read: a failed read, a record that changed on disk
 // since the journal was opened (a *CorruptError matching ErrCorrupt: never
 // a wrong response), or a file journal used after Close (ErrClosed).
-func (j *FileJournal) Lookup(_ context.Context, id string) (Operation, bool, error) {
+func (j *Journal) Lookup(_ context.Context, id string) (idem.Operation, bool, error) {
 	r, ok, err := j.eng.Lookup(id)
 	if !ok || err != nil {
-		return Operation{}, false, err
+		return idem.Operation{}, false, err
 	}
 	return operationOf(&r), true, nil
 }
 
 // List returns the operations the listing selects, ordered by Created then
-// ID; pending and expired are judged by JournalOptions.KeyTTL and Now. The
+// ID; pending and expired are judged by Options.KeyTTL and Now. The
 // selected operations are read from the file, and List fails as Lookup
 // does.
-func (j *FileJournal) List(_ context.Context, which Listing) ([]Operation, error) {
+func (j *Journal) List(_ context.Context, which idem.Listing) ([]idem.Operation, error) {
 	now, ttl := j.eng.Now(), j.eng.KeyTTL()
-	keep := func(m *fileengine.Meta) bool { return which.selectsRecord(m, now, ttl) }
+	keep := func(m *fileengine.Meta) bool { return selectsRecord(which, m, now, ttl) }
 	return fileengine.List(j.eng, keep, operationOf)
 }
 
 // selectsRecord is Listing.Selects on what the journal's engine keeps of
 // an operation in memory.
-func (l Listing) selectsRecord(r *fileengine.Meta, now time.Time, ttl time.Duration) bool {
-	switch l {
-	case ListAll:
-		return true
-	case ListPending:
-		return State(r.State) == StatePending && !recordExpired(r, now, ttl)
-	case ListExpired:
-		return recordExpired(r, now, ttl)
-	case ListCompleted:
-		return State(r.State).final()
-	}
-	return false
+func selectsRecord(l idem.Listing, r *fileengine.Meta, now time.Time, ttl time.Duration) bool {
+	return l.Selects(idem.Operation{State: idem.State(r.State), Created: time.Unix(0, r.Created)}, now, ttl)
 }
 
-// recordExpired is Operation.Expired on what the journal's engine keeps of
-// an operation in memory.
-func recordExpired(r *fileengine.Meta, now time.Time, ttl time.Duration) bool {
-	return State(r.State) == StatePending && now.Sub(time.Unix(0, r.Created)) >= ttl
-}
+// KeyTTL returns Options.KeyTTL.
+func (j *Journal) KeyTTL() time.Duration { return j.eng.KeyTTL() }
 
-// KeyTTL returns JournalOptions.KeyTTL.
-func (j *FileJournal) KeyTTL() time.Duration { return j.eng.KeyTTL() }
-
-// Now returns the time by JournalOptions.Now.
-func (j *FileJournal) Now() time.Time { return j.eng.Now() }
+// Now returns the time by Options.Now.
+func (j *Journal) Now() time.Time { return j.eng.Now() }
 
 // Stats returns the journal's counters. Live and LiveBytes cost a pass over
 // the index.
-func (j *FileJournal) Stats() JournalStats { return JournalStats(j.eng.Stats()) }
+func (j *Journal) Stats() Stats { return Stats(j.eng.Stats()) }
 
 // operationOf returns r as an Operation. The header and body are decoded
 // from their encoded form into fresh memory, so the caller may keep and
 // change them.
-func operationOf(r *fileengine.Record) Operation {
-	op := Operation{
+func operationOf(r *fileengine.Record) idem.Operation {
+	op := idem.Operation{
 		ID:          r.ID,
 		Key:         r.Key,
 		Fingerprint: r.Fingerprint,
 		Method:      r.Method,
 		URL:         r.URL,
 		Created:     time.Unix(0, r.Created).UTC(),
-		State:       State(r.State),
+		State:       idem.State(r.State),
 	}
-	if op.State.final() {
+	if final(op.State) {
 		op.Completed = time.Unix(0, r.Completed).UTC()
 		op.Status = int(r.Status)
 		op.Header, op.Body = fileengine.DecodeHeaderBody(r.Raw)
@@ -370,7 +339,7 @@ func operationOf(r *fileengine.Record) Operation {
 }
 
 // flags returns the completion flags op's outcome is recorded with.
-func (op *Operation) flags() uint8 {
+func flags(op *idem.Operation) uint8 {
 	var f uint8
 	if op.BodyTruncated {
 		f |= fileengine.FlagBodyTruncated
@@ -391,16 +360,16 @@ func (op *Operation) flags() uint8 {
 // journal without the operation (a compaction that keeps everything
 // else), durably. It returns an error matching ErrNoSuchOperation if the
 // journal does not hold id, and ErrAlreadyCompleted if its outcome is
-// recorded. Settle with Settlement.Forget is the checked way in.
-func (j *FileJournal) Forget(ctx context.Context, id string) error {
+// recorded. idem.Settle with Settlement.Forget is the checked way in.
+func (j *Journal) Forget(ctx context.Context, id string) error {
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if r, ok := j.eng.LookupMeta(id); ok && State(r.State).final() {
+	if r, ok := j.eng.LookupMeta(id); ok && final(idem.State(r.State)) {
 		return fmt.Errorf("idem: journal %s: forget %s: %w: it is %s with status %d",
-			j.Path(), fileengine.QuoteID(id), ErrAlreadyCompleted, State(r.State), r.Status)
+			j.Path(), journalkit.QuoteID(id), idem.ErrAlreadyCompleted, idem.State(r.State), r.Status)
 	}
 	return j.eng.Forget(id)
 }
@@ -410,7 +379,7 @@ func (j *FileJournal) Forget(ctx context.Context, id string) error {
 // again meanwhile, under a new key, is kept. It returns an error matching
 // ErrNoSuchOperation if the journal holds no completed operation id under
 // key.
-func (j *FileJournal) ForgetCompleted(ctx context.Context, id, key string) error {
+func (j *Journal) ForgetCompleted(ctx context.Context, id, key string) error {
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
 		return err
@@ -420,9 +389,12 @@ func (j *FileJournal) ForgetCompleted(ctx context.Context, id, key string) error
 	switch {
 	case err != nil:
 		return err
-	case !ok || !State(r.State).final() || r.Key != key:
+	case !ok || !final(idem.State(r.State)) || r.Key != key:
 		return fmt.Errorf("idem: journal %s: forget %s: %w: no completed operation under key %s",
-			j.Path(), fileengine.QuoteID(id), ErrNoSuchOperation, key)
+			j.Path(), journalkit.QuoteID(id), idem.ErrNoSuchOperation, key)
 	}
 	return j.eng.Forget(id)
 }
+
+// final reports whether s is an outcome: Done or Rejected.
+func final(s idem.State) bool { return s == idem.StateDone || s == idem.StateRejected }

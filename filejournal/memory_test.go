@@ -14,9 +14,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
-// The heap an open FileJournal holds per operation it remembers, measured
+// The heap an open Journal holds per operation it remembers, measured
 // through the public API: operations begun and completed by 64 goroutines,
 // each outcome with a recorded body, then the journal reopened. The bodies
 // stay in the file and are read when an outcome is looked up, so the heap
@@ -46,7 +48,7 @@ func TestFileJournalHeapPerOperation(t *testing.T) {
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "ops.journal")
 	}
-	o := JournalOptions{CompactMinSize: -1, Logger: quietOptions().Logger}
+	o := Options{CompactMinSize: -1, Logger: quietOptions().Logger}
 	if _, err := os.Stat(path); err != nil {
 		began := time.Now()
 		writeHeapJournal(t, path, o, ops, bodySize)
@@ -62,7 +64,7 @@ func TestFileJournalHeapPerOperation(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	peak := watchHeap()
 	began, cpu := time.Now(), cpuTime()
-	j, err := OpenJournalWithOptions(path, o)
+	j, err := Open(path, o)
 	took, cpu := time.Since(began), cpuTime()-cpu
 	peakBytes := peak()
 	if err != nil {
@@ -89,7 +91,7 @@ func TestFileJournalHeapPerOperation(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("Lookup(%s) = %v, %v", heapOpID(i), ok, err)
 		}
-		if want := heapBody(i, bodySize); op.State != StateDone || op.Status != 201 || !bytes.Equal(op.Body, want) ||
+		if want := heapBody(i, bodySize); op.State != idem.StateDone || op.Status != 201 || !bytes.Equal(op.Body, want) ||
 			op.Header.Get("Content-Type") != "application/octet-stream" {
 			t.Fatalf("Lookup(%s) = %s %d %q, %d-byte body; want done 201 with its %d-byte body", heapOpID(i), op.State, op.Status, op.Header, len(op.Body), len(want))
 		}
@@ -99,8 +101,8 @@ func TestFileJournalHeapPerOperation(t *testing.T) {
 
 // writeHeapJournal begins and completes ops operations through 64
 // goroutines, each outcome with a body of bodySize bytes.
-func writeHeapJournal(t *testing.T, path string, o JournalOptions, ops, bodySize int) {
-	j, err := OpenJournalWithOptions(path, o)
+func writeHeapJournal(t *testing.T, path string, o Options, ops, bodySize int) {
+	j, err := Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,14 +115,14 @@ func writeHeapJournal(t *testing.T, path string, o JournalOptions, ops, bodySize
 				if i >= ops || t.Failed() {
 					return
 				}
-				op := Operation{ID: heapOpID(i), Key: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
+				op := idem.Operation{ID: heapOpID(i), Key: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
 					Method: http.MethodPost, URL: "https://api.example.test/charges", Created: testNow}
 				op.Fingerprint[0] = byte(i)
 				if err := j.begin(op); err != nil {
 					t.Error(err)
 					return
 				}
-				op.State, op.Completed, op.Status = StateDone, testNow, 201
+				op.State, op.Completed, op.Status = idem.StateDone, testNow, 201
 				op.Header = http.Header{"Content-Type": {"application/octet-stream"}}
 				op.Body = heapBody(i, bodySize)
 				if err := j.complete(op); err != nil {

@@ -1,12 +1,12 @@
-// Package filejournal is the engine of idem's file journal: an append-only
+// Package fileengine is the engine of idem's file journal: an append-only
 // file holding, per operation, the intent (ID, key, fingerprint, method,
 // URL, created time) and, once known, the outcome, with the index of every
 // operation in it kept in memory and rebuilt from the file on open. The
 // index holds each operation's Meta and where its records are; the rest,
 // the recorded responses above all, is read from the file when asked for.
 //
-// Package idem wraps a Journal as its FileJournal, converting its Operations to and
-// from the Records here. This package knows bytes and records: times are
+// Package filejournal wraps a Journal as its Journal, converting its
+// Operations to and from the Records here. This package knows bytes and records: times are
 // Unix nanoseconds, an outcome's response header and body stay encoded
 // until DecodeHeaderBody is asked for them, and of net/http it knows only
 // the Header type, which the codec encodes and decodes.

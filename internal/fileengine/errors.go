@@ -40,7 +40,7 @@ var (
 
 // CorruptError describes where and why a journal file failed a check (J3).
 // It matches ErrCorrupt with errors.Is. Package idem exports it as
-// idem.CorruptError.
+// filejournal.CorruptError.
 type CorruptError struct {
 	// Path is the journal file.
 	Path string

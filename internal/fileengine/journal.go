@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // File is a file the journal reads and writes: *os.File, or what
@@ -30,16 +31,16 @@ type File interface {
 	Close() error
 }
 
-// Defaults of Options, which package idem exports as the defaults of
-// JournalOptions.
+// Defaults of Options, which package filejournal exports as the defaults
+// of its Options (DefaultKeyTTL is package idem's).
 const (
-	DefaultKeyTTL                     = 24 * time.Hour
+	DefaultKeyTTL                     = journalkit.DefaultKeyTTL
 	DefaultCompactMinSize             = 4 << 20
 	DefaultFileMode       os.FileMode = 0o600
 )
 
 // Options tunes a Journal. Each field means what the field of the same name
-// in idem.JournalOptions does, where it is documented; a zero field gets the
+// in filejournal.Options does, where it is documented; a zero field gets the
 // same default.
 type Options struct {
 	ReadOnly       bool
@@ -72,7 +73,7 @@ type Options struct {
 }
 
 // Stats are a Journal's counters. Package idem converts them to
-// JournalStats, which documents each and must keep the same fields in the
+// filejournal.Stats, which documents each and must keep the same fields in the
 // same order.
 type Stats struct {
 	Appends     uint64
@@ -138,7 +139,7 @@ type Journal struct {
 // Open opens the journal at path, creating it if it does not exist (unless
 // o.ReadOnly), and rebuilds its index. What it does with symlinks, hard
 // links, the lock, a leftover compaction file, a torn tail and corruption
-// is idem.OpenJournalWithOptions's documentation.
+// is filejournal.Open's documentation.
 func Open(path string, o Options) (*Journal, error) {
 	if path == "" {
 		return nil, errors.New("idem: opening journal: empty path")

@@ -29,6 +29,11 @@ var (
 
 // The limits of what a journal stores.
 const (
+	// DefaultKeyTTL is how long a key lives on a server that does not say:
+	// 24 hours, the reference server's retention window. Package idem
+	// exports it.
+	DefaultKeyTTL = 24 * time.Hour
+
 	// MaxIDLen and MaxKeyLen bound an operation ID and a key.
 	MaxIDLen  = 4096
 	MaxKeyLen = 4096
