@@ -37,7 +37,7 @@ var mutants = []mutant{
 	{
 		Name: "no per-operation lock; the loser of the Begin race sends under the winner's key at once", Rules: "C11.2",
 		Edits: []edit{
-			{File: "journal_file_claim.go", Old: "j.running.Lock(ctx, id)",
+			{File: "filejournal/claim.go", Old: "j.running.Lock(ctx, id)",
 				New: "func(context.Context, string) (func(), error) { return func() {}, nil }(ctx, id)"},
 		},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaosConcurrentDoOfOneOperation"},
