@@ -27,6 +27,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/pgjournal"
 	"go.uber.org/goleak"
 )
 
@@ -1337,6 +1338,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{KeyHeader: "Bad Header"},
 		{KeyHeader: "X-Key\n"},
 		{MaxRecordedBody: -1},
+		{Journal: (*filejournal.Journal)(nil)}, // a nil journal of any type, not a panic on its first call
+		{Journal: (*pgjournal.Journal)(nil)},
 	} {
 		if _, err := idem.New(cfg); !errors.Is(err, idem.ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
