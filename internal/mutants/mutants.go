@@ -702,7 +702,7 @@ var mutants = []mutant{
 	{
 		Name: "an atomic route's key row committed on its own, before the handler's transaction", Rules: "L2.3",
 		Edits: []edit{{File: "idemserver/atomic.go", Old: "_, err = k.insert(ctx, tx, req, now, &resp, \"\", 0)",
-			New: "_, err = k.insert(ctx, map[bool]querier{true: k.db, false: tx}[k.dialect == dialectPostgres], req, now, &resp, \"\", 0)"}},
+			New: "_, err = k.insert(ctx, map[bool]querier{true: k.db, false: tx}[k.flavor == flavorPostgres], req, now, &resp, \"\", 0)"}},
 		Pkg: "./idemserver", Tests: []string{"TestL2AFailedCommitStoresNothing"},
 	},
 	{
@@ -970,7 +970,7 @@ var mutants = []mutant{
 	{
 		Name: "any database behind an unknown driver taken for PostgreSQL", Rules: "L1.20",
 		Edits: []edit{{File: "idemserver/store.go", Old: "\treturn 0, fmt.Errorf(\"%w; Config.DB's driver is %T, and its database says %q\", ErrUnsupportedDatabase, db.Driver(), v)\n",
-			New: "\treturn dialectPostgres, nil\n"}},
+			New: "\treturn flavorPostgres, nil\n"}},
 		Pkg: "./idemserver", Tests: []string{"TestNewRefusesADatabaseItDoesNotSpeak"},
 	},
 }
