@@ -50,8 +50,10 @@ type Config struct {
 	Jitter float64
 
 	// KeyTTL is how long the server keeps a key (see Keys and expiry in
-	// the package documentation). Default: the Dialect's Retention, else
-	// the Journal's KeyTTL, or DefaultKeyTTL (24h) without one.
+	// the package documentation). Default, the first that is set: the
+	// Dialect's Retention, the Journal's KeyTTL, DefaultKeyTTL (24h). Open
+	// the journal with the same lifetime, so that what it lists as expired
+	// and what its compaction summarizes agree with the Client.
 	KeyTTL time.Duration
 
 	// RetryBudget bounds retries across the Client's operations (on by default).
@@ -136,6 +138,22 @@ const (
 	DefaultKeyTTL = journalkit.DefaultKeyTTL
 )
 
+// keyTTL returns the Client's key lifetime: Config.KeyTTL's default chain,
+// stated in its documentation, in the one place it is applied.
+func keyTTL(cfg Config, d Dialect) time.Duration {
+	switch {
+	case cfg.KeyTTL != 0:
+		return cfg.KeyTTL
+	case d.Retention != 0:
+		return d.Retention
+	case cfg.Journal != nil:
+		if ttl := cfg.Journal.KeyTTL(); ttl != 0 {
+			return ttl
+		}
+	}
+	return DefaultKeyTTL
+}
+
 // errorBodyLimit bounds the prefix of a last response kept in an Unknown
 // OutcomeError.
 const errorBodyLimit = 4 << 10
@@ -179,9 +197,6 @@ func New(cfg Config) (*Client, error) {
 		cfg.KeyHeader = d.KeyHeader
 	}
 	cfg.QuotedKey = cfg.QuotedKey || d.QuotedKey
-	if cfg.KeyTTL == 0 {
-		cfg.KeyTTL = d.Retention
-	}
 	if v := reflect.ValueOf(cfg.Journal); v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil, fmt.Errorf("idem: %w: Journal is a nil %T", ErrInvalidConfig, cfg.Journal)
 	}
@@ -190,10 +205,7 @@ func New(cfg Config) (*Client, error) {
 	setDefault(&cfg.MaxElapsed, DefaultMaxElapsed)
 	setDefault(&cfg.InitialWait, DefaultInitialWait)
 	setDefault(&cfg.MaxWait, DefaultMaxWait)
-	if cfg.KeyTTL == 0 && cfg.Journal != nil {
-		cfg.KeyTTL = cfg.Journal.KeyTTL()
-	}
-	setDefault(&cfg.KeyTTL, DefaultKeyTTL)
+	cfg.KeyTTL = keyTTL(cfg, d)
 	if d.KeyField == "" {
 		setDefault(&cfg.KeyHeader, DefaultKeyHeader)
 	}

@@ -35,8 +35,9 @@ type Journal interface {
 	// time and then by ID.
 	List(ctx context.Context, which Listing) ([]Operation, error)
 
-	// KeyTTL is how long a key lives on the server: a pending operation
-	// older than it is expired. It is the default of Config.KeyTTL.
+	// KeyTTL is how long the journal takes a key to live on the server,
+	// for its listings (a pending operation older than it is expired) and
+	// its compaction: a step of Config.KeyTTL's default.
 	KeyTTL() time.Duration
 
 	// Now is the journal's clock, by which keys are minted and judged

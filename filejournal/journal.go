@@ -58,8 +58,8 @@ type Options struct {
 	// by compaction). A completed operation whose Completed time is KeyTTL or
 	// more in the past is summarized by compaction: its response header
 	// and body are dropped (the server has forgotten them too), the rest
-	// is kept (see ForgetAfter). A Client with this journal and no
-	// Config.KeyTTL uses this one. Default idem.DefaultKeyTTL (24h).
+	// is kept (see ForgetAfter). It is the journal's KeyTTL (see
+	// idem.Config.KeyTTL). Default idem.DefaultKeyTTL (24h).
 	KeyTTL time.Duration
 
 	// ForgetAfter is how long after its completion a completed operation
