@@ -50,10 +50,8 @@ type Config struct {
 	Jitter float64
 
 	// KeyTTL is how long the server keeps a key (see Keys and expiry in
-	// the package documentation). Default, the first that is set: the
-	// Dialect's Retention, the Journal's KeyTTL, DefaultKeyTTL (24h). Open
-	// the journal with the same lifetime, so that what it lists as expired
-	// and what its compaction summarizes agree with the Client.
+	// the package documentation). Default, the first set of: the
+	// Dialect's Retention, the Journal's KeyTTL, DefaultKeyTTL (24h).
 	KeyTTL time.Duration
 
 	// RetryBudget bounds retries across the Client's operations (on by default).
@@ -725,22 +723,16 @@ func OperationFrom(ctx context.Context) (string, bool) {
 // Unlike Do, a rejection is returned as the server's response (a 4xx the
 // calling code expects to read), not as an error; Unknown outcomes and
 // refusals (ErrMismatch, ErrKeyExpired) are returned as errors, which an
-// SDK's own retry loop is told not to retry: each has a RetryableError
-// method that returns false, the method the AWS SDK for Go's retryer asks
-// for. A redirect
-// that the redirect rule left unfollowed is a rejection too,
-// and an *http.Client built on this RoundTripper must not follow it: the
-// RoundTripper refuses, with ErrInvalidRequest, a redirect of a request
-// that carried a key. StandardClient's client stops at those redirects.
+// SDK's own retry loop is told not to retry (their RetryableError method
+// returns false). A redirect the redirect rule left unfollowed is a
+// rejection too, which an *http.Client on this RoundTripper must not
+// follow (ErrInvalidRequest); StandardClient's does not.
 func (c *Client) RoundTripper() http.RoundTripper { return roundTripper{c} }
 
 // StandardClient returns an *http.Client whose transport is
-// c.RoundTripper(). A request that carries a key has its redirects decided
-// inside each attempt by the redirect rule (see Redirects in the package
-// documentation), and the 3xx that
-// rule leaves unfollowed is returned as the response. A safe request
-// without an operation follows redirects as net/http does, under
-// Config.HTTPClient's CheckRedirect, each hop sent once without a key.
+// c.RoundTripper(), which stops at the redirects the redirect rule leaves
+// unfollowed (see Redirects in the package documentation). A safe request
+// without an operation follows redirects as net/http does.
 func (c *Client) StandardClient() *http.Client {
 	return &http.Client{Transport: c.RoundTripper(), CheckRedirect: c.standardRedirect}
 }

@@ -81,10 +81,6 @@
 // built-in dialects), and the Client places the key, defaults KeyTTL and
 // reads answers by it.
 //
-// Attempt counts are a lower bound: net/http may itself resend a request
-// that carries an Idempotency-Key on a new connection when a reused one
-// fails before the response begins. That resend carries the same key.
-//
 // # Redirects
 //
 // An attempt follows only a 307 or 308 to the origin (scheme, host and
@@ -117,7 +113,8 @@
 // when its key turns KeyTTL old: a pending operation whose key is older
 // than KeyTTL less Config.AttemptTimeout is refused with ErrKeyExpired,
 // nothing is sent, and retrying stops at the same edge. The journal lists
-// such operations (ListExpired) for a person to reconcile with Settle.
+// such operations (ListExpired) for a person to reconcile with Settle. It
+// judges them by its own KeyTTL: open it with the Client's.
 //
 // # Sending a refusal again
 //

@@ -149,9 +149,7 @@ func (l Listing) Selects(op Operation, now time.Time, ttl time.Duration) bool {
 // State is where an operation stands in the journal.
 type State uint8
 
-// The states of an operation. The zero State is not valid. Their values are
-// the state bytes of the journal's format, so a filejournal.Journal converts them
-// to and from its engine's states as they are.
+// The states of an operation. The zero State is not valid.
 const (
 	// Pending: the intent is recorded; no final outcome is known. The
 	// operation may or may not have reached the server.
