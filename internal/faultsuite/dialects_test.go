@@ -63,7 +63,7 @@ func listenDialectProxy(t *testing.T, upstream string, d idem.Dialect, seed int6
 	}
 	cfg := chaos.Config{
 		Upstream: u, Seed: seed, Rates: rates,
-		InFlight: chaos.Answer{Status: status, Header: h, Body: body}, KeyHeader: header,
+		InFlight: chaos.Reply{Status: status, Header: h, Body: body}, KeyHeader: header,
 		Transport: wire.Transport(tr),
 	}
 	cfg.Seed = inFlightSeed(t, cfg, ops)
@@ -267,7 +267,7 @@ func TestDialectClientCrash(t *testing.T) {
 			defer tr.CloseIdleConnections()
 			status, h, body := serverDialect(t, d).InFlightResponse()
 			pcfg := chaos.Config{Upstream: u, Seed: seed, Rates: map[chaos.Kind]float64{chaos.InFlight: 0.1},
-				InFlight: chaos.Answer{Status: status, Header: h, Body: body}, KeyHeader: header, Transport: wire.Transport(tr)}
+				InFlight: chaos.Reply{Status: status, Header: h, Body: body}, KeyHeader: header, Transport: wire.Transport(tr)}
 			pcfg.Seed = inFlightSeed(t, pcfg, ops)
 			proxy, err := chaos.Listen(pcfg)
 			if err != nil {
