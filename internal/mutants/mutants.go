@@ -198,8 +198,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a new key minted on resume", Rules: "C1.2",
-		Edits: []edit{{File: "client.go", Old: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tfilejournal.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\treturn op, nil\n",
-			New: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tfilejournal.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\tif op.State == StatePending {\n\t\top.Key, _ = newKey()\n\t}\n\treturn op, nil\n"}},
+		Edits: []edit{{File: "client.go", Old: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tjournalkit.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\treturn op, nil\n",
+			New: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tjournalkit.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\tif op.State == StatePending {\n\t\top.Key, _ = newKey()\n\t}\n\treturn op, nil\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestClientCrash", "TestClientAndServerCrash"},
 	},
 	{
