@@ -25,7 +25,7 @@ func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 	return j.claimed(id, unlock)
 }
 
-// TryClaim is Claim without the wait: a *HeldError at once when another Do
+// TryClaim is Claim without the wait: a *idem.HeldError at once when another Do
 // of id runs through this journal.
 func (j *Journal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
 	if err := ctx.Err(); err != nil {

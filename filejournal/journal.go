@@ -188,7 +188,7 @@ type Journal struct {
 // is refused with ErrHardLinked. A compaction file path+".compact" left by
 // a crash before its rename is removed. A torn tail is truncated and the
 // truncation fsync'd; any other damage is a *CorruptError matching
-// ErrCorrupt, and the file is left untouched.
+// idem.ErrCorrupt, and the file is left untouched.
 func Open(path string, o Options) (*Journal, error) {
 	eng, err := fileengine.Open(path, o.engine())
 	if err != nil {
@@ -207,8 +207,8 @@ func (j *Journal) Path() string { return j.eng.Path() }
 // journal's clock. op.State must be zero or Pending, and the outcome fields
 // must be zero.
 //
-// begin refuses an empty or over-long ID or key (ErrInvalidOperation) and an
-// ID the journal already holds (ErrOperationExists). After a failed write or
+// begin refuses an empty or over-long ID or key (idem.ErrInvalidOperation) and an
+// ID the journal already holds (idem.ErrOperationExists). After a failed write or
 // fsync it returns that failure, as does every later append. When begin
 // returns an error the operation is not in the journal: Lookup does not
 // find it, and it must not be sent.
@@ -239,9 +239,9 @@ func (j *Journal) begin(op idem.Operation) error {
 // for the same ID replaces the outcome.
 //
 // If op.Key is set it must be the operation's key. complete refuses an ID
-// the journal does not hold (ErrNoSuchOperation), a body kept although
+// the journal does not hold (idem.ErrNoSuchOperation), a body kept although
 // BodyTruncated is set, Summarized set, and a status outside 0..999
-// (ErrInvalidOperation).
+// (idem.ErrInvalidOperation).
 func (j *Journal) complete(op idem.Operation) error {
 	if err := idem.CheckOutcome(op); err != nil {
 		return j.eng.Refuse("complete", op.ID, err)
@@ -269,7 +269,7 @@ func (j *Journal) Compact() error { return j.eng.Compact() }
 
 // Close makes every appended record durable (one fsync), closes the file
 // and releases the lock. A second Close returns nil; every other method
-// returns an error matching ErrClosed afterwards (Lookup and List too,
+// returns an error matching idem.ErrClosed afterwards (Lookup and List too,
 // since they read the file), except Stats. If the journal had latched a
 // failure, Close releases everything and returns that failure.
 func (j *Journal) Close() error { return j.eng.Close() }
@@ -278,8 +278,8 @@ func (j *Journal) Close() error { return j.eng.Close() }
 // finds it; its key, URL, fingerprint and recorded response are read from
 // the file, and checked as they were when the journal was opened. Lookup
 // fails only on that read: a failed read, a record that changed on disk
-// since the journal was opened (a *CorruptError matching ErrCorrupt: never
-// a wrong response), or a file journal used after Close (ErrClosed).
+// since the journal was opened (a *CorruptError matching idem.ErrCorrupt: never
+// a wrong response), or a file journal used after Close (idem.ErrClosed).
 func (j *Journal) Lookup(_ context.Context, id string) (idem.Operation, bool, error) {
 	r, ok, err := j.eng.Lookup(id)
 	if !ok || err != nil {
@@ -358,9 +358,9 @@ func flags(op *idem.Operation) uint8 {
 // sending it again under the new key may apply it twice. It waits for a
 // running Do of id in this process, as Claim does, then rewrites the
 // journal without the operation (a compaction that keeps everything
-// else), durably. It returns an error matching ErrNoSuchOperation if the
-// journal does not hold id, and ErrAlreadyCompleted if its outcome is
-// recorded. idem.Settle with Settlement.Forget is the checked way in.
+// else), durably. It returns an error matching idem.ErrNoSuchOperation if the
+// journal does not hold id, and idem.ErrAlreadyCompleted if its outcome is
+// recorded. idem.Settle with idem.Settlement.Forget is the checked way in.
 func (j *Journal) Forget(ctx context.Context, id string) error {
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
@@ -377,7 +377,7 @@ func (j *Journal) Forget(ctx context.Context, id string) error {
 // ForgetCompleted drops the completed operation id, as Forget drops a
 // pending one, if its key is still key: an operation forgotten and sent
 // again meanwhile, under a new key, is kept. It returns an error matching
-// ErrNoSuchOperation if the journal holds no completed operation id under
+// idem.ErrNoSuchOperation if the journal holds no completed operation id under
 // key.
 func (j *Journal) ForgetCompleted(ctx context.Context, id, key string) error {
 	unlock, err := j.running.Lock(ctx, id)
