@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,13 +16,13 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // Config configures a Client. The zero Config is usable: each zero field
 // takes the default its doc states.
 type Config struct {
-	// Journal keeps keys and outcomes across restarts: a FileJournal, or
+	// Journal keeps keys and outcomes across restarts: a filejournal.Journal, or
 	// a shared journal (package pgjournal); Clients may share one. Default
 	// nil: keys live in this process only.
 	Journal Journal
@@ -49,8 +50,8 @@ type Config struct {
 	Jitter float64
 
 	// KeyTTL is how long the server keeps a key (see Keys and expiry in
-	// the package documentation). Default: the Dialect's Retention, else
-	// the Journal's KeyTTL, or DefaultKeyTTL (24h) without one.
+	// the package documentation). Default, the first set of: the
+	// Dialect's Retention, the Journal's KeyTTL, DefaultKeyTTL (24h).
 	KeyTTL time.Duration
 
 	// RetryBudget bounds retries across the Client's operations (on by default).
@@ -129,7 +130,27 @@ const (
 	DefaultMaxRecordedBody = 64 << 10
 
 	DefaultMaxRecordedHeader = 16 << 10
+
+	// DefaultKeyTTL is the key lifetime of a server whose Dialect does not
+	// state one: 24 hours, the reference server's retention window.
+	DefaultKeyTTL = journalkit.DefaultKeyTTL
 )
+
+// keyTTL returns the Client's key lifetime: Config.KeyTTL's default chain,
+// stated in its documentation, in the one place it is applied.
+func keyTTL(cfg Config, d Dialect) time.Duration {
+	switch {
+	case cfg.KeyTTL != 0:
+		return cfg.KeyTTL
+	case d.Retention != 0:
+		return d.Retention
+	case cfg.Journal != nil:
+		if ttl := cfg.Journal.KeyTTL(); ttl != 0 {
+			return ttl
+		}
+	}
+	return DefaultKeyTTL
+}
 
 // errorBodyLimit bounds the prefix of a last response kept in an Unknown
 // OutcomeError.
@@ -174,21 +195,15 @@ func New(cfg Config) (*Client, error) {
 		cfg.KeyHeader = d.KeyHeader
 	}
 	cfg.QuotedKey = cfg.QuotedKey || d.QuotedKey
-	if cfg.KeyTTL == 0 {
-		cfg.KeyTTL = d.Retention
-	}
-	if fj, ok := cfg.Journal.(*FileJournal); ok && fj == nil {
-		cfg.Journal = nil // a nil *FileJournal means no journal, as it did before Journal was an interface
+	if v := reflect.ValueOf(cfg.Journal); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("idem: %w: Journal is a nil %T", ErrInvalidConfig, cfg.Journal)
 	}
 	setDefault(&cfg.AttemptTimeout, DefaultAttemptTimeout)
 	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&cfg.MaxElapsed, DefaultMaxElapsed)
 	setDefault(&cfg.InitialWait, DefaultInitialWait)
 	setDefault(&cfg.MaxWait, DefaultMaxWait)
-	if cfg.KeyTTL == 0 && cfg.Journal != nil {
-		cfg.KeyTTL = cfg.Journal.KeyTTL()
-	}
-	setDefault(&cfg.KeyTTL, DefaultKeyTTL)
+	cfg.KeyTTL = keyTTL(cfg, d)
 	if d.KeyField == "" {
 		setDefault(&cfg.KeyHeader, DefaultKeyHeader)
 	}
@@ -363,14 +378,14 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 	lim, err := c.callLimits(ctx)
 	if err != nil {
 		closeBody(req)
-		return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
+		return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 	}
 	body, err := captureBody(req, c.cfg.MaxBufferedBody)
 	if err == nil && c.dialect.KeyField != "" {
 		body, err = body.object(c.dialect.KeyField, c.cfg.MaxBufferedBody)
 	}
 	if err != nil {
-		return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
+		return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 	}
 	fp := body.fingerprint
 	var op Operation
@@ -389,12 +404,12 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 				return c.runClaimBegin(ctx, cb, id, req, body, lim)
 			}
 			if claim, err = c.journal.Claim(ctx, id); err != nil {
-				return result{}, wrapf(err, "operation %s: %s", filejournal.QuoteID(id), claimFailure(ctx, err))
+				return result{}, wrapf(err, "operation %s: %s", journalkit.QuoteID(id), claimFailure(ctx, err))
 			}
 			defer claim.Release()
 		}
 		if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
-			return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
+			return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 		}
 		op, err = c.admit(ctx, claim, id, req, body)
 		if err != nil {
@@ -417,7 +432,7 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 // what the journal held instead is judged as admit judges it.
 func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string, req *http.Request, body requestBody, lim limits) (result, error) {
 	if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
-		return result{}, wrapf(err, "operation %s", filejournal.QuoteID(id))
+		return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 	}
 	key, err := newKey()
 	if err != nil {
@@ -429,13 +444,13 @@ func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string,
 	}
 	claim, err := cb.ClaimBegin(ctx, mine)
 	if err != nil {
-		return result{}, wrapf(err, "operation %s: %s", filejournal.QuoteID(id), claimFailure(ctx, err))
+		return result{}, wrapf(err, "operation %s: %s", journalkit.QuoteID(id), claimFailure(ctx, err))
 	}
 	defer claim.Release()
 	op, ok := claim.Operation()
 	switch {
 	case !ok:
-		return result{}, fmt.Errorf("idem: operation %s: journaling intent: %w", filejournal.QuoteID(id), ErrNoSuchOperation)
+		return result{}, fmt.Errorf("idem: operation %s: journaling intent: %w", journalkit.QuoteID(id), ErrNoSuchOperation)
 	case op.Key != mine.Key: // what the journal held: judged as admit judges it
 		if op, err = c.judge(op, id, req, body); err != nil {
 			return result{op: op}, err
@@ -486,7 +501,7 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		// the winner began (Claim.Begin), which is judged below like any
 		// operation found in the journal. Its key is the one sent.
 		if op, ok = claim.Operation(); !ok || !errors.Is(err, ErrOperationExists) {
-			return Operation{}, wrapf(err, "operation %s: journaling intent", filejournal.QuoteID(id))
+			return Operation{}, wrapf(err, "operation %s: journaling intent", journalkit.QuoteID(id))
 		}
 	}
 	return c.judge(op, id, req, body)
@@ -498,10 +513,10 @@ func (c *Client) judge(op Operation, id string, req *http.Request, body requestB
 	fp := body.fingerprint
 	switch {
 	case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go
-		return op, fmt.Errorf("idem: operation %s (key %s): %w: %s", filejournal.QuoteID(id), op.Key, ErrMismatch, c.difference(op, req, body))
+		return op, fmt.Errorf("idem: operation %s (key %s): %w: %s", journalkit.QuoteID(id), op.Key, ErrMismatch, c.difference(op, req, body))
 	case op.State == StatePending && !c.keyUsable(op.Created, c.now()):
 		return op, fmt.Errorf("idem: operation %s (key %s, minted %s): %w",
-			filejournal.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
+			journalkit.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
 	}
 	return op, nil
 }
@@ -708,22 +723,16 @@ func OperationFrom(ctx context.Context) (string, bool) {
 // Unlike Do, a rejection is returned as the server's response (a 4xx the
 // calling code expects to read), not as an error; Unknown outcomes and
 // refusals (ErrMismatch, ErrKeyExpired) are returned as errors, which an
-// SDK's own retry loop is told not to retry: each has a RetryableError
-// method that returns false, the method the AWS SDK for Go's retryer asks
-// for. A redirect
-// that the redirect rule left unfollowed is a rejection too,
-// and an *http.Client built on this RoundTripper must not follow it: the
-// RoundTripper refuses, with ErrInvalidRequest, a redirect of a request
-// that carried a key. StandardClient's client stops at those redirects.
+// SDK's own retry loop is told not to retry (their RetryableError method
+// returns false). A redirect the redirect rule left unfollowed is a
+// rejection too, which an *http.Client on this RoundTripper must not
+// follow (ErrInvalidRequest); StandardClient's does not.
 func (c *Client) RoundTripper() http.RoundTripper { return roundTripper{c} }
 
 // StandardClient returns an *http.Client whose transport is
-// c.RoundTripper(). A request that carries a key has its redirects decided
-// inside each attempt by the redirect rule (see Redirects in the package
-// documentation), and the 3xx that
-// rule leaves unfollowed is returned as the response. A safe request
-// without an operation follows redirects as net/http does, under
-// Config.HTTPClient's CheckRedirect, each hop sent once without a key.
+// c.RoundTripper(), which stops at the redirects the redirect rule leaves
+// unfollowed (see Redirects in the package documentation). A safe request
+// without an operation follows redirects as net/http does.
 func (c *Client) StandardClient() *http.Client {
 	return &http.Client{Transport: c.RoundTripper(), CheckRedirect: c.standardRedirect}
 }

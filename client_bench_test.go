@@ -104,11 +104,11 @@ func BenchmarkClientOverhead(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			cfg := Config{HTTPClient: hc}
 			if journal {
-				j, err := OpenJournalWithOptions(filepath.Join(b.TempDir(), "ops.journal"), quietOptions())
+				j, err := OpenFileJournal(filepath.Join(b.TempDir(), "ops.journal"))
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer j.Close()
+				defer j.(io.Closer).Close()
 				cfg.Journal = j
 			}
 			c, err := New(cfg)

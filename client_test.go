@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/pgjournal"
 	"go.uber.org/goleak"
 )
 
@@ -127,9 +129,9 @@ func newClient(t *testing.T, cfg idem.Config) *idem.Client {
 	return c
 }
 
-func openJournal(t *testing.T, path string) *idem.FileJournal {
+func openJournal(t *testing.T, path string) *filejournal.Journal {
 	t.Helper()
-	j, err := idem.OpenJournal(path)
+	j, err := filejournal.Open(path, filejournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +308,7 @@ func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
 	now := newTestClock()
 	clock := now.Now
 
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{KeyTTL: time.Hour, Now: clock})
+	j, err := filejournal.Open(path, filejournal.Options{KeyTTL: time.Hour, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1065,7 +1067,7 @@ func TestIntentDurableBeforeFirstAttempt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.journal")
 	arrived := make(chan string, 1) // the key on disk when the request arrived
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ro, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{ReadOnly: true})
+		ro, err := filejournal.Open(path, filejournal.Options{ReadOnly: true})
 		if err != nil {
 			t.Error(err)
 			return
@@ -1077,7 +1079,7 @@ func TestIntentDurableBeforeFirstAttempt(t *testing.T) {
 	}))
 	defer srv.Close()
 	hold := &heldSync{entered: make(chan struct{}), release: make(chan struct{})}
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{WrapFile: func(f idem.File) idem.File {
+	j, err := filejournal.Open(path, filejournal.Options{WrapFile: func(f filejournal.File) filejournal.File {
 		return &heldSyncFile{File: f, hold: hold}
 	}})
 	if err != nil {
@@ -1134,7 +1136,7 @@ type heldSync struct {
 }
 
 type heldSyncFile struct {
-	idem.File
+	filejournal.File
 	hold *heldSync
 }
 
@@ -1152,8 +1154,8 @@ func TestIntentNotDurableNothingSent(t *testing.T) {
 	s := newScript(t)
 	broken := errors.New("injected fsync failure")
 	var armed atomic.Bool
-	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "ops.journal"), idem.JournalOptions{
-		WrapFile: func(f idem.File) idem.File { return &syncFailer{File: f, armed: &armed, err: broken} },
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{
+		WrapFile: func(f filejournal.File) filejournal.File { return &syncFailer{File: f, armed: &armed, err: broken} },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -1172,7 +1174,7 @@ func TestIntentNotDurableNothingSent(t *testing.T) {
 }
 
 type syncFailer struct {
-	idem.File
+	filejournal.File
 	armed *atomic.Bool
 	err   error
 }
@@ -1336,6 +1338,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{KeyHeader: "Bad Header"},
 		{KeyHeader: "X-Key\n"},
 		{MaxRecordedBody: -1},
+		{Journal: (*filejournal.Journal)(nil)}, // a nil journal of any type, not a panic on its first call
+		{Journal: (*pgjournal.Journal)(nil)},
 	} {
 		if _, err := idem.New(cfg); !errors.Is(err, idem.ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
@@ -1421,7 +1425,7 @@ func TestClientsSharingAJournalSendOnce(t *testing.T) {
 func TestKeyTTLFromJournal(t *testing.T) {
 	now := newTestClock()
 	clock := now.Now
-	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "ops.journal"), idem.JournalOptions{KeyTTL: time.Minute, Now: clock})
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{KeyTTL: time.Minute, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1442,7 +1446,7 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 	clock := now.Now
 	path := filepath.Join(t.TempDir(), "ops.journal")
 	s := newScript(t, status(201, "charged", "X-Charge", "ch_1"))
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Now: clock})
+	j, err := filejournal.Open(path, filejournal.Options{Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1457,7 +1461,7 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Close()
-	j, err = idem.OpenJournalWithOptions(path, idem.JournalOptions{Now: clock})
+	j, err = filejournal.Open(path, filejournal.Options{Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1621,18 +1625,18 @@ func TestResumedIntentIsDurableBeforeItIsSent(t *testing.T) {
 	s := newScript(t, status(503, ""), status(201, "made"))
 	path := filepath.Join(t.TempDir(), "ops.journal")
 	var synced atomic.Int64 // the file's length at its last successful fsync
-	open := func(failSync bool) *idem.FileJournal {
+	open := func(failSync bool) *filejournal.Journal {
 		t.Helper()
 		fault := &syncFault{}
 		fault.armed.Store(failSync)
-		j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Logger: slog.New(slog.DiscardHandler),
-			WrapFile: func(f idem.File) idem.File { return syncedFile{File: f, size: &synced, fault: fault} }})
+		j, err := filejournal.Open(path, filejournal.Options{Logger: slog.New(slog.DiscardHandler),
+			WrapFile: func(f filejournal.File) filejournal.File { return syncedFile{File: f, size: &synced, fault: fault} }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return j
 	}
-	do := func(j *idem.FileJournal) error {
+	do := func(j *filejournal.Journal) error {
 		c := newClient(t, fast(idem.Config{Journal: j, MaxAttempts: 1}))
 		resp, err := c.Do("x", post(t, context.Background(), s.srv.URL, "x"))
 		if err == nil {
@@ -1694,8 +1698,10 @@ func TestALostCompletionIsResentUnderTheSameKey(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ops.journal")
 	var synced atomic.Int64 // the file's length at its last fsync
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{
-		WrapFile: func(f idem.File) idem.File { return syncedFile{File: f, size: &synced, fault: &syncFault{}} }})
+	j, err := filejournal.Open(path, filejournal.Options{
+		WrapFile: func(f filejournal.File) filejournal.File {
+			return syncedFile{File: f, size: &synced, fault: &syncFault{}}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,3 +99,102 @@ func TestNoBinaryLinksTesting(t *testing.T) {
 		}
 	}
 }
+
+// layers are the repository's packages from the bottom up, as DESIGN.md
+// draws them: a package imports only packages of lower layers, except that
+// the proof machinery may import itself. A path ending in "/" names every
+// package under it.
+var layers = []layer{
+	{"shared leaves", []string{"internal/journalkit", "internal/fsutil"}, false},
+	{"file journal engine", []string{"internal/fileengine"}, false},
+	{"client and server library", []string{"", "idemserver"}, false},
+	{"journals", []string{"filejournal", "pgjournal"}, false},
+	{"adapters and reference server", []string{"idemotel", "idemaws", "idemgin", "idemecho", "testserver", "testserver/chaos"}, false},
+	{"proof machinery", []string{"journaltest", "internal/journalhelp", "internal/doccheck", "internal/pgserver",
+		"internal/pgtest", "internal/faultsuite", "internal/loadbench", "internal/mutants", "cmd/idem-bench"}, true},
+	{"commands and examples", []string{"cmd/idem", "testserver/cmd/idem-testserver", "examples/"}, false},
+}
+
+// layer is one layer of the import graph.
+type layer struct {
+	name  string
+	pkgs  []string
+	peers bool // its packages may import one another
+}
+
+// layerOf returns the index in layers of the package at path, or -1.
+func layerOf(path string) int {
+	rel, ok := strings.CutPrefix(path, "github.com/idemkit/idem")
+	if !ok {
+		return -1
+	}
+	rel = strings.TrimPrefix(rel, "/")
+	for i, l := range layers {
+		for _, p := range l.pkgs {
+			if rel == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(rel, p)) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// TestImportsRunDownTheLayers checks the direction of every import between
+// the repository's packages: the engine below the client, the journals
+// above it and beside each other (neither imports the other), the proof
+// machinery above the product, and no package of the product (every layer
+// but the proof machinery) linking any package of the proof machinery.
+// Tests may import what they like; only the packages' own imports count.
+func TestImportsRunDownTheLayers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	const format = "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}"
+	out, err := exec.Command("go", "list", "-f", format, "./...", "./idemaws/...", "./idemgin/...", "./idemecho/...").Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("go list: %v\n%s", err, exit.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	proof := slices.IndexFunc(layers, func(l layer) bool { return l.name == "proof machinery" })
+	seen := map[string]bool{}
+	for line := range strings.Lines(strings.TrimSpace(string(out))) {
+		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
+		if len(f) != 3 {
+			t.Fatalf("go list: line %q has %d fields, want 3", line, len(f))
+		}
+		from := layerOf(f[0])
+		if from < 0 {
+			t.Errorf("%s is in no layer: add it to layers and to DESIGN.md's drawing", f[0])
+			continue
+		}
+		seen[f[0]] = true
+		for _, imp := range strings.Fields(f[1]) {
+			to := layerOf(imp)
+			switch {
+			case to < 0:
+				continue // not the repository's
+			case to > from:
+				t.Errorf("%s (%s) imports %s, a layer above it (%s)", f[0], layers[from].name, imp, layers[to].name)
+			case to == from && !layers[from].peers:
+				t.Errorf("%s imports %s, beside it in the layer %s", f[0], imp, layers[from].name)
+			}
+		}
+		if from == proof {
+			continue
+		}
+		for _, dep := range strings.Fields(f[2]) {
+			if layerOf(dep) == proof {
+				t.Errorf("%s, a package of the product, links %s, proof machinery", f[0], dep)
+			}
+		}
+	}
+	// The check must reach a package of every layer.
+	for _, want := range []string{"internal/journalkit", "internal/fileengine", "", "filejournal", "pgjournal", "idemaws", "internal/faultsuite", "cmd/idem"} {
+		if !seen[strings.TrimSuffix("github.com/idemkit/idem/"+want, "/")] {
+			t.Errorf("go list did not report %q", want)
+		}
+	}
+}

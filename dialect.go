@@ -48,11 +48,8 @@ type Dialect struct {
 	// KeyChars, when set, is the bytes a key may be made of.
 	KeyChars string
 
-	// Retention is how long the API keeps a key: the default of
-	// Config.KeyTTL, in place of the Journal's. Zero: the API publishes
-	// none, and KeyTTL keeps its own default. Open the journal with the
-	// same KeyTTL, so that what it lists as expired, and when compaction
-	// summarizes an outcome, agree with the Client.
+	// Retention is how long the API keeps a key, zero when it publishes
+	// none: a step of Config.KeyTTL's default.
 	Retention time.Duration
 
 	// Signals are the answers the API gives about a key, tried in order

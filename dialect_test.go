@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // wireAttempt is what a server saw of one attempt: its headers and body.
@@ -367,7 +368,7 @@ func TestDialectRetentionIsTheDefaultKeyTTL(t *testing.T) {
 	} {
 		w := newWire(t, hangUp, nil)
 		now := newTestClock()
-		j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "ops.journal"), idem.JournalOptions{Now: now.Now})
+		j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{Now: now.Now})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@
 // operations that completed are answered from the journal without a
 // network call.
 //
-//	j, err := idem.OpenJournal("charges.journal")
+//	j, err := filejournal.Open("charges.journal", filejournal.Options{})
 //	...
 //	c, err := idem.New(idem.Config{Journal: j})
 //	resp, err := c.Do("invoice-42", req)
@@ -81,10 +81,6 @@
 // built-in dialects), and the Client places the key, defaults KeyTTL and
 // reads answers by it.
 //
-// Attempt counts are a lower bound: net/http may itself resend a request
-// that carries an Idempotency-Key on a new connection when a reused one
-// fails before the response begins. That resend carries the same key.
-//
 // # Redirects
 //
 // An attempt follows only a 307 or 308 to the origin (scheme, host and
@@ -117,7 +113,8 @@
 // when its key turns KeyTTL old: a pending operation whose key is older
 // than KeyTTL less Config.AttemptTimeout is refused with ErrKeyExpired,
 // nothing is sent, and retrying stops at the same edge. The journal lists
-// such operations (ListExpired) for a person to reconcile with Settle.
+// such operations (ListExpired) for a person to reconcile with Settle. It
+// judges them by its own KeyTTL: open it with the Client's.
 //
 // # Sending a refusal again
 //
@@ -131,8 +128,8 @@
 // # Journals
 //
 // A Journal keeps each operation's ID, key, fingerprint, state and
-// outcome. FileJournal keeps them in one file on one machine, the
-// PostgreSQL journal of package pgjournal in a database shared by many,
+// outcome. Package filejournal keeps them in one file on one machine,
+// package pgjournal in a PostgreSQL database shared by many,
 // and a Client without Config.Journal in its memory. A Client uses a
 // Journal in one pattern:
 //
@@ -146,12 +143,7 @@
 // losing it only causes a replay under the same key. Concurrent Do calls
 // of one ID run one at a time, the second after the first.
 //
-// A FileJournal is one file, written by one process at a time (ErrLocked),
-// whose records each carry a checksum. A torn last record, from a crash
-// mid-write, is cut on open. Any other damage is a *CorruptError, and the
-// file is left as found: idem journal verify lists the damage, idem
-// journal salvage copies what still reads. Compaction rewrites the file
-// with its live operations on its own once garbage outweighs them.
+// Each journal's package documents how it keeps them and how it fails.
 //
 // # Secrets
 //
@@ -168,8 +160,8 @@
 //
 // # Logging
 //
-// A Client and a Journal log through Config.Logger and
-// JournalOptions.Logger, slog.Default() unless set. Routine work
+// A Client and a journal log through Config.Logger and the journal's own
+// Logger option, slog.Default() unless set. Routine work
 // (attempts, outcomes, answers from the journal, compactions) is logged at
 // Debug, so a default logger shows none of it. What a person may need to
 // know and no call returns (a torn tail cut, an automatic compaction that

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/idemkit/idem/internal/filejournal"
 	"strings"
+
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // Errors of Client.Do and New, wrapped with what was being done; test for
@@ -41,29 +42,19 @@ var (
 	ErrBodyTooLarge = fmt.Errorf("%w: body without GetBody is larger than Config.MaxBufferedBody", ErrInvalidRequest)
 
 	// ErrBodyNotRecorded is matched by the error of reading the body of a
-	// recorded response whose body was not kept; the error says which of
-	// two reasons holds: the body was larger than Config.MaxRecordedBody
-	// when first received (Operation.BodyTruncated), or compaction
-	// summarized the operation after KeyTTL (Operation.Summarized). The
-	// status is the original one; the header is too, within
-	// Config.MaxRecordedHeader, unless the operation was summarized.
+	// recorded response whose body was not kept (Operation.BodyTruncated
+	// or Summarized says why).
 	ErrBodyNotRecorded = errors.New("response body not recorded")
 )
 
-// Outcome is what became of an operation, as far as the client can know.
+// Outcome is what became of an operation, as far as the client can know
+// (see Outcomes in the package documentation).
 type Outcome uint8
 
 const (
-	// OutcomeDone: the server gave a final answer that applied the
-	// operation. Do returns the response.
-	OutcomeDone Outcome = iota + 1
-	// OutcomeRejected: the server gave a final answer that did not apply
-	// the operation (see ErrRejected). It is not sent again.
-	OutcomeRejected
-	// OutcomeUnknown: no final answer; something may have reached the
-	// server. The operation stays pending, and the next Do of it resumes
-	// under the same key.
-	OutcomeUnknown
+	OutcomeDone     Outcome = iota + 1 // a final answer that applied the operation
+	OutcomeRejected                    // a final answer that did not apply it
+	OutcomeUnknown                     // no final answer yet: the operation stays pending
 )
 
 // String returns "done", "rejected" or "unknown".
@@ -82,9 +73,7 @@ func (o Outcome) String() string {
 // Sentinels that an *OutcomeError matches with errors.Is, by its Outcome.
 var (
 	// ErrRejected matches an *OutcomeError whose Outcome is
-	// OutcomeRejected: the server's final answer says it did not apply the
-	// operation, which is recorded so and never sent again. Outcomes in
-	// the package documentation lists the statuses that say so.
+	// OutcomeRejected.
 	ErrRejected = errors.New("operation rejected")
 	// ErrUnknown matches an *OutcomeError whose Outcome is OutcomeUnknown.
 	ErrUnknown = errors.New("operation outcome unknown")
@@ -125,7 +114,7 @@ type OutcomeError struct {
 // Error describes the outcome, the attempts, the last status or error, and
 // the key.
 func (e *OutcomeError) Error() string {
-	msg := fmt.Sprintf("idem: operation %s %s after %d attempt(s) (key %s)", filejournal.QuoteID(e.ID), e.Outcome, e.Attempts, e.Key)
+	msg := fmt.Sprintf("idem: operation %s %s after %d attempt(s) (key %s)", journalkit.QuoteID(e.ID), e.Outcome, e.Attempts, e.Key)
 	if e.Status != 0 {
 		msg += fmt.Sprintf(": last status %d", e.Status)
 		if loc := e.Header.Get("Location"); loc != "" && unfollowedRedirect(e.Status) {

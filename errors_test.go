@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
 )
 
@@ -24,7 +25,7 @@ func TestErrorsSayIdemOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ops.journal")
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Logger: slog.New(slog.DiscardHandler)})
+	j, err := filejournal.Open(path, filejournal.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +63,10 @@ func TestErrorsSayIdemOnce(t *testing.T) {
 	errs["rejected"] = do("refused", "POST", "/refuse", "")
 	errs["recorded rejection"] = do("refused", "POST", "/refuse", "")
 	errs["unknown"] = do("busy", "POST", "/busy", "")
-	_, errs["locked"] = idem.OpenJournal(path)
+	_, errs["locked"] = filejournal.Open(path, filejournal.Options{})
 	notJournal := filepath.Join(dir, "not.journal")
 	os.WriteFile(notJournal, []byte("hello, this is not a journal at all"), 0o600)
-	_, errs["not a journal"] = idem.OpenJournal(notJournal)
+	_, errs["not a journal"] = filejournal.Open(notJournal, filejournal.Options{})
 	errs["settle unknown ID"] = idem.Settle(ctx, j, "nope", idem.Settlement{State: idem.StateDone, Status: 200})
 	errs["settle completed"] = idem.Settle(ctx, j, "op", idem.Settlement{State: idem.StateDone, Status: 200})
 	errs["settle invalid"] = idem.Settle(ctx, j, "op", idem.Settlement{})
@@ -83,7 +84,7 @@ func TestErrorsSayIdemOnce(t *testing.T) {
 			t.Errorf("%s: %q, want one \"idem: \", in front", name, msg)
 		}
 	}
-	if !errors.Is(errs["mismatch"], idem.ErrMismatch) || !errors.Is(errs["locked"], idem.ErrLocked) {
+	if !errors.Is(errs["mismatch"], idem.ErrMismatch) || !errors.Is(errs["locked"], filejournal.ErrLocked) {
 		t.Errorf("the errors lost their sentinels: %v; %v", errs["mismatch"], errs["locked"])
 	}
 }

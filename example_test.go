@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // A charge that the network fails twice is applied once: every attempt
@@ -81,7 +82,7 @@ func Example_resumeBatch() {
 	defer srv.Close()
 
 	run := func() {
-		j, err := idem.OpenJournal(path)
+		j, err := filejournal.Open(path, filejournal.Options{})
 		if err != nil {
 			panic(err)
 		}
@@ -148,7 +149,7 @@ func ExampleClient_RunBatch() {
 		}})
 	}
 	for run := 1; run <= 2; run++ {
-		j, err := idem.OpenJournal(filepath.Join(dir, "batch.journal"))
+		j, err := filejournal.Open(filepath.Join(dir, "batch.journal"), filejournal.Options{})
 		if err != nil {
 			panic(err)
 		}

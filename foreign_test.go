@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // hop is one request as the client's transport sent it: each redirect the
@@ -278,7 +279,7 @@ func TestForeignCallerSetsItsOwnKeyHeader(t *testing.T) {
 				}))
 				defer srv.Close()
 				path := filepath.Join(t.TempDir(), "j")
-				send := func(j *idem.FileJournal, maxAttempts int) error {
+				send := func(j *filejournal.Journal, maxAttempts int) error {
 					c := newClient(t, fast(idem.Config{Journal: j, KeyHeader: tc.keyHeader, MaxAttempts: maxAttempts}))
 					req := post(t, idem.WithOperation(context.Background(), "op"), srv.URL, "x")
 					tc.set(req.Header)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // Errors of journals shared by many machines.
@@ -23,6 +23,33 @@ var (
 
 	// ErrClaimed matches a *HeldError.
 	ErrClaimed = errors.New("operation claimed elsewhere")
+)
+
+// Errors every journal returns, wrapped with context (the journal, the
+// operation ID); test for them with errors.Is.
+var (
+	// ErrInvalidOperation reports an Operation that Begin or Complete
+	// refuses: an empty or over-long ID or key, a state that does not fit
+	// the call, a time outside the representable range, or a record larger
+	// than the journal's record limit. Nothing is written.
+	ErrInvalidOperation = journalkit.ErrInvalidOperation
+
+	// ErrOperationExists reports a Begin for an operation ID the journal
+	// already holds. An operation's intent is recorded once; its key is
+	// reused, never replaced.
+	ErrOperationExists = journalkit.ErrOperationExists
+
+	// ErrNoSuchOperation reports a Complete for an operation ID the journal
+	// does not hold: an outcome is only recorded after its intent.
+	ErrNoSuchOperation = journalkit.ErrNoSuchOperation
+
+	// ErrCorrupt reports that what a journal reads back fails a check that
+	// a torn write cannot explain: a record of a file journal (its
+	// concrete error then says where) or a header stored in a database.
+	ErrCorrupt = journalkit.ErrCorrupt
+
+	// ErrClosed reports a use of a Journal after Close.
+	ErrClosed = journalkit.ErrClosed
 )
 
 // HeldError is returned by Journal.Claim (and so by Do) when the caller's
@@ -49,7 +76,7 @@ func (e *HeldError) Error() string {
 	if holder == "" {
 		holder = "another Do of this process"
 	}
-	s := fmt.Sprintf("idem: operation %s is being run by %s", filejournal.QuoteID(e.ID), holder)
+	s := fmt.Sprintf("idem: operation %s is being run by %s", journalkit.QuoteID(e.ID), holder)
 	if !e.Until.IsZero() {
 		s += fmt.Sprintf(" (lease until %s)", e.Until.UTC().Format(time.RFC3339Nano))
 	}
@@ -77,3 +104,36 @@ func CheckIntent(op Operation) error { return checkIntent(&op) }
 // although marked truncated, or a time outside what a journal can store.
 // Every Journal applies it.
 func CheckOutcome(op Operation) error { return checkCompletion(&op) }
+
+// checkIntent validates op for Begin.
+func checkIntent(op *Operation) error {
+	if err := journalkit.CheckIDKey(op.ID, op.Key, true); err != nil {
+		return err
+	}
+	switch {
+	case op.State != 0 && op.State != StatePending:
+		return fmt.Errorf("%w: state is %s, want pending", ErrInvalidOperation, op.State)
+	case !op.Completed.IsZero() || op.Status != 0 || op.Header != nil || op.Body != nil ||
+		op.BodyTruncated || op.HeaderTruncated || op.Summarized:
+		return fmt.Errorf("%w: outcome fields are set on an intent", ErrInvalidOperation)
+	}
+	return journalkit.CheckTime("created", op.Created)
+}
+
+// checkCompletion validates op for Complete.
+func checkCompletion(op *Operation) error {
+	if err := journalkit.CheckIDKey(op.ID, op.Key, false); err != nil {
+		return err
+	}
+	switch {
+	case !op.State.final():
+		return fmt.Errorf("%w: state is %s, want done or rejected", ErrInvalidOperation, op.State)
+	case op.Status < 0 || op.Status > journalkit.MaxStatus:
+		return fmt.Errorf("%w: status %d is outside 0..%d", ErrInvalidOperation, op.Status, journalkit.MaxStatus)
+	case op.BodyTruncated && len(op.Body) > 0:
+		return fmt.Errorf("%w: a truncated body is not kept, but Body has %d bytes", ErrInvalidOperation, len(op.Body))
+	case op.Summarized:
+		return fmt.Errorf("%w: only compaction summarizes an outcome", ErrInvalidOperation)
+	}
+	return journalkit.CheckTime("completed", op.Completed)
+}

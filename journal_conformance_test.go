@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/journaltest"
 )
 
@@ -15,9 +16,9 @@ import (
 func TestFileJournalConforms(t *testing.T) {
 	journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
 		path := filepath.Join(t.TempDir(), "ops.journal")
-		o := idem.JournalOptions{KeyTTL: keyTTL, Logger: slog.New(slog.DiscardHandler)}
+		o := filejournal.Options{KeyTTL: keyTTL, Logger: slog.New(slog.DiscardHandler)}
 		open := func(t *testing.T) idem.Journal {
-			j, err := idem.OpenJournalWithOptions(path, o)
+			j, err := filejournal.Open(path, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -26,7 +27,7 @@ func TestFileJournalConforms(t *testing.T) {
 		}
 		j := open(t)
 		return journaltest.Backend{Journal: j, Reopen: func(t *testing.T) idem.Journal {
-			if err := j.(*idem.FileJournal).Close(); err != nil {
+			if err := j.(*filejournal.Journal).Close(); err != nil {
 				t.Fatal(err)
 			}
 			return open(t)

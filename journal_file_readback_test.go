@@ -9,9 +9,10 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
-// A FileJournal keeps recorded responses in its file and reads them back
+// A filejournal.Journal keeps recorded responses in its file and reads them back
 // when an operation is replayed (J9): the replay is byte for byte the
 // response recorded, and a record changed on disk after the journal was
 // opened is reported, never replayed wrong and never sent again.
@@ -72,7 +73,7 @@ func TestFileJournalChangedOnDiskIsReportedNotReplayed(t *testing.T) {
 	}
 
 	_, ok, err := j.Lookup(context.Background(), "op-1")
-	var ce *idem.CorruptError
+	var ce *filejournal.CorruptError
 	if ok || !errors.As(err, &ce) || !errors.Is(err, idem.ErrCorrupt) || !strings.Contains(ce.Reason, "checksum") {
 		t.Fatalf("Lookup of the changed record = %v, %v; want a *CorruptError", ok, err)
 	}

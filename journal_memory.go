@@ -4,9 +4,9 @@ package idem
 // Its operations live in one map, each entry holding the operation and the
 // claim on its ID, so a Do costs a few map lookups rather than a file
 // journal's encoding of every record it would write. It keeps what a
-// FileJournal keeps, with the same checks and errors (checkIntent,
+// filejournal.Journal keeps, with the same checks and errors (checkIntent,
 // checkCompletion, and a size bound: see memoryMaxRecord), and forgets what a
-// FileJournal without a file forgot: completed operations whose outcome is
+// filejournal.Journal without a file forgot: completed operations whose outcome is
 // KeyTTL old, swept once the map has doubled since the last sweep.
 
 import (
@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // memoryMaxRecord bounds the intent (ID, key, method and URL) and the
@@ -54,7 +54,7 @@ type memoryEntry struct {
 	bodyTruncated        bool
 	headerTruncated      bool
 	// outcome is the recorded header and body, encoded as a file journal
-	// encodes them (filejournal.EncodeHeaderBody).
+	// encodes them (journalkit.EncodeHeaderBody).
 	outcome []byte
 
 	begun bool          // an intent is recorded; false for an ID only claimed
@@ -164,7 +164,7 @@ func (j *memoryJournal) KeyTTL() time.Duration { return j.ttl }
 func (j *memoryJournal) Now() time.Time { return j.now() }
 
 // sweep drops the completed operations whose outcome is KeyTTL old and
-// that no claim holds, as a FileJournal without a file dropped them when it
+// that no claim holds, as a filejournal.Journal without a file dropped them when it
 // compacted. Called with mu held.
 func (j *memoryJournal) sweep() {
 	now := j.now()
@@ -186,7 +186,7 @@ func (e *memoryEntry) operation() Operation {
 	if e.state.final() {
 		op.Completed, op.Status = time.Unix(0, e.completed).UTC(), int(e.status)
 		op.BodyTruncated, op.HeaderTruncated = e.bodyTruncated, e.headerTruncated
-		op.Header, op.Body = filejournal.DecodeHeaderBody(string(e.outcome))
+		op.Header, op.Body = journalkit.DecodeHeaderBody(string(e.outcome))
 	}
 	return op
 }
@@ -258,7 +258,7 @@ func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
 	err := checkCompletion(&op)
 	var raw []byte
 	if err == nil {
-		raw = filejournal.EncodeHeaderBody(op.Header, op.Body)
+		raw = journalkit.EncodeHeaderBody(op.Header, op.Body)
 		if len(raw) > memoryMaxRecord {
 			err = fmt.Errorf("%w: outcome of %d bytes, over the %d-byte limit of a record", ErrInvalidOperation, len(raw), memoryMaxRecord)
 		}
@@ -307,7 +307,7 @@ func (c *memoryClaim) Release() {
 	c.e = nil
 }
 
-// Forget drops the pending operation id, as FileJournal.Forget does.
+// Forget drops the pending operation id, as filejournal.Journal.Forget does.
 func (j *memoryJournal) Forget(ctx context.Context, id string) error {
 	return j.forget(ctx, id, func(e *memoryEntry) error {
 		if e.state.final() {
@@ -318,7 +318,7 @@ func (j *memoryJournal) Forget(ctx context.Context, id string) error {
 }
 
 // ForgetCompleted drops the completed operation id if its key is key, as
-// FileJournal.ForgetCompleted does.
+// filejournal.Journal.ForgetCompleted does.
 func (j *memoryJournal) ForgetCompleted(ctx context.Context, id, key string) error {
 	return j.forget(ctx, id, func(e *memoryEntry) error {
 		if !e.state.final() || e.key != key {

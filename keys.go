@@ -51,7 +51,7 @@ func (w fingerprintWriter) sum() (f Fingerprint) {
 	return f
 }
 
-// fingerprintOf returns the fingerprint of a request whose body is in memory.
+// FingerprintOf returns the fingerprint of a request whose body is in memory.
 func FingerprintOf(method, url string, body []byte) Fingerprint {
 	w := newFingerprintWriter(method, url)
 	w.Write(body)

@@ -22,6 +22,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
 	"github.com/idemkit/idem/testserver"
 )
@@ -268,7 +269,7 @@ func (n *modelNetwork) RoundTrip(req *http.Request) (*http.Response, error) {
 // fsync covered, so that a power cut can be modelled: what was written
 // after it may be lost. Its fsync fails when the fault is armed.
 type syncedFile struct {
-	idem.File
+	filejournal.File
 	size  *atomic.Int64
 	fault *syncFault
 }
@@ -332,7 +333,7 @@ type machine struct {
 	gen      int // the journal file's generation: a crash copies it to the next
 	synced   atomic.Int64
 	net      *modelNetwork
-	j        *idem.FileJournal
+	j        *filejournal.Journal
 	c        *idem.Client
 	fault    *syncFault // the current process's
 	latched  bool       // the current process's journal failed an fsync
@@ -379,9 +380,9 @@ func (m *machine) path() string { return filepath.Join(m.dir, fmt.Sprintf("journ
 func (m *machine) open(t *rapid.T) {
 	t.Helper()
 	fault := &syncFault{}
-	j, err := idem.OpenJournalWithOptions(m.path(), idem.JournalOptions{
+	j, err := filejournal.Open(m.path(), filejournal.Options{
 		KeyTTL: modelTTL, Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
-		WrapFile: func(f idem.File) idem.File {
+		WrapFile: func(f filejournal.File) filejournal.File {
 			if fi, err := f.Stat(); err == nil {
 				m.synced.Store(fi.Size())
 			}
@@ -660,7 +661,7 @@ func (m *machine) corrupt(t *rapid.T) {
 		t.Fatal(err)
 	}
 
-	j, err := idem.OpenJournalWithOptions(m.path(), idem.JournalOptions{
+	j, err := filejournal.Open(m.path(), filejournal.Options{
 		KeyTTL: modelTTL, Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err == nil {
@@ -669,7 +670,7 @@ func (m *machine) corrupt(t *rapid.T) {
 		t.Fatalf("the journal opened with byte %d of record %d of %d (at %d) damaged, holding %d operations",
 			at, i, len(recs), recs[i], n)
 	}
-	var ce *idem.CorruptError
+	var ce *filejournal.CorruptError
 	if !errors.Is(err, idem.ErrCorrupt) || !errors.As(err, &ce) || ce.Offset != recs[i] {
 		t.Fatalf("opening the journal with byte %d of the record at %d damaged: %v; want ErrCorrupt at %d", at, recs[i], err, recs[i])
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 type ctxMark struct{}
@@ -46,7 +47,7 @@ func TestObservationHooks(t *testing.T) {
 	}))
 	defer srv.Close()
 	var syncs []int
-	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "j"), idem.JournalOptions{
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "j"), filejournal.Options{
 		OnSync: func(took time.Duration, records int, err error) {
 			if err == nil && took >= 0 {
 				syncs = append(syncs, records)

@@ -8,7 +8,7 @@ import (
 )
 
 // Journal is where a Client keeps each operation's key and outcome:
-// FileJournal, the PostgreSQL journal of package pgjournal, or, when
+// filejournal.Journal, the PostgreSQL journal of package pgjournal, or, when
 // Config.Journal is nil, the Client's own memory. Journals in the package
 // documentation says how a Client uses one. Every method is safe for
 // concurrent use.
@@ -35,8 +35,9 @@ type Journal interface {
 	// time and then by ID.
 	List(ctx context.Context, which Listing) ([]Operation, error)
 
-	// KeyTTL is how long a key lives on the server: a pending operation
-	// older than it is expired. It is the default of Config.KeyTTL.
+	// KeyTTL is how long the journal takes a key to live on the server,
+	// for its listings (a pending operation older than it is expired) and
+	// its compaction: a step of Config.KeyTTL's default.
 	KeyTTL() time.Duration
 
 	// Now is the journal's clock, by which keys are minted and judged
@@ -148,9 +149,7 @@ func (l Listing) Selects(op Operation, now time.Time, ttl time.Duration) bool {
 // State is where an operation stands in the journal.
 type State uint8
 
-// The states of an operation. The zero State is not valid. Their values are
-// the state bytes of the journal's format, so a FileJournal converts them
-// to and from its engine's states as they are.
+// The states of an operation. The zero State is not valid.
 const (
 	// Pending: the intent is recorded; no final outcome is known. The
 	// operation may or may not have reached the server.
@@ -220,7 +219,7 @@ type Operation struct {
 	HeaderTruncated bool
 	// Summarized says compaction kept only a summary of the operation
 	// once its outcome was KeyTTL old: ID, key, fingerprint, state and
-	// status, without the header and body (see JournalOptions.KeyTTL).
+	// status, without the header and body (see package filejournal).
 	Summarized bool
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // CallOptions bound one call's retrying in place of the Config's, and
@@ -76,7 +77,7 @@ func TestCheckRetry(t *testing.T) {
 	})
 
 	t.Run("a retry declined", func(t *testing.T) {
-		j, err := idem.OpenJournal(filepath.Join(t.TempDir(), "ops.journal"))
+		j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +148,7 @@ func TestLoggingRule(t *testing.T) {
 	var buf strings.Builder
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	path := filepath.Join(t.TempDir(), "ops.journal")
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Logger: log})
+	j, err := filejournal.Open(path, filejournal.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestLoggingRule(t *testing.T) {
 	}
 	f.Write([]byte{7, 0, 0}) // a torn record
 	f.Close()
-	j, err = idem.OpenJournalWithOptions(path, idem.JournalOptions{Logger: log})
+	j, err = filejournal.Open(path, filejournal.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
 )
 
@@ -20,9 +21,9 @@ const oldBase = "https://api.old.example.test/v1/"
 
 // movedJournal returns a journal holding operation "charge", pending, as
 // first sent: POST oldBase+"charges?x=1" with body.
-func movedJournal(t *testing.T, body string) *idem.FileJournal {
+func movedJournal(t *testing.T, body string) *filejournal.Journal {
 	t.Helper()
-	j, err := idem.OpenJournal(filepath.Join(t.TempDir(), "ops.journal"))
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,8 @@ import (
 // or a body the server would not take (400, 422). It never holds for a
 // pending or done operation, for a 3xx (a 301 or 302 to a POST is often a
 // framework's answer to a request it applied), for a 5xx, or for an
-// outcome a person settled by hand (SettledHeader).
-//
-// Pass it as CallOptions.Resend or BatchOptions.Resend to send such
-// operations again once their cause is fixed; see "Sending a refusal
-// again" in the package documentation.
+// outcome a person settled by hand (SettledHeader). It is meant for
+// CallOptions.Resend and BatchOptions.Resend.
 func RefusedWithoutEffect(op Operation) bool {
 	switch {
 	case op.State != StateRejected || op.Status < 400 || op.Status > 499:

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // RefusedWithoutEffect holds for a 4xx refusal that cannot have applied
@@ -86,7 +87,7 @@ func newRefusingServer(t *testing.T) *refusingServer {
 // refusals; a redirect it recorded as rejected is never sent again.
 func TestBatchResendsARefusalUnderANewKey(t *testing.T) {
 	srv := newRefusingServer(t)
-	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "ops.journal"), idem.JournalOptions{Logger: slog.New(slog.DiscardHandler)})
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,3 +213,14 @@ func RedactURL(u *url.URL, extraParams ...string) string {
 func RedactError(err error, extraParams ...string) error {
 	return newSecrets(Config{RedactedParams: extraParams}).error(err)
 }
+
+// RedactRawURL returns the URL raw as RedactURL writes it, or a
+// placeholder for one that does not parse: what a journal's compaction
+// keeps of a URL that an older version recorded.
+func RedactRawURL(raw string) string { return defaultSecrets.urlString(raw) }
+
+// RedactHeader returns h without the fields a Client with no extra names
+// does not record, with UnrecordedHeadersField naming them, and true; or h
+// itself and false when it has none to leave out: what a journal's
+// compaction keeps of a header that an older version recorded.
+func RedactHeader(h http.Header) (http.Header, bool) { return defaultSecrets.header(h) }

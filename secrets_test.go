@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
 )
 
@@ -52,7 +53,7 @@ func TestNoSecretsAtRest(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.journal")
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Logger: log})
+	j, err := filejournal.Open(path, filejournal.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestCompactionScrubsPendingOperations(t *testing.T) {
 
 // compactedAndReopened compacts and closes j, whose file is path, fails
 // the test if the file still holds one of secrets, and opens it again.
-func compactedAndReopened(t *testing.T, j *idem.FileJournal, path string, secrets ...string) *idem.FileJournal {
+func compactedAndReopened(t *testing.T, j *filejournal.Journal, path string, secrets ...string) *filejournal.Journal {
 	t.Helper()
 	if err := j.Compact(); err != nil {
 		t.Fatal(err)

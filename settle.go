@@ -51,7 +51,7 @@ const (
 // outcome is already recorded (Done or Rejected).
 var ErrAlreadyCompleted = errors.New("operation already completed")
 
-// Forgetter is a Journal that can drop an operation: FileJournal and the
+// Forgetter is a Journal that can drop an operation: filejournal.Journal and the
 // PostgreSQL journal of package pgjournal. Both methods claim the
 // operation as Do does, so they wait for a running Do of id.
 type Forgetter interface {
@@ -77,9 +77,6 @@ type Forgetter interface {
 // recorded (unless s.Forget and s.ForgetCompleted), and ErrInvalidOperation
 // for a Settlement that is neither one outcome nor Forget, or a journal
 // that cannot forget.
-//
-// After Forget the next Do of id mints a NEW key (see Settlement.Forget).
-// The journal checks the operation's state and drops it under one claim.
 func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
 	if err := s.check(); err != nil {
 		return wrapf(err, "settling %q", id)

@@ -13,14 +13,15 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
 )
 
 // pendingJournal returns a file journal holding a pending operation "op-1"
 // and a done one "op-2".
-func pendingJournal(t *testing.T) *idem.FileJournal {
+func pendingJournal(t *testing.T) *filejournal.Journal {
 	t.Helper()
-	j, err := idem.OpenJournal(filepath.Join(t.TempDir(), "ops.journal"))
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestSettleJournalThatCannotForget(t *testing.T) {
 	}
 }
 
-type noForget struct{ j *idem.FileJournal }
+type noForget struct{ j *filejournal.Journal }
 
 func (n noForget) Claim(ctx context.Context, id string) (idem.Claim, error) {
 	return n.j.Claim(ctx, id)

@@ -210,3 +210,11 @@ func TestEveryCredentialHeaderUnrecorded(t *testing.T) {
 		})
 	}
 }
+
+func TestStateString(t *testing.T) {
+	for s, want := range map[idem.State]string{idem.StatePending: "pending", idem.StateDone: "done", idem.StateRejected: "rejected", 0: "State(0)", 9: "State(9)"} {
+		if got := s.String(); got != want {
+			t.Errorf("State(%d).String() = %q, want %q", uint8(s), got, want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudcontrol"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemaws"
 )
 
@@ -39,7 +40,7 @@ func Example() {
 	}
 	defer os.RemoveAll(dir)
 
-	journal, err := idem.OpenJournal(filepath.Join(dir, "aws.journal"))
+	journal, err := filejournal.Open(filepath.Join(dir, "aws.journal"), filejournal.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -26,7 +26,7 @@ var (
 // is its default.
 type Options struct {
 	// Journal keeps each operation's token and outcome. Required: a file
-	// journal (idem.OpenJournal) or a shared one (pgjournal).
+	// journal (filejournal.Open) or a shared one (pgjournal).
 	Journal idem.Journal
 
 	// Dialect reads the API's answers: which errors mean the token was

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemaws"
 )
 
@@ -51,9 +52,9 @@ func awsConfig(f *fakeAWS, ops *idemaws.Operations, maxAttempts int) aws.Config 
 	return cfg
 }
 
-func openJournal(t *testing.T, path string) *idem.FileJournal {
+func openJournal(t *testing.T, path string) *filejournal.Journal {
 	t.Helper()
-	j, err := idem.OpenJournal(path)
+	j, err := filejournal.Open(path, filejournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

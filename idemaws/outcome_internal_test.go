@@ -8,6 +8,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // TestATokenReusedIsKnownByItsCodeWhateverTheProtocol proves A2.3 for
@@ -15,7 +16,7 @@ import (
 // reads: the SDK's error code says the token was reused, and the outcome
 // is unknown with ErrKeyReused, the operation pending.
 func TestATokenReusedIsKnownByItsCodeWhateverTheProtocol(t *testing.T) {
-	j, err := idem.OpenJournal(filepath.Join(t.TempDir(), "journal"))
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "journal"), filejournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

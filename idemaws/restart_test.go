@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudcontrol"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemaws"
 	"github.com/idemkit/idem/internal/pgtest"
 	"go.uber.org/goleak"
@@ -51,7 +52,7 @@ type childResult struct {
 // batch job would, with the SDK's standard retryer, waiting 3 seconds
 // before each retry.
 func child() int {
-	j, err := idem.OpenJournal(os.Getenv(envJournal))
+	j, err := filejournal.Open(os.Getenv(envJournal), filejournal.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

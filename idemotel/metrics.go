@@ -11,19 +11,20 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // PendingListTimeout bounds each List a collection of idem.journal.pending
-// makes on a journal other than a *idem.FileJournal.
+// makes on a journal other than a *filejournal.Journal.
 const PendingListTimeout = 5 * time.Second
 
-// SyncRecorder returns a function for JournalOptions.OnSync that records
+// SyncRecorder returns a function for filejournal.Options.OnSync that records
 // each group commit's fsync: its duration in idem.journal.fsync.duration
 // and the records it made durable in idem.journal.fsync.group_size, both
 // with error.type when the fsync failed. Give it to the journal before it
 // is opened:
 //
-//	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{OnSync: idemotel.SyncRecorder(opts)})
+//	j, err := filejournal.Open(path, filejournal.Options{OnSync: idemotel.SyncRecorder(opts)})
 //
 // An instrument that cannot be made is reported to otel.Handle, and its
 // records are dropped.
@@ -62,7 +63,7 @@ func SyncRecorder(opts Options) func(took time.Duration, records int, err error)
 // is no longer used.
 //
 // The gauges are read at each collection. The budget costs a lock. The
-// pending count of a *idem.FileJournal is its Stats, a pass over the
+// pending count of a *filejournal.Journal is its Stats, a pass over the
 // journal's index in memory, under the journal's lock. Any other Journal
 // (a shared one, such as pgjournal's) is asked List(ctx, idem.ListPending)
 // within PendingListTimeout: one query that returns every pending
@@ -72,7 +73,7 @@ func SyncRecorder(opts Options) func(took time.Duration, records int, err error)
 // The gauges carry no attributes: observe one Client and one Journal per
 // MeterProvider, or their values share one series.
 func Observe(c *idem.Client, j idem.Journal, opts Options) (unregister func() error, err error) {
-	if fj, ok := j.(*idem.FileJournal); ok && fj == nil {
+	if fj, ok := j.(*filejournal.Journal); ok && fj == nil {
 		j = nil
 	}
 	meter := opts.meter()
@@ -105,7 +106,7 @@ func Observe(c *idem.Client, j idem.Journal, opts Options) (unregister func() er
 
 // pendingOf counts j's pending operations whose key has not expired.
 func pendingOf(ctx context.Context, j idem.Journal) (int, error) {
-	if fj, ok := j.(*idem.FileJournal); ok {
+	if fj, ok := j.(*filejournal.Journal); ok {
 		return fj.Stats().Pending, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, PendingListTimeout)

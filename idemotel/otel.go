@@ -1,7 +1,7 @@
 // Package idemotel traces and measures an idem Client with OpenTelemetry.
 // Package idem itself imports no OpenTelemetry code: it offers hooks
 // (Config.OnOperationStart, OnOperation, OnAttempt, HTTPClient,
-// JournalOptions.OnSync, Client.RetryBudgetTokens, FileJournal.Stats), and
+// filejournal.Options.OnSync, Client.RetryBudgetTokens, filejournal.Journal.Stats), and
 // this package turns them into spans and metrics.
 //
 // Three calls, each optional:
@@ -9,7 +9,7 @@
 //   - Instrument, on a Config before idem.New: a span per operation, a
 //     child span per attempt, and the counters idem.attempts and
 //     idem.operations.
-//   - SyncRecorder, as JournalOptions.OnSync before OpenJournalWithOptions:
+//   - SyncRecorder, as filejournal.Options.OnSync before filejournal.Open:
 //     the histograms idem.journal.fsync.duration and
 //     idem.journal.fsync.group_size.
 //   - Observe, on the Client and its Journal after idem.New: the gauges

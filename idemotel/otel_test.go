@@ -26,6 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemotel"
 )
 
@@ -191,7 +192,7 @@ func TestInstrument(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "j"), idem.JournalOptions{
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "j"), filejournal.Options{
 		OnSync: idemotel.SyncRecorder(tel.opts),
 	})
 	if err != nil {
@@ -421,7 +422,7 @@ func TestInstrument(t *testing.T) {
 		t.Errorf("fsync group sizes: count %d sum %d, want 2 fsyncs, of 1 and 2 records", g.Count, g.Sum)
 	}
 
-	// A journal other than a *FileJournal is counted by List.
+	// A journal other than a *filejournal.Journal is counted by List.
 	other := newTelemetry()
 	unregisterOther, err := idemotel.Observe(nil, struct{ idem.Journal }{j}, other.opts)
 	if err != nil {

@@ -2,7 +2,7 @@ package idemserver
 
 // Boundaries of the package's unexported helpers that no request can reach
 // deterministically: the errors that mean an unreachable database, the
-// placeholders of the PostgreSQL dialect, the lease's renewal, the waits
+// placeholders of PostgreSQL, the lease's renewal, the waits
 // between reruns and how inTx counts them.
 
 import (

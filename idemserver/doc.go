@@ -100,7 +100,7 @@
 // key. A handler uses Tx, never the *sql.DB, while it runs. PostgreSQL:
 // any number of replicas may share one database; New creates the tables
 // under an advisory lock. The SQL is portable between both (and
-// CockroachDB's dialect of PostgreSQL).
+// CockroachDB's flavour of PostgreSQL).
 //
 // # Tables
 //

@@ -18,13 +18,13 @@ import (
 type Keys struct {
 	cfg     Config
 	db      *sql.DB
-	dialect dialect
+	flavor  sqlFlavor
 	table   string
 	keys    keyReader
 	stored  []string // canonical names of the stored response headers
 	log     *slog.Logger
 	stats   counters
-	queries sync.Map // query as written -> as the dialect takes it
+	queries sync.Map // query as written -> as the SQL flavour takes it
 
 	mu      sync.Mutex
 	closed  bool
@@ -94,7 +94,7 @@ func New(ctx context.Context, cfg Config) (*Keys, error) {
 		k.stored = append(k.stored, http.CanonicalHeaderKey(h))
 	}
 	var err error
-	if k.dialect, err = detectDialect(ctx, cfg.DB); err != nil {
+	if k.flavor, err = detectFlavor(ctx, cfg.DB); err != nil {
 		return nil, err
 	}
 	if err := k.checkTables(ctx); err != nil {

@@ -28,9 +28,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
 
 // store is one of the databases every behaviour is checked on.
 type store struct {
-	name    string
-	open    func(t *testing.T) *sql.DB
-	dialect string // "sqlite" or "postgres": the placeholders of test SQL
+	name   string
+	open   func(t *testing.T) *sql.DB
+	flavor string // "sqlite" or "postgres": the placeholders of test SQL
 }
 
 var stores = []store{
@@ -110,7 +110,7 @@ func newEnv(t *testing.T, s store, cfg idemserver.Config) *env {
 
 // q rewrites ? placeholders for the store.
 func (e *env) q(query string) string {
-	if e.store.dialect != "postgres" {
+	if e.store.flavor != "postgres" {
 		return query
 	}
 	var b strings.Builder

@@ -66,7 +66,7 @@ func (k *Keys) Sweep(ctx context.Context) (int64, error) {
 // sweepBatch deletes one batch of expired keys in tx and returns how many.
 func (k *Keys) sweepBatch(ctx context.Context, tx *sql.Tx, now int64) (int64, error) {
 	lock := ""
-	if k.dialect == dialectPostgres {
+	if k.flavor == flavorPostgres {
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
 	rows, err := tx.QueryContext(ctx, k.sqlText(`

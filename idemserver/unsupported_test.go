@@ -82,7 +82,7 @@ func TestNewTellsADatabaseBehindAWrappingDriver(t *testing.T) {
 	for _, s := range stores {
 		t.Run(s.name, func(t *testing.T) {
 			inner, dsn := driver.Driver(&sqlite.Driver{}), "file:"+filepath.Join(t.TempDir(), "wrapped.db")+"?_pragma=busy_timeout(10000)"
-			if s.dialect == "postgres" {
+			if s.flavor == "postgres" {
 				inner, dsn = stdlib.GetDefaultDriver(), pgtest.NewDatabase(t)
 			}
 			name := "idemserver-test-wrapped-" + t.Name()
@@ -92,7 +92,7 @@ func TestNewTellsADatabaseBehindAWrappingDriver(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			if s.dialect != "postgres" {
+			if s.flavor != "postgres" {
 				db.SetMaxOpenConns(1)
 			}
 			if _, err := db.Exec(`CREATE TABLE items (id TEXT PRIMARY KEY, note TEXT NOT NULL)`); err != nil {

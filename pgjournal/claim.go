@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/journalkit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -256,7 +256,7 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgjournal: claiming %s: %w", filejournal.QuoteID(c.id), err)
+		return nil, fmt.Errorf("pgjournal: claiming %s: %w", journalkit.QuoteID(c.id), err)
 	}
 	return held, nil
 }
@@ -426,7 +426,7 @@ func (c *claim) Lost() <-chan struct{} { return c.lost }
 
 // errLost is the error of a write refused because the lease was lost.
 func (c *claim) errLost(verb string) error {
-	return fmt.Errorf("pgjournal: %s %s: %w (another machine claimed it, or the lease lapsed)", verb, filejournal.QuoteID(c.id), idem.ErrClaimLost)
+	return fmt.Errorf("pgjournal: %s %s: %w (another machine claimed it, or the lease lapsed)", verb, journalkit.QuoteID(c.id), idem.ErrClaimLost)
 }
 
 // Begin records the intent: the commit is durable when Begin returns nil
@@ -443,20 +443,20 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 		return err
 	}
 	if c.state != stateNew {
-		return fmt.Errorf("pgjournal: recording the intent of %s: %w", filejournal.QuoteID(op.ID), idem.ErrOperationExists)
+		return fmt.Errorf("pgjournal: recording the intent of %s: %w", journalkit.QuoteID(op.ID), idem.ErrOperationExists)
 	}
 	if op.Created.IsZero() {
 		op.Created = c.j.Now()
 	}
 	if err := idem.CheckIntent(op); err != nil {
-		return fmt.Errorf("pgjournal: recording the intent of %s: %w", filejournal.QuoteID(op.ID), err)
+		return fmt.Errorf("pgjournal: recording the intent of %s: %w", journalkit.QuoteID(op.ID), err)
 	}
 	// The row rides the group's next statement with the rows of
 	// concurrent Begins (F10): one round trip and one commit for all.
 	out, err := c.j.intents.do(ctx, intentIn{id: c.id, op: op})
 	switch {
 	case err != nil:
-		return fmt.Errorf("pgjournal: recording the intent of %s: %w", filejournal.QuoteID(op.ID), err)
+		return fmt.Errorf("pgjournal: recording the intent of %s: %w", journalkit.QuoteID(op.ID), err)
 	case out.done != nil:
 		// The journal holds the operation, completed: the statement
 		// that lost to it reported it.
@@ -466,13 +466,13 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 		}
 		c.j.forgetKept(c.id)
 		c.state = stateCompleted
-		return fmt.Errorf("pgjournal: recording the intent of %s: it is completed: %w", filejournal.QuoteID(op.ID), idem.ErrOperationExists)
+		return fmt.Errorf("pgjournal: recording the intent of %s: it is completed: %w", journalkit.QuoteID(op.ID), idem.ErrOperationExists)
 	case !out.won:
 		// Another machine began the operation since the claim read it.
 		if err := c.acquire(ctx, c.wait); err != nil {
 			return err
 		}
-		return fmt.Errorf("pgjournal: recording the intent of %s: another machine began it first: %w", filejournal.QuoteID(op.ID), idem.ErrOperationExists)
+		return fmt.Errorf("pgjournal: recording the intent of %s: another machine began it first: %w", journalkit.QuoteID(op.ID), idem.ErrOperationExists)
 	}
 	sent := out.sent
 	c.state, c.fence = stateLeased, 1
@@ -488,13 +488,13 @@ func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
 		return err
 	}
 	if !c.found {
-		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", filejournal.QuoteID(op.ID), idem.ErrNoSuchOperation)
+		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", journalkit.QuoteID(op.ID), idem.ErrNoSuchOperation)
 	}
 	if op.Completed.IsZero() {
 		op.Completed = c.j.Now()
 	}
 	if err := idem.CheckOutcome(op); err != nil {
-		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", filejournal.QuoteID(op.ID), err)
+		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", journalkit.QuoteID(op.ID), err)
 	}
 	header := encodeHeader(op.Header)
 	var flags int16
@@ -510,7 +510,7 @@ func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
 	took, err := c.j.outcomes.do(ctx, outcomeIn{id: c.id, fence: c.fence, op: op, header: header, flags: flags})
 	switch {
 	case err != nil:
-		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", filejournal.QuoteID(op.ID), err)
+		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", journalkit.QuoteID(op.ID), err)
 	case !took:
 		return c.errLost("recording the outcome of")
 	}
@@ -526,9 +526,9 @@ func (c *claim) writable(verb, id string) error {
 	}
 	switch {
 	case id != c.id:
-		return fmt.Errorf("pgjournal: %s %s under the claim on %s: %w", verb, filejournal.QuoteID(id), filejournal.QuoteID(c.id), idem.ErrInvalidOperation)
+		return fmt.Errorf("pgjournal: %s %s under the claim on %s: %w", verb, journalkit.QuoteID(id), journalkit.QuoteID(c.id), idem.ErrInvalidOperation)
 	case c.state == stateCompleted:
-		return fmt.Errorf("pgjournal: %s %s: %w: it is completed", verb, filejournal.QuoteID(id), idem.ErrOperationExists)
+		return fmt.Errorf("pgjournal: %s %s: %w: it is completed", verb, journalkit.QuoteID(id), idem.ErrOperationExists)
 	case c.state == stateReleased:
 		return c.errLost(verb)
 	}

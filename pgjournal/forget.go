@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // Forget deletes the pending operation id from the journal, so that the
@@ -27,7 +27,7 @@ func (j *Journal) Forget(ctx context.Context, id string) error {
 // operation id under key.
 func (j *Journal) ForgetCompleted(ctx context.Context, id, key string) error {
 	if key == "" {
-		return fmt.Errorf("pgjournal: forgetting %s: %w: no key given", filejournal.QuoteID(id), idem.ErrNoSuchOperation)
+		return fmt.Errorf("pgjournal: forgetting %s: %w: no key given", journalkit.QuoteID(id), idem.ErrNoSuchOperation)
 	}
 	return j.forget(ctx, id, key)
 }
@@ -47,13 +47,13 @@ func (j *Journal) forget(ctx context.Context, id, key string) error {
 	)
 	switch c.state {
 	case stateNew:
-		return fmt.Errorf("pgjournal: forgetting %s: %w", filejournal.QuoteID(id), idem.ErrNoSuchOperation)
+		return fmt.Errorf("pgjournal: forgetting %s: %w", journalkit.QuoteID(id), idem.ErrNoSuchOperation)
 	case stateLeased, stateCompleted:
 		if completed != (c.state == stateCompleted) || completed && c.op.Key != key {
 			if completed {
-				return fmt.Errorf("pgjournal: forgetting %s: %w: no completed operation under key %s", filejournal.QuoteID(id), idem.ErrNoSuchOperation, key)
+				return fmt.Errorf("pgjournal: forgetting %s: %w: no completed operation under key %s", journalkit.QuoteID(id), idem.ErrNoSuchOperation, key)
 			}
-			return fmt.Errorf("pgjournal: forgetting %s: %w: it is %s with status %d", filejournal.QuoteID(id), idem.ErrAlreadyCompleted, c.op.State, c.op.Status)
+			return fmt.Errorf("pgjournal: forgetting %s: %w: it is %s with status %d", journalkit.QuoteID(id), idem.ErrAlreadyCompleted, c.op.State, c.op.Status)
 		}
 	}
 	switch c.state {
@@ -74,11 +74,11 @@ func (j *Journal) forget(ctx context.Context, id, key string) error {
 	})
 	switch {
 	case err != nil:
-		return fmt.Errorf("pgjournal: forgetting %s: %w", filejournal.QuoteID(id), err)
+		return fmt.Errorf("pgjournal: forgetting %s: %w", journalkit.QuoteID(id), err)
 	case n == 0 && completed:
 		// Forgotten since the claim read it, and perhaps begun again
 		// under another key, which is kept.
-		return fmt.Errorf("pgjournal: forgetting %s: %w: no completed operation under key %s", filejournal.QuoteID(id), idem.ErrNoSuchOperation, key)
+		return fmt.Errorf("pgjournal: forgetting %s: %w: no completed operation under key %s", journalkit.QuoteID(id), idem.ErrNoSuchOperation, key)
 	case n == 0:
 		return c.errLost("forgetting")
 	}

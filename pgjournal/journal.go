@@ -18,8 +18,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/filejournal"
-	"github.com/idemkit/idem/internal/keyedlock"
+	"github.com/idemkit/idem/internal/journalkit"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -105,7 +104,7 @@ type Journal struct {
 
 	// running serializes this process's claims on each ID: the
 	// database's lease does it across machines.
-	running keyedlock.Set
+	running journalkit.Set
 
 	// The group commits of intents, outcomes and releases (F10), and the
 	// intents inserted.
@@ -188,13 +187,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 		return nil, fmt.Errorf("%w: pgjournal.Options.LeaseTTL %s is too short to renew", idem.ErrInvalidConfig, opt.LeaseTTL)
 	case !isText(opt.Namespace):
 		return nil, fmt.Errorf("%w: pgjournal.Options.Namespace %s is not PostgreSQL text (UTF-8 without NUL)",
-			idem.ErrInvalidConfig, filejournal.QuoteID(opt.Namespace))
+			idem.ErrInvalidConfig, journalkit.QuoteID(opt.Namespace))
 	case len(opt.Namespace) > MaxNamespaceLen:
 		return nil, fmt.Errorf("%w: pgjournal.Options.Namespace is %d bytes, over %d",
 			idem.ErrInvalidConfig, len(opt.Namespace), MaxNamespaceLen)
 	case !isText(opt.Owner):
 		return nil, fmt.Errorf("%w: pgjournal.Options.Owner %s is not PostgreSQL text (UTF-8 without NUL)",
-			idem.ErrInvalidConfig, filejournal.QuoteID(opt.Owner))
+			idem.ErrInvalidConfig, journalkit.QuoteID(opt.Owner))
 	}
 	if opt.Namespace == "" {
 		opt.Namespace = DefaultNamespace
@@ -414,7 +413,7 @@ func (j *Journal) Lookup(ctx context.Context, id string) (idem.Operation, bool, 
 	case errors.Is(err, pgx.ErrNoRows):
 		return idem.Operation{}, false, nil
 	case err != nil:
-		return idem.Operation{}, false, fmt.Errorf("pgjournal: looking up %s: %w", filejournal.QuoteID(id), err)
+		return idem.Operation{}, false, fmt.Errorf("pgjournal: looking up %s: %w", journalkit.QuoteID(id), err)
 	}
 	return op, true, nil
 }
@@ -490,7 +489,7 @@ func (r *opRow) dest() []any {
 func (r *opRow) operation() (idem.Operation, error) {
 	var op idem.Operation
 	if len(r.fp) != len(op.Fingerprint) {
-		return op, fmt.Errorf("pgjournal: operation %s: row has a %d-byte fingerprint", filejournal.QuoteID(r.opID), len(r.fp))
+		return op, fmt.Errorf("pgjournal: operation %s: row has a %d-byte fingerprint", journalkit.QuoteID(r.opID), len(r.fp))
 	}
 	op.ID, op.Key, op.Method, op.URL = r.opID, r.key, r.method, r.url
 	copy(op.Fingerprint[:], r.fp)
@@ -500,9 +499,9 @@ func (r *opRow) operation() (idem.Operation, error) {
 		op.Completed = time.Unix(0, r.completed).UTC()
 		op.Status = int(r.status)
 		if len(r.header) > 0 {
-			h, err := filejournal.DecodeHeader(r.header)
+			h, err := journalkit.DecodeHeader(r.header)
 			if err != nil {
-				return op, fmt.Errorf("pgjournal: operation %s: recorded header: %w", filejournal.QuoteID(r.opID), err)
+				return op, fmt.Errorf("pgjournal: operation %s: recorded header: %w", journalkit.QuoteID(r.opID), err)
 			}
 			op.Header = h
 		}
@@ -537,7 +536,7 @@ func encodeHeader(h http.Header) []byte {
 	if len(h) == 0 {
 		return nil
 	}
-	return filejournal.EncodeHeader(h)
+	return journalkit.EncodeHeader(h)
 }
 
 // statement runs fn with a context bounded by Options.Timeout, through

@@ -250,7 +250,7 @@ const (
 
 // castText is the SQL of a recovery point's result (a blob) as text.
 func castText(s *Server) string {
-	if s.db.dialect == dialectPostgres {
+	if s.db.flavor == flavorPostgres {
 		return "convert_from(st.result, 'UTF8')"
 	}
 	return "CAST(st.result AS TEXT)"

@@ -155,7 +155,7 @@ func (s *Server) keyOf(r *http.Request) requestKey {
 // its transaction, so that the UNIQUE constraint lets a key be used again
 // as a new request (S6).
 func (s *Server) forget(ctx context.Context, tx *sql.Tx, swept []idemserver.Swept) error {
-	t := &txn{tx: tx, d: s.db.dialect}
+	t := &txn{tx: tx, d: s.db.flavor}
 	for _, k := range swept {
 		for _, table := range []string{"reservations", "charges"} {
 			if _, err := t.ExecContext(ctx, `UPDATE `+table+` SET idempotency_key = NULL WHERE client_id = ? AND idempotency_key = ?`,
@@ -234,7 +234,7 @@ func (s *Server) mutating(e endpoint) http.Handler {
 
 // txOf returns the transaction a handler writes in.
 func (s *Server) txOf(ctx context.Context) *txn {
-	return &txn{tx: idemserver.Tx(ctx), d: s.db.dialect}
+	return &txn{tx: idemserver.Tx(ctx), d: s.db.flavor}
 }
 
 // afterCommit fires the faults that act once the request's answer is

@@ -252,7 +252,7 @@ func (s *Server) internalError(w http.ResponseWriter, r *http.Request, err error
 		writeProblem(w, problem(http.StatusServiceUnavailable, ProblemUnavailable, "Server closing", "the server is shutting down; retry"))
 		return
 	}
-	if s.db.dialect == dialectPostgres && (unavailable(err) || errors.Is(err, ErrContention)) {
+	if s.db.flavor == flavorPostgres && (unavailable(err) || errors.Is(err, ErrContention)) {
 		s.log.WarnContext(r.Context(), "database unavailable or contended", "method", r.Method, "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "1")
 		detail := "the database cannot be reached; retry with the same Idempotency-Key"

@@ -44,32 +44,32 @@ type Dialect struct {
 	// InFlight answers a retry whose first request still runs; it
 	// always carries Retry-After. Default: 409, a problem document of
 	// type ProblemInFlight.
-	InFlight Answer
+	InFlight Reply
 
 	// Mismatch answers a key reused for another request. Default: 422, a
 	// problem document of type ProblemKeyMismatch.
-	Mismatch Answer
+	Mismatch Reply
 
 	// Applied, when its Status is set, answers a retry of a request that
 	// was applied (its stored answer is a 2xx) instead of the replay: the
 	// answer says the key was used, and names what the first request
 	// created, without repeating its answer. A stored refusal is still
 	// replayed. Default: the replay.
-	Applied Answer
+	Applied Reply
 
 	// UnmarkedReplays sends a replay exactly as the first answer went,
 	// without Idempotent-Replayed: true. Default false.
 	UnmarkedReplays bool
 }
 
-// Answer is a refusal in a dialect: a status and, when Fields is set, a
+// Reply is a refusal in a dialect: a status and, when Fields is set, a
 // JSON body holding those members. Each name of Fields is a dotted path:
 // "error.code" is the member code of the object error, and a name ending
 // in [] is an array of one object ("errors[].code" is
 // {"errors":[{"code":...}]}). The body also gets a "message" member beside
-// the first of them, in sorted order, saying what happened. An Answer
+// the first of them, in sorted order, saying what happened. A Reply
 // without Fields is a problem document.
-type Answer struct {
+type Reply struct {
 	// Status is the answer's status code.
 	Status int
 	// Fields are the members of the JSON body, by dotted path.
@@ -91,38 +91,38 @@ var dialects = map[string]Dialect{
 	"ietf": {Name: "ietf", UnmarkedReplays: true},
 	"stripe": {
 		Name: "stripe", Retention: 24 * time.Hour,
-		InFlight: Answer{Status: http.StatusConflict, Fields: map[string]string{"error.type": "idempotency_error", "error.code": "idempotency_key_in_use"}},
-		Mismatch: Answer{Status: http.StatusBadRequest, Fields: map[string]string{"error.type": "idempotency_error"}},
+		InFlight: Reply{Status: http.StatusConflict, Fields: map[string]string{"error.type": "idempotency_error", "error.code": "idempotency_key_in_use"}},
+		Mismatch: Reply{Status: http.StatusBadRequest, Fields: map[string]string{"error.type": "idempotency_error"}},
 	},
 	"adyen": {
 		Name: "adyen", MaxKeyLength: 64, Retention: 31 * 24 * time.Hour, UnmarkedReplays: true,
-		InFlight: Answer{Status: http.StatusConflict, Fields: map[string]string{"errorCode": "704", "errorType": "validation"}},
+		InFlight: Reply{Status: http.StatusConflict, Fields: map[string]string{"errorCode": "704", "errorType": "validation"}},
 	},
 	"paypal": {
 		Name: "paypal", KeyHeader: "PayPal-Request-Id", MaxKeyLength: 108, Retention: 6 * time.Hour, UnmarkedReplays: true,
-		Mismatch: Answer{Status: http.StatusUnprocessableEntity, Fields: map[string]string{"name": "DUPLICATE_REQUEST_ID"}},
+		Mismatch: Reply{Status: http.StatusUnprocessableEntity, Fields: map[string]string{"name": "DUPLICATE_REQUEST_ID"}},
 	},
 	"square": {
 		Name: "square", KeyField: "idempotency_key", MaxKeyLength: 45, UnmarkedReplays: true,
-		Mismatch: Answer{Status: http.StatusBadRequest, Fields: map[string]string{"errors[].category": "INVALID_REQUEST_ERROR", "errors[].code": "IDEMPOTENCY_KEY_REUSED"}},
+		Mismatch: Reply{Status: http.StatusBadRequest, Fields: map[string]string{"errors[].category": "INVALID_REQUEST_ERROR", "errors[].code": "IDEMPOTENCY_KEY_REUSED"}},
 	},
 	"aws-cloudcontrol": {
 		Name: "aws-cloudcontrol", KeyField: "ClientToken", MaxKeyLength: 128, Retention: 36 * time.Hour, UnmarkedReplays: true,
-		Mismatch: Answer{Status: http.StatusBadRequest, Fields: map[string]string{"__type": "ClientTokenConflictException"}},
+		Mismatch: Reply{Status: http.StatusBadRequest, Fields: map[string]string{"__type": "ClientTokenConflictException"}},
 	},
 	"checkout": {
 		Name: "checkout", KeyHeader: "Cko-Idempotency-Key", Retention: 24 * time.Hour, UnmarkedReplays: true,
-		InFlight: Answer{Status: http.StatusTooManyRequests},
+		InFlight: Reply{Status: http.StatusTooManyRequests},
 	},
 	"mercadopago": {Name: "mercadopago", KeyHeader: "X-Idempotency-Key", UnmarkedReplays: true},
 	"primer": {
 		Name: "primer", KeyHeader: "X-Idempotency-Key", UnmarkedReplays: true,
-		Applied: Answer{Status: http.StatusBadRequest, Fields: map[string]string{"error.errorId": "TransactionRequestIdempotencyKeyAlreadyExists"},
+		Applied: Reply{Status: http.StatusBadRequest, Fields: map[string]string{"error.errorId": "TransactionRequestIdempotencyKeyAlreadyExists"},
 			IDField: "error.paymentId"},
 	},
 	"picpay": {
 		Name: "picpay", KeyHeader: "X-Idempotency-Key", UnmarkedReplays: true,
-		InFlight: Answer{Status: http.StatusAlreadyReported},
+		InFlight: Reply{Status: http.StatusAlreadyReported},
 	},
 }
 
@@ -130,7 +130,7 @@ var dialects = map[string]Dialect{
 // DialectNames), a copy the caller may change.
 func DialectNamed(name string) (Dialect, bool) {
 	d, ok := dialects[name]
-	for _, a := range []*Answer{&d.InFlight, &d.Mismatch, &d.Applied} {
+	for _, a := range []*Reply{&d.InFlight, &d.Mismatch, &d.Applied} {
 		a.Fields = maps.Clone(a.Fields)
 	}
 	return d, ok
@@ -185,7 +185,7 @@ func (d Dialect) check() error {
 	case d.KeyHeader != "" && !validHeaderName(d.KeyHeader):
 		return bad(fmt.Sprintf("KeyHeader %q is no header name", d.KeyHeader))
 	}
-	for _, a := range []Answer{d.InFlight, d.Mismatch, d.Applied} {
+	for _, a := range []Reply{d.InFlight, d.Mismatch, d.Applied} {
 		if a.Status != 0 && (a.Status < 200 || a.Status > 599) {
 			return bad(fmt.Sprintf("answer status %d is not 2xx to 5xx", a.Status))
 		}
@@ -213,7 +213,7 @@ func validHeaderName(s string) bool {
 // render returns a as a response: its status (or def's when a has none)
 // and its body; detail says what happened, id is what the first request
 // created (for IDField).
-func (a Answer) render(def *Problem, detail, id string) response {
+func (a Reply) render(def *Problem, detail, id string) response {
 	if a.Status == 0 {
 		return def.response()
 	}

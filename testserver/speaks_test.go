@@ -296,8 +296,8 @@ func TestDialectIsChecked(t *testing.T) {
 		{KeyHeader: "Bad Header"},
 		{MaxKeyLength: -1},
 		{Retention: -time.Second},
-		{InFlight: Answer{Status: 99}},
-		{Applied: Answer{Fields: map[string]string{"a": "b"}}},
+		{InFlight: Reply{Status: 99}},
+		{Applied: Reply{Fields: map[string]string{"a": "b"}}},
 	} {
 		if _, err := (Config{Dialect: d}).withDefaults(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%+v: %v, want ErrInvalidConfig", d, err)

@@ -20,7 +20,7 @@ import (
 
 // store is the database under the server: SQLite, or PostgreSQL shared by
 // any number of server processes (replicas). Everything above it is one
-// code path; the dialect differences live here and in dialect.go:
+// code path; the flavour differences live here and in sqlflavor.go:
 // placeholders, how a write transaction begins, column types, and the
 // locking clause of the sweeper's batches.
 //
@@ -52,9 +52,9 @@ import (
 // PostgreSQL may abort one with a serialization failure or a deadlock, and
 // inTx runs it again.
 type store struct {
-	dialect sqlDialect
-	write   *sql.DB
-	read    *sql.DB
+	flavor sqlFlavor
+	write  *sql.DB
+	read   *sql.DB
 
 	// retries counts transactions run again after a serialization failure
 	// or a deadlock, or a unique violation under a request's key.
@@ -169,33 +169,33 @@ func openStore(ctx context.Context, path string, busy time.Duration, readers int
 // serving would deadlock with their transactions (40P01) and fail to start.
 func (s *store) migrate(ctx context.Context, schema []string) error {
 	digest := schemaDigest(schema)
-	if s.dialect == dialectPostgres {
+	if s.flavor == flavorPostgres {
 		var one int
 		err := s.write.QueryRowContext(ctx, `SELECT 1 FROM testserver_schema WHERE digest = $1`, digest).Scan(&one)
 		if err == nil {
 			return nil
 		}
 		if unavailable(err) {
-			return s.dialect.connectError("creating schema", err)
+			return s.flavor.connectError("creating schema", err)
 		}
 		// No such table, or no such row yet: create below.
 	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		return s.dialect.connectError("creating schema", err)
+		return s.flavor.connectError("creating schema", err)
 	}
 	defer tx.Rollback()
-	if lock := s.dialect.schemaLock(); lock != "" {
+	if lock := s.flavor.schemaLock(); lock != "" {
 		if _, err := tx.ExecContext(ctx, lock); err != nil {
-			return s.dialect.connectError("creating schema", err)
+			return s.flavor.connectError("creating schema", err)
 		}
 	}
 	for _, stmt := range schema {
-		if _, err := tx.ExecContext(ctx, s.dialect.types(stmt)); err != nil {
+		if _, err := tx.ExecContext(ctx, s.flavor.types(stmt)); err != nil {
 			return fmt.Errorf("testserver: creating schema: %w", err)
 		}
 	}
-	if s.dialect == dialectPostgres {
+	if s.flavor == flavorPostgres {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS testserver_schema (digest TEXT PRIMARY KEY)`); err != nil {
 			return fmt.Errorf("testserver: creating schema: %w", err)
 		}

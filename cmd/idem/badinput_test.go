@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // TestEveryJournalCommandRefusesBadInputInOneLine: every journal command,
@@ -23,7 +23,7 @@ func TestEveryJournalCommandRefusesBadInputInOneLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	locked := filepath.Join(dir, "locked.journal")
-	holder, err := idem.OpenJournal(locked) // this process holds it for writing
+	holder, err := filejournal.Open(locked, filejournal.Options{}) // this process holds it for writing
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func runChaos(ctx context.Context, e env, args []string) int {
 			return usageError(e, name, "-dialect: %q is none of %s", *dialect, strings.Join(testserver.DialectNames(), ", "))
 		}
 		status, h, body := d.InFlightResponse()
-		cfg.InFlight = chaos.Answer{Status: status, Header: h, Body: body}
+		cfg.InFlight = chaos.Reply{Status: status, Header: h, Body: body}
 		cfg.KeyHeader = d.KeyHeader
 	}
 	var lv slog.Level

@@ -13,6 +13,7 @@ import (
 	"net/http"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -54,7 +55,7 @@ func runDemoBatch(ctx context.Context, e env, args []string) int {
 		return usageError(e, cmd, "want -url, -journal and a positive -ops, and no arguments")
 	}
 
-	j, err := idem.OpenJournalWithOptions(*path, idem.JournalOptions{Logger: warnLogger(e.stderr)})
+	j, err := filejournal.Open(*path, filejournal.Options{Logger: warnLogger(e.stderr)})
 	if err != nil {
 		return reportJournalError(e, cmd, *path, err)
 	}
@@ -87,7 +88,7 @@ func runDemoBatch(ctx context.Context, e env, args []string) int {
 
 // reportJournal writes the journal line: what the journal held when this
 // process opened it.
-func reportJournal(w io.Writer, j *idem.FileJournal) error {
+func reportJournal(w io.Writer, j *filejournal.Journal) error {
 	var done, rejected, pending int
 	ops, err := j.List(context.Background(), idem.ListAll)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // idemRun is how the idem batch went, as the batch processes reported it.
@@ -175,7 +176,7 @@ func (b *idemBatch) sayRound(n int, ev batchEvent) {
 // arrived from one still waiting for it, nor does it need to.
 func journalSplit(ctx context.Context, path string) (killSplit, error) {
 	s := killSplit{Killed: true, InFlight: map[string]bool{}}
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{ReadOnly: true})
+	j, err := filejournal.Open(path, filejournal.Options{ReadOnly: true})
 	if err != nil {
 		return s, fmt.Errorf("reading the journal after the kill: %w", err)
 	}

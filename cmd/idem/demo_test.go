@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 func TestDemoRefusesBadFlags(t *testing.T) {
@@ -460,7 +461,7 @@ func readDemoDB(t *testing.T, path string) demoDB {
 // hold n operations, all done with 201.
 func journalKeys(t *testing.T, path string, n int) []string {
 	t.Helper()
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{ReadOnly: true})
+	j, err := filejournal.Open(path, filejournal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
 )
 
@@ -58,7 +59,7 @@ func TestSendRecordedWithoutItsBody(t *testing.T) {
 // bytes: control characters in them are quoted, never sent to the terminal.
 func TestJournalQuotesControlCharacters(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "odd.journal")
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Now: at(t0), Logger: slog.New(slog.DiscardHandler)})
+	j, err := filejournal.Open(path, filejournal.Options{Now: at(t0), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +101,8 @@ func TestJournalQuotesControlCharacters(t *testing.T) {
 // as too large: show says which of the two happened.
 func TestJournalShowSaysCompactionDroppedTheBody(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
-	open := func(now time.Time) *idem.FileJournal {
-		j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Now: at(now), Logger: slog.New(slog.DiscardHandler)})
+	open := func(now time.Time) *filejournal.Journal {
+		j, err := filejournal.Open(path, filejournal.Options{Now: at(now), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // Exit codes. The package documentation lists them for users; keep the two
@@ -62,7 +63,7 @@ func journalExitCode(err error) int {
 	switch {
 	case errors.Is(err, idem.ErrCorrupt):
 		return exitDamaged
-	case errors.Is(err, idem.ErrLocked) || errors.Is(err, idem.ErrJournalUnavailable):
+	case errors.Is(err, filejournal.ErrLocked) || errors.Is(err, idem.ErrJournalUnavailable):
 		return exitJournal
 	}
 	return exitFailure

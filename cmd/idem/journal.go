@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -100,7 +101,7 @@ func openForReading(ctx context.Context, e env, path string, ttl time.Duration) 
 	if isShared(path) {
 		return openShared(ctx, e, path, ttl, false)
 	}
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{
+	j, err := filejournal.Open(path, filejournal.Options{
 		ReadOnly: true,
 		KeyTTL:   ttl,
 		Now:      e.now,
@@ -173,9 +174,9 @@ func reportJournalError(e env, cmd, path string, err error) int {
 		fmt.Fprintf(e.stderr, "%s: %s\n", cmd, msg)
 		return exitPath
 	}
-	var corrupt *idem.CorruptError
+	var corrupt *filejournal.CorruptError
 	switch {
-	case errors.As(err, &corrupt) && corrupt.Offset == 0 && strings.HasPrefix(corrupt.Reason, filejournal.ReasonNotJournal):
+	case errors.As(err, &corrupt) && corrupt.Offset == 0 && strings.HasPrefix(corrupt.Reason, fileengine.ReasonNotJournal):
 		fmt.Fprintf(e.stderr, "%s: %s is %s\n", cmd, corrupt.Path, corrupt.Reason)
 	case errors.As(err, &corrupt):
 		fmt.Fprintf(e.stderr, "%s: journal %s is corrupt at offset %d: %s\n", cmd, corrupt.Path, corrupt.Offset, corrupt.Reason)
@@ -184,7 +185,7 @@ func reportJournalError(e env, cmd, path string, err error) int {
 			fmt.Fprintf(e.stderr, "%s: \"idem journal verify %s\" lists every damaged record; \"idem journal salvage %s NEW\" copies every record that still reads\n",
 				cmd, path, path)
 		}
-	case errors.Is(err, idem.ErrLocked):
+	case errors.Is(err, filejournal.ErrLocked):
 		fmt.Fprintf(e.stderr, "%s: journal %s is locked: another process has it open for writing; wait for it to finish\n", cmd, path)
 	case errors.Is(err, fs.ErrNotExist):
 		fmt.Fprintf(e.stderr, "%s: no journal at %s\n", cmd, path)

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 func runJournalCompact(_ context.Context, e env, args []string) int {
@@ -49,7 +50,7 @@ left by a crash is cut first.
 	if err := requireFile(path); err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{
+	j, err := filejournal.Open(path, filejournal.Options{
 		KeyTTL:         *ttl,
 		ForgetAfter:    *forget,
 		Now:            e.now,

@@ -11,7 +11,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
 )
 
 func runJournalSalvage(_ context.Context, e env, args []string) int {
@@ -58,11 +58,11 @@ is written), 1 when DST exists or cannot be written.
 	if !ok {
 		return code
 	}
-	perm := filejournal.DefaultFileMode
+	perm := fileengine.DefaultFileMode
 	if fi, err := os.Stat(src); err == nil {
 		perm = fi.Mode().Perm()
 	}
-	if err := filejournal.WriteSalvaged(dst, rep.Operations, perm); err != nil {
+	if err := fileengine.WriteSalvaged(dst, rep.Operations, perm); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			fmt.Fprintf(e.stderr, "%s: %s exists; salvage writes a new journal and never replaces a file\n", cmd, dst)
 			return exitFailure
@@ -80,11 +80,11 @@ is written), 1 when DST exists or cannot be written.
 
 // recordsWritten counts the records of ops in a journal: an intent each,
 // and a completion for each final one.
-func recordsWritten(ops []filejournal.Record) int {
+func recordsWritten(ops []fileengine.Record) int {
 	n := 0
 	for _, r := range ops {
 		n++
-		if r.State != filejournal.Pending {
+		if r.State != fileengine.Pending {
 			n++
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // fixtureRecords returns the offset of every record of the journal file b,
@@ -152,7 +153,7 @@ func TestJournalSalvage(t *testing.T) {
 				t.Errorf("%s not listed as ambiguous:\n%s", tc.ambiguous, r.stdout)
 			}
 
-			j, err := idem.OpenJournal(dst)
+			j, err := filejournal.Open(dst, filejournal.Options{})
 			if err != nil {
 				t.Fatalf("opening the salvaged journal: %v", err)
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 func runJournalSettle(ctx context.Context, e env, args []string) int {
@@ -115,7 +116,7 @@ an unknown ID and an operation already done or rejected (exit code 1).
 // must exist already (a mistyped path is not a new journal), or a shared
 // PostgreSQL journal whose tables must exist already (a mistyped database
 // is not a new journal either). A file journal is locked while it is open, so this
-// fails with idem.ErrLocked while another process writes it.
+// fails with filejournal.ErrLocked while another process writes it.
 func openForWriting(ctx context.Context, e env, loc string, ttl time.Duration) (openedJournal, error) {
 	if isShared(loc) {
 		return openShared(ctx, e, loc, ttl, false)
@@ -128,8 +129,8 @@ func openForWriting(ctx context.Context, e env, loc string, ttl time.Duration) (
 
 // openFileForWriting opens (or creates) the file journal at path for
 // writing, compacting only when asked.
-func openFileForWriting(e env, path string, ttl time.Duration) (*idem.FileJournal, error) {
-	return idem.OpenJournalWithOptions(path, idem.JournalOptions{
+func openFileForWriting(e env, path string, ttl time.Duration) (*filejournal.Journal, error) {
+	return filejournal.Open(path, filejournal.Options{
 		KeyTTL:         ttl,
 		Now:            e.now,
 		CompactMinSize: -1,

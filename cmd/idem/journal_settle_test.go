@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // readOp returns what the journal file at path holds for id.
 func readOp(t *testing.T, path, id string) (idem.Operation, bool) {
 	t.Helper()
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
+	j, err := filejournal.Open(path, filejournal.Options{ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // listNow is when the fixture journal is listed: 25h after t0.
@@ -67,7 +68,7 @@ func newFixture(t *testing.T) fixture {
 
 	path := filepath.Join(t.TempDir(), "ops.journal")
 	clock := newFakeClock(t0)
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{Now: clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	j, err := filejournal.Open(path, filejournal.Options{Now: clock.Now, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestJournalListJSON(t *testing.T) {
 
 func TestJournalListEmptyIsEmptyArray(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "empty.journal")
-	j, err := idem.OpenJournal(path)
+	j, err := filejournal.Open(path, filejournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,8 +451,8 @@ func TestCorruptJournalNamesTheOffset(t *testing.T) {
 	if err := os.WriteFile(f.path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var corrupt *idem.CorruptError
-	_, err = idem.OpenJournalWithOptions(f.path, idem.JournalOptions{ReadOnly: true})
+	var corrupt *filejournal.CorruptError
+	_, err = filejournal.Open(f.path, filejournal.Options{ReadOnly: true})
 	if !errors.As(err, &corrupt) || corrupt.Offset <= 0 || corrupt.Offset >= int64(len(data)) {
 		t.Fatalf("opening the damaged journal: %v; want a *CorruptError inside the file", err)
 	}
@@ -478,7 +479,7 @@ func TestCorruptJournalNamesTheOffset(t *testing.T) {
 
 func TestLockedJournal(t *testing.T) {
 	f := newFixture(t)
-	j, err := idem.OpenJournal(f.path)
+	j, err := filejournal.Open(f.path, filejournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

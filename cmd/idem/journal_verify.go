@@ -16,7 +16,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/idemkit/idem/internal/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
 )
 
 func runJournalVerify(_ context.Context, e env, args []string) int {
@@ -77,7 +77,7 @@ record that still reads into a new journal.
 // scanJournal reads the journal file at path read-only, without its lock,
 // and reports a failure on stderr in one line: a path problem, a file that
 // is not a journal (exitDamaged), a failed read. ok is false after one.
-func scanJournal(e env, cmd, path string) (rep *filejournal.ScanReport, code int, ok bool) {
+func scanJournal(e env, cmd, path string) (rep *fileengine.ScanReport, code int, ok bool) {
 	if err := requireFile(path); err != nil {
 		return nil, reportJournalError(e, cmd, path, err), false
 	}
@@ -90,11 +90,11 @@ func scanJournal(e env, cmd, path string) (rep *filejournal.ScanReport, code int
 	if err != nil {
 		return nil, reportJournalError(e, cmd, path, err), false
 	}
-	rep, err = filejournal.Scan(f, fi.Size())
-	var corrupt *filejournal.CorruptError
+	rep, err = fileengine.Scan(f, fi.Size())
+	var corrupt *fileengine.CorruptError
 	switch {
 	case errors.As(err, &corrupt):
-		if strings.HasPrefix(corrupt.Reason, filejournal.ReasonNotJournal) {
+		if strings.HasPrefix(corrupt.Reason, fileengine.ReasonNotJournal) {
 			fmt.Fprintf(e.stderr, "%s: %s is %s\n", cmd, path, corrupt.Reason)
 		} else {
 			fmt.Fprintf(e.stderr, "%s: %s is not a journal: %s\n", cmd, path, corrupt.Reason)
@@ -108,7 +108,7 @@ func scanJournal(e env, cmd, path string) (rep *filejournal.ScanReport, code int
 
 // damageCount counts the problems that are not a torn tail and the
 // operations lost.
-func damageCount(rep *filejournal.ScanReport) int {
+func damageCount(rep *fileengine.ScanReport) int {
 	n := len(rep.Lost)
 	for _, p := range rep.Problems {
 		if !p.Torn {
@@ -119,7 +119,7 @@ func damageCount(rep *filejournal.ScanReport) int {
 }
 
 // tornTail returns the report's torn tail, or nil.
-func tornTail(rep *filejournal.ScanReport) *filejournal.Problem {
+func tornTail(rep *fileengine.ScanReport) *fileengine.Problem {
 	for i, p := range rep.Problems {
 		if p.Torn {
 			return &rep.Problems[i]
@@ -130,7 +130,7 @@ func tornTail(rep *filejournal.ScanReport) *filejournal.Problem {
 
 // writeScanReport writes one line per problem, lost operation and
 // ambiguous operation.
-func writeScanReport(w io.Writer, rep *filejournal.ScanReport) {
+func writeScanReport(w io.Writer, rep *fileengine.ScanReport) {
 	for _, p := range rep.Problems {
 		what := "damaged"
 		if p.Torn {
@@ -147,7 +147,7 @@ func writeScanReport(w io.Writer, rep *filejournal.ScanReport) {
 }
 
 // around names the operations of the records either side of p.
-func around(p filejournal.Problem) string {
+func around(p fileengine.Problem) string {
 	switch {
 	case p.Before != "" && p.After != "":
 		return fmt.Sprintf("; between records of operations %s and %s", cell(p.Before), cell(p.After))

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // buildIdem builds the command into a temporary directory and returns the
@@ -142,7 +142,7 @@ func TestSendResumesAfterKill(t *testing.T) {
 func TestLockHeldByAnotherProcess(t *testing.T) {
 	bin := buildIdem(t)
 	path := filepath.Join(t.TempDir(), "held.journal")
-	j, err := idem.OpenJournal(path)
+	j, err := filejournal.Open(path, filejournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

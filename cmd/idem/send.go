@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 var sendCommand = command{
@@ -158,7 +159,7 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 		if isShared(o.journal) {
 			j, err = openShared(req.Context(), e, o.journal, o.ttl, true)
 		} else {
-			j, err = openWaiting(req.Context(), o.journal, idem.JournalOptions{
+			j, err = openWaiting(req.Context(), o.journal, filejournal.Options{
 				KeyTTL: o.ttl,
 				Now:    e.now,
 				Logger: warnLogger(e.stderr),
@@ -305,11 +306,11 @@ const journalPoll = 50 * time.Millisecond
 
 // openWaiting opens the journal for writing; while another process holds
 // it, it tries again until wait has passed or ctx ends.
-func openWaiting(ctx context.Context, path string, o idem.JournalOptions, wait time.Duration) (*idem.FileJournal, error) {
+func openWaiting(ctx context.Context, path string, o filejournal.Options, wait time.Duration) (*filejournal.Journal, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		j, err := idem.OpenJournalWithOptions(path, o)
-		if !errors.Is(err, idem.ErrLocked) || !time.Now().Before(deadline) {
+		j, err := filejournal.Open(path, o)
+		if !errors.Is(err, filejournal.ErrLocked) || !time.Now().Before(deadline) {
 			return j, err
 		}
 		select {

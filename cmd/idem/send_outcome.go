@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // reportNotDone explains err, from Client.Do, and returns its exit code. A
@@ -32,7 +33,7 @@ func reportNotDone(e env, cmd string, o sendOptions, j idem.Journal, req *http.R
 	case errors.Is(err, idem.ErrInvalidRequest):
 		fmt.Fprintf(e.stderr, "%s: refused, nothing sent: %v\n", cmd, err)
 		return exitRefused
-	case errors.Is(err, idem.ErrLocked), errors.Is(err, idem.ErrCorrupt):
+	case errors.Is(err, filejournal.ErrLocked), errors.Is(err, idem.ErrCorrupt):
 		return reportJournalError(e, cmd, o.journal, err)
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintf(e.stderr, "%s: interrupted before sending: %v\n", cmd, err)

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // uuidV4 matches the canonical form of a random UUID.
@@ -421,7 +421,7 @@ func TestSendTLS(t *testing.T) {
 func TestSendWaitsForAHeldJournal(t *testing.T) {
 	srv := newTestServer(t, respond(http.StatusCreated, "made"))
 	path := journalIn(t)
-	held, err := idem.OpenJournal(path)
+	held, err := filejournal.Open(path, filejournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemserver"
 )
 
@@ -159,7 +160,7 @@ func TestClientRestartMidPayment(t *testing.T) {
 	o := decode(t, created)
 
 	path := filepath.Join(t.TempDir(), "client.journal")
-	j, err := idem.OpenJournal(path)
+	j, err := filejournal.Open(path, filejournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestClientRestartMidPayment(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	j, err = idem.OpenJournal(path) // the restarted process
+	j, err = filejournal.Open(path, filejournal.Options{}) // the restarted process
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 func main() {
-	j, err := idem.OpenJournal("charges.journal") // keys survive a crash of this process
+	j, err := filejournal.Open("charges.journal", filejournal.Options{}) // keys survive a crash of this process
 	if err != nil {
 		log.Fatal(err)
 	}

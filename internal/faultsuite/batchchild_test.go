@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -69,7 +70,7 @@ func runBatchChild(cfgJSON string) int {
 	}
 	ev := NewEventWriter(os.Stdout)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts := idem.JournalOptions{Logger: log}
+	opts := filejournal.Options{Logger: log}
 	if cfg.SyncLog != "" {
 		sl, err := OpenSyncLog(cfg.SyncLog)
 		if err != nil {
@@ -82,7 +83,7 @@ func runBatchChild(cfgJSON string) int {
 	if cfg.PostgresDSN != "" {
 		return runFleetChild(cfg, ev, log)
 	}
-	fj, err := idem.OpenJournalWithOptions(cfg.Journal, opts)
+	fj, err := filejournal.Open(cfg.Journal, opts)
 	if err != nil {
 		ev.Line("journal-error %s", strings.ReplaceAll(err.Error(), "\n", " "))
 		return childJournalError

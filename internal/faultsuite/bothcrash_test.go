@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // TestClientAndServerCrash runs the workload as a batch job in a child
@@ -75,7 +75,7 @@ func TestClientAndServerCrash(t *testing.T) {
 	}
 	t.Logf("client kills: %d; server kills by point: %v", clientKills, k.byPoint)
 	report(t, checker, "both-crash", serverView(t, k.srv.URL, k.srv.DB, w, false, wire))
-	j, err := idem.OpenJournalWithOptions(cfg.Journal, idem.JournalOptions{ReadOnly: true})
+	j, err := filejournal.Open(cfg.Journal, filejournal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // TestClientCrash runs the workload as a batch job in a child process
-// (idem.OpenJournal and Client.RunBatch), against a server that faults 10%
+// (filejournal.Open and Client.RunBatch), against a server that faults 10%
 // of its requests, and SIGKILLs the child at random moments: after a
 // random number of outcomes, or a random few milliseconds after it starts
 // (while it opens its journal, or sends its first resumed operations). The
@@ -121,7 +121,7 @@ func runClientCrash(t *testing.T, powerCuts bool) {
 			t.Error("no power cut left a torn tail for an open to cut: the cuts missed the unsynced bytes")
 		}
 	}
-	j, err := idem.OpenJournalWithOptions(cfg.Journal, idem.JournalOptions{ReadOnly: true})
+	j, err := filejournal.Open(cfg.Journal, filejournal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func killPoint(ctx context.Context, b *batchProcess, rng *rand.Rand, maxOutcomes
 // kill came before it was created).
 func requireJournalOpens(t *testing.T, path string, kills int, created bool) {
 	t.Helper()
-	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{ReadOnly: true})
+	j, err := filejournal.Open(path, filejournal.Options{ReadOnly: true})
 	if !created && errors.Is(err, fs.ErrNotExist) {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/testserver"
 	"github.com/idemkit/idem/testserver/chaos"
 )
@@ -62,7 +63,7 @@ func listenDialectProxy(t *testing.T, upstream string, d idem.Dialect, seed int6
 	}
 	cfg := chaos.Config{
 		Upstream: u, Seed: seed, Rates: rates,
-		InFlight: chaos.Answer{Status: status, Header: h, Body: body}, KeyHeader: header,
+		InFlight: chaos.Reply{Status: status, Header: h, Body: body}, KeyHeader: header,
 		Transport: wire.Transport(tr),
 	}
 	cfg.Seed = inFlightSeed(t, cfg, ops)
@@ -266,7 +267,7 @@ func TestDialectClientCrash(t *testing.T) {
 			defer tr.CloseIdleConnections()
 			status, h, body := serverDialect(t, d).InFlightResponse()
 			pcfg := chaos.Config{Upstream: u, Seed: seed, Rates: map[chaos.Kind]float64{chaos.InFlight: 0.1},
-				InFlight: chaos.Answer{Status: status, Header: h, Body: body}, KeyHeader: header, Transport: wire.Transport(tr)}
+				InFlight: chaos.Reply{Status: status, Header: h, Body: body}, KeyHeader: header, Transport: wire.Transport(tr)}
 			pcfg.Seed = inFlightSeed(t, pcfg, ops)
 			proxy, err := chaos.Listen(pcfg)
 			if err != nil {
@@ -320,7 +321,7 @@ func TestDialectClientCrash(t *testing.T) {
 				t.Errorf("the wire saw %d keyed requests, %d without the key in its place, %d with an Idempotency-Key header besides",
 					v.Wire.Requests, v.Wire.Keyless, v.Wire.Misplaced)
 			}
-			j, err := idem.OpenJournalWithOptions(cfg.Journal, idem.JournalOptions{ReadOnly: true})
+			j, err := filejournal.Open(cfg.Journal, filejournal.Options{ReadOnly: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -352,7 +353,7 @@ func TestDialectRetention(t *testing.T) {
 			defer drop.Close()
 
 			clock := newFakeClock()
-			j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "client.journal"), idem.JournalOptions{Logger: quietLog, Now: clock.Now})
+			j, err := filejournal.Open(filepath.Join(t.TempDir(), "client.journal"), filejournal.Options{Logger: quietLog, Now: clock.Now})
 			if err != nil {
 				t.Fatal(err)
 			}

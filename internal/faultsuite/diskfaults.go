@@ -3,7 +3,7 @@ package faultsuite
 import (
 	"sync"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // Journal record types, as the journal's file format numbers them (the
@@ -14,10 +14,10 @@ const (
 )
 
 // DiskFaults makes the files of a journal fail on command, through
-// idem.JournalOptions.WrapFile:
+// filejournal.Options.WrapFile:
 //
 //	faults := new(faultsuite.DiskFaults)
-//	j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{WrapFile: faults.Wrap})
+//	j, err := filejournal.Open(path, filejournal.Options{WrapFile: faults.Wrap})
 //	faults.FailNextSync(errDisk)
 //
 // A failure fires once, on the next matching call to any wrapped file. It
@@ -34,7 +34,7 @@ type DiskFaults struct {
 }
 
 // Wrap is the WrapFile function.
-func (d *DiskFaults) Wrap(f idem.File) idem.File {
+func (d *DiskFaults) Wrap(f filejournal.File) filejournal.File {
 	ff := &faultyFile{File: f, d: d}
 	if fi, err := f.Stat(); err == nil {
 		ff.synced = fi.Size() // what was there when it was opened is on disk
@@ -83,7 +83,7 @@ func (d *DiskFaults) Writes() int {
 }
 
 type faultyFile struct {
-	idem.File
+	filejournal.File
 	d      *DiskFaults
 	synced int64 // the file's size at its last successful Sync
 }

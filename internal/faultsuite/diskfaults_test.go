@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -23,7 +24,7 @@ type diskRig struct {
 	t      *testing.T
 	path   string
 	faults *DiskFaults
-	j      *idem.FileJournal
+	j      *filejournal.Journal
 	c      *idem.Client
 	srv    *testserver.Instance
 	w      Workload
@@ -42,12 +43,12 @@ func newDiskRig(t *testing.T) *diskRig {
 
 // open opens the journal (closing the previous one) with wrap as its
 // WrapFile, and a client on it.
-func (r *diskRig) open(wrap func(idem.File) idem.File) {
+func (r *diskRig) open(wrap func(filejournal.File) filejournal.File) {
 	r.t.Helper()
 	if r.j != nil {
 		r.j.Close()
 	}
-	j, err := idem.OpenJournalWithOptions(r.path, idem.JournalOptions{WrapFile: wrap, Logger: quietLog})
+	j, err := filejournal.Open(r.path, filejournal.Options{WrapFile: wrap, Logger: quietLog})
 	if err != nil {
 		r.t.Fatal(err)
 	}

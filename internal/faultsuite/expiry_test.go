@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/testserver"
 	"github.com/idemkit/idem/testserver/chaos"
 )
@@ -47,8 +48,8 @@ func TestExpiryEndToEnd(t *testing.T) {
 	w.BaseURL = proxy.URL
 
 	path := filepath.Join(t.TempDir(), "client.journal")
-	opts := idem.JournalOptions{KeyTTL: retention, Logger: quietLog}
-	j, err := idem.OpenJournalWithOptions(path, opts)
+	opts := filejournal.Options{KeyTTL: retention, Logger: quietLog}
+	j, err := filejournal.Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if j, err = idem.OpenJournalWithOptions(path, opts); err != nil {
+	if j, err = filejournal.Open(path, opts); err != nil {
 		t.Fatal(err)
 	}
 	requireExpired(t, j, id, op.Key)
@@ -218,7 +219,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 
 // requireExpired checks that the journal lists the operation, with its
 // key, as expired, and not as pending.
-func requireExpired(t *testing.T, j *idem.FileJournal, id, key string) {
+func requireExpired(t *testing.T, j *filejournal.Journal, id, key string) {
 	t.Helper()
 	exp := list(j, idem.ListExpired)
 	if len(exp) != 1 || exp[0].ID != id || exp[0].Key != key {

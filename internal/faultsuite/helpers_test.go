@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/testserver/chaos"
 )
 
@@ -126,7 +127,7 @@ func clientConfig(j idem.Journal, hc *http.Client) idem.Config {
 
 // newClient returns an instrumented client reporting to rec, and a
 // function that closes its idle connections.
-func newClient(t *testing.T, j *idem.FileJournal, rec Recorder) *idem.Client {
+func newClient(t *testing.T, j *filejournal.Journal, rec Recorder) *idem.Client {
 	t.Helper()
 	tr := NewTransport()
 	t.Cleanup(tr.CloseIdleConnections)
@@ -145,9 +146,9 @@ var quietLog = slog.New(slog.DiscardHandler)
 
 // openJournal opens a journal in a fresh directory and closes it when the
 // test ends.
-func openJournal(t *testing.T) *idem.FileJournal {
+func openJournal(t *testing.T) *filejournal.Journal {
 	t.Helper()
-	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "client.journal"), idem.JournalOptions{Logger: quietLog})
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "client.journal"), filejournal.Options{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
 	"github.com/idemkit/idem/testserver"
 )
@@ -64,7 +65,7 @@ func (h *hostile) requests() []seen {
 
 // hostileClient is a client on a journal in a fresh directory, with quick
 // retries; tweak changes its Config first.
-func hostileClient(t *testing.T, tweak func(*idem.Config)) (*idem.Client, *idem.FileJournal) {
+func hostileClient(t *testing.T, tweak func(*idem.Config)) (*idem.Client, *filejournal.Journal) {
 	t.Helper()
 	j := openJournal(t)
 	tr := NewTransport()
@@ -381,7 +382,7 @@ func TestHostileBareConflictWhileInFlight(t *testing.T) {
 
 // requireOneKeyOneEffect checks that the server saw n requests, all under
 // the key the journal holds as done, and applied the operation once.
-func requireOneKeyOneEffect(t *testing.T, s *conflictServer, j *idem.FileJournal, n int) {
+func requireOneKeyOneEffect(t *testing.T, s *conflictServer, j *filejournal.Journal, n int) {
 	t.Helper()
 	op, _ := lookup(j, "charge-1")
 	reqs := s.requests()
@@ -425,7 +426,7 @@ func TestHostileStoredConflictIsRejected(t *testing.T) {
 func TestHostileSecondWriterThroughAnotherName(t *testing.T) {
 	dir := t.TempDir()
 	real := filepath.Join(dir, "real.journal")
-	j, err := idem.OpenJournalWithOptions(real, idem.JournalOptions{Logger: quietLog})
+	j, err := filejournal.Open(real, filejournal.Options{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +443,7 @@ func TestHostileSecondWriterThroughAnotherName(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{link, chain} {
-			if _, err := idem.OpenJournalWithOptions(name, idem.JournalOptions{Logger: quietLog}); !errors.Is(err, idem.ErrLocked) {
+			if _, err := filejournal.Open(name, filejournal.Options{Logger: quietLog}); !errors.Is(err, filejournal.ErrLocked) {
 				t.Fatalf("second writer through %s: %v, want ErrLocked", name, err)
 			}
 		}
@@ -465,7 +466,7 @@ func TestHostileSecondWriterThroughAnotherName(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{other + "/a/link/../real.journal", filepath.Join(other, "a", "rel.journal")} {
-			if _, err := idem.OpenJournalWithOptions(name, idem.JournalOptions{Logger: quietLog}); !errors.Is(err, idem.ErrLocked) {
+			if _, err := filejournal.Open(name, filejournal.Options{Logger: quietLog}); !errors.Is(err, filejournal.ErrLocked) {
 				t.Fatalf("second writer through %s: %v, want ErrLocked", name, err)
 			}
 		}
@@ -482,7 +483,7 @@ func TestHostileSecondWriterThroughAnotherName(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Chdir(filepath.Join(other, "cur"))
-		if _, err := idem.OpenJournalWithOptions("../real.journal", idem.JournalOptions{Logger: quietLog}); !errors.Is(err, idem.ErrLocked) {
+		if _, err := filejournal.Open("../real.journal", filejournal.Options{Logger: quietLog}); !errors.Is(err, filejournal.ErrLocked) {
 			t.Fatalf("second writer through ../real.journal: %v, want ErrLocked", err)
 		}
 	})
@@ -493,20 +494,20 @@ func TestHostileSecondWriterThroughAnotherName(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer os.Remove(alias)
-		_, err := idem.OpenJournalWithOptions(alias, idem.JournalOptions{Logger: quietLog})
-		if !errors.Is(err, idem.ErrHardLinked) || !strings.Contains(err.Error(), "-samefile") {
+		_, err := filejournal.Open(alias, filejournal.Options{Logger: quietLog})
+		if !errors.Is(err, filejournal.ErrHardLinked) || !strings.Contains(err.Error(), "-samefile") {
 			t.Fatalf("second writer through a hard link: %v, want ErrHardLinked saying how to find the other names", err)
 		}
 		j.Close()
 		for _, name := range []string{real, alias} {
-			if _, err := idem.OpenJournalWithOptions(name, idem.JournalOptions{Logger: quietLog}); !errors.Is(err, idem.ErrHardLinked) {
+			if _, err := filejournal.Open(name, filejournal.Options{Logger: quietLog}); !errors.Is(err, filejournal.ErrHardLinked) {
 				t.Fatalf("opening %s while the file has two names: %v, want ErrHardLinked", filepath.Base(name), err)
 			}
 		}
 		if err := os.Remove(alias); err != nil {
 			t.Fatal(err)
 		}
-		j2, err := idem.OpenJournalWithOptions(real, idem.JournalOptions{Logger: quietLog})
+		j2, err := filejournal.Open(real, filejournal.Options{Logger: quietLog})
 		if err != nil {
 			t.Fatalf("with one name again: %v", err)
 		}
@@ -524,7 +525,7 @@ func TestHostileCompactionThroughASymlink(t *testing.T) {
 	if err := os.Symlink(real, link); err != nil { // dangling until the journal is created
 		t.Fatal(err)
 	}
-	j, err := idem.OpenJournalWithOptions(link, idem.JournalOptions{Logger: quietLog})
+	j, err := filejournal.Open(link, filejournal.Options{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +555,7 @@ func TestHostileCompactionThroughASymlink(t *testing.T) {
 	if entries, _ := os.ReadDir(linkDir); len(entries) != 1 {
 		t.Fatalf("the link's directory holds %v, want the link alone", entries)
 	}
-	r, err := idem.OpenJournalWithOptions(real, idem.JournalOptions{ReadOnly: true, Logger: quietLog})
+	r, err := filejournal.Open(real, filejournal.Options{ReadOnly: true, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,7 +592,7 @@ func TestHostileHugeResponseHeader(t *testing.T) {
 	if st := j.Stats(); st.FileSize > bound {
 		t.Fatalf("journal is %d bytes after %d operations, want at most %d", st.FileSize, ops, bound)
 	}
-	r, err := idem.OpenJournalWithOptions(j.Path(), idem.JournalOptions{ReadOnly: true, Logger: quietLog})
+	r, err := filejournal.Open(j.Path(), filejournal.Options{ReadOnly: true, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}

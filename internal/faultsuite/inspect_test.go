@@ -5,7 +5,7 @@ import (
 	"io/fs"
 	"sync"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // inspector opens a journal read-only again and again while its writer
@@ -31,7 +31,7 @@ func inspect(path string) *inspector {
 				return
 			default:
 			}
-			j, err := idem.OpenJournalWithOptions(path, idem.JournalOptions{ReadOnly: true, Logger: quietLog})
+			j, err := filejournal.Open(path, filejournal.Options{ReadOnly: true, Logger: quietLog})
 			in.mu.Lock()
 			switch {
 			case errors.Is(err, fs.ErrNotExist):

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/fsutil"
 )
 
@@ -47,13 +47,13 @@ func OpenSyncLog(path string) (*SyncLog, error) {
 }
 
 // Wrap is the WrapFile function.
-func (l *SyncLog) Wrap(f idem.File) idem.File { return &loggedFile{File: f, log: l} }
+func (l *SyncLog) Wrap(f filejournal.File) filejournal.File { return &loggedFile{File: f, log: l} }
 
 // Close closes the log.
 func (l *SyncLog) Close() error { return l.f.Close() }
 
 type loggedFile struct {
-	idem.File
+	filejournal.File
 	log *SyncLog
 }
 

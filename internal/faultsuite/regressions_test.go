@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -56,8 +57,8 @@ func TestCompletedOperationIsNotResentAfterCompaction(t *testing.T) {
 	srv := testserver.Start(t, testserver.Config{Now: clock.Now})
 	w := Workload{BaseURL: srv.URL, ClientID: "compaction", Ops: 4}
 	prepareInventory(t, srv.URL, w.ClientID)
-	j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "client.journal"),
-		idem.JournalOptions{Now: clock.Now, Logger: quietLog})
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "client.journal"),
+		filejournal.Options{Now: clock.Now, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +160,8 @@ func TestRetriesStopAtKeyTTL(t *testing.T) {
 			srv := testserver.Start(t, testserver.Config{Now: clock.Now, Retention: ttl})
 			w := Workload{BaseURL: srv.URL, ClientID: "ttl", Ops: 1}
 			id := OperationID(0)
-			j, err := idem.OpenJournalWithOptions(filepath.Join(t.TempDir(), "client.journal"),
-				idem.JournalOptions{Now: clock.Now, KeyTTL: ttl, Logger: quietLog})
+			j, err := filejournal.Open(filepath.Join(t.TempDir(), "client.journal"),
+				filejournal.Options{Now: clock.Now, KeyTTL: ttl, Logger: quietLog})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 )
 
 // Sample is the measurement of one cell, or, in a Row's Median, the median
@@ -195,7 +195,7 @@ func measureRecovery(path string) (Recovery, error) {
 	runtime.GC()
 	runtime.ReadMemStats(&m0)
 	t0 := time.Now()
-	j, err := idem.OpenJournal(path)
+	j, err := filejournal.Open(path, filejournal.Options{})
 	elapsed := time.Since(t0)
 	if err != nil {
 		return Recovery{}, fmt.Errorf("reopening the journal: %w", err)

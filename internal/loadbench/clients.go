@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -66,7 +67,7 @@ func newDriver(c Client, ep *endpoint, tr *http.Transport, dir, pgDSN string, se
 		}
 		return &idemDriver{url: ep.url, c: ic}, nil
 	case ClientIdemJournal:
-		j, err := idem.OpenJournal(filepath.Join(dir, "ops-"+strconv.Itoa(seq)+".journal"))
+		j, err := filejournal.Open(filepath.Join(dir, "ops-"+strconv.Itoa(seq)+".journal"), filejournal.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("loadbench: %w", err)
 		}
@@ -183,9 +184,9 @@ func (d *retryableDriver) close() error { return nil }
 type idemDriver struct {
 	url     string
 	c       *idem.Client
-	journal *idem.FileJournal  // nil without one
-	pg      *pgjournal.Journal // nil without one
-	closer  func() error       // closes another journal, if any
+	journal *filejournal.Journal // nil without one
+	pg      *pgjournal.Journal   // nil without one
+	closer  func() error         // closes another journal, if any
 }
 
 func (d *idemDriver) do(ctx context.Context, w int, n uint64) error {

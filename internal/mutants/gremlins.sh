@@ -23,7 +23,7 @@ if [ "${1:-}" = --diff ]; then
   diff=(--diff "$2"); shift 2
 fi
 pkgs=("$@")
-[ ${#pkgs[@]} -gt 0 ] || pkgs=(. ./internal/filejournal ./pgjournal ./idemserver ./testserver ./idemaws ./idemgin ./idemecho)
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(. ./filejournal ./internal/fileengine ./internal/journalkit ./pgjournal ./idemserver ./testserver ./idemaws ./idemgin ./idemecho)
 
 gremlins=$(go env GOPATH)/bin/gremlins
 if ! go version -m "$gremlins" 2>/dev/null | grep -q "gremlins.*$version"; then

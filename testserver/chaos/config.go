@@ -90,7 +90,7 @@ type Config struct {
 	// InFlight is the answer of an InFlight fault: what the upstream
 	// answers a request whose key's first request still runs. Default:
 	// 409 Conflict with a plain-text body, the reference server's status.
-	InFlight Answer
+	InFlight Reply
 
 	// KeyHeader names the request header carrying the idempotency key,
 	// which the proxy's log records name. Default "Idempotency-Key".
@@ -104,8 +104,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Answer is a response the proxy sends in the upstream's place.
-type Answer struct {
+// Reply is a response the proxy sends in the upstream's place.
+type Reply struct {
 	// Status is the status code; 0 is 409 Conflict.
 	Status int
 	// Header holds header fields to send; Retry-After is the proxy's.

@@ -309,7 +309,7 @@ func TestInFlightAnswersWhileTheUpstreamStillWorks(t *testing.T) {
 	})
 	logs := make(records, 16)
 	cfg := Config{Rates: map[Kind]float64{InFlight: 1}, RetryAfter: 2 * time.Second, KeyHeader: "Cko-Idempotency-Key",
-		InFlight: Answer{Status: http.StatusAlreadyReported, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"in":"flight"}`)},
+		InFlight: Reply{Status: http.StatusAlreadyReported, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"in":"flight"}`)},
 		Logger:   slog.New(logs)}
 	s := listen(t, up, cfg)
 

@@ -36,7 +36,7 @@ import (
 // http.ErrAbortHandler instead, and net/http resets the stream.
 type Proxy struct {
 	match      func(*http.Request) bool
-	inFlight   Answer
+	inFlight   Reply
 	keyHeader  string
 	maxStall   time.Duration
 	retryAfter string // Retry-After header value
