@@ -107,3 +107,34 @@ func TestBaseURLMoveStillGuardsTheRest(t *testing.T) {
 		t.Fatalf("sent %q", keys)
 	}
 }
+
+// C5: a request outside every moved prefix is judged at its own URL; the
+// old prefix is never put in front of a URL the move does not start.
+func TestBaseURLMoveIgnoresARequestOutsideTheNewPrefix(t *testing.T) {
+	var keys []string
+	srv := keyServer(t, &keys)
+	const body = `{"amount":5}`
+	old := "https://api.old.example.test/v1/charges?then="
+	url := old + srv.URL + "/y"
+	j, err := idem.OpenJournal(filepath.Join(t.TempDir(), "ops.journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	err = journalhelp.Begin(j, idem.Operation{ID: "charge", Key: "key-charge", Method: "POST", URL: url,
+		Fingerprint: sha256.Sum256([]byte("POST\x00" + url + "\x00" + body))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := idem.New(idem.Config{Journal: j, BaseURLMoves: map[string]string{old: srv.URL + "/v2/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", srv.URL+"/y", strings.NewReader(body))
+	if _, err := c.Do("charge", req); !errors.Is(err, idem.ErrMismatch) {
+		t.Fatalf("Do outside the new prefix: err = %v, want ErrMismatch", err)
+	}
+	if len(keys) != 0 {
+		t.Fatalf("sent %q, want nothing", keys)
+	}
+}

@@ -6,6 +6,8 @@
 #   internal/mutants/gremlins.sh                    # every safety package
 #   internal/mutants/gremlins.sh ./pgjournal        # some of them
 #   internal/mutants/gremlins.sh --diff main        # what a change touched
+#   GREMLINS_FILES='client.go retry.go' internal/mutants/gremlins.sh .
+#                                                   # some files of one package
 #
 # Results go to $GREMLINS_OUT (default /tmp/idem-gremlins): a log and a
 # JSON report per package, and a summary line each on standard output.
@@ -86,6 +88,15 @@ for pkg in "${pkgs[@]}"; do
     # The root's own files only: every directory below it is another package.
     args+=(-E '/' -E '_test\.go$')
     env=(IDEM_GREMLINS_ROOT=1)
+  fi
+  # GREMLINS_FILES names the files to mutate (a long package run in
+  # parts): every other file of the package is excluded. Unlike --diff,
+  # it keeps gremlins' coverage of the whole package.
+  if [ -n "${GREMLINS_FILES:-}" ]; then
+    for f in "$pkg"/*.go; do
+      f=${f#./}; base=${f##*/}
+      case " $GREMLINS_FILES " in *" $base "*) ;; *) args+=(-E "(^|/)${base//./\\.}\$") ;; esac
+    done
   fi
   # A nested module (idemaws) runs from its own directory. gremlins tests
   # each mutant in a copy of that directory, where its replace of the
