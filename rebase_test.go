@@ -116,7 +116,7 @@ func TestBaseURLMoveIgnoresARequestOutsideTheNewPrefix(t *testing.T) {
 	const body = `{"amount":5}`
 	old := "https://api.old.example.test/v1/charges?then="
 	url := old + srv.URL + "/y"
-	j, err := idem.OpenJournal(filepath.Join(t.TempDir(), "ops.journal"))
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
