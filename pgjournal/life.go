@@ -170,9 +170,11 @@ func (j *Journal) end(l *life, why string) {
 }
 
 // heartbeat renews the current life every third of Options.Liveness
-// until Close, each renewal bounded by the deadline it tries to move. A
-// renewal that fails is tried again sooner; one the database refuses
-// ends the life.
+// until Close, each renewal bounded by the deadline it tries to move. The
+// renewals are sent a third of Liveness apart whatever each takes, so a
+// database slow to answer keeps the life as long as a renewal returns
+// within about half of Liveness. A renewal that fails is tried again
+// sooner; one the database refuses ends the life.
 func (j *Journal) heartbeat() {
 	defer j.beating.Done()
 	w := j.opt.Liveness
@@ -217,7 +219,7 @@ func (j *Journal) heartbeat() {
 			l.deadline = sent.Add(localLease(w))
 		}
 		j.mu.Unlock()
-		tick.Reset(w / 3)
+		tick.Reset(max(time.Until(sent.Add(w/3)), 0))
 	}
 }
 
