@@ -29,17 +29,29 @@ func (t machineTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestAPartitionedHolderStopsSending is F3.5 under a partition: machine a
-// can reach the API but no longer the database, while its attempts are
-// retried. Its lease lapses in the database and b takes the operation over;
-// a must have stopped sending before b's attempt starts, however long its
-// renewal statement hangs.
+// TestAPartitionedHolderStopsSending is F3.5 (and F11.3) under a
+// partition: machine a can reach the API but no longer the database, while
+// its attempts are retried. Its lease lapses in the database, or its
+// liveness does (a lease of an hour), and b takes the operation over; a
+// must have stopped sending before b's attempt starts, however long its
+// renewal statements hang.
 func TestAPartitionedHolderStopsSending(t *testing.T) {
+	const short = 600 * time.Millisecond // Timeout 5s is longer
+	for name, o := range map[string]pgjournal.Options{
+		"the lease lapses":    {LeaseTTL: short, Liveness: time.Hour},
+		"the liveness lapses": {LeaseTTL: time.Hour, Liveness: short},
+	} {
+		t.Run(name, func(t *testing.T) { partitionedHolder(t, o) })
+	}
+}
+
+// partitionedHolder is TestAPartitionedHolderStopsSending with a's and
+// b's lease and a's liveness as o says.
+func partitionedHolder(t *testing.T, o pgjournal.Options) {
 	dsn := pgtest.NewDatabase(t)
 	p, viaProxy := newProxy(t, dsn)
-	const lease = 600 * time.Millisecond
-	a := openJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: lease}) // Timeout 5s: longer than the lease
-	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: lease})
+	a := openJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: o.LeaseTTL, Liveness: o.Liveness})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: o.LeaseTTL})
 	type sent struct {
 		who        string
 		start, end time.Time

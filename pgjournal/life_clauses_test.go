@@ -33,7 +33,8 @@ const (
 // machine a's sessions read a clock an hour behind the database's, so its
 // liveness has lapsed by b's clock while a renews it by its own; its
 // leases are three hours long. b's claim of one of a's operations takes
-// it at once and declares a's life dead; a's next renewal is refused, and
+// it at once, in one statement after the read, and declares a's life
+// dead; a's next renewal is refused, and
 // that refusal (not a's own deadline) loses a's other claim, which b then
 // takes too; a's outcome on the first is refused and leaves b's row.
 func TestALapsedLifeIsDeclaredDeadAndNotRenewed(t *testing.T) {
@@ -41,7 +42,8 @@ func TestALapsedLifeIsDeclaredDeadAndNotRenewed(t *testing.T) {
 	const w = 600 * time.Millisecond
 	aLog := &logMessages{}
 	a := openJournal(t, behind(t, dsn, 1), pgjournal.Options{Owner: "a", LeaseTTL: 3 * time.Hour, Liveness: w, Logger: slog.New(aLog)})
-	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: time.Hour})
+	tr := &tracer{}
+	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: time.Hour}, tr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	begin := func(id string) idem.Claim {
@@ -56,11 +58,15 @@ func TestALapsedLifeIsDeclaredDeadAndNotRenewed(t *testing.T) {
 	defer ax.Release()
 	defer ay.Release()
 
+	tr.take()
 	bx, err := b.TryClaim(ctx, "x")
 	if err != nil {
 		t.Fatalf("b's claim of x, whose holder's liveness lapsed by the database's clock: %v", err)
 	}
 	defer bx.Release()
+	if sql := tr.takeOps(); len(sql) != 2 || !strings.Contains(sql[1], "UPDATE idem_lives SET dead = true") {
+		t.Fatalf("b's claim of x sent %q; want the read, then the statement that declares a's life dead and takes the lease", sql)
+	}
 	if op, _ := bx.Operation(); op.Key != "a-key-x" {
 		t.Fatalf("b took x under key %q, want a-key-x", op.Key)
 	}
@@ -239,7 +245,8 @@ func TestTheLivenessCostsAStatementPerJournal(t *testing.T) {
 	srv := newServer(t)
 	srv.hold = func(*http.Request) int { time.Sleep(20 * time.Millisecond); return 0 } // an API's latency
 	c := client(t, j)
-	const callers, each = 64, 40
+	const callers = 64
+	each := 40 * max(int(w/(600*time.Millisecond)), 1) // a few dozen renewals' time
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range callers {

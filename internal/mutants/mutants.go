@@ -224,7 +224,7 @@ var mutants = []mutant{
 		Edits: []edit{{File: "pgjournal/claim.go",
 			Old: "AND (lease_life IN (SELECT id FROM dead)\n",
 			New: "AND (false\n"}},
-		Pkg: "./pgjournal", Tests: []string{"TestALapsedLifeIsDeclaredDeadAndNotRenewed", "TestAKilledProcessIsResumedWithinItsLiveness"},
+		Pkg: "./pgjournal", Tests: []string{"TestALapsedLifeIsDeclaredDeadAndNotRenewed"},
 	},
 	{
 		Name: "a liveness declared dead is renewed", Rules: "F11.3",
@@ -238,7 +238,7 @@ var mutants = []mutant{
 		Edits: []edit{{File: "pgjournal/life.go",
 			Old: "\tl.timer = time.AfterFunc(time.Until(l.deadline), func() { j.check(l) })\n",
 			New: "\tl.timer = time.AfterFunc(time.Until(l.deadline)+time.Hour, func() { j.check(l) })\n"}},
-		Pkg: "./pgjournal", Tests: []string{"TestAStoppedProcessIsDeclaredDeadAndFencedOut"},
+		Pkg: "./pgjournal", Tests: []string{"TestAPartitionedHolderStopsSending", "TestALeaseTakenAsTheLivenessEndsIsLost"},
 	},
 	{
 		Name: "the liveness renewed every Liveness, not every third of it", Rules: "F11.5",
