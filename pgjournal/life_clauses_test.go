@@ -125,7 +125,11 @@ func TestASlowButLiveJournalIsNotDeclaredDead(t *testing.T) {
 			t.Fatalf("a's liveness row: %v", err)
 		}
 		if len(ends) > 0 && !end.After(ends[len(ends)-1]) {
-			time.Sleep(10 * time.Millisecond) // polls the database; the renewals come every third of the liveness
+			select {
+			case <-ca.Lost():
+				t.Fatalf("a's claim was lost after %d renewals while a was slow but alive", len(ends)-1)
+			case <-time.After(10 * time.Millisecond): // polls the database; the renewals come every third of the liveness
+			}
 			continue
 		}
 		ends = append(ends, end)
