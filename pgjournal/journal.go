@@ -79,7 +79,9 @@ type Options struct {
 	// once. The Journal stops sending a tenth of Liveness before that, by
 	// its own clock. Shorter resumes a dead machine's work sooner and
 	// costs more statements; a process paused for longer than nine tenths
-	// of it loses its claims. Default DefaultLiveness (5s).
+	// of it loses its claims. The renewals keep one of the pool's
+	// connections to themselves, unless it has only one. Default
+	// DefaultLiveness (5s).
 	Liveness time.Duration
 
 	// KeyTTL is how long a key lives on the server (Journal.KeyTTL):

@@ -40,6 +40,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // life is one life of a Journal. Its fields but id are guarded by the
@@ -175,8 +177,20 @@ func (j *Journal) end(l *life, why string) {
 // database slow to answer keeps the life as long as a renewal returns
 // within about half of Liveness. A renewal that fails is tried again
 // sooner; one the database refuses ends the life.
+//
+// The renewals keep a connection of the pool to themselves, once they
+// got one, unless the pool has only one: a pool that every caller is
+// waiting for must not make the renewal wait behind them until the life
+// lapses. A connection that failed is given back, and another taken.
 func (j *Journal) heartbeat() {
 	defer j.beating.Done()
+	var conn *pgxpool.Conn
+	keep := j.pool.Config().MaxConns > 1
+	defer func() {
+		if conn != nil {
+			conn.Release()
+		}
+	}()
 	w := j.opt.Liveness
 	tick := time.NewTimer(w / 3)
 	defer tick.Stop()
@@ -198,11 +212,22 @@ func (j *Journal) heartbeat() {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		var n int64
 		err := j.statement(ctx, func(ctx context.Context) error {
-			tag, err := j.pool.Exec(ctx, renewLifeSQL, l.id, w.Microseconds())
+			if conn == nil {
+				c, err := j.pool.Acquire(ctx)
+				if err != nil {
+					return err
+				}
+				conn = c
+			}
+			tag, err := conn.Exec(ctx, renewLifeSQL, l.id, w.Microseconds())
 			n = tag.RowsAffected()
 			return err
 		})
 		cancel()
+		if conn != nil && (err != nil || !keep) {
+			conn.Release()
+			conn = nil
+		}
 		switch {
 		case err != nil:
 			j.log.Debug("pgjournal: renewing this journal's liveness failed", "owner", j.opt.Owner, "err", err)
