@@ -311,8 +311,9 @@ func defaultOwner() string {
 // Close stops the Journal. Claims still held stop renewing their leases
 // and report them lost (their attempts stop), and the Journal ends its
 // liveness (F11) in the database, so that every lease it holds is free to
-// other machines at once; if the database cannot be reached, they are
-// free when the liveness lapses. A pool the Journal opened is closed; one
+// other machines at once; if the database does not answer within
+// Options.Timeout, they are free when the liveness lapses. A pool the
+// Journal opened is closed; one
 // given to New is not. A second Close does nothing.
 func (j *Journal) Close() error {
 	j.mu.Lock()
