@@ -174,18 +174,41 @@ func (c *claim) acquire(ctx context.Context, wait bool) error {
 	}
 }
 
-// readSQL reads an operation's row, its lease, and the database's clock.
+// readSQL reads an operation's row, its lease, the life the lease was
+// taken under (F11) and the database's clock. The lease ends at its
+// lease_until, or at its life's end if that is sooner: a life declared
+// dead, or gone, has ended. A life is the lease's only when the lease
+// was taken at the fence the row holds: a lease taken since by a writer
+// that does not name lives (a previous release) is judged by its
+// lease_until alone.
 const readSQL = `SELECT fence, clock_timestamp(), ` + operationColumns + `,
-	lease_owner, lease_until, lease_until > clock_timestamp()
-	FROM idem_operations WHERE namespace = $1 AND op_id = $2`
+	lease_owner, lease_end, lease_end > clock_timestamp(), life
+	FROM (SELECT *, CASE WHEN lease_life_fence = fence THEN lease_life END AS life,
+		CASE WHEN lease_until IS NOT NULL AND lease_life IS NOT NULL AND lease_life_fence = fence
+			THEN LEAST(lease_until, COALESCE((SELECT l.alive_until FROM idem_lives AS l
+				WHERE l.id = lease_life AND NOT l.dead), 'epoch'))
+			ELSE lease_until END AS lease_end
+		FROM idem_operations WHERE namespace = $1 AND op_id = $2) AS o`
 
-// leaseSQL takes the lease on a row read with fence $3, unless the row
-// changed since or its lease is held by another than this Journal's
-// release that failed, whose fence is $6 (F8).
-const leaseSQL = `UPDATE idem_operations
-	SET lease_owner = $4, lease_until = clock_timestamp() + $5 * interval '1 microsecond', fence = fence + 1
+// leaseSQL takes the lease on a row read with fence $3, under this
+// Journal's life $8, unless the row changed since or its lease is held:
+// its lease_until is ahead, it is not this Journal's release that failed
+// (fence $6, F8), and the life it was taken under, $7 as read, is alive.
+// A life that lapsed is declared dead here, by the statement that frees
+// its lease (F11), and one declared dead or gone has ended; the
+// declaration, a write of the life's row, is ordered with the life's
+// renewal by the database.
+const leaseSQL = `WITH dead AS (
+		UPDATE idem_lives SET dead = true
+		WHERE id = $7::text AND NOT dead AND alive_until <= clock_timestamp()
+		RETURNING id)
+	UPDATE idem_operations
+	SET lease_owner = $4, lease_until = clock_timestamp() + $5 * interval '1 microsecond', fence = fence + 1,
+		lease_life = $8, lease_life_fence = fence + 1
 	WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state < 2
-		AND (lease_until IS NULL OR lease_until <= clock_timestamp() OR (lease_owner = $4 AND fence = $6))
+		AND (lease_until IS NULL OR lease_until <= clock_timestamp() OR (lease_owner = $4 AND fence = $6)
+			OR lease_life IS NOT NULL AND lease_life_fence = fence AND (lease_life IN (SELECT id FROM dead)
+				OR NOT EXISTS (SELECT 1 FROM idem_lives AS l WHERE l.id = lease_life AND NOT l.dead)))
 	RETURNING fence, clock_timestamp(), ` + operationColumns
 
 // try makes one attempt: it reads the row and, if the operation may be
@@ -210,13 +233,14 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 			return err
 		}
 		var (
-			fence int64
-			owner *string
-			until *time.Time
-			live  *bool
+			fence  int64
+			owner  *string
+			until  *time.Time
+			live   *bool
+			holder *string // the life the lease was taken under
 		)
 		_, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (bool, error) {
-			return true, c.scan(row, &fence, &owner, &until, &live)
+			return true, c.scan(row, &fence, &owner, &until, &live, &holder)
 		})
 		if err == nil && kept != 0 && (c.done || fence != kept) {
 			j.forgetKept(c.id) // released by its lapse, and taken or completed since
@@ -235,9 +259,14 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 			held = &idem.HeldError{ID: c.id, Holder: *owner, Until: until.UTC()}
 			return nil
 		}
+		l, err := j.live(ctx)
+		if err != nil {
+			return err
+		}
 		sent := time.Now()
 		c.leasing = true
-		rows, err = j.pool.Query(ctx, leaseSQL, j.opt.Namespace, c.id, fence, j.opt.Owner, j.opt.LeaseTTL.Microseconds(), kept)
+		rows, err = j.pool.Query(ctx, leaseSQL, j.opt.Namespace, c.id, fence, j.opt.Owner, j.opt.LeaseTTL.Microseconds(), kept,
+			holder, l.id)
 		if err != nil {
 			return err
 		}
@@ -251,7 +280,7 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 			return err
 		}
 		j.forgetKept(c.id)
-		c.state = stateLeased
+		c.state, c.life = stateLeased, l
 		c.lease(sent)
 		return nil
 	})
@@ -330,6 +359,7 @@ type claim struct {
 	state   int
 	leasing bool // try's last attempt sent the statement that takes the lease
 	fence   int64
+	life    *life // the Journal's life the lease was taken under (F11)
 	op      idem.Operation
 	found   bool // an intent is recorded (Operation's second result)
 	done    bool // the operation is completed
@@ -453,7 +483,11 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 	}
 	// The row rides the group's next statement with the rows of
 	// concurrent Begins (F10): one round trip and one commit for all.
-	out, err := c.j.intents.do(ctx, intentIn{id: c.id, op: op})
+	l, err := c.j.live(ctx)
+	if err != nil {
+		return fmt.Errorf("pgjournal: recording the intent of %s: %w", journalkit.QuoteID(op.ID), err)
+	}
+	out, err := c.j.intents.do(ctx, intentIn{id: c.id, op: op, life: l})
 	switch {
 	case err != nil:
 		return fmt.Errorf("pgjournal: recording the intent of %s: %w", journalkit.QuoteID(op.ID), err)
@@ -475,7 +509,7 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 		return fmt.Errorf("pgjournal: recording the intent of %s: another machine began it first: %w", journalkit.QuoteID(op.ID), idem.ErrOperationExists)
 	}
 	sent := out.sent
-	c.state, c.fence = stateLeased, 1
+	c.state, c.fence, c.life = stateLeased, 1, l
 	c.lease(sent)
 	c.op, c.found = op, true
 	return nil

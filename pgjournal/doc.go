@@ -9,7 +9,7 @@
 //	...
 //	c, err := idem.New(idem.Config{Journal: j})
 //
-// It keeps the rules of a shared journal, F1 to F10 (defined in DESIGN.md at
+// It keeps the rules of a shared journal, F1 to F11 (defined in DESIGN.md at
 // the repository's root):
 //
 //   - F1: an operation's intent row is committed before its first byte is
@@ -21,7 +21,8 @@
 //     holds its lease (claim.go); another machine's Do of it waits, within
 //     its context, and returns a *idem.HeldError naming the holder if the
 //     context ends first. A dead holder's lease lapses after
-//     Options.LeaseTTL and the operation resumes elsewhere.
+//     Options.LeaseTTL, or sooner by F11, and the operation resumes
+//     elsewhere.
 //   - F4: expiry is judged by the database's clock (Journal.Now).
 //   - F5: every write carries the lease's fencing token: a machine whose
 //     lease was taken over cannot overwrite the next holder's outcome.
@@ -43,6 +44,12 @@
 //     do Completes and releases (group.go); a lone caller sends its own at
 //     once. ClaimBegin claims a new operation and records its intent in
 //     that one statement. Stats counts the commits.
+//   - F11: a Journal's liveness is kept apart from its leases:
+//     one statement renews it every third of Options.Liveness for all its
+//     claims, and when it lapses (the process was killed, paused or cut
+//     off) every lease it held is free at once, however long; the Journal
+//     stops sending before that, by its own clock. Close ends it, so a
+//     clean stop hands every lease back at once.
 //
 // The tables (schema.go) are created or upgraded on Open, or by Migrate
 // (`idem journal migrate URL`). The SQL keeps to what CockroachDB and

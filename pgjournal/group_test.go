@@ -243,8 +243,9 @@ func TestALoneBeginIsNotDelayed(t *testing.T) {
 			t.Errorf("statements sent from %q, want from the test's own call to Do", senders)
 		}
 	}
-	if st := j.Stats(); st != (pgjournal.Stats{Intents: 1, IntentCommits: 1, Outcomes: 1, OutcomeCommits: 1}) {
-		t.Errorf("stats %+v: want one intent and one outcome, each its own commit", st)
+	if st := j.Stats(); st != (pgjournal.Stats{Intents: 1, IntentCommits: 1, Outcomes: 1, OutcomeCommits: 1, Lives: 1,
+		LivenessRenewals: st.LivenessRenewals}) {
+		t.Errorf("stats %+v: want one intent and one outcome, each its own commit, under one life", st)
 	}
 }
 

@@ -29,17 +29,29 @@ func (t machineTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestAPartitionedHolderStopsSending is F3.5 under a partition: machine a
-// can reach the API but no longer the database, while its attempts are
-// retried. Its lease lapses in the database and b takes the operation over;
-// a must have stopped sending before b's attempt starts, however long its
-// renewal statement hangs.
+// TestAPartitionedHolderStopsSending is F3.5 (and F11.3) under a
+// partition: machine a can reach the API but no longer the database, while
+// its attempts are retried. Its lease lapses in the database, or its
+// liveness does (a lease of an hour), and b takes the operation over; a
+// must have stopped sending before b's attempt starts, however long its
+// renewal statements hang.
 func TestAPartitionedHolderStopsSending(t *testing.T) {
+	const short = 600 * time.Millisecond // Timeout 5s is longer
+	for name, o := range map[string]pgjournal.Options{
+		"the lease lapses":    {LeaseTTL: short, Liveness: time.Hour},
+		"the liveness lapses": {LeaseTTL: time.Hour, Liveness: short},
+	} {
+		t.Run(name, func(t *testing.T) { partitionedHolder(t, o) })
+	}
+}
+
+// partitionedHolder is TestAPartitionedHolderStopsSending with a's and
+// b's lease and a's liveness as o says.
+func partitionedHolder(t *testing.T, o pgjournal.Options) {
 	dsn := pgtest.NewDatabase(t)
 	p, viaProxy := newProxy(t, dsn)
-	const lease = 600 * time.Millisecond
-	a := openJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: lease}) // Timeout 5s: longer than the lease
-	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: lease})
+	a := openJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: o.LeaseTTL, Liveness: o.Liveness})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: o.LeaseTTL})
 	type sent struct {
 		who        string
 		start, end time.Time
@@ -141,10 +153,12 @@ func TestALargeBodyOfALeasedDoIsReadWhole(t *testing.T) {
 	}
 }
 
-// TestCloseAbandonsTheLeases: a Journal built with New on the caller's
-// pool, closed while it holds a claim, renews it no more: the lease lapses
-// and another machine takes the operation; the claim reports it lost.
-func TestCloseAbandonsTheLeases(t *testing.T) {
+// TestCloseHandsTheLeasesBack is F11.4 for Close: a Journal built with
+// New on the caller's pool, closed while it holds a claim, reports the
+// claim lost (its attempts stop) and hands the lease back at once: with a
+// lease and a liveness of an hour, another machine takes the operation
+// without waiting.
+func TestCloseHandsTheLeasesBack(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dsn)
@@ -152,8 +166,7 @@ func TestCloseAbandonsTheLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	const lease = 300 * time.Millisecond
-	a, err := pgjournal.New(ctx, pool, pgjournal.Options{Owner: "a", LeaseTTL: lease, Logger: quiet})
+	a, err := pgjournal.New(ctx, pool, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Liveness: time.Hour, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,14 +184,15 @@ func TestCloseAbandonsTheLeases(t *testing.T) {
 	default:
 		t.Fatal("a claim of a closed journal is not reported lost")
 	}
-	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: lease})
-	wctx, cancel := context.WithTimeout(ctx, 10*lease)
-	defer cancel()
-	cb, err := b.Claim(wctx, "charge")
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b"})
+	cb, err := b.TryClaim(ctx, "charge")
 	if err != nil {
-		t.Fatalf("10 leases after Close: %v", err)
+		t.Fatalf("a claim of an operation a closed journal held: %v, want it free at once", err)
 	}
-	cb.Release()
+	defer cb.Release()
+	if op, ok := cb.Operation(); !ok || op.Key != "k" || op.State != idem.StatePending {
+		t.Fatalf("b took %+v (%v), want the pending operation under key k", op, ok)
+	}
 }
 
 // TestOpenOfADatabaseThatDoesNotAnswer is F6.2 at Open: a database that

@@ -29,6 +29,8 @@ const (
 	DefaultNamespace = "default"
 	// DefaultLeaseTTL is the default Options.LeaseTTL.
 	DefaultLeaseTTL = 30 * time.Second
+	// DefaultLiveness is the default Options.Liveness.
+	DefaultLiveness = 5 * time.Second
 	// DefaultTimeout is the default Options.Timeout.
 	DefaultTimeout = 5 * time.Second
 	// MaxIDLen bounds an operation ID, in bytes. The primary key's index
@@ -63,11 +65,24 @@ type Options struct {
 
 	// LeaseTTL is how long a claim on an operation lasts without being
 	// renewed (F3). A Journal renews the claims it holds every LeaseTTL/3
-	// while their attempts run; the claim of a machine that died lapses
-	// LeaseTTL after its last renewal, and another machine then resumes
-	// the operation under the same key. A claim whose renewal fails for
-	// LeaseTTL is lost: its attempts stop. Default DefaultLeaseTTL (30s).
+	// while their attempts run. A claim whose renewal fails for LeaseTTL
+	// is lost: its attempts stop. A machine that died frees its claims
+	// after Liveness, or LeaseTTL if that is shorter. Default
+	// DefaultLeaseTTL (30s).
 	LeaseTTL time.Duration
+
+	// Liveness is how long the Journal stays alive in the database
+	// without renewing its liveness (F11): it renews it every Liveness/3
+	// with one statement for all its claims, and when it has not for
+	// Liveness (the process was killed, paused, starved or cut off from
+	// the database) every claim it holds is free to other machines at
+	// once. The Journal stops sending a tenth of Liveness before that, by
+	// its own clock. Shorter resumes a dead machine's work sooner and
+	// costs more statements; a process paused for longer than nine tenths
+	// of it loses its claims. The renewals keep one of the pool's
+	// connections to themselves, unless it has only one. Default
+	// DefaultLiveness (5s).
+	Liveness time.Duration
 
 	// KeyTTL is how long a key lives on the server (Journal.KeyTTL):
 	// pending operations older than it are expired, judged by the
@@ -113,8 +128,17 @@ type Journal struct {
 	releases   group[releaseIn, struct{}]
 	intentRows atomic.Uint64
 
+	// The Journal's liveness (F11, life.go): its current life, the
+	// heartbeat that renews it (beat is closed by Close), and counts.
+	starting sync.Mutex // held while a life is started
+	beat     chan struct{}
+	beating  sync.WaitGroup
+	renewals atomic.Uint64
+	lives    atomic.Uint64
+
 	mu     sync.Mutex
 	closed bool
+	life   *life               // the current life, nil before the first claim
 	held   map[*claim]struct{} // leased claims, abandoned by Close
 	kept   map[string]int64    // leases a failed release left in the database: ID to fence (F8)
 }
@@ -181,10 +205,12 @@ func Open(ctx context.Context, dsn string, opt Options) (*Journal, error) {
 // upgrading its tables (see Migrate). Close leaves the pool open.
 func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error) {
 	switch {
-	case opt.LeaseTTL < 0 || opt.KeyTTL < 0 || opt.Timeout < 0:
+	case opt.LeaseTTL < 0 || opt.KeyTTL < 0 || opt.Timeout < 0 || opt.Liveness < 0:
 		return nil, fmt.Errorf("%w: pgjournal.Options has a negative duration", idem.ErrInvalidConfig)
 	case opt.LeaseTTL > 0 && opt.LeaseTTL < 30*time.Millisecond:
 		return nil, fmt.Errorf("%w: pgjournal.Options.LeaseTTL %s is too short to renew", idem.ErrInvalidConfig, opt.LeaseTTL)
+	case opt.Liveness > 0 && opt.Liveness < 30*time.Millisecond:
+		return nil, fmt.Errorf("%w: pgjournal.Options.Liveness %s is too short to renew", idem.ErrInvalidConfig, opt.Liveness)
 	case !isText(opt.Namespace):
 		return nil, fmt.Errorf("%w: pgjournal.Options.Namespace %s is not PostgreSQL text (UTF-8 without NUL)",
 			idem.ErrInvalidConfig, journalkit.QuoteID(opt.Namespace))
@@ -203,6 +229,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 	}
 	if opt.LeaseTTL == 0 {
 		opt.LeaseTTL = DefaultLeaseTTL
+	}
+	if opt.Liveness == 0 {
+		opt.Liveness = DefaultLiveness
 	}
 	if opt.KeyTTL == 0 {
 		opt.KeyTTL = idem.DefaultKeyTTL
@@ -280,9 +309,12 @@ func defaultOwner() string {
 }
 
 // Close stops the Journal. Claims still held stop renewing their leases
-// and report them lost (their attempts stop); the leases lapse in the
-// database by themselves. A pool the Journal opened is closed; one given to
-// New is not. A second Close does nothing.
+// and report them lost (their attempts stop), and the Journal ends its
+// liveness (F11) in the database, so that every lease it holds is free to
+// other machines at once; if the database does not answer within
+// Options.Timeout, they are free when the liveness lapses. A pool the
+// Journal opened is closed; one
+// given to New is not. A second Close does nothing.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	if j.closed {
@@ -298,20 +330,27 @@ func (j *Journal) Close() error {
 	for _, c := range held {
 		c.abandon()
 	}
+	j.stopLiving()
 	if j.ownPool {
 		j.pool.Close()
 	}
 	return nil
 }
 
-// hold and unhold keep the set of leased claims.
+// hold and unhold keep the set of leased claims. A claim whose life
+// (F11) is over when it is held is lost at once.
 func (j *Journal) hold(c *claim) {
 	j.mu.Lock()
 	if j.held == nil {
 		j.held = make(map[*claim]struct{})
 	}
 	j.held[c] = struct{}{}
+	over := c.life != nil && c.life.over
 	j.mu.Unlock()
+	if over {
+		j.log.Warn("pgjournal: a lease taken as this journal's liveness ended is lost", "op", c.id, "owner", j.opt.Owner)
+		c.lose()
+	}
 }
 
 func (j *Journal) unhold(c *claim) {
@@ -324,6 +363,11 @@ func (j *Journal) unhold(c *claim) {
 func (j *Journal) usable() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	return j.usableLocked()
+}
+
+// usableLocked is usable with j.mu held.
+func (j *Journal) usableLocked() error {
 	if j.closed {
 		return fmt.Errorf("pgjournal: %w", idem.ErrClosed)
 	}
@@ -368,6 +412,13 @@ type Stats struct {
 	// ReleaseCommits is the number of statements that gave leases back
 	// (Release without Complete) and committed.
 	ReleaseCommits uint64
+	// Lives is the number of lives the Journal started (F11): one at
+	// its first claim, and one more after each that lapsed.
+	Lives uint64
+	// LivenessRenewals is the number of statements that renewed its
+	// liveness and succeeded: one every third of Options.Liveness,
+	// whatever the number of claims.
+	LivenessRenewals uint64
 }
 
 // Stats returns the Journal's counts.
@@ -378,6 +429,9 @@ func (j *Journal) Stats() Stats {
 		Outcomes:       j.outcomes.rows.Load(),
 		OutcomeCommits: j.outcomes.statements.Load(),
 		ReleaseCommits: j.releases.statements.Load(),
+
+		Lives:            j.lives.Load(),
+		LivenessRenewals: j.renewals.Load(),
 	}
 }
 

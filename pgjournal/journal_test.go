@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/idemkit/idem"
@@ -27,7 +29,12 @@ type withPostgres struct{ m *testing.M }
 
 func (w withPostgres) Run() int { return pgtest.Run(w.m) }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(childEnv); cfg != "" {
+		os.Exit(runChild(cfg)) // a process of life_test.go's, not the tests
+	}
+	goleak.VerifyTestMain(withPostgres{m})
+}
 
 var quiet = slog.New(slog.DiscardHandler)
 
@@ -353,12 +360,21 @@ func TestAWaitEndingAsItTakesTheLeaseNamesNoHolder(t *testing.T) {
 }
 
 // TestADeadHoldersLeaseLapses is F3.4: a machine that dies with the lease
-// held (its connections gone, nothing released) holds up the operation for
-// LeaseTTL, after which another machine resumes it under the same key.
+// held (its connections gone, nothing released, its liveness longer than
+// the lease) holds up the operation for LeaseTTL, after which another
+// machine resumes it under the same key.
 func TestADeadHoldersLeaseLapses(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	const lease = 500 * time.Millisecond
-	dead := openJournal(t, dsn, pgjournal.Options{LeaseTTL: lease, Owner: "dead"})
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	dead, err := pgjournal.New(context.Background(), pool, pgjournal.Options{LeaseTTL: lease, Liveness: time.Hour, Owner: "dead", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := dead.Claim(context.Background(), "charge")
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +384,8 @@ func TestADeadHoldersLeaseLapses(t *testing.T) {
 		t.Fatal(err)
 	}
 	diedAt := time.Now()
-	dead.Close() // the process dies: no renewal, no release reaches the database
+	pool.Close()
+	dead.Close() // the process dies: no renewal, no release, no end of its liveness reaches the database
 	defer c.Release()
 
 	next := openJournal(t, dsn, pgjournal.Options{LeaseTTL: lease})

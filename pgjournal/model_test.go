@@ -171,8 +171,10 @@ func (m *machine) RoundTrip(req *http.Request) (*http.Response, error) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if fa == die {
-			// The process dies: its connections to the database go
-			// with it, nothing is released, its leases lapse.
+			// The process stops: its claims are lost, and Close
+			// hands their leases back at once (F11.4). A death
+			// without Close, whose leases wait for its liveness to
+			// lapse, is life_test.go's SIGKILL.
 			m.dead.Store(true)
 			m.j.Close()
 		}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 )
 
 // proxy forwards TCP to the database; Freeze stops forwarding, without
@@ -16,6 +17,7 @@ type proxy struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
 	frozen   bool
+	delay    time.Duration // before each chunk forwarded
 	conns    []net.Conn
 }
 
@@ -65,7 +67,9 @@ func (p *proxy) pipe(from, to net.Conn) {
 			for p.frozen {
 				p.cond.Wait()
 			}
+			delay := p.delay
 			p.mu.Unlock()
+			time.Sleep(delay)
 			if _, werr := to.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -82,6 +86,14 @@ func (p *proxy) Freeze(on bool) {
 	p.mu.Lock()
 	p.frozen = on
 	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// Delay makes each chunk forwarded from now on wait d: a slow network, or
+// a slow database.
+func (p *proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
 	p.mu.Unlock()
 }
 

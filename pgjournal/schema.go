@@ -12,7 +12,7 @@ import (
 
 // SchemaVersion is the version of the tables this package reads and
 // writes. Migrate brings a database to it.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // ErrSchemaTooNew: the database was migrated by a newer release of idem,
 // whose tables this one may not read correctly. Upgrade idem.
@@ -53,6 +53,21 @@ var migrations = []string{
 		PRIMARY KEY (namespace, op_id)
 	);
 	CREATE INDEX IF NOT EXISTS idem_operations_by_state ON idem_operations (namespace, state, created_ns)`,
+	// 1 -> 2: the liveness of the journals that hold leases (F11,
+	// life.go). A row per life of a Journal, renewed by the Journal; a
+	// lease names the life it was taken under, and the fence it was taken
+	// at, so that a lease taken since by a writer that does not know
+	// lives (a process of the previous release, during a rolling
+	// upgrade) is judged by its lease_until alone. Adding nullable
+	// columns rewrites no row.
+	`CREATE TABLE IF NOT EXISTS idem_lives (
+		id          text        PRIMARY KEY,
+		owner       text        NOT NULL,
+		alive_until timestamptz NOT NULL,
+		dead        boolean     NOT NULL DEFAULT false
+	);
+	ALTER TABLE idem_operations ADD COLUMN IF NOT EXISTS lease_life text;
+	ALTER TABLE idem_operations ADD COLUMN IF NOT EXISTS lease_life_fence bigint`,
 }
 
 // Migrate creates the journal's tables in the database, or upgrades them to

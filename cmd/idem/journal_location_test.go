@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/pgjournal"
 )
 
 // TestSendAndListThroughASharedJournal: send and the journal commands take
@@ -45,7 +47,7 @@ func TestSendAndListThroughASharedJournal(t *testing.T) {
 	if show.code != exitOK || !strings.Contains(show.stdout, key) {
 		t.Fatalf("journal show: exit code %d, stdout %q", show.code, show.stdout)
 	}
-	if m := runCLI(t, "journal", "migrate", dsn); m.code != exitOK || !strings.Contains(m.stdout, "schema version 1") {
+	if m := runCLI(t, "journal", "migrate", dsn); m.code != exitOK || !strings.Contains(m.stdout, fmt.Sprint("schema version ", pgjournal.SchemaVersion)) {
 		t.Fatalf("journal migrate: exit code %d, stdout %q, stderr %q", m.code, m.stdout, m.stderr)
 	}
 	if c := runCLI(t, "journal", "compact", loc); c.code != exitUsage || strings.Count(c.stderr, "\n") != 2 {

@@ -42,7 +42,7 @@ const fleetWorkers = 3
 // PostgreSQL is stopped with pg_ctl stop -m immediate and restarted. Every
 // operation must end with exactly one effect, under one key, as the
 // server's database shows, and a killed worker's operations must be taken
-// over by the others once its leases lapse.
+// over by the others once its liveness or its leases lapse.
 func TestFleetCrash(t *testing.T) {
 	seed := seedOf(t)
 	fleetCrash(t, fleetCrashRun{

@@ -97,7 +97,7 @@ func TestFleetSharesTheWork(t *testing.T) {
 // against the server of TestFleetSharesTheWork (shareLatency per request,
 // built without the race detector), while workers are SIGKILLed and
 // PostgreSQL restarted (every fifth kill): a killed worker's operations are
-// taken over once its leases lapse, none applied twice, none lost.
+// taken over once its liveness or its leases lapse, none applied twice, none lost.
 func TestFleetSharesTheWorkUnderKills(t *testing.T) {
 	seed := seedOf(t)
 	fleetCrash(t, fleetCrashRun{

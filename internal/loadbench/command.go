@@ -175,6 +175,7 @@ Flags:
 	fs.IntVar(&o.fleet.Ops, "fleet-ops", DefaultFleetOps, "operations of the -fleet batch")
 	fs.IntVar(&o.fleet.Concurrency, "fleet-concurrency", DefaultFleetConcurrency, "RunBatch concurrency of each -fleet process")
 	fs.DurationVar(&o.fleet.Latency, "fleet-latency", DefaultFleetLatency, "how long the reference server takes over each request of the -fleet batch")
+	fs.DurationVar(&o.fleet.KillAfter, "fleet-kill", 0, "also measure each -fleet size with its first process SIGKILLed this long after the start and restarted at once (0: not)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -201,8 +202,8 @@ Flags:
 			return usage("-fleet: %v", err)
 		}
 		o.fleet.Runs, o.fleet.PostgresDSN, o.fleet.Dir = o.cfg.Runs, *pgDSN, o.cfg.Dir
-		if o.fleet.Ops < 1 || o.fleet.Concurrency < 1 || o.fleet.Latency < 0 {
-			return usage("-fleet-ops and -fleet-concurrency must be at least 1, -fleet-latency not negative")
+		if o.fleet.Ops < 1 || o.fleet.Concurrency < 1 || o.fleet.Latency < 0 || o.fleet.KillAfter < 0 {
+			return usage("-fleet-ops and -fleet-concurrency must be at least 1, -fleet-latency and -fleet-kill not negative")
 		}
 	}
 	if o.cfg.Duration <= 0 || o.cfg.Warmup < 0 || o.cfg.Runs < 1 || o.cfg.FsyncSamples < 1 {

@@ -50,11 +50,18 @@ type FleetConfig struct {
 	Runs        int    // each size is measured this many times; the report gives medians
 	PostgresDSN string // the journal's database; empty: a server started for the run
 	Dir         string // the reference server's database; empty: a temporary directory
+
+	// KillAfter, when set, adds a row for each size in which the fleet's
+	// first process is SIGKILLed that long after the start and started
+	// again at once, as a new process: how long a restart takes to
+	// resume what the killed process held.
+	KillAfter time.Duration
 }
 
 // FleetRow is the measure of one fleet size.
 type FleetRow struct {
 	Processes int             `json:"processes"`
+	Killed    bool            `json:"killed"`     // the first process SIGKILLed after KillAfter and restarted
 	Elapsed   []time.Duration `json:"elapsed_ns"` // per run: from the common start to the last process's end
 	OpsPerSec float64         `json:"ops_per_sec"`
 	Median    time.Duration   `json:"median_ns"`
@@ -62,6 +69,10 @@ type FleetRow struct {
 	// process sent itself (the rest it counted as Recorded: finished by
 	// another).
 	Sent []int `json:"sent"`
+	// Applied is, per run, how many operations the reference server
+	// applied: the batch's size, unless one was applied twice or not at
+	// all.
+	Applied []int `json:"applied"`
 }
 
 // FleetReport is the fleet benchmark's result.
@@ -126,6 +137,9 @@ func RunFleet(ctx context.Context, cfg FleetConfig) (*FleetReport, error) {
 	sent := map[int][][]int{}
 	for _, n := range cfg.Sizes {
 		r.Rows = append(r.Rows, FleetRow{Processes: n})
+		if cfg.KillAfter > 0 {
+			r.Rows = append(r.Rows, FleetRow{Processes: n, Killed: true})
+		}
 	}
 	for run := 1; run <= cfg.Runs; run++ {
 		for i := range r.Rows {
@@ -133,11 +147,26 @@ func RunFleet(ctx context.Context, cfg FleetConfig) (*FleetReport, error) {
 			w := fleetWorker{DSN: dsn, Namespace: fmt.Sprintf("fleet-%d-%d", run, row.Processes),
 				URL: srv.URL + "/reservations", Ops: cfg.Ops, Concurrency: cfg.Concurrency,
 				StartFile: filepath.Join(cfg.Dir, fmt.Sprintf("start-%d-%d", run, row.Processes))}
-			elapsed, perProcess, err := runFleetOnce(ctx, self, w, row.Processes)
+			var kill time.Duration
+			if row.Killed {
+				kill = cfg.KillAfter
+				w.Namespace += "-killed"
+				w.StartFile += "-killed"
+			}
+			before, err := available(ctx, srv)
+			if err != nil {
+				return nil, err
+			}
+			elapsed, perProcess, err := runFleetOnce(ctx, self, w, row.Processes, kill)
 			if err != nil {
 				return nil, fmt.Errorf("loadbench: run %d, %d processes: %w", run, row.Processes, err)
 			}
+			after, err := available(ctx, srv)
+			if err != nil {
+				return nil, err
+			}
 			row.Elapsed = append(row.Elapsed, elapsed)
+			row.Applied = append(row.Applied, before-after)
 			sent[i] = append(sent[i], perProcess)
 		}
 	}
@@ -155,10 +184,32 @@ func RunFleet(ctx context.Context, cfg FleetConfig) (*FleetReport, error) {
 	return r, nil
 }
 
+// available returns what the reference server holds of the batch's item.
+func available(ctx context.Context, srv *httptest.Server) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/inventory/sku-1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("loadbench: reading the reference server's stock: %w", err)
+	}
+	defer resp.Body.Close()
+	var item struct {
+		Available int `json:"available"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&item); err != nil {
+		return 0, fmt.Errorf("loadbench: reading the reference server's stock: %w", err)
+	}
+	return item.Available, nil
+}
+
 // runFleetOnce runs one batch on n processes of binary at once and returns
 // the time from their common start to the last one's end, and how many
-// operations each sent itself.
-func runFleetOnce(ctx context.Context, binary string, w fleetWorker, n int) (time.Duration, []int, error) {
+// operations each sent itself. With kill, the first process is SIGKILLed
+// that long after the start and started again at once; the time then runs
+// to the restarted process's end, as this process measures it.
+func runFleetOnce(ctx context.Context, binary string, w fleetWorker, n int, kill time.Duration) (time.Duration, []int, error) {
 	js, err := json.Marshal(w)
 	if err != nil {
 		return 0, nil, err
@@ -177,18 +228,17 @@ func runFleetOnce(ctx context.Context, binary string, w fleetWorker, n int) (tim
 			}
 		}
 	}()
-	for i := range procs {
+	spawn := func() (*proc, error) {
 		p := &proc{cmd: exec.CommandContext(ctx, binary), lines: make(chan string, 4)}
 		p.cmd.Env = append(os.Environ(), fleetWorkerEnv+"="+string(js))
 		p.cmd.Stderr = &p.stderr
 		out, err := p.cmd.StdoutPipe()
 		if err != nil {
-			return 0, nil, err
+			return nil, err
 		}
 		if err := p.cmd.Start(); err != nil {
-			return 0, nil, err
+			return nil, err
 		}
-		procs[i] = p
 		go func() {
 			sc := bufio.NewScanner(out)
 			for sc.Scan() {
@@ -196,6 +246,12 @@ func runFleetOnce(ctx context.Context, binary string, w fleetWorker, n int) (tim
 			}
 			close(p.lines)
 		}()
+		return p, nil
+	}
+	for i := range procs {
+		if procs[i], err = spawn(); err != nil {
+			return 0, nil, err
+		}
 	}
 	for i, p := range procs {
 		if line := <-p.lines; line != "ready" {
@@ -205,6 +261,28 @@ func runFleetOnce(ctx context.Context, binary string, w fleetWorker, n int) (tim
 	}
 	if err := os.WriteFile(w.StartFile, nil, 0o600); err != nil {
 		return 0, nil, err
+	}
+	start := time.Now()
+	if kill > 0 {
+		select {
+		case <-time.After(kill):
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		}
+		p := procs[0]
+		if err := p.cmd.Process.Kill(); err != nil {
+			return 0, nil, fmt.Errorf("killing process 0: %w", err)
+		}
+		for range p.lines {
+		}
+		p.cmd.Wait()
+		if procs[0], err = spawn(); err != nil { // the start file is there: it starts at once
+			return 0, nil, err
+		}
+		if line := <-procs[0].lines; line != "ready" {
+			procs[0].cmd.Wait()
+			return 0, nil, fmt.Errorf("process 0, restarted, did not open its journal: %q %s", line, procs[0].stderr.String())
+		}
 	}
 	var elapsed time.Duration
 	sent := make([]int, n)
@@ -224,6 +302,9 @@ func runFleetOnce(ctx context.Context, binary string, w fleetWorker, n int) (tim
 			return 0, nil, fmt.Errorf("process %d ended with %+v, want all %d done", i, s, w.Ops)
 		}
 		elapsed = max(elapsed, res.Elapsed)
+		if kill > 0 {
+			elapsed = max(elapsed, time.Since(start))
+		}
 		sent[i] = res.Summary.Done - res.Summary.Recorded
 	}
 	return elapsed, sent, nil
@@ -289,18 +370,25 @@ func (r *FleetReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "One batch of %d operations shared by a fleet: reference server (SQLite) with %s per request, PostgreSQL journal, concurrency %d per process, median of %d runs\n\n",
 		c.Ops, c.Latency, c.Concurrency, c.Runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "processes\tops/s\ttime\tvs 1\tsent by each\truns\t")
+	if c.KillAfter > 0 {
+		fmt.Fprintf(tw, "(killed: the first process SIGKILLed %s after the start and restarted at once)\n", c.KillAfter)
+	}
+	fmt.Fprintln(tw, "processes\tops/s\ttime\tvs 1\tsent by each\tapplied\truns\t")
 	var base float64
 	for _, row := range r.Rows {
-		if row.Processes == 1 || base == 0 {
+		if !row.Killed && (row.Processes == 1 || base == 0) {
 			base = row.OpsPerSec / float64(row.Processes) // a size-1 row if there is one, else per process
+		}
+		procs := fmt.Sprint(row.Processes)
+		if row.Killed {
+			procs += " killed"
 		}
 		runs := make([]string, len(row.Elapsed))
 		for i, d := range row.Elapsed {
 			runs[i] = formatDuration(d)
 		}
-		fmt.Fprintf(tw, "%d\t%.1f\t%s\t%.2fx\t%s\t%s\t\n", row.Processes, row.OpsPerSec, formatDuration(row.Median),
-			row.OpsPerSec/base, strings.Trim(fmt.Sprint(row.Sent), "[]"), strings.Join(runs, " "))
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%.2fx\t%s\t%s\t%s\t\n", procs, row.OpsPerSec, formatDuration(row.Median),
+			row.OpsPerSec/base, strings.Trim(fmt.Sprint(row.Sent), "[]"), strings.Trim(fmt.Sprint(row.Applied), "[]"), strings.Join(runs, " "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -42,6 +42,35 @@ func TestRunFleetSharesOneBatch(t *testing.T) {
 	}
 }
 
+// The fleet benchmark's kill: the process SIGKILLed mid-batch and
+// restarted at once finishes the batch, and the reference server applied
+// each operation once, in the calm run and in the killed one. No figure
+// is asserted.
+func TestRunFleetKillsAndRestarts(t *testing.T) {
+	pg := pgtest.Own(t)
+	const ops = 12
+	r, err := RunFleet(context.Background(), FleetConfig{Sizes: []int{1}, Ops: ops, Concurrency: 4,
+		Latency: 100 * time.Millisecond, Runs: 1, PostgresDSN: pg.DSN(), Dir: t.TempDir(), KillAfter: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rows) != 2 || r.Rows[0].Killed || !r.Rows[1].Killed {
+		t.Fatalf("rows %+v, want a calm one and a killed one", r.Rows)
+	}
+	for _, row := range r.Rows {
+		if len(row.Applied) != 1 || row.Applied[0] != ops || len(row.Elapsed) != 1 {
+			t.Errorf("row %+v: want the server to have applied each of %d operations once", row, ops)
+		}
+	}
+	var out bytes.Buffer
+	if err := r.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "1 killed") {
+		t.Errorf("table:\n%s", out.String())
+	}
+}
+
 // -fleet selects the fleet benchmark, with its own flags; bad values are
 // usage errors.
 func TestFleetFlags(t *testing.T) {
