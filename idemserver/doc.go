@@ -1,7 +1,7 @@
 // Package idemserver is the server half of idempotency keys: net/http
-// middleware on database/sql, for PostgreSQL (the pgx stdlib driver) and
-// SQLite (modernc.org/sqlite), that does each keyed request's work once and
-// answers every retry of it the way it answered the first. It works under
+// middleware on the service's own SQL database that does each keyed
+// request's work once and answers every retry of it the way it answered
+// the first. It works under
 // any router that takes an http.Handler (Keys.Handle) or a
 // func(http.Handler) http.Handler (Keys.Middleware, as chi's r.With).
 //
@@ -35,8 +35,10 @@
 // panics on. A commit that fails stores nothing and answers 500, or 503
 // with Retry-After when the database is unreachable, busy or contended. A
 // retry after the commit gets the stored answer with Idempotent-Replayed:
-// true. The transaction is the lock: there is no separate in-flight
-// marker, and a concurrent duplicate waits for the first and is replayed.
+// true. The key is claimed before the handler runs: its row is inserted,
+// unfinished, in the transaction, which is the lock. A concurrent
+// duplicate waits for the first in the database and is replayed; it never
+// runs the handler (if the first rolls back, it claims the key and runs).
 // On PostgreSQL the transaction is SERIALIZABLE and runs again, handler
 // included, after a serialization failure or deadlock (at most
 // Config.Reruns times, then 503): an atomic handler must do nothing
@@ -92,15 +94,29 @@
 // Work. A client that disconnects does not cancel its request's work: the
 // work context is detached from the request, bounded by
 // Config.WorkTimeout (atomic) or the lease (phased). Close waits for it.
+// An atomic request still working at Config.WorkTimeout rolls back and
+// gets 503 with Retry-After, whatever its handler answers then, and an
+// error is logged naming the cause. On SQLite the usual cause is a handler
+// that uses the database instead of its transaction: the database waits
+// for the connection the transaction holds. On PostgreSQL such a statement
+// commits on its own, outside the key's transaction, and nothing can tell.
 //
 // # Databases
 //
-// SQLite: open the database with OpenSQLite (WAL, synchronous=FULL, BEGIN
-// IMMEDIATE, one connection); the write lock is then the lock on every
-// key. A handler uses Tx, never the *sql.DB, while it runs. PostgreSQL:
-// any number of replicas may share one database; New creates the tables
-// under an advisory lock. The SQL is portable between both (and
-// CockroachDB's flavour of PostgreSQL).
+// This package links no database driver: a service imports the package
+// of its database, which links that driver alone. Package
+// idemserver/sqlite is SQLite through modernc.org/sqlite: open the
+// database with its Open (WAL, synchronous=FULL, BEGIN IMMEDIATE, one
+// connection); the write lock is then the lock on every key. Package
+// idemserver/postgres is PostgreSQL (and CockroachDB) through pgx: a
+// *sql.DB of pgx's stdlib driver as Config.DB, handlers using Tx; or a
+// pgxpool.Pool as Config.Store (postgres.Pool), handlers using
+// postgres.Tx. Any number of replicas may share one PostgreSQL database;
+// New creates the tables under an advisory lock. New finds a Config.DB's
+// database among the imported packages' by its driver or, behind a
+// wrapping driver, by asking it; one of no imported package's kind is
+// ErrUnsupportedDatabase. A handler uses its transaction, never the
+// database itself, while it runs.
 //
 // # Tables
 //

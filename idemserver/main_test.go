@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 	"github.com/idemkit/idem/internal/pgtest"
 	"go.uber.org/goleak"
 )
@@ -28,9 +29,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
 
 // store is one of the databases every behaviour is checked on.
 type store struct {
-	name   string
-	open   func(t *testing.T) *sql.DB
-	flavor string // "sqlite" or "postgres": the placeholders of test SQL
+	name    string
+	open    func(t *testing.T) *sql.DB
+	dialect string // "sqlite" or "postgres": the placeholders of test SQL
 }
 
 var stores = []store{
@@ -39,7 +40,7 @@ var stores = []store{
 }
 
 func openSQLite(t *testing.T) *sql.DB {
-	db, err := idemserver.OpenSQLite(filepath.Join(t.TempDir(), "service.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "service.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func newEnv(t *testing.T, s store, cfg idemserver.Config) *env {
 
 // q rewrites ? placeholders for the store.
 func (e *env) q(query string) string {
-	if e.store.flavor != "postgres" {
+	if e.store.dialect != "postgres" {
 		return query
 	}
 	var b strings.Builder

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 )
 
 // L2.1: the answer commits with the handler's write: after a 201, one
@@ -514,14 +515,14 @@ func TestL2AnAtomicRouteNeverResumesAnUnfinishedKey(t *testing.T) {
 	})
 }
 
-// L2.9: OpenSQLite opens every connection with synchronous=FULL, so that
+// L2.9: sqlite.Open opens every connection with synchronous=FULL, so that
 // a commit, and the answer sent after it, survives a power cut: PRAGMA
 // synchronous reads 2 (FULL) in the transaction Keys gives an atomic
 // handler and a phased one's final transaction, on the pool's connection
 // and again on a new one after that one is discarded.
 func TestL2SQLiteCommitsAreDurable(t *testing.T) {
 	ctx := context.Background()
-	db, err := idemserver.OpenSQLite(filepath.Join(t.TempDir(), "service.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "service.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
