@@ -141,10 +141,10 @@ func TestNoBinaryLinksTesting(t *testing.T) {
 // the proof machinery may import itself. A path ending in "/" names every
 // package under it.
 var layers = []layer{
-	{"shared leaves", []string{"internal/journalkit", "internal/fsutil"}, false},
-	{"file journal engine", []string{"internal/fileengine"}, false},
+	{"shared leaves", []string{"internal/journalkit", "internal/fsutil", "internal/sqlkit"}, false},
+	{"file journal engine, SQL drivers", []string{"internal/fileengine", "internal/sqlkit/pgkit", "internal/sqlkit/sqlitekit"}, false},
 	{"client and server library", []string{"", "idemserver"}, false},
-	{"journals", []string{"filejournal", "pgjournal"}, false},
+	{"journals, server databases", []string{"filejournal", "pgjournal", "idemserver/postgres", "idemserver/sqlite"}, false},
 	{"adapters and reference server", []string{"idemotel", "idemaws", "idemgin", "idemecho", "testserver", "testserver/chaos"}, false},
 	{"proof machinery", []string{"journaltest", "internal/journalhelp", "internal/doccheck", "internal/pgserver",
 		"internal/pgtest", "internal/faultsuite", "internal/loadbench", "internal/mutants", "cmd/idem-bench"}, true},
