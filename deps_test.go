@@ -31,6 +31,42 @@ func TestTheRootPullsNoVendorSDK(t *testing.T) {
 	}
 }
 
+// TestIdemserverLinksOnlyTheDatabaseItUses checks that the server library
+// links no database driver, and that each database package links its own
+// driver and not the other's: a service on PostgreSQL through pgx compiles
+// no SQLite, and one on SQLite no pgx.
+func TestIdemserverLinksOnlyTheDatabaseItUses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	for _, c := range []struct {
+		pkg          string
+		want, refuse []string
+	}{
+		{"./idemserver", nil, []string{"modernc.org/", "github.com/jackc/pgx"}},
+		{"./idemserver/postgres", []string{"github.com/jackc/pgx/v5/pgxpool"}, []string{"modernc.org/"}},
+		{"./idemserver/sqlite", []string{"modernc.org/sqlite"}, []string{"github.com/jackc/pgx"}},
+	} {
+		out, err := exec.Command("go", "list", "-deps", c.pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list: %v\n%s", err, out)
+		}
+		deps := strings.Fields(string(out))
+		for _, w := range c.want {
+			if !slices.Contains(deps, w) {
+				t.Errorf("%s does not link %s", c.pkg, w)
+			}
+		}
+		for _, d := range deps {
+			for _, r := range c.refuse {
+				if strings.HasPrefix(d, r) {
+					t.Errorf("%s links %s", c.pkg, d)
+				}
+			}
+		}
+	}
+}
+
 // testHelpers are the packages that exist for the tests, and the only
 // ones that may link the testing package.
 var testHelpers = map[string]bool{

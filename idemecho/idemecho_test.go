@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem/idemecho"
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 	"github.com/labstack/echo/v4"
 	"go.uber.org/goleak"
 )
@@ -30,7 +31,7 @@ type shop struct {
 
 func newShop(t *testing.T) *shop {
 	t.Helper()
-	db, err := idemserver.OpenSQLite(filepath.Join(t.TempDir(), "shop.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "shop.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/idemkit/idem/idemgin"
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 	"go.uber.org/goleak"
 )
 
@@ -56,7 +57,7 @@ type shop struct {
 
 func newShop(t *testing.T) *shop {
 	t.Helper()
-	db, err := idemserver.OpenSQLite(filepath.Join(t.TempDir(), "shop.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "shop.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/idemkit/idem/internal/sqlkit"
 )
 
 // errRolledBack, from a transaction's function, rolls it back: the
@@ -77,14 +79,14 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 	defer cancel()
 	keyed := req.key != ""
 	st := &state{k: k, req: req, seed: req.seed}
-	hctx := context.WithValue(ctx, ctxKey{}, st)
+	hctx := st.context(ctx)
 	var (
 		buf   *buffer
 		found bool
 		row   keyRow
 		now   time.Time
 	)
-	run := func(tx *sql.Tx) error {
+	run := func(tx sqlkit.Tx) error {
 		now = k.cfg.Now()
 		found = false
 		if keyed {
@@ -115,7 +117,7 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		return err
 	}
 	err := k.inTx(ctx, sql.LevelSerializable, run)
-	if err != nil && keyed && uniqueViolation(err) {
+	if err != nil && keyed && k.class(err) == sqlkit.Unique {
 		k.stats.reruns.Add(1)
 		err = k.inTx(ctx, sql.LevelSerializable, run)
 	}

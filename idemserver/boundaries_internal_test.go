@@ -2,8 +2,7 @@ package idemserver
 
 // Boundaries of the package's unexported helpers that no request can reach
 // deterministically: the errors that mean an unreachable database, the
-// placeholders of the PostgreSQL dialect, the lease's renewal, the waits
-// between reruns and how inTx counts them.
+// lease's renewal and how inTx counts reruns.
 
 import (
 	"context"
@@ -19,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/idemserver/sqlite"
+	"github.com/idemkit/idem/internal/sqlkit"
+	"github.com/idemkit/idem/internal/sqlkit/pgkit"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -47,22 +49,9 @@ func TestUnavailableTellsEachUnreachableDatabaseErrorOnItsOwn(t *testing.T) {
 		{"io.ErrUnexpectedEOF", fmt.Errorf("x: %w", io.ErrUnexpectedEOF), true},
 		{"a failed statement", errors.New("syntax error"), false},
 	} {
-		if got := unavailable(c.err); got != c.want {
+		k := &Keys{db: sqlkit.SQL(nil, pgkit.Flavor)}
+		if got := k.class(c.err) == sqlkit.Unavailable; got != c.want {
 			t.Errorf("unavailable(%s) = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
-// rebind keeps ?N whatever its digits, 0 and 9 included.
-func TestRebindKeepsEveryDigit(t *testing.T) {
-	for in, want := range map[string]string{
-		`a = ?9`:           `a = $9`,
-		`a = ?0`:           `a = $0`,
-		`a = ?10 OR b = ?`: `a = $10 OR b = $1`,
-		`a = ?19, ?90`:     `a = $19, $90`,
-	} {
-		if got := rebind(in); got != want {
-			t.Errorf("rebind(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -99,24 +88,10 @@ func TestRenewRefusesAnEndedLease(t *testing.T) {
 	}
 }
 
-// A rerun waits at least a quarter of its step (txBackoffBase << run+1,
-// capped at txBackoffMax) and less than five quarters: never at once,
-// never much longer.
-func TestBackoffWaitsBetweenAQuarterAndFiveQuartersOfItsStep(t *testing.T) {
-	for run := range 20 {
-		step := min(txBackoffBase<<(run+1), txBackoffMax)
-		for range 200 {
-			if d := backoffWait(run); d < step/4 || d >= step*5/4 {
-				t.Fatalf("rerun %d waits %v, want from %v to under %v", run+1, d, step/4, step*5/4)
-			}
-		}
-	}
-}
-
 // After Config.Reruns reruns inTx gives up with ErrContention, saying how
 // many runs it made: the first and each rerun.
 func TestInTxCountsItsRuns(t *testing.T) {
-	db, err := OpenSQLite(filepath.Join(t.TempDir(), "k.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "k.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +102,7 @@ func TestInTxCountsItsRuns(t *testing.T) {
 	}
 	defer k.Close()
 	runs := 0
-	err = k.inTx(context.Background(), sql.LevelSerializable, func(*sql.Tx) error {
+	err = k.inTx(context.Background(), sql.LevelSerializable, func(sqlkit.Tx) error {
 		runs++
 		return &pgconn.PgError{Code: "40001"}
 	})

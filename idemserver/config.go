@@ -25,13 +25,19 @@ const (
 	DefaultReruns           = 12
 )
 
-// Config configures a Keys. Only DB is required; every other zero field
-// takes the default named beside it.
+// Config configures a Keys. Only DB (or Store) is required; every other
+// zero field takes the default named beside it.
 type Config struct {
-	// DB is the service's own database, where its handlers' writes live:
-	// the pgx stdlib driver ("pgx") or modernc SQLite ("sqlite", best
-	// opened with OpenSQLite).
+	// DB is the service's own database, where its handlers' writes live,
+	// through database/sql: PostgreSQL on pgx's stdlib driver ("pgx"),
+	// with package idemserver/postgres imported, or SQLite on modernc's
+	// ("sqlite", best opened with sqlite.Open of idemserver/sqlite).
 	DB *sql.DB
+
+	// Store is the service's database through its driver's own
+	// interface, instead of DB: postgres.Pool of a pgxpool.Pool, whose
+	// handlers get their transaction from postgres.Tx.
+	Store Store
 
 	// Table names the key table (default DefaultTable); its recovery
 	// points live in Table+"_steps".
@@ -96,7 +102,8 @@ type Config struct {
 
 	// Forget, if set, runs in each sweep transaction before its keys are
 	// deleted, to clear them from business rows (so that the key may be
-	// used again as a new request).
+	// used again as a new request). tx is that transaction on a DB (nil on
+	// a Store; postgres.Tx(ctx) gives a pgxpool's).
 	Forget func(ctx context.Context, tx *sql.Tx, swept []Swept) error
 
 	// Now is the clock of retention and leases (default time.Now).

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemkit/idem/internal/sqlkit"
 )
 
 // state is what a handler's context carries.
@@ -15,14 +17,14 @@ type state struct {
 	req    *request
 	seed   string // of the key row's downstream keys
 	phased bool
-	tx     *sql.Tx // atomic: the key row's transaction
+	tx     sqlkit.Tx // atomic: the key row's transaction
 
 	// Phased: the claim, and the final transaction once begun.
 	id    int64
 	token string
 	lease *lease
 	mu    sync.Mutex
-	final *sql.Tx
+	final sqlkit.Tx
 	begun error // why the final transaction could not begin
 
 	// Whether the claim took over an unfinished row, and whether that
@@ -61,33 +63,51 @@ func (st *state) reset() {
 
 type ctxKey struct{}
 
+// context returns parent carrying st, and the transaction of st as Tx
+// and the database packages' accessors find it.
+func (st *state) context(parent context.Context) context.Context {
+	return sqlkit.WithTx(context.WithValue(parent, ctxKey{}, st), st.transaction)
+}
+
 func stateOf(ctx context.Context) *state {
 	st, _ := ctx.Value(ctxKey{}).(*state)
 	return st
 }
 
-// Tx returns the transaction of the request: on an atomic route the one
-// its key row lives in (begun before the key was looked up: BEGIN
-// IMMEDIATE on SQLite, SERIALIZABLE on PostgreSQL); on a phased route the
-// final one, begun at the first call and fenced by the claim. The handler
-// must not commit or roll it back. It is nil outside idemserver, and on a
-// phased route whose final transaction could not begin (the layer then
-// answers 503 or 500, whatever the handler writes).
+// Tx returns the transaction of the request, on a database/sql database
+// (Config.DB): on an atomic route the one its key row lives in (begun
+// before the key was looked up: BEGIN IMMEDIATE on SQLite, SERIALIZABLE on
+// PostgreSQL); on a phased route the final one, begun at the first call
+// and fenced by the claim; in Config.Forget the sweep's. The handler must
+// not commit or roll it back. It is nil outside idemserver, on a Store of
+// another interface (postgres.Tx gives a pgxpool's), and on a phased
+// route whose final transaction could not begin (the layer then answers
+// 503 or 500, whatever the handler writes).
 func Tx(ctx context.Context) *sql.Tx {
-	st := stateOf(ctx)
-	switch {
-	case st == nil:
+	tx := sqlkit.TxFrom(ctx)
+	if tx == nil {
 		return nil
-	case !st.phased:
+	}
+	sqlTx, _ := tx.Native().(*sql.Tx)
+	return sqlTx
+}
+
+// transaction returns the request's transaction (see Tx), beginning a
+// phased route's final one at the first call; nil if it could not begin.
+func (st *state) transaction() sqlkit.Tx {
+	if !st.phased {
 		return st.tx
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.final == nil && st.begun == nil {
 		k := st.k
-		st.final, st.begun = k.db.BeginTx(st.lease.ctx, k.txOptions(sql.LevelSerializable))
+		var tx sqlkit.Tx
+		tx, st.begun = k.db.Begin(st.lease.ctx, sql.LevelSerializable)
 		if st.begun != nil {
 			st.begun = k.dbError("beginning the final transaction", st.begun)
+		} else {
+			st.final = tx
 		}
 	}
 	return st.final
@@ -186,8 +206,8 @@ func Step(ctx context.Context, name string, fn func(ctx context.Context, downstr
 	k := st.k
 	var result []byte
 	var found bool
-	err := st.fenced(func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(st.lease.ctx, k.sqlText(`SELECT result FROM {{steps}} WHERE key_id = ? AND name = ?`),
+	err := st.fenced(func(tx sqlkit.Tx) error {
+		err := k.queryRow(st.lease.ctx, tx, `SELECT result FROM {{steps}} WHERE key_id = ? AND name = ?`,
 			st.id, name).Scan(&result)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -213,8 +233,8 @@ func Step(ctx context.Context, name string, fn func(ctx context.Context, downstr
 	if out == nil {
 		out = []byte{}
 	}
-	err = st.fenced(func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(st.lease.ctx, k.sqlText(`INSERT INTO {{steps}} (key_id, name, result) VALUES (?, ?, ?)`),
+	err = st.fenced(func(tx sqlkit.Tx) error {
+		if _, err := k.exec(st.lease.ctx, tx, `INSERT INTO {{steps}} (key_id, name, result) VALUES (?, ?, ?)`,
 			st.id, name, out); err != nil {
 			return k.dbError("recording a recovery point", err)
 		}
@@ -228,10 +248,10 @@ func Step(ctx context.Context, name string, fn func(ctx context.Context, downstr
 
 // fenced runs fn in a transaction that first checks the claim and renews
 // its lease; the holder's context then lasts until the new lease ends.
-func (st *state) fenced(fn func(tx *sql.Tx) error) error {
+func (st *state) fenced(fn func(tx sqlkit.Tx) error) error {
 	k := st.k
 	start := time.Now()
-	err := k.inTx(st.lease.ctx, sql.LevelSerializable, func(tx *sql.Tx) error {
+	err := k.inTx(st.lease.ctx, sql.LevelSerializable, func(tx sqlkit.Tx) error {
 		now := k.cfg.Now()
 		if err := k.fence(st.lease.ctx, tx, st.id, st.token, now.Add(k.cfg.LockTimeout).UnixNano(), nil); err != nil {
 			return err

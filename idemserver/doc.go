@@ -1,7 +1,7 @@
 // Package idemserver is the server half of idempotency keys: net/http
-// middleware on database/sql, for PostgreSQL (the pgx stdlib driver) and
-// SQLite (modernc.org/sqlite), that does each keyed request's work once and
-// answers every retry of it the way it answered the first. It works under
+// middleware on the service's own SQL database that does each keyed
+// request's work once and answers every retry of it the way it answered
+// the first. It works under
 // any router that takes an http.Handler (Keys.Handle) or a
 // func(http.Handler) http.Handler (Keys.Middleware, as chi's r.With).
 //
@@ -95,12 +95,20 @@
 //
 // # Databases
 //
-// SQLite: open the database with OpenSQLite (WAL, synchronous=FULL, BEGIN
-// IMMEDIATE, one connection); the write lock is then the lock on every
-// key. A handler uses Tx, never the *sql.DB, while it runs. PostgreSQL:
-// any number of replicas may share one database; New creates the tables
-// under an advisory lock. The SQL is portable between both (and
-// CockroachDB's dialect of PostgreSQL).
+// This package links no database driver: a service imports the package
+// of its database, which links that driver alone. Package
+// idemserver/sqlite is SQLite through modernc.org/sqlite: open the
+// database with its Open (WAL, synchronous=FULL, BEGIN IMMEDIATE, one
+// connection); the write lock is then the lock on every key. Package
+// idemserver/postgres is PostgreSQL (and CockroachDB) through pgx: a
+// *sql.DB of pgx's stdlib driver as Config.DB, handlers using Tx; or a
+// pgxpool.Pool as Config.Store (postgres.Pool), handlers using
+// postgres.Tx. Any number of replicas may share one PostgreSQL database;
+// New creates the tables under an advisory lock. New finds a Config.DB's
+// database among the imported packages' by its driver or, behind a
+// wrapping driver, by asking it; one of no imported package's kind is
+// ErrUnsupportedDatabase. A handler uses its transaction, never the
+// database itself, while it runs.
 //
 // # Tables
 //

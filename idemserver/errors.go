@@ -35,10 +35,14 @@ var (
 	// or move the old table away.
 	ErrForeignTable = errors.New("idemserver: key table exists with other columns")
 
-	// ErrUnsupportedDatabase is returned by New when Config.DB is neither
-	// PostgreSQL (pgx's database/sql driver) nor SQLite (modernc.org's);
-	// the error names the driver and what the database said it is.
-	ErrUnsupportedDatabase = errors.New("idemserver: unsupported database: PostgreSQL (github.com/jackc/pgx/v5/stdlib) and SQLite (modernc.org/sqlite) are")
+	// ErrUnsupportedDatabase is returned by New when Config.DB is of no
+	// kind the program's imported database packages speak (PostgreSQL
+	// through pgx: idemserver/postgres; SQLite through modernc.org:
+	// idemserver/sqlite); the error names the packages imported, the
+	// driver, and what the database said it is.
+	ErrUnsupportedDatabase = errors.New("idemserver: unsupported database: import the package of yours " +
+		"(github.com/idemkit/idem/idemserver/postgres for PostgreSQL through pgx, " +
+		"github.com/idemkit/idem/idemserver/sqlite for SQLite through modernc.org/sqlite)")
 
 	// ErrKeyRowGone means a phased request's key row was deleted while
 	// it ran (by something outside Keys, which never deletes one).

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 )
 
 // A handler that records an order in the transaction of its key: the
@@ -18,7 +19,7 @@ import (
 func ExampleKeys_Handle() {
 	dir, _ := os.MkdirTemp("", "shop")
 	defer os.RemoveAll(dir)
-	db, _ := idemserver.OpenSQLite(filepath.Join(dir, "shop.db"))
+	db, _ := sqlite.Open(filepath.Join(dir, "shop.db"))
 	defer db.Close()
 	db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`)
 
@@ -63,7 +64,7 @@ func ExampleKeys_Handle() {
 func ExampleStep() {
 	dir, _ := os.MkdirTemp("", "pay")
 	defer os.RemoveAll(dir)
-	db, _ := idemserver.OpenSQLite(filepath.Join(dir, "pay.db"))
+	db, _ := sqlite.Open(filepath.Join(dir, "pay.db"))
 	defer db.Close()
 	db.Exec(`CREATE TABLE charges (capture TEXT PRIMARY KEY)`)
 	keys, err := idemserver.New(context.Background(), idemserver.Config{DB: db})
@@ -112,7 +113,7 @@ func ExampleStep() {
 func ExampleRoute_check() {
 	dir, _ := os.MkdirTemp("", "shop")
 	defer os.RemoveAll(dir)
-	db, _ := idemserver.OpenSQLite(filepath.Join(dir, "shop.db"))
+	db, _ := sqlite.Open(filepath.Join(dir, "shop.db"))
 	defer db.Close()
 	keys, err := idemserver.New(context.Background(), idemserver.Config{DB: db})
 	if err != nil {

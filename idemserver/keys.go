@@ -2,7 +2,6 @@ package idemserver
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,21 +9,22 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemkit/idem/internal/sqlkit"
 )
 
 // Keys is a key store in front of a service's handlers. It is safe for
 // concurrent use, and any number of Keys (replicas) may share one
 // database.
 type Keys struct {
-	cfg     Config
-	db      *sql.DB
-	dialect dialect
-	table   string
-	keys    keyReader
-	stored  []string // canonical names of the stored response headers
-	log     *slog.Logger
-	stats   counters
-	queries sync.Map // query as written -> as the dialect takes it
+	cfg    Config
+	db     sqlkit.DB
+	stmts  *sqlkit.Stmts // this package's statements, as the database takes them
+	table  string
+	keys   keyReader
+	stored []string // canonical names of the stored response headers
+	log    *slog.Logger
+	stats  counters
 
 	mu      sync.Mutex
 	closed  bool
@@ -38,13 +38,15 @@ type counters struct {
 	reruns, resumed, stepsRun, stepsKept, lockLost, swept, abandoned atomic.Int64
 }
 
-// New opens the key store in cfg.DB, creating its tables if needed (under
-// an advisory lock on PostgreSQL, so that replicas may start together).
-// It refuses a Config without DB, with a Table that is no plain SQL
-// identifier, or with a negative limit.
+// New opens the key store in cfg.DB (or cfg.Store), creating its tables
+// if needed (under an advisory lock on PostgreSQL, so that replicas may
+// start together). It refuses a Config without a database or with both,
+// with a Table that is no plain SQL identifier, or with a negative limit,
+// and a database of a kind none of the imported database packages speaks
+// (ErrUnsupportedDatabase).
 func New(ctx context.Context, cfg Config) (*Keys, error) {
-	if cfg.DB == nil {
-		return nil, errors.New("idemserver: Config.DB is required")
+	if cfg.DB == nil && cfg.Store == nil {
+		return nil, errors.New("idemserver: Config.DB (or Config.Store) is required")
 	}
 	if cfg.Table == "" {
 		cfg.Table = DefaultTable
@@ -83,7 +85,6 @@ func New(ctx context.Context, cfg Config) (*Keys, error) {
 	}
 	k := &Keys{
 		cfg:   cfg,
-		db:    cfg.DB,
 		table: cfg.Table,
 		keys:  keyReader{header: cfg.KeyHeader, field: cfg.KeyField, limit: cfg.MaxKeyLength},
 		log:   cfg.Logger,
@@ -94,9 +95,10 @@ func New(ctx context.Context, cfg Config) (*Keys, error) {
 		k.stored = append(k.stored, http.CanonicalHeaderKey(h))
 	}
 	var err error
-	if k.dialect, err = detectDialect(ctx, cfg.DB); err != nil {
+	if k.db, err = openStore(ctx, cfg); err != nil {
 		return nil, err
 	}
+	k.stmts = sqlkit.NewStmts(k.db.Flavor(), map[string]string{"{{t}}": k.table, "{{steps}}": k.table + "_steps"})
 	if err := k.checkTables(ctx); err != nil {
 		return nil, err
 	}
@@ -171,7 +173,7 @@ func (k *Keys) Close() error {
 // timeout (a retry may well succeed), else 500.
 func (k *Keys) fail(w http.ResponseWriter, r *http.Request, err error) {
 	k.stats.failed.Add(1)
-	if unavailable(err) || errors.Is(err, ErrContention) || errors.Is(err, context.DeadlineExceeded) {
+	if k.class(err) == sqlkit.Unavailable || errors.Is(err, ErrContention) || errors.Is(err, context.DeadlineExceeded) {
 		k.log.WarnContext(r.Context(), "idemserver: database unavailable or contended", "method", r.Method, "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "1")
 		k.cfg.Answers.failed(w, r, http.StatusServiceUnavailable, "the database is unavailable or busy; nothing was stored: retry with the same key")

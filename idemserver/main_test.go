@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 	"github.com/idemkit/idem/internal/pgtest"
 	"go.uber.org/goleak"
 )
@@ -39,7 +40,7 @@ var stores = []store{
 }
 
 func openSQLite(t *testing.T) *sql.DB {
-	db, err := idemserver.OpenSQLite(filepath.Join(t.TempDir(), "service.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "service.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

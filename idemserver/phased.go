@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/idemkit/idem/internal/sqlkit"
 )
 
 // servePhased serves a phased route:
@@ -45,7 +47,7 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		v     verdict
 		now   time.Time
 	)
-	claim := func(tx *sql.Tx) error {
+	claim := func(tx sqlkit.Tx) error {
 		now = k.cfg.Now()
 		found = false
 		until := now.Add(k.cfg.LockTimeout).UnixNano()
@@ -63,14 +65,14 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		}
 		// Take over a claim that was released or whose lease has ended:
 		// the new token fences the old holder from this statement on.
-		if _, err := tx.ExecContext(ctx, k.sqlText(`UPDATE {{t}} SET lock_token = ?, lease_until = ? WHERE id = ?`),
+		if _, err := k.exec(ctx, tx, `UPDATE {{t}} SET lock_token = ?, lease_until = ? WHERE id = ?`,
 			token, until, row.id); err != nil {
 			return k.dbError("taking the claim over", err)
 		}
 		return nil
 	}
 	err := k.inTx(ctx, sql.LevelSerializable, claim)
-	if err != nil && uniqueViolation(err) {
+	if err != nil && k.class(err) == sqlkit.Unique {
 		// Another request inserted the row first, on another connection.
 		k.stats.reruns.Add(1)
 		err = k.inTx(ctx, sql.LevelSerializable, claim)
@@ -91,7 +93,7 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 	defer l.end()
 	st := &state{k: k, req: req, seed: row.seed, phased: true, id: row.id, token: token, lease: l,
 		resumed: found, lapsed: found && row.lockToken.Valid}
-	hctx := context.WithValue(l.ctx, ctxKey{}, st)
+	hctx := st.context(l.ctx)
 	for run := 0; ; run++ {
 		buf := newBuffer(k.cfg.MaxResponseBytes)
 		err := call(h, w, buf, withBody(r.WithContext(hctx), req.body))
@@ -148,17 +150,17 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 			k.stats.stored.Add(1)
 			buf.send(w)
 			return
-		case retryable(err) && run < k.cfg.Reruns:
+		case k.retryable(err) && run < k.cfg.Reruns:
 			// The handler runs again: its Steps answer from their
 			// recovery points, its final transaction begins anew.
 			k.stats.reruns.Add(1)
-			if err := backoff(l.ctx, run); err != nil {
+			if err := sqlkit.Wait(l.ctx, run); err != nil {
 				k.lockLost(w, r)
 				return
 			}
 			st.reset()
 			continue
-		case retryable(err):
+		case k.retryable(err):
 			err = fmt.Errorf("%w (%d runs): %w", ErrContention, run+1, err)
 		case errors.Is(err, ErrLockLost):
 			k.lockLost(w, r)
@@ -184,18 +186,18 @@ func (k *Keys) finish(st *state, resp Response) error {
 	ctx := st.lease.ctx
 	if tx == nil {
 		var err error
-		if tx, err = k.db.BeginTx(ctx, k.txOptions(sql.LevelSerializable)); err != nil {
+		if tx, err = k.db.Begin(ctx, sql.LevelSerializable); err != nil {
 			return st.lost(k.dbError("beginning the final transaction", err))
 		}
 	}
-	defer tx.Rollback() // after Commit, a no-op
+	defer tx.Rollback(ctx) // after Commit, a no-op
 	if err := k.fence(ctx, tx, st.id, st.token, 0, &resp); err != nil {
 		return st.lost(err)
 	}
-	if _, err := tx.ExecContext(ctx, k.sqlText(`DELETE FROM {{steps}} WHERE key_id = ?`), st.id); err != nil {
+	if _, err := k.exec(ctx, tx, `DELETE FROM {{steps}} WHERE key_id = ?`, st.id); err != nil {
 		return st.lost(k.dbError("deleting recovery points", err))
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return st.lost(k.dbError("committing", err))
 	}
 	return nil
@@ -206,7 +208,7 @@ func (st *state) rollback() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.final != nil {
-		st.final.Rollback()
+		st.final.Rollback(st.lease.ctx)
 		st.final = nil
 	}
 }
@@ -217,8 +219,8 @@ func (st *state) rollback() {
 func (k *Keys) release(st *state) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(st.lease.ctx), k.cfg.WorkTimeout)
 	defer cancel()
-	err := k.inTx(ctx, sql.LevelSerializable, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, k.sqlText(`UPDATE {{t}} SET lock_token = NULL, lease_until = NULL WHERE id = ? AND lock_token = ?`),
+	err := k.inTx(ctx, sql.LevelSerializable, func(tx sqlkit.Tx) error {
+		_, err := k.exec(ctx, tx, `UPDATE {{t}} SET lock_token = NULL, lease_until = NULL WHERE id = ? AND lock_token = ?`,
 			st.id, st.token)
 		return err
 	})
@@ -256,7 +258,7 @@ func (k *Keys) serveUnkeyedPhased(w http.ResponseWriter, r *http.Request, req *r
 	l := &lease{ctx: ctx, cancel: func(error) {}}
 	st := &state{k: k, req: req, seed: req.seed, phased: true, lease: l}
 	buf := newBuffer(k.cfg.MaxResponseBytes)
-	err := call(h, w, buf, withBody(r.WithContext(context.WithValue(ctx, ctxKey{}, st)), req.body))
+	err := call(h, w, buf, withBody(r.WithContext(st.context(ctx)), req.body))
 	var p *panicked
 	if errors.As(err, &p) {
 		st.rollback()
@@ -284,7 +286,7 @@ func (k *Keys) serveUnkeyedPhased(w http.ResponseWriter, r *http.Request, req *r
 		return
 	}
 	if st.final != nil {
-		if err := st.final.Commit(); err != nil {
+		if err := st.final.Commit(ctx); err != nil {
 			k.fail(w, r, k.dbError("committing", err))
 			return
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 )
 
 // L2.1: the answer commits with the handler's write: after a 201, one
@@ -521,7 +522,7 @@ func TestL2AnAtomicRouteNeverResumesAnUnfinishedKey(t *testing.T) {
 // and again on a new one after that one is discarded.
 func TestL2SQLiteCommitsAreDurable(t *testing.T) {
 	ctx := context.Background()
-	db, err := idemserver.OpenSQLite(filepath.Join(t.TempDir(), "service.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "service.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

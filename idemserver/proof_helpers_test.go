@@ -21,9 +21,10 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the driver "pgx"
+	_ "github.com/idemkit/idem/idemserver/postgres" // PostgreSQL through pgx
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
@@ -88,7 +89,7 @@ func newProofEnv(t *testing.T, s proofStore) *proofEnv {
 			e.db.SetMaxOpenConns(20)
 		}
 	} else {
-		e.db, err = idemserver.OpenSQLite(filepath.Join(t.TempDir(), "service.db"))
+		e.db, err = sqlite.Open(filepath.Join(t.TempDir(), "service.db"))
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/idemkit/idem/internal/sqlkit"
 )
 
 // keyRow is one row of the key table.
@@ -24,21 +26,15 @@ type keyRow struct {
 	response    Response // when finished
 }
 
-// querier is a transaction or a database.
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // load reads the row of (principal, key); found is false if there is none.
-func (k *Keys) load(ctx context.Context, q querier, principal, key string) (row keyRow, found bool, err error) {
+func (k *Keys) load(ctx context.Context, q sqlkit.Queryer, principal, key string) (row keyRow, found bool, err error) {
 	var finished int64
 	var status sql.NullInt64
 	var header sql.NullString
 	var body []byte
-	err = q.QueryRowContext(ctx, k.sqlText(`
+	err = k.queryRow(ctx, q, `
 		SELECT id, fingerprint, seed, finished, lock_token, lease_until, response_status, response_header, response_body
-		FROM {{t}} WHERE principal = ? AND idem_key = ?`), principal, key).
+		FROM {{t}} WHERE principal = ? AND idem_key = ?`, principal, key).
 		Scan(&row.id, &row.fingerprint, &row.seed, &finished, &row.lockToken, &row.leaseUntil, &status, &header, &body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return keyRow{}, false, nil
@@ -90,7 +86,7 @@ func newToken() string {
 
 // insert stores the row of a new key: finished with resp, or claimed by
 // token until leaseUntil.
-func (k *Keys) insert(ctx context.Context, q querier, req *request, now time.Time, resp *Response, token string, leaseUntil int64) (int64, error) {
+func (k *Keys) insert(ctx context.Context, q sqlkit.Queryer, req *request, now time.Time, resp *Response, token string, leaseUntil int64) (int64, error) {
 	var status, header, lock, lease any
 	var body []byte
 	finished := 0
@@ -103,14 +99,21 @@ func (k *Keys) insert(ctx context.Context, q querier, req *request, now time.Tim
 	} else {
 		lock, lease = token, leaseUntil
 	}
-	var id int64
-	err := q.QueryRowContext(ctx, k.sqlText(`
+	const insert = `
 		INSERT INTO {{t}} (principal, idem_key, fingerprint, seed, created_at, expires_at, finished,
 		                   lock_token, lease_until, response_status, response_header, response_body)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		RETURNING id`),
-		req.principal, req.key, req.fingerprint, req.seed, now.UnixNano(), now.Add(req.retention).UnixNano(), finished,
-		lock, lease, status, header, body).Scan(&id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	args := []any{req.principal, req.key, req.fingerprint, req.seed, now.UnixNano(), now.Add(req.retention).UnixNano(), finished,
+		lock, lease, status, header, body}
+	var id int64
+	var err error
+	if k.db.Flavor().Returning {
+		err = k.queryRow(ctx, q, insert+` RETURNING id`, args...).Scan(&id)
+	} else {
+		var res sqlkit.Result
+		res, err = k.exec(ctx, q, insert, args...)
+		id = res.LastInsertID
+	}
 	if err != nil {
 		return 0, k.dbError("storing the key", err)
 	}
@@ -153,36 +156,32 @@ func decodeHeader(s string) (http.Header, error) {
 // and the takeover, which changes the token, is what fences the holder
 // (rule L5). ErrLockLost if the token is gone, ErrKeyRowGone if the row
 // is.
-func (k *Keys) fence(ctx context.Context, tx *sql.Tx, id int64, token string, leaseUntil int64, finish *Response) error {
-	var res sql.Result
+func (k *Keys) fence(ctx context.Context, tx sqlkit.Tx, id int64, token string, leaseUntil int64, finish *Response) error {
+	var res sqlkit.Result
 	var err error
 	if finish != nil {
 		body := finish.Body
 		if body == nil {
 			body = []byte{}
 		}
-		res, err = tx.ExecContext(ctx, k.sqlText(`
+		res, err = k.exec(ctx, tx, `
 			UPDATE {{t}} SET finished = 1, response_status = ?1, response_header = ?2, response_body = ?3,
 			                 lock_token = NULL, lease_until = NULL
-			WHERE id = ?4 AND lock_token = ?5`),
+			WHERE id = ?4 AND lock_token = ?5`,
 			finish.Status, k.encodeHeader(finish.Header), body, id, token)
 	} else {
-		res, err = tx.ExecContext(ctx, k.sqlText(`
-			UPDATE {{t}} SET lease_until = ? WHERE id = ? AND lock_token = ?`),
+		res, err = k.exec(ctx, tx, `
+			UPDATE {{t}} SET lease_until = ? WHERE id = ? AND lock_token = ?`,
 			leaseUntil, id, token)
 	}
 	if err != nil {
 		return k.dbError("checking the claim", err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return k.dbError("checking the claim", err)
-	}
-	if n == 1 {
+	if res.RowsAffected == 1 {
 		return nil
 	}
 	var one int
-	err = tx.QueryRowContext(ctx, k.sqlText(`SELECT 1 FROM {{t}} WHERE id = ?`), id).Scan(&one)
+	err = k.queryRow(ctx, tx, `SELECT 1 FROM {{t}} WHERE id = ?`, id).Scan(&one)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrKeyRowGone

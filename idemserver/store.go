@@ -3,110 +3,116 @@ package idemserver
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
 	"regexp"
-	"strconv"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
-	"modernc.org/sqlite"
+	"github.com/idemkit/idem/internal/sqlkit"
 )
 
-// dialect is the SQL dialect of Config.DB. Queries are written once, with
-// ? placeholders (?N for a value used twice) and {{t}} and {{steps}} for the
-// tables, and rewritten for the dialect.
-type dialect uint8
+// Store is a database Keys runs on through its driver's own interface
+// rather than database/sql: postgres.Pool makes one of a pgxpool.Pool.
+// Only this module's database packages make one.
+type Store interface {
+	// Database is the store as the SQL substrate sees it.
+	Database() sqlkit.DB
+}
 
-const (
-	dialectSQLite dialect = iota
-	dialectPostgres
-)
+// openStore returns the database of cfg: Config.Store, or Config.DB with
+// the flavour of SQL found for it among the database packages the program
+// imports: by its driver, or, behind a wrapping driver, by asking the
+// database.
+func openStore(ctx context.Context, cfg Config) (sqlkit.DB, error) {
+	if cfg.Store != nil {
+		if cfg.DB != nil {
+			return nil, errors.New("idemserver: Config.DB and Config.Store are both set; set one")
+		}
+		db := cfg.Store.Database()
+		if db == nil {
+			return nil, errors.New("idemserver: Config.Store has no database")
+		}
+		return db, nil
+	}
+	if cfg.DB == nil {
+		return nil, errors.New("idemserver: Config.DB (or Config.Store) is required")
+	}
+	f, err := flavorOf(ctx, cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	return sqlkit.SQL(cfg.DB, f), nil
+}
 
-// detectDialect tells the dialect of db from its driver, or, behind a
-// wrapping driver, by asking the database; any other database (MySQL,
-// say, whose SQL this package does not speak) is ErrUnsupportedDatabase.
-func detectDialect(ctx context.Context, db *sql.DB) (dialect, error) {
-	switch db.Driver().(type) {
-	case *stdlib.Driver:
-		return dialectPostgres, nil
-	case *sqlite.Driver:
-		return dialectSQLite, nil
+// flavorOf finds the flavour of db among the registered ones.
+func flavorOf(ctx context.Context, db *sql.DB) (*sqlkit.Flavor, error) {
+	flavors := sqlkit.Flavors()
+	for _, f := range flavors {
+		if f.Driver != nil && f.Driver(db.Driver()) {
+			return f, nil
+		}
 	}
-	var v string
-	if db.QueryRowContext(ctx, `SELECT sqlite_version()`).Scan(&v) == nil {
-		return dialectSQLite, nil
+	var said []string
+	for _, f := range flavors {
+		ok, v, err := f.Probe(ctx, db)
+		switch {
+		case ok:
+			return f, nil
+		case err != nil && sqlkit.Generic(err) == sqlkit.Unavailable:
+			return nil, fmt.Errorf("idemserver: telling the database's kind: %w: %w", ErrUnavailable, err)
+		case err != nil:
+			said = append(said, err.Error())
+		default:
+			said = append(said, v)
+		}
 	}
-	err := db.QueryRowContext(ctx, `SELECT version()`).Scan(&v)
-	switch {
-	case err != nil && unavailable(err):
-		return 0, fmt.Errorf("idemserver: telling the database's kind: %w: %w", ErrUnavailable, err)
-	case err == nil && (strings.Contains(v, "PostgreSQL") || strings.Contains(v, "CockroachDB")):
-		return dialectPostgres, nil
-	case err != nil:
-		v = err.Error()
+	if len(flavors) == 0 {
+		// Nothing to ask with: the program imports no database package.
+		var v string
+		err := db.QueryRowContext(ctx, `SELECT version()`).Scan(&v)
+		switch {
+		case err != nil && sqlkit.Generic(err) == sqlkit.Unavailable:
+			return nil, fmt.Errorf("idemserver: telling the database's kind: %w: %w", ErrUnavailable, err)
+		case err != nil:
+			v = err.Error()
+		}
+		said = append(said, v)
 	}
-	return 0, fmt.Errorf("%w; Config.DB's driver is %T, and its database says %q", ErrUnsupportedDatabase, db.Driver(), v)
+	var linked []string
+	for _, f := range flavors {
+		linked = append(linked, f.Name+" ("+f.Package+")")
+	}
+	imported := "the program imports none of them"
+	if len(linked) > 0 {
+		imported = "the program imports " + strings.Join(linked, ", ")
+	}
+	return nil, fmt.Errorf("%w; %s; Config.DB's driver is %T, and its database says %q",
+		ErrUnsupportedDatabase, imported, db.Driver(), strings.Join(said, "; "))
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,50}$`)
 
-// sqlText turns a query written for this package into one for the
-// dialect, once per query.
-func (k *Keys) sqlText(q string) string {
-	if v, ok := k.queries.Load(q); ok {
-		return v.(string)
-	}
-	v := k.translate(q)
-	k.queries.Store(q, v)
-	return v
+// Statements of this package are written once, with ? placeholders (?N
+// for a value used twice), {{t}} and {{steps}} for the tables and the
+// flavour's tokens ({{int64}}, {{for_update}}, ...), and rewritten for the
+// database by k.stmts.
+
+// exec runs a statement of this package on q.
+func (k *Keys) exec(ctx context.Context, q sqlkit.Queryer, stmt string, args ...any) (sqlkit.Result, error) {
+	text, args := k.stmts.Bind(stmt, args)
+	return q.Exec(ctx, text, args...)
 }
 
-func (k *Keys) translate(q string) string {
-	q = strings.NewReplacer("{{t}}", k.table, "{{steps}}", k.table+"_steps").Replace(q)
-	if k.dialect == dialectPostgres {
-		q = strings.NewReplacer(
-			"{{serial}}", "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
-			"{{int64}}", "BIGINT",
-			"{{blob}}", "BYTEA").Replace(q)
-		return rebind(q)
-	}
-	return strings.NewReplacer(
-		"{{serial}}", "INTEGER PRIMARY KEY",
-		"{{int64}}", "INTEGER",
-		"{{blob}}", "BLOB").Replace(q)
+// queryRow runs a query of this package on q.
+func (k *Keys) queryRow(ctx context.Context, q sqlkit.Queryer, stmt string, args ...any) sqlkit.Row {
+	text, args := k.stmts.Bind(stmt, args)
+	return q.QueryRow(ctx, text, args...)
 }
 
-// rebind rewrites ? as $1, $2, ... in order and ?N as $N. The queries of
-// this package hold no ? inside string literals.
-func rebind(q string) string {
-	var b strings.Builder
-	n := 0
-	for i := 0; i < len(q); i++ {
-		if q[i] != '?' {
-			b.WriteByte(q[i])
-			continue
-		}
-		j := i + 1
-		for j < len(q) && q[j] >= '0' && q[j] <= '9' {
-			j++
-		}
-		b.WriteByte('$')
-		if j > i+1 {
-			b.WriteString(q[i+1 : j])
-			i = j - 1
-			continue
-		}
-		n++
-		b.WriteString(strconv.Itoa(n))
-	}
-	return b.String()
+// query runs a query of this package on q.
+func (k *Keys) query(ctx context.Context, q sqlkit.Queryer, stmt string, args ...any) (sqlkit.Rows, error) {
+	text, args := k.stmts.Bind(stmt, args)
+	return q.Query(ctx, text, args...)
 }
 
 // schema is the key store: one row per (principal, key) with the
@@ -117,8 +123,8 @@ func rebind(q string) string {
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS {{t}} (
 		id              {{serial}},
-		principal       TEXT     NOT NULL,
-		idem_key        TEXT     NOT NULL,
+		principal       {{text}} NOT NULL,
+		idem_key        {{text}} NOT NULL,
 		fingerprint     {{blob}} NOT NULL,
 		seed            TEXT     NOT NULL,
 		created_at      {{int64}} NOT NULL,
@@ -134,34 +140,32 @@ var schema = []string{
 	`CREATE INDEX IF NOT EXISTS {{t}}_expires ON {{t}} (finished, expires_at)`,
 	`CREATE TABLE IF NOT EXISTS {{steps}} (
 		key_id {{int64}} NOT NULL,
-		name   TEXT     NOT NULL,
+		name   {{text}} NOT NULL,
 		result {{blob}} NOT NULL,
 		PRIMARY KEY (key_id, name)
 	)`,
 }
 
-// migrate creates the tables in one transaction. On PostgreSQL a replica
-// that finds both tables runs no DDL (CREATE INDEX IF NOT EXISTS takes a
-// table lock before it looks, and would deadlock with serving replicas),
-// and the creation runs under an advisory lock, so that replicas starting
-// together create the tables one after the other.
+// migrate creates the tables in one transaction. Where the flavour can
+// tell which tables exist (PostgreSQL), a replica that finds both runs no
+// DDL (CREATE INDEX IF NOT EXISTS takes a table lock before it looks, and
+// would deadlock with serving replicas), and the creation runs under the
+// flavour's schema lock, so that replicas starting together create the
+// tables one after the other.
 func (k *Keys) migrate(ctx context.Context) error {
-	if k.dialect == dialectPostgres {
+	f := k.db.Flavor()
+	if f.TablesQuery != "" {
 		var n int
-		err := k.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
-			WHERE table_schema = current_schema() AND table_name IN ($1, $2)`, k.table, k.table+"_steps").Scan(&n)
-		if err != nil {
+		if err := k.queryRow(ctx, k.db, f.TablesQuery, k.table, k.table+"_steps").Scan(&n); err != nil {
 			return k.dbError("looking for the key tables", err)
 		}
 		if n == 2 {
 			return nil
 		}
 	}
-	err := k.createTables(ctx, k.dialect == dialectPostgres)
-	if noAdvisoryLocks(err) {
-		// A PostgreSQL dialect without advisory locks (CockroachDB,
-		// whose schema changes are transactional anyway).
-		err = k.createTables(ctx, false)
+	err := k.createTables(ctx, f.SchemaLock)
+	if f.SchemaLock != "" && f.NoSchemaLock != nil && f.NoSchemaLock(err) {
+		err = k.createTables(ctx, "")
 	}
 	return err
 }
@@ -181,7 +185,7 @@ func (k *Keys) checkTables(ctx context.Context) error {
 			continue // not there (migrate creates it), or unreachable (migrate says so)
 		}
 		if err := k.selectNone(ctx, t.cols, t.name); err != nil {
-			if unavailable(err) {
+			if k.class(err) == sqlkit.Unavailable {
 				return k.dbError("reading the key tables", err)
 			}
 			return fmt.Errorf("%w: %s lacks one of the columns %s (%w); set Config.Table to another name, or move the old table away", ErrForeignTable, t.name, t.cols, err)
@@ -192,155 +196,82 @@ func (k *Keys) checkTables(ctx context.Context) error {
 
 // selectNone selects cols of no row of table.
 func (k *Keys) selectNone(ctx context.Context, cols, table string) error {
-	rows, err := k.db.QueryContext(ctx, "SELECT "+cols+" FROM "+table+" WHERE 1 = 0")
+	rows, err := k.db.Query(ctx, "SELECT "+cols+" FROM "+table+" WHERE 1 = 0")
 	if err != nil {
 		return err
 	}
 	return rows.Close()
 }
 
-// noAdvisoryLocks reports whether err says the database has no
-// pg_advisory_xact_lock: undefined function or feature not supported.
-func noAdvisoryLocks(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "42883" || pe.Code == "0A000")
-}
-
-// createTables runs the schema in one transaction, under an advisory lock
-// if lock.
-func (k *Keys) createTables(ctx context.Context, lock bool) error {
-	tx, err := k.db.BeginTx(ctx, nil)
+// createTables runs the schema in one transaction, after lock if any.
+func (k *Keys) createTables(ctx context.Context, lock string) error {
+	tx, err := k.db.Begin(ctx, sql.LevelDefault)
 	if err != nil {
 		return k.dbError("creating the key tables", err)
 	}
-	defer tx.Rollback()
-	if lock {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7305512441029836152)`); err != nil {
+	defer tx.Rollback(ctx)
+	if lock != "" {
+		if _, err := tx.Exec(ctx, lock); err != nil {
 			return k.dbError("creating the key tables", err)
 		}
 	}
 	for _, stmt := range schema {
-		if _, err := tx.ExecContext(ctx, k.sqlText(stmt)); err != nil {
+		if _, err := k.exec(ctx, tx, stmt); err != nil {
 			return k.dbError("creating the key tables", err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return k.dbError("creating the key tables", err)
 	}
 	return nil
 }
 
+// class classifies an error of the database (ErrUnavailable wrapped is
+// Unavailable).
+func (k *Keys) class(err error) sqlkit.Class {
+	if errors.Is(err, ErrUnavailable) {
+		return sqlkit.Unavailable
+	}
+	return k.db.Flavor().Class(err)
+}
+
+// retryable reports whether err is a serialization failure or a deadlock:
+// the transaction did nothing and may run again.
+func (k *Keys) retryable(err error) bool { return k.class(err) == sqlkit.Serialization }
+
 // dbError wraps err, met while doing what, marking an unreachable database.
 func (k *Keys) dbError(what string, err error) error {
-	if unavailable(err) && !errors.Is(err, ErrUnavailable) {
+	if k.class(err) == sqlkit.Unavailable && !errors.Is(err, ErrUnavailable) {
 		return fmt.Errorf("idemserver: %s: %w: %w", what, ErrUnavailable, err)
 	}
 	return fmt.Errorf("idemserver: %s: %w", what, err)
 }
 
-// unavailable reports whether err says the database cannot be reached or
-// is busy, rather than that a statement failed.
-func unavailable(err error) bool {
-	if errors.Is(err, ErrUnavailable) || errors.Is(err, driver.ErrBadConn) {
-		return true
+// inTx runs fn in a transaction at level and commits it. If fn or the
+// commit fails with a serialization failure or a deadlock, the whole
+// transaction runs again, fn included, after a short random wait; after
+// Config.Reruns reruns the error wraps ErrContention. Any error from fn
+// rolls back.
+func (k *Keys) inTx(ctx context.Context, level sql.IsolationLevel, fn func(tx sqlkit.Tx) error) error {
+	runs, err := sqlkit.Rerun(ctx, k.cfg.Reruns, k.retryable, func() { k.stats.reruns.Add(1) },
+		func() error { return k.runTx(ctx, level, fn) })
+	if err != nil && k.retryable(err) {
+		return fmt.Errorf("%w (%d runs): %w", ErrContention, runs, err)
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		// Class 08: connection exception; 53300: too many connections;
-		// 57P01-57P03: the server is shutting down or starting.
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "53300" ||
-			pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		c := se.Code() & 0xff
-		return c == 5 || c == 6 // SQLITE_BUSY, SQLITE_LOCKED: busy_timeout ran out
-	}
-	var ce *pgconn.ConnectError
-	var oe *net.OpError
-	return errors.As(err, &ce) || errors.As(err, &oe) ||
-		errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF)
-}
-
-// retryable reports whether err is a serialization failure (40001) or a
-// deadlock (40P01): the transaction did nothing and may run again.
-func retryable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
-}
-
-// uniqueViolation reports whether err is PostgreSQL's unique violation.
-func uniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
-}
-
-// Waits between reruns: random, up to txBackoffBase << run, capped.
-const (
-	txBackoffBase = time.Millisecond
-	txBackoffMax  = 100 * time.Millisecond
-)
-
-// txOptions are the options of a transaction at level (PostgreSQL;
-// SQLite's transactions are serial and BEGIN IMMEDIATE from the DSN).
-func (k *Keys) txOptions(level sql.IsolationLevel) *sql.TxOptions {
-	if k.dialect != dialectPostgres {
-		return nil
-	}
-	return &sql.TxOptions{Isolation: level}
-}
-
-// inTx runs fn in a transaction and commits it. If fn or the commit fails
-// with a serialization failure or a deadlock, the whole transaction runs
-// again, fn included, after a short random wait; after Config.Reruns
-// reruns the error wraps ErrContention. Any error from fn rolls back.
-func (k *Keys) inTx(ctx context.Context, level sql.IsolationLevel, fn func(tx *sql.Tx) error) error {
-	for run := 0; ; run++ {
-		err := k.runTx(ctx, level, fn)
-		if err == nil || !retryable(err) {
-			return err
-		}
-		if run >= k.cfg.Reruns {
-			return fmt.Errorf("%w (%d runs): %w", ErrContention, run+1, err)
-		}
-		k.stats.reruns.Add(1)
-		if err := backoff(ctx, run); err != nil {
-			return err
-		}
-	}
-}
-
-// backoff waits before rerun number run+1, as long as backoffWait says.
-func backoff(ctx context.Context, run int) error {
-	t := time.NewTimer(backoffWait(run))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("idemserver: waiting to rerun a transaction: %w", context.Cause(ctx))
-	}
-}
-
-// backoffWait is the wait before rerun number run+1: its step
-// (txBackoffBase doubled run+1 times, at most txBackoffMax) from a quarter
-// of it to five quarters, drawn at random.
-func backoffWait(run int) time.Duration {
-	step := min(txBackoffBase<<(run+1), txBackoffMax)
-	return rand.N(step) + step/4
+	return err
 }
 
 // runTx runs fn in one transaction and commits it.
-func (k *Keys) runTx(ctx context.Context, level sql.IsolationLevel, fn func(tx *sql.Tx) error) error {
-	tx, err := k.db.BeginTx(ctx, k.txOptions(level))
+func (k *Keys) runTx(ctx context.Context, level sql.IsolationLevel, fn func(tx sqlkit.Tx) error) error {
+	tx, err := k.db.Begin(ctx, level)
 	if err != nil {
 		return k.dbError("beginning a transaction", err)
 	}
-	defer tx.Rollback() // after Commit, a no-op
+	defer tx.Rollback(ctx) // after Commit, a no-op
 	if err := fn(tx); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return k.dbError("committing", err)
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/internal/sqlkit"
 )
 
 // sweepBatch is how many keys one sweep transaction deletes at most.
@@ -36,7 +38,7 @@ func (k *Keys) Sweep(ctx context.Context) (int64, error) {
 	var total int64
 	for {
 		var n int64
-		err := k.inTx(ctx, sql.LevelReadCommitted, func(tx *sql.Tx) error {
+		err := k.inTx(ctx, sql.LevelReadCommitted, func(tx sqlkit.Tx) error {
 			var err error
 			n, err = k.sweepBatch(ctx, tx, now)
 			return err
@@ -51,8 +53,8 @@ func (k *Keys) Sweep(ctx context.Context) (int64, error) {
 		}
 	}
 	var abandoned int64
-	err := k.db.QueryRowContext(ctx, k.sqlText(`SELECT COUNT(*) FROM {{t}}
-		WHERE finished = 0 AND expires_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)`), now).Scan(&abandoned)
+	err := k.queryRow(ctx, k.db, `SELECT COUNT(*) FROM {{t}}
+		WHERE finished = 0 AND expires_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)`, now).Scan(&abandoned)
 	if err != nil {
 		return total, k.dbError("counting abandoned keys", err)
 	}
@@ -64,14 +66,10 @@ func (k *Keys) Sweep(ctx context.Context) (int64, error) {
 }
 
 // sweepBatch deletes one batch of expired keys in tx and returns how many.
-func (k *Keys) sweepBatch(ctx context.Context, tx *sql.Tx, now int64) (int64, error) {
-	lock := ""
-	if k.dialect == dialectPostgres {
-		lock = " FOR UPDATE SKIP LOCKED"
-	}
-	rows, err := tx.QueryContext(ctx, k.sqlText(`
+func (k *Keys) sweepBatch(ctx context.Context, tx sqlkit.Tx, now int64) (int64, error) {
+	rows, err := k.query(ctx, tx, `
 		SELECT id, principal, idem_key FROM {{t}} WHERE finished = 1 AND expires_at <= ?
-		ORDER BY id LIMIT `+strconv.Itoa(sweepBatch)+lock), now)
+		ORDER BY id LIMIT `+strconv.Itoa(sweepBatch)+`{{skip_locked}}`, now)
 	if err != nil {
 		return 0, k.dbError("sweeping keys", err)
 	}
@@ -94,19 +92,21 @@ func (k *Keys) sweepBatch(ctx context.Context, tx *sql.Tx, now int64) (int64, er
 		return 0, nil
 	}
 	if k.cfg.Forget != nil {
-		if err := k.cfg.Forget(ctx, tx, swept); err != nil {
+		sqlTx, _ := tx.Native().(*sql.Tx)
+		fctx := sqlkit.WithTx(ctx, func() sqlkit.Tx { return tx })
+		if err := k.cfg.Forget(fctx, sqlTx, swept); err != nil {
 			return 0, k.dbError("forgetting swept keys", err)
 		}
 	}
 	in := "(" + strings.Repeat("?, ", len(ids)-1) + "?)"
-	if _, err := tx.ExecContext(ctx, k.sqlText(`DELETE FROM {{steps}} WHERE key_id IN `+in), ids...); err != nil {
+	if _, err := k.exec(ctx, tx, `DELETE FROM {{steps}} WHERE key_id IN `+in, ids...); err != nil {
 		return 0, k.dbError("sweeping recovery points", err)
 	}
-	res, err := tx.ExecContext(ctx, k.sqlText(`DELETE FROM {{t}} WHERE id IN `+in), ids...)
+	res, err := k.exec(ctx, tx, `DELETE FROM {{t}} WHERE id IN `+in, ids...)
 	if err != nil {
 		return 0, k.dbError("sweeping keys", err)
 	}
-	return res.RowsAffected()
+	return res.RowsAffected, nil
 }
 
 // Run sweeps every Config.SweepInterval until ctx ends (it returns
@@ -148,12 +148,12 @@ type Counts struct {
 // Unlike Stats, it counts every replica's keys.
 func (k *Keys) Count(ctx context.Context) (Counts, error) {
 	var c Counts
-	err := k.db.QueryRowContext(ctx, k.sqlText(`SELECT COUNT(*),
+	err := k.queryRow(ctx, k.db, `SELECT COUNT(*),
 		COUNT(CASE WHEN finished = 1 THEN 1 END),
 		COUNT(CASE WHEN finished = 0 AND lock_token IS NOT NULL THEN 1 END),
 		COUNT(CASE WHEN finished = 0 AND lock_token IS NOT NULL AND lease_until > ?1 THEN 1 END),
 		COUNT(CASE WHEN finished = 0 AND expires_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1) THEN 1 END)
-		FROM {{t}}`), k.cfg.Now().UnixNano()).Scan(&c.Keys, &c.Finished, &c.Locked, &c.Live, &c.Abandoned)
+		FROM {{t}}`, k.cfg.Now().UnixNano()).Scan(&c.Keys, &c.Finished, &c.Locked, &c.Live, &c.Abandoned)
 	if err != nil {
 		return Counts{}, k.dbError("counting keys", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/idemkit/idem/idemserver"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/jackc/pgx/v5/stdlib"
-	"modernc.org/sqlite"
+	modernc "modernc.org/sqlite"
 )
 
 // mariaDB is a database/sql driver that answers as MariaDB does to the
@@ -81,7 +81,7 @@ type wrapping struct{ driver.Driver }
 func TestNewTellsADatabaseBehindAWrappingDriver(t *testing.T) {
 	for _, s := range stores {
 		t.Run(s.name, func(t *testing.T) {
-			inner, dsn := driver.Driver(&sqlite.Driver{}), "file:"+filepath.Join(t.TempDir(), "wrapped.db")+"?_pragma=busy_timeout(10000)"
+			inner, dsn := driver.Driver(&modernc.Driver{}), "file:"+filepath.Join(t.TempDir(), "wrapped.db")+"?_pragma=busy_timeout(10000)"
 			if s.dialect == "postgres" {
 				inner, dsn = stdlib.GetDefaultDriver(), pgtest.NewDatabase(t)
 			}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlkit"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -50,17 +51,15 @@ func unreachable(err error) bool {
 }
 
 // unavailableCode reports whether a PostgreSQL error code says the server
-// cannot serve now: connection exceptions (class 08, protocol violations
-// 08P01 included, which a pooler such as pgbouncer also sends when it
-// loses its server), a server shutting down or starting up
-// (57P01..57P03), too many connections (53300), a statement cancelled by
-// statement_timeout (57014), or a server that takes no writes (25006, a
-// standby, or a primary demoted in a failover: a multi-host DSN without
-// target_session_attrs=read-write can land on one).
-func unavailableCode(code string) bool {
-	return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" ||
-		code == "53300" || code == "57014" || code == "25006"
-}
+// cannot serve now, by the SQL substrate's classification: connection
+// exceptions (class 08, protocol violations 08P01 included, which a pooler
+// such as pgbouncer also sends when it loses its server), a server
+// shutting down or starting up (57P01..57P03), too many connections
+// (53300), a statement cancelled by statement_timeout (57014), or a server
+// that takes no writes (25006, a standby, or a primary demoted in a
+// failover: a multi-host DSN without target_session_attrs=read-write can
+// land on one).
+func unavailableCode(code string) bool { return sqlkit.SQLState(code) == sqlkit.Unavailable }
 
 // tooManyConnections reports whether err is a server refusing a new
 // connection as one too many: PostgreSQL's 53300, or pgbouncer's

@@ -3,19 +3,15 @@ package testserver
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the driver "pgx"
+	_ "github.com/idemkit/idem/idemserver/postgres" // PostgreSQL through pgx, for the layer too
+	"github.com/idemkit/idem/internal/sqlkit"
+	"github.com/idemkit/idem/internal/sqlkit/pgkit"
 )
 
 // sqlDialect is the SQL dialect of a store. The server's queries are written
@@ -119,31 +115,10 @@ func (d sqlDialect) schemaLock() string {
 // ? becomes $1, $2, ... in order and ?N becomes $N. The queries of this
 // package hold no ? inside string literals.
 func (d sqlDialect) rebind(q string) string {
-	if d != dialectPostgres || !strings.Contains(q, "?") {
+	if d != dialectPostgres {
 		return q
 	}
-	var b strings.Builder
-	b.Grow(len(q) + 8)
-	n := 0
-	for i := 0; i < len(q); i++ {
-		if q[i] != '?' {
-			b.WriteByte(q[i])
-			continue
-		}
-		j := i + 1
-		for j < len(q) && q[j] >= '0' && q[j] <= '9' {
-			j++
-		}
-		b.WriteByte('$')
-		if j > i+1 {
-			b.WriteString(q[i+1 : j])
-			i = j - 1
-			continue
-		}
-		n++
-		b.WriteString(strconv.Itoa(n))
-	}
-	return b.String()
+	return sqlkit.Dollar.Rebind(q)
 }
 
 // txOptions are the options of a write transaction. SQLite's come from the
@@ -178,48 +153,20 @@ var ErrDatabaseUnavailable = errors.New("testserver: database unavailable")
 var ErrContention = errors.New("testserver: transaction kept conflicting with concurrent ones")
 
 // unavailable reports whether err says that PostgreSQL cannot be reached,
-// rather than that a statement failed.
+// rather than that a statement failed (the substrate's classification).
 func unavailable(err error) bool {
-	if errors.Is(err, ErrDatabaseUnavailable) || errors.Is(err, driver.ErrBadConn) {
-		return true
-	}
-	// An error PostgreSQL sent decides, even when it ended a connection
-	// attempt: a server that answers "no such database" or "wrong
-	// password" is reachable, and waiting for it would not help.
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		// Class 08: connection exception; 53300: too many connections;
-		// 57P01-57P03: the server is shutting down or starting.
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "53300" ||
-			pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
-	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return true
-	}
-	var oe *net.OpError // a dial or a read that the network refused
-	if errors.As(err, &oe) {
-		return true
-	}
-	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+	return errors.Is(err, ErrDatabaseUnavailable) || pgkit.Unavailable(err)
 }
 
 // retryable reports whether err is a serialization failure (40001) or a
 // deadlock (40P01): the transaction did nothing and may simply run again.
-func retryable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
-}
+func retryable(err error) bool { return pgkit.Serialization(err) }
 
-// Retries of a transaction that failed with a serialization failure or a
-// deadlock: at most maxTxAttempts runs in all, waiting a random time up to
-// txBackoffBase << attempt (capped at txBackoffMax) between them, so that
-// the transactions that collided do not collide again in step.
-const (
-	maxTxAttempts = 12
-	txBackoffBase = time.Millisecond
-	txBackoffMax  = 100 * time.Millisecond
-)
+// maxTxAttempts bounds the runs of a transaction that failed with a
+// serialization failure or a deadlock, with a random wait between them
+// (sqlkit.Wait), so that the transactions that collided do not collide
+// again in step.
+const maxTxAttempts = 12
 
 // txn is a write transaction of a store; its methods take queries written
 // with ? placeholders.
@@ -252,24 +199,12 @@ func (s *store) inTx(ctx context.Context, fn func(tx *txn) error) error {
 // inTxLevel is inTx at an isolation level of PostgreSQL's (SQLite's write
 // transactions are always serial).
 func (s *store) inTxLevel(ctx context.Context, level sql.IsolationLevel, fn func(tx *txn) error) error {
-	for attempt := 1; ; attempt++ {
-		err := s.runTx(ctx, level, fn)
-		if err == nil || !retryable(err) {
-			return err
-		}
-		if attempt == maxTxAttempts {
-			return fmt.Errorf("%w (%d attempts): %w", ErrContention, attempt, err)
-		}
-		s.retries.Add(1)
-		wait := min(txBackoffBase<<attempt, txBackoffMax)
-		t := time.NewTimer(rand.N(wait) + wait/4)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("testserver: retrying a transaction: %w", ctx.Err())
-		}
+	attempts, err := sqlkit.Rerun(ctx, maxTxAttempts-1, retryable, func() { s.retries.Add(1) },
+		func() error { return s.runTx(ctx, level, fn) })
+	if err != nil && retryable(err) {
+		return fmt.Errorf("%w (%d attempts): %w", ErrContention, attempts, err)
 	}
+	return err
 }
 
 // runTx runs fn in one transaction and commits it.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 )
 
 // The key's parsing and the fingerprint are the layer's (package
@@ -39,7 +40,7 @@ func keyError(detail string) error {
 // configured as the server configures it for d, and returns the key and
 // the body the handler got, or the error the layer refused it with.
 func throughLayer(d Dialect, optional bool, h http.Header, body string) (key, rest string, err error) {
-	db, derr := idemserver.OpenSQLite(":memory:")
+	db, derr := sqlite.Open(":memory:")
 	if derr != nil {
 		return "", "", derr
 	}

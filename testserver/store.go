@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the pure-Go driver "sqlite"
+	_ "github.com/idemkit/idem/idemserver/sqlite" // SQLite through modernc, for the layer too
 )
 
 // store is the database under the server: SQLite, or PostgreSQL shared by

@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 )
 
 func main() {
@@ -40,7 +40,7 @@ func main() {
 func run(addr, path string, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	db, err := idemserver.OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -31,7 +32,7 @@ type started struct {
 
 func start(t *testing.T) *started {
 	t.Helper()
-	db, err := idemserver.OpenSQLite(filepath.Join(t.TempDir(), "payments.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "payments.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
