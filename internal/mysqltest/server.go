@@ -268,7 +268,11 @@ func (s *Server) Start(ctx context.Context) error {
 		"--port="+strconv.Itoa(s.port),
 		"--skip-grant-tables",
 		"--skip-name-resolve",
-		"--max-connections=300")...)
+		"--max-connections=300",
+		// MySQL 8's default character set, with a collation that
+		// ignores case, as most servers' do.
+		"--character-set-server=utf8mb4",
+		"--collation-server=utf8mb4_general_ci")...)
 	cmd.Dir = s.dir
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("mysqltest: starting %s: %w", s.bin, err)
