@@ -11,6 +11,11 @@ import (
 	"github.com/idemkit/idem/internal/sqlkit"
 )
 
+// errRaced: a key row that the transaction's look-up did not find was
+// there when it claimed the key (a concurrent request committed it in
+// between). The transaction runs again, like a serialization failure.
+var errRaced = errors.New("idemserver: the key was stored by another request while this one claimed it")
+
 // errRolledBack, from a transaction's function, rolls it back: the
 // handler answered >= 500, and that answer is sent unstored.
 var errRolledBack = errors.New("idemserver: rolled back")
@@ -62,18 +67,22 @@ func workContext(r *http.Request, d time.Duration) (context.Context, context.Can
 
 // serveAtomic serves an atomic route, as one transaction:
 //
-//	BEGIN IMMEDIATE (SQLite) or SERIALIZABLE (PostgreSQL)
+//	BEGIN IMMEDIATE (SQLite), SERIALIZABLE (PostgreSQL) or READ COMMITTED (MySQL)
 //	  look the key up    -> found: replay, 422 or 409, and stop
+//	  claim the key      insert its row, unfinished, if it has none
+//	                     -> it has one now: run the transaction again
 //	  run the handler    with Tx, its answer buffered
-//	  insert the key row with fingerprint and answer
+//	  store the answer   in the key row
 //	COMMIT, then send the answer
 //
 // The transaction is the lock: on SQLite BEGIN IMMEDIATE serialises two
-// requests under one key, and the second finds the first one's row; on
-// PostgreSQL, of two transactions that both found no row, one fails (a
-// serialization failure, a deadlock, or a unique violation on the key
-// row or on a business row carrying the key) and runs again, handler
-// included, and then finds the other's row.
+// requests under one key, and the second finds the first one's row. On
+// PostgreSQL the claim is: a concurrent request under the key waits at
+// its own insert of the key row until the first ends, then fails to
+// serialize (or finds the row) and runs again, finding the first one's
+// row, or, if the first rolled back, claims the key itself. A duplicate
+// therefore never runs the handler. A unique violation on a business row
+// carrying the key (a key row in another table) reruns once too.
 func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request, h http.Handler) {
 	ctx, cancel := workContext(r, k.cfg.WorkTimeout)
 	defer cancel()
@@ -89,10 +98,18 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 	run := func(tx sqlkit.Tx) error {
 		now = k.cfg.Now()
 		found = false
+		var id int64
 		if keyed {
 			var err error
 			if row, found, err = k.load(ctx, tx, req.principal, req.key); err != nil || found {
 				return err
+			}
+			var claimed bool
+			if id, claimed, err = k.claimAtomic(ctx, tx, req, now); err != nil {
+				return err
+			}
+			if !claimed {
+				return errRaced
 			}
 		}
 		st.tx = tx
@@ -113,8 +130,7 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		case !keyed:
 			return nil
 		}
-		_, err = k.insert(ctx, tx, req, now, &resp, "", 0)
-		return err
+		return k.finishAtomic(ctx, tx, id, &resp)
 	}
 	err := k.inTx(ctx, sql.LevelSerializable, run)
 	if err != nil && keyed && k.class(err) == sqlkit.Unique {
@@ -132,11 +148,13 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		panic(p.value)
 	case errors.Is(err, errAnsweredAround):
 		k.answeredAround(r, err)
+	case err != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		if errors.Is(err, errRolledBack) {
+			k.stats.rolledBack.Add(1)
+		}
+		k.timedOut(w, r, err)
 	case errors.Is(err, errRolledBack):
 		k.stats.rolledBack.Add(1)
-		if keyed && k.answerIfStored(ctx, w, r, req) {
-			return
-		}
 		buf.send(w)
 	case err != nil:
 		k.fail(w, r, err)
@@ -153,23 +171,4 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		}
 		buf.send(w)
 	}
-}
-
-// answerIfStored answers from the key's row if a concurrent request under
-// the key committed one while this one failed: on PostgreSQL a handler's
-// business row carrying the key under UNIQUE meets the other request's
-// row, and the handler answers 5xx for what is in fact a duplicate. The
-// retry would get the stored answer; this request gets it now.
-func (k *Keys) answerIfStored(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) bool {
-	row, found, err := k.load(ctx, k.db, req.principal, req.key)
-	if err != nil || !found {
-		return false
-	}
-	now := k.cfg.Now()
-	v := judge(row, req.fingerprint, now)
-	if v == verdictResume {
-		v = verdictMismatch
-	}
-	k.answerExisting(w, r, v, row, now)
-	return true
 }

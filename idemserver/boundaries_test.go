@@ -69,12 +69,12 @@ func TestAFailedAtomicRunIsNotRunAgain(t *testing.T) {
 	})
 }
 
-// L1.17 and L2.6: on PostgreSQL, a handler whose business row under the
-// key meets the row of the same request committed meanwhile, and that
-// answers 5xx for it, is answered the stored answer, not 422.
-func TestAHandlerLosingTheRaceOnItsBusinessRowGetsTheStoredAnswer(t *testing.T) {
+// L2.6 and L2.10: on PostgreSQL, a duplicate that arrives while the first
+// request under its key holds its business row waits for the key in the
+// database, runs nothing, and gets the first's answer once it commits.
+func TestADuplicateWaitingForTheKeyGetsTheStoredAnswer(t *testing.T) {
 	e := newEnv(t, stores[1], idemserver.Config{})
-	entered, looked := make(chan struct{}), make(chan struct{})
+	entered := make(chan struct{})
 	release := make(chan struct{})
 	t.Cleanup(func() {
 		select {
@@ -83,14 +83,11 @@ func TestAHandlerLosingTheRaceOnItsBusinessRowGetsTheStoredAnswer(t *testing.T) 
 			close(release)
 		}
 	})
-	var first atomic.Bool
+	var runs atomic.Int64
 	route := e.keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		body, _ := io.ReadAll(r.Body)
-		holder := first.CompareAndSwap(false, true)
-		if !holder {
-			close(looked) // its key is looked up: no row yet
-		}
+		holder := runs.Add(1) == 1
 		if _, err := idemserver.Tx(ctx).ExecContext(ctx, e.q(`INSERT INTO items (id, note) VALUES (?, ?)`), string(body), "n"); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -108,7 +105,17 @@ func TestAHandlerLosingTheRaceOnItsBusinessRowGetsTheStoredAnswer(t *testing.T) 
 	<-entered
 	secondDone := make(chan answer, 1)
 	go func() { secondDone <- do(t, route, "POST", "/items", "k", "a") }()
-	<-looked
+	for waiting := 0; waiting == 0; {
+		if err := e.db.QueryRow(`SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case two := <-secondDone:
+			t.Fatalf("the duplicate finished without waiting for the key: %d %q", two.status, two.body)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 	close(release)
 	one, two := <-firstDone, <-secondDone
 	if one.status != http.StatusCreated || one.body != "made a" {
@@ -117,8 +124,8 @@ func TestAHandlerLosingTheRaceOnItsBusinessRowGetsTheStoredAnswer(t *testing.T) 
 	if two.status != http.StatusCreated || two.body != "made a" || two.header.Get(idemserver.HeaderReplayed) != "true" {
 		t.Fatalf("second: %d %q replayed %q, want the stored 201 replayed", two.status, two.body, two.header.Get(idemserver.HeaderReplayed))
 	}
-	if n := e.count("items"); n != 1 {
-		t.Errorf("%d items, want 1", n)
+	if n, items := runs.Load(), e.count("items"); n != 1 || items != 1 {
+		t.Errorf("%d runs, %d items; want 1 and 1", n, items)
 	}
 }
 

@@ -35,8 +35,10 @@
 // panics on. A commit that fails stores nothing and answers 500, or 503
 // with Retry-After when the database is unreachable, busy or contended. A
 // retry after the commit gets the stored answer with Idempotent-Replayed:
-// true. The transaction is the lock: there is no separate in-flight
-// marker, and a concurrent duplicate waits for the first and is replayed.
+// true. The key is claimed before the handler runs: its row is inserted,
+// unfinished, in the transaction, which is the lock. A concurrent
+// duplicate waits for the first in the database and is replayed; it never
+// runs the handler (if the first rolls back, it claims the key and runs).
 // On PostgreSQL the transaction is SERIALIZABLE (on MySQL READ COMMITTED,
 // the key row read FOR UPDATE) and runs again, handler included, after a
 // serialization failure or deadlock (on MySQL also a lock wait timeout; at

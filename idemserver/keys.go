@@ -183,6 +183,22 @@ func (k *Keys) fail(w http.ResponseWriter, r *http.Request, err error) {
 	k.cfg.Answers.failed(w, r, http.StatusInternalServerError, "the server failed; nothing was stored: retry with the same key")
 }
 
+// timedOut answers a request whose work outlived Config.WorkTimeout,
+// whatever its handler answered then: 503 with Retry-After, nothing
+// stored, and an error logged naming the cause, with the flavour's hint
+// of what makes a handler hang on its database (on SQLite, the database
+// used instead of the request's transaction).
+func (k *Keys) timedOut(w http.ResponseWriter, r *http.Request, err error) {
+	k.stats.failed.Add(1)
+	msg := "idemserver: the request's work outlived Config.WorkTimeout and rolled back; nothing was stored"
+	if hint := k.db.Flavor().TimeoutHint; hint != "" {
+		msg += "; " + hint
+	}
+	k.log.ErrorContext(r.Context(), msg, "method", r.Method, "path", r.URL.Path, "timeout", k.cfg.WorkTimeout, "err", err)
+	w.Header().Set("Retry-After", "1")
+	k.cfg.Answers.failed(w, r, http.StatusServiceUnavailable, "the request took too long and was rolled back; nothing was stored: retry with the same key")
+}
+
 // answeredAround logs a handler that answered around idemserver
 // (errAnsweredAround). It writes nothing: the client has an answer already,
 // and more bytes would only corrupt it.

@@ -515,7 +515,7 @@ func TestL2AnAtomicRouteNeverResumesAnUnfinishedKey(t *testing.T) {
 	})
 }
 
-// L2.9: OpenSQLite opens every connection with synchronous=FULL, so that
+// L2.9: sqlite.Open opens every connection with synchronous=FULL, so that
 // a commit, and the answer sent after it, survives a power cut: PRAGMA
 // synchronous reads 2 (FULL) in the transaction Keys gives an atomic
 // handler and a phased one's final transaction, on the pool's connection

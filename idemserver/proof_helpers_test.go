@@ -39,10 +39,6 @@ type proofStore struct {
 
 var proofStores = []proofStore{{name: "sqlite"}, {name: "postgres", pg: true}, {name: "mariadb", mysql: true}}
 
-// serial reports whether the store runs one transaction at a time
-// (SQLite's write lock), rather than side by side under row locks.
-func (s proofStore) serial() bool { return !s.pg && !s.mysql }
-
 // eachProofStore runs f as a subtest on every store.
 func eachProofStore(t *testing.T, f func(t *testing.T, s proofStore)) {
 	t.Helper()
@@ -73,11 +69,14 @@ func (c *proofClock) Add(d time.Duration) {
 
 // proofEnv is a service database of one store with its business tables.
 type proofEnv struct {
-	t     *testing.T
-	s     proofStore
-	db    *sql.DB
-	dsn   string // PostgreSQL and MySQL only
-	clock *proofClock
+	t   *testing.T
+	s   proofStore
+	db  *sql.DB
+	dsn string // PostgreSQL and MySQL only
+
+	waitMu        sync.Mutex // serializes waiting's reads on MySQL
+	lastWaitQuery time.Time  // the last of them
+	clock         *proofClock
 }
 
 var proofQuiet = slog.New(slog.DiscardHandler)

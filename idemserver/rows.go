@@ -87,37 +87,78 @@ func newToken() string {
 // insert stores the row of a new key: finished with resp, or claimed by
 // token until leaseUntil.
 func (k *Keys) insert(ctx context.Context, q sqlkit.Queryer, req *request, now time.Time, resp *Response, token string, leaseUntil int64) (int64, error) {
+	id, _, err := k.insertRow(ctx, q, req, now, resp, token, leaseUntil, false)
+	return id, err
+}
+
+// claimAtomic inserts the row of a new key for an atomic route, unfinished
+// and unclaimed, before its handler runs, unless the key has a row
+// already (inserted is then false). The row is the key's lock: a
+// concurrent request's insert of the same key waits for this transaction
+// to end, and then finds the row committed (or gone), so that it never
+// runs the handler beside this one.
+func (k *Keys) claimAtomic(ctx context.Context, q sqlkit.Queryer, req *request, now time.Time) (id int64, inserted bool, err error) {
+	return k.insertRow(ctx, q, req, now, nil, "", 0, true)
+}
+
+// insertRow inserts a key row: finished with resp, claimed by token (a
+// phased claim), or neither (an atomic claim). With ifAbsent, a key that
+// has a row already inserts nothing and inserted is false.
+func (k *Keys) insertRow(ctx context.Context, q sqlkit.Queryer, req *request, now time.Time, resp *Response, token string, leaseUntil int64, ifAbsent bool) (id int64, inserted bool, err error) {
 	var status, header, lock, lease any
 	var body []byte
 	finished := 0
-	if resp != nil {
+	switch {
+	case resp != nil:
 		finished = 1
 		status, header, body = resp.Status, k.encodeHeader(resp.Header), resp.Body
 		if body == nil {
 			body = []byte{}
 		}
-	} else {
+	case token != "":
 		lock, lease = token, leaseUntil
 	}
-	const insert = `
+	stmt := `
 		INSERT INTO {{t}} (principal, idem_key, fingerprint, seed, created_at, expires_at, finished,
 		                   lock_token, lease_until, response_status, response_header, response_body)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	if ifAbsent {
+		stmt += `{{on_conflict_nothing}}`
+	}
 	args := []any{req.principal, req.key, req.fingerprint, req.seed, now.UnixNano(), now.Add(req.retention).UnixNano(), finished,
 		lock, lease, status, header, body}
-	var id int64
-	var err error
 	if k.db.Flavor().Returning {
-		err = k.queryRow(ctx, q, insert+` RETURNING id`, args...).Scan(&id)
+		err = k.queryRow(ctx, q, stmt+` RETURNING id`, args...).Scan(&id)
+		inserted = err == nil
+		if ifAbsent && errors.Is(err, sql.ErrNoRows) {
+			err = nil
+		}
 	} else {
 		var res sqlkit.Result
-		res, err = k.exec(ctx, q, insert, args...)
-		id = res.LastInsertID
+		res, err = k.exec(ctx, q, stmt, args...)
+		// A row that was there already gives no new id (0), whatever the
+		// row count says: MySQL's counts 1 for it under clientFoundRows.
+		id, inserted = res.LastInsertID, err == nil && res.LastInsertID != 0
 	}
 	if err != nil {
-		return 0, k.dbError("storing the key", err)
+		return 0, false, k.dbError("storing the key", err)
 	}
-	return id, nil
+	return id, inserted, nil
+}
+
+// finishAtomic stores resp in the key row id an atomic route claimed.
+func (k *Keys) finishAtomic(ctx context.Context, tx sqlkit.Tx, id int64, resp *Response) error {
+	body := resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	_, err := k.exec(ctx, tx, `
+		UPDATE {{t}} SET finished = 1, response_status = ?, response_header = ?, response_body = ?
+		WHERE id = ?`, resp.Status, k.encodeHeader(resp.Header), body, id)
+	if err != nil {
+		return k.dbError("storing the answer", err)
+	}
+	return nil
 }
 
 // storedHeaders returns the headers of h that are stored with a key.

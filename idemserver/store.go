@@ -244,8 +244,11 @@ func (k *Keys) createTables(ctx context.Context, lock string) error {
 // class classifies an error of the database (ErrUnavailable wrapped is
 // Unavailable).
 func (k *Keys) class(err error) sqlkit.Class {
-	if errors.Is(err, ErrUnavailable) {
+	switch {
+	case errors.Is(err, ErrUnavailable):
 		return sqlkit.Unavailable
+	case errors.Is(err, errRaced):
+		return sqlkit.Serialization
 	}
 	return k.db.Flavor().Class(err)
 }

@@ -3,10 +3,12 @@ package idemserver_test
 import (
 	"bufio"
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,4 +76,53 @@ func TestSlowBodyGets408(t *testing.T) {
 			t.Fatal("a slow body ran")
 		}
 	})
+}
+
+// lockedBuffer is a log destination safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestAHandlerUsingTheSQLiteDatabaseIsNamed proves L2.12: on SQLite a
+// handler that writes through the *sql.DB instead of Tx waits for the
+// connection its own transaction holds; at Config.WorkTimeout the request
+// gets 503 with Retry-After, whatever the handler then answers, nothing
+// is stored, and the error logged names the likely cause.
+func TestAHandlerUsingTheSQLiteDatabaseIsNamed(t *testing.T) {
+	var log lockedBuffer
+	cfg := idemserver.Config{WorkTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	e := newEnv(t, stores[0], cfg)
+	srv := e.keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := e.db.ExecContext(r.Context(), `INSERT INTO items (id, note) VALUES ('a', 'outside')`); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	got := do(t, srv, "POST", "/items", "k", "a")
+	if got.status != http.StatusServiceUnavailable || got.header.Get("Retry-After") == "" {
+		t.Fatalf("%d %q, want 503 with Retry-After", got.status, got.body)
+	}
+	if n := e.count("items") + e.count("idempotency_keys"); n != 0 {
+		t.Fatalf("%d rows stored, want none", n)
+	}
+	if l := log.String(); !strings.Contains(l, "outlived Config.WorkTimeout") || !strings.Contains(l, "instead of idemserver.Tx") {
+		t.Fatalf("log %q does not name the cause", l)
+	}
+	if s := e.keys.Stats(); s.Failed != 1 || s.Stored != 0 {
+		t.Fatalf("Stats: %d failed, %d stored; want 1 and 0", s.Failed, s.Stored)
+	}
 }

@@ -302,8 +302,8 @@ var mutants = []mutant{
 	{
 		Name: "the last phase commits without the lock token; the recovery points check it", Rules: "S5.4",
 		Edits: []edit{{File: "idemserver/rows.go",
-			Old: "WHERE id = ?4 AND lock_token = ?5`),",
-			New: "WHERE id = ?4 AND (lock_token = ?5 OR TRUE)`),"}},
+			Old: "WHERE id = ?4 AND lock_token = ?5`,",
+			New: "WHERE id = ?4 AND (lock_token = ?5 OR TRUE)`,"}},
 		Pkg: "./testserver", Tests: []string{"TestAStaleChargeWakesWhileTheNewHolderCommits"},
 	},
 	{
@@ -464,9 +464,9 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a serialization failure on PostgreSQL answered 500, not rerun", Rules: "S3, S9",
-		Edits: []edit{{File: "idemserver/store.go",
-			Old: "\treturn errors.As(err, &pe) && (pe.Code == \"40001\" || pe.Code == \"40P01\")\n",
-			New: "\treturn errors.As(err, &pe) && false\n"}},
+		Edits: []edit{{File: "internal/sqlkit/class.go",
+			Old: "case code == \"40001\" || code == \"40P01\":",
+			New: "case false && code == \"40001\":"}},
 		Pkg: "./testserver", Tests: []string{"TestPostgresConflictsAreRetried"},
 	},
 	// Partial weakenings of the journal file's rules: one of two fsyncs,
@@ -573,7 +573,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a read-only server's refusal (25006) left untyped", Rules: "F9.5",
-		Edits: []edit{{File: "pgjournal/unavailable.go", Old: ` || code == "25006"`, New: ""}},
+		Edits: []edit{{File: "internal/sqlkit/class.go", Old: ` || code == "25006"`, New: ""}},
 		Pkg:   "./pgjournal", Tests: []string{"TestF9AReadOnlyServerIsUnavailable", "TestClassify"},
 	},
 	{
@@ -701,9 +701,18 @@ var mutants = []mutant{
 	},
 	{
 		Name: "an atomic route's key row committed on its own, before the handler's transaction", Rules: "L2.3",
-		Edits: []edit{{File: "idemserver/atomic.go", Old: "_, err = k.insert(ctx, tx, req, now, &resp, \"\", 0)",
-			New: "_, err = k.insert(ctx, map[bool]querier{true: k.db, false: tx}[k.dialect == dialectPostgres], req, now, &resp, \"\", 0)"}},
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "k.claimAtomic(ctx, tx, req, now)",
+			New: "k.claimAtomic(ctx, map[bool]sqlkit.Queryer{true: k.db, false: tx}[k.db.Flavor().Name == \"PostgreSQL\"], req, now)"}},
 		Pkg: "./idemserver", Tests: []string{"TestL2AFailedCommitStoresNothing"},
+	},
+	{
+		Name: "an atomic route's key claimed after its handler ran, not before", Rules: "L2.10",
+		Edits: []edit{{File: "idemserver/atomic.go",
+			Old: "\t\t\tvar claimed bool\n\t\t\tif id, claimed, err = k.claimAtomic(ctx, tx, req, now); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t\tif !claimed {\n\t\t\t\treturn errRaced\n\t\t\t}\n",
+			New: ""},
+			{File: "idemserver/atomic.go", Old: "\t\treturn k.finishAtomic(ctx, tx, id, &resp)\n",
+				New: "\t\t_, err = k.insert(ctx, tx, req, now, &resp, \"\", 0)\n\t\t_ = id\n\t\treturn err\n"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2ADuplicateNeverRunsTheHandler"},
 	},
 	{
 		Name: "a handler's 503 stored with its key", Rules: "L2.2",
@@ -856,21 +865,15 @@ var mutants = []mutant{
 	},
 	{
 		Name: "SQLite opened with synchronous=NORMAL", Rules: "L2.9",
-		Edits: []edit{{File: "idemserver/sqlite.go", Old: "q.Add(\"_pragma\", \"synchronous(FULL)\")",
+		Edits: []edit{{File: "idemserver/sqlite/sqlite.go", Old: "q.Add(\"_pragma\", \"synchronous(FULL)\")",
 			New: "q.Add(\"_pragma\", \"synchronous(NORMAL)\")"}},
 		Pkg: "./idemserver", Tests: []string{"TestL2SQLiteCommitsAreDurable"},
 	},
 	{
 		Name: "synchronous=FULL set on the first SQLite connection only", Rules: "L2.9",
-		Edits: []edit{{File: "idemserver/sqlite.go", Old: "q.Add(\"_pragma\", \"synchronous(FULL)\")", New: "q.Add(\"_pragma\", \"synchronous(NORMAL)\")"},
-			{File: "idemserver/sqlite.go", Old: "\tdb.SetMaxOpenConns(1)\n", New: "\tdb.SetMaxOpenConns(1)\n\tdb.Exec(\"PRAGMA synchronous = FULL\")\n"}},
+		Edits: []edit{{File: "idemserver/sqlite/sqlite.go", Old: "q.Add(\"_pragma\", \"synchronous(FULL)\")", New: "q.Add(\"_pragma\", \"synchronous(NORMAL)\")"},
+			{File: "idemserver/sqlite/sqlite.go", Old: "\tdb.SetMaxOpenConns(1)\n", New: "\tdb.SetMaxOpenConns(1)\n\tdb.Exec(\"PRAGMA synchronous = FULL\")\n"}},
 		Pkg: "./idemserver", Tests: []string{"TestL2SQLiteCommitsAreDurable"},
-	},
-	{
-		Name: "the re-look-up after a 5xx compares the stored fingerprint with itself", Rules: "L1.17",
-		Edits: []edit{{File: "idemserver/atomic.go", Old: "now := k.cfg.Now()\n\tv := judge(row, req.fingerprint, now)",
-			New: "now := k.cfg.Now()\n\tv := judge(row, row.fingerprint, now)"}},
-		Pkg: "./idemserver", Tests: []string{"TestL1AnotherRequestRacingTheKeyGets422"},
 	},
 	{
 		Name: "an atomic route resumes an unfinished key row", Rules: "L2.8",
@@ -969,8 +972,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "any database behind an unknown driver taken for PostgreSQL", Rules: "L1.20",
-		Edits: []edit{{File: "idemserver/store.go", Old: "\treturn 0, fmt.Errorf(\"%w; Config.DB's driver is %T, and its database says %q\", ErrUnsupportedDatabase, db.Driver(), v)\n",
-			New: "\treturn dialectPostgres, nil\n"}},
+		Edits: []edit{{File: "idemserver/store.go", Old: "\treturn nil, fmt.Errorf(\"%w; %s; Config.DB's driver is %T, and its database says %q\",\n\t\tErrUnsupportedDatabase, imported, db.Driver(), strings.Join(said, \"; \"))\n",
+			New: "\tfor _, f := range flavors {\n\t\tif f.Name == \"PostgreSQL\" {\n\t\t\treturn f, nil\n\t\t}\n\t}\n\t_ = imported\n\treturn nil, ErrUnsupportedDatabase\n"}},
 		Pkg: "./idemserver", Tests: []string{"TestNewRefusesADatabaseItDoesNotSpeak"},
 	},
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"sync"
 )
 
@@ -33,6 +34,10 @@ type Flavor struct {
 	// by others, or ""), {{on_conflict_nothing}} (the end of an INSERT of
 	// a key row that does nothing if the key has one).
 	Tokens map[string]string
+
+	// TimeoutHint, if set, names in the log of a request whose work
+	// timed out what makes a handler hang on this database.
+	TimeoutHint string
 
 	// Returning says whether INSERT ... RETURNING id works; if not, the
 	// id is the statement's LastInsertId.
@@ -77,8 +82,15 @@ type Flavor struct {
 	Check func(ctx context.Context, db *sql.DB) error
 }
 
-// Class classifies err: Generic's rules, then the flavour's.
+// Class classifies err: an SQLSTATE it carries decides (an error the
+// database sent, even inside a failed connection attempt: a server that
+// answers "no such database" is reachable); else Generic's rules, then
+// the flavour's.
 func (f *Flavor) Class(err error) Class {
+	var st sqlStater
+	if errors.As(err, &st) {
+		return SQLState(st.SQLState())
+	}
 	if c := Generic(err); c != Other || f == nil || f.Classify == nil {
 		return c
 	}

@@ -8,10 +8,10 @@
 // index until it commits, so every other request whose key falls in that
 // gap (on a small table, every request) waits for it, and concurrent
 // duplicates deadlock on each other's gap. READ COMMITTED takes no gap
-// locks: a concurrent duplicate's INSERT waits on the first one's
-// uncommitted row and fails as a duplicate (1062) once it commits, and
-// its rerun finds the row and is replayed; a takeover reads the claim
-// locked, so two requests never both take over one lapsed claim. A
+// locks: a concurrent duplicate's look-up waits on the first one's
+// uncommitted claim, then finds its row and is replayed; a takeover reads
+// the claim locked, so two requests never both take over one lapsed
+// claim. A
 // handler's own reads are not repeatable: one that reads a row and then
 // writes what it read locks it first (SELECT ... FOR UPDATE) or writes
 // relative to it. A deadlock (1213), a lock wait timeout (1205) and, with

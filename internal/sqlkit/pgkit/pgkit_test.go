@@ -42,3 +42,31 @@ func TestConnectErrors(t *testing.T) {
 		t.Error("28P01 (a wrong password): Unavailable")
 	}
 }
+
+// A connection attempt PostgreSQL answered with an error is classified by
+// that error's SQLSTATE, not as a connection that failed.
+func TestAnsweredConnectErrorIsItsSQLState(t *testing.T) {
+	dsn := "postgres://postgres@127.0.0.1:1/x"
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pgconn.ConnectConfig(t.Context(), cfg)
+	if !pgkit.Unavailable(err) {
+		t.Fatalf("a refused connection (%v): not Unavailable", err)
+	}
+	answered := fmt.Errorf("connect: %w", &wrapped{&pgconn.ConnectError{Config: cfg}, &pgconn.PgError{Code: "3D000"}})
+	if pgkit.Unavailable(answered) {
+		t.Errorf("%v: Unavailable, want a database that does not exist", answered)
+	}
+}
+
+// wrapped is a ConnectError around a PgError, as pgx returns for a
+// server that refused the connection with an error.
+type wrapped struct {
+	ce *pgconn.ConnectError
+	pe *pgconn.PgError
+}
+
+func (w *wrapped) Error() string   { return w.ce.Error() + ": " + w.pe.Error() }
+func (w *wrapped) Unwrap() []error { return []error{w.ce, w.pe} }

@@ -33,6 +33,8 @@ var Flavor = &sqlkit.Flavor{
 	},
 	Returning: true,
 	Classify:  Class,
+	TimeoutHint: "did the handler use the *sql.DB instead of idemserver.Tx? On SQLite that waits for the " +
+		"connection the request's own transaction holds (sqlite.Open keeps one), until the work times out",
 	Driver: func(d driver.Driver) bool {
 		_, ok := d.(*sqlite.Driver)
 		return ok
