@@ -86,7 +86,7 @@ func TestNoBinaryLinksTesting(t *testing.T) {
 		t.Skip("runs the go command")
 	}
 	const format = "{{.ImportPath}}\t{{.DepOnly}}\t{{.Name}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}"
-	out, err := exec.Command("go", "list", "-deps", "-f", format, "./...", "./idemaws/...", "./idemgin/...", "./idemecho/...").Output()
+	out, err := exec.Command("go", "list", "-deps", "-f", format, "./...", "./idemaws/...", "./idemgin/...", "./idemecho/...", "./examples/stacks/...").Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {

@@ -16,6 +16,7 @@ import (
 // this module, and so are compiled by a test of the module they need.
 var compiledElsewhere = map[string]string{
 	"docs/vendor-sdks.md": "idemaws's TestVendorSDKsPageCompiles",
+	"docs/frameworks.md":  "examples/stacks's TestFrameworksPageCompiles",
 }
 
 // docPages returns README.md and every docs/*.md page, in that order.

@@ -95,6 +95,12 @@
 // Work. A client that disconnects does not cancel its request's work: the
 // work context is detached from the request, bounded by
 // Config.WorkTimeout (atomic) or the lease (phased). Close waits for it.
+// An atomic request still working at Config.WorkTimeout rolls back and
+// gets 503 with Retry-After, whatever its handler answers then, and an
+// error is logged naming the cause. On SQLite the usual cause is a handler
+// that uses the database instead of its transaction: the database waits
+// for the connection the transaction holds. On PostgreSQL such a statement
+// commits on its own, outside the key's transaction, and nothing can tell.
 //
 // # Databases
 //

@@ -265,22 +265,23 @@ func TestPostgresConflictsAreRetried(t *testing.T) {
 	})
 	t.Run("deadlock", func(t *testing.T) {
 		in, db, other := oneReplicaAndATransaction(t)
-		// The test's transaction holds the key the request will insert;
-		// the request updates the stock, then waits for the key; the test's
-		// transaction then waits for the stock: a deadlock, which the
-		// request's connection detects first (the test's waits longer before
-		// looking) and is aborted with.
+		// The test's transaction holds the stock the request will update;
+		// the request claims its key, then waits for the stock; the test's
+		// transaction then inserts the same key and waits for the request:
+		// a deadlock, which the request's connection detects first (the
+		// test's waits longer before looking) and is aborted with. The
+		// request runs again once the test's transaction rolls back.
 		if _, err := other.Exec(`SET LOCAL deadlock_timeout = '1min'`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := other.Exec(`
-			INSERT INTO idempotency_keys (principal, idem_key, fingerprint, seed, created_at, expires_at, finished)
-			VALUES ($1, 'dl', '\x00', 'x', 0, 0, 0)`, AnonymousClient); err != nil {
+		if _, err := other.Exec(`UPDATE inventory SET available = available WHERE item_id = 'sku-1'`); err != nil {
 			t.Fatal(err)
 		}
 		done := sendAsync(t, in, req{method: "POST", path: "/reservations", key: "dl", body: `{"item_id":"sku-1","quantity":1}`})
 		waitForLockWait(t, db)
-		if _, err := other.Exec(`UPDATE inventory SET available = available WHERE item_id = 'sku-1'`); err != nil {
+		if _, err := other.Exec(`
+			INSERT INTO idempotency_keys (principal, idem_key, fingerprint, seed, created_at, expires_at, finished)
+			VALUES ($1, 'dl', '\x00', 'x', 0, 0, 0)`, AnonymousClient); err != nil {
 			t.Fatal(err)
 		}
 		if err := other.Rollback(); err != nil {

@@ -1,0 +1,5 @@
+CREATE TABLE orders (
+    id       BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    item     TEXT    NOT NULL,
+    quantity INTEGER NOT NULL
+);
