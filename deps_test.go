@@ -33,8 +33,8 @@ func TestTheRootPullsNoVendorSDK(t *testing.T) {
 
 // TestIdemserverLinksOnlyTheDatabaseItUses checks that the server library
 // links no database driver, and that each database package links its own
-// driver and not the other's: a service on PostgreSQL through pgx compiles
-// no SQLite, and one on SQLite no pgx.
+// driver and not the others': a service on PostgreSQL through pgx compiles
+// no SQLite and no MySQL driver, one on SQLite no pgx, one on MySQL neither.
 func TestIdemserverLinksOnlyTheDatabaseItUses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
@@ -43,9 +43,10 @@ func TestIdemserverLinksOnlyTheDatabaseItUses(t *testing.T) {
 		pkg          string
 		want, refuse []string
 	}{
-		{"./idemserver", nil, []string{"modernc.org/", "github.com/jackc/pgx"}},
-		{"./idemserver/postgres", []string{"github.com/jackc/pgx/v5/pgxpool"}, []string{"modernc.org/"}},
-		{"./idemserver/sqlite", []string{"modernc.org/sqlite"}, []string{"github.com/jackc/pgx"}},
+		{"./idemserver", nil, []string{"modernc.org/", "github.com/jackc/pgx", "github.com/go-sql-driver/"}},
+		{"./idemserver/postgres", []string{"github.com/jackc/pgx/v5/pgxpool"}, []string{"modernc.org/", "github.com/go-sql-driver/"}},
+		{"./idemserver/sqlite", []string{"modernc.org/sqlite"}, []string{"github.com/jackc/pgx", "github.com/go-sql-driver/"}},
+		{"./idemserver/mysql", []string{"github.com/go-sql-driver/mysql"}, []string{"modernc.org/", "github.com/jackc/pgx"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", c.pkg).CombinedOutput()
 		if err != nil {
@@ -74,6 +75,7 @@ var testHelpers = map[string]bool{
 	"github.com/idemkit/idem/internal/journalhelp": true,
 	"github.com/idemkit/idem/internal/doccheck":    true,
 	"github.com/idemkit/idem/internal/pgtest":      true,
+	"github.com/idemkit/idem/internal/mysqltest":   true,
 }
 
 // TestNoBinaryLinksTesting checks that no command of the repository links

@@ -67,7 +67,7 @@ func workContext(r *http.Request, d time.Duration) (context.Context, context.Can
 
 // serveAtomic serves an atomic route, as one transaction:
 //
-//	BEGIN IMMEDIATE (SQLite) or SERIALIZABLE (PostgreSQL)
+//	BEGIN IMMEDIATE (SQLite), SERIALIZABLE (PostgreSQL) or READ COMMITTED (MySQL)
 //	  look the key up    -> found: replay, 422 or 409, and stop
 //	  claim the key      insert its row, unfinished, if it has none
 //	                     -> it has one now: run the transaction again

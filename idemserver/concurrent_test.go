@@ -81,9 +81,15 @@ func TestPhasedConcurrentDuplicatesCallOnce(t *testing.T) {
 
 // Concurrent requests under different keys that update one row: on
 // PostgreSQL some transactions fail to serialize and run again (the
-// handler reports the failure with Fail); no update is lost.
+// handler reports the failure with Fail); no update is lost. On MySQL,
+// whose transactions run at READ COMMITTED, the handler locks the row it
+// reads and then writes (FOR UPDATE), as it must.
 func TestAtomicConflictsRerun(t *testing.T) {
 	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+		read := `SELECT n FROM counter WHERE id = 1`
+		if e.store.dialect == "mysql" {
+			read += ` FOR UPDATE`
+		}
 		if _, err := e.db.Exec(`CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)`); err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +98,7 @@ func TestAtomicConflictsRerun(t *testing.T) {
 			ctx := r.Context()
 			tx := idemserver.Tx(ctx)
 			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT n FROM counter WHERE id = 1`).Scan(&n); err != nil {
+			if err := tx.QueryRowContext(ctx, read).Scan(&n); err != nil {
 				idemserver.Fail(ctx, err)
 				return
 			}

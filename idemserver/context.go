@@ -77,7 +77,7 @@ func stateOf(ctx context.Context) *state {
 // Tx returns the transaction of the request, on a database/sql database
 // (Config.DB): on an atomic route the one its key row lives in (begun
 // before the key was looked up: BEGIN IMMEDIATE on SQLite, SERIALIZABLE on
-// PostgreSQL); on a phased route the final one, begun at the first call
+// PostgreSQL, READ COMMITTED on MySQL); on a phased route the final one, begun at the first call
 // and fenced by the claim; in Config.Forget the sweep's. The handler must
 // not commit or roll it back. It is nil outside idemserver, on a Store of
 // another interface (postgres.Tx gives a pgxpool's), and on a phased

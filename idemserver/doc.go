@@ -39,9 +39,10 @@
 // unfinished, in the transaction, which is the lock. A concurrent
 // duplicate waits for the first in the database and is replayed; it never
 // runs the handler (if the first rolls back, it claims the key and runs).
-// On PostgreSQL the transaction is SERIALIZABLE and runs again, handler
-// included, after a serialization failure or deadlock (at most
-// Config.Reruns times, then 503): an atomic handler must do nothing
+// On PostgreSQL the transaction is SERIALIZABLE (on MySQL READ COMMITTED,
+// the key row read FOR UPDATE) and runs again, handler included, after a
+// serialization failure or deadlock (on MySQL also a lock wait timeout; at
+// most Config.Reruns times, then 503): an atomic handler must do nothing
 // outside Tx. Most such failures hit one of the handler's own statements;
 // the handler reports them with Fail, which gives the rerun (or the 503 or
 // 500) instead of the handler's answer.
@@ -112,7 +113,14 @@
 // *sql.DB of pgx's stdlib driver as Config.DB, handlers using Tx; or a
 // pgxpool.Pool as Config.Store (postgres.Pool), handlers using
 // postgres.Tx. Any number of replicas may share one PostgreSQL database;
-// New creates the tables under an advisory lock. New finds a Config.DB's
+// New creates the tables under an advisory lock. Package idemserver/mysql
+// is MySQL 8 and MariaDB 10.11 or later through go-sql-driver/mysql: a
+// *sql.DB of its driver "mysql", whose DSN needs no parameter of its own
+// but whose sql_mode must be strict (New checks it); its transactions run
+// at READ COMMITTED, so a handler that reads a row and then writes what
+// it read locks it (SELECT ... FOR UPDATE) or writes relative to it
+// (SET n = n + 1). Any number of replicas may share one MySQL database
+// too. New finds a Config.DB's
 // database among the imported packages' by its driver or, behind a
 // wrapping driver, by asking it; one of no imported package's kind is
 // ErrUnsupportedDatabase. A handler uses its transaction, never the

@@ -15,7 +15,7 @@ import (
 func TestNewRefusesAForeignKeyTable(t *testing.T) {
 	for _, s := range stores {
 		for _, tc := range []struct{ name, create string }{
-			{"keys", `CREATE TABLE idempotency_keys (client_id TEXT NOT NULL, key TEXT NOT NULL, recovery_point TEXT NOT NULL)`},
+			{"keys", `CREATE TABLE idempotency_keys (client_id TEXT NOT NULL, client_key TEXT NOT NULL, recovery_point TEXT NOT NULL)`},
 			{"steps", `CREATE TABLE idempotency_keys_steps (key_id BIGINT NOT NULL, step TEXT NOT NULL)`},
 		} {
 			t.Run(s.name+"/"+tc.name, func(t *testing.T) {

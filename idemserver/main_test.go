@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idem/idemserver"
 	"github.com/idemkit/idem/idemserver/sqlite"
+	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
 	"go.uber.org/goleak"
 )
@@ -25,18 +26,35 @@ type withPostgres struct{ m *testing.M }
 
 func (w withPostgres) Run() int { return pgtest.Run(w.m) }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
+// withServers runs the tests with mysqltest's shared MariaDB available
+// too.
+type withServers struct{ m *testing.M }
+
+func (w withServers) Run() int { return mysqltest.Run(withPostgres(w)) }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(withServers{m}) }
 
 // store is one of the databases every behaviour is checked on.
 type store struct {
 	name    string
 	open    func(t *testing.T) *sql.DB
-	dialect string // "sqlite" or "postgres": the placeholders of test SQL
+	dialect string // "sqlite", "postgres" or "mysql": the SQL of the tests
 }
 
 var stores = []store{
 	{"sqlite", openSQLite, "sqlite"},
 	{"postgres", openPostgres, "postgres"},
+	{"mariadb", openMariaDB, "mysql"},
+}
+
+func openMariaDB(t *testing.T) *sql.DB {
+	db, err := sql.Open("mysql", mysqltest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(8)
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 func openSQLite(t *testing.T) *sql.DB {
@@ -83,13 +101,18 @@ func newEnv(t *testing.T, s store, cfg idemserver.Config) *env {
 	t.Helper()
 	db := s.open(t)
 	e := &env{t: t, store: s, db: db, clock: &clock{now: time.Unix(1_800_000_000, 0)}}
+	children := `CREATE TABLE children (id TEXT PRIMARY KEY,
+			parent TEXT NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)`
+	if s.dialect == "mysql" {
+		// No deferred constraints: the key is checked at each statement.
+		children = `CREATE TABLE children (id TEXT PRIMARY KEY, parent TEXT NOT NULL, FOREIGN KEY (parent) REFERENCES parents (id))`
+	}
 	for _, stmt := range []string{
 		`CREATE TABLE items (id TEXT PRIMARY KEY, note TEXT NOT NULL)`,
 		`CREATE TABLE parents (id TEXT PRIMARY KEY)`,
-		`CREATE TABLE children (id TEXT PRIMARY KEY,
-			parent TEXT NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)`,
+		children,
 	} {
-		if _, err := db.Exec(stmt); err != nil {
+		if _, err := db.Exec(e.ddl(stmt)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,6 +130,15 @@ func newEnv(t *testing.T, s store, cfg idemserver.Config) *env {
 	t.Cleanup(func() { keys.Close() })
 	e.keys = keys
 	return e
+}
+
+// ddl spells a CREATE TABLE for the store: on MySQL a TEXT column cannot
+// be part of a key, and becomes VARCHAR(255).
+func (e *env) ddl(stmt string) string {
+	if e.store.dialect != "mysql" {
+		return stmt
+	}
+	return strings.ReplaceAll(stmt, "TEXT", "VARCHAR(255)")
 }
 
 // q rewrites ? placeholders for the store.

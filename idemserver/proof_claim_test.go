@@ -2,6 +2,7 @@ package idemserver_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -28,7 +29,16 @@ func (h *orderer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	_, key, _ := idemserver.Key(ctx)
 	var id int64
-	if err := idemserver.Tx(ctx).QueryRowContext(ctx, h.e.q(`INSERT INTO orders (k) VALUES (?) RETURNING id`), key).Scan(&id); err != nil {
+	var err error
+	if h.e.s.mysql {
+		var res sql.Result
+		if res, err = idemserver.Tx(ctx).ExecContext(ctx, `INSERT INTO orders (k) VALUES (?)`, key); err == nil {
+			id, err = res.LastInsertId()
+		}
+	} else {
+		err = idemserver.Tx(ctx).QueryRowContext(ctx, h.e.q(`INSERT INTO orders (k) VALUES (?) RETURNING id`), key).Scan(&id)
+	}
+	if err != nil {
 		idemserver.Fail(ctx, err)
 		return
 	}
@@ -45,19 +55,35 @@ func ordersDDL(s proofStore) string {
 	if s.pg {
 		return `CREATE TABLE orders (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, k TEXT NOT NULL)`
 	}
+	if s.mysql {
+		// InnoDB's AUTO_INCREMENT, like a sequence, keeps a number a
+		// rolled-back insert used.
+		return `CREATE TABLE orders (id BIGINT AUTO_INCREMENT PRIMARY KEY, k TEXT NOT NULL)`
+	}
 	return `CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, k TEXT NOT NULL)`
 }
 
 // waiting counts the requests that wait for the database: on PostgreSQL
-// the sessions waiting for a lock, on SQLite the waits for the one
-// connection since waitsBefore.
+// the sessions waiting for a lock, on MySQL the transactions waiting for
+// a lock, on SQLite the waits for the one connection since waitsBefore.
 func (e *proofEnv) waiting(waitsBefore int64) int {
-	if !e.s.pg {
+	query := `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
+	switch {
+	case e.s.mysql:
+		// InnoDB refreshes what information_schema.innodb_trx shows only
+		// when it has not been read for 0.1 s: read it no more often.
+		e.waitMu.Lock()
+		defer e.waitMu.Unlock()
+		time.Sleep(time.Until(e.lastWaitQuery.Add(150 * time.Millisecond)))
+		defer func() { e.lastWaitQuery = time.Now() }()
+		query = `SELECT COUNT(*) FROM information_schema.innodb_trx t
+			JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+			WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()`
+	case !e.s.pg:
 		return int(e.db.Stats().WaitCount - waitsBefore)
 	}
 	var n int
-	if err := e.db.QueryRow(`SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+	if err := e.db.QueryRow(query).Scan(&n); err != nil {
 		e.t.Errorf("counting the sessions waiting for a lock: %v", err)
 		return 1 << 20
 	}

@@ -21,20 +21,23 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/idemkit/idem/idemserver/mysql"    // MySQL and MariaDB
 	_ "github.com/idemkit/idem/idemserver/postgres" // PostgreSQL through pgx
 
 	"github.com/idemkit/idem/idemserver"
 	"github.com/idemkit/idem/idemserver/sqlite"
+	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
 // proofStore is one of the databases idemserver runs on.
 type proofStore struct {
-	name string
-	pg   bool
+	name  string
+	pg    bool
+	mysql bool // MariaDB, as MySQL
 }
 
-var proofStores = []proofStore{{name: "sqlite"}, {name: "postgres", pg: true}}
+var proofStores = []proofStore{{name: "sqlite"}, {name: "postgres", pg: true}, {name: "mariadb", mysql: true}}
 
 // eachProofStore runs f as a subtest on every store.
 func eachProofStore(t *testing.T, f func(t *testing.T, s proofStore)) {
@@ -66,11 +69,14 @@ func (c *proofClock) Add(d time.Duration) {
 
 // proofEnv is a service database of one store with its business tables.
 type proofEnv struct {
-	t     *testing.T
-	s     proofStore
-	db    *sql.DB
-	dsn   string // PostgreSQL only
-	clock *proofClock
+	t   *testing.T
+	s   proofStore
+	db  *sql.DB
+	dsn string // PostgreSQL and MySQL only
+
+	waitMu        sync.Mutex // serializes waiting's reads on MySQL
+	lastWaitQuery time.Time  // the last of them
+	clock         *proofClock
 }
 
 var proofQuiet = slog.New(slog.DiscardHandler)
@@ -88,6 +94,12 @@ func newProofEnv(t *testing.T, s proofStore) *proofEnv {
 		if err == nil {
 			e.db.SetMaxOpenConns(20)
 		}
+	} else if s.mysql {
+		e.dsn = mysqltest.NewDatabase(t)
+		e.db, err = sql.Open("mysql", e.dsn)
+		if err == nil {
+			e.db.SetMaxOpenConns(20)
+		}
 	} else {
 		e.db, err = sqlite.Open(filepath.Join(t.TempDir(), "service.db"))
 	}
@@ -95,16 +107,31 @@ func newProofEnv(t *testing.T, s proofStore) *proofEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.db.Close() })
+	children := `CREATE TABLE children (id INTEGER NOT NULL, parent INTEGER NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)`
+	if s.mysql {
+		// MySQL checks a foreign key at each statement: it has no
+		// deferred constraints.
+		children = `CREATE TABLE children (id INTEGER NOT NULL, parent INTEGER NOT NULL, FOREIGN KEY (parent) REFERENCES parents (id))`
+	}
 	for _, ddl := range []string{
 		`CREATE TABLE things (principal TEXT NOT NULL, k TEXT NOT NULL, note TEXT NOT NULL, forgotten INTEGER NOT NULL DEFAULT 0)`,
 		`CREATE TABLE parents (id INTEGER PRIMARY KEY)`,
-		`CREATE TABLE children (id INTEGER NOT NULL, parent INTEGER NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)`,
+		children,
 	} {
 		if _, err := e.db.Exec(ddl); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return e
+}
+
+// ddl spells a CREATE TABLE for the store: on MySQL a TEXT column cannot
+// be part of a key, and becomes VARCHAR(255).
+func (e *proofEnv) ddl(stmt string) string {
+	if !e.s.mysql {
+		return stmt
+	}
+	return strings.ReplaceAll(stmt, "TEXT", "VARCHAR(255)")
 }
 
 // q spells a query with ? placeholders for the store.

@@ -348,7 +348,7 @@ func TestL1AnotherRequestRacingTheKeyGets422(t *testing.T) {
 		for _, other := range []string{"atomic answering 500", "atomic with Fail", "phased"} {
 			t.Run(other, func(t *testing.T) {
 				e := newProofEnv(t, s)
-				if _, err := e.db.Exec(`CREATE TABLE orders (principal TEXT NOT NULL, k TEXT NOT NULL, note TEXT NOT NULL, UNIQUE (principal, k))`); err != nil {
+				if _, err := e.db.Exec(e.ddl(`CREATE TABLE orders (principal TEXT NOT NULL, k TEXT NOT NULL, note TEXT NOT NULL, UNIQUE (principal, k))`)); err != nil {
 					t.Fatal(err)
 				}
 				orders := func() string {

@@ -12,7 +12,7 @@ import (
 	"github.com/idemkit/idem/idemserver"
 )
 
-// L1.11: two Keys (replicas) on one PostgreSQL database, 200 concurrent
+// L1.11: two Keys (replicas) on one PostgreSQL or MariaDB database, 200 concurrent
 // requests under one key spread over both: one business row, one
 // committed handler run, and every final answer is the stored one byte
 // for byte; on an atomic route none is refused in flight (the
@@ -21,8 +21,10 @@ import (
 func TestL1ReplicasOneKeyOneEffect(t *testing.T) {
 	for _, phased := range []bool{false, true} {
 		t.Run(routeName(phased), func(t *testing.T) {
-			e := newProofEnv(t, proofStore{name: "postgres", pg: true})
-			storm(t, e, replicas(t, e, 2, idemserver.Config{}), phased, 200)
+			eachSharedStore(t, func(t *testing.T, s proofStore) {
+				e := newProofEnv(t, s)
+				storm(t, e, replicas(t, e, 2, idemserver.Config{}), phased, 200)
+			})
 		})
 	}
 }
@@ -137,13 +139,13 @@ func storm(t *testing.T, e *proofEnv, keys []*idemserver.Keys, phased bool, n in
 	t.Logf("%d of %d requests were refused at least once before their answer; %d reruns", refused, n, reruns)
 }
 
-// replicas opens n Keys on e's PostgreSQL database, each with its own
-// pool, on e's clock.
+// replicas opens n Keys on e's database (PostgreSQL or MySQL), each
+// with its own pool, on e's clock.
 func replicas(t *testing.T, e *proofEnv, n int, cfg idemserver.Config) []*idemserver.Keys {
 	t.Helper()
 	var out []*idemserver.Keys
 	for range n {
-		db, err := sql.Open("pgx", e.dsn)
+		db, err := sql.Open(e.s.driver(), e.dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,127 +158,152 @@ func replicas(t *testing.T, e *proofEnv, n int, cfg idemserver.Config) []*idemse
 	return out
 }
 
-// L1.13: replicas starting together on an empty PostgreSQL database all
+// L1.13: replicas starting together on an empty PostgreSQL or MariaDB database all
 // open it, and serve one key space.
 func TestL1ReplicasCreateTheTablesAtOnce(t *testing.T) {
-	e := newProofEnv(t, proofStore{name: "postgres", pg: true})
-	const n = 4
-	keys := make([]*idemserver.Keys, n)
-	errs := make([]error, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		db, err := sql.Open("pgx", e.dsn)
-		if err != nil {
-			t.Fatal(err)
+	eachSharedStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
+		const n = 4
+		keys := make([]*idemserver.Keys, n)
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			db, err := sql.Open(e.s.driver(), e.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				keys[i], errs[i] = idemserver.New(context.Background(), idemserver.Config{DB: db, Logger: proofQuiet, Now: e.clock.Now})
+			}()
 		}
-		t.Cleanup(func() { db.Close() })
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			keys[i], errs[i] = idemserver.New(context.Background(), idemserver.Config{DB: db, Logger: proofQuiet, Now: e.clock.Now})
-		}()
-	}
-	close(start)
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("replica %d: New: %v", i, err)
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("replica %d: New: %v", i, err)
+			}
+			t.Cleanup(func() { keys[i].Close() })
 		}
-		t.Cleanup(func() { keys[i].Close() })
-	}
-	h := &inserter{e: e}
-	first := serve(keys[0].Handle(idemserver.Route{}, h), req("POST", "/things", "{}", "k"))
-	wantStatus(t, "replica 0", first, http.StatusCreated)
-	for i := 1; i < n; i++ {
-		wantReplay(t, "another replica", serve(keys[i].Handle(idemserver.Route{}, h), req("POST", "/things", "{}", "k")), first)
-	}
+		h := &inserter{e: e}
+		first := serve(keys[0].Handle(idemserver.Route{}, h), req("POST", "/things", "{}", "k"))
+		wantStatus(t, "replica 0", first, http.StatusCreated)
+		for i := 1; i < n; i++ {
+			wantReplay(t, "another replica", serve(keys[i].Handle(idemserver.Route{}, h), req("POST", "/things", "{}", "k")), first)
+		}
+	})
 }
 
 // L1.14: replicas sweeping at once delete each expired key once: the
 // counts add up to the keys, and Forget sees each key once.
 func TestL1ReplicasSweepEachKeyOnce(t *testing.T) {
-	e := newProofEnv(t, proofStore{name: "postgres", pg: true})
-	var mu sync.Mutex
-	forgot := map[string]int{}
-	ks := replicas(t, e, 2, idemserver.Config{Forget: func(ctx context.Context, tx *sql.Tx, swept []idemserver.Swept) error {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, s := range swept {
-			forgot[s.Key]++
+	eachSharedStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
+		var mu sync.Mutex
+		forgot := map[string]int{}
+		ks := replicas(t, e, 2, idemserver.Config{Forget: func(ctx context.Context, tx *sql.Tx, swept []idemserver.Swept) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range swept {
+				forgot[s.Key]++
+			}
+			return nil
+		}})
+		h := &inserter{e: e}
+		const n = 60
+		for i := range n {
+			wantStatus(t, "storing", serve(ks[i%2].Handle(idemserver.Route{}, h), req("POST", "/things", "{}", fmt.Sprintf("sweep-%d", i))), http.StatusCreated)
 		}
-		return nil
-	}})
-	h := &inserter{e: e}
-	const n = 60
-	for i := range n {
-		wantStatus(t, "storing", serve(ks[i%2].Handle(idemserver.Route{}, h), req("POST", "/things", "{}", fmt.Sprintf("sweep-%d", i))), http.StatusCreated)
-	}
-	e.clock.Add(idemserver.DefaultRetention + time.Second)
-	counts := make([]int64, 2)
-	errs := make([]error, 2)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			counts[i], errs[i] = ks[i].Sweep(context.Background())
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if errs[0] != nil || errs[1] != nil || counts[0]+counts[1] != n {
-		t.Fatalf("sweeps: %d, %v and %d, %v; want %d in all", counts[0], errs[0], counts[1], errs[1], n)
-	}
-	if len(forgot) != n {
-		t.Errorf("Forget saw %d keys, want %d", len(forgot), n)
-	}
-	for k, c := range forgot {
-		if c != 1 {
-			t.Errorf("Forget saw %s %d times, want once", k, c)
+		e.clock.Add(idemserver.DefaultRetention + time.Second)
+		counts := make([]int64, 2)
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				counts[i], errs[i] = ks[i].Sweep(context.Background())
+			}()
 		}
-	}
-	if k := e.keyRows(); k != 0 {
-		t.Errorf("%d key rows left, want 0", k)
-	}
+		close(start)
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil || counts[0]+counts[1] != n {
+			t.Fatalf("sweeps: %d, %v and %d, %v; want %d in all", counts[0], errs[0], counts[1], errs[1], n)
+		}
+		if len(forgot) != n {
+			t.Errorf("Forget saw %d keys, want %d", len(forgot), n)
+		}
+		for k, c := range forgot {
+			if c != 1 {
+				t.Errorf("Forget saw %s %d times, want once", k, c)
+			}
+		}
+		if k := e.keyRows(); k != 0 {
+			t.Errorf("%d key rows left, want 0", k)
+		}
+	})
 }
 
 // L3.3: a replica that dies after the gateway call, before its record, is
 // resumed by another replica once the lease lapses, under the same
 // downstream key: one capture, the recorded step not run again.
 func TestL3AnotherReplicaResumes(t *testing.T) {
-	e := newProofEnv(t, proofStore{name: "postgres", pg: true})
-	ks := replicas(t, e, 2, idemserver.Config{})
-	gw := newProofGateway()
-	crashed := false
-	c := &charger{e: e, gw: gw, afterCharge: func(ctx context.Context, dk string) error {
-		if !crashed {
-			crashed = true
-			panic(http.ErrAbortHandler)
+	eachSharedStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
+		ks := replicas(t, e, 2, idemserver.Config{})
+		gw := newProofGateway()
+		crashed := false
+		c := &charger{e: e, gw: gw, afterCharge: func(ctx context.Context, dk string) error {
+			if !crashed {
+				crashed = true
+				panic(http.ErrAbortHandler)
+			}
+			return nil
+		}}
+		a := ks[0].Handle(idemserver.Route{Phased: true}, c)
+		b := ks[1].Handle(idemserver.Route{Phased: true}, c)
+		if _, p := servePanic(a, req("POST", "/charges", "x", "dies")); p != http.ErrAbortHandler {
+			t.Fatalf("replica a's request raised %v, want http.ErrAbortHandler", p)
 		}
-		return nil
-	}}
-	a := ks[0].Handle(idemserver.Route{Phased: true}, c)
-	b := ks[1].Handle(idemserver.Route{Phased: true}, c)
-	if _, p := servePanic(a, req("POST", "/charges", "x", "dies")); p != http.ErrAbortHandler {
-		t.Fatalf("replica a's request raised %v, want http.ErrAbortHandler", p)
+		wantProblem(t, "replica b, the lease live", serve(b, req("POST", "/charges", "x", "dies")), http.StatusConflict)
+		e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
+		first := serve(b, req("POST", "/charges", "x", "dies"))
+		wantStatus(t, "replica b, resumed", first, http.StatusCreated)
+		captures, calls := gw.state()
+		if captures != 1 || len(calls) != 2 || calls[0] != calls[1] {
+			t.Errorf("gateway: %d captures under %q; want 1 under one key", captures, calls)
+		}
+		if r := c.reserves.Load(); r != 1 {
+			t.Errorf("reserve ran %d times, want 1", r)
+		}
+		wantReplay(t, "replica a afterwards", serve(a, req("POST", "/charges", "x", "dies")), first)
+		if st := ks[1].Stats(); st.Resumed != 1 {
+			t.Errorf("replica b's Stats.Resumed %d, want 1", st.Resumed)
+		}
+	})
+}
+
+// eachSharedStore runs f as a subtest on every store that replicas share
+// over the network: PostgreSQL and MariaDB.
+func eachSharedStore(t *testing.T, f func(t *testing.T, s proofStore)) {
+	t.Helper()
+	for _, s := range proofStores {
+		if s.pg || s.mysql {
+			t.Run(s.name, func(t *testing.T) { f(t, s) })
+		}
 	}
-	wantProblem(t, "replica b, the lease live", serve(b, req("POST", "/charges", "x", "dies")), http.StatusConflict)
-	e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
-	first := serve(b, req("POST", "/charges", "x", "dies"))
-	wantStatus(t, "replica b, resumed", first, http.StatusCreated)
-	captures, calls := gw.state()
-	if captures != 1 || len(calls) != 2 || calls[0] != calls[1] {
-		t.Errorf("gateway: %d captures under %q; want 1 under one key", captures, calls)
+}
+
+// driver is the database/sql driver of a shared store.
+func (s proofStore) driver() string {
+	if s.mysql {
+		return "mysql"
 	}
-	if r := c.reserves.Load(); r != 1 {
-		t.Errorf("reserve ran %d times, want 1", r)
-	}
-	wantReplay(t, "replica a afterwards", serve(a, req("POST", "/charges", "x", "dies")), first)
-	if st := ks[1].Stats(); st.Resumed != 1 {
-		t.Errorf("replica b's Stats.Resumed %d, want 1", st.Resumed)
-	}
+	return "pgx"
 }

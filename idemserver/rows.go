@@ -34,7 +34,7 @@ func (k *Keys) load(ctx context.Context, q sqlkit.Queryer, principal, key string
 	var body []byte
 	err = k.queryRow(ctx, q, `
 		SELECT id, fingerprint, seed, finished, lock_token, lease_until, response_status, response_header, response_body
-		FROM {{t}} WHERE principal = ? AND idem_key = ?`, principal, key).
+		FROM {{t}} WHERE principal = ? AND idem_key = ?{{lock_key}}`, principal, key).
 		Scan(&row.id, &row.fingerprint, &row.seed, &finished, &row.lockToken, &row.leaseUntil, &status, &header, &body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return keyRow{}, false, nil
@@ -136,7 +136,9 @@ func (k *Keys) insertRow(ctx context.Context, q sqlkit.Queryer, req *request, no
 	} else {
 		var res sqlkit.Result
 		res, err = k.exec(ctx, q, stmt, args...)
-		id, inserted = res.LastInsertID, err == nil && res.RowsAffected == 1
+		// A row that was there already gives no new id (0), whatever the
+		// row count says: MySQL's counts 1 for it under clientFoundRows.
+		id, inserted = res.LastInsertID, err == nil && res.LastInsertID != 0
 	}
 	if err != nil {
 		return 0, false, k.dbError("storing the key", err)
@@ -219,13 +221,19 @@ func (k *Keys) fence(ctx context.Context, tx sqlkit.Tx, id int64, token string, 
 	if res.RowsAffected == 1 {
 		return nil
 	}
-	var one int
-	err = k.queryRow(ctx, tx, `SELECT 1 FROM {{t}} WHERE id = ?`, id).Scan(&one)
+	// No row counted: the token is gone, or the row is; or, on MySQL,
+	// whose count is of rows changed, not matched, the renewal set the
+	// lease it already had (Config.Now has not moved). The UPDATE locked
+	// the row if it matched; the token tells.
+	var held sql.NullString
+	err = k.queryRow(ctx, tx, `SELECT lock_token FROM {{t}} WHERE id = ?{{for_update}}`, id).Scan(&held)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrKeyRowGone
 	case err != nil:
 		return k.dbError("looking for the key row", err)
+	case finish == nil && held.Valid && held.String == token:
+		return nil
 	}
 	return ErrLockLost
 }

@@ -41,6 +41,14 @@ func openStore(ctx context.Context, cfg Config) (sqlkit.DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.Check != nil {
+		if err := f.Check(ctx, cfg.DB); err != nil {
+			if f.Class(err) == sqlkit.Unavailable {
+				return nil, fmt.Errorf("idemserver: checking the database's settings: %w: %w", ErrUnavailable, err)
+			}
+			return nil, fmt.Errorf("idemserver: %w", err)
+		}
+	}
 	return sqlkit.SQL(cfg.DB, f), nil
 }
 
@@ -135,16 +143,20 @@ var schema = []string{
 		response_status {{int64}},
 		response_header TEXT,
 		response_body   {{blob}},
-		UNIQUE (principal, idem_key)
-	)`,
-	`CREATE INDEX IF NOT EXISTS {{t}}_expires ON {{t}} (finished, expires_at)`,
+		UNIQUE (principal, idem_key){{indexes}}
+	){{table_options}}`,
+	createIndex,
 	`CREATE TABLE IF NOT EXISTS {{steps}} (
 		key_id {{int64}} NOT NULL,
 		name   {{text}} NOT NULL,
 		result {{blob}} NOT NULL,
 		PRIMARY KEY (key_id, name)
-	)`,
+	){{table_options}}`,
 }
+
+// createIndex is the schema's index of the sweep, which a flavour with
+// InlineIndexes declares in the CREATE TABLE instead.
+const createIndex = `CREATE INDEX IF NOT EXISTS {{t}}_expires ON {{t}} (finished, expires_at)`
 
 // migrate creates the tables in one transaction. Where the flavour can
 // tell which tables exist (PostgreSQL), a replica that finds both runs no
@@ -216,6 +228,9 @@ func (k *Keys) createTables(ctx context.Context, lock string) error {
 		}
 	}
 	for _, stmt := range schema {
+		if stmt == createIndex && k.db.Flavor().InlineIndexes {
+			continue
+		}
 		if _, err := k.exec(ctx, tx, stmt); err != nil {
 			return k.dbError("creating the key tables", err)
 		}

@@ -5,68 +5,59 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"io"
 	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/jackc/pgx/v5/stdlib"
 	modernc "modernc.org/sqlite"
 )
 
-// mariaDB is a database/sql driver that answers as MariaDB does to the
-// questions idemserver asks a database it does not know by its driver.
-type mariaDB struct{}
+// oracle is a database/sql driver that answers as Oracle does to the
+// questions idemserver asks a database it does not know by its driver:
+// none of them is Oracle's SQL.
+type oracle struct{}
 
-func (mariaDB) Open(string) (driver.Conn, error) { return mariaConn{}, nil }
+func (oracle) Open(string) (driver.Conn, error) { return oracleConn{}, nil }
 
-type mariaConn struct{}
+type oracleConn struct{}
 
-func (mariaConn) Prepare(string) (driver.Stmt, error) { return nil, errors.New("not supported") }
-func (mariaConn) Close() error                        { return nil }
-func (mariaConn) Begin() (driver.Tx, error)           { return nil, errors.New("not supported") }
+func (oracleConn) Prepare(string) (driver.Stmt, error) { return nil, errors.New("not supported") }
+func (oracleConn) Close() error                        { return nil }
+func (oracleConn) Begin() (driver.Tx, error)           { return nil, errors.New("not supported") }
 
-func (mariaConn) QueryContext(_ context.Context, query string, _ []driver.NamedValue) (driver.Rows, error) {
-	if strings.Contains(query, "version()") && !strings.Contains(query, "sqlite") {
-		return &oneValue{v: "10.11.6-MariaDB-0+deb12u1"}, nil
-	}
-	return nil, errors.New("Error 1305 (42000): FUNCTION sqlite_version does not exist")
+func (oracleConn) QueryContext(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+	return nil, errors.New("ORA-00923: FROM keyword not found where expected")
 }
 
-type oneValue struct {
-	v    string
-	done bool
-}
-
-func (r *oneValue) Columns() []string { return []string{"version()"} }
-func (r *oneValue) Close() error      { return nil }
-func (r *oneValue) Next(dest []driver.Value) error {
-	if r.done {
-		return io.EOF
-	}
-	r.done, dest[0] = true, r.v
-	return nil
-}
-
-func init() { sql.Register("idemserver-test-mariadb", mariaDB{}) }
+func init() { sql.Register("idemserver-test-oracle", oracle{}) }
 
 // TestNewRefusesADatabaseItDoesNotSpeak proves L1.20: a driver that is
-// neither pgx's nor modernc's SQLite, whose database is not PostgreSQL or
-// SQLite either, is refused by New with ErrUnsupportedDatabase naming the
-// driver and what the database said it is, before any table is touched.
+// none of the flavours' (pgx's, modernc's SQLite, go-sql-driver/mysql),
+// whose database is not PostgreSQL, SQLite or MySQL either, is refused by
+// New with ErrUnsupportedDatabase naming the driver, the databases the
+// program speaks and what the database said, before any table is
+// touched.
 func TestNewRefusesADatabaseItDoesNotSpeak(t *testing.T) {
-	db, err := sql.Open("idemserver-test-mariadb", "")
+	db, err := sql.Open("idemserver-test-oracle", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	_, err = idemserver.New(context.Background(), idemserver.Config{DB: db})
-	if !errors.Is(err, idemserver.ErrUnsupportedDatabase) || !strings.Contains(err.Error(), "MariaDB") ||
-		!strings.Contains(err.Error(), "idemserver_test.mariaDB") {
-		t.Fatalf("New = %v; want ErrUnsupportedDatabase naming the driver and MariaDB", err)
+	if !errors.Is(err, idemserver.ErrUnsupportedDatabase) || !strings.Contains(err.Error(), "ORA-00923") ||
+		!strings.Contains(err.Error(), "idemserver_test.oracle") {
+		t.Fatalf("New = %v; want ErrUnsupportedDatabase naming the driver and what Oracle said", err)
+	}
+	for _, name := range []string{"SQLite", "PostgreSQL", "MySQL (github.com/idemkit/idem/idemserver/mysql)"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("New = %v; want it to name %s among the databases spoken", err, name)
+		}
 	}
 }
 
@@ -82,8 +73,11 @@ func TestNewTellsADatabaseBehindAWrappingDriver(t *testing.T) {
 	for _, s := range stores {
 		t.Run(s.name, func(t *testing.T) {
 			inner, dsn := driver.Driver(&modernc.Driver{}), "file:"+filepath.Join(t.TempDir(), "wrapped.db")+"?_pragma=busy_timeout(10000)"
-			if s.dialect == "postgres" {
+			switch s.dialect {
+			case "postgres":
 				inner, dsn = stdlib.GetDefaultDriver(), pgtest.NewDatabase(t)
+			case "mysql":
+				inner, dsn = &mysql.MySQLDriver{}, mysqltest.NewDatabase(t)
 			}
 			name := "idemserver-test-wrapped-" + t.Name()
 			sql.Register(name, wrapping{inner})
@@ -92,10 +86,11 @@ func TestNewTellsADatabaseBehindAWrappingDriver(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			if s.dialect != "postgres" {
+			if s.dialect == "sqlite" {
 				db.SetMaxOpenConns(1)
 			}
-			if _, err := db.Exec(`CREATE TABLE items (id TEXT PRIMARY KEY, note TEXT NOT NULL)`); err != nil {
+			e := &env{t: t, store: s, db: db}
+			if _, err := db.Exec(e.ddl(`CREATE TABLE items (id TEXT PRIMARY KEY, note TEXT NOT NULL)`)); err != nil {
 				t.Fatal(err)
 			}
 			keys, err := idemserver.New(context.Background(), idemserver.Config{DB: db})
@@ -103,7 +98,7 @@ func TestNewTellsADatabaseBehindAWrappingDriver(t *testing.T) {
 				t.Fatalf("New behind a wrapping driver: %v", err)
 			}
 			defer keys.Close()
-			e := &env{t: t, store: s, db: db, keys: keys}
+			e.keys = keys
 			h := keys.Handle(idemserver.Route{}, &insertItem{e: e})
 			first, again := do(t, h, "POST", "/items", "k", "a"), do(t, h, "POST", "/items", "k", "a")
 			if first.status != 201 || again.status != 201 || again.header.Get("Idempotent-Replayed") != "true" || e.count("items") != 1 {

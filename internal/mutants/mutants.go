@@ -783,6 +783,12 @@ var mutants = []mutant{
 		Pkg: "./idemserver", Tests: []string{"TestL2ADuplicateNeverRunsTheHandler"},
 	},
 	{
+		Name: "a renewal that left the lease as it was taken for a lost claim (MySQL counts rows changed)", Rules: "L5",
+		Edits: []edit{{File: "idemserver/rows.go", Old: "\tcase finish == nil && held.Valid && held.String == token:\n\t\treturn nil\n",
+			New: ""}},
+		Pkg: "./idemserver", Tests: []string{"TestL3AResumeKeepsTheDownstreamKey"},
+	},
+	{
 		Name: "a handler's 503 stored with its key", Rules: "L2.2",
 		Edits: []edit{{File: "idemserver/atomic.go", Old: "\t\tcase resp.Status >= 500:\n\t\t\treturn errRolledBack",
 			New: "\t\tcase resp.Status >= 500 && resp.Status != http.StatusServiceUnavailable:\n\t\t\treturn errRolledBack"}},

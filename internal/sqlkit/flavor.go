@@ -23,11 +23,16 @@ type Flavor struct {
 
 	// Tokens are replaced in statements before their placeholders:
 	// {{serial}} (an id column with its PRIMARY KEY), {{int64}},
-	// {{blob}}, {{text}} (text in a UNIQUE or PRIMARY KEY), {{for_update}}
-	// (a lock on the rows a SELECT reads, or ""), {{skip_locked}} (a lock
-	// that skips rows locked by others, or ""), {{on_conflict_nothing}}
-	// (the end of an INSERT of a key row that does nothing if the key
-	// has one).
+	// {{blob}}, {{text}} (text in a UNIQUE or PRIMARY KEY),
+	// {{table_options}} (after a CREATE TABLE's closing parenthesis: its
+	// engine and character set, or ""), {{indexes}} (more indexes inside
+	// the key table's CREATE TABLE, each led by a comma, or ""),
+	// {{lock_key}} (the end of the SELECT that reads a key's row: " FOR
+	// UPDATE" where plain reads neither lock nor conflict, as on MySQL at
+	// READ COMMITTED, else ""), {{for_update}} (a lock on the rows a
+	// SELECT reads, or ""), {{skip_locked}} (a lock that skips rows locked
+	// by others, or ""), {{on_conflict_nothing}} (the end of an INSERT of
+	// a key row that does nothing if the key has one).
 	Tokens map[string]string
 
 	// TimeoutHint, if set, names in the log of a request whose work
@@ -54,6 +59,11 @@ type Flavor struct {
 	SchemaLock   string
 	NoSchemaLock func(error) bool
 
+	// InlineIndexes says that the key table's indexes are declared in its
+	// CREATE TABLE ({{indexes}}), and no CREATE INDEX runs: MySQL has no
+	// CREATE INDEX IF NOT EXISTS.
+	InlineIndexes bool
+
 	// TablesQuery counts which of two tables (? and ?) exist; when both
 	// do, no DDL runs. "" always runs the (IF NOT EXISTS) DDL.
 	TablesQuery string
@@ -65,6 +75,11 @@ type Flavor struct {
 	// it is of this flavour. An error it returns is the database's,
 	// classified by Generic.
 	Probe func(ctx context.Context, db *sql.DB) (bool, string, error)
+
+	// Check, if set, reports whether the sessions of a *sql.DB of this
+	// flavour are set as the protocol needs them (an error naming what is
+	// missing), before any table is touched.
+	Check func(ctx context.Context, db *sql.DB) error
 }
 
 // Class classifies err: an SQLSTATE it carries decides (an error the
