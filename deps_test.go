@@ -144,12 +144,12 @@ func TestNoBinaryLinksTesting(t *testing.T) {
 // package under it.
 var layers = []layer{
 	{"shared leaves", []string{"internal/journalkit", "internal/fsutil", "internal/sqlkit"}, false},
-	{"file journal engine, SQL drivers", []string{"internal/fileengine", "internal/sqlkit/pgkit", "internal/sqlkit/sqlitekit"}, false},
+	{"file journal engine, SQL drivers", []string{"internal/fileengine", "internal/sqlkit/pgkit", "internal/sqlkit/sqlitekit", "internal/sqlkit/mysqlkit"}, false},
 	{"client and server library", []string{"", "idemserver"}, false},
-	{"journals, server databases", []string{"filejournal", "pgjournal", "idemserver/postgres", "idemserver/sqlite"}, false},
+	{"journals, server databases", []string{"filejournal", "pgjournal", "idemserver/postgres", "idemserver/sqlite", "idemserver/mysql"}, false},
 	{"adapters and reference server", []string{"idemotel", "idemaws", "idemgin", "idemecho", "testserver", "testserver/chaos"}, false},
 	{"proof machinery", []string{"journaltest", "internal/journalhelp", "internal/doccheck", "internal/pgserver",
-		"internal/pgtest", "internal/faultsuite", "internal/loadbench", "internal/mutants", "cmd/idem-bench"}, true},
+		"internal/pgtest", "internal/mysqltest", "internal/faultsuite", "internal/loadbench", "internal/mutants", "cmd/idem-bench"}, true},
 	{"commands and examples", []string{"cmd/idem", "testserver/cmd/idem-testserver", "examples/"}, false},
 }
 
