@@ -8,6 +8,17 @@ import (
 
 // Bounding the recorded header (C3): see Config.MaxRecordedHeader.
 
+// RecordedHeader returns what an outcome records of the response header
+// h under a header limit of limit bytes: h without the fields the
+// secrets rule leaves out (see RedactHeader), then bounded as
+// Config.MaxRecordedHeader says, and whether fields were left out for
+// the limit (Operation.HeaderTruncated). It is Do's rule, for code that
+// records outcomes through a Claim itself, such as package idemaws.
+func RecordedHeader(h http.Header, limit int64) (http.Header, bool) {
+	kept, _ := defaultSecrets.header(h)
+	return recordableHeader(kept, limit)
+}
+
 // recordableHeader returns the part of h that an outcome records within
 // limit bytes, and whether fields were left out. A header within the limit
 // is returned as it is, without a copy. Over the limit, the fields that

@@ -46,6 +46,11 @@ type Options struct {
 	// idem.DefaultMaxRecordedBody.
 	MaxRecordedBody int64
 
+	// MaxRecordedHeader bounds the response header the journal records,
+	// as idem.Config.MaxRecordedHeader does for Do. Default
+	// idem.DefaultMaxRecordedHeader.
+	MaxRecordedHeader int64
+
 	// Logger receives what cannot be returned: an outcome the journal
 	// failed to record. Default slog.Default().
 	Logger *slog.Logger
@@ -59,6 +64,7 @@ type Operations struct {
 	dialect idem.Dialect
 	ttl     time.Duration
 	maxBody int64
+	maxHead int64
 	log     *slog.Logger
 	fields  tokenFields
 }
@@ -73,9 +79,11 @@ func New(o Options) (*Operations, error) {
 		return nil, fmt.Errorf("idemaws: %w: Options.KeyTTL %v is negative", idem.ErrInvalidConfig, o.KeyTTL)
 	case o.MaxRecordedBody < 0:
 		return nil, fmt.Errorf("idemaws: %w: Options.MaxRecordedBody %d is negative", idem.ErrInvalidConfig, o.MaxRecordedBody)
+	case o.MaxRecordedHeader < 0:
+		return nil, fmt.Errorf("idemaws: %w: Options.MaxRecordedHeader %d is negative", idem.ErrInvalidConfig, o.MaxRecordedHeader)
 	}
 	ops := &Operations{journal: o.Journal, dialect: idem.AWSCloudControl, ttl: o.KeyTTL,
-		maxBody: o.MaxRecordedBody, log: o.Logger}
+		maxBody: o.MaxRecordedBody, maxHead: o.MaxRecordedHeader, log: o.Logger}
 	if o.Dialect != nil {
 		ops.dialect = *o.Dialect
 	}
@@ -87,6 +95,9 @@ func New(o Options) (*Operations, error) {
 	}
 	if ops.maxBody == 0 {
 		ops.maxBody = idem.DefaultMaxRecordedBody
+	}
+	if ops.maxHead == 0 {
+		ops.maxHead = idem.DefaultMaxRecordedHeader
 	}
 	if ops.log == nil {
 		ops.log = slog.Default()

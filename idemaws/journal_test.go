@@ -3,15 +3,18 @@ package idemaws_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudcontrol"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemaws"
 )
 
 // Many goroutines of one process call one operation at once: one token,
@@ -117,5 +120,56 @@ func TestSecretHeadersAreNotRecorded(t *testing.T) {
 	}
 	if c := lookup(t, j, "b").Header.Get("Set-Cookie"); c != "" {
 		t.Errorf("the journal holds Set-Cookie %q; Do records outcomes without it (DefaultUnrecordedHeaders)", c)
+	}
+}
+
+// A hostile answer's header cannot grow the journal without bound: it is
+// recorded within Options.MaxRecordedHeader, as Do records one within
+// idem.Config.MaxRecordedHeader, and the operation is still answered from
+// the journal (A2.1).
+func TestAHugeResponseHeaderIsRecordedWithinItsBound(t *testing.T) {
+	f := newFakeAWS(t)
+	pad := strings.Repeat("p", 1000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range 64 {
+			w.Header().Set(fmt.Sprintf("X-Pad-%02d", i), pad)
+		}
+		w.Header().Set("Set-Cookie", "AWSALB=session-secret; Path=/")
+		f.serve(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	f.srv = srv
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	ops, err := idemaws.New(idemaws.Options{Journal: j, MaxRecordedHeader: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := cloudcontrol.NewFromConfig(awsConfig(f, ops, 0))
+	ctx := idem.WithOperation(context.Background(), "b")
+	if _, err := client.CreateResource(ctx, bucket("b1")); err != nil {
+		t.Fatal(err)
+	}
+	op := lookup(t, j, "b")
+	size := 0
+	for name, values := range op.Header {
+		for _, v := range values {
+			size += len(name) + len(v)
+		}
+	}
+	switch {
+	case !op.HeaderTruncated:
+		t.Fatalf("HeaderTruncated = false for a %d-field header of 64 KiB", len(op.Header))
+	case size > 4<<10:
+		t.Fatalf("the journal holds %d bytes of header, want at most 4096", size)
+	case op.Header.Get("Content-Type") == "":
+		t.Fatalf("the recorded header lost its Content-Type: %v", op.Header)
+	case op.Header.Get("Set-Cookie") != "":
+		t.Fatalf("the recorded header holds Set-Cookie")
+	}
+	if _, err := client.CreateResource(ctx, bucket("b1")); err != nil {
+		t.Fatalf("answered from the journal: %v", err)
+	}
+	if f.requests() != 1 {
+		t.Fatalf("%d requests reached the endpoint, want 1", f.requests())
 	}
 }

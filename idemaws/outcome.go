@@ -41,7 +41,8 @@ func (c *call) end(ctx context.Context, err error) error {
 	}
 	op := c.op
 	op.State, op.Completed = state, c.o.journal.Now()
-	op.Status, op.Header = resp.StatusCode, recordable(resp.Header)
+	op.Status = resp.StatusCode
+	op.Header, op.HeaderTruncated = idem.RecordedHeader(resp.Header, c.o.maxHead)
 	if c.fits {
 		op.Body = c.body
 	} else {
@@ -121,17 +122,8 @@ var unauthenticatedCodes = []string{
 func (c *call) outcomeError(outcome idem.Outcome, resp *http.Response, err error) *idem.OutcomeError {
 	oe := &idem.OutcomeError{ID: c.op.ID, Key: c.op.Key, Outcome: outcome, Attempts: c.attempts, Err: err}
 	if resp != nil {
-		oe.Status, oe.Header, oe.Body, oe.BodyTruncated = resp.StatusCode, recordable(resp.Header), c.body, !c.fits
+		oe.Status, oe.Body, oe.BodyTruncated = resp.StatusCode, c.body, !c.fits
+		oe.Header, oe.HeaderTruncated = idem.RecordedHeader(resp.Header, c.o.maxHead)
 	}
 	return oe
-}
-
-// recordable is the response header as the journal keeps it: without the
-// fields that may hold a session or a secret (idem.DefaultUnrecordedHeaders).
-func recordable(h http.Header) http.Header {
-	h = h.Clone()
-	for _, name := range idem.DefaultUnrecordedHeaders() {
-		h.Del(name)
-	}
-	return h
 }

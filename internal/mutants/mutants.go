@@ -1030,6 +1030,12 @@ var mutants = []mutant{
 		Pkg:   "./idemaws", Tests: []string{"TestAReplayLeavesTheSigningClockAlone"},
 	},
 	{
+		Name: "AWS SDK: the response header recorded whole, less its secrets", Rules: "A2.1, C3.2",
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.HeaderTruncated = idem.RecordedHeader(resp.Header, c.o.maxHead)\n",
+			New: "\top.Header, _ = idem.RedactHeader(resp.Header)\n"}},
+		Pkg: "./idemaws", Tests: []string{"TestAHugeResponseHeaderIsRecordedWithinItsBound"},
+	},
+	{
 		Name: "AWS SDK: unset fields written into the fingerprint", Rules: "A1.6",
 		Edits: []edit{{File: "idemaws/token.go", Old: "f.IsExported() && !v.Field(i).IsZero()", New: "f.IsExported()"}},
 		Pkg:   "./idemaws", Tests: []string{"TestTheFingerprintSurvivesAnSDKUpgrade"},
