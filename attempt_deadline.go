@@ -48,7 +48,12 @@ func (t attemptDeadline) RoundTrip(r *http.Request) (*http.Response, error) {
 		cancel()
 		return nil, err
 	}
-	resp.Body = &cancelOnClose{resp.Body, cancel}
+	// One wrapper per Do, in the attempts: the responses of an attempt's
+	// redirects, and the attempts that follow, come one at a time, each
+	// after the body before it was closed (by net/http before it follows
+	// a redirect, by go-retryablehttp before it retries).
+	a.closer = cancelOnClose{resp.Body, cancel}
+	resp.Body = &a.closer
 	return resp, nil
 }
 

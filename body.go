@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-
-	"github.com/hashicorp/go-retryablehttp"
 )
 
 // Bodies. A request body must go out byte-identical on every attempt, and
 // its bytes are part of the operation's fingerprint. go-retryablehttp
-// rewinds it between attempts; this file only decides what it rewinds:
+// rewinds it between attempts, through attempts.openBody; this file only
+// decides what it rewinds:
 //
 //   - a request with GetBody is read through GetBody, once to fingerprint
 //     and once per attempt, and never held in memory;
@@ -22,14 +21,30 @@ import (
 //
 // GetBody must return the same bytes each time it is called.
 
-// requestBody is what go-retryablehttp rewinds for each attempt (nil, a
-// []byte or a ReaderFunc), the length to send (-1 or 0 for unknown), the
-// request's fingerprint, and its URL as the fingerprint covers it.
+// requestBody is what each attempt sends (nil, a []byte or the request's
+// getBody), the length to send (-1 or 0 for unknown), the request's
+// fingerprint, and its URL as the fingerprint covers it.
 type requestBody struct {
 	rewind      any
 	length      int64
 	fingerprint Fingerprint
 	url         string
+}
+
+// getBody is a request's GetBody, which open calls.
+type getBody func() (io.ReadCloser, error)
+
+// open returns a new reader of the body: an error matching
+// ErrInvalidRequest when GetBody fails or returns none.
+func (g getBody) open() (io.ReadCloser, error) {
+	body, err := g()
+	if err == nil && body == nil {
+		err = errors.New("returned no body")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: request GetBody: %w", ErrInvalidRequest, err)
+	}
+	return body, nil
 }
 
 // captureBody takes the body out of req. It closes req.Body, as
@@ -41,27 +56,18 @@ func captureBody(req *http.Request, limit int64) (requestBody, error) {
 	}
 	if req.GetBody != nil {
 		req.Body.Close()
-		get := func() (io.Reader, error) {
-			body, err := req.GetBody()
-			if err == nil && body == nil {
-				err = errors.New("returned no body")
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%w: request GetBody: %w", ErrInvalidRequest, err)
-			}
-			return body, nil
-		}
-		body, err := get()
+		get := getBody(req.GetBody)
+		body, err := get.open()
 		if err != nil {
 			return requestBody{}, err
 		}
 		fp := newFingerprintWriter(req.Method, url)
-		_, err = io.Copy(fp.h, body)
-		body.(io.Closer).Close()
+		_, err = io.Copy(fp, body)
+		body.Close()
 		if err != nil {
 			return requestBody{}, fmt.Errorf("reading request body: %w", err)
 		}
-		return requestBody{retryablehttp.ReaderFunc(get), req.ContentLength, fp.sum(), url}, nil
+		return requestBody{get, req.ContentLength, fp.sum(), url}, nil
 	}
 	defer req.Body.Close()
 	length := req.ContentLength
@@ -82,15 +88,13 @@ func captureBody(req *http.Request, limit int64) (requestBody, error) {
 // limit), for a dialect that puts the key in the body's field: an error
 // matching ErrBodyNotObject unless they are a JSON object without it.
 func (b requestBody) object(field string, limit int64) (requestBody, error) {
-	if get, ok := b.rewind.(retryablehttp.ReaderFunc); ok {
-		r, err := get()
+	if get, ok := b.rewind.(getBody); ok {
+		r, err := get.open()
 		if err != nil {
 			return requestBody{}, err
 		}
 		buf, complete, err := readPrefix(r, limit, b.length)
-		if c, ok := r.(io.Closer); ok {
-			c.Close()
-		}
+		r.Close()
 		switch {
 		case err != nil:
 			return requestBody{}, fmt.Errorf("reading request body: %w", err)
@@ -155,12 +159,6 @@ const drainLimit = 64 << 10
 
 // bytesBody is a body read whole into memory.
 type bytesBody struct{ bytes.Reader }
-
-func newBytesBody(b []byte) *bytesBody {
-	body := &bytesBody{}
-	body.Reset(b)
-	return body
-}
 
 func (*bytesBody) Close() error { return nil }
 

@@ -548,6 +548,7 @@ func (c *Client) difference(op Operation, req *http.Request, body requestBody) s
 
 // send makes the attempts of a pending operation and records its outcome.
 func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.Request, body requestBody, lim limits) (result, error) {
+	var length int64
 	a := c.newAttempts(op, lim)
 	if claim != nil {
 		a.lost = claim.Lost()
@@ -555,7 +556,11 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 	// A shallow copy with a header map of its own is all the attempts
 	// need: they add the key header and replace the body, and change
 	// nothing else (a deep req.Clone cost a tenth of the client's time).
-	out := req.WithContext(context.WithValue(ctx, attemptsKey{}, a))
+	// The copy, its context and its key header's value live in the
+	// attempts: one allocation for all of them.
+	a.ctx = attemptsContext{ctx, a}
+	a.req = *req.WithContext(&a.ctx)
+	out := &a.req
 	out.Body, out.GetBody = nil, nil
 	out.Header = make(http.Header, len(req.Header)+1)
 	for name, values := range req.Header {
@@ -567,18 +572,24 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 		}
 		out.Header[name] = values
 	}
-	if c.cfg.KeyHeader != "" {
-		out.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))
+	if c.cfg.KeyHeader != "" { // canonical (New): what Header.Set would write
+		a.keyHeader[0] = c.keyValue(op.Key)
+		out.Header[c.cfg.KeyHeader] = a.keyHeader[:]
 	}
-	content, length := body.rewind, body.length
+	a.content, length = body.rewind, body.length
 	if field := c.dialect.KeyField; field != "" { // the key in the body (D1), on every attempt
 		keyed := bodyWithKey(body.rewind.([]byte), field, op.Key)
-		content, length = keyed, int64(len(keyed))
+		a.content, length = keyed, int64(len(keyed))
 	}
-	rreq, err := retryablehttp.FromRequest(out)
-	if err == nil {
-		err = rreq.SetBody(content)
+	rreq := &a.rreq
+	rreq.Request = out
+	var content any // nil: no body
+	if a.content != nil {
+		content = retryablehttp.ReaderFunc(a.openBody)
 	}
+	a.probing = true
+	err := rreq.SetBody(content)
+	a.probing = false
 	if err != nil {
 		return result{}, wrapf(err, "preparing request")
 	}

@@ -2,13 +2,16 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-retryablehttp"
@@ -188,3 +191,104 @@ func benchIDs(prefix string, n int) []string {
 	}
 	return ids
 }
+
+// BenchmarkDoRules isolates what each rule Do applies costs per request,
+// over the same request as BenchmarkClientOverhead, so that the sum of
+// the parts can be weighed against what idem adds to go-retryablehttp:
+//
+//   - key: minting the operation's key (C1);
+//
+//   - fingerprint: capturing the body through GetBody and hashing method,
+//     URL and body (C5);
+//
+//   - journal: claiming a new ID in the memory journal, beginning it and
+//     completing it with the stub's answer (C2, C3, C4; a file journal adds
+//     its fsync);
+//
+//   - request: the attempts' shallow copy of the request, with a header
+//     map of its own (the caller's request is never changed);
+//
+//   - deadline: the attempt deadline's context and timer (AttemptTimeout).
+//
+//     go test -run '^$' -bench DoRules -benchmem .
+func BenchmarkDoRules(b *testing.B) {
+	b.Run("rule=key", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := newKey(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("rule=fingerprint", func(b *testing.B) {
+		reqs := make([]*http.Request, 0, 1024)
+		b.ReportAllocs()
+		for b.Loop() {
+			if len(reqs) == 0 { // the caller's requests are not the rule's cost
+				b.StopTimer()
+				for range cap(reqs) {
+					reqs = append(reqs, newStubRequest(b))
+				}
+				b.StartTimer()
+			}
+			req := reqs[len(reqs)-1]
+			reqs = reqs[:len(reqs)-1]
+			if _, err := captureBody(req, DefaultMaxBufferedBody); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("rule=journal", func(b *testing.B) {
+		j := newMemoryJournalFor(DefaultKeyTTL, nil)
+		ctx := context.Background()
+		resp, err := stubTransport{}.RoundTrip(newStubRequest(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids := benchIDs("op-", b.N)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			claim, err := j.Claim(ctx, ids[i])
+			if err != nil {
+				b.Fatal(err)
+			}
+			op := Operation{ID: ids[i], Key: "5f0c2a8e-3b1d-4e6f-9a7b-1c2d3e4f5a6b", Method: http.MethodPost,
+				URL: "http://api.example.test/reservations", Created: time.Now(), State: StatePending}
+			if err := claim.Begin(ctx, op); err != nil {
+				b.Fatal(err)
+			}
+			op.State, op.Completed, op.Status, op.Header, op.Body = StateDone, time.Now(), resp.StatusCode, resp.Header, stubAnswer
+			if err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {
+				b.Fatal(err)
+			}
+			claim.Release()
+		}
+	})
+	b.Run("rule=request", func(b *testing.B) {
+		req := newStubRequest(b)
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			out := req.WithContext(ctx)
+			out.Header = make(http.Header, len(req.Header)+1)
+			maps.Copy(out.Header, req.Header)
+			out.Header[DefaultKeyHeader] = []string{"5f0c2a8e-3b1d-4e6f-9a7b-1c2d3e4f5a6b"}
+			sinkRequest = out
+		}
+	})
+	b.Run("rule=deadline", func(b *testing.B) {
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			dctx, cancel := context.WithDeadline(ctx, time.Now().Add(DefaultAttemptTimeout))
+			sinkDone = dctx.Done() // made when first asked for, as net/http's transport does
+			cancel()
+		}
+	})
+}
+
+var (
+	sinkRequest *http.Request
+	sinkDone    <-chan struct{}
+)

@@ -4,4 +4,4 @@ package idem
 
 // maxDoAllocs bounds the allocations TestDoAllocations finds Do adding to
 // net/http's.
-const maxDoAllocs = 34
+const maxDoAllocs = 22

@@ -3,5 +3,6 @@
 package idem
 
 // maxDoAllocs bounds the allocations TestDoAllocations finds Do adding to
-// net/http's; the race detector's bookkeeping adds one of its own.
-const maxDoAllocs = 35
+// net/http's; the race detector adds its bookkeeping, and drops some of
+// what sync.Pool is given back.
+const maxDoAllocs = 24

@@ -28,8 +28,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-
-	"github.com/hashicorp/go-retryablehttp"
 )
 
 // movedFrom reports whether req is op's request moved by one of the
@@ -64,15 +62,13 @@ func fingerprintAt(method, url string, body requestBody) (Fingerprint, bool) {
 	case nil:
 	case []byte:
 		w.Write(b)
-	case retryablehttp.ReaderFunc:
-		r, err := b()
+	case getBody:
+		r, err := b.open()
 		if err != nil {
 			return Fingerprint{}, false
 		}
 		_, err = io.Copy(w, r)
-		if c, ok := r.(io.Closer); ok {
-			c.Close()
-		}
+		r.Close()
 		if err != nil {
 			return Fingerprint{}, false
 		}

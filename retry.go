@@ -1,9 +1,11 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"regexp"
@@ -134,7 +136,52 @@ type attempts struct {
 	final []byte // a final answer's body, up to MaxRecordedBody
 	fits  bool   // the final answer's body is all in final
 
-	deadline time.Time // the running attempt's (attempt_deadline.go)
+	deadline time.Time     // the running attempt's (attempt_deadline.go)
+	closer   cancelOnClose // its response body, releasing the deadline when closed
+
+	finalBody bytesBody // a final answer's body, read whole (readFinal)
+
+	// The attempts' request (send): the caller's, shallow-copied with ctx
+	// as its context, its key header's value, and what each attempt sends
+	// as its body (content, read by openBody).
+	ctx       attemptsContext
+	req       http.Request
+	rreq      retryablehttp.Request
+	keyHeader [1]string
+	content   any  // nil, []byte or getBody (requestBody.rewind)
+	probing   bool // SetBody is calling openBody to learn the length
+}
+
+// attemptsContext is the context of an operation's requests: the caller's,
+// carrying the attempts under attemptsKey (attempt_deadline.go). Being a
+// field of the attempts, it costs no allocation of its own.
+type attemptsContext struct {
+	context.Context
+	a *attempts
+}
+
+func (c *attemptsContext) Value(key any) any {
+	if key == (attemptsKey{}) {
+		return c.a
+	}
+	return c.Context.Value(key)
+}
+
+// openBody is go-retryablehttp's body function: a new reader of the body
+// for each attempt, known to net/http as in memory when it is (so the
+// header and body go out in one write). SetBody calls it once to learn the
+// length, which send sets itself: that call (probing) reads nothing.
+func (a *attempts) openBody() (io.Reader, error) {
+	if a.probing {
+		return http.NoBody, nil
+	}
+	switch b := a.content.(type) {
+	case []byte:
+		return io.NopCloser(bytes.NewReader(b)), nil
+	case getBody:
+		return b.open()
+	}
+	return http.NoBody, nil
 }
 
 func (c *Client) newAttempts(op Operation, lim limits) *attempts {
@@ -339,7 +386,8 @@ func (a *attempts) readFinal(resp *http.Response) error {
 	}
 	if complete {
 		resp.Body.Close()
-		resp.Body = newBytesBody(buf)
+		a.finalBody.Reset(buf)
+		resp.Body = &a.finalBody
 	} else {
 		resp.Body = withPrefix(buf, resp.Body)
 	}

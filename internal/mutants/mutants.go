@@ -24,8 +24,8 @@ type edit struct {
 var mutants = []mutant{
 	{
 		Name: "a fresh key on the wire, the journaled one reported", Rules: "C1.1",
-		Edits: []edit{{File: "client.go", Old: "\tout.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))\n",
-			New: "\twireKey, _ := newKey()\n\tout.Header.Set(c.cfg.KeyHeader, c.keyValue(wireKey))\n"}},
+		Edits: []edit{{File: "client.go", Old: "\t\ta.keyHeader[0] = c.keyValue(op.Key)\n",
+			New: "\t\twireKey, _ := newKey()\n\t\ta.keyHeader[0] = c.keyValue(wireKey)\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaos"},
 	},
 	{
@@ -91,8 +91,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the key added beside the caller's key header, not set", Rules: "C1.3",
-		Edits: []edit{{File: "client.go", Old: "\tout.Header.Set(c.cfg.KeyHeader, c.keyValue(op.Key))\n",
-			New: "\tout.Header.Add(c.cfg.KeyHeader, c.keyValue(op.Key))\n"}},
+		Edits: []edit{{File: "client.go", Old: "\t\tout.Header[c.cfg.KeyHeader] = a.keyHeader[:]\n",
+			New: "\t\tout.Header.Add(c.cfg.KeyHeader, a.keyHeader[0])\n"}},
 		Pkg: ".", Tests: []string{"TestForeignCallerSetsItsOwnKeyHeader"},
 	},
 	{
@@ -181,8 +181,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the method left out of the fingerprint", Rules: "C5.1",
-		Edits: []edit{{File: "keys.go", Old: "\tio.WriteString(h, method)\n\th.Write([]byte{0})\n",
-			New: "\th.Write([]byte{0})\n"}},
+		Edits: []edit{{File: "keys.go", Old: "\tb := append(w.scratch[:0], method...)\n\tb = append(b, 0)\n",
+			New: "\tb := append(w.scratch[:0], 0)\n"}},
 		Pkg: ".", Tests: []string{"TestMismatchRefusedWithoutSending", "TestMismatchRefusedInEveryState"},
 	},
 	{
