@@ -9,18 +9,13 @@ import (
 )
 
 // Dialect says how an API speaks idempotency: where the key goes, which
-// keys it accepts, how long it keeps them, and how to read its answers
-// (D1, D2). Config.Dialect selects one.
+// keys it accepts, how long it keeps them, and how to read its answers.
+// Config.Dialect selects one.
 //
-// The zero Dialect is the IETF idempotency-key draft as most servers speak
-// it, with Stripe's Idempotent-Replayed header (D3): the bare key in the
-// Idempotency-Key header, no limits on the key, Config.KeyTTL's default
-// retention, and the retry rule (DefaultCheckRetry) for every answer.
-//
-// The built-in dialects (Stripe, Adyen, PayPal, Square, AWSCloudControl,
-// CheckoutCom, IETFDraft, MercadoPago, Primer, PicPay; see Dialects) are
-// values to use as they are. To adapt one, copy it and give the copy Signals
-// of its own (slices.Clone), so that the built-in value stays as it is.
+// The zero Dialect is the IETF idempotency-key draft with Stripe's
+// Idempotent-Replayed header: the bare key in Idempotency-Key, no key limits,
+// and the retry rule for every answer. To adapt a built-in dialect, copy it
+// and give the copy its own Signals (slices.Clone).
 type Dialect struct {
 	// Name names the dialect in errors and for idem send --dialect.
 	Name string
@@ -32,18 +27,13 @@ type Dialect struct {
 	// QuotedKey sends the key in KeyHeader as a structured-field string
 	// ("…"). Config.QuotedKey true quotes it too.
 	QuotedKey bool
-	// KeyField, when set, is the top-level field of the JSON object
-	// request body that carries the key, in place of a header. Every
-	// attempt's body is the caller's with the field inserted first, and
-	// otherwise byte for byte the same; the fingerprint is taken over the
-	// caller's body, without the field. A body that is not a JSON object,
-	// or that has the field already, is refused before anything is sent
-	// (ErrBodyNotObject).
+	// KeyField, when set, is the top-level field of the JSON object body
+	// that carries the key, in place of a header. The field is inserted
+	// first; the fingerprint covers the caller's body without it.
 	KeyField string
 
 	// MaxKeyLength is the longest key, in bytes, the API accepts; 0 for
-	// no limit. New refuses a dialect whose limits a key idem mints (a
-	// 36-byte UUIDv4) would not fit.
+	// no limit. New refuses limits a minted key would not fit.
 	MaxKeyLength int
 	// KeyChars, when set, is the bytes a key may be made of.
 	KeyChars string
@@ -106,11 +96,8 @@ func (a Answer) String() string {
 
 // Signal is one answer of a dialect: a response that matches every
 // condition set in it means Answer. At least one condition must be set.
-//
-// A value (HeaderValue, Value) matches text equal to it; a * at its start
-// or end matches any text there ("*Mismatch*" matches any text holding
-// "Mismatch"). A server speaking the dialect sends the value without its
-// stars.
+// A value (HeaderValue, Value) matches text equal to it; a * at its start or
+// end matches any text there.
 type Signal struct {
 	// Status is the response status code; 0 for any.
 	Status int

@@ -10,32 +10,17 @@ import (
 	"net/http"
 )
 
-// Settlement is what a person found on the server for a pending (or
-// expired) operation, for Settle: either an outcome (State Done or Rejected,
-// with Status and an optional Note), or Forget.
+// Settlement is what a person found on the server for a pending operation,
+// for Settle: an outcome, or Forget.
 type Settlement struct {
-	// State is Done (the server applied the operation) or Rejected (it
-	// did not, and never will). Zero with Forget.
-	State State
-	// Status is the status code to record, 0 to 999: the one the server
-	// answered, as far as the person could tell.
-	Status int
-	// Note is kept in the journal with the outcome, as the recorded
-	// response header field Idem-Settled-Note (without control
-	// characters). Optional.
-	Note string
+	State  State  // Done or Rejected; zero with Forget
+	Status int    // the status code the server answered
+	Note   string // recorded as SettledNoteHeader; optional
 
-	// Forget drops the operation from the journal instead of recording
-	// an outcome. The next Do of its ID then mints a NEW key: if the
-	// server applied the operation, that Do may apply it a second time.
-	// Forget only when the server certainly did not apply it and the
-	// operation must be sent again, or when it must never be answered
-	// from the journal again.
-	Forget bool
-	// ForgetCompleted allows Forget of an operation whose outcome is
-	// recorded (Done or Rejected); without it Settle refuses one with
-	// ErrAlreadyCompleted.
-	ForgetCompleted bool
+	// Forget drops the operation instead of recording an outcome. The
+	// next Do of its ID mints a new key, and may apply it a second time.
+	Forget          bool
+	ForgetCompleted bool // allows Forget of a completed operation
 }
 
 // The response header fields of an outcome Settle records.
