@@ -8,9 +8,6 @@ import (
 
 // CallOptions override, for the calls whose request context carries them,
 // the Config fields of the same names; a zero field keeps the Config's.
-// They serve a call that must give up sooner (or may try harder) than the
-// Client's other calls, as when a request handler has a deadline of its
-// own.
 type CallOptions struct {
 	// MaxAttempts bounds the attempts of the call, the first included.
 	MaxAttempts int

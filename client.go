@@ -723,21 +723,14 @@ func OperationFrom(ctx context.Context) (string, bool) {
 }
 
 // RoundTripper returns an http.RoundTripper that sends each request as an
-// operation of c. A request whose context carries an operation ID
-// (WithOperation) is that operation, exactly as with Do. A mutating request
-// without one gets a key minted for it alone, kept in memory, and reused
-// across its retries only. A GET, HEAD or OPTIONS request without one is
-// not an operation: it is sent once, without a key and without the
-// journal, through Config.HTTPClient's transport and cookie jar, within
-// AttemptTimeout.
+// operation of c. A request named by WithOperation is that operation, as with
+// Do. A mutating request without one gets a key of its own, kept in memory.
+// A GET, HEAD or OPTIONS request without one is sent once, without a key.
 //
-// Unlike Do, a rejection is returned as the server's response (a 4xx the
-// calling code expects to read), not as an error; Unknown outcomes and
-// refusals (ErrMismatch, ErrKeyExpired) are returned as errors, which an
-// SDK's own retry loop is told not to retry (their RetryableError method
-// returns false). A redirect the redirect rule left unfollowed is a
-// rejection too, which an *http.Client on this RoundTripper must not
-// follow (ErrInvalidRequest); StandardClient's does not.
+// Unlike Do, a rejection is returned as the server's response, not as an
+// error. Other errors report false from their RetryableError method, so an
+// SDK's own retry loop does not retry them. An *http.Client on it must not
+// follow a redirect the redirect rule refused (ErrInvalidRequest).
 func (c *Client) RoundTripper() http.RoundTripper { return roundTripper{c} }
 
 // StandardClient returns an *http.Client whose transport is

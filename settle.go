@@ -36,9 +36,8 @@ const (
 // outcome is already recorded (Done or Rejected).
 var ErrAlreadyCompleted = errors.New("operation already completed")
 
-// Forgetter is a Journal that can drop an operation: filejournal.Journal and the
-// PostgreSQL journal of package pgjournal. Both methods claim the
-// operation as Do does, so they wait for a running Do of id.
+// Forgetter is a Journal that can drop an operation. Both methods claim the
+// operation as Do does.
 type Forgetter interface {
 	// Forget drops the pending operation id. It returns an error matching
 	// ErrNoSuchOperation for an ID the journal does not hold, and
