@@ -19,64 +19,54 @@ import (
 	"github.com/idemkit/idem/internal/journalkit"
 )
 
-// Config configures a Client. The zero Config is usable: each zero field
-// takes the default its doc states.
+// Config configures a Client. The zero Config is usable: a zero field takes
+// the Default constant of its name, or the default its doc states.
 type Config struct {
-	// Journal keeps keys and outcomes across restarts: a filejournal.Journal, or
-	// a shared journal (package pgjournal); Clients may share one. Default
-	// nil: keys live in this process only.
+	// Journal keeps keys and outcomes across restarts; Clients may share
+	// one. Default nil: keys live in this process only.
 	Journal Journal
 
-	// HTTPClient sends the attempts; its CheckRedirect is asked only about
-	// the redirects idem allows (Redirects, in the package documentation).
-	// Default: go-cleanhttp's pooled client.
+	// HTTPClient sends the attempts (see Redirects). Default:
+	// go-cleanhttp's pooled client.
 	HTTPClient *http.Client
 
 	// AttemptTimeout bounds each attempt, the recorded body read included.
-	// Default DefaultAttemptTimeout (10s).
 	AttemptTimeout time.Duration
-	// MaxAttempts bounds one Do's attempts. Default DefaultMaxAttempts (8).
+	// MaxAttempts bounds one Do's attempts.
 	MaxAttempts int
-	// MaxElapsed bounds one Do's retrying. Default DefaultMaxElapsed (2m).
+	// MaxElapsed bounds one Do's retrying.
 	MaxElapsed time.Duration
-	// InitialWait is the first wait; later ones grow by half. Default
-	// DefaultInitialWait (250ms).
+	// InitialWait is the first wait; later ones grow by half.
 	InitialWait time.Duration
-	// MaxWait caps every wait, a Retry-After included. Default
-	// DefaultMaxWait (30s).
+	// MaxWait caps every wait, a Retry-After included.
 	MaxWait time.Duration
 	// Jitter spreads each wait over [1-Jitter, 1+Jitter] times its value,
-	// at most 1; negative turns it off. Default DefaultJitter (0.5).
+	// at most 1; negative turns it off.
 	Jitter float64
 
-	// KeyTTL is how long the server keeps a key (see Keys and expiry in
-	// the package documentation). Default, the first set of: the
-	// Dialect's Retention, the Journal's KeyTTL, DefaultKeyTTL (24h).
+	// KeyTTL is how long the server keeps a key (see Keys and expiry).
+	// Default, the first set of: Dialect.Retention, the Journal's KeyTTL,
+	// DefaultKeyTTL.
 	KeyTTL time.Duration
 
 	// RetryBudget bounds retries across the Client's operations (on by default).
 	RetryBudget RetryBudget
-	// Dialect is how the API speaks idempotency (see Dialect). Default:
-	// the zero Dialect, the IETF draft with Idempotent-Replayed.
+	// Dialect is how the API speaks idempotency.
 	Dialect Dialect
 	// KeyHeader, when set, carries the key in place of Dialect.KeyHeader.
 	// Default "Idempotency-Key" unless the dialect names a header or field.
 	KeyHeader string
-	// QuotedKey sends the key as a structured-field string ("…"), as
-	// Dialect.QuotedKey does. Default false: the bare UUID.
+	// QuotedKey sends the key quoted, as Dialect.QuotedKey does.
 	QuotedKey bool
 
 	// MaxBufferedBody bounds a request body without GetBody, held in
-	// memory to be replayed; a larger one fails with ErrBodyTooLarge.
-	// Default DefaultMaxBufferedBody (1 MiB).
+	// memory to be replayed (ErrBodyTooLarge).
 	MaxBufferedBody int64
-	// MaxRecordedBody bounds the response body recorded with an outcome;
-	// a replay of a larger one fails with ErrBodyNotRecorded. Default
-	// DefaultMaxRecordedBody (64 KiB).
+	// MaxRecordedBody bounds the response body recorded with an outcome
+	// (ErrBodyNotRecorded).
 	MaxRecordedBody int64
 	// MaxRecordedHeader bounds the response header recorded, as counted on
-	// the wire (see Operation.HeaderTruncated). Default
-	// DefaultMaxRecordedHeader (16 KiB).
+	// the wire.
 	MaxRecordedHeader int64
 
 	// UnrecordedHeaders names response header fields never recorded,
@@ -89,23 +79,19 @@ type Config struct {
 	// written, besides DefaultRedactedParams. Default nil.
 	RedactedParams []string
 
-	// CheckRetry, when set, decides after each attempt whether another
-	// follows, in place of DefaultCheckRetry (see Retries in the package
-	// documentation). Default nil.
+	// CheckRetry, when set, amends DefaultCheckRetry (see Retries).
 	CheckRetry func(ctx context.Context, resp *http.Response, err error) (bool, error)
 
 	// OnAttempt, when set, is called after each attempt. Default nil.
 	OnAttempt func(Attempt)
-	// OnOperation, when set, is called as every operation ends, through
-	// Do or RoundTripper. Default nil.
+	// OnOperation, when set, is called as every operation ends. Default nil.
 	OnOperation func(OperationEnd)
 	// OnOperationStart, when set, is called as every operation starts; the
-	// context it returns is the operation's (OperationEnd.Context).
-	// Default nil.
+	// context it returns is the operation's. Default nil.
 	OnOperationStart func(ctx context.Context, id string) context.Context
 
-	// Logger receives the Client's records (see Logging in the package
-	// documentation). Default nil: slog.Default().
+	// Logger receives the Client's records (see Logging). Default
+	// slog.Default().
 	Logger *slog.Logger
 
 	// Now is the clock for key ages and backoff. Default: the Journal's
