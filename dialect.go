@@ -116,29 +116,23 @@ type Signal struct {
 	Answer Answer
 }
 
-// AppliedHeader is the response header field idem sets, to "true", on the
-// response of an operation a dialect's AnswerApplied made done, in this Do
-// and as recorded; a server's own field of that name is removed.
+// AppliedHeader is the response header field idem sets to "true" on an
+// AnswerApplied response, replacing a server's own.
 const AppliedHeader = "Idem-Already-Applied"
 
-// AlreadyApplied reports whether resp is the answer of an API that had
-// applied the operation before and said so without replaying its response
-// (AnswerApplied): the operation is done, and resp says what the API
-// answered (a status such as 400 or 409 included).
+// AlreadyApplied reports whether resp is an AnswerApplied: the operation is
+// done, whatever resp's status.
 func AlreadyApplied(resp *http.Response) bool {
 	return resp != nil && resp.Header.Get(AppliedHeader) == "true"
 }
 
 // Errors of dialects.
 var (
-	// ErrKeyReused matches the *OutcomeError of an operation whose API
-	// answered that it holds the key for a different request
-	// (AnswerKeyReused). The outcome is unknown.
+	// ErrKeyReused matches the unknown *OutcomeError of an AnswerKeyReused.
 	ErrKeyReused = errors.New("the API holds the key for a different request")
 
-	// ErrBodyNotObject: the dialect puts the key in a field of the body
-	// (Dialect.KeyField), and the body is not a JSON object, or already
-	// has that field. It also matches ErrInvalidRequest.
+	// ErrBodyNotObject: the body cannot carry Dialect.KeyField. It also
+	// matches ErrInvalidRequest.
 	ErrBodyNotObject = fmt.Errorf("%w: the dialect puts the key in the body, which must be a JSON object without the key's field", ErrInvalidRequest)
 )
 

@@ -74,17 +74,13 @@ func (e *HeldError) Is(target error) bool { return target == ErrClaimed }
 // Unwrap returns Err.
 func (e *HeldError) Unwrap() error { return e.Err }
 
-// CheckIntent returns why a journal refuses op as an intent (Claim.Begin),
-// or nil: an error matching ErrInvalidOperation for an empty or over-long ID
-// or key, a state other than Pending, outcome fields set, or a Created time
-// outside what a journal can store. Every Journal applies it.
+// CheckIntent returns an error matching ErrInvalidOperation if a journal
+// must refuse op as an intent (Claim.Begin), or nil. Every Journal applies it.
 func CheckIntent(op Operation) error { return checkIntent(&op) }
 
-// CheckOutcome returns why a journal refuses op as an outcome
-// (Claim.Complete), or nil: an error matching ErrInvalidOperation for a
-// state other than Done or Rejected, a status outside 0..999, a body kept
-// although marked truncated, or a time outside what a journal can store.
-// Every Journal applies it.
+// CheckOutcome returns an error matching ErrInvalidOperation if a journal
+// must refuse op as an outcome (Claim.Complete), or nil. Every Journal applies
+// it.
 func CheckOutcome(op Operation) error { return checkCompletion(&op) }
 
 // checkIntent validates op for Begin.

@@ -21,8 +21,8 @@ func RefusedWithoutEffect(op Operation) bool {
 	return op.Header.Get(SettledHeader) == ""
 }
 
-// ErrCannotResend: CallOptions.Resend or BatchOptions.Resend chose an
-// operation that the Journal cannot forget (it is not a Forgetter).
+// ErrCannotResend: a Resend option chose an operation the Journal cannot
+// forget (it is not a Forgetter).
 var ErrCannotResend = errors.New("journal cannot forget a refusal to send it again")
 
 // resend forgets op, a refusal found in the journal, when the call's

@@ -25,19 +25,15 @@ var (
 	ErrAttemptsExhausted = errors.New("attempts exhausted")
 	// ErrMaxElapsed: the next attempt would start after MaxElapsed.
 	ErrMaxElapsed = errors.New("maximum elapsed time reached")
-	// ErrRetryBudgetExhausted: the client-wide retry budget is empty (many
-	// recent attempts failed), so no retry was made. See RetryBudget.
+	// ErrRetryBudgetExhausted: the RetryBudget stopped a retry.
 	ErrRetryBudgetExhausted = errors.New("retry budget exhausted")
-	// ErrRetryDeclined: Config.CheckRetry declined to retry an answer the
-	// retry rule would have retried. The error it returned, if any, is
-	// wrapped too.
+	// ErrRetryDeclined: Config.CheckRetry stopped a retry the rule would
+	// make; its own error, if any, is wrapped too.
 	ErrRetryDeclined = errors.New("Config.CheckRetry declined to retry")
 )
 
-// DefaultCheckRetry is the retry rule (see Retries in the package
-// documentation) in the form of go-retryablehttp's CheckRetry: whether to
-// send another attempt, and when not, the error that says why (nil for a
-// final answer). A Config.CheckRetry may call it.
+// DefaultCheckRetry is the retry rule (see Retries) as a go-retryablehttp
+// CheckRetry. A Config.CheckRetry may call it.
 func DefaultCheckRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	return retryable(ctx, resp, err)
 }

@@ -32,8 +32,7 @@ const (
 	SettledNoteHeader = "Idem-Settled-Note"
 )
 
-// ErrAlreadyCompleted: Settle was asked to settle an operation whose
-// outcome is already recorded (Done or Rejected).
+// ErrAlreadyCompleted: Settle was asked to settle a completed operation.
 var ErrAlreadyCompleted = errors.New("operation already completed")
 
 // Forgetter is a Journal that can drop an operation. Both methods claim the
@@ -50,17 +49,13 @@ type Forgetter interface {
 }
 
 // Settle resolves operation id, which a person reconciled with the server:
-// it records s's outcome (Done or Rejected, with its Status, a SettledHeader
-// field "by hand" and the Note) or, with s.Forget, drops the operation. It
-// claims the operation as Do does (Journal.Claim), so it waits for a Do of
-// id running in this process or, for a shared journal, on any machine, and
-// its outcome is fenced like Do's.
+// it records s's outcome, marked with SettledHeader, or with s.Forget drops the
+// operation. It claims the operation as Do does.
 //
 // Settle returns an error matching ErrNoSuchOperation for an ID the journal
-// does not hold, ErrAlreadyCompleted for an operation whose outcome is
-// recorded (unless s.Forget and s.ForgetCompleted), and ErrInvalidOperation
-// for a Settlement that is neither one outcome nor Forget, or a journal
-// that cannot forget.
+// does not hold, ErrAlreadyCompleted for a completed operation (unless
+// s.ForgetCompleted), and ErrInvalidOperation for a Settlement that is neither
+// one outcome nor Forget, or a journal that cannot forget.
 func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
 	if err := s.check(); err != nil {
 		return wrapf(err, "settling %q", id)
