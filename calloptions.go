@@ -13,10 +13,8 @@ type CallOptions struct {
 	MaxAttempts int
 	// MaxElapsed bounds the time the call spends retrying.
 	MaxElapsed time.Duration
-	// Resend, when set, is asked about an operation the journal holds as
-	// refused without effect (RefusedWithoutEffect): if it returns true,
-	// the refusal is forgotten and the call sends the operation again,
-	// under a new key. Default nil: a recorded refusal is returned.
+	// Resend, when set, is asked about a recorded refusal that
+	// RefusedWithoutEffect allows: true sends it again under a new key.
 	Resend func(Operation) bool
 }
 

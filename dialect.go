@@ -51,28 +51,21 @@ type Dialect struct {
 // Answer is what an API's answer says about its key: what a Signal means.
 type Answer uint8
 
-// The answers a Signal can mean (D2).
+// The answers a Signal can mean.
 const (
-	// AnswerInFlight: a request with this key is still being processed.
-	// It is never final: it is retried, and the outcome is unknown when
-	// retrying stops.
+	// AnswerInFlight: the key is still being processed. It is retried, and
+	// ends unknown when retrying stops.
 	AnswerInFlight Answer = iota + 1
-	// AnswerReplay: the API's stored answer for the key, replayed. It is
-	// read as its status says by the retry rule, but never as in flight:
-	// a replayed 409 is final. Replay signals are tried before the others.
+	// AnswerReplay: the API's stored answer, replayed: read by its status,
+	// never as in flight. Replay signals are tried first.
 	AnswerReplay
-	// AnswerApplied: the API applied a request with this key before and
-	// says so without replaying its answer. The operation is done, with
-	// this answer as its response, whatever its status, and the response
-	// is flagged (AlreadyApplied).
+	// AnswerApplied: the API applied the key's request before and says so
+	// without replaying its answer: done, whatever the status (AlreadyApplied).
 	AnswerApplied
-	// AnswerKeyReused: the API holds the key for a different request. A
-	// request under the key may have been applied, so the outcome is
-	// unknown, with an error matching ErrKeyReused, and the operation
-	// stays pending for a person to reconcile. It is not retried.
+	// AnswerKeyReused: the API holds the key for a different request: not
+	// retried, and unknown (ErrKeyReused).
 	AnswerKeyReused
-	// AnswerRefused: the API refused the request and applied nothing. The
-	// operation is rejected, whatever the status.
+	// AnswerRefused: the API applied nothing: rejected, whatever the status.
 	AnswerRefused
 )
 
@@ -136,11 +129,8 @@ var (
 	ErrBodyNotObject = fmt.Errorf("%w: the dialect puts the key in the body, which must be a JSON object without the key's field", ErrInvalidRequest)
 )
 
-// The built-in dialects. Each follows the provider documentation it cites
-// (the source says what it read there), as read when it was written; a
-// provider's API may differ by endpoint (retention above all), and
-// Config.KeyTTL set to the endpoint's own retention overrides the
-// dialect's. Copy one to adapt it (see Dialect).
+// The built-in dialects, as read from the documentation each cites. An
+// endpoint may keep keys for another time: set Config.KeyTTL to it.
 var (
 	IETFDraft       = ietfDraft       // the IETF draft, -07: a quoted Idempotency-Key, 409 in flight, 422 key reused
 	Stripe          = stripe          // Idempotency-Key, kept 24h, replays flagged: https://docs.stripe.com/api/idempotent_requests
