@@ -13,8 +13,7 @@ type RetryBudget struct {
 	MaxTokens float64
 	// Refund is what a final answer returns to the budget. Default 0.1.
 	Refund float64
-	// Disabled turns the budget off: only MaxAttempts and MaxElapsed
-	// bound retries. Default false.
+	// Disabled turns the budget off. Default false.
 	Disabled bool
 }
 

@@ -20,12 +20,10 @@ type Dialect struct {
 	// Name names the dialect in errors and for idem send --dialect.
 	Name string
 
-	// KeyHeader is the request header that carries the key. Default
-	// "Idempotency-Key", unless KeyField is set. Config.KeyHeader, when
-	// set, takes its place.
+	// KeyHeader is the request header that carries the key, unless
+	// KeyField is set. Default "Idempotency-Key".
 	KeyHeader string
-	// QuotedKey sends the key in KeyHeader as a structured-field string
-	// ("…"). Config.QuotedKey true quotes it too.
+	// QuotedKey sends the key as a structured-field string ("…").
 	QuotedKey bool
 	// KeyField, when set, is the top-level field of the JSON object body
 	// that carries the key, in place of a header. The field is inserted
@@ -38,13 +36,11 @@ type Dialect struct {
 	// KeyChars, when set, is the bytes a key may be made of.
 	KeyChars string
 
-	// Retention is how long the API keeps a key, zero when it publishes
-	// none: a step of Config.KeyTTL's default.
+	// Retention is how long the API keeps a key; zero if unpublished.
 	Retention time.Duration
 
-	// Signals are the answers the API gives about a key, tried in order
-	// after the replay signals (see Signal); an answer that matches none
-	// is read by the retry rule.
+	// Signals are the API's answers, tried in order after the replay signals;
+	// an answer that matches none is read by the retry rule.
 	Signals []Signal
 }
 
@@ -95,15 +91,11 @@ type Signal struct {
 	// Status is the response status code; 0 for any.
 	Status int
 	// Header names a response header field that must be present; with
-	// HeaderValue, one of its values must match that, ignoring case and
-	// surrounding space.
+	// HeaderValue, one of its values must match, ignoring case and space.
 	Header, HeaderValue string
-	// Field is a field of the JSON response body, as a path of object
-	// keys joined by dots ("error.code"); an array on the path matches
-	// when one of its elements does. Its value, a string, number or
-	// boolean as written, must match Value. The body is read up to a
-	// bound (64 KiB); a longer one, or one that is not JSON, matches no
-	// Field.
+	// Field is a dotted path into a JSON response body ("error.code"); an
+	// array matches when one element does. Its scalar value must match Value.
+	// A body too long or not JSON matches no Field.
 	Field, Value string
 	// Answer is what a matching response means.
 	Answer Answer

@@ -69,9 +69,7 @@ var (
 )
 
 // OutcomeError reports an operation that did not end done: rejected, or
-// unknown. errors.Is(err, ErrRejected) and errors.Is(err, ErrUnknown) tell
-// the two apart; errors.As gives the details. Unwrap returns Err, so
-// errors.Is(err, context.Canceled) holds when the caller gave up.
+// unknown (see ErrRejected and ErrUnknown). Unwrap returns Err.
 type OutcomeError struct {
 	ID      string  // the caller's operation ID ("" for a request without one)
 	Key     string  // the idempotency key every attempt carried
@@ -90,8 +88,7 @@ type OutcomeError struct {
 	Err             error // the last error, or why retrying stopped; nil for a rejection
 }
 
-// Error describes the outcome, the attempts, the last status or error, and
-// the key.
+// Error describes the outcome, attempts, last status or error, and key.
 func (e *OutcomeError) Error() string {
 	msg := fmt.Sprintf("idem: operation %s %s after %d attempt(s) (key %s)", journalkit.QuoteID(e.ID), e.Outcome, e.Attempts, e.Key)
 	if e.Status != 0 {
@@ -112,8 +109,7 @@ func (e *OutcomeError) Error() string {
 // Unwrap returns the last error.
 func (e *OutcomeError) Unwrap() error { return e.Err }
 
-// Is reports whether target is ErrRejected or ErrUnknown and matches the
-// outcome.
+// Is reports whether target is ErrRejected or ErrUnknown and matches.
 func (e *OutcomeError) Is(target error) bool {
 	switch target {
 	case ErrRejected:

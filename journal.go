@@ -43,9 +43,8 @@ var (
 	ErrClosed = journalkit.ErrClosed
 )
 
-// HeldError is returned by Journal.Claim (and so by Do) when the caller's
-// context ended while another machine held the operation's claim, and by
-// Journal.TryClaim when another Do held it.
+// HeldError reports an operation another Do held: from Journal.Claim when
+// the caller's context ended first, and from Journal.TryClaim.
 type HeldError struct {
 	ID     string    // the operation's ID
 	Holder string    // the holder as it named itself; "" for this process

@@ -21,12 +21,10 @@ type Journal interface {
 	// returns a *HeldError at once.
 	TryClaim(ctx context.Context, id string) (Claim, error)
 
-	// Lookup returns what the journal holds for operation id, without
-	// claiming it.
+	// Lookup returns what the journal holds for id, without claiming it.
 	Lookup(ctx context.Context, id string) (Operation, bool, error)
 
-	// List returns the operations the listing selects, ordered by Created
-	// time and then by ID.
+	// List returns the operations the listing selects, by Created then ID.
 	List(ctx context.Context, which Listing) ([]Operation, error)
 
 	// KeyTTL is how long the journal takes a key to live on the server,
@@ -169,8 +167,7 @@ type Operation struct {
 }
 
 // Expired reports whether o is pending and its key is at least ttl old at
-// now: the server has forgotten the key, so sending the operation again
-// could apply it twice.
+// now, so that sending it again could apply it twice.
 func (o Operation) Expired(now time.Time, ttl time.Duration) bool {
 	return o.State == StatePending && now.Sub(o.Created) >= ttl
 }

@@ -38,13 +38,11 @@ var ErrAlreadyCompleted = errors.New("operation already completed")
 // Forgetter is a Journal that can drop an operation. Both methods claim the
 // operation as Do does.
 type Forgetter interface {
-	// Forget drops the pending operation id. It returns an error matching
-	// ErrNoSuchOperation for an ID the journal does not hold, and
-	// ErrAlreadyCompleted for an operation whose outcome is recorded.
+	// Forget drops the pending operation id (ErrNoSuchOperation,
+	// ErrAlreadyCompleted).
 	Forget(ctx context.Context, id string) error
-	// ForgetCompleted drops the completed operation id if its key is key.
-	// It returns an error matching ErrNoSuchOperation when the journal
-	// holds no completed operation id under key.
+	// ForgetCompleted drops the completed operation id if its key is key
+	// (ErrNoSuchOperation otherwise).
 	ForgetCompleted(ctx context.Context, id, key string) error
 }
 
