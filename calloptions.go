@@ -20,9 +20,8 @@ type CallOptions struct {
 
 type callOptionsKey struct{}
 
-// WithCallOptions returns a context that carries o for the calls made
-// with it: Do with a request built on it, or a request through
-// StandardClient.
+// WithCallOptions returns a context that carries o for the calls of the
+// requests built on it.
 func WithCallOptions(ctx context.Context, o CallOptions) context.Context {
 	return context.WithValue(ctx, callOptionsKey{}, o)
 }

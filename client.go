@@ -143,7 +143,7 @@ func keyTTL(cfg Config, d Dialect) time.Duration {
 const errorBodyLimit = 4 << 10
 
 // Client sends requests as idempotent operations. It is safe for concurrent
-// use; create one and reuse it.
+// use.
 type Client struct {
 	cfg     Config
 	dialect Dialect // cfg.Dialect, its signals copied
@@ -264,12 +264,8 @@ func setDefault[T comparable](field *T, def T) {
 }
 
 // Do sends req as the operation named id and returns the server's final
-// response: Done. For Rejected and Unknown it returns an *OutcomeError
-// (see Outcomes in the package documentation). A done or rejected
-// operation is answered from the journal without a network call (see
-// Recorded). Concurrent Do calls of one ID run one at a time.
-// req.Context() bounds the whole Do. Do closes req.Body, as
-// http.Client.Do does.
+// response, or an *OutcomeError (see Outcomes). req.Context() bounds the whole
+// Do. Do closes req.Body, as http.Client.Do does.
 func (c *Client) Do(id string, req *http.Request) (*http.Response, error) {
 	if id == "" {
 		closeBody(req)
@@ -345,8 +341,7 @@ func (c *Client) do(id string, req *http.Request, claim Claim) (result, error) {
 	return res, err
 }
 
-// RetryBudgetTokens returns the tokens left in the Client's retry budget
-// (see RetryBudget), for monitoring.
+// RetryBudgetTokens returns the tokens left in the retry budget.
 func (c *Client) RetryBudgetTokens() float64 { return c.budget.available() }
 
 // run runs an operation; an empty id is a request without one, whose key
@@ -720,9 +715,7 @@ func OperationFrom(ctx context.Context) (string, bool) {
 func (c *Client) RoundTripper() http.RoundTripper { return roundTripper{c} }
 
 // StandardClient returns an *http.Client whose transport is
-// c.RoundTripper(), which stops at the redirects the redirect rule leaves
-// unfollowed (see Redirects in the package documentation). A safe request
-// without an operation follows redirects as net/http does.
+// c.RoundTripper() and that stops at the redirects idem leaves unfollowed.
 func (c *Client) StandardClient() *http.Client {
 	return &http.Client{Transport: c.RoundTripper(), CheckRedirect: c.standardRedirect}
 }

@@ -37,8 +37,7 @@ var (
 	ErrBodyNotRecorded = errors.New("response body not recorded")
 )
 
-// Outcome is what became of an operation, as far as the client can know
-// (see Outcomes in the package documentation).
+// Outcome is what became of an operation (see Outcomes).
 type Outcome uint8
 
 const (

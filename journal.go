@@ -22,8 +22,7 @@ var (
 	ErrClaimed = errors.New("operation claimed elsewhere")
 )
 
-// Errors every journal returns, wrapped with context (the journal, the
-// operation ID); test for them with errors.Is.
+// Errors every journal returns, wrapped with context; test with errors.Is.
 var (
 	// ErrInvalidOperation reports an Operation that Begin or Complete
 	// refuses (see CheckIntent and CheckOutcome). Nothing is written.

@@ -8,8 +8,7 @@ import (
 )
 
 // Journal is where a Client keeps each operation's key and outcome (see
-// Journals in the package documentation). Every method is safe for
-// concurrent use.
+// Journals). Its methods are safe for concurrent use.
 type Journal interface {
 	// Claim waits until no other Do holds operation id, on any machine
 	// sharing the journal, and returns the claim, which the caller must
@@ -36,16 +35,16 @@ type Journal interface {
 	Now() time.Time
 }
 
-// ClaimBeginner is a Journal that can claim an operation and journal a new
-// one's intent in one step. A Client uses it when its Journal has it.
+// ClaimBeginner is a Journal that claims an operation and journals a new
+// intent in one step; a Client uses it when it can.
 type ClaimBeginner interface {
 	// ClaimBegin is Claim of op.ID then, if the journal holds nothing for
 	// it, Begin of op. The claim's Operation returns what was journaled.
 	ClaimBegin(ctx context.Context, op Operation) (Claim, error)
 }
 
-// Claim is the right to run one operation, from Journal.Claim until
-// Release. Its methods are not safe for concurrent use: one Do holds it.
+// Claim is the right to run one operation, from Journal.Claim until Release.
+// One Do holds it: its methods are not safe for concurrent use.
 type Claim interface {
 	// Operation returns what the journal holds for the operation, and
 	// false if nothing.

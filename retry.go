@@ -17,9 +17,7 @@ import (
 )
 
 // Reasons retrying stops before a final answer, wrapped in
-// OutcomeError.Err: the outcome is unknown, and the operation stays
-// pending. ErrKeyExpired stops retrying too (see Keys and expiry in the
-// package documentation).
+// OutcomeError.Err of an unknown outcome. ErrKeyExpired stops it too.
 var (
 	// ErrAttemptsExhausted: MaxAttempts attempts were made.
 	ErrAttemptsExhausted = errors.New("attempts exhausted")
@@ -84,8 +82,7 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 // time.Duration in go-retryablehttp's parsing (2^63ns is about 9.2e9 s).
 var hugeDelay = regexp.MustCompile(`^\s*[0-9]{10,}\s*$`)
 
-// Attempt describes one attempt of an operation. Config.OnAttempt receives
-// one after each attempt's fate is decided.
+// Attempt describes one attempt of an operation, for Config.OnAttempt.
 type Attempt struct {
 	ID     string        // the operation ID ("" for a request without one)
 	Key    string        // the idempotency key the attempt carried
