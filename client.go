@@ -117,8 +117,8 @@ const (
 
 	DefaultMaxRecordedHeader = 16 << 10
 
-	// DefaultKeyTTL is the key lifetime of a server whose Dialect does not
-	// state one: 24 hours, the reference server's retention window.
+	// DefaultKeyTTL (24 hours) is the key lifetime of a server whose Dialect
+	// states none.
 	DefaultKeyTTL = journalkit.DefaultKeyTTL
 )
 

@@ -51,6 +51,7 @@ type HeldError struct {
 	Err    error     // the context's error; nil from TryClaim
 }
 
+// Error names the operation and its holder.
 func (e *HeldError) Error() string {
 	holder := e.Holder
 	if holder == "" {

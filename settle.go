@@ -25,8 +25,7 @@ type Settlement struct {
 
 // The response header fields of an outcome Settle records.
 const (
-	// SettledHeader marks an outcome recorded by Settle: its value is
-	// "by hand".
+	// SettledHeader marks an outcome Settle recorded, with "by hand".
 	SettledHeader = "Idem-Settled"
 	// SettledNoteHeader holds Settlement.Note.
 	SettledNoteHeader = "Idem-Settled-Note"
