@@ -26,8 +26,7 @@ type BatchOptions struct {
 
 	Resend func(Operation) bool // as CallOptions.Resend
 
-	// Progress, when set, is called after each operation ends, with its
-	// result and the summary so far. Calls are serialized.
+	// Progress, when set, is called, serialized, after each operation ends.
 	Progress func(BatchResult, BatchSummary)
 }
 

@@ -18,8 +18,8 @@
 //	c, err := idem.New(idem.Config{Journal: j})
 //	resp, err := c.Do("invoice-42", req)
 //
-// For code that only accepts an *http.Client, StandardClient gives one;
-// WithOperation names the operation of a request.
+// StandardClient gives an *http.Client; WithOperation names a request's
+// operation.
 //
 // # Outcomes
 //
@@ -56,8 +56,7 @@
 // # Dialects
 //
 // APIs differ in where they want the key, how long they keep it, and how they
-// say "still processing", "already applied" or "key reused". Config.Dialect
-// names the API's way (see Dialect and the built-in dialects).
+// answer about it. Config.Dialect names the API's way (see Dialect).
 //
 // # Redirects
 //
@@ -105,11 +104,10 @@
 //
 // # Secrets
 //
-// Nothing idem writes or logs holds a session or a credential. A recorded
-// header leaves out cookies and credentials (see Config.UnrecordedHeaders) and
-// names them in UnrecordedHeadersField. A recorded URL has no user info, and
-// credential-like query values are replaced (see Config.RedactedParams). The
-// fingerprint still covers the real URL.
+// Nothing idem writes or logs holds a session or a credential: recorded
+// headers leave out cookies and credentials (Config.UnrecordedHeaders), and
+// URLs lose user info and credential-like query values (Config.RedactedParams).
+// The fingerprint still covers the real URL.
 //
 // # Logging
 //
