@@ -38,6 +38,16 @@ func TestRecordedHeaderBound(t *testing.T) {
 		got.Get("A-Pad") == "" || got.Get("B-Pad") != "" || got.Get("Set-Cookie") != "" {
 		t.Fatalf("one byte over: truncated %v, header %v; want B-Pad left out, the rest kept", truncated, got)
 	}
+	// A field of several values counts each of them, as the wire does.
+	multi := http.Header{"X-Multi": {strings.Repeat("a", 100), strings.Repeat("b", 100)}}
+	whole := int64(2 * (len("X-Multi") + 100 + 4))
+	if _, truncated := idem.RecordedHeader(multi, whole); truncated {
+		t.Fatalf("a field of two values within %d bytes: truncated", whole)
+	}
+	if got, truncated := idem.RecordedHeader(multi, whole-1); !truncated || len(got) != 0 {
+		t.Fatalf("a field of two values in one byte less than both: kept %v, truncated %v; want it left out", got, truncated)
+	}
+
 	// The fields left to fit are taken in name order, however the map
 	// lists them (its order differs from one header to the next).
 	for range 20 {
