@@ -24,7 +24,7 @@ const UnrecordedHeadersField = "Idem-Unrecorded-Headers"
 // DefaultRedactedParams returns the query parameters whose values are never
 // written. A name matches, ignoring case, when it is one of them or ends with
 // one after a non-alphanumeric or camelCase boundary ("x-api-key",
-// "accessToken"). The slice is a copy.
+// "accessToken", "APIToken"). The slice is a copy.
 func DefaultRedactedParams() []string { return slices.Clone(redactedParams) }
 
 var redactedParams = []string{
@@ -121,7 +121,7 @@ func (s secrets) redactedParam(name string) bool {
 		if at < 0 || !strings.EqualFold(name[at:], p) {
 			continue
 		}
-		if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name[at-1], name[at]) {
+		if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name, at) {
 			return true
 		}
 	}
@@ -132,11 +132,23 @@ func isLetterOrDigit(b byte) bool {
 	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
 }
 
-// camelBoundary reports whether a word starts at next after prev, as in
-// "accessToken".
-func camelBoundary(prev, next byte) bool {
-	return ('a' <= prev && prev <= 'z' || '0' <= prev && prev <= '9') && 'A' <= next && next <= 'Z'
+// camelBoundary reports whether a camelCase word starts at name[at], which
+// is not the first byte: an upper-case letter after a lower-case letter or
+// a digit ("accessToken", "v2Signature"), or the first letter of a word
+// after an acronym, an upper-case letter between an upper-case one and a
+// lower-case one ("APIToken", "AWSSecret").
+func camelBoundary(name string, at int) bool {
+	prev, next := name[at-1], name[at]
+	if !isUpper(next) {
+		return false
+	}
+	if 'a' <= prev && prev <= 'z' || '0' <= prev && prev <= '9' {
+		return true
+	}
+	return isUpper(prev) && at+1 < len(name) && 'a' <= name[at+1] && name[at+1] <= 'z'
 }
+
+func isUpper(b byte) bool { return 'A' <= b && b <= 'Z' }
 
 // url returns u as idem writes it: no user info, secret query values
 // replaced. The rest (scheme, host, path, other parameters, their order) is

@@ -279,11 +279,27 @@ func TestRedactedParamSpellings(t *testing.T) {
 		{"X-Amz-Signature", true}, {"token", true}, {"Token", true},
 		{"monkey", false}, {"turkey", false}, {"tokens", false}, {"hotkey", false},
 		{"keyboard", false}, {"amount", false}, {"Monkey", false},
+		{"APIToken", true}, {"AWSSecret", true}, {"GHToken", true}, {"x0Token", true}, {"x9Token", true},
+		{"APITOKEN", false}, {"xatoken", false}, {"xztoken", false},
+		{"xAtoken", false}, {"xZtoken", false}, {"x0token", false}, {"x9token", false},
+		{"aToken", true}, {"zToken", true}, {"AZToken", true}, {"userAuth", true}, {"APIPassword", true}, {"x@Token", true}, {"x[Token", true}, {"x`Token", true}, {"x{Token", true}, {"x/Token", true}, {"x:Token", true},
 	} {
 		u := mustParse(t, "https://api.example/c?"+url.QueryEscape(tc.name)+"=v4lue&n=1")
 		got := idem.RedactURL(u)
 		if redacted := !strings.Contains(got, "v4lue"); redacted != tc.redacted || !strings.HasSuffix(got, "&n=1") {
 			t.Errorf("%s: written %q, redacted %v, want %v", tc.name, got, redacted, tc.redacted)
+		}
+	}
+	// An acronym's end is told by the lower-case letter after the word's
+	// first: any lower-case letter, through z.
+	for _, tc := range []struct{ query, param, want string }{
+		{"MYOzone=v4lue", "ozone", "MYOzone=xxxxx"},
+		{"myZone=v4lue", "zone", "myZone=xxxxx"},
+		{"AK=v4lue", "k", "AK=v4lue"}, // a one-letter word has no lower-case letter after its first
+	} {
+		u := mustParse(t, "https://api.example/c?"+tc.query)
+		if got, want := idem.RedactURL(u, tc.param), "https://api.example/c?"+tc.want; got != want {
+			t.Errorf("RedactURL with the extra parameter %s = %q, want %q", tc.param, got, want)
 		}
 	}
 }

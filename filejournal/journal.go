@@ -121,9 +121,9 @@ func (o Options) engine() fileengine.Options {
 		FileMode:       o.FileMode,
 		Now:            o.Now,
 		Logger:         o.Logger,
+		OnSync:         o.OnSync,
 		// The secrets rule, as a Client with no extra names
 		// applies it: compaction drops what older versions recorded.
-		OnSync:      o.OnSync,
 		ScrubURL:    idem.RedactRawURL,
 		ScrubHeader: idem.RedactHeader,
 	}

@@ -51,17 +51,13 @@ type Options struct {
 	Now            func() time.Time
 	WrapFile       func(File) File
 	Logger         *slog.Logger
+	OnSync         func(took time.Duration, records int, err error)
 
 	// ScrubURL and ScrubHeader, when set, rewrite what compaction keeps
 	// of each operation: its URL, and its recorded response header
 	// (ScrubHeader returns whether it changed it). So a journal written
 	// before a rule about secrets existed loses, at its next compaction,
 	// what the rule would not have recorded.
-	// OnSync, when set, is told of every group commit's fsync: how long
-	// it took, how many records it made durable, and its error. It is
-	// called without the journal's lock held.
-	OnSync func(took time.Duration, records int, err error)
-
 	ScrubURL    func(url string) string
 	ScrubHeader func(h http.Header) (http.Header, bool)
 
