@@ -12,10 +12,8 @@ import (
 )
 
 // BatchOp is one operation of a batch: its ID, stable across runs, and a
-// function that builds its request. Request is called for every operation
-// the batch runs, one the journal holds as completed included: as with Do,
-// its request must be the journaled one (ErrMismatch otherwise) before its
-// outcome is answered from the journal.
+// function that builds its request. Request is called for completed
+// operations too, since the request must match the journaled one.
 type BatchOp struct {
 	ID      string
 	Request func(ctx context.Context) (*http.Request, error)
@@ -26,32 +24,21 @@ type BatchOptions struct {
 	// Concurrency is how many operations run at once. Default 8.
 	Concurrency int
 
-	// Resend, when set, chooses operations the journal holds as refused
-	// without effect to send again under a new key, as CallOptions.Resend
-	// does for one call. Default nil: they are answered from the journal.
-	Resend func(Operation) bool
+	Resend func(Operation) bool // as CallOptions.Resend
 
-	// Progress, when set, is called after each operation ends, with its
-	// result and the summary so far. Calls are serialized; a slow Progress
-	// slows the batch.
+	// Progress, when set, is called, serialized, after each operation ends.
 	Progress func(BatchResult, BatchSummary)
 }
 
 // BatchResult is how one operation of a batch ended.
 type BatchResult struct {
-	ID string
-	// Outcome is OutcomeDone, OutcomeRejected or OutcomeUnknown; zero when
-	// the operation was refused before sending (Err says why: expired,
-	// mismatch, a request that could not be built, a journal failure).
-	Outcome Outcome
-	// Recorded: the outcome came from the journal; nothing was sent.
-	Recorded bool
-	// Resent: a recorded refusal was forgotten and the operation sent
-	// again under a new key (BatchOptions.Resend).
-	Resent bool
-	Status int    // the final status, or the last one for Unknown
-	Body   []byte // the final response body, read in full; the rejection's for Rejected
-	Err    error  // nil for Done
+	ID       string
+	Outcome  Outcome // zero when refused before sending; Err says why
+	Recorded bool    // the outcome came from the journal
+	Resent   bool    // a recorded refusal was sent again (BatchOptions.Resend)
+	Status   int     // the final status, or the last one for Unknown
+	Body     []byte  // the final response body, read in full; the rejection's for Rejected
+	Err      error   // nil for Done
 }
 
 // BatchSummary counts how the operations of a batch ended.
@@ -71,25 +58,16 @@ func (s BatchSummary) Total() int {
 }
 
 // RunBatch runs ops, Concurrency at a time, as a job that may have been
-// interrupted before: operations the journal holds as completed are not
-// sent again (their recorded outcome is counted), pending ones (left by a
-// crash or an Unknown outcome) run first, under their journaled keys, and
-// then the rest, in the order given.
+// interrupted before: completed operations are answered from the journal,
+// pending ones run first under their journaled keys, then the rest in order.
 //
-// A batch run at once on many machines sharing a journal (pgjournal)
-// splits the work (F7): an operation another machine holds when the batch
-// reaches it is set aside and the batch goes on with the rest; the ones
-// set aside come back at the end, and only then does the batch wait for
-// them, within ctx. One that a machine finished meanwhile is answered from
-// the journal and counted as Recorded, so every machine's summary accounts
-// for the whole batch; one left by a dead machine is taken when its lease
-// lapses. The same holds for another Do of the same ID in this process.
+// Machines running the same batch on a shared journal split the work: an
+// operation another Do holds is set aside and waited for at the end, so every
+// machine's summary accounts for the whole batch.
 //
-// When ctx ends, no further operation starts; those in flight end Unknown
-// and stay pending, so nothing is lost: running the batch again resumes
-// them. RunBatch then returns the summary and ctx's error. It returns an
-// error otherwise only for an invalid batch (an empty or repeated ID, or no
-// Request); how each operation ended is in the summary and in Progress.
+// When ctx ends, no further operation starts, and RunBatch returns the
+// summary and ctx's error. Otherwise it returns an error only for an invalid
+// batch (an empty or repeated ID, or no Request).
 func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions) (BatchSummary, error) {
 	seen := make(map[string]bool, len(ops))
 	for _, op := range ops {
@@ -119,22 +97,11 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 	return summary, err
 }
 
-// RunBatchSeq is RunBatch for a batch too large to hold in memory: ops
-// yields the operations one at a time, and is read only as fast as the
-// workers take them, so no more than Concurrency operations are held at
-// once, besides those set aside because another Do held them. Three
-// things differ, since the batch is never seen whole:
-//
-//   - operations run in the order ops yields them; pending ones are not
-//     moved first;
-//   - an operation with an empty ID or no Request is a failed result
-//     (ErrInvalidRequest), not an error for the whole batch;
-//   - a repeated ID runs again, as another call of the same operation:
-//     answered from the journal if the first one finished.
-//
-// When ctx ends, ops is read no further; Skipped counts only the
-// operations read but not run (one read and not started, and those set
-// aside).
+// RunBatchSeq is RunBatch for a batch too large to hold in memory: ops is
+// read only as fast as workers take them. Since the batch is never seen
+// whole, pending operations are not moved first, an invalid operation is a
+// failed result (ErrInvalidRequest), a repeated ID runs again, and Skipped
+// counts only operations read but not run.
 func (c *Client) RunBatchSeq(ctx context.Context, ops iter.Seq[BatchOp], opts BatchOptions) (BatchSummary, error) {
 	return c.runBatch(ctx, ops, opts)
 }

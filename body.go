@@ -207,9 +207,8 @@ func whyNotRecorded(op Operation) error {
 
 func (b *recordedBody) Close() error { return nil }
 
-// Recorded reports whether resp was returned from the journal's record of a
-// completed operation, without a network call, rather than received from
-// the server in this Do.
+// Recorded reports whether resp was answered from the journal, without a
+// network call.
 func Recorded(resp *http.Response) bool {
 	if resp == nil {
 		return false

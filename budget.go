@@ -2,29 +2,18 @@ package idem
 
 import "sync"
 
-// RetryBudget bounds the retries of all operations of a Client together, in
-// the manner of gRPC's retry throttling, so that a dead or overloaded
-// dependency sees a trickle of first attempts instead of a retry storm.
-//
-// The budget holds tokens, MaxTokens when full. Every attempt that fails in
-// a retryable way spends one token; every attempt that gets a final answer
-// (done or rejected) refunds Refund tokens. A retry is allowed only while
-// more than half of MaxTokens remain. When the budget stops a retry, the
-// operation ends Unknown with ErrRetryBudgetExhausted and stays pending:
-// the next Do of it resumes under the same key. First attempts are never
-// throttled.
-//
-// With the defaults, a client whose every attempt fails stops retrying
-// after 50 failures, and earns a retry back for every 10 final answers: the
-// budget throttles retries once more than about one attempt in eleven
-// fails.
+// RetryBudget bounds the retries of all operations of a Client together, as
+// gRPC's retry throttling does: a token bucket of size MaxTokens, initially
+// full. A retryable failure spends one token, a final answer refunds Refund,
+// and a retry is allowed only while more than half the tokens remain. First
+// attempts are never throttled; a retry stopped ends unknown with
+// ErrRetryBudgetExhausted.
 type RetryBudget struct {
 	// MaxTokens is the size of the budget. Default 100.
 	MaxTokens float64
 	// Refund is what a final answer returns to the budget. Default 0.1.
 	Refund float64
-	// Disabled turns the budget off: only MaxAttempts and MaxElapsed
-	// bound retries. Default false.
+	// Disabled turns the budget off. Default false.
 	Disabled bool
 }
 

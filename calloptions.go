@@ -8,26 +8,20 @@ import (
 
 // CallOptions override, for the calls whose request context carries them,
 // the Config fields of the same names; a zero field keeps the Config's.
-// They serve a call that must give up sooner (or may try harder) than the
-// Client's other calls, as when a request handler has a deadline of its
-// own.
 type CallOptions struct {
 	// MaxAttempts bounds the attempts of the call, the first included.
 	MaxAttempts int
 	// MaxElapsed bounds the time the call spends retrying.
 	MaxElapsed time.Duration
-	// Resend, when set, is asked about an operation the journal holds as
-	// refused without effect (RefusedWithoutEffect): if it returns true,
-	// the refusal is forgotten and the call sends the operation again,
-	// under a new key. Default nil: a recorded refusal is returned.
+	// Resend, when set, is asked about a recorded refusal that
+	// RefusedWithoutEffect allows: true sends it again under a new key.
 	Resend func(Operation) bool
 }
 
 type callOptionsKey struct{}
 
-// WithCallOptions returns a context that carries o for the calls made
-// with it: Do with a request built on it, or a request through
-// StandardClient.
+// WithCallOptions returns a context that carries o for the calls of the
+// requests built on it.
 func WithCallOptions(ctx context.Context, o CallOptions) context.Context {
 	return context.WithValue(ctx, callOptionsKey{}, o)
 }

@@ -19,64 +19,54 @@ import (
 	"github.com/idemkit/idem/internal/journalkit"
 )
 
-// Config configures a Client. The zero Config is usable: each zero field
-// takes the default its doc states.
+// Config configures a Client. The zero Config is usable: a zero field takes
+// the Default constant of its name, or the default its doc states.
 type Config struct {
-	// Journal keeps keys and outcomes across restarts: a filejournal.Journal, or
-	// a shared journal (package pgjournal); Clients may share one. Default
-	// nil: keys live in this process only.
+	// Journal keeps keys and outcomes across restarts; Clients may share
+	// one. Default nil: keys live in this process only.
 	Journal Journal
 
-	// HTTPClient sends the attempts; its CheckRedirect is asked only about
-	// the redirects idem allows (Redirects, in the package documentation).
-	// Default: go-cleanhttp's pooled client.
+	// HTTPClient sends the attempts (see Redirects). Default:
+	// go-cleanhttp's pooled client.
 	HTTPClient *http.Client
 
 	// AttemptTimeout bounds each attempt, the recorded body read included.
-	// Default DefaultAttemptTimeout (10s).
 	AttemptTimeout time.Duration
-	// MaxAttempts bounds one Do's attempts. Default DefaultMaxAttempts (8).
+	// MaxAttempts bounds one Do's attempts.
 	MaxAttempts int
-	// MaxElapsed bounds one Do's retrying. Default DefaultMaxElapsed (2m).
+	// MaxElapsed bounds one Do's retrying.
 	MaxElapsed time.Duration
-	// InitialWait is the first wait; later ones grow by half. Default
-	// DefaultInitialWait (250ms).
+	// InitialWait is the first wait; later ones grow by half.
 	InitialWait time.Duration
-	// MaxWait caps every wait, a Retry-After included. Default
-	// DefaultMaxWait (30s).
+	// MaxWait caps every wait, a Retry-After included.
 	MaxWait time.Duration
 	// Jitter spreads each wait over [1-Jitter, 1+Jitter] times its value,
-	// at most 1; negative turns it off. Default DefaultJitter (0.5).
+	// at most 1; negative turns it off.
 	Jitter float64
 
-	// KeyTTL is how long the server keeps a key (see Keys and expiry in
-	// the package documentation). Default, the first set of: the
-	// Dialect's Retention, the Journal's KeyTTL, DefaultKeyTTL (24h).
+	// KeyTTL is how long the server keeps a key (see Keys and expiry).
+	// Default, the first set of: Dialect.Retention, the Journal's KeyTTL,
+	// DefaultKeyTTL.
 	KeyTTL time.Duration
 
 	// RetryBudget bounds retries across the Client's operations (on by default).
 	RetryBudget RetryBudget
-	// Dialect is how the API speaks idempotency (see Dialect). Default:
-	// the zero Dialect, the IETF draft with Idempotent-Replayed.
+	// Dialect is how the API speaks idempotency.
 	Dialect Dialect
 	// KeyHeader, when set, carries the key in place of Dialect.KeyHeader.
 	// Default "Idempotency-Key" unless the dialect names a header or field.
 	KeyHeader string
-	// QuotedKey sends the key as a structured-field string ("…"), as
-	// Dialect.QuotedKey does. Default false: the bare UUID.
+	// QuotedKey sends the key quoted, as Dialect.QuotedKey does.
 	QuotedKey bool
 
 	// MaxBufferedBody bounds a request body without GetBody, held in
-	// memory to be replayed; a larger one fails with ErrBodyTooLarge.
-	// Default DefaultMaxBufferedBody (1 MiB).
+	// memory to be replayed (ErrBodyTooLarge).
 	MaxBufferedBody int64
-	// MaxRecordedBody bounds the response body recorded with an outcome;
-	// a replay of a larger one fails with ErrBodyNotRecorded. Default
-	// DefaultMaxRecordedBody (64 KiB).
+	// MaxRecordedBody bounds the response body recorded with an outcome
+	// (ErrBodyNotRecorded).
 	MaxRecordedBody int64
 	// MaxRecordedHeader bounds the response header recorded, as counted on
-	// the wire (see Operation.HeaderTruncated). Default
-	// DefaultMaxRecordedHeader (16 KiB).
+	// the wire.
 	MaxRecordedHeader int64
 
 	// UnrecordedHeaders names response header fields never recorded,
@@ -89,23 +79,19 @@ type Config struct {
 	// written, besides DefaultRedactedParams. Default nil.
 	RedactedParams []string
 
-	// CheckRetry, when set, decides after each attempt whether another
-	// follows, in place of DefaultCheckRetry (see Retries in the package
-	// documentation). Default nil.
+	// CheckRetry, when set, amends DefaultCheckRetry (see Retries).
 	CheckRetry func(ctx context.Context, resp *http.Response, err error) (bool, error)
 
 	// OnAttempt, when set, is called after each attempt. Default nil.
 	OnAttempt func(Attempt)
-	// OnOperation, when set, is called as every operation ends, through
-	// Do or RoundTripper. Default nil.
+	// OnOperation, when set, is called as every operation ends. Default nil.
 	OnOperation func(OperationEnd)
 	// OnOperationStart, when set, is called as every operation starts; the
-	// context it returns is the operation's (OperationEnd.Context).
-	// Default nil.
+	// context it returns is the operation's. Default nil.
 	OnOperationStart func(ctx context.Context, id string) context.Context
 
-	// Logger receives the Client's records (see Logging in the package
-	// documentation). Default nil: slog.Default().
+	// Logger receives the Client's records (see Logging). Default
+	// slog.Default().
 	Logger *slog.Logger
 
 	// Now is the clock for key ages and backoff. Default: the Journal's
@@ -131,8 +117,8 @@ const (
 
 	DefaultMaxRecordedHeader = 16 << 10
 
-	// DefaultKeyTTL is the key lifetime of a server whose Dialect does not
-	// state one: 24 hours, the reference server's retention window.
+	// DefaultKeyTTL (24 hours) is the key lifetime of a server whose Dialect
+	// states none.
 	DefaultKeyTTL = journalkit.DefaultKeyTTL
 )
 
@@ -157,7 +143,7 @@ func keyTTL(cfg Config, d Dialect) time.Duration {
 const errorBodyLimit = 4 << 10
 
 // Client sends requests as idempotent operations. It is safe for concurrent
-// use; create one and reuse it.
+// use.
 type Client struct {
 	cfg     Config
 	dialect Dialect // cfg.Dialect, its signals copied
@@ -278,12 +264,8 @@ func setDefault[T comparable](field *T, def T) {
 }
 
 // Do sends req as the operation named id and returns the server's final
-// response: Done. For Rejected and Unknown it returns an *OutcomeError
-// (see Outcomes in the package documentation). A done or rejected
-// operation is answered from the journal without a network call (see
-// Recorded). Concurrent Do calls of one ID run one at a time.
-// req.Context() bounds the whole Do. Do closes req.Body, as
-// http.Client.Do does.
+// response, or an *OutcomeError (see Outcomes). req.Context() bounds the whole
+// Do. Do closes req.Body, as http.Client.Do does.
 func (c *Client) Do(id string, req *http.Request) (*http.Response, error) {
 	if id == "" {
 		closeBody(req)
@@ -359,8 +341,7 @@ func (c *Client) do(id string, req *http.Request, claim Claim) (result, error) {
 	return res, err
 }
 
-// RetryBudgetTokens returns the tokens left in the Client's retry budget
-// (see RetryBudget), for monitoring.
+// RetryBudgetTokens returns the tokens left in the retry budget.
 func (c *Client) RetryBudgetTokens() float64 { return c.budget.available() }
 
 // run runs an operation; an empty id is a request without one, whose key
@@ -723,27 +704,18 @@ func OperationFrom(ctx context.Context) (string, bool) {
 }
 
 // RoundTripper returns an http.RoundTripper that sends each request as an
-// operation of c. A request whose context carries an operation ID
-// (WithOperation) is that operation, exactly as with Do. A mutating request
-// without one gets a key minted for it alone, kept in memory, and reused
-// across its retries only. A GET, HEAD or OPTIONS request without one is
-// not an operation: it is sent once, without a key and without the
-// journal, through Config.HTTPClient's transport and cookie jar, within
-// AttemptTimeout.
+// operation of c. A request named by WithOperation is that operation, as with
+// Do. A mutating request without one gets a key of its own, kept in memory.
+// A GET, HEAD or OPTIONS request without one is sent once, without a key.
 //
-// Unlike Do, a rejection is returned as the server's response (a 4xx the
-// calling code expects to read), not as an error; Unknown outcomes and
-// refusals (ErrMismatch, ErrKeyExpired) are returned as errors, which an
-// SDK's own retry loop is told not to retry (their RetryableError method
-// returns false). A redirect the redirect rule left unfollowed is a
-// rejection too, which an *http.Client on this RoundTripper must not
-// follow (ErrInvalidRequest); StandardClient's does not.
+// Unlike Do, a rejection is returned as the server's response, not as an
+// error. Other errors report false from their RetryableError method, so an
+// SDK's own retry loop does not retry them. An *http.Client on it must not
+// follow a redirect the redirect rule refused (ErrInvalidRequest).
 func (c *Client) RoundTripper() http.RoundTripper { return roundTripper{c} }
 
 // StandardClient returns an *http.Client whose transport is
-// c.RoundTripper(), which stops at the redirects the redirect rule leaves
-// unfollowed (see Redirects in the package documentation). A safe request
-// without an operation follows redirects as net/http does.
+// c.RoundTripper() and that stops at the redirects idem leaves unfollowed.
 func (c *Client) StandardClient() *http.Client {
 	return &http.Client{Transport: c.RoundTripper(), CheckRedirect: c.standardRedirect}
 }

@@ -9,80 +9,59 @@ import (
 )
 
 // Dialect says how an API speaks idempotency: where the key goes, which
-// keys it accepts, how long it keeps them, and how to read its answers
-// (D1, D2). Config.Dialect selects one.
+// keys it accepts, how long it keeps them, and how to read its answers.
+// Config.Dialect selects one.
 //
-// The zero Dialect is the IETF idempotency-key draft as most servers speak
-// it, with Stripe's Idempotent-Replayed header (D3): the bare key in the
-// Idempotency-Key header, no limits on the key, Config.KeyTTL's default
-// retention, and the retry rule (DefaultCheckRetry) for every answer.
-//
-// The built-in dialects (Stripe, Adyen, PayPal, Square, AWSCloudControl,
-// CheckoutCom, IETFDraft, MercadoPago, Primer, PicPay; see Dialects) are
-// values to use as they are. To adapt one, copy it and give the copy Signals
-// of its own (slices.Clone), so that the built-in value stays as it is.
+// The zero Dialect is the IETF idempotency-key draft with Stripe's
+// Idempotent-Replayed header: the bare key in Idempotency-Key, no key limits,
+// and the retry rule for every answer. To adapt a built-in dialect, copy it
+// and give the copy its own Signals (slices.Clone).
 type Dialect struct {
 	// Name names the dialect in errors and for idem send --dialect.
 	Name string
 
-	// KeyHeader is the request header that carries the key. Default
-	// "Idempotency-Key", unless KeyField is set. Config.KeyHeader, when
-	// set, takes its place.
+	// KeyHeader is the request header that carries the key, unless
+	// KeyField is set. Default "Idempotency-Key".
 	KeyHeader string
-	// QuotedKey sends the key in KeyHeader as a structured-field string
-	// ("…"). Config.QuotedKey true quotes it too.
+	// QuotedKey sends the key as a structured-field string ("…").
 	QuotedKey bool
-	// KeyField, when set, is the top-level field of the JSON object
-	// request body that carries the key, in place of a header. Every
-	// attempt's body is the caller's with the field inserted first, and
-	// otherwise byte for byte the same; the fingerprint is taken over the
-	// caller's body, without the field. A body that is not a JSON object,
-	// or that has the field already, is refused before anything is sent
-	// (ErrBodyNotObject).
+	// KeyField, when set, is the top-level field of the JSON object body
+	// that carries the key, in place of a header. The field is inserted
+	// first; the fingerprint covers the caller's body without it.
 	KeyField string
 
 	// MaxKeyLength is the longest key, in bytes, the API accepts; 0 for
-	// no limit. New refuses a dialect whose limits a key idem mints (a
-	// 36-byte UUIDv4) would not fit.
+	// no limit. New refuses limits a minted key would not fit.
 	MaxKeyLength int
 	// KeyChars, when set, is the bytes a key may be made of.
 	KeyChars string
 
-	// Retention is how long the API keeps a key, zero when it publishes
-	// none: a step of Config.KeyTTL's default.
+	// Retention is how long the API keeps a key; zero if unpublished.
 	Retention time.Duration
 
-	// Signals are the answers the API gives about a key, tried in order
-	// after the replay signals (see Signal); an answer that matches none
-	// is read by the retry rule.
+	// Signals are the API's answers, tried in order after the replay signals;
+	// an answer that matches none is read by the retry rule.
 	Signals []Signal
 }
 
 // Answer is what an API's answer says about its key: what a Signal means.
 type Answer uint8
 
-// The answers a Signal can mean (D2).
+// The answers a Signal can mean.
 const (
-	// AnswerInFlight: a request with this key is still being processed.
-	// It is never final: it is retried, and the outcome is unknown when
-	// retrying stops.
+	// AnswerInFlight: the key is still being processed. It is retried, and
+	// ends unknown when retrying stops.
 	AnswerInFlight Answer = iota + 1
-	// AnswerReplay: the API's stored answer for the key, replayed. It is
-	// read as its status says by the retry rule, but never as in flight:
-	// a replayed 409 is final. Replay signals are tried before the others.
+	// AnswerReplay: the API's stored answer, replayed: read by its status,
+	// never as in flight. Replay signals are tried first.
 	AnswerReplay
-	// AnswerApplied: the API applied a request with this key before and
-	// says so without replaying its answer. The operation is done, with
-	// this answer as its response, whatever its status, and the response
-	// is flagged (AlreadyApplied).
+	// AnswerApplied: the API applied the key's request before and says so
+	// without replaying its answer: done, whatever the status (AlreadyApplied).
 	AnswerApplied
-	// AnswerKeyReused: the API holds the key for a different request. A
-	// request under the key may have been applied, so the outcome is
-	// unknown, with an error matching ErrKeyReused, and the operation
-	// stays pending for a person to reconcile. It is not retried.
+	// AnswerKeyReused: the API holds the key for a different request: not
+	// retried, and unknown (ErrKeyReused).
 	AnswerKeyReused
-	// AnswerRefused: the API refused the request and applied nothing. The
-	// operation is rejected, whatever the status.
+	// AnswerRefused: the API applied nothing: rejected, whatever the status.
 	AnswerRefused
 )
 
@@ -106,60 +85,44 @@ func (a Answer) String() string {
 
 // Signal is one answer of a dialect: a response that matches every
 // condition set in it means Answer. At least one condition must be set.
-//
-// A value (HeaderValue, Value) matches text equal to it; a * at its start
-// or end matches any text there ("*Mismatch*" matches any text holding
-// "Mismatch"). A server speaking the dialect sends the value without its
-// stars.
+// A value (HeaderValue, Value) matches text equal to it; a * at its start or
+// end matches any text there.
 type Signal struct {
 	// Status is the response status code; 0 for any.
 	Status int
 	// Header names a response header field that must be present; with
-	// HeaderValue, one of its values must match that, ignoring case and
-	// surrounding space.
+	// HeaderValue, one of its values must match, ignoring case and space.
 	Header, HeaderValue string
-	// Field is a field of the JSON response body, as a path of object
-	// keys joined by dots ("error.code"); an array on the path matches
-	// when one of its elements does. Its value, a string, number or
-	// boolean as written, must match Value. The body is read up to a
-	// bound (64 KiB); a longer one, or one that is not JSON, matches no
-	// Field.
+	// Field is a dotted path into a JSON response body ("error.code"); an
+	// array matches when one element does. Its scalar value must match Value.
+	// A body too long or not JSON matches no Field.
 	Field, Value string
 	// Answer is what a matching response means.
 	Answer Answer
 }
 
-// AppliedHeader is the response header field idem sets, to "true", on the
-// response of an operation a dialect's AnswerApplied made done, in this Do
-// and as recorded; a server's own field of that name is removed.
+// AppliedHeader is the response header field idem sets to "true" on an
+// AnswerApplied response, replacing a server's own.
 const AppliedHeader = "Idem-Already-Applied"
 
-// AlreadyApplied reports whether resp is the answer of an API that had
-// applied the operation before and said so without replaying its response
-// (AnswerApplied): the operation is done, and resp says what the API
-// answered (a status such as 400 or 409 included).
+// AlreadyApplied reports whether resp is an AnswerApplied: the operation is
+// done, whatever resp's status.
 func AlreadyApplied(resp *http.Response) bool {
 	return resp != nil && resp.Header.Get(AppliedHeader) == "true"
 }
 
 // Errors of dialects.
 var (
-	// ErrKeyReused matches the *OutcomeError of an operation whose API
-	// answered that it holds the key for a different request
-	// (AnswerKeyReused). The outcome is unknown.
+	// ErrKeyReused matches the unknown *OutcomeError of an AnswerKeyReused.
 	ErrKeyReused = errors.New("the API holds the key for a different request")
 
-	// ErrBodyNotObject: the dialect puts the key in a field of the body
-	// (Dialect.KeyField), and the body is not a JSON object, or already
-	// has that field. It also matches ErrInvalidRequest.
+	// ErrBodyNotObject: the body cannot carry Dialect.KeyField. It also
+	// matches ErrInvalidRequest.
 	ErrBodyNotObject = fmt.Errorf("%w: the dialect puts the key in the body, which must be a JSON object without the key's field", ErrInvalidRequest)
 )
 
-// The built-in dialects. Each follows the provider documentation it cites
-// (the source says what it read there), as read when it was written; a
-// provider's API may differ by endpoint (retention above all), and
-// Config.KeyTTL set to the endpoint's own retention overrides the
-// dialect's. Copy one to adapt it (see Dialect).
+// The built-in dialects, as read from the documentation each cites. An
+// endpoint may keep keys for another time: set Config.KeyTTL to it.
 var (
 	IETFDraft       = ietfDraft       // the IETF draft, -07: a quoted Idempotency-Key, 409 in flight, 422 key reused
 	Stripe          = stripe          // Idempotency-Key, kept 24h, replays flagged: https://docs.stripe.com/api/idempotent_requests

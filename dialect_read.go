@@ -223,11 +223,9 @@ func jsonValues(doc any, path []string, out []string) []string {
 	return out
 }
 
-// Read returns what resp means in the dialect: the Answer of the signal it
-// matches, or 0 when none does. body is the response body's first bytes
-// (a Field signal reads at most 64 KiB of them), nil when not read. An
-// integration that sends operations its own way, below an SDK, reads the
-// API's answers with it as Do does.
+// Read returns the Answer of the signal resp matches, or 0 when none does.
+// body is the response body's first bytes, nil when not read. It lets an
+// integration that sends operations its own way read answers as Do does.
 func (d Dialect) Read(resp *http.Response, body []byte) Answer {
 	return d.answer(resp, body[:min(len(body), answerBodyLimit)])
 }

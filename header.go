@@ -8,12 +8,9 @@ import (
 
 // Bounding the recorded header (C3): see Config.MaxRecordedHeader.
 
-// RecordedHeader returns what an outcome records of the response header
-// h under a header limit of limit bytes: h without the fields the
-// secrets rule leaves out (see RedactHeader), then bounded as
-// Config.MaxRecordedHeader says, and whether fields were left out for
-// the limit (Operation.HeaderTruncated). It is Do's rule, for code that
-// records outcomes through a Claim itself, such as package idemaws.
+// RecordedHeader returns what an outcome records of header h under a limit
+// of limit bytes, and whether fields were left out for the limit. It is Do's
+// rule, for code that records outcomes through a Claim itself.
 func RecordedHeader(h http.Header, limit int64) (http.Header, bool) {
 	kept, _ := defaultSecrets.header(h)
 	return recordableHeader(kept, limit)

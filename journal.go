@@ -10,67 +10,48 @@ import (
 
 // Errors of journals shared by many machines.
 var (
-	// ErrJournalUnavailable: the journal's database could not be reached
-	// or did not answer in time. Do returns it before sending anything;
-	// once the database answers again, so does the journal.
+	// ErrJournalUnavailable: the journal's database did not answer in time.
+	// Do returns it before sending anything.
 	ErrJournalUnavailable = errors.New("journal unavailable")
 
-	// ErrClaimLost: the claim on an operation lapsed while it was held (a
-	// lease not renewed in time, so another machine may have taken the
-	// operation over). Attempts stop, and nothing the lapsed holder writes
-	// is recorded; the operation stays pending under its key.
+	// ErrClaimLost: the claim lapsed while held (see Claim.Lost); the
+	// operation stays pending under its key.
 	ErrClaimLost = errors.New("claim on operation lost")
 
 	// ErrClaimed matches a *HeldError.
 	ErrClaimed = errors.New("operation claimed elsewhere")
 )
 
-// Errors every journal returns, wrapped with context (the journal, the
-// operation ID); test for them with errors.Is.
+// Errors every journal returns, wrapped with context; test with errors.Is.
 var (
 	// ErrInvalidOperation reports an Operation that Begin or Complete
-	// refuses: an empty or over-long ID or key, a state that does not fit
-	// the call, a time outside the representable range, or a record larger
-	// than the journal's record limit. Nothing is written.
+	// refuses (see CheckIntent and CheckOutcome). Nothing is written.
 	ErrInvalidOperation = journalkit.ErrInvalidOperation
 
-	// ErrOperationExists reports a Begin for an operation ID the journal
-	// already holds. An operation's intent is recorded once; its key is
-	// reused, never replaced.
+	// ErrOperationExists reports a Begin for an ID the journal holds.
 	ErrOperationExists = journalkit.ErrOperationExists
 
-	// ErrNoSuchOperation reports a Complete for an operation ID the journal
-	// does not hold: an outcome is only recorded after its intent.
+	// ErrNoSuchOperation reports an operation ID the journal does not hold.
 	ErrNoSuchOperation = journalkit.ErrNoSuchOperation
 
-	// ErrCorrupt reports that what a journal reads back fails a check that
-	// a torn write cannot explain: a record of a file journal (its
-	// concrete error then says where) or a header stored in a database.
+	// ErrCorrupt reports a stored record that fails a check a torn write
+	// cannot explain.
 	ErrCorrupt = journalkit.ErrCorrupt
 
 	// ErrClosed reports a use of a Journal after Close.
 	ErrClosed = journalkit.ErrClosed
 )
 
-// HeldError is returned by Journal.Claim (and so by Do) when the caller's
-// context ended while another machine held the operation's claim, and by
-// Journal.TryClaim when another Do held it.
+// HeldError reports an operation another Do held: from Journal.Claim when
+// the caller's context ended first, and from Journal.TryClaim.
 type HeldError struct {
-	// ID is the operation's ID.
-	ID string
-	// Holder names the machine that held the claim, as it named itself
-	// (pgjournal.Options.Owner); empty for another Do of this process
-	// through a journal that does not name its holders.
-	Holder string
-	// Until is when the holder's lease lapses unless it is renewed, by the
-	// journal's clock; zero for a claim that does not lapse, or whose
-	// lease was not read.
-	Until time.Time
-	// Err is why waiting stopped: the context's error; nil from TryClaim,
-	// which does not wait.
-	Err error
+	ID     string    // the operation's ID
+	Holder string    // the holder as it named itself; "" for this process
+	Until  time.Time // when the holder's lease lapses; zero if unknown
+	Err    error     // the context's error; nil from TryClaim
 }
 
+// Error names the operation and its holder.
 func (e *HeldError) Error() string {
 	holder := e.Holder
 	if holder == "" {
@@ -92,17 +73,13 @@ func (e *HeldError) Is(target error) bool { return target == ErrClaimed }
 // Unwrap returns Err.
 func (e *HeldError) Unwrap() error { return e.Err }
 
-// CheckIntent returns why a journal refuses op as an intent (Claim.Begin),
-// or nil: an error matching ErrInvalidOperation for an empty or over-long ID
-// or key, a state other than Pending, outcome fields set, or a Created time
-// outside what a journal can store. Every Journal applies it.
+// CheckIntent returns an error matching ErrInvalidOperation if a journal
+// must refuse op as an intent (Claim.Begin), or nil. Every Journal applies it.
 func CheckIntent(op Operation) error { return checkIntent(&op) }
 
-// CheckOutcome returns why a journal refuses op as an outcome
-// (Claim.Complete), or nil: an error matching ErrInvalidOperation for a
-// state other than Done or Rejected, a status outside 0..999, a body kept
-// although marked truncated, or a time outside what a journal can store.
-// Every Journal applies it.
+// CheckOutcome returns an error matching ErrInvalidOperation if a journal
+// must refuse op as an outcome (Claim.Complete), or nil. Every Journal applies
+// it.
 func CheckOutcome(op Operation) error { return checkCompletion(&op) }
 
 // checkIntent validates op for Begin.

@@ -22,9 +22,8 @@ func newKey() (string, error) {
 }
 
 // Fingerprint identifies the content of a request: SHA-256 over its method,
-// its URL and its body bytes. Two requests with the same fingerprint are, for
-// idempotency, the same request; an operation ID presented again with a
-// different fingerprint is refused with ErrMismatch.
+// URL and body. An operation ID presented again with another fingerprint is
+// refused with ErrMismatch.
 type Fingerprint [sha256.Size]byte
 
 // String returns the fingerprint in lowercase hexadecimal.

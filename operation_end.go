@@ -6,27 +6,20 @@ import (
 	"time"
 )
 
-// OperationEnd describes how one call of an operation ended: a Do, or a
-// request through RoundTripper. Config.OnOperation receives one per call,
-// so that code without a tracing library can log or count outcomes.
+// OperationEnd describes how one call of an operation ended, for
+// Config.OnOperation.
 type OperationEnd struct {
 	ID  string // the operation ID ("" for a request without one)
 	Key string // the key the operation carries; "" if refused before it was known
-	// Outcome is OutcomeDone, OutcomeRejected or OutcomeUnknown; zero when
-	// the call was refused before anything was sent (Err says why:
-	// ErrMismatch, ErrKeyExpired, ErrInvalidRequest, a journal failure,
-	// the context ending while waiting for a concurrent call).
-	Outcome Outcome
-	// Recorded: the outcome was answered from the journal; nothing was
-	// sent.
-	Recorded bool
-	Attempts int           // attempts this call made
-	Status   int           // the final status, or the last one for Unknown; 0 if none
-	Err      error         // for Unknown, why retrying stopped; for a refusal, the error
-	Elapsed  time.Duration // how long the call took
-	// Context is the operation's context: the request's, as
-	// Config.OnOperationStart returned it.
-	Context context.Context
+	// Outcome is zero when the call was refused before anything was sent;
+	// Err then says why.
+	Outcome  Outcome
+	Recorded bool            // the outcome was answered from the journal
+	Attempts int             // attempts this call made
+	Status   int             // the final status, or the last one for Unknown; 0 if none
+	Err      error           // for Unknown, why retrying stopped; for a refusal, the error
+	Elapsed  time.Duration   // how long the call took
+	Context  context.Context // as Config.OnOperationStart returned it
 }
 
 // endOf describes how a call of operation id ended, with res and err,

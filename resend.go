@@ -8,14 +8,9 @@ import (
 )
 
 // RefusedWithoutEffect reports whether op is a refusal that applied
-// nothing, so that sending it again under a new key cannot apply it
-// twice. That holds for a rejection the server answered with a 4xx other
-// than 408, 409 and 429: a client error, such as an expired token (401)
-// or a body the server would not take (400, 422). It never holds for a
-// pending or done operation, for a 3xx (a 301 or 302 to a POST is often a
-// framework's answer to a request it applied), for a 5xx, or for an
-// outcome a person settled by hand (SettledHeader). It is meant for
-// CallOptions.Resend and BatchOptions.Resend.
+// nothing, so that sending it again under a new key cannot apply it twice:
+// a rejection with a 4xx other than 408, 409 and 429, not settled by hand.
+// A 3xx never qualifies: a redirect may answer a request that was applied.
 func RefusedWithoutEffect(op Operation) bool {
 	switch {
 	case op.State != StateRejected || op.Status < 400 || op.Status > 499:
@@ -26,8 +21,8 @@ func RefusedWithoutEffect(op Operation) bool {
 	return op.Header.Get(SettledHeader) == ""
 }
 
-// ErrCannotResend: CallOptions.Resend or BatchOptions.Resend chose an
-// operation that the Journal cannot forget (it is not a Forgetter).
+// ErrCannotResend: a Resend option chose an operation the Journal cannot
+// forget (it is not a Forgetter).
 var ErrCannotResend = errors.New("journal cannot forget a refusal to send it again")
 
 // resend forgets op, a refusal found in the journal, when the call's

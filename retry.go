@@ -17,27 +17,21 @@ import (
 )
 
 // Reasons retrying stops before a final answer, wrapped in
-// OutcomeError.Err: the outcome is unknown, and the operation stays
-// pending. ErrKeyExpired stops retrying too (see Keys and expiry in the
-// package documentation).
+// OutcomeError.Err of an unknown outcome. ErrKeyExpired stops it too.
 var (
 	// ErrAttemptsExhausted: MaxAttempts attempts were made.
 	ErrAttemptsExhausted = errors.New("attempts exhausted")
 	// ErrMaxElapsed: the next attempt would start after MaxElapsed.
 	ErrMaxElapsed = errors.New("maximum elapsed time reached")
-	// ErrRetryBudgetExhausted: the client-wide retry budget is empty (many
-	// recent attempts failed), so no retry was made. See RetryBudget.
+	// ErrRetryBudgetExhausted: the RetryBudget stopped a retry.
 	ErrRetryBudgetExhausted = errors.New("retry budget exhausted")
-	// ErrRetryDeclined: Config.CheckRetry declined to retry an answer the
-	// retry rule would have retried. The error it returned, if any, is
-	// wrapped too.
+	// ErrRetryDeclined: Config.CheckRetry stopped a retry the rule would
+	// make; its own error, if any, is wrapped too.
 	ErrRetryDeclined = errors.New("Config.CheckRetry declined to retry")
 )
 
-// DefaultCheckRetry is the retry rule (see Retries in the package
-// documentation) in the form of go-retryablehttp's CheckRetry: whether to
-// send another attempt, and when not, the error that says why (nil for a
-// final answer). A Config.CheckRetry may call it.
+// DefaultCheckRetry is the retry rule (see Retries) as a go-retryablehttp
+// CheckRetry. A Config.CheckRetry may call it.
 func DefaultCheckRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	return retryable(ctx, resp, err)
 }
@@ -88,8 +82,7 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 // time.Duration in go-retryablehttp's parsing (2^63ns is about 9.2e9 s).
 var hugeDelay = regexp.MustCompile(`^\s*[0-9]{10,}\s*$`)
 
-// Attempt describes one attempt of an operation. Config.OnAttempt receives
-// one after each attempt's fate is decided.
+// Attempt describes one attempt of an operation, for Config.OnAttempt.
 type Attempt struct {
 	ID     string        // the operation ID ("" for a request without one)
 	Key    string        // the idempotency key the attempt carried

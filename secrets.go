@@ -9,9 +9,7 @@ import (
 )
 
 // DefaultUnrecordedHeaders returns the response header fields an outcome
-// never records: cookies and credentials, which would let anyone who reads
-// the journal take over a session. WWW-Authenticate and Proxy-Authenticate
-// are challenges, not credentials, and are kept. The slice is a copy.
+// never records: cookies and credentials. The slice is a copy.
 func DefaultUnrecordedHeaders() []string { return slices.Clone(unrecordedHeaders) }
 
 var unrecordedHeaders = []string{
@@ -19,17 +17,14 @@ var unrecordedHeaders = []string{
 	"Authentication-Info", "Proxy-Authentication-Info",
 }
 
-// UnrecordedHeadersField is the field a recorded header gains, listing the
-// names of the fields the secrets rule left out, so that a response
-// answered from the journal says which fields it lacks.
+// UnrecordedHeadersField is the field a recorded header gains, naming the
+// fields the secrets rule left out.
 const UnrecordedHeadersField = "Idem-Unrecorded-Headers"
 
-// DefaultRedactedParams returns the query parameters whose values are
-// never written. A parameter is redacted when its name, compared without
-// case, is one of them, or ends with one of them after a character that
-// is not a letter or digit ("refresh_token", "x-api-key", "auth.token") or
-// after a camelCase boundary ("accessToken", "clientSecret", "APIToken").
-// The slice is a copy.
+// DefaultRedactedParams returns the query parameters whose values are never
+// written. A name matches, ignoring case, when it is one of them or ends with
+// one after a non-alphanumeric or camelCase boundary ("x-api-key",
+// "accessToken", "APIToken"). The slice is a copy.
 func DefaultRedactedParams() []string { return slices.Clone(redactedParams) }
 
 var redactedParams = []string{
@@ -212,27 +207,22 @@ func (s secrets) error(err error) error {
 }
 
 // RedactURL returns u as a Client whose Config.RedactedParams is
-// extraParams writes it (see Secrets in the package documentation): without user info, and
-// with the values of the DefaultRedactedParams and extraParams replaced.
-// Tools that show a request beside a journaled one, or trace it, use it.
+// extraParams writes it (see Secrets).
 func RedactURL(u *url.URL, extraParams ...string) string {
 	return newSecrets(Config{RedactedParams: extraParams}).url(u)
 }
 
 // RedactError rewrites, in place, the URL of every *url.Error in err's
-// chain as RedactURL writes it, and returns err: the error of an HTTP
-// request names its URL.
+// chain as RedactURL writes it, and returns err.
 func RedactError(err error, extraParams ...string) error {
 	return newSecrets(Config{RedactedParams: extraParams}).error(err)
 }
 
-// RedactRawURL returns the URL raw as RedactURL writes it, or a
-// placeholder for one that does not parse: what a journal's compaction
-// keeps of a URL that an older version recorded.
+// RedactRawURL returns raw as RedactURL writes it, or a placeholder for a
+// URL that does not parse.
 func RedactRawURL(raw string) string { return defaultSecrets.urlString(raw) }
 
-// RedactHeader returns h without the fields a Client with no extra names
-// does not record, with UnrecordedHeadersField naming them, and true; or h
-// itself and false when it has none to leave out: what a journal's
-// compaction keeps of a header that an older version recorded.
+// RedactHeader returns h without the fields a default Client does not
+// record, and true; or h and false when it has none: what compaction keeps of
+// an older record.
 func RedactHeader(h http.Header) (http.Header, bool) { return defaultSecrets.header(h) }

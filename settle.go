@@ -10,73 +10,49 @@ import (
 	"net/http"
 )
 
-// Settlement is what a person found on the server for a pending (or
-// expired) operation, for Settle: either an outcome (State Done or Rejected,
-// with Status and an optional Note), or Forget.
+// Settlement is what a person found on the server for a pending operation,
+// for Settle: an outcome, or Forget.
 type Settlement struct {
-	// State is Done (the server applied the operation) or Rejected (it
-	// did not, and never will). Zero with Forget.
-	State State
-	// Status is the status code to record, 0 to 999: the one the server
-	// answered, as far as the person could tell.
-	Status int
-	// Note is kept in the journal with the outcome, as the recorded
-	// response header field Idem-Settled-Note (without control
-	// characters). Optional.
-	Note string
+	State  State  // Done or Rejected; zero with Forget
+	Status int    // the status code the server answered
+	Note   string // recorded as SettledNoteHeader; optional
 
-	// Forget drops the operation from the journal instead of recording
-	// an outcome. The next Do of its ID then mints a NEW key: if the
-	// server applied the operation, that Do may apply it a second time.
-	// Forget only when the server certainly did not apply it and the
-	// operation must be sent again, or when it must never be answered
-	// from the journal again.
-	Forget bool
-	// ForgetCompleted allows Forget of an operation whose outcome is
-	// recorded (Done or Rejected); without it Settle refuses one with
-	// ErrAlreadyCompleted.
-	ForgetCompleted bool
+	// Forget drops the operation instead of recording an outcome. The
+	// next Do of its ID mints a new key, and may apply it a second time.
+	Forget          bool
+	ForgetCompleted bool // allows Forget of a completed operation
 }
 
 // The response header fields of an outcome Settle records.
 const (
-	// SettledHeader marks an outcome recorded by Settle: its value is
-	// "by hand".
+	// SettledHeader marks an outcome Settle recorded, with "by hand".
 	SettledHeader = "Idem-Settled"
 	// SettledNoteHeader holds Settlement.Note.
 	SettledNoteHeader = "Idem-Settled-Note"
 )
 
-// ErrAlreadyCompleted: Settle was asked to settle an operation whose
-// outcome is already recorded (Done or Rejected).
+// ErrAlreadyCompleted: Settle was asked to settle a completed operation.
 var ErrAlreadyCompleted = errors.New("operation already completed")
 
-// Forgetter is a Journal that can drop an operation: filejournal.Journal and the
-// PostgreSQL journal of package pgjournal. Both methods claim the
-// operation as Do does, so they wait for a running Do of id.
+// Forgetter is a Journal that can drop an operation. Both methods claim the
+// operation as Do does.
 type Forgetter interface {
-	// Forget drops the pending operation id. It returns an error matching
-	// ErrNoSuchOperation for an ID the journal does not hold, and
-	// ErrAlreadyCompleted for an operation whose outcome is recorded.
+	// Forget drops the pending operation id (ErrNoSuchOperation,
+	// ErrAlreadyCompleted).
 	Forget(ctx context.Context, id string) error
-	// ForgetCompleted drops the completed operation id if its key is key.
-	// It returns an error matching ErrNoSuchOperation when the journal
-	// holds no completed operation id under key.
+	// ForgetCompleted drops the completed operation id if its key is key
+	// (ErrNoSuchOperation otherwise).
 	ForgetCompleted(ctx context.Context, id, key string) error
 }
 
 // Settle resolves operation id, which a person reconciled with the server:
-// it records s's outcome (Done or Rejected, with its Status, a SettledHeader
-// field "by hand" and the Note) or, with s.Forget, drops the operation. It
-// claims the operation as Do does (Journal.Claim), so it waits for a Do of
-// id running in this process or, for a shared journal, on any machine, and
-// its outcome is fenced like Do's.
+// it records s's outcome, marked with SettledHeader, or with s.Forget drops the
+// operation. It claims the operation as Do does.
 //
 // Settle returns an error matching ErrNoSuchOperation for an ID the journal
-// does not hold, ErrAlreadyCompleted for an operation whose outcome is
-// recorded (unless s.Forget and s.ForgetCompleted), and ErrInvalidOperation
-// for a Settlement that is neither one outcome nor Forget, or a journal
-// that cannot forget.
+// does not hold, ErrAlreadyCompleted for a completed operation (unless
+// s.ForgetCompleted), and ErrInvalidOperation for a Settlement that is neither
+// one outcome nor Forget, or a journal that cannot forget.
 func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
 	if err := s.check(); err != nil {
 		return wrapf(err, "settling %q", id)
