@@ -3,6 +3,7 @@ package idem_test
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -245,5 +246,29 @@ func TestREADMEIsAFirstScreenAndAContents(t *testing.T) {
 	first := strings.Join(lines[:min(len(lines), 40)], "\n")
 	if !strings.Contains(first, "go get github.com/idemkit/idem") {
 		t.Error("README.md's first 40 lines do not say how to install: go get github.com/idemkit/idem")
+	}
+}
+
+// The root package's godoc stays what a user reads through: every rule
+// stated once, the rest pointing to it. Config, the first thing a user
+// looks up, fits on two screens.
+func TestGodocFitsItsLength(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	for _, tc := range []struct {
+		args []string
+		max  int
+	}{
+		{[]string{"doc", "-all", "."}, 900},
+		{[]string{"doc", ".", "Config"}, 100},
+	} {
+		out, err := exec.Command("go", tc.args...).Output()
+		if err != nil {
+			t.Fatalf("go %s: %v", strings.Join(tc.args, " "), err)
+		}
+		if n := bytes.Count(out, []byte("\n")); n > tc.max {
+			t.Errorf("go %s prints %d lines, more than %d: state a rule once, where it is enforced, and point to it", strings.Join(tc.args, " "), n, tc.max)
+		}
 	}
 }
