@@ -141,8 +141,7 @@ func TestNoBinaryLinksTesting(t *testing.T) {
 // layers are the repository's packages from the bottom up, as DESIGN.md
 // draws them: a package imports only packages of lower layers, except that
 // the proof machinery and the commands and examples may import their own
-// layer. A path ending in "/" names every
-// package under it.
+// layer. A path ending in "/" names every package under it.
 var layers = []layer{
 	{"shared leaves", []string{"internal/journalkit", "internal/fsutil", "internal/sqlkit"}, false},
 	{"file journal engine, SQL drivers", []string{"internal/fileengine", "internal/sqlkit/pgkit", "internal/sqlkit/sqlitekit", "internal/sqlkit/mysqlkit"}, false},
