@@ -103,15 +103,21 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a credential parameter joined by a dot written with its value", Rules: "C14.5",
-		Edits: []edit{{File: "secrets.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name[at-1], name[at]) {",
-			New: "if at == 0 || name[at-1] == '_' || name[at-1] == '-' || camelBoundary(name[at-1], name[at]) {"}},
+		Edits: []edit{{File: "secrets.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name, at) {",
+			New: "if at == 0 || name[at-1] == '_' || name[at-1] == '-' || camelBoundary(name, at) {"}},
 		Pkg: ".", Tests: []string{"TestRedactedParamSpellings"},
 	},
 	{
 		Name: "a camelCase credential parameter written with its value", Rules: "C14.5",
-		Edits: []edit{{File: "secrets.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name[at-1], name[at]) {",
+		Edits: []edit{{File: "secrets.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name, at) {",
 			New: "if at == 0 || !isLetterOrDigit(name[at-1]) {"}},
 		Pkg: ".", Tests: []string{"TestRedactedParamSpellings", "TestNoSecretsAtRest"},
+	},
+	{
+		Name: "a credential parameter after an acronym written with its value", Rules: "C14.5",
+		Edits: []edit{{File: "secrets.go", Old: "\treturn isUpper(prev) && at+1 < len(name) && 'a' <= name[at+1] && name[at+1] <= 'z'\n",
+			New: "\treturn false\n"}},
+		Pkg: ".", Tests: []string{"TestRedactedParamSpellings"},
 	},
 	{
 		Name: "an Authorization header recorded with the outcome", Rules: "C14.1",
