@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -180,6 +181,10 @@ func TestRunBatchSeq(t *testing.T) {
 	const n, concurrency = 200, 4
 	var mu sync.Mutex
 	read, ended, lead := 0, 0, 0
+	// The repeat of op-1 is read once op-1 has ended: were its first run
+	// still going (a retry's wait), the repeat would be set aside until
+	// the end, read but not ended, and the bound below would not hold.
+	op1Ended, op1Closed := make(chan struct{}), false
 	ops := func(yield func(idem.BatchOp) bool) {
 		for i := range n {
 			var op idem.BatchOp
@@ -187,6 +192,11 @@ func TestRunBatchSeq(t *testing.T) {
 			case 50:
 				op = idem.BatchOp{ID: ""} // invalid
 			case 60:
+				select {
+				case <-op1Ended:
+				case <-time.After(10 * time.Second):
+					t.Error("op-1 had not ended 10 s after the batch read it")
+				}
 				op = b.ops("op-1")[0] // repeated
 			default:
 				op = b.ops(fmt.Sprint("op-", i))[0]
@@ -200,9 +210,13 @@ func TestRunBatchSeq(t *testing.T) {
 			}
 		}
 	}
-	progress := func(idem.BatchResult, idem.BatchSummary) {
+	progress := func(r idem.BatchResult, _ idem.BatchSummary) {
 		mu.Lock()
 		ended++
+		if r.ID == "op-1" && !op1Closed {
+			op1Closed = true
+			close(op1Ended)
+		}
 		mu.Unlock()
 	}
 	sum, err := c.RunBatchSeq(context.Background(), ops, idem.BatchOptions{Concurrency: concurrency, Progress: progress})
