@@ -241,6 +241,33 @@ func TestCompactionScrubsPendingOperations(t *testing.T) {
 	}
 }
 
+// C14.2 at compaction: a record that named what it left out
+// (Idem-Unrecorded-Headers: Set-Cookie) and kept a field a later rule
+// leaves out (Authentication-Info, which an older version recorded) names
+// both once scrubbed: the names it gave before are kept, not replaced.
+func TestCompactionKeepsTheNamesARecordGaveBefore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.journal")
+	j := openJournal(t, path)
+	op := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending, URL: "https://api.example/charges"}
+	if err := journalhelp.Begin(j, op); err != nil {
+		t.Fatal(err)
+	}
+	op.State, op.Status, op.Body = idem.StateDone, 201, []byte(`{"id":"ch_1"}`)
+	op.Header = http.Header{idem.UnrecordedHeadersField: {"Set-Cookie"}, "Authentication-Info": {"nextnonce=n0nce-s3cret"},
+		"Content-Type": {"application/json"}}
+	if err := journalhelp.Complete(j, op); err != nil {
+		t.Fatal(err)
+	}
+	j = compactedAndReopened(t, j, path, "n0nce-s3cret")
+	defer j.Close()
+	got, _ := lookup(j, "charge")
+	if names := got.Header.Values(idem.UnrecordedHeadersField); len(names) != 1 || names[0] != "Authentication-Info, Set-Cookie" ||
+		got.Header.Get("Content-Type") != "application/json" || len(got.Header) != 2 {
+		t.Fatalf("after compaction the header is %v; want Content-Type and %s: Authentication-Info, Set-Cookie",
+			got.Header, idem.UnrecordedHeadersField)
+	}
+}
+
 // compactedAndReopened compacts and closes j, whose file is path, fails
 // the test if the file still holds one of secrets, and opens it again.
 func compactedAndReopened(t *testing.T, j *filejournal.Journal, path string, secrets ...string) *filejournal.Journal {
@@ -301,6 +328,16 @@ func TestRedactedParamSpellings(t *testing.T) {
 		if got, want := idem.RedactURL(u, tc.param), "https://api.example/c?"+tc.want; got != want {
 			t.Errorf("RedactURL with the extra parameter %s = %q, want %q", tc.param, got, want)
 		}
+	}
+}
+
+// C14.5 for a name written percent-encoded: a server decodes
+// access%5Ftoken to access_token, so the value is a credential all the
+// same and is replaced; the name keeps the spelling it was sent with.
+func TestAPercentEncodedCredentialParameterIsRedacted(t *testing.T) {
+	u := mustParse(t, "https://api.example/c?access%5Ftoken=v4lue&api%2Dkey=v4lue&%74oken=v4lue&n=1")
+	if got, want := idem.RedactURL(u), "https://api.example/c?access%5Ftoken=xxxxx&api%2Dkey=xxxxx&%74oken=xxxxx&n=1"; got != want {
+		t.Fatalf("RedactURL = %q, want %q", got, want)
 	}
 }
 
