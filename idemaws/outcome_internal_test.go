@@ -44,3 +44,49 @@ func TestATokenReusedIsKnownByItsCodeWhateverTheProtocol(t *testing.T) {
 		t.Fatalf("an InvalidParameterValue is %s, want rejected", state)
 	}
 }
+
+// TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown proves A2 for
+// the answers that end a call without saying whether an earlier attempt
+// was applied: a 409 the dialect does not read (a request with the token
+// in progress) and a refusal of the signature or credentials, by its code
+// (an ...SignatureException as a listed one). Each leaves the operation
+// pending, so the next call sends again under the token; recorded
+// rejected, the journal would answer the refusal while the first attempt
+// may have created the resource. A 4xx that refuses the request itself
+// is rejected.
+func TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown(t *testing.T) {
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "journal"), filejournal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	o, err := New(Options{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		status int
+		code   string
+		want   idem.State
+	}{
+		{http.StatusConflict, "ConflictException", idem.StatePending},
+		{http.StatusConflict, "", idem.StatePending},
+		{http.StatusForbidden, "InvalidSignatureException", idem.StatePending},
+		{http.StatusForbidden, "SignatureDoesNotMatch", idem.StatePending},
+		{http.StatusBadRequest, "ExpiredTokenException", idem.StatePending},
+		{http.StatusBadRequest, "ValidationException", idem.StateRejected},
+		{http.StatusForbidden, "AccessDeniedException", idem.StateRejected},
+	} {
+		body := []byte(`{"__type":"` + tc.code + `","message":"m"}`)
+		resp := &http.Response{StatusCode: tc.status, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}}}
+		if a := o.dialect.Read(resp, body); a != 0 {
+			t.Fatalf("%d %s: the dialect reads it as %v; the test wants an answer only judge can read", tc.status, tc.code, a)
+		}
+		c := &call{o: o, attempts: 2, resp: resp, body: body, fits: true}
+		sdkErr := &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: resp},
+			Err: &smithy.GenericAPIError{Code: tc.code, Message: "m"}}
+		if state, got, why := c.judge(sdkErr); state != tc.want || got != resp || why != nil {
+			t.Errorf("%d %s: judge = %s (its response %t), %v; want %s, its response, no reason", tc.status, tc.code, state, got == resp, why, tc.want)
+		}
+	}
+}
