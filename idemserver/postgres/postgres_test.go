@@ -125,6 +125,33 @@ func TestAPoolHandlerWritesThroughPgxTx(t *testing.T) {
 	}
 }
 
+// TestAPoolTransactionIsSerializable proves L2 on a pgxpool store: the
+// handler's pgx.Tx, on an atomic route and in a phased one's final
+// transaction, runs at SERIALIZABLE, as on a *sql.DB store, so that a
+// handler's read and the write it makes of it are rerun on a conflict
+// rather than committed over a concurrent one.
+func TestAPoolTransactionIsSerializable(t *testing.T) {
+	for _, phased := range []bool{false, true} {
+		t.Run(fmt.Sprint("phased=", phased), func(t *testing.T) {
+			pool := newPool(t)
+			keys := newKeys(t, idemserver.Config{Store: postgres.Pool(pool)})
+			route := keys.Handle(idemserver.Route{Phased: phased}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ctx := r.Context()
+				var level string
+				if err := postgres.Tx(ctx).QueryRow(ctx, `SHOW transaction_isolation`).Scan(&level); err != nil {
+					idemserver.Fail(ctx, err)
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+				io.WriteString(w, level)
+			}))
+			if got := post(route, "k1", ""); got.Code != http.StatusCreated || got.Body.String() != "serializable" {
+				t.Fatalf("the handler's transaction: %d %q; want 201 serializable", got.Code, got.Body)
+			}
+		})
+	}
+}
+
 // A pgxpool store's sweep hands Forget its transaction through
 // postgres.Tx (its *sql.Tx is nil), and a Forget that fails undoes it.
 func TestAPoolSweepForgetsInItsTransaction(t *testing.T) {
