@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -353,4 +354,103 @@ func TestALeaseTakenAsTheLivenessEndsIsLost(t *testing.T) {
 	if !log.has("pgjournal: a lease taken as this journal's liveness ended is lost") {
 		t.Fatalf("logged %q, want the lease lost as it was taken", log.all())
 	}
+}
+
+// TestALapsedLifeIsNotRenewed is F11's "a renewal moves only a life
+// neither dead nor lapsed": a's liveness lapses by the database's clock
+// (its end set a second behind it, as a pause past Liveness leaves it)
+// before any claim declared it dead. Its next renewal is refused and loses
+// its claim, the life stays over in the database (a life that ended never
+// comes back), and a's next claim starts another.
+func TestALapsedLifeIsNotRenewed(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	const w = 600 * time.Millisecond
+	aLog := &logMessages{}
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Liveness: w, Logger: slog.New(aLog)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := claimWithin(t, a, "x")
+	if err := c.Begin(ctx, idem.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, dsn, `UPDATE idem_lives SET alive_until = clock_timestamp() - interval '1 second' WHERE owner = 'a'`)
+	select {
+	case <-c.Lost():
+	case <-time.After(20 * w / 3): // twenty renewals
+		t.Fatal("a still holds x: its liveness, lapsed by the database's clock, was renewed")
+	}
+	c.Release()
+	if !aLog.has(logLifeRefused) {
+		t.Errorf("a lost x without its renewal being refused (logged: %q)", aLog.all())
+	}
+	if n := livesAliveNow(t, dsn, "a"); n != 0 {
+		t.Fatalf("%d of a's lives are alive by the database's clock after its liveness lapsed; want 0", n)
+	}
+	again := claimWithin(t, a, "x")
+	defer again.Release()
+	if got := a.Stats().Lives; got != 2 {
+		t.Fatalf("a's claim after its liveness ended: %d lives started, want 2", got)
+	}
+	if n := livesAliveNow(t, dsn, "a"); n != 1 {
+		t.Fatalf("%d of a's lives alive after its next claim, want 1 (the new one)", n)
+	}
+}
+
+// livesAliveNow counts owner's lives alive by the database's clock.
+func livesAliveNow(t *testing.T, dsn, owner string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM idem_lives WHERE owner = $1 AND NOT dead AND alive_until > clock_timestamp()`,
+		owner).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestAPoolOfOneConnectionIsSharedWithTheRenewals is F11's "on a
+// connection of the pool it keeps to itself (unless the pool has only
+// one)": a journal whose DSN says pool_max_conns=1 goes on recording
+// intents and outcomes once its liveness has been renewed, each within
+// Options.Timeout; the renewals give the one connection back.
+func TestAPoolOfOneConnectionIsSharedWithTheRenewals(t *testing.T) {
+	u, err := url.Parse(pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", "1")
+	u.RawQuery = q.Encode()
+	const w = 300 * time.Millisecond
+	j := openJournal(t, u.String(), pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Liveness: w, Timeout: 3 * time.Second})
+	ctx := context.Background()
+	begin := func(id string) idem.Claim {
+		t.Helper()
+		c, err := j.ClaimBegin(ctx, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: idem.StatePending})
+		if err != nil {
+			t.Fatalf("ClaimBegin of %s: %v", id, err)
+		}
+		return c
+	}
+	first := begin("first")
+	for deadline := time.Now().Add(20 * w); j.Stats().LivenessRenewals < 2; time.Sleep(w / 10) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d renewals of the liveness in twenty Liveness; want 2", j.Stats().LivenessRenewals)
+		}
+	}
+	done := func(c idem.Claim, id string) {
+		t.Helper()
+		err := c.Complete(ctx, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: idem.StateDone, Status: 201})
+		if err != nil {
+			t.Fatalf("Complete of %s after the liveness was renewed: %v", id, err)
+		}
+		c.Release()
+	}
+	done(first, "first")
+	done(begin("second"), "second")
 }
