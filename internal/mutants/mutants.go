@@ -1062,4 +1062,42 @@ var mutants = []mutant{
 			New: "\tfor _, f := range flavors {\n\t\tif f.Name == \"PostgreSQL\" {\n\t\t\treturn f, nil\n\t\t}\n\t}\n\t_ = imported\n\treturn nil, ErrUnsupportedDatabase\n"}},
 		Pkg: "./idemserver", Tests: []string{"TestNewRefusesADatabaseItDoesNotSpeak"},
 	},
+	// An outside audit's partial mutants that survived its first run (see
+	// MUTANTS.md, "Outside audit").
+	{
+		Name: "a liveness lapsed by the database's clock renewed", Rules: "F11.8",
+		Edits: []edit{{File: "pgjournal/life.go", Old: "\tWHERE id = $1 AND NOT dead AND alive_until > clock_timestamp()`\n",
+			New: "\tWHERE id = $1 AND NOT dead`\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestALapsedLifeIsNotRenewed"},
+	},
+	{
+		Name: "the renewals keep the only connection of a pool of one", Rules: "F11.9",
+		Edits: []edit{{File: "pgjournal/life.go", Old: "keep := j.pool.Config().MaxConns > 1\n", New: "keep := j.pool.Config().MaxConns >= 1\n"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestAPoolOfOneConnectionIsSharedWithTheRenewals"},
+	},
+	{
+		Name: "a pgxpool store's transactions begun at READ COMMITTED", Rules: "L2.11",
+		Edits: []edit{{File: "idemserver/postgres/postgres.go", Old: "\tcase sql.LevelSerializable:\n\t\topts.IsoLevel = pgx.Serializable\n", New: ""}},
+		Pkg:   "./idemserver/postgres", Tests: []string{"TestAPoolTransactionIsSerializable"},
+	},
+	{
+		Name: "a credential parameter with a percent-encoded name written with its value", Rules: "C14.5",
+		Edits: []edit{{File: "secrets.go", Old: "\t\tif unescaped, err := url.QueryUnescape(name); err == nil {\n\t\t\tname = unescaped\n\t\t}\n", New: ""}},
+		Pkg:   ".", Tests: []string{"TestAPercentEncodedCredentialParameterIsRedacted"},
+	},
+	{
+		Name: "a scrubbed header forgets the names its record gave before", Rules: "C14.2",
+		Edits: []edit{{File: "secrets.go", Old: "\tfor _, v := range h[UnrecordedHeadersField] {\n\t\tleft = append(left, strings.Split(v, \", \")...)\n\t}\n", New: ""}},
+		Pkg:   ".", Tests: []string{"TestCompactionKeepsTheNamesARecordGaveBefore"},
+	},
+	{
+		Name: "AWS SDK: a 409 no dialect signal reads recorded as a rejection", Rules: "A2.8",
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\tcase resp.StatusCode == http.StatusConflict:\n\t\treturn idem.StatePending, resp, nil // a request with the token may be in progress\n", New: ""}},
+		Pkg:   "./idemaws", Tests: []string{"TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown"},
+	},
+	{
+		Name: "AWS SDK: a refusal of the signature not listed by its code recorded as a rejection", Rules: "A2.8",
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "strings.HasSuffix(code, \"SignatureException\")", New: "strings.HasSuffix(code, \"SignatureDoesNotMatch\")"}},
+		Pkg:   "./idemaws", Tests: []string{"TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown"},
+	},
 }
