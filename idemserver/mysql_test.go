@@ -4,9 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/idemserver"
 	"github.com/idemkit/idem/idemserver/mysql"
@@ -138,4 +142,92 @@ func TestMySQLDownIsUnavailable(t *testing.T) {
 	first := serve(route, req("POST", "/x", "{}", "down"))
 	wantStatus(t, "the retry once the server is back", first, http.StatusCreated)
 	wantReplay(t, "again", serve(route, req("POST", "/x", "{}", "down")), first)
+}
+
+// TestMySQLTwoRetriesCannotBothTakeOverAClaim: on MySQL, where every
+// transaction of a key runs at READ COMMITTED, the key row is read FOR
+// UPDATE, so that two retries of a released phased claim cannot both take
+// it over. The first request answers 502 (its claim released); a retry
+// takes the claim over and is held inside its UPDATE (a trigger waits for
+// a lock the test holds) while a second retry reads the row. The second
+// waits for the first's claim (its read is in flight when the first
+// commits), then finds it held: 409 (or, if the first has finished by
+// then, its replay). The handler runs once for the two.
+func TestMySQLTwoRetriesCannotBothTakeOverAClaim(t *testing.T) {
+	e := newProofEnv(t, proofStore{name: "mariadb", mysql: true})
+	keys := e.keys(e.config())
+	var runs atomic.Int64
+	route := keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			http.Error(w, "the gateway failed", http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "charged")
+	}))
+	if first := serve(route, req("POST", "/charges", "x", "k")); first.Code != http.StatusBadGateway {
+		t.Fatalf("first request: %d %q, want 502", first.Code, first.Body)
+	}
+	ctx := context.Background()
+	if _, err := e.db.ExecContext(ctx, `CREATE TRIGGER takeover_gate BEFORE UPDATE ON `+idemserver.DefaultTable+` FOR EACH ROW
+		BEGIN
+			IF NEW.lock_token IS NOT NULL AND NOT (NEW.lock_token <=> OLD.lock_token) THEN
+				SET @gate = GET_LOCK('takeover_gate', 60);
+				SET @gate = RELEASE_LOCK('takeover_gate');
+			END IF;
+		END`); err != nil {
+		t.Fatal(err)
+	}
+	gate, err := e.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close()
+	var got int
+	if err := gate.QueryRowContext(ctx, `SELECT GET_LOCK('takeover_gate', 10)`).Scan(&got); err != nil || got != 1 {
+		t.Fatalf("GET_LOCK: %d, %v", got, err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			gate.ExecContext(ctx, `DO RELEASE_LOCK('takeover_gate')`)
+		}
+	}
+	defer release()
+	waitFor := func(what, query string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			var n int
+			if err := e.db.QueryRowContext(ctx, query).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == 1 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30s", what)
+			}
+		}
+	}
+	answers := make(chan *httptest.ResponseRecorder, 2)
+	go func() { answers <- serve(route, req("POST", "/charges", "x", "k")) }()
+	waitFor("the first retry held in its takeover",
+		`SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE 'SET @gate = GET_LOCK%'`)
+	go func() { answers <- serve(route, req("POST", "/charges", "x", "k")) }()
+	waitFor("the second retry reading the key row",
+		`SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND COMMAND = 'Execute' AND INFO LIKE '%`+
+			idemserver.DefaultTable+`%'`)
+	release()
+	a, b := <-answers, <-answers
+	if a.Code != http.StatusCreated {
+		a, b = b, a
+	}
+	if a.Code != http.StatusCreated || a.Body.String() != "charged" || (b.Code != http.StatusConflict && b.Body.String() != "charged") ||
+		(b.Code != http.StatusConflict && b.Header().Get(idemserver.HeaderReplayed) != "true") {
+		t.Errorf("the retries: %d %q and %d %q; want 201 and 409 (or its replay)", a.Code, a.Body, b.Code, b.Body)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("the handler ran %d times, want 2 (the first request, then one retry)", n)
+	}
 }

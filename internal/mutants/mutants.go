@@ -1100,4 +1100,9 @@ var mutants = []mutant{
 		Edits: []edit{{File: "idemaws/outcome.go", Old: "strings.HasSuffix(code, \"SignatureException\")", New: "strings.HasSuffix(code, \"SignatureDoesNotMatch\")"}},
 		Pkg:   "./idemaws", Tests: []string{"TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown"},
 	},
+	{
+		Name: "MySQL: the key row read without a lock; two retries both take one claim over", Rules: "L5.6",
+		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: "\"{{lock_key}}\":            \" FOR UPDATE\",", New: "\"{{lock_key}}\":            \"\","}},
+		Pkg:   "./idemserver", Tests: []string{"TestMySQLTwoRetriesCannotBothTakeOverAClaim"},
+	},
 }
