@@ -503,10 +503,10 @@ func (c *Client) judge(op Operation, id string, req *http.Request, body requestB
 }
 
 // journaledURL is req's URL as the journal records it: by the secrets
-// rule, without user info and with secret query values replaced; a URL
-// without either is the fingerprint's as it is.
+// rule, without user info or fragment and with secret query values
+// replaced; a URL with none of them is the fingerprint's as it is.
 func (c *Client) journaledURL(req *http.Request, body requestBody) string {
-	if req.URL.User != nil || req.URL.RawQuery != "" {
+	if req.URL.User != nil || req.URL.RawQuery != "" || req.URL.Fragment != "" || req.URL.RawFragment != "" {
 		return c.secrets.url(req.URL)
 	}
 	return body.url

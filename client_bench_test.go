@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -292,3 +293,36 @@ var (
 	sinkRequest *http.Request
 	sinkDone    <-chan struct{}
 )
+
+// BenchmarkMemoryJournalHolds measures what a Client without a journal
+// keeps for each completed operation until its key expires: the heap bytes
+// and the objects the collector visits at every cycle. The collector's
+// work grows with both, so at a high rate of operations a journal in
+// memory costs CPU beside its bytes.
+//
+//	go test -run '^$' -bench MemoryJournalHolds -benchtime 100000x .
+func BenchmarkMemoryJournalHolds(b *testing.B) {
+	c, err := New(Config{HTTPClient: &http.Client{Transport: stubTransport{}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := benchIDs("op-", b.N)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for i := range b.N {
+		if err := readAnswer(c.Do(ids[i], newStubRequest(b))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	ids = nil
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "heap-B/op")
+	b.ReportMetric(float64(int64(after.HeapObjects)-int64(before.HeapObjects))/float64(b.N), "objects/op")
+	if _, ok, _ := c.journal.Lookup(context.Background(), benchIDs("op-", 1)[0]); !ok {
+		b.Fatal("the first operation is not kept")
+	}
+}

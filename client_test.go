@@ -1383,6 +1383,33 @@ func TestJournalURLRedacted(t *testing.T) {
 	}
 }
 
+// C14.4: a fragment is never sent, and OAuth's implicit flow puts a token
+// there: the journal and the errors hold none, with or without a query.
+func TestJournalURLHasNoFragment(t *testing.T) {
+	s := newScript(t)
+	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+	defer j.Close()
+	c := newClient(t, fast(idem.Config{Journal: j}))
+	for i, suffix := range []string{"/charges", "/charges?amount=10"} {
+		id := "op-" + strconv.Itoa(i)
+		resp, err := c.Do(id, post(t, context.Background(), s.srv.URL+suffix+"#access_token=secret-token", "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if op, _ := lookup(j, id); op.URL != s.srv.URL+suffix {
+			t.Fatalf("journal URL %q, want %q", op.URL, s.srv.URL+suffix)
+		}
+	}
+	down := "http://127.0.0.1:1/charges#access_token=secret-token"
+	if _, err := c.Do("op-down", post(t, context.Background(), down, "x")); err == nil || strings.Contains(err.Error(), "secret-token") {
+		t.Fatalf("error of an unreachable URL with a fragment: %v", err)
+	}
+	if op, _ := lookup(j, "op-down"); strings.Contains(op.URL, "secret-token") {
+		t.Fatalf("journal URL %q holds the fragment", op.URL)
+	}
+}
+
 // C11.2 across Clients: two Clients sharing a journal still send an
 // operation once.
 func TestClientsSharingAJournalSendOnce(t *testing.T) {

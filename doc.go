@@ -106,7 +106,8 @@
 //
 // Nothing idem writes or logs holds a session or a credential: recorded
 // headers leave out cookies and credentials (Config.UnrecordedHeaders), and
-// URLs lose user info and credential-like query values (Config.RedactedParams).
+// URLs lose user info, fragments and credential-like query values
+// (Config.RedactedParams).
 // The fingerprint still covers the real URL.
 //
 // # Logging

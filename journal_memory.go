@@ -45,21 +45,45 @@ type memoryJournal struct {
 // memoryEntry is an operation ID's place in the journal: the operation's
 // fields, in less room than an Operation takes (the journal keeps one per
 // operation for KeyTTL), and the claim on the ID.
+//
+// The collector visits every entry at every cycle for as long as the
+// journal keeps it, so an entry holds its strings end to end in one
+// allocation (intent) and its outcome in another, neither of which has
+// pointers to follow: three objects per operation, not six.
 type memoryEntry struct {
-	id, key, method, url string
-	fingerprint          Fingerprint
-	created, completed   int64 // Unix nanoseconds
-	status               int32
-	state                State
-	bodyTruncated        bool
-	headerTruncated      bool
+	// intent is the ID, key, method and URL end to end; the map's key is
+	// its ID part once the operation is begun (see memoryClaim.Begin).
+	intent                 string
+	keyAt, methodAt, urlAt uint32 // where the key, method and URL start in intent
+	status                 int32
+	fingerprint            Fingerprint
+	created, completed     int64 // Unix nanoseconds
 	// outcome is the recorded header and body, encoded as a file journal
 	// encodes them (journalkit.EncodeHeaderBody).
 	outcome []byte
 
-	begun bool          // an intent is recorded; false for an ID only claimed
-	held  bool          // a claim holds the ID
-	free  chan struct{} // closed when the claim is released; made by the first claim that waits
+	state           State
+	bodyTruncated   bool
+	headerTruncated bool
+	begun           bool          // an intent is recorded; false for an ID only claimed
+	held            bool          // a claim holds the ID
+	free            chan struct{} // closed when the claim is released; made by the first claim that waits
+}
+
+// An intent is at most memoryMaxRecord bytes: its offsets fit a uint32.
+const _ uint32 = memoryMaxRecord
+
+func (e *memoryEntry) id() string     { return e.intent[:e.keyAt] }
+func (e *memoryEntry) key() string    { return e.intent[e.keyAt:e.methodAt] }
+func (e *memoryEntry) method() string { return e.intent[e.methodAt:e.urlAt] }
+func (e *memoryEntry) url() string    { return e.intent[e.urlAt:] }
+
+// setIntent records op's ID, key, method and URL in one allocation.
+func (e *memoryEntry) setIntent(op *Operation) {
+	e.intent = op.ID + op.Key + op.Method + op.URL
+	e.keyAt = uint32(len(op.ID))
+	e.methodAt = e.keyAt + uint32(len(op.Key))
+	e.urlAt = e.methodAt + uint32(len(op.Method))
 }
 
 // newMemoryJournalFor returns an empty memory journal whose keys live ttl
@@ -148,7 +172,7 @@ func (j *memoryJournal) List(_ context.Context, which Listing) ([]Operation, err
 		if c := cmp.Compare(a.created, b.created); c != 0 {
 			return c
 		}
-		return strings.Compare(a.id, b.id)
+		return strings.Compare(a.id(), b.id())
 	})
 	out := make([]Operation, len(sel))
 	for i, e := range sel {
@@ -180,7 +204,7 @@ func (j *memoryJournal) sweep() {
 // that the caller may keep and change. Called with mu held.
 func (e *memoryEntry) operation() Operation {
 	op := Operation{
-		ID: e.id, Key: e.key, Fingerprint: e.fingerprint, Method: e.method, URL: e.url,
+		ID: e.id(), Key: e.key(), Fingerprint: e.fingerprint, Method: e.method(), URL: e.url(),
 		Created: time.Unix(0, e.created).UTC(), State: e.state,
 	}
 	if e.state.final() {
@@ -236,15 +260,17 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 	switch {
 	case e == nil: // Begin after Release, of an ID no one holds
 		e = &memoryEntry{}
-		j.ops[op.ID] = e
 	case e.begun:
 		return fmt.Errorf("idem: journal in memory: begin %q: %w", op.ID, ErrOperationExists)
 	}
 	if op.Created.IsZero() {
 		op.Created = j.now()
 	}
-	e.id, e.key, e.fingerprint, e.method, e.url = op.ID, op.Key, op.Fingerprint, op.Method, op.URL
-	e.created, e.state, e.begun = op.Created.UnixNano(), StatePending, true
+	e.setIntent(&op)
+	e.fingerprint, e.created, e.state, e.begun = op.Fingerprint, op.Created.UnixNano(), StatePending, true
+	// Assigning an existing key stores the new key string: the map then
+	// holds the ID in the entry's intent rather than in memory of its own.
+	j.ops[e.id()] = e
 	if len(j.ops) >= j.sweepAt {
 		j.sweep()
 	}
@@ -273,9 +299,9 @@ func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
 	switch {
 	case e == nil || !e.begun:
 		return fmt.Errorf("idem: journal in memory: complete %q: %w", op.ID, ErrNoSuchOperation)
-	case op.Key != "" && op.Key != e.key:
+	case op.Key != "" && op.Key != e.key():
 		return fmt.Errorf("idem: journal in memory: complete %q: %w: key %q is not the operation's key %q",
-			op.ID, ErrInvalidOperation, op.Key, e.key)
+			op.ID, ErrInvalidOperation, op.Key, e.key())
 	}
 	if op.Completed.IsZero() {
 		op.Completed = j.now()
@@ -321,7 +347,7 @@ func (j *memoryJournal) Forget(ctx context.Context, id string) error {
 // filejournal.Journal.ForgetCompleted does.
 func (j *memoryJournal) ForgetCompleted(ctx context.Context, id, key string) error {
 	return j.forget(ctx, id, func(e *memoryEntry) error {
-		if !e.state.final() || e.key != key {
+		if !e.state.final() || e.key() != key {
 			return fmt.Errorf("idem: journal in memory: forget %q: %w: no completed operation under key %s", id, ErrNoSuchOperation, key)
 		}
 		return nil

@@ -171,3 +171,121 @@ func TestMemoryJournalClaimWithAnEndedContext(t *testing.T) {
 		t.Fatalf("Claim with an ended context: %v, %v; want context.Canceled", c, err)
 	}
 }
+
+// The record limits are exact: an intent or an outcome of memoryMaxRecord
+// bytes is kept, one byte more is refused, as a file journal's record is.
+func TestMemoryJournalRecordLimitsAreExact(t *testing.T) {
+	j := newMemoryJournalFor(time.Hour, nil)
+	intent := func(id string, size int) Operation {
+		key := "key-" + id
+		return Operation{ID: id, Key: key, Method: http.MethodPost,
+			URL: strings.Repeat("u", size-len(id)-len(key)-len(http.MethodPost))}
+	}
+	begin := func(op Operation) error {
+		c, err := j.Claim(context.Background(), op.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Release()
+		return c.Begin(context.Background(), op)
+	}
+	if err := begin(intent("over", memoryMaxRecord+1)); !errors.Is(err, ErrInvalidOperation) {
+		t.Fatalf("Begin of an intent of %d bytes: %v, want ErrInvalidOperation", memoryMaxRecord+1, err)
+	}
+	op := intent("at", memoryMaxRecord)
+	if err := begin(op); err != nil {
+		t.Fatalf("Begin of an intent of exactly %d bytes: %v", memoryMaxRecord, err)
+	}
+	if got, ok, _ := j.Lookup(context.Background(), "at"); !ok || got.URL != op.URL || got.Key != op.Key {
+		t.Fatalf("the intent at the limit read back as %v (found %t)", got.Key, ok)
+	}
+
+	// Without a header, an outcome is the header's field count (one byte),
+	// the body's length (four bytes at this size) and the body.
+	const bodyAtLimit = memoryMaxRecord - 1 - 4
+	c, err := j.Claim(context.Background(), "at")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	op.State, op.Status = StateDone, 201
+	op.Body = make([]byte, bodyAtLimit+1)
+	if err := c.Complete(context.Background(), op); !errors.Is(err, ErrInvalidOperation) {
+		t.Fatalf("Complete of an outcome of %d bytes: %v, want ErrInvalidOperation", memoryMaxRecord+1, err)
+	}
+	op.Body = op.Body[:bodyAtLimit]
+	if err := c.Complete(context.Background(), op); err != nil {
+		t.Fatalf("Complete of an outcome of exactly %d bytes: %v", memoryMaxRecord, err)
+	}
+	if got, _ := c.Operation(); got.State != StateDone || len(got.Body) != bodyAtLimit {
+		t.Fatalf("the outcome at the limit read back as %s with %d body bytes", got.State, len(got.Body))
+	}
+}
+
+// A completed operation is KeyTTL old, and swept, from the instant its
+// outcome is exactly KeyTTL old; a sweep runs only once the journal has
+// doubled since the last one, so below that an old operation stays.
+func TestMemoryJournalSweepsAtExactlyKeyTTLAndOnlyWhenGrown(t *testing.T) {
+	clock := &memoryClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	const ttl = time.Hour
+	j := newMemoryJournalFor(ttl, clock.now)
+	start := clock.t
+	memoryComplete(t, j, memoryBegin(t, j, "exactly-old", start), start)
+	memoryComplete(t, j, memoryBegin(t, j, "a-nanosecond-younger", start), start.Add(time.Nanosecond))
+
+	clock.t = start.Add(ttl)
+	memoryBegin(t, j, "below-the-threshold", clock.t)
+	if _, ok, _ := j.Lookup(context.Background(), "exactly-old"); !ok {
+		t.Fatal("a Begin below the sweep's threshold swept")
+	}
+	for i := len(j.ops); i < memorySweepMin; i++ {
+		memoryBegin(t, j, "filler-"+strconv.Itoa(i), clock.t)
+	}
+	if _, ok, _ := j.Lookup(context.Background(), "exactly-old"); ok {
+		t.Fatal("an outcome exactly KeyTTL old was kept by the sweep")
+	}
+	if _, ok, _ := j.Lookup(context.Background(), "a-nanosecond-younger"); !ok {
+		t.Fatal("an outcome a nanosecond younger than KeyTTL was swept")
+	}
+}
+
+// After Release, a claim's Operation reads what the journal holds.
+func TestMemoryJournalClaimReadsTheJournalAfterRelease(t *testing.T) {
+	j := newMemoryJournalFor(time.Hour, nil)
+	c, err := j.Claim(context.Background(), "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := Operation{ID: "op", Key: "key-op", Method: http.MethodPost, URL: "https://api.example/x"}
+	if err := c.Begin(context.Background(), op); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	if got, ok := c.Operation(); !ok || got.Key != "key-op" || got.State != StatePending {
+		t.Fatalf("Operation after Release: %v, %t; want the pending operation under key-op", got.Key, ok)
+	}
+}
+
+// ForgetCompleted drops a completed operation only under its own key, and
+// never a pending one.
+func TestMemoryJournalForgetCompletedIsScopedByTheKey(t *testing.T) {
+	j := newMemoryJournalFor(time.Hour, nil)
+	now := time.Now()
+	done := memoryBegin(t, j, "done", now)
+	memoryComplete(t, j, done, now)
+	pending := memoryBegin(t, j, "pending", now)
+	for _, f := range []struct{ id, key string }{{"done", "another-key"}, {"pending", pending.Key}} {
+		if err := j.ForgetCompleted(context.Background(), f.id, f.key); !errors.Is(err, ErrNoSuchOperation) {
+			t.Fatalf("ForgetCompleted(%s, %s): %v, want ErrNoSuchOperation", f.id, f.key, err)
+		}
+		if _, ok, _ := j.Lookup(context.Background(), f.id); !ok {
+			t.Fatalf("ForgetCompleted(%s, %s) refused, but the operation is gone", f.id, f.key)
+		}
+	}
+	if err := j.ForgetCompleted(context.Background(), "done", done.Key); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := j.Lookup(context.Background(), "done"); ok {
+		t.Fatal("ForgetCompleted under the operation's key kept it")
+	}
+}

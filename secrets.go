@@ -150,7 +150,8 @@ func camelBoundary(name string, at int) bool {
 
 func isUpper(b byte) bool { return 'A' <= b && b <= 'Z' }
 
-// url returns u as idem writes it: no user info, secret query values
+// url returns u as idem writes it: no user info, no fragment (never sent,
+// and where OAuth's implicit flow puts a token), secret query values
 // replaced. The rest (scheme, host, path, other parameters, their order) is
 // kept as it is.
 func (s secrets) url(u *url.URL) string {
@@ -158,7 +159,7 @@ func (s secrets) url(u *url.URL) string {
 		return ""
 	}
 	c := *u
-	c.User = nil
+	c.User, c.Fragment, c.RawFragment = nil, "", ""
 	if c.RawQuery != "" {
 		c.RawQuery = s.query(c.RawQuery)
 	}

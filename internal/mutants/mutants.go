@@ -181,9 +181,21 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the user name kept in a written URL", Rules: "C14.4",
-		Edits: []edit{{File: "secrets.go", Old: "\tc.User = nil\n",
-			New: "\tif c.User != nil {\n\t\tc.User = url.User(c.User.Username())\n\t}\n"}},
+		Edits: []edit{{File: "secrets.go", Old: "\tc.User, c.Fragment, c.RawFragment = nil, \"\", \"\"\n",
+			New: "\tc.Fragment, c.RawFragment = \"\", \"\"\n\tif c.User != nil {\n\t\tc.User = url.User(c.User.Username())\n\t}\n"}},
 		Pkg: ".", Tests: []string{"TestJournalURLRedacted"},
+	},
+	{
+		Name: "a URL's fragment written with it", Rules: "C14.4",
+		Edits: []edit{{File: "secrets.go", Old: "\tc.User, c.Fragment, c.RawFragment = nil, \"\", \"\"\n",
+			New: "\tc.User = nil\n"}},
+		Pkg: ".", Tests: []string{"TestJournalURLHasNoFragment"},
+	},
+	{
+		Name: "a URL with a fragment and no query journaled as the fingerprint's", Rules: "C14.4",
+		Edits: []edit{{File: "client.go", Old: "req.URL.RawQuery != \"\" || req.URL.Fragment != \"\" || req.URL.RawFragment != \"\" {",
+			New: "req.URL.RawQuery != \"\" {"}},
+		Pkg: ".", Tests: []string{"TestJournalURLHasNoFragment"},
 	},
 	{
 		Name: "the method left out of the fingerprint", Rules: "C5.1",
