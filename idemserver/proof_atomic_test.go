@@ -159,7 +159,7 @@ func TestL2AFailedCommitStoresNothing(t *testing.T) {
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			runs++
 			ctx := r.Context()
-			tx := idemserver.Tx(ctx)
+			tx := txOf(ctx)
 			if fixed {
 				if _, err := tx.ExecContext(ctx, `INSERT INTO parents (id) VALUES (7)`); err != nil {
 					http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -225,7 +225,7 @@ func TestL2AFailedCommitStoresNothing(t *testing.T) {
 				http.Error(w, err.Error(), http.StatusBadGateway)
 				return
 			}
-			tx := idemserver.Tx(ctx)
+			tx := txOf(ctx)
 			if fixed {
 				if _, err := tx.ExecContext(ctx, `INSERT INTO parents (id) VALUES (8)`); err != nil {
 					http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -534,7 +534,7 @@ func TestL2SQLiteCommitsAreDurable(t *testing.T) {
 	t.Cleanup(func() { keys.Close() })
 	synchronous := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var n int
-		if err := idemserver.Tx(r.Context()).QueryRowContext(r.Context(), `PRAGMA synchronous`).Scan(&n); err != nil {
+		if err := txOf(r.Context()).QueryRowContext(r.Context(), `PRAGMA synchronous`).Scan(&n); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}

@@ -33,11 +33,11 @@ func (h *orderer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if h.e.s.mysql {
 		var res sql.Result
-		if res, err = idemserver.Tx(ctx).ExecContext(ctx, `INSERT INTO orders (k) VALUES (?)`, key); err == nil {
+		if res, err = txOf(ctx).ExecContext(ctx, `INSERT INTO orders (k) VALUES (?)`, key); err == nil {
 			id, err = res.LastInsertId()
 		}
 	} else {
-		err = idemserver.Tx(ctx).QueryRowContext(ctx, h.e.q(`INSERT INTO orders (k) VALUES (?) RETURNING id`), key).Scan(&id)
+		err = txOf(ctx).QueryRowContext(ctx, h.e.q(`INSERT INTO orders (k) VALUES (?) RETURNING id`), key).Scan(&id)
 	}
 	if err != nil {
 		idemserver.Fail(ctx, err)

@@ -333,7 +333,7 @@ func TestL5AStaleHolderCannotReleaseTheNewClaim(t *testing.T) {
 				<-release2
 			}
 			p, k, _ := idemserver.Key(ctx)
-			if _, err := idemserver.Tx(ctx).ExecContext(ctx, e.q(`INSERT INTO things (principal, k, note) VALUES (?, ?, ?)`), p, k, string(capture)); err != nil {
+			if _, err := txOf(ctx).ExecContext(ctx, e.q(`INSERT INTO things (principal, k, note) VALUES (?, ?, ?)`), p, k, string(capture)); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
 			}
