@@ -795,6 +795,30 @@ var mutants = []mutant{
 		Pkg: "./idemserver", Tests: []string{"TestL3AResumeKeepsTheDownstreamKey"},
 	},
 	{
+		Name: "MySQL: the key row looked up without FOR UPDATE", Rules: "L5.6",
+		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: `"{{lock_key}}":            " FOR UPDATE",`,
+			New: `"{{lock_key}}":            "",`}},
+		Pkg: "./idemserver", Tests: []string{"TestL5RetriesTakeALapsedClaimOverOnce"},
+	},
+	{
+		Name: "MySQL: transactions at READ UNCOMMITTED", Rules: "L2.14",
+		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: "return &sql.TxOptions{Isolation: sql.LevelReadCommitted}",
+			New: "return &sql.TxOptions{Isolation: sql.LevelReadUncommitted}"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2AHandlerNeverReadsUncommittedWrites"},
+	},
+	{
+		Name: "MySQL: transactions at REPEATABLE READ (the server's default), whose gap locks make keys wait for each other", Rules: "L2.15",
+		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: "return &sql.TxOptions{Isolation: sql.LevelReadCommitted}",
+			New: "return &sql.TxOptions{Isolation: sql.LevelRepeatableRead}"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2KeysDoNotWaitForEachOther"},
+	},
+	{
+		Name: "MySQL: transactions at SERIALIZABLE, whose gap locks make keys wait for each other", Rules: "L2.15",
+		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: "return &sql.TxOptions{Isolation: sql.LevelReadCommitted}",
+			New: "return &sql.TxOptions{Isolation: sql.LevelSerializable}"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2KeysDoNotWaitForEachOther"},
+	},
+	{
 		Name: "a handler's 503 stored with its key", Rules: "L2.2",
 		Edits: []edit{{File: "idemserver/atomic.go", Old: "\t\tcase resp.Status >= 500:\n\t\t\treturn errRolledBack",
 			New: "\t\tcase resp.Status >= 500 && resp.Status != http.StatusServiceUnavailable:\n\t\t\treturn errRolledBack"}},
@@ -952,7 +976,7 @@ var mutants = []mutant{
 	{
 		Name: "synchronous=FULL set on the first SQLite connection only", Rules: "L2.9",
 		Edits: []edit{{File: "idemserver/sqlite/sqlite.go", Old: "q.Add(\"_pragma\", \"synchronous(FULL)\")", New: "q.Add(\"_pragma\", \"synchronous(NORMAL)\")"},
-			{File: "idemserver/sqlite/sqlite.go", Old: "\tdb.SetMaxOpenConns(1)\n", New: "\tdb.SetMaxOpenConns(1)\n\tdb.Exec(\"PRAGMA synchronous = FULL\")\n"}},
+			{File: "idemserver/sqlite/sqlite.go", Old: "\tdb.SetMaxOpenConns(0)\n", New: "\tdb.SetMaxOpenConns(0)\n\tdb.Exec(\"PRAGMA synchronous = FULL\")\n"}},
 		Pkg: "./idemserver", Tests: []string{"TestL2SQLiteCommitsAreDurable"},
 	},
 	{
