@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/internal/sqlkit/sqlitekit"
 )
 
 // A client that went away does not cancel its request's work: the
@@ -235,5 +236,52 @@ func TestAWriteOutsideTheTransactionCannotBeTold(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSQLiteRequestsWaitForEachOtherPastTheBusyTimeout proves L2.16: on
+// SQLite, requests' transactions wait for the one before them however
+// long it holds the write lock; only a transaction begun on the *sql.DB
+// outside any request gives up after the busy timeout (L2.13). A phased
+// request, whose claim, Steps and final commit are transactions of their
+// own, waits past the busy timeout for an atomic one held in its handler,
+// and both are stored.
+func TestSQLiteRequestsWaitForEachOtherPastTheBusyTimeout(t *testing.T) {
+	const busyTimeout = 5 * time.Second // sqlite.Open's
+	e := newEnv(t, stores[0], idemserver.Config{WorkTimeout: time.Minute})
+	entered, release := make(chan struct{}), make(chan struct{})
+	held := e.keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		(&insertItem{e: e}).ServeHTTP(w, r)
+	}))
+	first := make(chan answer, 1)
+	go func() { first <- do(t, held, "POST", "/items", "held", "a") }()
+	select {
+	case <-entered:
+	case a := <-first:
+		t.Fatalf("the first request answered %d without being held", a.status)
+	}
+	second := make(chan answer, 1)
+	go func() {
+		second <- do(t, e.keys.Handle(idemserver.Route{Phased: true}, &insertItem{e: e}), "POST", "/items", "waiting", "b")
+	}()
+	for {
+		n, err := sqlitekit.Waiting(context.Background(), e.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(busyTimeout + time.Second) // the phased claim waits past the busy timeout
+	close(release)
+	if a, b := <-first, <-second; a.status != http.StatusCreated || b.status != http.StatusCreated {
+		t.Fatalf("%d and %d, want 201 and 201", a.status, b.status)
+	}
+	if e.count("items") != 2 || e.count("idempotency_keys") != 2 {
+		t.Fatalf("%d items, %d keys; want 2 and 2", e.count("items"), e.count("idempotency_keys"))
 	}
 }

@@ -795,6 +795,34 @@ var mutants = []mutant{
 		Pkg: "./idemserver", Tests: []string{"TestL3AResumeKeepsTheDownstreamKey"},
 	},
 	{
+		Name: "SQLite: a statement given the request's context run outside its open transaction", Rules: "L2.13",
+		Edits: []edit{{File: "internal/sqlkit/sqlitekit/gate.go", Old: "if w := sqlkit.WorkFrom(ctx); w != nil && w.Holding() {",
+			New: "if w := sqlkit.WorkFrom(ctx); w != nil && w.Holding() && false {"}},
+		Pkg: "./idemserver", Tests: []string{"TestAHandlerUsingTheSQLiteDatabaseIsNamed"},
+	},
+	{
+		Name: "SQLite: a statement given no context that waited out the busy timeout behind its request not named", Rules: "L2.13",
+		Edits: []edit{{File: "internal/sqlkit/sqlitekit/gate.go", Old: "\tw := c.g.heldSince(taking)\n", New: "\tw := sqlkit.Work(nil)\n\t_ = taking\n"}},
+		Pkg:   "./idemserver", Tests: []string{"TestAHandlerUsingTheSQLiteDatabaseIsNamed"},
+	},
+	{
+		Name: "SQLite: a transaction begun on the database without a context waits for its request without end", Rules: "L2.13",
+		Edits: []edit{{File: "internal/sqlkit/sqlitekit/gate.go", Old: "if w == nil && !sqlkit.Internal(ctx) && g.busy > 0 {",
+			New: "if false {"}},
+		Pkg: "./idemserver", Tests: []string{"TestAHandlerUsingTheSQLiteDatabaseIsNamed"},
+	},
+	{
+		Name: "SQLite: idemserver's own transactions given up after the busy timeout like a program's", Rules: "L2.16",
+		Edits: []edit{{File: "internal/sqlkit/db.go", Old: "tx, err := d.db.BeginTx(context.WithValue(ctx, internalKey{}, true), d.f.Options(level))",
+			New: "tx, err := d.db.BeginTx(ctx, d.f.Options(level))"}},
+		Pkg: "./idemserver", Tests: []string{"TestSQLiteRequestsWaitForEachOtherPastTheBusyTimeout"},
+	},
+	{
+		Name: "SQLite: an atomic request's transaction not marked open while its handler runs", Rules: "L2.13",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "\t\tst.holding.Store(true)\n", New: ""}},
+		Pkg:   "./idemserver", Tests: []string{"TestAHandlerUsingTheSQLiteDatabaseIsNamed"},
+	},
+	{
 		Name: "MySQL: the key row looked up without FOR UPDATE", Rules: "L5.6",
 		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: `"{{lock_key}}":            " FOR UPDATE",`,
 			New: `"{{lock_key}}":            "",`}},
