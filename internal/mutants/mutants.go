@@ -823,6 +823,12 @@ var mutants = []mutant{
 		Pkg:   "./idemserver", Tests: []string{"TestAHandlerUsingTheSQLiteDatabaseIsNamed"},
 	},
 	{
+		Name: "SQLite: a handler's statement outside its transaction answered 503, as a busy database", Rules: "L2.13",
+		Edits: []edit{{File: "idemserver/store.go", Old: "\tcase errors.Is(err, ErrOutsideTx):\n\t\treturn sqlkit.Other // the handler's mistake: no retry will mend it\n",
+			New: ""}},
+		Pkg: "./idemserver", Tests: []string{"TestAHandlerUsingTheSQLiteDatabaseIsNamed"},
+	},
+	{
 		Name: "MySQL: the key row looked up without FOR UPDATE", Rules: "L5.6",
 		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: `"{{lock_key}}":            " FOR UPDATE",`,
 			New: `"{{lock_key}}":            "",`}},
