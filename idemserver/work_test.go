@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/sqlite"
 	"github.com/idemkit/idem/internal/sqlkit/sqlitekit"
 )
 
@@ -283,5 +285,69 @@ func TestSQLiteRequestsWaitForEachOtherPastTheBusyTimeout(t *testing.T) {
 	}
 	if e.count("items") != 2 || e.count("idempotency_keys") != 2 {
 		t.Fatalf("%d items, %d keys; want 2 and 2", e.count("items"), e.count("idempotency_keys"))
+	}
+}
+
+// TestSQLiteInMemoryIsOneDatabase: sqlite.Open("") and sqlite.Open(":memory:")
+// each open one database in memory that every connection of the *sql.DB
+// shares (a statement outside the transactions runs on a connection of
+// its own), and another Open another database.
+func TestSQLiteInMemoryIsOneDatabase(t *testing.T) {
+	for _, path := range []string{"", ":memory:"} {
+		db, err := sqlite.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		other, err := sqlite.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if _, err := db.Exec(`CREATE TABLE items (id TEXT PRIMARY KEY, note TEXT NOT NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := idemserver.New(context.Background(), idemserver.Config{DB: db, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer keys.Close()
+		e := &env{t: t, store: stores[0], db: db}
+		h := &insertItem{e: e}
+		route := keys.Handle(idemserver.Route{}, h)
+		var wg sync.WaitGroup
+		answers := make([]answer, 8)
+		for i := range answers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i] = do(t, route, "POST", "/items", fmt.Sprintf("k%d", i%4), fmt.Sprintf("item-%d", i%4))
+			}()
+		}
+		wg.Wait()
+		for i, a := range answers {
+			if a.status != http.StatusCreated {
+				t.Fatalf("%q: answer %d: %d %q", path, i, a.status, a.body)
+			}
+		}
+		// Two connections at once, each counting what the other wrote.
+		c1, err := db.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c1.Close()
+		var n1, n2 int
+		if err := c1.QueryRowContext(context.Background(), `SELECT count(*) FROM items`).Scan(&n1); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRow(`SELECT count(*) FROM items`).Scan(&n2); err != nil {
+			t.Fatal(err)
+		}
+		if n1 != 4 || n2 != 4 || h.Runs() != 4 {
+			t.Fatalf("%q: %d and %d items seen, %d runs; want 4, 4, 4", path, n1, n2, h.Runs())
+		}
+		if _, err := other.Exec(`SELECT count(*) FROM items`); err == nil {
+			t.Fatalf("%q: another Open sees this one's table", path)
+		}
 	}
 }
