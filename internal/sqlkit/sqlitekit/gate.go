@@ -23,7 +23,8 @@ import (
 // is refused at once with sqlkit.ErrOutsideTx; one whose context names no
 // request fails so once it has waited out the busy timeout while a
 // request's transaction held the write lock, its handler running, all
-// along. Either is reported to the request (sqlkit.Work.Misused).
+// along (with busy 0, it waits as long as it takes). Either is reported
+// to the request (sqlkit.Work.Misused).
 func Connector(dsn string, busy time.Duration) (driver.Connector, error) {
 	c, err := sqlite.NewConnector(dsn)
 	if err != nil {
