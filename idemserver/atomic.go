@@ -114,7 +114,9 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		}
 		st.tx = tx
 		buf = newBuffer(k.cfg.MaxResponseBytes)
+		st.holding.Store(true)
 		err := call(h, w, buf, withBody(r.WithContext(hctx), req.body))
+		st.holding.Store(false)
 		if failed := st.failed(); err == nil && failed != nil {
 			err = k.dbError("the handler's work", failed)
 		}
@@ -132,10 +134,13 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		}
 		return k.finishAtomic(ctx, tx, id, &resp)
 	}
-	err := k.inTx(ctx, sql.LevelSerializable, run)
+	// The transaction's context names the request to the database's
+	// glue, which tells it a statement run outside it (SQLite's).
+	tctx := sqlkit.WithWork(ctx, st)
+	err := k.inTx(tctx, sql.LevelSerializable, run)
 	if err != nil && keyed && k.class(err) == sqlkit.Unique {
 		k.stats.reruns.Add(1)
-		err = k.inTx(ctx, sql.LevelSerializable, run)
+		err = k.inTx(tctx, sql.LevelSerializable, run)
 	}
 	st.tx = nil
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {

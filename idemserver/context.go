@@ -36,6 +36,26 @@ type state struct {
 
 	failMu  sync.Mutex
 	failure error // reported by Fail
+
+	// Whether the request's transaction is open and its handler running.
+	holding atomic.Bool
+}
+
+// Holding reports whether the request's transaction is open and its
+// handler running (sqlkit.Work).
+func (st *state) Holding() bool { return st.holding.Load() }
+
+// Misused fails the request with err, a statement the handler ran on the
+// database outside its open transaction (sqlkit.Work).
+func (st *state) Misused(err error) { st.fail(err) }
+
+// fail records err as the handler's failure, unless one is recorded.
+func (st *state) fail(err error) {
+	st.failMu.Lock()
+	defer st.failMu.Unlock()
+	if st.failure == nil {
+		st.failure = err
+	}
 }
 
 // failed returns and forgets the error the handler reported with Fail.
@@ -59,6 +79,7 @@ func (st *state) reset() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.final, st.begun = nil, nil
+	st.holding.Store(false)
 }
 
 type ctxKey struct{}
@@ -66,7 +87,7 @@ type ctxKey struct{}
 // context returns parent carrying st, and the transaction of st as Tx
 // and the database packages' accessors find it.
 func (st *state) context(parent context.Context) context.Context {
-	return sqlkit.WithTx(context.WithValue(parent, ctxKey{}, st), st.transaction)
+	return sqlkit.WithWork(sqlkit.WithTx(context.WithValue(parent, ctxKey{}, st), st.transaction), st)
 }
 
 func stateOf(ctx context.Context) *state {
@@ -103,11 +124,12 @@ func (st *state) transaction() sqlkit.Tx {
 	if st.final == nil && st.begun == nil {
 		k := st.k
 		var tx sqlkit.Tx
-		tx, st.begun = k.db.Begin(st.lease.ctx, sql.LevelSerializable)
+		tx, st.begun = k.db.Begin(sqlkit.WithWork(st.lease.ctx, st), sql.LevelSerializable)
 		if st.begun != nil {
 			st.begun = k.dbError("beginning the final transaction", st.begun)
 		} else {
 			st.final = tx
+			st.holding.Store(true)
 		}
 	}
 	return st.final
@@ -128,11 +150,7 @@ func Fail(ctx context.Context, err error) {
 	if st == nil || err == nil {
 		return
 	}
-	st.failMu.Lock()
-	defer st.failMu.Unlock()
-	if st.failure == nil {
-		st.failure = err
-	}
+	st.fail(err)
 }
 
 // Key returns the principal and key of the request; ok is false outside

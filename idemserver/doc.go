@@ -97,18 +97,17 @@
 // Config.WorkTimeout (atomic) or the lease (phased). Close waits for it.
 // An atomic request still working at Config.WorkTimeout rolls back and
 // gets 503 with Retry-After, whatever its handler answers then, and an
-// error is logged naming the cause. On SQLite the usual cause is a handler
-// that uses the database instead of its transaction: the database waits
-// for the connection the transaction holds. On PostgreSQL such a statement
-// commits on its own, outside the key's transaction, and nothing can tell.
+// error is logged naming the cause. A handler that uses the database
+// instead of its transaction is told where the database allows
+// (ErrOutsideTx says where).
 //
 // # Databases
 //
 // This package links no database driver: a service imports the package
 // of its database, which links that driver alone. Package
 // idemserver/sqlite is SQLite through modernc.org/sqlite: open the
-// database with its Open (WAL, synchronous=FULL, BEGIN IMMEDIATE, one
-// connection); the write lock is then the lock on every key. Package
+// database with its Open (WAL, synchronous=FULL, BEGIN IMMEDIATE,
+// transactions queued in Go); the write lock is then the lock on every key. Package
 // idemserver/postgres is PostgreSQL (and CockroachDB) through pgx: a
 // *sql.DB of pgx's stdlib driver as Config.DB, handlers using Tx; or a
 // pgxpool.Pool as Config.Store (postgres.Pool), handlers using

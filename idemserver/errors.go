@@ -1,6 +1,10 @@
 package idemserver
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/idemkit/idem/internal/sqlkit"
+)
 
 var (
 	// ErrUnauthorized, wrapped by a Config.Principal error, answers 401.
@@ -43,6 +47,19 @@ var (
 	ErrUnsupportedDatabase = errors.New("idemserver: unsupported database: import the package of yours " +
 		"(github.com/idemkit/idem/idemserver/postgres for PostgreSQL through pgx, " +
 		"github.com/idemkit/idem/idemserver/sqlite for SQLite through modernc.org/sqlite)")
+
+	// ErrOutsideTx is the error of a handler's statement, or transaction,
+	// on the database itself instead of Tx while the request's transaction
+	// is open; the request then answers 500, stores nothing, and logs it.
+	// SQLite's package tells it (sqlite.Open says how). On PostgreSQL and
+	// MySQL nothing can: such a statement on rows the transaction has not
+	// locked commits on its own at once, is not undone when the request
+	// fails, and runs again with a rerun; one on a row the transaction
+	// locked (a row it wrote, its key row) waits for the transaction, which
+	// waits for the handler, until Config.WorkTimeout: the request gets 503
+	// with nothing stored, and the statement then runs and commits on its
+	// own (given the request's context, it may be cancelled first).
+	ErrOutsideTx = sqlkit.ErrOutsideTx
 
 	// ErrKeyRowGone means a phased request's key row was deleted while
 	// it ran (by something outside Keys, which never deletes one).

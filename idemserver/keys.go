@@ -186,8 +186,8 @@ func (k *Keys) fail(w http.ResponseWriter, r *http.Request, err error) {
 // timedOut answers a request whose work outlived Config.WorkTimeout,
 // whatever its handler answered then: 503 with Retry-After, nothing
 // stored, and an error logged naming the cause, with the flavour's hint
-// of what makes a handler hang on its database (on SQLite, the database
-// used instead of the request's transaction).
+// of what makes a handler hang on its database (on PostgreSQL and MySQL, a
+// write through the database to a row the request's transaction locked).
 func (k *Keys) timedOut(w http.ResponseWriter, r *http.Request, err error) {
 	k.stats.failed.Add(1)
 	msg := "idemserver: the request's work outlived Config.WorkTimeout and rolled back; nothing was stored"

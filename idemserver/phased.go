@@ -182,6 +182,7 @@ func (k *Keys) finish(st *state, resp Response) error {
 	st.mu.Lock()
 	tx := st.final
 	st.final = nil
+	st.holding.Store(false)
 	st.mu.Unlock()
 	ctx := st.lease.ctx
 	if tx == nil {
@@ -207,6 +208,7 @@ func (k *Keys) finish(st *state, resp Response) error {
 func (st *state) rollback() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.holding.Store(false)
 	if st.final != nil {
 		st.final.Rollback(st.lease.ctx)
 		st.final = nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/internal/sqlkit/sqlitekit"
 )
 
 // orderer is an atomic handler that draws an order number from the
@@ -32,11 +33,11 @@ func (h *orderer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if h.e.s.mysql {
 		var res sql.Result
-		if res, err = idemserver.Tx(ctx).ExecContext(ctx, `INSERT INTO orders (k) VALUES (?)`, key); err == nil {
+		if res, err = txOf(ctx).ExecContext(ctx, `INSERT INTO orders (k) VALUES (?)`, key); err == nil {
 			id, err = res.LastInsertId()
 		}
 	} else {
-		err = idemserver.Tx(ctx).QueryRowContext(ctx, h.e.q(`INSERT INTO orders (k) VALUES (?) RETURNING id`), key).Scan(&id)
+		err = txOf(ctx).QueryRowContext(ctx, h.e.q(`INSERT INTO orders (k) VALUES (?) RETURNING id`), key).Scan(&id)
 	}
 	if err != nil {
 		idemserver.Fail(ctx, err)
@@ -65,8 +66,8 @@ func ordersDDL(s proofStore) string {
 
 // waiting counts the requests that wait for the database: on PostgreSQL
 // the sessions waiting for a lock, on MySQL the transactions waiting for
-// a lock, on SQLite the waits for the one connection since waitsBefore.
-func (e *proofEnv) waiting(waitsBefore int64) int {
+// a lock, on SQLite the transactions waiting for the one before them.
+func (e *proofEnv) waiting() int {
 	query := `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
 	switch {
 	case e.s.mysql:
@@ -80,7 +81,12 @@ func (e *proofEnv) waiting(waitsBefore int64) int {
 			JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
 			WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()`
 	case !e.s.pg:
-		return int(e.db.Stats().WaitCount - waitsBefore)
+		n, err := sqlitekit.Waiting(context.Background(), e.db)
+		if err != nil {
+			e.t.Errorf("counting the transactions waiting: %v", err)
+			return 1 << 20
+		}
+		return n
 	}
 	var n int
 	if err := e.db.QueryRow(query).Scan(&n); err != nil {
@@ -93,15 +99,15 @@ func (e *proofEnv) waiting(waitsBefore int64) int {
 // awaitWaiting waits until n requests wait for the database (see
 // waiting), failing the test if a request of done finishes first or if
 // they do not within a minute.
-func (e *proofEnv) awaitWaiting(waitsBefore int64, n int, done <-chan *httptestRecorder) {
+func (e *proofEnv) awaitWaiting(n int, done <-chan *httptestRecorder) {
 	e.t.Helper()
 	deadline := time.After(time.Minute)
-	for e.waiting(waitsBefore) < n {
+	for e.waiting() < n {
 		select {
 		case w := <-done:
 			e.t.Fatalf("a request finished (%d %q) instead of waiting for the key", w.Code, w.Body.String())
 		case <-deadline:
-			e.t.Fatalf("%d requests wait for the database after a minute, want %d", e.waiting(waitsBefore), n)
+			e.t.Fatalf("%d requests wait for the database after a minute, want %d", e.waiting(), n)
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
@@ -124,13 +130,12 @@ func TestL2ADuplicateNeverRunsTheHandler(t *testing.T) {
 		// does), so that they all meet its key while it runs.
 		h := &orderer{e: e}
 		var firstRun sync.Once
-		waitsBefore := e.db.Stats().WaitCount
 		h.wait = func(ctx context.Context) {
 			firstRun.Do(func() {
-				for h.runs.Load() == 1 && e.waiting(waitsBefore) < n-1 {
+				for h.runs.Load() == 1 && e.waiting() < n-1 {
 					select {
 					case <-ctx.Done():
-						t.Errorf("the others never waited for the key: %d waiting", e.waiting(waitsBefore))
+						t.Errorf("the others never waited for the key: %d waiting", e.waiting())
 						return
 					case <-time.After(2 * time.Millisecond):
 					}

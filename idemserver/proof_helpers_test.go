@@ -2,12 +2,13 @@ package idemserver_test
 
 // The proof's fixtures: a service database of each store with a business
 // table, a controllable clock, a fake payment gateway idempotent by key,
-// and request helpers. Every proof_*_test.go test runs on both stores.
+// and request helpers. Every proof_*_test.go test runs on every store.
 
 import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,23 +22,31 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/idemkit/idem/idemserver/mysql"    // MySQL and MariaDB
-	_ "github.com/idemkit/idem/idemserver/postgres" // PostgreSQL through pgx
+	_ "github.com/idemkit/idem/idemserver/mysql" // MySQL and MariaDB
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/postgres"
 	"github.com/idemkit/idem/idemserver/sqlite"
 	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // proofStore is one of the databases idemserver runs on.
 type proofStore struct {
 	name  string
 	pg    bool
+	pool  bool // PostgreSQL through a pgxpool.Pool (postgres.Pool), not database/sql
 	mysql bool // MariaDB, as MySQL
 }
 
-var proofStores = []proofStore{{name: "sqlite"}, {name: "postgres", pg: true}, {name: "mariadb", mysql: true}}
+var proofStores = []proofStore{
+	{name: "sqlite"},
+	{name: "postgres", pg: true},
+	{name: "pgxpool", pg: true, pool: true},
+	{name: "mariadb", mysql: true},
+}
 
 // eachProofStore runs f as a subtest on every store.
 func eachProofStore(t *testing.T, f func(t *testing.T, s proofStore)) {
@@ -68,11 +77,14 @@ func (c *proofClock) Add(d time.Duration) {
 }
 
 // proofEnv is a service database of one store with its business tables.
+// The tests read and set it up through db, database/sql's handle, whatever
+// the store Keys runs on.
 type proofEnv struct {
-	t   *testing.T
-	s   proofStore
-	db  *sql.DB
-	dsn string // PostgreSQL and MySQL only
+	t    *testing.T
+	s    proofStore
+	db   *sql.DB
+	pool *pgxpool.Pool // the pgxpool store's
+	dsn  string        // PostgreSQL and MySQL only
 
 	waitMu        sync.Mutex // serializes waiting's reads on MySQL
 	lastWaitQuery time.Time  // the last of them
@@ -93,6 +105,9 @@ func newProofEnv(t *testing.T, s proofStore) *proofEnv {
 		e.db, err = sql.Open("pgx", e.dsn)
 		if err == nil {
 			e.db.SetMaxOpenConns(20)
+		}
+		if err == nil && s.pool {
+			e.pool = e.openPool()
 		}
 	} else if s.mysql {
 		e.dsn = mysqltest.NewDatabase(t)
@@ -152,17 +167,44 @@ func (e *proofEnv) q(query string) string {
 	return b.String()
 }
 
-// config is the tests' usual Config: quiet, on the env's clock.
-func (e *proofEnv) config() idemserver.Config {
-	return idemserver.Config{DB: e.db, Logger: proofQuiet, Now: e.clock.Now}
+// openPool opens a pgxpool.Pool on the env's PostgreSQL database, closed
+// when the test ends.
+func (e *proofEnv) openPool() *pgxpool.Pool {
+	e.t.Helper()
+	pc, err := pgxpool.ParseConfig(e.dsn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	pc.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(pool.Close)
+	return pool
 }
 
-// keys opens a Keys on cfg (DB, Logger and Now filled in if unset),
-// closed when the test ends.
+// store sets the env's database on cfg: Store on the pgxpool store, else DB.
+func (e *proofEnv) store(cfg idemserver.Config) idemserver.Config {
+	if e.s.pool {
+		cfg.Store = postgres.Pool(e.pool)
+	} else {
+		cfg.DB = e.db
+	}
+	return cfg
+}
+
+// config is the tests' usual Config: quiet, on the env's clock.
+func (e *proofEnv) config() idemserver.Config {
+	return e.store(idemserver.Config{Logger: proofQuiet, Now: e.clock.Now})
+}
+
+// keys opens a Keys on cfg (the env's database, Logger and Now filled in
+// if unset), closed when the test ends.
 func (e *proofEnv) keys(cfg idemserver.Config) *idemserver.Keys {
 	e.t.Helper()
-	if cfg.DB == nil {
-		cfg.DB = e.db
+	if cfg.DB == nil && cfg.Store == nil {
+		cfg = e.store(cfg)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = proofQuiet
@@ -264,7 +306,7 @@ type inserter struct {
 	// then, if set, runs after the insert and may write the answer
 	// itself (returning true) or panic. Its r.Body holds again the bytes
 	// the run read.
-	then func(w http.ResponseWriter, r *http.Request, tx *sql.Tx) bool
+	then func(w http.ResponseWriter, r *http.Request, tx *sqlTx) bool
 }
 
 func (h *inserter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -276,7 +318,7 @@ func (h *inserter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, k, _ := idemserver.Key(ctx)
-	tx := idemserver.Tx(ctx)
+	tx := txOf(ctx)
 	if tx == nil {
 		http.Error(w, "no transaction", http.StatusInternalServerError)
 		return
@@ -386,7 +428,7 @@ func (h *charger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.beforeTx(ctx)
 	}
 	p, k, _ := idemserver.Key(ctx)
-	tx := idemserver.Tx(ctx)
+	tx := txOf(ctx)
 	if tx == nil {
 		http.Error(w, "no transaction", http.StatusInternalServerError)
 		return
@@ -439,10 +481,61 @@ func wantReplay(t *testing.T, what string, w, first *httptest.ResponseRecorder) 
 }
 
 // Short names the fixtures' signatures use.
-type (
-	sqlTx            = sql.Tx
-	httptestRecorder = httptest.ResponseRecorder
-)
+type httptestRecorder = httptest.ResponseRecorder
+
+// sqlTx is the request's transaction as the proof's handlers write
+// through it: database/sql's (idemserver.Tx), or on the pgxpool store the
+// pgx.Tx (postgres.Tx).
+type sqlTx struct {
+	sql *sql.Tx
+	pgx pgx.Tx
+}
+
+// txOf returns the request's transaction of ctx, nil if there is none.
+func txOf(ctx context.Context) *sqlTx {
+	return forgetTx(ctx, idemserver.Tx(ctx))
+}
+
+// forgetTx is txOf for Config.Forget, given database/sql's transaction
+// (nil on the pgxpool store).
+func forgetTx(ctx context.Context, tx *sql.Tx) *sqlTx {
+	if tx != nil {
+		return &sqlTx{sql: tx}
+	}
+	if tx := postgres.Tx(ctx); tx != nil {
+		return &sqlTx{pgx: tx}
+	}
+	return nil
+}
+
+func (t *sqlTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if t.sql != nil {
+		return t.sql.ExecContext(ctx, query, args...)
+	}
+	tag, err := t.pgx.Exec(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgxResult(tag.RowsAffected()), nil
+}
+
+// scanner is a row of QueryRowContext.
+type scanner interface{ Scan(dest ...any) error }
+
+func (t *sqlTx) QueryRowContext(ctx context.Context, query string, args ...any) scanner {
+	if t.sql != nil {
+		return t.sql.QueryRowContext(ctx, query, args...)
+	}
+	return t.pgx.QueryRow(ctx, query, args...)
+}
+
+// pgxResult is a pgx statement's sql.Result: rows affected, no last id.
+type pgxResult int64
+
+func (r pgxResult) LastInsertId() (int64, error) {
+	return 0, errors.New("PostgreSQL reports no last insert id")
+}
+func (r pgxResult) RowsAffected() (int64, error) { return int64(r), nil }
 
 // gate holds a request inside its handler: the handler closes entered
 // and waits on release; open releases it, once, and runs when the test

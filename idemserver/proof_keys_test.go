@@ -70,7 +70,7 @@ func TestL1KeyIsRequired(t *testing.T) {
 				http.Error(w, fmt.Sprintf("Step: %q, %v", out, err), http.StatusInternalServerError)
 				return
 			}
-			if _, err := idemserver.Tx(ctx).ExecContext(ctx, `INSERT INTO parents (id) VALUES (`+strconv.Itoa(len(dks))+`)`); err != nil {
+			if _, err := txOf(ctx).ExecContext(ctx, `INSERT INTO parents (id) VALUES (`+strconv.Itoa(len(dks))+`)`); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
 			}
@@ -237,7 +237,7 @@ func TestL1ResponsesAreBounded(t *testing.T) {
 				return
 			}
 			p, k, _ := idemserver.Key(ctx)
-			if _, err := idemserver.Tx(ctx).ExecContext(ctx, e.q(`INSERT INTO things (principal, k, note) VALUES (?, ?, ?)`), p, k, string(capture)); err != nil {
+			if _, err := txOf(ctx).ExecContext(ctx, e.q(`INSERT INTO things (principal, k, note) VALUES (?, ?, ?)`), p, k, string(capture)); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
 			}
@@ -389,7 +389,7 @@ func TestL1AnotherRequestRacingTheKeyGets422(t *testing.T) {
 						close(otherIn)
 					}
 					p, k, _ := idemserver.Key(ctx)
-					if _, err := idemserver.Tx(ctx).ExecContext(ctx, e.q(`INSERT INTO orders (principal, k, note) VALUES (?, ?, ?)`), p, k, string(body)); err != nil {
+					if _, err := txOf(ctx).ExecContext(ctx, e.q(`INSERT INTO orders (principal, k, note) VALUES (?, ?, ?)`), p, k, string(body)); err != nil {
 						if other == "atomic with Fail" {
 							idemserver.Fail(ctx, err)
 							return
@@ -417,10 +417,9 @@ func TestL1AnotherRequestRacingTheKeyGets422(t *testing.T) {
 				firstDone := make(chan *httptestRecorder, 1)
 				go func() { firstDone <- serve(route, firstReq()) }()
 				waitEntered(t, entered, firstDone)
-				waitsBefore := e.db.Stats().WaitCount
 				otherDone := make(chan *httptestRecorder, 1)
 				go func() { otherDone <- serve(otherRoute, otherReq()) }()
-				e.awaitWaiting(waitsBefore, 1, otherDone)
+				e.awaitWaiting(1, otherDone)
 
 				// The winner's request and answer, the loser's request, and
 				// what each store leaves.

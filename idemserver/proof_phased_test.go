@@ -333,7 +333,7 @@ func TestL5AStaleHolderCannotReleaseTheNewClaim(t *testing.T) {
 				<-release2
 			}
 			p, k, _ := idemserver.Key(ctx)
-			if _, err := idemserver.Tx(ctx).ExecContext(ctx, e.q(`INSERT INTO things (principal, k, note) VALUES (?, ?, ?)`), p, k, string(capture)); err != nil {
+			if _, err := txOf(ctx).ExecContext(ctx, e.q(`INSERT INTO things (principal, k, note) VALUES (?, ?, ?)`), p, k, string(capture)); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
 			}
@@ -365,5 +365,67 @@ func TestL5AStaleHolderCannotReleaseTheNewClaim(t *testing.T) {
 			t.Errorf("handler ran %d times, want 2", n)
 		}
 		wantReplay(t, "afterwards", serve(route, req("POST", "/charges", "x", "two")), second)
+	})
+}
+
+// L5.6: retries racing to take over one lapsed claim take it over once:
+// eight retries meet the row while another transaction holds it locked,
+// and once it lets go one takes the claim over and runs the handler; the
+// others find the new claim (409) or its answer, and run nothing. (On
+// MySQL the look-up reads the row FOR UPDATE: read without the lock, each
+// retry would judge the old claim lapsed and take it over in turn.)
+func TestL5RetriesTakeALapsedClaimOverOnce(t *testing.T) {
+	const n = 8
+	eachProofStore(t, func(t *testing.T, s proofStore) {
+		e := newProofEnv(t, s)
+		keys := e.keys(e.config())
+		gw := newProofGateway()
+		crash := &charger{e: e, gw: gw, beforeTx: func(context.Context) { panic("crash after the steps") }}
+		if _, p := servePanic(keys.Handle(idemserver.Route{Phased: true}, crash), req("POST", "/charges", "x", "lapsed")); p == nil {
+			t.Fatal("the first request did not crash")
+		}
+		e.clock.Add(idemserver.DefaultLockTimeout + time.Second)
+
+		// Another transaction holds the key row locked while the retries
+		// arrive (on SQLite, the write lock).
+		lock, err := e.db.BeginTx(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback()
+		forUpdate := " FOR UPDATE"
+		if !s.pg && !s.mysql {
+			forUpdate = ""
+		}
+		var id int64
+		if err := lock.QueryRow(e.q(`SELECT id FROM `+idemserver.DefaultTable+` WHERE idem_key = ?`+forUpdate), "lapsed").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		retry := &charger{e: e, gw: gw}
+		route := keys.Handle(idemserver.Route{Phased: true}, retry)
+		done := make(chan *httptestRecorder, n)
+		for range n {
+			go func() { done <- serve(route, req("POST", "/charges", "x", "lapsed")) }()
+		}
+		e.awaitWaiting(n, done)
+		if err := lock.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		created := 0
+		for range n {
+			switch w := <-done; w.Code {
+			case http.StatusCreated:
+				created++
+			case http.StatusConflict:
+			default:
+				t.Errorf("a retry answered %d %q, want 201 or 409", w.Code, w.Body.String())
+			}
+		}
+		if runs := retry.runs.Load(); runs != 1 || created < 1 {
+			t.Fatalf("the handler ran %d times for %d retries of a lapsed claim (%d answered 201); want once", runs, n, created)
+		}
+		if captures, _ := gw.state(); captures != 1 || e.count("things") != 1 {
+			t.Fatalf("%d captures, %d business rows; want 1 and 1", captures, e.count("things"))
+		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/postgres"
 )
 
 // L1.11: two Keys (replicas) on one PostgreSQL or MariaDB database, 200 concurrent
@@ -145,15 +146,7 @@ func replicas(t *testing.T, e *proofEnv, n int, cfg idemserver.Config) []*idemse
 	t.Helper()
 	var out []*idemserver.Keys
 	for range n {
-		db, err := sql.Open(e.s.driver(), e.dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.SetMaxOpenConns(10)
-		t.Cleanup(func() { db.Close() })
-		c := cfg
-		c.DB = db
-		out = append(out, e.keys(c))
+		out = append(out, e.keys(e.replica(cfg)))
 	}
 	return out
 }
@@ -169,16 +162,12 @@ func TestL1ReplicasCreateTheTablesAtOnce(t *testing.T) {
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range n {
-			db, err := sql.Open(e.s.driver(), e.dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
+			cfg := e.replica(idemserver.Config{Logger: proofQuiet, Now: e.clock.Now})
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				<-start
-				keys[i], errs[i] = idemserver.New(context.Background(), idemserver.Config{DB: db, Logger: proofQuiet, Now: e.clock.Now})
+				keys[i], errs[i] = idemserver.New(context.Background(), cfg)
 			}()
 		}
 		close(start)
@@ -298,6 +287,24 @@ func eachSharedStore(t *testing.T, f func(t *testing.T, s proofStore)) {
 			t.Run(s.name, func(t *testing.T) { f(t, s) })
 		}
 	}
+}
+
+// replica sets on cfg a pool of its own on e's shared database: a
+// pgxpool.Pool on the pgxpool store, else a *sql.DB.
+func (e *proofEnv) replica(cfg idemserver.Config) idemserver.Config {
+	e.t.Helper()
+	if e.s.pool {
+		cfg.Store = postgres.Pool(e.openPool())
+		return cfg
+	}
+	db, err := sql.Open(e.s.driver(), e.dsn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	db.SetMaxOpenConns(10)
+	e.t.Cleanup(func() { db.Close() })
+	cfg.DB = db
+	return cfg
 }
 
 // driver is the database/sql driver of a shared store.

@@ -24,7 +24,7 @@ func TestL1SweepForgetsFinishedKeysPastRetention(t *testing.T) {
 		cfg := e.config()
 		cfg.Forget = func(ctx context.Context, tx *sql.Tx, swept []idemserver.Swept) error {
 			for _, sw := range swept {
-				if _, err := tx.ExecContext(ctx, e.q(`UPDATE things SET forgotten = 1 WHERE principal = ? AND k = ?`), sw.Principal, sw.Key); err != nil {
+				if _, err := forgetTx(ctx, tx).ExecContext(ctx, e.q(`UPDATE things SET forgotten = 1 WHERE principal = ? AND k = ?`), sw.Principal, sw.Key); err != nil {
 					return err
 				}
 			}

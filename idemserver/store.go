@@ -245,6 +245,8 @@ func (k *Keys) createTables(ctx context.Context, lock string) error {
 // Unavailable).
 func (k *Keys) class(err error) sqlkit.Class {
 	switch {
+	case errors.Is(err, ErrOutsideTx):
+		return sqlkit.Other // the handler's mistake: no retry will mend it
 	case errors.Is(err, ErrUnavailable):
 		return sqlkit.Unavailable
 	case errors.Is(err, errRaced):

@@ -807,6 +807,64 @@ var mutants = []mutant{
 		Pkg: "./idemserver", Tests: []string{"TestL3AResumeKeepsTheDownstreamKey"},
 	},
 	{
+		Name: "SQLite: a statement given the request's context run outside its open transaction", Rules: "L2.13",
+		Edits: []edit{{File: "internal/sqlkit/sqlitekit/gate.go", Old: "if w := sqlkit.WorkFrom(ctx); w != nil && w.Holding() {",
+			New: "if w := sqlkit.WorkFrom(ctx); w != nil && w.Holding() && false {"}},
+		Pkg: "./idemserver", Tests: []string{"TestAHandlerUsingTheSQLiteDatabaseIsNamed"},
+	},
+	{
+		Name: "SQLite: a statement given no context that waited out the busy timeout behind its request not named", Rules: "L2.13",
+		Edits: []edit{{File: "internal/sqlkit/sqlitekit/gate.go", Old: "\tw := c.g.heldSince(taking)\n", New: "\tw := sqlkit.Work(nil)\n\t_ = taking\n"}},
+		Pkg:   "./idemserver", Tests: []string{"TestAHandlerUsingTheSQLiteDatabaseIsNamed"},
+	},
+	{
+		Name: "SQLite: a transaction begun on the database without a context waits for its request without end", Rules: "L2.13",
+		Edits: []edit{{File: "internal/sqlkit/sqlitekit/gate.go", Old: "if w == nil && !sqlkit.Internal(ctx) && g.busy > 0 {",
+			New: "if false {"}},
+		Pkg: "./idemserver", Tests: []string{"TestAHandlerUsingTheSQLiteDatabaseIsNamed"},
+	},
+	{
+		Name: "SQLite: idemserver's own transactions given up after the busy timeout like a program's", Rules: "L2.16",
+		Edits: []edit{{File: "internal/sqlkit/db.go", Old: "tx, err := d.db.BeginTx(context.WithValue(ctx, internalKey{}, true), d.f.Options(level))",
+			New: "tx, err := d.db.BeginTx(ctx, d.f.Options(level))"}},
+		Pkg: "./idemserver", Tests: []string{"TestSQLiteRequestsWaitForEachOtherPastTheBusyTimeout"},
+	},
+	{
+		Name: "SQLite: an atomic request's transaction not marked open while its handler runs", Rules: "L2.13",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "\t\tst.holding.Store(true)\n", New: ""}},
+		Pkg:   "./idemserver", Tests: []string{"TestAHandlerUsingTheSQLiteDatabaseIsNamed"},
+	},
+	{
+		Name: "SQLite: a handler's statement outside its transaction answered 503, as a busy database", Rules: "L2.13",
+		Edits: []edit{{File: "idemserver/store.go", Old: "\tcase errors.Is(err, ErrOutsideTx):\n\t\treturn sqlkit.Other // the handler's mistake: no retry will mend it\n",
+			New: ""}},
+		Pkg: "./idemserver", Tests: []string{"TestAHandlerUsingTheSQLiteDatabaseIsNamed"},
+	},
+	{
+		Name: "MySQL: the key row looked up without FOR UPDATE", Rules: "L5.6",
+		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: `"{{lock_key}}":            " FOR UPDATE",`,
+			New: `"{{lock_key}}":            "",`}},
+		Pkg: "./idemserver", Tests: []string{"TestL5RetriesTakeALapsedClaimOverOnce", "TestMySQLTwoRetriesCannotBothTakeOverAClaim"},
+	},
+	{
+		Name: "MySQL: transactions at READ UNCOMMITTED", Rules: "L2.14",
+		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: "return &sql.TxOptions{Isolation: sql.LevelReadCommitted}",
+			New: "return &sql.TxOptions{Isolation: sql.LevelReadUncommitted}"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2AHandlerNeverReadsUncommittedWrites"},
+	},
+	{
+		Name: "MySQL: transactions at REPEATABLE READ (the server's default), whose gap locks make keys wait for each other", Rules: "L2.15",
+		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: "return &sql.TxOptions{Isolation: sql.LevelReadCommitted}",
+			New: "return &sql.TxOptions{Isolation: sql.LevelRepeatableRead}"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2KeysDoNotWaitForEachOther"},
+	},
+	{
+		Name: "MySQL: transactions at SERIALIZABLE, whose gap locks make keys wait for each other", Rules: "L2.15",
+		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: "return &sql.TxOptions{Isolation: sql.LevelReadCommitted}",
+			New: "return &sql.TxOptions{Isolation: sql.LevelSerializable}"}},
+		Pkg: "./idemserver", Tests: []string{"TestL2KeysDoNotWaitForEachOther"},
+	},
+	{
 		Name: "a handler's 503 stored with its key", Rules: "L2.2",
 		Edits: []edit{{File: "idemserver/atomic.go", Old: "\t\tcase resp.Status >= 500:\n\t\t\treturn errRolledBack",
 			New: "\t\tcase resp.Status >= 500 && resp.Status != http.StatusServiceUnavailable:\n\t\t\treturn errRolledBack"}},
@@ -964,7 +1022,7 @@ var mutants = []mutant{
 	{
 		Name: "synchronous=FULL set on the first SQLite connection only", Rules: "L2.9",
 		Edits: []edit{{File: "idemserver/sqlite/sqlite.go", Old: "q.Add(\"_pragma\", \"synchronous(FULL)\")", New: "q.Add(\"_pragma\", \"synchronous(NORMAL)\")"},
-			{File: "idemserver/sqlite/sqlite.go", Old: "\tdb.SetMaxOpenConns(1)\n", New: "\tdb.SetMaxOpenConns(1)\n\tdb.Exec(\"PRAGMA synchronous = FULL\")\n"}},
+			{File: "idemserver/sqlite/sqlite.go", Old: "\tdb.SetMaxOpenConns(0)\n", New: "\tdb.SetMaxOpenConns(0)\n\tdb.Exec(\"PRAGMA synchronous = FULL\")\n"}},
 		Pkg: "./idemserver", Tests: []string{"TestL2SQLiteCommitsAreDurable"},
 	},
 	{
@@ -1111,10 +1169,5 @@ var mutants = []mutant{
 		Name: "AWS SDK: a refusal of the signature not listed by its code recorded as a rejection", Rules: "A2.8",
 		Edits: []edit{{File: "idemaws/outcome.go", Old: "strings.HasSuffix(code, \"SignatureException\")", New: "strings.HasSuffix(code, \"SignatureDoesNotMatch\")"}},
 		Pkg:   "./idemaws", Tests: []string{"TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown"},
-	},
-	{
-		Name: "MySQL: the key row read without a lock; two retries both take one claim over", Rules: "L5.6",
-		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: "\"{{lock_key}}\":            \" FOR UPDATE\",", New: "\"{{lock_key}}\":            \"\","}},
-		Pkg:   "./idemserver", Tests: []string{"TestMySQLTwoRetriesCannotBothTakeOverAClaim"},
 	},
 }

@@ -64,7 +64,7 @@ func (d sqlDB) Flavor() *Flavor { return d.f }
 func (d sqlDB) Native() any     { return d.db }
 
 func (d sqlDB) Begin(ctx context.Context, level sql.IsolationLevel) (Tx, error) {
-	tx, err := d.db.BeginTx(ctx, d.f.Options(level))
+	tx, err := d.db.BeginTx(context.WithValue(ctx, internalKey{}, true), d.f.Options(level))
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,8 @@ var Flavor = &sqlkit.Flavor{
 	Check:         Check,
 	TxOptions:     func(sql.IsolationLevel) *sql.TxOptions { return &sql.TxOptions{Isolation: sql.LevelReadCommitted} },
 	Classify:      Class,
+	TimeoutHint: "did the handler write through the database instead of its transaction, to a row the " +
+		"transaction locked? Such a statement waits for the transaction until the work times out, then commits on its own",
 	TablesQuery: `SELECT COUNT(*) FROM information_schema.tables
 		WHERE table_schema = DATABASE() AND table_name IN (?, ?)`,
 	Driver: func(d driver.Driver) bool {

@@ -35,6 +35,8 @@ var Flavor = &sqlkit.Flavor{
 	Returning: true,
 	TxOptions: func(level sql.IsolationLevel) *sql.TxOptions { return &sql.TxOptions{Isolation: level} },
 	Classify:  Class,
+	TimeoutHint: "did the handler write through the database instead of its transaction, to a row the " +
+		"transaction locked? Such a statement waits for the transaction until the work times out, then commits on its own",
 	// Any constant, the same in every replica.
 	SchemaLock: `SELECT pg_advisory_xact_lock(7305512441029836152)`,
 	NoSchemaLock: func(err error) bool {

@@ -13,8 +13,8 @@ import (
 )
 
 // Flavor is SQLite's flavour: ? and ?N as written, transactions serial
-// by the write lock (BEGIN IMMEDIATE, from the data source name), no row
-// locks.
+// by the write lock (BEGIN IMMEDIATE, from the data source name) and, on
+// a database of Connector, by its gate; no row locks.
 var Flavor = &sqlkit.Flavor{
 	Name:         "SQLite",
 	Package:      "github.com/idemkit/idem/idemserver/sqlite",
@@ -33,8 +33,6 @@ var Flavor = &sqlkit.Flavor{
 	},
 	Returning: true,
 	Classify:  Class,
-	TimeoutHint: "did the handler use the *sql.DB instead of idemserver.Tx? On SQLite that waits for the " +
-		"connection the request's own transaction holds (sqlite.Open keeps one), until the work times out",
 	Driver: func(d driver.Driver) bool {
 		_, ok := d.(*sqlite.Driver)
 		return ok
