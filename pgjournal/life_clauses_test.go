@@ -361,7 +361,8 @@ func TestALeaseTakenAsTheLivenessEndsIsLost(t *testing.T) {
 // (its end set a second behind it, as a pause past Liveness leaves it)
 // before any claim declared it dead. Its next renewal is refused and loses
 // its claim, the life stays over in the database (a life that ended never
-// comes back), and a's next claim starts another.
+// comes back), and a's next claim, after a Liveness idle, starts another,
+// renewed as the first was.
 func TestALapsedLifeIsNotRenewed(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	const w = 600 * time.Millisecond
@@ -386,6 +387,9 @@ func TestALapsedLifeIsNotRenewed(t *testing.T) {
 	if n := livesAliveNow(t, dsn, "a"); n != 0 {
 		t.Fatalf("%d of a's lives are alive by the database's clock after its liveness lapsed; want 0", n)
 	}
+	// a stays idle for a Liveness with its life ended, its heartbeat
+	// ticking over it, before its next claim starts another.
+	time.Sleep(w)
 	again := claimWithin(t, a, "x")
 	defer again.Release()
 	if got := a.Stats().Lives; got != 2 {
@@ -393,6 +397,19 @@ func TestALapsedLifeIsNotRenewed(t *testing.T) {
 	}
 	if n := livesAliveNow(t, dsn, "a"); n != 1 {
 		t.Fatalf("%d of a's lives alive after its next claim, want 1 (the new one)", n)
+	}
+	// The new life is renewed as the first was, and its claim kept past
+	// several Liveness.
+	renewed := a.Stats().LivenessRenewals
+	for deadline := time.Now().Add(20 * w); a.Stats().LivenessRenewals < renewed+3; time.Sleep(w / 10) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d renewals of a's next life in twenty Liveness; want 3", a.Stats().LivenessRenewals-renewed)
+		}
+	}
+	select {
+	case <-again.Lost():
+		t.Fatal("a lost the claim of its next life, though that life was renewed")
+	default:
 	}
 }
 
