@@ -471,3 +471,44 @@ func TestAPoolOfOneConnectionIsSharedWithTheRenewals(t *testing.T) {
 	done(first, "first")
 	done(begin("second"), "second")
 }
+
+// TestARenewalWhoseConnectionBrokeIsTriedAgainOnAnother is F11's "a
+// renewal that fails is tried again sooner" and "a connection that failed
+// is given back, and another taken": every connection of a's pool is
+// terminated by the database (a failover, an idle timeout in between);
+// the renewal on the one it kept fails, the next takes another, in time,
+// and a's claim is never lost.
+func TestARenewalWhoseConnectionBrokeIsTriedAgainOnAnother(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	const w = 900 * time.Millisecond
+	aLog := &logMessages{}
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Liveness: w, Logger: slog.New(aLog)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := claimWithin(t, a, "x")
+	defer c.Release()
+	if err := c.Begin(ctx, idem.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+		t.Fatal(err)
+	}
+	waitRenewals := func(n uint64) {
+		t.Helper()
+		from := a.Stats().LivenessRenewals
+		for deadline := time.Now().Add(20 * w); a.Stats().LivenessRenewals < from+n; time.Sleep(w / 20) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d renewals in twenty Liveness, want %d", a.Stats().LivenessRenewals-from, n)
+			}
+		}
+	}
+	waitRenewals(1) // the renewals now keep a connection
+	exec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	waitRenewals(3)
+	select {
+	case <-c.Lost():
+		t.Fatalf("a lost its claim when its renewal's connection broke (logged: %q)", aLog.all())
+	default:
+	}
+	if aLog.has(logLifeLapsed) || aLog.has(logLifeRefused) {
+		t.Fatalf("a's liveness ended when its renewal's connection broke (logged: %q)", aLog.all())
+	}
+}
