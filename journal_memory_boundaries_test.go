@@ -1,0 +1,171 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/internal/journalkit"
+)
+
+// growToSweep begins filler operations until the memory journal sweeps.
+func growToSweep(t *testing.T, j *memoryJournal, at time.Time) {
+	t.Helper()
+	for i := len(j.ops); i < memorySweepMin; i++ {
+		memoryBegin(t, j, "filler-"+strconv.Itoa(i), at)
+	}
+}
+
+// A sweep drops an outcome exactly KeyTTL old, and keeps one a nanosecond
+// younger; a Begin below memorySweepMin operations does not sweep.
+func TestMemoryJournalSweepsAnOutcomeExactlyKeyTTLOld(t *testing.T) {
+	clock := &memoryClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	const ttl = time.Hour
+	j := newMemoryJournalFor(ttl, clock.now)
+	start := clock.t
+	memoryComplete(t, j, memoryBegin(t, j, "at-ttl", start), start)
+	memoryComplete(t, j, memoryBegin(t, j, "under-ttl", start), start.Add(time.Nanosecond))
+	clock.t = start.Add(ttl)
+	memoryBegin(t, j, "below the sweep", clock.t)
+	if _, ok, _ := j.Lookup(context.Background(), "at-ttl"); !ok {
+		t.Fatal("a Begin swept before the journal grew")
+	}
+	growToSweep(t, j, clock.t)
+	if _, ok, _ := j.Lookup(context.Background(), "at-ttl"); ok {
+		t.Fatal("an outcome exactly KeyTTL old was kept by the sweep")
+	}
+	if _, ok, _ := j.Lookup(context.Background(), "under-ttl"); !ok {
+		t.Fatal("an outcome a nanosecond under KeyTTL old was swept")
+	}
+}
+
+// A sweep keeps an old outcome that a claim holds: the next claim of its
+// ID still waits for the holder, and finds the outcome.
+func TestMemoryJournalSweepKeepsAHeldOutcome(t *testing.T) {
+	clock := &memoryClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	const ttl = time.Hour
+	j := newMemoryJournalFor(ttl, clock.now)
+	start := clock.t
+	memoryComplete(t, j, memoryBegin(t, j, "held", start), start)
+	held, err := j.Claim(context.Background(), "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.t = start.Add(2 * ttl)
+	growToSweep(t, j, clock.t)
+	if c, err := j.TryClaim(context.Background(), "held"); !errors.Is(err, ErrClaimed) {
+		if c != nil {
+			c.Release()
+		}
+		t.Fatalf("TryClaim of an ID held across a sweep: %v, want ErrClaimed", err)
+	}
+	if op, ok := held.Operation(); !ok || op.State != StateDone {
+		t.Fatalf("the holder reads %+v, %v after the sweep; want the outcome", op, ok)
+	}
+	held.Release()
+	if _, ok, _ := j.Lookup(context.Background(), "held"); !ok {
+		t.Fatal("the outcome held across the sweep is gone")
+	}
+}
+
+// A released claim reads what the journal holds for its ID, and its Begin
+// is refused for an ID that has an intent: it never replaces the intent
+// another Do journaled.
+func TestMemoryJournalReleasedClaimNeverReplacesAnIntent(t *testing.T) {
+	j := newMemoryJournalFor(time.Hour, nil)
+	c, err := j.Claim(context.Background(), "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	first := memoryBegin(t, j, "op", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	if op, ok := c.Operation(); !ok || op.Key != first.Key {
+		t.Fatalf("the released claim reads %+v, %v; want the intent under %s", op, ok, first.Key)
+	}
+	other := Operation{ID: "op", Key: "key-other", Method: http.MethodPost, URL: "https://api.example/x"}
+	if err := c.Begin(context.Background(), other); !errors.Is(err, ErrOperationExists) {
+		t.Fatalf("Begin under a released claim of a begun ID: %v, want ErrOperationExists", err)
+	}
+	if op, _, _ := j.Lookup(context.Background(), "op"); op.Key != first.Key {
+		t.Fatalf("the journal holds key %s, want the first intent's %s", op.Key, first.Key)
+	}
+}
+
+// The memory journal's bound on an intent counts its ID, key, method and
+// URL together: one byte over is refused, the limit itself is taken.
+func TestMemoryJournalBoundsAnIntentByAllItsParts(t *testing.T) {
+	j := newMemoryJournalFor(time.Hour, nil)
+	key := "01234567-89ab-4def-8123-456789abcdef"
+	for _, tt := range []struct {
+		id   string
+		size int
+		ok   bool
+	}{{"over", memoryMaxRecord + 1, false}, {"at", memoryMaxRecord, true}} {
+		c, err := j.Claim(context.Background(), tt.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := "https://api.example/" + strings.Repeat("u", tt.size-len(tt.id)-len(key)-len(http.MethodPost)-len("https://api.example/"))
+		err = c.Begin(context.Background(), Operation{ID: tt.id, Key: key, Method: http.MethodPost, URL: url})
+		c.Release()
+		if (err == nil) != tt.ok || err != nil && !errors.Is(err, ErrInvalidOperation) {
+			t.Fatalf("Begin of an intent of %d bytes: %v, want accepted: %v", tt.size, err, tt.ok)
+		}
+	}
+}
+
+// The memory journal's bound on an outcome is its encoded header and body:
+// one byte over is refused, the limit itself is taken.
+func TestMemoryJournalBoundsAnOutcomeAtTheLimit(t *testing.T) {
+	j := newMemoryJournalFor(time.Hour, nil)
+	for _, tt := range []struct {
+		id   string
+		size int
+		ok   bool
+	}{{"over", memoryMaxRecord + 1, false}, {"at", memoryMaxRecord, true}} {
+		op := memoryBegin(t, j, tt.id, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+		c, err := j.Claim(context.Background(), tt.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		overhead := len(journalkit.EncodeHeaderBody(nil, make([]byte, tt.size))) - tt.size
+		op.State, op.Status, op.Body = StateDone, 201, make([]byte, tt.size-overhead)
+		if n := len(journalkit.EncodeHeaderBody(nil, op.Body)); n != tt.size {
+			t.Fatalf("the outcome encodes in %d bytes, want %d", n, tt.size)
+		}
+		err = c.Complete(context.Background(), op)
+		c.Release()
+		if (err == nil) != tt.ok || err != nil && !errors.Is(err, ErrInvalidOperation) {
+			t.Fatalf("Complete of an outcome of %d bytes: %v, want accepted: %v", tt.size, err, tt.ok)
+		}
+	}
+}
+
+// ForgetCompleted drops only a completed operation under its own key: a
+// completed one under another key and a pending one under its own are
+// refused, and kept.
+func TestMemoryJournalForgetCompletedNeedsBothTheOutcomeAndTheKey(t *testing.T) {
+	j := newMemoryJournalFor(time.Hour, nil)
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	done := memoryBegin(t, j, "done", at)
+	memoryComplete(t, j, done, at)
+	pending := memoryBegin(t, j, "pending", at)
+	for _, tt := range []struct{ id, key string }{{"done", "key-other"}, {"pending", pending.Key}} {
+		if err := j.ForgetCompleted(context.Background(), tt.id, tt.key); !errors.Is(err, ErrNoSuchOperation) {
+			t.Fatalf("ForgetCompleted(%s, %s) = %v, want ErrNoSuchOperation", tt.id, tt.key, err)
+		}
+		if _, ok, _ := j.Lookup(context.Background(), tt.id); !ok {
+			t.Fatalf("%s was dropped by a refused ForgetCompleted", tt.id)
+		}
+	}
+	if err := j.ForgetCompleted(context.Background(), "done", done.Key); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := j.Lookup(context.Background(), "done"); ok {
+		t.Fatal("ForgetCompleted under the operation's key kept it")
+	}
+}
