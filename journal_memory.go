@@ -49,7 +49,7 @@ type memoryJournal struct {
 // The collector visits every entry at every cycle for as long as the
 // journal keeps it, so an entry holds its strings end to end in one
 // allocation (intent) and its outcome in another, neither of which has
-// pointers to follow: three objects per operation, not six.
+// pointers to follow.
 type memoryEntry struct {
 	// intent is the ID, key, method and URL end to end; the map's key is
 	// its ID part once the operation is begun (see memoryClaim.Begin).
