@@ -23,7 +23,10 @@ import (
 // the Default constant of its name, or the default its doc states.
 type Config struct {
 	// Journal keeps keys and outcomes across restarts; Clients may share
-	// one. Default nil: keys live in this process only.
+	// one. Default nil: keys live in this process only, and each completed
+	// operation is held in memory until its key expires (KeyTTL), so that
+	// a repeated Do replays it. A process that runs many operations a day
+	// holds them all: give it a journal, whose outcomes stay on disk.
 	Journal Journal
 
 	// HTTPClient sends the attempts (see Redirects). Default:
