@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,6 +93,11 @@ func TestREADMETestCommandIsCI(t *testing.T) {
 		}
 		if !bytes.Contains(text, []byte(command)) {
 			t.Errorf("%s does not give .ci/run's test command %q", page, command)
+		}
+		// The README's is a line of its own, nothing after it, so that it
+		// can be copied as it stands.
+		if page == "README.md" && !slices.Contains(strings.Split(string(text), "\n"), command) {
+			t.Errorf("README.md does not give .ci/run's test command %q on a line of its own", command)
 		}
 	}
 }
