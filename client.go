@@ -509,7 +509,7 @@ func (c *Client) judge(op Operation, id string, req *http.Request, body requestB
 // rule, without user info or fragment and with secret query values
 // replaced; a URL with none of them is the fingerprint's as it is.
 func (c *Client) journaledURL(req *http.Request, body requestBody) string {
-	if req.URL.User != nil || req.URL.RawQuery != "" || req.URL.Fragment != "" || req.URL.RawFragment != "" {
+	if req.URL.User != nil || req.URL.RawQuery != "" || req.URL.Fragment != "" {
 		return c.secrets.url(req.URL)
 	}
 	return body.url
