@@ -1762,3 +1762,195 @@ func TestALostCompletionIsResentUnderTheSameKey(t *testing.T) {
 		t.Fatalf("requests %v, journal %v under %s: want two requests under the journaled key, then done", got, op.State, op.Key)
 	}
 }
+
+// C2.2: a Begin that fails sends nothing, whatever the claim reports
+// holding after it: an intent the journal wrote but could not confirm
+// durable is not sent on the strength of the claim's Operation, and an
+// ErrOperationExists with nothing held is reported as such, not judged
+// against an empty operation. The next Do resumes the journaled intent.
+func TestABeginThatFailsSendsNothingWhateverTheClaimHolds(t *testing.T) {
+	unconfirmed := errors.New("injected: the intent's commit was not confirmed")
+	for _, tc := range []struct {
+		name  string
+		begin func(inner idem.Claim, ctx context.Context, op idem.Operation) error
+		want  error
+	}{
+		{"written, then an error", func(inner idem.Claim, ctx context.Context, op idem.Operation) error {
+			if err := inner.Begin(ctx, op); err != nil {
+				return err
+			}
+			return unconfirmed
+		}, unconfirmed},
+		{"ErrOperationExists, nothing held", func(idem.Claim, context.Context, idem.Operation) error {
+			return fmt.Errorf("injected: %w", idem.ErrOperationExists)
+		}, idem.ErrOperationExists},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScript(t)
+			fj := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+			defer fj.Close()
+			j := &failingBeginJournal{Journal: fj, begin: tc.begin}
+			c := newClient(t, fast(idem.Config{Journal: j}))
+			_, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+			if !errors.Is(err, tc.want) || errors.Is(err, idem.ErrMismatch) || s.count() != 0 {
+				t.Fatalf("Do = %v after %d attempts, want %v and nothing sent", err, s.count(), tc.want)
+			}
+			j.begin = nil
+			resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			op, _ := lookup(fj, "op")
+			if seen := s.attempts(); len(seen) != 1 || seen[0].Key != op.Key || op.State != idem.StateDone {
+				t.Fatalf("the next Do sent %v, journal holds %+v; want one attempt under the journaled key, done", seen, op)
+			}
+		})
+	}
+}
+
+// failingBeginJournal is a journal whose claims' Begin runs begin in
+// place of the journal's own, while begin is set.
+type failingBeginJournal struct {
+	idem.Journal
+	begin func(inner idem.Claim, ctx context.Context, op idem.Operation) error
+}
+
+func (j *failingBeginJournal) Claim(ctx context.Context, id string) (idem.Claim, error) {
+	claim, err := j.Journal.Claim(ctx, id)
+	if err != nil || j.begin == nil {
+		return claim, err
+	}
+	return failingBeginClaim{claim, j.begin}, nil
+}
+
+type failingBeginClaim struct {
+	idem.Claim
+	begin func(inner idem.Claim, ctx context.Context, op idem.Operation) error
+}
+
+func (c failingBeginClaim) Begin(ctx context.Context, op idem.Operation) error {
+	return c.begin(c.Claim, ctx, op)
+}
+
+// C1.3: a key header the caller wrote into the header map under a name
+// Set does not replace is left out of the attempts, and only it: every
+// other field of the caller's header goes out on every attempt. Map order
+// is random, so several operations each put the dropped name at a new
+// place among the others.
+func TestACallersOwnKeyHeaderIsTheOnlyFieldLeftOut(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen []http.Header
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Clone())
+		n := len(seen)
+		mu.Unlock()
+		if n%2 == 1 {
+			w.WriteHeader(503) // each operation's first attempt: retried
+		}
+	}))
+	defer srv.Close()
+	c := newClient(t, fast(idem.Config{}))
+	const fields = 32
+	for i := range 8 {
+		req := post(t, context.Background(), srv.URL, "x")
+		req.Header["idempotency-key"] = []string{"vendor-key"}
+		for f := range fields {
+			req.Header.Set(fmt.Sprintf("X-Field-%02d", f), fmt.Sprint("value-", f))
+		}
+		resp, err := c.Do(fmt.Sprint("op-", i), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 16 {
+		t.Fatalf("%d attempts, want 16", len(seen))
+	}
+	for i, h := range seen {
+		if keys := h.Values("Idempotency-Key"); len(keys) != 1 || !uuidV4.MatchString(keys[0]) {
+			t.Fatalf("attempt %d carried the keys %q, want the minted one alone", i+1, keys)
+		}
+		for f := range fields {
+			if name, want := fmt.Sprintf("X-Field-%02d", f), fmt.Sprint("value-", f); h.Get(name) != want {
+				t.Fatalf("attempt %d carried %s %q, want %q", i+1, name, h.Get(name), want)
+			}
+		}
+	}
+}
+
+// C12.3: an empty operation ID in a request's context names no operation:
+// OperationFrom reports none, and a GET passes through once without a key,
+// as a GET without WithOperation does.
+func TestAnEmptyOperationIDNamesNoOperation(t *testing.T) {
+	ctx := idem.WithOperation(context.Background(), "")
+	if id, ok := idem.OperationFrom(ctx); ok || id != "" {
+		t.Fatalf("OperationFrom = %q, %v; want none", id, ok)
+	}
+	if id, ok := idem.OperationFrom(idem.WithOperation(context.Background(), "op")); !ok || id != "op" {
+		t.Fatalf("OperationFrom = %q, %v; want op", id, ok)
+	}
+	s := newScript(t, status(503, ""), status(200, ""))
+	j := openJournal(t, filepath.Join(t.TempDir(), "j"))
+	defer j.Close()
+	hc := newClient(t, fast(idem.Config{Journal: j})).StandardClient()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if seen := s.attempts(); resp.StatusCode != 503 || len(seen) != 1 || seen[0].Key != "" {
+		t.Fatalf("%d after %d requests, keys %v: want the 503, sent once without a key", resp.StatusCode, len(seen), seen)
+	}
+	if ops := list(j, idem.ListAll); len(ops) != 0 {
+		t.Fatalf("the journal holds %v, want nothing: no operation was named", ops)
+	}
+}
+
+// C13.8: an *http.Client around the RoundTripper that follows every
+// redirect, as a plain one does, cannot follow one the redirect rule left
+// unfollowed after a request that carried a key: the follow is refused
+// with ErrInvalidRequest and nothing reaches the Location.
+func TestAPlainClientAroundTheRoundTripperCannotFollowAKeyedRedirect(t *testing.T) {
+	var landed atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { landed.Add(1) }))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/moved":
+			http.Redirect(w, r, "/landing", http.StatusFound)
+		case "/away":
+			http.Redirect(w, r, other.URL+"/landing", http.StatusTemporaryRedirect)
+		default:
+			landed.Add(1)
+		}
+	}))
+	defer srv.Close()
+	c := newClient(t, fast(idem.Config{}))
+	hc := &http.Client{Transport: c.RoundTripper()}
+	for _, tc := range []struct{ name, path, id string }{
+		{"a 302 of an operation", "/moved", "op"},
+		{"a 307 to another origin, a mutation without an operation", "/away", ""},
+	} {
+		ctx := context.Background()
+		if tc.id != "" {
+			ctx = idem.WithOperation(ctx, tc.id)
+		}
+		resp, err := hc.Do(post(t, ctx, srv.URL+tc.path, "x"))
+		if err == nil {
+			resp.Body.Close()
+		}
+		if !errors.Is(err, idem.ErrInvalidRequest) || landed.Load() != 0 {
+			t.Fatalf("%s: Do = %v, the Location reached %d times; want ErrInvalidRequest and nothing sent there", tc.name, err, landed.Load())
+		}
+	}
+}
