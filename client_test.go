@@ -1954,3 +1954,88 @@ func TestAPlainClientAroundTheRoundTripperCannotFollowAKeyedRedirect(t *testing.
 		}
 	}
 }
+
+// C1.1, C4, C5, C2.2 through a journal that claims and begins in one step
+// (idem.ClaimBeginner, as a shared journal does): a new operation is sent
+// under the key journaled for it; an unknown one is resumed under it; a
+// completed one is answered from the journal; another request under its ID
+// is refused with ErrMismatch; a Do whose context has ended journals and
+// sends nothing; a claim that holds nothing after ClaimBegin is refused.
+func TestAJournalThatClaimsAndBeginsInOneStepIsJudgedAsAnyOther(t *testing.T) {
+	s := newScript(t, status(503, "busy"), status(201, "made"))
+	fj := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+	defer fj.Close()
+	j := &claimBeginJournal{Journal: fj}
+	c := newClient(t, fast(idem.Config{Journal: j, MaxAttempts: 1}))
+	do := func(ctx context.Context, id, body string) (*http.Response, error) {
+		return c.Do(id, post(t, ctx, s.srv.URL, body))
+	}
+
+	if _, err := do(context.Background(), "op", "x"); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("first Do = %v, want unknown after the 503", err)
+	}
+	pending, _ := lookup(fj, "op")
+	resp, err := do(context.Background(), "op", "x")
+	if err != nil {
+		t.Fatalf("resumed Do = %v, want the 201", err)
+	}
+	if got := readAll(t, resp); resp.StatusCode != 201 || got != "made" {
+		t.Fatalf("resumed Do = %d %q, want 201 made", resp.StatusCode, got)
+	}
+	if seen := s.attempts(); len(seen) != 2 || seen[0].Key != pending.Key || seen[1].Key != pending.Key || !uuidV4.MatchString(pending.Key) {
+		t.Fatalf("attempts %v, journaled key %q: want both under it", seen, pending.Key)
+	}
+	resp, err = do(context.Background(), "op", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); resp.StatusCode != 201 || got != "made" || !idem.Recorded(resp) || s.count() != 2 {
+		t.Fatalf("completed Do = %d %q, recorded %v, after %d attempts; want the recorded 201 without sending", resp.StatusCode, got, idem.Recorded(resp), s.count())
+	}
+	if _, err := do(context.Background(), "op", "y"); !errors.Is(err, idem.ErrMismatch) || s.count() != 2 {
+		t.Fatalf("another body = %v after %d attempts, want ErrMismatch without sending", err, s.count())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := do(ctx, "given-up", "x"); !errors.Is(err, context.Canceled) || s.count() != 2 {
+		t.Fatalf("ended context = %v after %d attempts, want context.Canceled without sending", err, s.count())
+	}
+	if _, ok := lookup(fj, "given-up"); ok {
+		t.Fatal("a Do whose context had ended journaled its intent")
+	}
+
+	j.empty = true
+	if _, err := do(context.Background(), "empty", "x"); !errors.Is(err, idem.ErrNoSuchOperation) || s.count() != 2 {
+		t.Fatalf("a claim holding nothing = %v after %d attempts, want ErrNoSuchOperation without sending", err, s.count())
+	}
+}
+
+// claimBeginJournal makes a journal an idem.ClaimBeginner: Claim, then
+// Begin when the journal holds nothing. With empty set, its claims say
+// they hold nothing.
+type claimBeginJournal struct {
+	idem.Journal
+	empty bool
+}
+
+func (j *claimBeginJournal) ClaimBegin(ctx context.Context, op idem.Operation) (idem.Claim, error) {
+	claim, err := j.Journal.Claim(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := claim.Operation(); !ok && !j.empty {
+		if err := claim.Begin(ctx, op); err != nil {
+			claim.Release()
+			return nil, err
+		}
+	}
+	if j.empty {
+		return emptyClaim{claim}, nil
+	}
+	return claim, nil
+}
+
+type emptyClaim struct{ idem.Claim }
+
+func (emptyClaim) Operation() (idem.Operation, bool) { return idem.Operation{}, false }
