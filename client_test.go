@@ -1833,7 +1833,7 @@ func (c failingBeginClaim) Begin(ctx context.Context, op idem.Operation) error {
 	return c.begin(c.Claim, ctx, op)
 }
 
-// C1.3: a key header the caller wrote into the header map under a name
+// C1.5: a key header the caller wrote into the header map under a name
 // Set does not replace is left out of the attempts, and only it: every
 // other field of the caller's header goes out on every attempt. Map order
 // is random, so several operations each put the dropped name at a new
@@ -1955,7 +1955,7 @@ func TestAPlainClientAroundTheRoundTripperCannotFollowAKeyedRedirect(t *testing.
 	}
 }
 
-// C1.1, C4, C5, C2.2 through a journal that claims and begins in one step
+// C1.2, C4.1, C5.1 through a journal that claims and begins in one step
 // (idem.ClaimBeginner, as a shared journal does): a new operation is sent
 // under the key journaled for it; an unknown one is resumed under it; a
 // completed one is answered from the journal; another request under its ID
@@ -2039,3 +2039,46 @@ func (j *claimBeginJournal) ClaimBegin(ctx context.Context, op idem.Operation) (
 type emptyClaim struct{ idem.Claim }
 
 func (emptyClaim) Operation() (idem.Operation, bool) { return idem.Operation{}, false }
+
+// C8.5: a Config that leaves the waits zero waits by the defaults: the
+// first wait is DefaultInitialWait (250ms), a Retry-After is capped at
+// DefaultMaxWait (30s), and one that ends exactly at DefaultMaxElapsed (2
+// minutes) is still waited for while one a second longer stops the
+// retries. The waits are
+// observed through OnAttempt, which ends the Do instead of waiting; the
+// clock stands still, so the elapsed time is exact.
+func TestAZeroConfigWaitsByTheDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cfg        idem.Config
+		retryAfter string
+		retry      bool
+		wait       time.Duration
+	}{
+		{"the first wait", idem.Config{}, "", true, 250 * time.Millisecond},
+		{"a Retry-After past the longest wait", idem.Config{}, "3600", true, 30 * time.Second},
+		{"a Retry-After ending at the elapsed bound", idem.Config{MaxWait: time.Hour}, "120", true, 2 * time.Minute},
+		{"a Retry-After past the elapsed bound", idem.Config{MaxWait: time.Hour}, "121", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var header []string
+			if tc.retryAfter != "" {
+				header = []string{"Retry-After", tc.retryAfter}
+			}
+			s := newScript(t, status(503, "", header...))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var seen []idem.Attempt
+			cfg := tc.cfg
+			cfg.Jitter, cfg.Now = -1, newTestClock().Now
+			cfg.OnAttempt = func(a idem.Attempt) { seen = append(seen, a); cancel() }
+			_, err := newClient(t, cfg).Do("op", post(t, ctx, s.srv.URL, "x"))
+			if len(seen) != 1 || seen[0].Retry != tc.retry || seen[0].Wait != tc.wait {
+				t.Fatalf("Do = %v, attempts %+v; want one, retry %v after %v", err, seen, tc.retry, tc.wait)
+			}
+			if tc.retry && !errors.Is(err, context.Canceled) || !tc.retry && !errors.Is(err, idem.ErrMaxElapsed) {
+				t.Fatalf("Do = %v, want it ended by its context after a retry, or by MaxElapsed without one", err)
+			}
+		})
+	}
+}
