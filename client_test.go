@@ -2082,3 +2082,58 @@ func TestAZeroConfigWaitsByTheDefaults(t *testing.T) {
 		})
 	}
 }
+
+// C11.4: a Do that fails to claim its operation says what the claim was
+// doing: waiting for a concurrent Do when its context ended in that wait,
+// and claiming it in the journal when the journal failed, also as the
+// context ended.
+func TestAFailedClaimSaysWhatItWasDoing(t *testing.T) {
+	t.Run("waiting for a concurrent Do", func(t *testing.T) {
+		release := make(chan struct{})
+		entered := make(chan struct{}, 1)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			entered <- struct{}{}
+			<-release
+		}))
+		defer srv.Close()
+		defer close(release)
+		c := newClient(t, fast(idem.Config{}))
+		go func() {
+			if resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x")); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		<-entered
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := c.Do("op", post(t, ctx, srv.URL, "x"))
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for a concurrent Do") {
+			t.Fatalf("err = %v, want the deadline, waiting for a concurrent Do", err)
+		}
+	})
+	t.Run("claiming it in the journal", func(t *testing.T) {
+		s := newScript(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		broken := errors.New("injected: the journal is gone")
+		j := &brokenClaimJournal{Journal: openJournal(t, filepath.Join(t.TempDir(), "ops.journal")), cancel: cancel, err: broken}
+		defer j.Journal.(*filejournal.Journal).Close()
+		_, err := newClient(t, fast(idem.Config{Journal: j})).Do("op", post(t, ctx, s.srv.URL, "x"))
+		if !errors.Is(err, broken) || !strings.Contains(err.Error(), "claiming it in the journal") || s.count() != 0 {
+			t.Fatalf("err = %v after %d attempts, want the journal's error, claiming it in the journal, nothing sent", err, s.count())
+		}
+	})
+}
+
+// brokenClaimJournal is a journal whose Claim ends the caller's context
+// and fails with an error of its own.
+type brokenClaimJournal struct {
+	idem.Journal
+	cancel context.CancelFunc
+	err    error
+}
+
+func (j *brokenClaimJournal) Claim(context.Context, string) (idem.Claim, error) {
+	j.cancel()
+	return nil, j.err
+}
