@@ -279,3 +279,36 @@ func TestKeyHeaderTokenCharacters(t *testing.T) {
 		}
 	}
 }
+
+// Bad input: an operation ID of 4096 bytes, the longest a journal holds,
+// is an operation like any other, through the default journal and a file
+// journal, answered from the file journal after it is reopened; one of
+// 4097 bytes is refused with ErrInvalidRequest and nothing is sent.
+func TestAnOperationIDOfTheLongestLengthIsTaken(t *testing.T) {
+	s := newScript(t)
+	longest := strings.Repeat("i", 4096)
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	j := openJournal(t, path)
+	for _, cfg := range []idem.Config{{}, {Journal: j}} {
+		c := newClient(t, fast(cfg))
+		if _, err := c.Do(longest+"i", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrInvalidRequest) {
+			t.Fatalf("an ID of 4097 bytes: %v, want ErrInvalidRequest", err)
+		}
+		resp, err := c.Do(longest, post(t, context.Background(), s.srv.URL, "x"))
+		if err != nil {
+			t.Fatalf("an ID of 4096 bytes: %v", err)
+		}
+		resp.Body.Close()
+	}
+	j.Close()
+	j = openJournal(t, path)
+	defer j.Close()
+	resp, err := newClient(t, fast(idem.Config{Journal: j})).Do(longest, post(t, context.Background(), s.srv.URL, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !idem.Recorded(resp) || s.count() != 2 {
+		t.Fatalf("after a reopen: recorded %v after %d attempts, want the recorded answer after 2", idem.Recorded(resp), s.count())
+	}
+}
