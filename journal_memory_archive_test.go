@@ -176,3 +176,34 @@ func TestMemoryJournalArchivesAReleasedOutcome(t *testing.T) {
 		t.Fatalf("Lookup after the second release: %+v, %v", got, ok)
 	}
 }
+
+// An archived operation that is forgotten is gone: Lookup, List and a
+// claim find nothing of it, and its ID can be begun again.
+func TestMemoryJournalForgetsAnArchivedOperation(t *testing.T) {
+	ctx := context.Background()
+	j := newMemoryJournalFor(time.Hour, nil)
+	op := memoryBegin(t, j, "op", time.Now())
+	memoryComplete(t, j, op, time.Now())
+	memoryComplete(t, j, memoryBegin(t, j, "other", time.Now()), time.Now())
+	if err := j.ForgetCompleted(ctx, "op", op.Key); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, _ := j.Lookup(ctx, "op"); ok {
+		t.Fatalf("Lookup of a forgotten operation: %+v", got)
+	}
+	if all, _ := j.List(ctx, ListAll); len(all) != 1 || all[0].ID != "other" {
+		t.Fatalf("List after the forget: %+v, want other alone", all)
+	}
+	c, err := j.Claim(ctx, "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if got, ok := c.Operation(); ok {
+		t.Fatalf("a claim of the forgotten ID reads %+v", got)
+	}
+	op.Key = "key-again"
+	if err := c.Begin(ctx, op); err != nil {
+		t.Fatalf("Begin of the forgotten ID: %v", err)
+	}
+}
