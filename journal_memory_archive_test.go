@@ -52,23 +52,29 @@ func TestMemoryArchiveTellsIDsOfOneHashApart(t *testing.T) {
 	}
 	wantArchived(t, &a, []string{"a", "b", "c", "d"}, []string{"e"})
 
-	e := a.take("c") // in the chain's middle
-	if e == nil || e.id() != "c" || e.key() != "key-c" || e.method() != http.MethodPost || e.url() != "https://api.example/c" ||
-		string(e.outcome) != "\x00\x09body of c" || !e.begun || e.held || e.state != StateDone || e.status != 201 {
-		t.Fatalf("take(c) = %+v", e)
+	c := a.take("c") // in the chain's middle
+	if c == nil || c.id() != "c" || c.key() != "key-c" || c.method() != http.MethodPost || c.url() != "https://api.example/c" ||
+		string(c.outcome) != "\x00\x09body of c" || !c.begun || c.held || c.state != StateDone || c.status != 201 {
+		t.Fatalf("take(c) = %+v", c)
 	}
 	wantArchived(t, &a, []string{"a", "b", "d"}, []string{"c"})
 	a.take("d") // the newest
+	wantArchived(t, &a, []string{"a", "b"}, []string{"c", "d"})
+	b := a.take("b") // the newest, the one after it record 0
+	wantArchived(t, &a, []string{"a"}, []string{"b", "c", "d"})
+	a.put(c)
+	a.put(b)
+	a.take("c") // in the middle again
 	wantArchived(t, &a, []string{"a", "b"}, []string{"c", "d"})
 	a.take("a") // the oldest
 	wantArchived(t, &a, []string{"b"}, []string{"a", "c", "d"})
 	if a.take("a") != nil {
 		t.Fatal("an ID taken out was taken out again")
 	}
-	a.put(e) // c back, newest
+	a.put(c)
 	wantArchived(t, &a, []string{"b", "c"}, []string{"a", "d"})
-	if a.len() != 5 || a.taken != 3 {
-		t.Fatalf("%d records, %d taken; want 5 and 3", a.len(), a.taken)
+	if a.len() != 7 || a.taken != 5 {
+		t.Fatalf("%d records, %d taken; want 7 and 5", a.len(), a.taken)
 	}
 
 	a.sweep(now, time.Hour)
