@@ -222,16 +222,23 @@ func (j *memoryJournal) sweepIfGrown() {
 
 // sweep drops the completed operations whose outcome is KeyTTL old and
 // that no claim holds, as a filejournal.Journal without a file dropped them when it
-// compacted. Called with mu held.
+// compacted: the archive's (see settle). Called with mu held.
 func (j *memoryJournal) sweep() {
-	now := j.now()
-	for id, e := range j.ops {
-		if e.begun && !e.held && e.state.final() && now.Sub(time.Unix(0, e.completed)) >= j.ttl {
-			delete(j.ops, id)
-		}
-	}
-	j.archive.sweep(now, j.ttl)
+	j.archive.sweep(j.now(), j.ttl)
 	j.sweepAt = max(memorySweepMin, 2*j.size())
+}
+
+// settle moves id's operation from the map to the archive if it is
+// completed and no claim holds it. Each method leaves the map holding
+// no such operation: Release settles what its claim completed, and a
+// method of a released claim what it read back or completed. Called with
+// mu held.
+func (j *memoryJournal) settle(id string) {
+	if e := j.ops[id]; e != nil && e.begun && !e.held && e.state.final() {
+		delete(j.ops, id)
+		j.archive.put(e)
+		j.sweepIfGrown()
+	}
 }
 
 // operation returns what e records, its header and body in fresh memory
@@ -270,6 +277,9 @@ func (c *memoryClaim) Operation() (Operation, bool) {
 	c.j.mu.Lock()
 	defer c.j.mu.Unlock()
 	e := c.entry()
+	if c.e == nil {
+		defer c.j.settle(c.id)
+	}
 	if e == nil || !e.begun {
 		return Operation{}, false
 	}
@@ -291,6 +301,9 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e := c.entry()
+	if c.e == nil {
+		defer j.settle(c.id)
+	}
 	switch {
 	case e == nil: // Begin after Release, of an ID no one holds
 		e = &memoryEntry{}
@@ -328,6 +341,9 @@ func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e := c.entry()
+	if c.e == nil {
+		defer j.settle(c.id)
+	}
 	switch {
 	case e == nil || !e.begun:
 		return fmt.Errorf("idem: journal in memory: complete %q: %w", op.ID, ErrNoSuchOperation)
@@ -358,16 +374,10 @@ func (c *memoryClaim) Release() {
 		close(e.free)
 		e.free = nil
 	}
-	if j.ops[c.id] == e {
-		switch {
-		case !e.begun:
-			delete(j.ops, c.id)
-		case e.state.final():
-			delete(j.ops, c.id)
-			j.archive.put(e)
-			j.sweepIfGrown()
-		}
+	if !e.begun && j.ops[c.id] == e {
+		delete(j.ops, c.id)
 	}
+	j.settle(c.id)
 	j.mu.Unlock()
 	c.e = nil
 }

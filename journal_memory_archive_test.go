@@ -213,3 +213,40 @@ func TestMemoryJournalForgetsAnArchivedOperation(t *testing.T) {
 		t.Fatalf("Begin of the forgotten ID: %v", err)
 	}
 }
+
+// What a released claim reads back or completes goes to the archive, so
+// the sweep finds it there: the map keeps no completed operation that no
+// claim holds.
+func TestMemoryJournalReleasedClaimLeavesNoOutcomeInTheMap(t *testing.T) {
+	ctx := context.Background()
+	clock := &memoryClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	const ttl = time.Hour
+	j := newMemoryJournalFor(ttl, clock.now)
+	read := memoryBegin(t, j, "read", clock.t)
+	c, _ := j.Claim(ctx, "read")
+	read.State, read.Status, read.Completed = StateDone, 201, clock.t
+	if err := c.Complete(ctx, read); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	if op, ok := c.Operation(); !ok || op.State != StateDone {
+		t.Fatalf("a released claim reads %+v, %v; want the outcome", op, ok)
+	}
+	late := memoryBegin(t, j, "late", clock.t)
+	c, _ = j.Claim(ctx, "late")
+	c.Release()
+	late.State, late.Status, late.Completed = StateDone, 201, clock.t
+	if err := c.Complete(ctx, late); err != nil {
+		t.Fatalf("Complete of a released claim: %v", err)
+	}
+	if len(j.ops) != 0 || j.archive.len()-j.archive.taken != 2 {
+		t.Fatalf("%d operations in the map, %d archived; want 0 and 2", len(j.ops), j.archive.len()-j.archive.taken)
+	}
+	clock.t = clock.t.Add(ttl)
+	growToSweep(t, j, clock.t)
+	for _, id := range []string{"read", "late"} {
+		if op, ok, _ := j.Lookup(ctx, id); ok {
+			t.Fatalf("%s, completed KeyTTL ago, is still held after the sweep: %+v", id, op)
+		}
+	}
+}
