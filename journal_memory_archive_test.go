@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"reflect"
 	"testing"
@@ -231,6 +232,11 @@ func TestMemoryJournalReleasedClaimLeavesNoOutcomeInTheMap(t *testing.T) {
 	c.Release()
 	if op, ok := c.Operation(); !ok || op.State != StateDone {
 		t.Fatalf("a released claim reads %+v, %v; want the outcome", op, ok)
+	}
+	again := read
+	again.State, again.Status, again.Completed = StatePending, 0, time.Time{}
+	if err := c.Begin(ctx, again); !errors.Is(err, ErrOperationExists) {
+		t.Fatalf("Begin of a released claim over an outcome: %v, want ErrOperationExists", err)
 	}
 	late := memoryBegin(t, j, "late", clock.t)
 	c, _ = j.Claim(ctx, "late")
