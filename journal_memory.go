@@ -1,16 +1,18 @@
 package idem
 
 // memoryJournal: the Journal a Client keeps when Config.Journal is nil.
-// Its operations live in one map, each entry holding the operation and the
-// claim on its ID, so a Do costs a few map lookups rather than a file
-// journal's encoding of every record it would write. It keeps what a
-// filejournal.Journal keeps, with the same checks and errors (checkIntent,
-// checkCompletion, and a size bound: see memoryMaxRecord), and forgets what a
-// filejournal.Journal without a file forgot: completed operations whose outcome is
-// KeyTTL old, swept once the map has doubled since the last sweep.
+// An operation that is pending, or that a claim holds, lives in a map, its
+// entry holding the operation and the claim on its ID, so a Do costs a few
+// map lookups rather than a file journal's encoding of every record it
+// would write. A completed operation no claim holds moves to the archive
+// (memoryArchive), and back to the map when its ID is claimed again. It
+// keeps what a filejournal.Journal keeps, with the same checks and errors
+// (checkIntent, checkCompletion, and a size bound: see memoryMaxRecord), and
+// forgets what a filejournal.Journal without a file forgot: completed
+// operations whose outcome is KeyTTL old, swept once the journal has
+// doubled since the last sweep.
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -39,17 +41,12 @@ type memoryJournal struct {
 
 	mu      sync.Mutex
 	ops     map[string]*memoryEntry // by ID; also IDs only claimed
-	sweepAt int                     // len(ops) at which Begin next sweeps
+	archive memoryArchive           // completed operations no claim holds
+	sweepAt int                     // size at which the journal next sweeps
 }
 
-// memoryEntry is an operation ID's place in the journal: the operation's
-// fields, in less room than an Operation takes (the journal keeps one per
-// operation for KeyTTL), and the claim on the ID.
-//
-// The collector visits every entry at every cycle for as long as the
-// journal keeps it, so an entry holds its strings end to end in one
-// allocation (intent) and its outcome in another, neither of which has
-// pointers to follow.
+// memoryEntry is an operation ID's place in the journal's map: the
+// operation's fields, as the archive keeps them, and the claim on the ID.
 type memoryEntry struct {
 	// intent is the ID, key, method and URL end to end; the map's key is
 	// its ID part once the operation is begun (see memoryClaim.Begin).
@@ -95,7 +92,25 @@ func newMemoryJournalFor(ttl time.Duration, now func() time.Time) *memoryJournal
 	if now == nil {
 		now = time.Now
 	}
-	return &memoryJournal{ttl: ttl, now: now, ops: make(map[string]*memoryEntry), sweepAt: memorySweepMin}
+	return &memoryJournal{ttl: ttl, now: now, ops: make(map[string]*memoryEntry), archive: newMemoryArchive(), sweepAt: memorySweepMin}
+}
+
+// size is the number of operations the journal holds, counting those
+// claimed and not begun, and the archive's records taken out.
+func (j *memoryJournal) size() int { return len(j.ops) + j.archive.len() }
+
+// entry returns id's entry in the map, moving the operation there from
+// the archive if it is archived; nil if the journal has nothing of id.
+// Called with mu held.
+func (j *memoryJournal) entry(id string) *memoryEntry {
+	if e := j.ops[id]; e != nil {
+		return e
+	}
+	e := j.archive.take(id)
+	if e != nil {
+		j.ops[e.id()] = e
+	}
+	return e
 }
 
 // Claim waits until no other Do of id holds it, or ctx ends.
@@ -117,7 +132,7 @@ func (j *memoryJournal) claim(ctx context.Context, id string, wait bool) (Claim,
 	}
 	j.mu.Lock()
 	for {
-		e := j.ops[id]
+		e := j.entry(id)
 		if e == nil {
 			e = &memoryEntry{}
 			j.ops[id] = e
@@ -149,11 +164,16 @@ func (j *memoryJournal) claim(ctx context.Context, id string, wait bool) (Claim,
 func (j *memoryJournal) Lookup(_ context.Context, id string) (Operation, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	e := j.ops[id]
-	if e == nil || !e.begun {
-		return Operation{}, false, nil
+	if e := j.ops[id]; e != nil {
+		if !e.begun {
+			return Operation{}, false, nil
+		}
+		return e.operation(), true, nil
 	}
-	return e.operation(), true, nil
+	if i := j.archive.find(id); i >= 0 {
+		return j.archive.operation(i), true, nil
+	}
+	return Operation{}, false, nil
 }
 
 // List returns the operations the listing selects, ordered by Created then
@@ -162,21 +182,26 @@ func (j *memoryJournal) List(_ context.Context, which Listing) ([]Operation, err
 	now := j.now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	var sel []*memoryEntry
+	var out []Operation
 	for _, e := range j.ops {
 		if e.begun && which.Selects(Operation{State: e.state, Created: time.Unix(0, e.created)}, now, j.ttl) {
-			sel = append(sel, e)
+			out = append(out, e.operation())
 		}
 	}
-	slices.SortFunc(sel, func(a, b *memoryEntry) int {
-		if c := cmp.Compare(a.created, b.created); c != 0 {
+	for i := range j.archive.recs {
+		r := &j.archive.recs[i]
+		if !r.gone && which.Selects(Operation{State: r.state, Created: time.Unix(0, r.created)}, now, j.ttl) {
+			out = append(out, j.archive.operation(i))
+		}
+	}
+	slices.SortFunc(out, func(a, b Operation) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
-		return strings.Compare(a.id(), b.id())
+		return strings.Compare(a.ID, b.ID)
 	})
-	out := make([]Operation, len(sel))
-	for i, e := range sel {
-		out[i] = e.operation()
+	if out == nil {
+		out = []Operation{}
 	}
 	return out, nil
 }
@@ -187,17 +212,33 @@ func (j *memoryJournal) KeyTTL() time.Duration { return j.ttl }
 // Now returns the journal's clock.
 func (j *memoryJournal) Now() time.Time { return j.now() }
 
+// sweepIfGrown sweeps once the journal's size has reached sweepAt. Called
+// with mu held.
+func (j *memoryJournal) sweepIfGrown() {
+	if j.size() >= j.sweepAt {
+		j.sweep()
+	}
+}
+
 // sweep drops the completed operations whose outcome is KeyTTL old and
 // that no claim holds, as a filejournal.Journal without a file dropped them when it
-// compacted. Called with mu held.
+// compacted: the archive's (see settle). Called with mu held.
 func (j *memoryJournal) sweep() {
-	now := j.now()
-	for id, e := range j.ops {
-		if e.begun && !e.held && e.state.final() && now.Sub(time.Unix(0, e.completed)) >= j.ttl {
-			delete(j.ops, id)
-		}
+	j.archive.sweep(j.now(), j.ttl)
+	j.sweepAt = max(memorySweepMin, 2*j.size())
+}
+
+// settle moves id's operation from the map to the archive if it is
+// completed and no claim holds it. Each method leaves the map holding
+// no such operation: Release settles what its claim completed, and a
+// method of a released claim what it read back or completed. Called with
+// mu held.
+func (j *memoryJournal) settle(id string) {
+	if e := j.ops[id]; e != nil && e.begun && !e.held && e.state.final() {
+		delete(j.ops, id)
+		j.archive.put(e)
+		j.sweepIfGrown()
 	}
-	j.sweepAt = max(memorySweepMin, 2*len(j.ops))
 }
 
 // operation returns what e records, its header and body in fresh memory
@@ -229,13 +270,16 @@ func (c *memoryClaim) entry() *memoryEntry {
 	if c.e != nil {
 		return c.e
 	}
-	return c.j.ops[c.id]
+	return c.j.entry(c.id)
 }
 
 func (c *memoryClaim) Operation() (Operation, bool) {
 	c.j.mu.Lock()
 	defer c.j.mu.Unlock()
 	e := c.entry()
+	if c.e == nil {
+		defer c.j.settle(c.id)
+	}
 	if e == nil || !e.begun {
 		return Operation{}, false
 	}
@@ -257,6 +301,9 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e := c.entry()
+	if c.e == nil {
+		defer j.settle(c.id)
+	}
 	switch {
 	case e == nil: // Begin after Release, of an ID no one holds
 		e = &memoryEntry{}
@@ -271,9 +318,7 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 	// Assigning an existing key stores the new key string: the map then
 	// holds the ID in the entry's intent rather than in memory of its own.
 	j.ops[e.id()] = e
-	if len(j.ops) >= j.sweepAt {
-		j.sweep()
-	}
+	j.sweepIfGrown()
 	return nil
 }
 
@@ -296,6 +341,9 @@ func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e := c.entry()
+	if c.e == nil {
+		defer j.settle(c.id)
+	}
 	switch {
 	case e == nil || !e.begun:
 		return fmt.Errorf("idem: journal in memory: complete %q: %w", op.ID, ErrNoSuchOperation)
@@ -329,6 +377,7 @@ func (c *memoryClaim) Release() {
 	if !e.begun && j.ops[c.id] == e {
 		delete(j.ops, c.id)
 	}
+	j.settle(c.id)
 	j.mu.Unlock()
 	c.e = nil
 }

@@ -15,7 +15,7 @@ import (
 // growToSweep begins filler operations until the memory journal sweeps.
 func growToSweep(t *testing.T, j *memoryJournal, at time.Time) {
 	t.Helper()
-	for i := len(j.ops); i < memorySweepMin; i++ {
+	for i := j.size(); i < memorySweepMin; i++ {
 		memoryBegin(t, j, "filler-"+strconv.Itoa(i), at)
 	}
 }

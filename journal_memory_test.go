@@ -59,7 +59,7 @@ func TestMemoryJournalForgetsCompletedOperationsKeyTTLOldWhenItHasGrown(t *testi
 	if _, ok, _ := j.Lookup(context.Background(), "old-done"); !ok {
 		t.Fatal("an operation was forgotten before the journal grew")
 	}
-	for i := len(j.ops); i < memorySweepMin; i++ {
+	for i := j.size(); i < memorySweepMin; i++ {
 		memoryBegin(t, j, "filler-"+strconv.Itoa(i), clock.t)
 	}
 	if _, ok, _ := j.Lookup(context.Background(), "old-done"); ok {
@@ -70,7 +70,7 @@ func TestMemoryJournalForgetsCompletedOperationsKeyTTLOldWhenItHasGrown(t *testi
 			t.Fatalf("%s was forgotten; only completed operations KeyTTL old are", id)
 		}
 	}
-	if got, want := len(j.ops), memorySweepMin-1; got != want || j.sweepAt != 2*want {
+	if got, want := j.size(), memorySweepMin-1; got != want || j.sweepAt != 2*want {
 		t.Fatalf("%d operations, next sweep at %d; want %d and %d", got, j.sweepAt, want, 2*want)
 	}
 }

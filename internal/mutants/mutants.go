@@ -198,6 +198,19 @@ var mutants = []mutant{
 		Pkg: ".", Tests: []string{"TestJournalURLHasNoFragment"},
 	},
 	{
+		Name: "an operation taken back out of the memory journal's archive still found there", Rules: "C4.4, J8.3",
+		Edits: []edit{
+			{File: "journal_memory_archive.go", Old: "\t// Unlink the record from its hash's chain.\n", New: "\tgoto unlinked\n"},
+			{File: "journal_memory_archive.go", Old: "\tr.gone = true\n", New: "unlinked:\n\tr.gone = true\n"},
+		},
+		Pkg: ".", Tests: []string{"TestMemoryJournalForgetsAnArchivedOperation", "TestMemoryArchiveTellsIDsOfOneHashApart"},
+	},
+	{
+		Name: "the memory journal listing archived operations taken back out", Rules: "J8.1",
+		Edits: []edit{{File: "journal_memory.go", Old: "\t\tif !r.gone && which.Selects(", New: "\t\tif which.Selects("}},
+		Pkg:   ".", Tests: []string{"TestMemoryJournalForgetsAnArchivedOperation"},
+	},
+	{
 		Name: "the method left out of the fingerprint", Rules: "C5.1",
 		Edits: []edit{{File: "keys.go", Old: "\tb := append(w.scratch[:0], method...)\n\tb = append(b, 0)\n",
 			New: "\tb := append(w.scratch[:0], 0)\n"}},
