@@ -310,3 +310,42 @@ func TestRunBatchRefusesAChangedRequestForACompletedOperation(t *testing.T) {
 		t.Fatalf("server saw %d requests, want 2: one each in the first run", n)
 	}
 }
+
+// RunBatchSeq: an operation read from the sequence after the batch's
+// context ended is not started and is counted Skipped, once; the
+// sequence is read no further.
+func TestRunBatchSeqCountsAnOperationReadButNotStartedSkipped(t *testing.T) {
+	b := newBatchServer(t)
+	c := newClient(t, fast(idem.Config{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	read := 0
+	ops := func(yield func(idem.BatchOp) bool) {
+		for i := range 3 {
+			if i == 1 {
+				<-ctx.Done() // op-0 has ended and, with it, the context
+			}
+			read++
+			if !yield(b.ops(fmt.Sprint("op-", i))[0]) {
+				return
+			}
+		}
+	}
+	progress := func(r idem.BatchResult, _ idem.BatchSummary) {
+		if r.ID == "op-0" {
+			cancel()
+		}
+	}
+	sum, err := c.RunBatchSeq(ctx, ops, idem.BatchOptions{Concurrency: 1, Progress: progress})
+	if want := (idem.BatchSummary{Done: 1, Skipped: 1}); !errors.Is(err, context.Canceled) || sum != want {
+		t.Fatalf("summary %+v, %v; want %+v, context.Canceled", sum, err, want)
+	}
+	if read != 2 {
+		t.Fatalf("the sequence was read for %d operations, want 2: none after the one not started", read)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.keys) != 1 || len(b.keys["op-0"]) != 1 {
+		t.Fatalf("server saw %v, want op-0 once", b.keys)
+	}
+}
