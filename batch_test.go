@@ -349,3 +349,27 @@ func TestRunBatchSeqCountsAnOperationReadButNotStartedSkipped(t *testing.T) {
 		t.Fatalf("server saw %v, want op-0 once", b.keys)
 	}
 }
+
+// RunBatch summary: an operation that fails for a reason of its own while
+// the batch's context ends (here its request cannot be built) is Failed,
+// with its error, not Skipped: the next run would not fix it.
+func TestAnOperationFailingAsTheBatchsContextEndsIsFailed(t *testing.T) {
+	b := newBatchServer(t)
+	c := newClient(t, fast(idem.Config{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	noCustomer := errors.New("no such customer in the export")
+	ops := append(b.ops("op-0"), idem.BatchOp{ID: "op-1", Request: func(context.Context) (*http.Request, error) {
+		cancel()
+		return nil, noCustomer
+	}})
+	var results []idem.BatchResult
+	progress := func(r idem.BatchResult, _ idem.BatchSummary) { results = append(results, r) }
+	sum, err := c.RunBatch(ctx, ops, idem.BatchOptions{Concurrency: 1, Progress: progress})
+	if want := (idem.BatchSummary{Done: 1, Failed: 1}); !errors.Is(err, context.Canceled) || sum != want {
+		t.Fatalf("summary %+v, %v; want %+v, context.Canceled", sum, err, want)
+	}
+	if len(results) != 2 || results[1].ID != "op-1" || !errors.Is(results[1].Err, noCustomer) {
+		t.Fatalf("results %+v; want op-1 last, with its own error", results)
+	}
+}
