@@ -322,7 +322,8 @@ func TestRedactedParamSpellings(t *testing.T) {
 	for _, tc := range []struct{ query, param, want string }{
 		{"MYOzone=v4lue", "ozone", "MYOzone=xxxxx"},
 		{"myZone=v4lue", "zone", "myZone=xxxxx"},
-		{"AK=v4lue", "k", "AK=v4lue"}, // a one-letter word has no lower-case letter after its first
+		{"AK=v4lue", "k", "AK=v4lue"},           // a one-letter word has no lower-case letter after its first
+		{"APIX~y=v4lue", "x~y", "APIX~y=v4lue"}, // '~', just past z, is no lower-case letter
 	} {
 		u := mustParse(t, "https://api.example/c?"+tc.query)
 		if got, want := idem.RedactURL(u, tc.param), "https://api.example/c?"+tc.want; got != want {
