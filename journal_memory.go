@@ -188,8 +188,8 @@ func (j *memoryJournal) List(_ context.Context, which Listing) ([]Operation, err
 			out = append(out, e.operation())
 		}
 	}
-	for i := range j.archive.recs {
-		r := &j.archive.recs[i]
+	for i := range j.archive.len() {
+		r := j.archive.rec(i)
 		if !r.gone && which.Selects(Operation{State: r.state, Created: time.Unix(0, r.created)}, now, j.ttl) {
 			out = append(out, j.archive.operation(i))
 		}

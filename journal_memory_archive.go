@@ -13,39 +13,51 @@ import (
 //
 // A Client without a journal archives every operation it completes, so
 // the archive is laid out for the garbage collector, which would otherwise
-// visit each of them at every cycle: records without pointers, their
-// strings and outcomes end to end in one byte slice, found through a map
-// from the ID's hash to a record number. None of the three holds a pointer,
-// so a collection does not look inside them. Records are only appended; a
-// record taken out is marked, and the sweep rewrites the archive without
-// the marked and the expired ones.
+// visit each of them at every cycle: records without pointers, in slabs of
+// archiveSlab; their strings and outcomes end to end in chunks of bytes;
+// and a map from the ID's hash to a record number. A collection follows a
+// pointer per slab and per chunk, none per operation. Neither slabs nor
+// chunks are ever copied to grow: a full one is followed by a new one.
+//
+// Records are only appended; a record taken out is marked, and the sweep
+// rewrites the archive without the marked and the expired ones.
 type memoryArchive struct {
-	hash  func(id string) uint64
-	heads map[uint64]int // by the ID's hash: the newest record of that hash
-	recs  []archived
-	data  []byte // every record's ID, key, method, URL and outcome, end to end
-	taken int    // records marked taken, still in recs
+	hash   func(id string) uint64
+	heads  map[uint64]int // by the ID's hash: the newest record of that hash
+	slabs  [][]archived   // record i is slabs[i/archiveSlab][i%archiveSlab]
+	n      int            // records
+	chunks [][]byte       // the records' bytes; each record lies in one chunk
+	taken  int            // records marked taken, still among the n
 }
 
-// archived is one record of a memoryArchive. Its bytes are data[at:at+end]:
-// the ID, then the key from keyAt, the method from methodAt, the URL from
-// urlAt, and the outcome, encoded as a file journal encodes it, from outAt.
+// The sizes of an archive's parts: archiveSlab records a slab, and
+// archiveChunk bytes a chunk, unless one record's bytes are more.
+const (
+	archiveSlab  = 1024
+	archiveChunk = 256 << 10
+)
+
+// archived is one record of a memoryArchive. Its bytes are
+// chunks[chunk][at:at+end]: the ID, then the key from keyAt, the method from
+// methodAt, the URL from urlAt, and the outcome, encoded as a file journal
+// encodes it, from outAt.
 type archived struct {
-	at                                 int
-	keyAt, methodAt, urlAt, outAt, end uint32
-	prev                               int // the next older record of the same hash; -1 for none
-	hash                               uint64
-	created, completed                 int64 // Unix nanoseconds
-	fingerprint                        Fingerprint
-	status                             int32
-	state                              State
-	bodyTruncated, headerTruncated     bool
-	gone                               bool // taken out of the archive
+	chunk                                  int
+	at, keyAt, methodAt, urlAt, outAt, end uint32
+	prev                                   int // the next older record of the same hash; -1 for none
+	hash                                   uint64
+	created, completed                     int64 // Unix nanoseconds
+	fingerprint                            Fingerprint
+	status                                 int32
+	state                                  State
+	bodyTruncated, headerTruncated         bool
+	gone                                   bool // taken out of the archive
 }
 
 // A record is an intent and an outcome of at most memoryMaxRecord bytes
-// each: its offsets fit a uint32.
-const _ uint32 = 2 * memoryMaxRecord
+// each, and a chunk is at most the larger of archiveChunk and one record:
+// offsets within a chunk fit a uint32.
+const _ uint32 = 2*memoryMaxRecord + archiveChunk
 
 func newMemoryArchive() memoryArchive {
 	seed := maphash.MakeSeed()
@@ -53,27 +65,49 @@ func newMemoryArchive() memoryArchive {
 }
 
 // len is the number of records in the archive, taken ones included.
-func (a *memoryArchive) len() int { return len(a.recs) }
+func (a *memoryArchive) len() int { return a.n }
+
+// rec returns record i.
+func (a *memoryArchive) rec(i int) *archived { return &a.slabs[i/archiveSlab][i%archiveSlab] }
+
+// bytes returns r's bytes.
+func (a *memoryArchive) bytes(r *archived) []byte { return a.chunks[r.chunk][r.at : r.at+r.end] }
 
 // put archives e, a begun and completed operation: its ID must not be in
 // the archive.
 func (a *memoryArchive) put(e *memoryEntry) {
-	at := len(a.data)
-	a.data = append(a.data, e.intent...)
-	a.data = append(a.data, e.outcome...)
 	h := a.hash(e.id())
 	prev, ok := a.heads[h]
 	if !ok {
 		prev = -1
 	}
-	a.heads[h] = len(a.recs)
-	a.recs = append(a.recs, archived{
-		at: at, keyAt: e.keyAt, methodAt: e.methodAt, urlAt: e.urlAt,
-		outAt: uint32(len(e.intent)), end: uint32(len(e.intent) + len(e.outcome)),
-		prev: prev, hash: h, created: e.created, completed: e.completed,
-		fingerprint: e.fingerprint, status: e.status, state: e.state,
-		bodyTruncated: e.bodyTruncated, headerTruncated: e.headerTruncated,
-	})
+	r, b := a.add(h, prev, len(e.intent)+len(e.outcome))
+	copy(b, e.intent)
+	copy(b[len(e.intent):], e.outcome)
+	r.keyAt, r.methodAt, r.urlAt, r.outAt = e.keyAt, e.methodAt, e.urlAt, uint32(len(e.intent))
+	r.created, r.completed, r.fingerprint, r.status, r.state = e.created, e.completed, e.fingerprint, e.status, e.state
+	r.bodyTruncated, r.headerTruncated = e.bodyTruncated, e.headerTruncated
+}
+
+// add appends a record of hash h and size bytes, prev the next older
+// record of that hash, and makes it the newest of its hash. It returns the
+// record, for the caller to fill in, and the room for its bytes.
+func (a *memoryArchive) add(h uint64, prev, size int) (*archived, []byte) {
+	last := len(a.chunks) - 1
+	if last < 0 || cap(a.chunks[last])-len(a.chunks[last]) < size {
+		a.chunks = append(a.chunks, make([]byte, 0, max(archiveChunk, size)))
+		last++
+	}
+	at := len(a.chunks[last])
+	a.chunks[last] = a.chunks[last][:at+size]
+	if a.n%archiveSlab == 0 {
+		a.slabs = append(a.slabs, make([]archived, 0, archiveSlab))
+	}
+	s := &a.slabs[len(a.slabs)-1]
+	*s = append(*s, archived{chunk: last, at: uint32(at), end: uint32(size), prev: prev, hash: h})
+	a.heads[h] = a.n
+	a.n++
+	return &(*s)[len(*s)-1], a.chunks[last][at : at+size]
 }
 
 // find returns the number of id's record, or -1.
@@ -82,7 +116,7 @@ func (a *memoryArchive) find(id string) int {
 	if !ok {
 		return -1
 	}
-	for ; i >= 0; i = a.recs[i].prev {
+	for ; i >= 0; i = a.rec(i).prev {
 		if a.id(i) == id {
 			return i
 		}
@@ -97,11 +131,12 @@ func (a *memoryArchive) take(id string) *memoryEntry {
 	if i < 0 {
 		return nil
 	}
-	r := &a.recs[i]
+	r := a.rec(i)
+	b := a.bytes(r)
 	e := &memoryEntry{
-		intent: string(a.data[r.at : r.at+int(r.outAt)]), keyAt: r.keyAt, methodAt: r.methodAt, urlAt: r.urlAt,
+		intent: string(b[:r.outAt]), keyAt: r.keyAt, methodAt: r.methodAt, urlAt: r.urlAt,
 		status: r.status, fingerprint: r.fingerprint, created: r.created, completed: r.completed,
-		outcome: append([]byte(nil), a.data[r.at+int(r.outAt):r.at+int(r.end)]...),
+		outcome: append([]byte(nil), b[r.outAt:]...),
 		state:   r.state, bodyTruncated: r.bodyTruncated, headerTruncated: r.headerTruncated, begun: true,
 	}
 	// Unlink the record from its hash's chain.
@@ -112,9 +147,9 @@ func (a *memoryArchive) take(id string) *memoryEntry {
 			a.heads[r.hash] = r.prev
 		}
 	} else {
-		for j := head; ; j = a.recs[j].prev {
-			if a.recs[j].prev == i {
-				a.recs[j].prev = r.prev
+		for j := head; ; j = a.rec(j).prev {
+			if a.rec(j).prev == i {
+				a.rec(j).prev = r.prev
 				break
 			}
 		}
@@ -126,15 +161,15 @@ func (a *memoryArchive) take(id string) *memoryEntry {
 
 // id returns record i's ID.
 func (a *memoryArchive) id(i int) string {
-	r := &a.recs[i]
-	return string(a.data[r.at : r.at+int(r.keyAt)])
+	r := a.rec(i)
+	return string(a.bytes(r)[:r.keyAt])
 }
 
 // operation returns record i, its header and body in fresh memory that the
 // caller may keep and change.
 func (a *memoryArchive) operation(i int) Operation {
-	r := &a.recs[i]
-	b := a.data[r.at : r.at+int(r.end)]
+	r := a.rec(i)
+	b := a.bytes(r)
 	op := Operation{
 		ID: string(b[:r.keyAt]), Key: string(b[r.keyAt:r.methodAt]), Method: string(b[r.methodAt:r.urlAt]),
 		URL: string(b[r.urlAt:r.outAt]), Fingerprint: r.fingerprint, State: r.state,
@@ -146,30 +181,33 @@ func (a *memoryArchive) operation(i int) Operation {
 }
 
 // sweep rewrites the archive without the records taken out and those
-// whose outcome is ttl old at now.
+// whose outcome is ttl old at now. An archive with neither is left as it
+// is.
 func (a *memoryArchive) sweep(now time.Time, ttl time.Duration) {
-	var keep []int
-	size := 0
-	for i := range a.recs {
-		r := &a.recs[i]
-		if !r.gone && now.Sub(time.Unix(0, r.completed)) < ttl {
-			keep = append(keep, i)
-			size += int(r.end)
+	kept := 0
+	for i := range a.n {
+		if r := a.rec(i); !r.gone && now.Sub(time.Unix(0, r.completed)) < ttl {
+			kept++
 		}
 	}
+	if kept == a.n {
+		return
+	}
 	old := *a
-	*a = memoryArchive{hash: old.hash, heads: make(map[uint64]int, len(keep)),
-		recs: make([]archived, 0, len(keep)), data: make([]byte, 0, size)}
-	for _, i := range keep {
-		r := old.recs[i]
-		at := len(a.data)
-		a.data = append(a.data, old.data[r.at:r.at+int(r.end)]...)
+	*a = memoryArchive{hash: old.hash, heads: make(map[uint64]int, kept)}
+	for i := range old.n {
+		r := old.rec(i)
+		if r.gone || now.Sub(time.Unix(0, r.completed)) >= ttl {
+			continue
+		}
 		prev, ok := a.heads[r.hash]
 		if !ok {
 			prev = -1
 		}
-		r.at, r.prev = at, prev
-		a.heads[r.hash] = len(a.recs)
-		a.recs = append(a.recs, r)
+		n, b := a.add(r.hash, prev, int(r.end))
+		copy(b, old.bytes(r))
+		chunk, at := n.chunk, n.at
+		*n = *r
+		n.chunk, n.at, n.prev = chunk, at, prev
 	}
 }

@@ -1,12 +1,16 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // archivedEntry returns a begun, completed entry of id, its outcome the
@@ -81,8 +85,8 @@ func TestMemoryArchiveTellsIDsOfOneHashApart(t *testing.T) {
 	a.sweep(now, time.Hour)
 	wantArchived(t, &a, []string{"b", "c"}, []string{"a", "d"})
 	record := len("b") + len("key-b") + len(http.MethodPost) + len("https://api.example/b") + len("\x00\x09body of b")
-	if a.len() != 2 || a.taken != 0 || len(a.data) != 2*record {
-		t.Fatalf("after the sweep %d records, %d taken, %d bytes; want 2, 0 and only theirs", a.len(), a.taken, len(a.data))
+	if a.len() != 2 || a.taken != 0 || len(a.chunks) != 1 || len(a.chunks[0]) != 2*record {
+		t.Fatalf("after the sweep %d records, %d taken, %d chunks; want 2, 0 and one of their bytes only", a.len(), a.taken, len(a.chunks))
 	}
 	a.take("b")
 	wantArchived(t, &a, []string{"c"}, []string{"a", "b", "d"})
@@ -102,11 +106,11 @@ func TestMemoryArchiveSweepsAnOutcomeExactlyTTLOld(t *testing.T) {
 	}
 }
 
-// The archive holds nothing the garbage collector follows: a collection
-// costs the same however many operations a journal in memory keeps.
+// The archive holds nothing the garbage collector follows per operation:
+// its map, its records and its bytes hold no pointers.
 func TestMemoryArchiveHoldsNoPointers(t *testing.T) {
 	a := newMemoryArchive()
-	for _, typ := range []reflect.Type{reflect.TypeOf(a.heads), reflect.TypeOf(a.recs).Elem(), reflect.TypeOf(a.data).Elem()} {
+	for _, typ := range []reflect.Type{reflect.TypeOf(a.heads), reflect.TypeOf(a.slabs).Elem().Elem(), reflect.TypeOf(a.chunks).Elem().Elem()} {
 		if p := pointerIn(typ); p != "" {
 			t.Errorf("%v holds a pointer: %s", typ, p)
 		}
@@ -255,4 +259,73 @@ func TestMemoryJournalReleasedClaimLeavesNoOutcomeInTheMap(t *testing.T) {
 			t.Fatalf("%s, completed KeyTTL ago, is still held after the sweep: %+v", id, op)
 		}
 	}
+}
+
+// A record that does not fit in the room its chunk has left goes to a new
+// chunk, one larger than a chunk to a chunk of its own, and records go on
+// past a slab: each reads back whole, before and after a sweep.
+func TestMemoryArchiveRecordsAcrossChunksAndSlabs(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	a := newMemoryArchive()
+	sizes := map[string]int{"half": archiveChunk / 2, "half again": archiveChunk / 2, "big": 2 * archiveChunk, "small": 10}
+	put := func(id string, size int) {
+		e := &memoryEntry{completed: now.UnixNano(), state: StateDone, status: 201, begun: true}
+		e.setIntent(&Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/"})
+		e.outcome = journalkit.EncodeHeaderBody(nil, bytes.Repeat([]byte{id[0]}, size))
+		a.put(e)
+	}
+	for _, id := range []string{"half", "half again", "big", "small"} {
+		put(id, sizes[id])
+	}
+	for i := range archiveSlab + 1 {
+		id := fmt.Sprint("filler-", i)
+		sizes[id] = i % 100
+		put(id, sizes[id])
+	}
+	check := func(when string) {
+		t.Helper()
+		for id, size := range sizes {
+			i := a.find(id)
+			if i < 0 {
+				t.Fatalf("%s: %s is not found", when, id)
+			}
+			op := a.operation(i)
+			if op.ID != id || op.Key != "key-"+id || len(op.Body) != size || size > 0 && (op.Body[0] != id[0] || op.Body[size-1] != id[0]) {
+				t.Fatalf("%s: %s reads back as ID %q, key %q, %d body bytes", when, id, op.ID, op.Key, len(op.Body))
+			}
+		}
+	}
+	check("appended")
+	// The first half leaves too little room for the second; the big one
+	// has a chunk of its own, and the small one starts the next.
+	if r := a.rec(a.find("half again")); r.chunk != 1 || r.at != 0 {
+		t.Fatalf("the second half is at %d in chunk %d, want 0 in chunk 1", r.at, r.chunk)
+	}
+	if r := a.rec(a.find("big")); r.chunk != 2 || cap(a.chunks[2]) != int(r.end) {
+		t.Fatalf("the big record is in chunk %d of %d bytes, want chunk 2 of its %d", r.chunk, cap(a.chunks[2]), r.end)
+	}
+	if r := a.rec(a.find("small")); r.chunk != 3 || len(a.slabs) != 2 {
+		t.Fatalf("the small record is in chunk %d, %d slabs; want chunk 3 and 2 slabs", r.chunk, len(a.slabs))
+	}
+	a.take("half")
+	delete(sizes, "half")
+	a.sweep(now, time.Hour)
+	check("swept")
+	if a.len() != len(sizes) || a.taken != 0 {
+		t.Fatalf("%d records, %d taken after the sweep; want %d and 0", a.len(), a.taken, len(sizes))
+	}
+}
+
+// A sweep that would drop nothing leaves the archive as it is: nothing is
+// copied.
+func TestMemoryArchiveSweepWithNothingToDropCopiesNothing(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	a := newMemoryArchive()
+	a.put(archivedEntry("a", now, "body of a"))
+	chunk := &a.chunks[0][0]
+	a.sweep(now, time.Hour)
+	if &a.chunks[0][0] != chunk {
+		t.Fatal("a sweep with nothing to drop rewrote the archive")
+	}
+	wantArchived(t, &a, []string{"a"}, nil)
 }
