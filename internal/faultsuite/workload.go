@@ -94,18 +94,8 @@ func (w Workload) Request(ctx context.Context, i int) (*http.Request, error) {
 // far more than any run reserves, retrying under one key until the server answers
 // 200 or ctx ends.
 func PrepareInventory(ctx context.Context, hc *http.Client, baseURL, clientID string) error {
-	return PrepareInventoryKeyed(ctx, hc, baseURL, clientID, "Idempotency-Key", "")
-}
-
-// PrepareInventoryKeyed is PrepareInventory for a server whose dialect
-// reads the key from the header named header or, when field is set, from
-// that member of the JSON body.
-func PrepareInventoryKeyed(ctx context.Context, hc *http.Client, baseURL, clientID, header, field string) error {
 	key := uuid.NewString()
 	body := []byte(fmt.Sprintf(`{"available": %d}`, InitialStock))
-	if field != "" {
-		body = []byte(fmt.Sprintf(`{%q: %q, "available": %d}`, field, key, InitialStock))
-	}
 	var last error
 	for ctx.Err() == nil {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPut, baseURL+"/inventory/"+Item, bytes.NewReader(body))
@@ -114,9 +104,7 @@ func PrepareInventoryKeyed(ctx context.Context, hc *http.Client, baseURL, client
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Client-ID", clientID)
-		if field == "" {
-			req.Header.Set(header, key)
-		}
+		req.Header.Set("Idempotency-Key", key)
 		resp, err := hc.Do(req)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
