@@ -329,3 +329,46 @@ func TestMemoryArchiveSweepWithNothingToDropCopiesNothing(t *testing.T) {
 	}
 	wantArchived(t, &a, []string{"a"}, nil)
 }
+
+// A claim waiting on an ID whose holder completed it wakes when the holder
+// releases, after the outcome went to the archive, and finds the outcome.
+func TestMemoryJournalWaitingClaimFindsTheArchivedOutcome(t *testing.T) {
+	ctx := context.Background()
+	j := newMemoryJournalFor(time.Hour, nil)
+	op := memoryBegin(t, j, "op", time.Now())
+	held, err := j.Claim(ctx, "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.State, op.Status, op.Completed = StateDone, 201, time.Now()
+	if err := held.Complete(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Operation, 1)
+	go func() {
+		c, err := j.Claim(ctx, "op")
+		if err != nil {
+			got <- Operation{}
+			return
+		}
+		o, _ := c.Operation()
+		c.Release()
+		got <- o
+	}()
+	for { // until the second claim waits
+		j.mu.Lock()
+		waiting := j.ops["op"].free != nil
+		j.mu.Unlock()
+		if waiting {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	held.Release()
+	if o := <-got; o.State != StateDone || o.Status != 201 || o.Key != op.Key {
+		t.Fatalf("the waiting claim read %+v; want the outcome", o)
+	}
+	if len(j.ops) != 0 || j.archive.len()-j.archive.taken != 1 {
+		t.Fatalf("%d in the map, %d archived; want 0 and 1", len(j.ops), j.archive.len()-j.archive.taken)
+	}
+}
