@@ -150,11 +150,16 @@ func (m *machine) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	m.sent++
 	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.inFlight[key]--
-		f.mu.Unlock()
-	}()
+	landed := false
+	land := func() { // the attempt is no longer in the network
+		if !landed {
+			landed = true
+			f.mu.Lock()
+			f.inFlight[key]--
+			f.mu.Unlock()
+		}
+	}
+	defer land()
 	if fa == loseBoth {
 		if req.Body != nil {
 			req.Body.Close()
@@ -174,7 +179,10 @@ func (m *machine) RoundTrip(req *http.Request) (*http.Response, error) {
 			// The process stops: its claims are lost, and Close
 			// hands their leases back at once (F11.4). A death
 			// without Close, whose leases wait for its liveness to
-			// lapse, is life_test.go's SIGKILL.
+			// lapse, is life_test.go's SIGKILL. Its attempt ended
+			// with the answer read: another machine may send as
+			// soon as a lease is back, before Close returns.
+			land()
 			m.dead.Store(true)
 			m.j.Close()
 		}
