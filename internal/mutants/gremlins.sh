@@ -6,6 +6,8 @@
 #   internal/mutants/gremlins.sh                    # every safety package
 #   internal/mutants/gremlins.sh ./pgjournal        # some of them
 #   internal/mutants/gremlins.sh --diff main        # what a change touched
+#   internal/mutants/gremlins.sh --dry-run ./pgjournal
+#                                   # list the mutants and their coverage only
 #   GREMLINS_FILES='client.go retry.go' internal/mutants/gremlins.sh .
 #                                                   # some files of one package
 #
@@ -20,7 +22,10 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 
 version=v0.6.0
-diff=()
+diff=() dry=()
+if [ "${1:-}" = --dry-run ]; then
+  dry=(--dry-run); shift
+fi
 if [ "${1:-}" = --diff ]; then
   diff=(--diff "$2"); shift 2
 fi
@@ -82,8 +87,11 @@ for pkg in "${pkgs[@]}"; do
   fi
   name=$(echo "${pkg#./}" | tr / -); [ "$name" = . ] && name=root
   args=(unleash --invert-logical --invert-loopctrl --remove-self-assignments
-    --workers "${GREMLINS_WORKERS:-2}" --timeout-coefficient 3 -o "$out/$name.json" "${diff[@]}")
+    --workers "${GREMLINS_WORKERS:-2}" --timeout-coefficient 3 -o "$out/$name.json" "${diff[@]}" "${dry[@]}")
   env=()
+  # pgjournal's model test checks 100 random fleets by default, 40% of
+  # the package's run; each mutant runs it with 20 (RAPID_CHECKS).
+  if [ "$pkg" = ./pgjournal ]; then env=(RAPID_CHECKS="${RAPID_CHECKS:-20}"); fi
   if [ "$pkg" = . ]; then
     # The root's own files only: every directory below it is another package.
     args+=(-E '/' -E '_test\.go$')
