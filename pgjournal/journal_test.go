@@ -327,6 +327,55 @@ func TestAWaitEndingInAStatementNamesTheHolder(t *testing.T) {
 	}
 }
 
+// TestAWaitingClaimLooksAgainLessAndLessOften is F3.6: a claim waiting on
+// another machine's lease reads the row again after 10ms, then after
+// twice its last wait, up to 250ms: a waiting fleet does not hammer the
+// database.
+func TestAWaitingClaimLooksAgainLessAndLessOften(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
+	held, err := a.ClaimBegin(context.Background(), idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	tr := &tracer{}
+	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const looks = 8
+	var mu sync.Mutex
+	var at []time.Time
+	tr.mu.Lock()
+	tr.before = func(sql string) {
+		if sql != pgjournal.ReadSQL {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if at = append(at, time.Now()); len(at) == looks {
+			cancel()
+		}
+	}
+	tr.mu.Unlock()
+	_, err = b.Claim(ctx, "op")
+	if !errors.Is(err, idem.ErrClaimed) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Claim of a held operation whose context ended: %v; want idem.ErrClaimed and context.Canceled", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(at) != looks {
+		t.Fatalf("%d reads of the row; want %d", len(at), looks)
+	}
+	wait := 10 * time.Millisecond
+	for i := 1; i < looks; i++ {
+		if gap := at[i].Sub(at[i-1]); gap < wait {
+			t.Errorf("read %d came %s after the one before; want at least %s", i+1, gap, wait)
+		}
+		wait = min(2*wait, 250*time.Millisecond)
+	}
+}
+
 // F3.2's other side: a wait whose context ends as it takes the lease its
 // second read found free is that statement's context error, not the
 // holder it saw first, who is gone.
