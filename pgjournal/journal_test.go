@@ -376,6 +376,47 @@ func TestAWaitingClaimLooksAgainLessAndLessOften(t *testing.T) {
 	}
 }
 
+// TestALeaseTakenBetweenTheReadAndTheTakeIsWaitedFor is F3.7: when
+// another machine takes the lease after a claim read the row free and
+// before its own take, the take changes nothing, and the claim looks
+// again and waits for the new holder, as for any held lease.
+func TestALeaseTakenBetweenTheReadAndTheTakeIsWaitedFor(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
+	first, err := a.ClaimBegin(context.Background(), idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Release() // pending, its lease free
+	tr := &tracer{}
+	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var reads, takes atomic.Int32
+	var taken idem.Claim
+	tr.mu.Lock()
+	tr.before = func(sql string) {
+		switch {
+		case sql == pgjournal.LeaseSQL && takes.Add(1) == 1:
+			var err error
+			if taken, err = a.Claim(context.Background(), "op"); err != nil {
+				t.Error(err)
+			}
+		case sql == pgjournal.ReadSQL && reads.Add(1) == 3:
+			cancel() // b looked again, saw a's lease and waited once
+		}
+	}
+	tr.mu.Unlock()
+	_, err = b.Claim(ctx, "op")
+	if taken != nil {
+		defer taken.Release()
+	}
+	var he *idem.HeldError
+	if !errors.As(err, &he) || he.Holder != "a" || !errors.Is(err, context.Canceled) || reads.Load() != 3 || takes.Load() != 1 {
+		t.Fatalf("Claim whose take lost to a's (%d reads, %d takes): %v; want a *HeldError naming a, and context.Canceled", reads.Load(), takes.Load(), err)
+	}
+}
+
 // F3.2's other side: a wait whose context ends as it takes the lease its
 // second read found free is that statement's context error, not the
 // holder it saw first, who is gone.
