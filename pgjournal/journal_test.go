@@ -417,6 +417,43 @@ func TestALeaseTakenBetweenTheReadAndTheTakeIsWaitedFor(t *testing.T) {
 	}
 }
 
+// TestAClaimBeginThatFindsTheRowForgottenInsertsAgain is F1.4: when
+// ClaimBegin's insert finds another machine's row, and that row is
+// forgotten before ClaimBegin reads it, ClaimBegin inserts its own intent
+// again, and takes it: the operation is new.
+func TestAClaimBeginThatFindsTheRowForgottenInsertsAgain(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
+	first, err := a.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Release() // pending, its lease free
+	tr := &tracer{}
+	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr)
+	var reads atomic.Int32
+	tr.mu.Lock()
+	tr.before = func(sql string) {
+		if sql == pgjournal.ReadSQL && reads.Add(1) == 1 {
+			if err := a.Forget(ctx, "op"); err != nil { // after b's insert lost to a's row
+				t.Error(err)
+			}
+		}
+	}
+	tr.mu.Unlock()
+	c, err := b.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-b", State: idem.StatePending})
+	if err != nil {
+		t.Fatalf("ClaimBegin of an operation forgotten after its insert lost (%d reads): %v; want the claim of a new operation", reads.Load(), err)
+	}
+	defer c.Release()
+	var key, owner string
+	queryRow(t, dsn, `SELECT op_key, lease_owner FROM idem_operations WHERE op_id = 'op'`, &key, &owner)
+	if op, ok := c.Operation(); !ok || op.Key != "key-b" || key != "key-b" || owner != "b" || reads.Load() != 1 {
+		t.Fatalf("ClaimBegin after the row was forgotten (%d reads): %+v %v, the row under %s leased by %s; want b's intent under key-b, leased by b", reads.Load(), op, ok, key, owner)
+	}
+}
+
 // F3.2's other side: a wait whose context ends as it takes the lease its
 // second read found free is that statement's context error, not the
 // holder it saw first, who is gone.
