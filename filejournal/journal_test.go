@@ -147,6 +147,7 @@ func TestJournalReopenRoundTripsEveryField(t *testing.T) {
 	mustComplete(t, j, truncated)
 	odd.State = idem.StateDone
 	odd.Completed = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
+	odd.BodyTruncated, odd.HeaderTruncated = true, true // both flags a Complete records
 	mustComplete(t, j, odd)
 
 	// Ordered by Created.
