@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -129,59 +130,72 @@ func TestAJournalTakesBackItsOwnLeaseAtOnce(t *testing.T) {
 }
 
 // TestAKeptLeaseTakenSinceIsForgotten is F8.3: a lease a failed release
-// left, which lapsed and another machine took and completed since, is
-// forgotten when the journal reads the row. Kept, it would match a later
-// lease of the same fence under the same owner name, another Journal's,
-// and this one would take that lease from under it.
+// left, which lapsed and another machine took since, is forgotten when
+// the journal reads the row, whether the other machine completed the
+// operation or still holds it. Kept, it would match a later lease of the
+// same fence under the same owner name, another Journal's, and this one
+// would take that lease from under it.
 func TestAKeptLeaseTakenSinceIsForgotten(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	p, viaProxy := newProxy(t, dsn)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	j := openJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Timeout: time.Second})
-	first, err := j.ClaimBegin(ctx, idem.Operation{ID: "charge", Key: "key-a", State: idem.StatePending})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Freeze(true)
-	first.Release() // fails: j keeps its lease, fence 1 (F8)
-	p.Cut()
-	if got := leaseOwner(t, dsn, "charge"); got != "a" {
-		t.Fatalf("after the failed release the lease is held by %q, want a", got)
-	}
-	queryRow(t, dsn, `UPDATE idem_operations SET lease_until = clock_timestamp() WHERE op_id = 'charge' RETURNING op_id`, new(string))
+	for _, completed := range []bool{true, false} {
+		t.Run(fmt.Sprint("completed=", completed), func(t *testing.T) {
+			dsn := pgtest.NewDatabase(t)
+			p, viaProxy := newProxy(t, dsn)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			j := openJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Timeout: time.Second})
+			first, err := j.ClaimBegin(ctx, idem.Operation{ID: "charge", Key: "key-a", State: idem.StatePending})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Freeze(true)
+			first.Release() // fails: j keeps its lease, fence 1 (F8)
+			p.Cut()
+			if got := leaseOwner(t, dsn, "charge"); got != "a" {
+				t.Fatalf("after the failed release the lease is held by %q, want a", got)
+			}
+			queryRow(t, dsn, `UPDATE idem_operations SET lease_until = clock_timestamp() WHERE op_id = 'charge' RETURNING op_id`, new(string))
 
-	x := openJournal(t, dsn, pgjournal.Options{Owner: "x", LeaseTTL: time.Hour})
-	taken, err := x.Claim(ctx, "charge") // the lapsed lease, fence 2
-	if err != nil {
-		t.Fatal(err)
-	}
-	op, _ := taken.Operation()
-	op.State, op.Status = idem.StateDone, 201
-	if err := taken.Complete(ctx, op); err != nil {
-		t.Fatal(err)
-	}
-	taken.Release()
-	read, err := j.TryClaim(ctx, "charge") // j reads the row: done
-	if err != nil {
-		t.Fatal(err)
-	}
-	read.Release()
-	if err := x.ForgetCompleted(ctx, "charge", "key-a"); err != nil {
-		t.Fatal(err)
-	}
-	twin := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour})
-	held, err := twin.ClaimBegin(ctx, idem.Operation{ID: "charge", Key: "key-twin", State: idem.StatePending}) // fence 1 again
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release()
-	var he *idem.HeldError
-	if c, err := j.TryClaim(ctx, "charge"); !errors.As(err, &he) || he.Holder != "a" {
-		if c != nil {
-			c.Release()
-		}
-		t.Fatalf("TryClaim of an operation another Journal named a holds at the fence j once kept = %v; want a *HeldError", err)
+			x := openJournal(t, dsn, pgjournal.Options{Owner: "x", LeaseTTL: time.Hour})
+			taken, err := x.Claim(ctx, "charge") // the lapsed lease, fence 2
+			if err != nil {
+				t.Fatal(err)
+			}
+			forget := func() error { return x.Forget(ctx, "charge") }
+			if completed {
+				op, _ := taken.Operation()
+				op.State, op.Status = idem.StateDone, 201
+				if err := taken.Complete(ctx, op); err != nil {
+					t.Fatal(err)
+				}
+				forget = func() error { return x.ForgetCompleted(ctx, "charge", "key-a") }
+			}
+			read, err := j.TryClaim(ctx, "charge") // j reads the row: completed, or held by x
+			switch {
+			case completed && err == nil:
+				read.Release()
+			case completed:
+				t.Fatal(err)
+			case !errors.Is(err, idem.ErrClaimed):
+				t.Fatalf("TryClaim of an operation x holds = %v; want idem.ErrClaimed", err)
+			}
+			taken.Release()
+			if err := forget(); err != nil {
+				t.Fatal(err)
+			}
+			twin := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour})
+			held, err := twin.ClaimBegin(ctx, idem.Operation{ID: "charge", Key: "key-twin", State: idem.StatePending}) // fence 1 again
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Release()
+			var he *idem.HeldError
+			if c, err := j.TryClaim(ctx, "charge"); !errors.As(err, &he) || he.Holder != "a" {
+				if c != nil {
+					c.Release()
+				}
+				t.Fatalf("TryClaim of an operation another Journal named a holds at the fence j once kept = %v; want a *HeldError", err)
+			}
+		})
 	}
 }
 
