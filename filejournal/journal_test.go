@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -387,5 +388,46 @@ func TestJournalOpenRefusesEmptyPathAndMissingDirectory(t *testing.T) {
 	}
 	if _, err := Open(filepath.Join(t.TempDir(), "missing", "j"), Options{}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Open in a missing directory: err = %v, want a not-exist error", err)
+	}
+}
+
+// readFailer fails every ReadAt while armed: a journal file that can no
+// longer be read.
+type readFailer struct {
+	File
+	armed *atomic.Bool
+}
+
+var errUnreadable = errors.New("unreadable")
+
+func (f readFailer) ReadAt(p []byte, off int64) (int, error) {
+	if f.armed.Load() {
+		return 0, errUnreadable
+	}
+	return f.File.ReadAt(p, off)
+}
+
+// TestABeginThatFindsTheOperationSaysWhyItCannotReadIt: a Begin under a
+// claim of an operation the journal holds already returns
+// idem.ErrOperationExists, and, when reading back what the journal holds
+// fails, that failure too.
+func TestABeginThatFindsTheOperationSaysWhyItCannotReadIt(t *testing.T) {
+	var armed atomic.Bool
+	o := quietOptions()
+	o.WrapFile = func(f File) File { return readFailer{File: f, armed: &armed} }
+	j := openTestJournal(t, journalPath(t), o)
+	ctx := t.Context()
+	op := testIntent(1)
+	c, err := j.Claim(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if err := c.Begin(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	if err := c.Begin(ctx, op); !errors.Is(err, idem.ErrOperationExists) || !errors.Is(err, errUnreadable) {
+		t.Fatalf("second Begin of %s with the file unreadable = %v; want idem.ErrOperationExists and the read's error", op.ID, err)
 	}
 }
