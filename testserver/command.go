@@ -39,6 +39,10 @@ const shutdownGrace = 5 * time.Second
 //
 // The idem-testserver binary is this function; so is "idem serve".
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// Signals are caught from the start: one that arrives as soon as the
+	// server says it listens stops it gracefully, as any later one does.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	cfg, addr, err := parseArgs(args, stdout, stderr)
 	if err != nil {
 		return err
@@ -55,8 +59,6 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	logger := cfg.Logger
 	logger.Info("serving", "url", in.URL, "db", redactDatabase(cfg.Path))
 
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	select {
 	case <-ctx.Done():
 	case err := <-in.served: // the listener failed
