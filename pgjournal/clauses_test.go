@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,5 +182,63 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 	got, ok, err := a.Lookup(ctx, "pending-in-a")
 	if err != nil || !ok || got.State != idem.StatePending || got.Key != "a-key" {
 		t.Fatalf("namespace a's pending operation is now %+v (%v, %v), want it pending under a-key", got, ok, err)
+	}
+}
+
+// TestAFailedRenewalIsTriedAgainAndMovesNothing is F3.8: a lease renewal
+// that fails (its connection broken here) is tried again after a tenth of
+// LeaseTTL, and only a renewal the database made moves the end the holder
+// believes its lease has: one failure keeps the claim, renewals that keep
+// failing lose it at that end.
+func TestAFailedRenewalIsTriedAgainAndMovesNothing(t *testing.T) {
+	const ttl = time.Second
+	for _, failing := range []string{"once", "always"} {
+		t.Run(failing, func(t *testing.T) {
+			dsn := pgtest.NewDatabase(t)
+			p, viaProxy := newProxy(t, dsn)
+			tr := &tracer{}
+			j := tracedJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: ttl}, tr)
+			var renewals atomic.Int32
+			tr.mu.Lock()
+			tr.before = func(sql string) {
+				if strings.Contains(sql, "SET lease_until = clock_timestamp() + $4") {
+					if renewals.Add(1) == 1 || failing == "always" {
+						p.Cut() // the statement goes out on a broken connection
+					}
+				}
+			}
+			tr.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c, err := j.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Release()
+			taken := time.Now()
+			switch failing {
+			case "once":
+				select {
+				case <-c.Lost():
+					t.Fatalf("the claim was lost %s after it was taken, its first renewal failed and %d made; want it kept", time.Since(taken), renewals.Load())
+				case <-time.After(3 * ttl):
+				}
+				if n := renewals.Load(); n < 3 {
+					t.Fatalf("%d renewals in three LeaseTTL, the first failed; want it tried again, and the lease renewed since", n)
+				}
+			case "always":
+				select {
+				case <-c.Lost():
+					if lost := time.Since(taken); lost >= 2*ttl {
+						t.Fatalf("the claim was lost %s after it was taken, every renewal failing; want it lost within its lease", lost)
+					}
+				case <-time.After(5 * ttl):
+					t.Fatalf("the claim was kept for five LeaseTTL while %d renewals failed; want it lost at its lease's end", renewals.Load())
+				}
+				if n := renewals.Load(); n < 3 {
+					t.Fatalf("%d renewals before the lease's end, every one failing; want each tried again after a tenth of LeaseTTL", n)
+				}
+			}
+		})
 	}
 }
