@@ -731,6 +731,42 @@ func TestBadOptionsAndDSN(t *testing.T) {
 	}
 }
 
+// TestTheLoserOfARaceToBeginACompletedOperationTakesItsOutcome is F1.3
+// when the winner completed the operation before the loser's Begin: the
+// insert finds the completed row, and Begin returns ErrOperationExists
+// with the winner's outcome in the claim, without waiting.
+func TestTheLoserOfARaceToBeginACompletedOperationTakesItsOutcome(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b"})
+	ctx := context.Background()
+	cb, err := b.Claim(ctx, "charge") // a new ID: no row, no lease
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Release()
+	ca, err := a.ClaimBegin(ctx, idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, _ := ca.Operation()
+	done.State, done.Status = idem.StateDone, 201
+	if err := ca.Complete(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	ca.Release()
+	err = cb.Begin(ctx, idem.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", State: idem.StatePending})
+	if !errors.Is(err, idem.ErrOperationExists) {
+		t.Fatalf("Begin of an operation a began and completed since the claim: %v, want ErrOperationExists", err)
+	}
+	if got, ok := cb.Operation(); !ok || got.Key != "a-key" || got.State != idem.StateDone || got.Status != 201 {
+		t.Fatalf("the loser's claim holds %+v (%v), want a's outcome under a-key", got, ok)
+	}
+	if err := cb.Complete(ctx, done); !errors.Is(err, idem.ErrOperationExists) {
+		t.Fatalf("Complete under the loser's claim: %v, want ErrOperationExists: the operation is completed", err)
+	}
+}
+
 // TestTheLoserOfARaceToBeginTakesTheWinnersOperation: two machines claim a
 // new ID at once (neither finds a row), one begins it; the other's Begin
 // waits for the winner's lease, then returns ErrOperationExists with the
