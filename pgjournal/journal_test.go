@@ -297,19 +297,27 @@ func TestOneSenderAtATime(t *testing.T) {
 	}
 }
 
-// F3.2 at its edge: a wait whose context ends while the claim reads the
-// row again, not while it sleeps, is still the *HeldError naming the
-// holder and the lease's end.
-func TestAWaitEndingInAStatementNamesTheHolder(t *testing.T) {
+// heldElsewhere has machine a begin operation "op" and hold its lease
+// until the test ends, and returns machine b's journal on the same
+// database, its statements traced.
+func heldElsewhere(t *testing.T) (*pgjournal.Journal, *tracer) {
+	t.Helper()
 	dsn := pgtest.NewDatabase(t)
 	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
 	held, err := a.ClaimBegin(context.Background(), idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Release()
+	t.Cleanup(held.Release)
 	tr := &tracer{}
-	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr)
+	return tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr), tr
+}
+
+// F3.2 at its edge: a wait whose context ends while the claim reads the
+// row again, not while it sleeps, is still the *HeldError naming the
+// holder and the lease's end.
+func TestAWaitEndingInAStatementNamesTheHolder(t *testing.T) {
+	b, tr := heldElsewhere(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var reads atomic.Int32
@@ -320,7 +328,7 @@ func TestAWaitEndingInAStatementNamesTheHolder(t *testing.T) {
 		}
 	}
 	tr.mu.Unlock()
-	_, err = b.Claim(ctx, "op")
+	_, err := b.Claim(ctx, "op")
 	var he *idem.HeldError
 	if !errors.As(err, &he) || he.ID != "op" || he.Holder != "a" || !he.Until.After(time.Now()) || !errors.Is(err, context.Canceled) || reads.Load() != 2 {
 		t.Fatalf("Claim whose context ended in its second read (%d reads): %v; want a *HeldError naming a and its lease's end, and context.Canceled", reads.Load(), err)
@@ -332,15 +340,7 @@ func TestAWaitEndingInAStatementNamesTheHolder(t *testing.T) {
 // twice its last wait, up to 250ms: a waiting fleet does not hammer the
 // database.
 func TestAWaitingClaimLooksAgainLessAndLessOften(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
-	held, err := a.ClaimBegin(context.Background(), idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release()
-	tr := &tracer{}
-	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr)
+	b, tr := heldElsewhere(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const looks = 8
@@ -358,7 +358,7 @@ func TestAWaitingClaimLooksAgainLessAndLessOften(t *testing.T) {
 		}
 	}
 	tr.mu.Unlock()
-	_, err = b.Claim(ctx, "op")
+	_, err := b.Claim(ctx, "op")
 	if !errors.Is(err, idem.ErrClaimed) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Claim of a held operation whose context ended: %v; want idem.ErrClaimed and context.Canceled", err)
 	}
