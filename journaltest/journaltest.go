@@ -219,7 +219,7 @@ func testBeginIsReadBackWhole(t *testing.T, open Open) {
 
 func testCompleteIsReadBackWhole(t *testing.T, open Open) {
 	j := open(t, ttl).Journal
-	for i, status := range []int{201, 422} {
+	for i, status := range []int{201, 422, 500} {
 		op := intent(fmt.Sprint("op-", i), j.Now())
 		c := claim(t, j, op.ID)
 		if err := c.Begin(context.Background(), op); err != nil {
@@ -227,6 +227,9 @@ func testCompleteIsReadBackWhole(t *testing.T, open Open) {
 		}
 		done := outcome(op, status)
 		done.HeaderTruncated = status >= 400
+		if status >= 500 { // both flags at once, the body not kept
+			done.BodyTruncated, done.Body = true, nil
+		}
 		if err := c.Complete(context.Background(), done); err != nil {
 			t.Fatal(err)
 		}
