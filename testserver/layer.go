@@ -52,7 +52,7 @@ func (s *Server) openKeys(ctx context.Context, keyHeader, keyField string) (*ide
 		Now:           s.cfg.Now,
 		Logger:        s.log.With("component", "idemserver"),
 	})
-	if err != nil && errors.Is(err, idemserver.ErrUnavailable) {
+	if errors.Is(err, idemserver.ErrUnavailable) {
 		return nil, fmt.Errorf("%w: %w", ErrDatabaseUnavailable, err)
 	}
 	return keys, err
