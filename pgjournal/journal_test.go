@@ -454,6 +454,39 @@ func TestAClaimBeginThatFindsTheRowForgottenInsertsAgain(t *testing.T) {
 	}
 }
 
+// TestAnInsertThatFoundARowLeavesTheClockAsItWas is F4.5:
+// a shared insert that returns no row (each of its intents found another
+// machine's pending row) read no time from the database, and the
+// journal's clock keeps the last time it read.
+func TestAnInsertThatFoundARowLeavesTheClockAsItWas(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
+	first, err := a.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Release() // pending, its lease free
+	tr := &tracer{}
+	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr)
+	var between time.Time // b's clock after its insert lost, before it reads the row
+	tr.mu.Lock()
+	tr.before = func(sql string) {
+		if sql == pgjournal.ReadSQL && between.IsZero() {
+			between = b.Now()
+		}
+	}
+	tr.mu.Unlock()
+	c, err := b.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-b", State: idem.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if d := time.Since(between); d < -time.Minute || d > time.Minute {
+		t.Fatalf("b's clock after an insert that found a's row read %s, %s from this machine's; want the database's time", between, d)
+	}
+}
+
 // F3.2's other side: a wait whose context ends as it takes the lease its
 // second read found free is that statement's context error, not the
 // holder it saw first, who is gone.
