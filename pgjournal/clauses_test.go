@@ -191,7 +191,7 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 // believes its lease has: one failure keeps the claim, renewals that keep
 // failing lose it at that end.
 func TestAFailedRenewalIsTriedAgainAndMovesNothing(t *testing.T) {
-	const ttl = time.Second
+	const ttl = 2 * time.Second // a retry after a tenth has 0.9 s to land before the lease's end
 	for _, failing := range []string{"once", "always"} {
 		t.Run(failing, func(t *testing.T) {
 			dsn := pgtest.NewDatabase(t)
