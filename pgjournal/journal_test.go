@@ -746,6 +746,37 @@ func TestMigrate(t *testing.T) {
 	}
 }
 
+// TestEachBadOptionIsRefused: each field New checks is refused on its
+// own with idem.ErrInvalidConfig, before anything is sent, and each bound
+// is taken at its edge.
+func TestEachBadOptionIsRefused(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	for name, o := range map[string]pgjournal.Options{
+		"negative LeaseTTL":           {LeaseTTL: -time.Nanosecond},
+		"negative KeyTTL":             {KeyTTL: -time.Nanosecond},
+		"negative Timeout":            {Timeout: -time.Nanosecond},
+		"negative Liveness":           {Liveness: -time.Nanosecond},
+		"LeaseTTL too short to renew": {LeaseTTL: 30*time.Millisecond - 1},
+		"Liveness too short to renew": {Liveness: 30*time.Millisecond - 1},
+		"Namespace not text":          {Namespace: "a\x00b"},
+		"Namespace too long":          {Namespace: strings.Repeat("n", pgjournal.MaxNamespaceLen+1)},
+		"Owner not text":              {Owner: "\xff"},
+	} {
+		o.Logger = quiet
+		if _, err := pgjournal.Open(ctx, dsn, o); !errors.Is(err, idem.ErrInvalidConfig) {
+			t.Errorf("%s: Open = %v; want idem.ErrInvalidConfig", name, err)
+		}
+	}
+	edge := pgjournal.Options{LeaseTTL: 30 * time.Millisecond, Liveness: 30 * time.Millisecond,
+		Namespace: strings.Repeat("n", pgjournal.MaxNamespaceLen), Logger: quiet}
+	j, err := pgjournal.Open(ctx, dsn, edge)
+	if err != nil {
+		t.Fatalf("Open with each option at its bound: %v", err)
+	}
+	j.Close()
+}
+
 // TestBadOptionsAndDSN: bad input is a clear error, and a DSN's password
 // never appears in it.
 func TestBadOptionsAndDSN(t *testing.T) {
