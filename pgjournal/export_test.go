@@ -44,3 +44,10 @@ const ReadSQL = readSQL
 
 // LeaseSQL is the statement a claim takes a free lease with.
 const LeaseSQL = leaseSQL
+
+// Held returns the number of claims whose leases j renews.
+func Held(j *Journal) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.held)
+}

@@ -84,3 +84,19 @@ func TestForgetAndSettle(t *testing.T) {
 	// A forgotten ID begins again, with a new key.
 	beginOp(t, b, "p")
 }
+
+// TestForgetStopsTheRenewalsOfItsLease: Forget of a pending operation
+// takes its lease to delete the row, and stops renewing the lease with
+// it: a renewal left running would find no row and report the lease
+// taken over.
+func TestForgetStopsTheRenewalsOfItsLease(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	j := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
+	beginOp(t, j, "op")
+	if err := j.Forget(context.Background(), "op"); err != nil {
+		t.Fatal(err)
+	}
+	if n := pgjournal.Held(j); n != 0 {
+		t.Fatalf("after Forget returned the journal renews %d leases; want none", n)
+	}
+}
