@@ -295,6 +295,54 @@ func TestAQueuedBeginWhoseContextEndsLeavesNoRow(t *testing.T) {
 	}
 }
 
+// TestACarriedBeginWhoseContextEndsGetsItsStatementsResult is F10.9: a
+// Begin whose context ends once a statement carries its row (led by
+// another caller) waits for that statement, and returns its result: the
+// row is committed, and ClaimBegin's claim holds it.
+func TestACarriedBeginWhoseContextEndsGetsItsStatementsResult(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	j := openJournal(t, dsn, pgjournal.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leading, release := make(chan struct{}), make(chan struct{})
+	queued := make(chan string, 3)
+	pgjournal.GroupHooks(j, "intent", func(id string) { queued <- id }, func(ids []string) {
+		switch {
+		case slices.Contains(ids, "first"):
+			close(leading)
+			<-release
+		case slices.Contains(ids, "carried"):
+			cancel()
+			// The carried caller sees its context end while the
+			// statement is on its way; let it run that far.
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	begin := func(ctx context.Context, id string) error {
+		c, err := j.ClaimBegin(ctx, idem.Operation{ID: id, Key: "key-" + id, State: idem.StatePending})
+		if err == nil {
+			c.Release()
+		}
+		return err
+	}
+	ended := make(chan error, 3)
+	go func() { ended <- begin(context.Background(), "first") }()
+	<-leading
+	go func() { ended <- begin(context.Background(), "leader") }()
+	<-queued // the next leader, queued first
+	go func() { ended <- begin(ctx, "carried") }()
+	<-queued
+	close(release)
+	for range 3 {
+		if err := <-ended; err != nil {
+			t.Errorf("a Begin: %v; want each committed", err)
+		}
+	}
+	if op, ok, err := j.Lookup(context.Background(), "carried"); !ok || err != nil || op.Key != "key-carried" {
+		t.Fatalf("Lookup(carried) = %+v, %v, %v; want its row, committed by the statement that carried it", op, ok, err)
+	}
+}
+
 // queryRow scans the one row sql returns on dsn's database into dest.
 func queryRow(t testing.TB, dsn, sql string, dest ...any) {
 	t.Helper()
