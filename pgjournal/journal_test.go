@@ -760,6 +760,7 @@ func TestEachBadOptionIsRefused(t *testing.T) {
 		"LeaseTTL too short to renew": {LeaseTTL: 30*time.Millisecond - 1},
 		"Liveness too short to renew": {Liveness: 30*time.Millisecond - 1},
 		"Namespace not text":          {Namespace: "a\x00b"},
+		"Namespace starting with NUL": {Namespace: "\x00ns"},
 		"Namespace too long":          {Namespace: strings.Repeat("n", pgjournal.MaxNamespaceLen+1)},
 		"Owner not text":              {Owner: "\xff"},
 	} {
@@ -775,6 +776,14 @@ func TestEachBadOptionIsRefused(t *testing.T) {
 		t.Fatalf("Open with each option at its bound: %v", err)
 	}
 	j.Close()
+	// The default Owner names this host, for an operator reading a lease.
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j = openJournal(t, dsn, pgjournal.Options{}); !strings.HasPrefix(j.Owner(), host+"/") {
+		t.Fatalf("the default Owner is %q; want it to start with this host's name, %q", j.Owner(), host)
+	}
 }
 
 // TestBadOptionsAndDSN: bad input is a clear error, and a DSN's password
