@@ -85,6 +85,9 @@ func TestClientScope(t *testing.T) {
 		{"bearer without token", map[string]string{"Authorization": "Bearer "}, "", 401},
 		{"client id with space", map[string]string{"X-Client-ID": "a b"}, "", 400},
 		{"client id too long", map[string]string{"X-Client-ID": strings.Repeat("a", 256)}, "", 400},
+		{"client id of the longest length", map[string]string{"X-Client-ID": strings.Repeat("a", 255)}, "client:" + strings.Repeat("a", 255), 0},
+		{"client id of the first and last printable characters", map[string]string{"X-Client-ID": "!~"}, "client:!~", 0},
+		{"client id with DEL", map[string]string{"X-Client-ID": "a\x7f"}, "", 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
