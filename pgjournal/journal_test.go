@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -783,6 +784,30 @@ func TestEachBadOptionIsRefused(t *testing.T) {
 	}
 	if j = openJournal(t, dsn, pgjournal.Options{}); !strings.HasPrefix(j.Owner(), host+"/") {
 		t.Fatalf("the default Owner is %q; want it to start with this host's name, %q", j.Owner(), host)
+	}
+}
+
+// TestNamespacesListsEachNamespaceHoldingOperations: Namespaces names
+// every namespace of the database that holds an operation, once, in
+// byte order, and a closed Journal refuses with idem.ErrClosed.
+func TestNamespacesListsEachNamespaceHoldingOperations(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	for i, ns := range []string{"b", "a", "b"} {
+		j := openJournal(t, dsn, pgjournal.Options{Namespace: ns})
+		c, err := j.ClaimBegin(ctx, idem.Operation{ID: fmt.Sprint("op-", i), Key: "key", State: idem.StatePending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Release()
+	}
+	j := openJournal(t, dsn, pgjournal.Options{Namespace: "empty"})
+	if names, err := j.Namespaces(ctx); err != nil || !slices.Equal(names, []string{"a", "b"}) {
+		t.Fatalf("Namespaces = %q, %v; want [a b]", names, err)
+	}
+	j.Close()
+	if names, err := j.Namespaces(ctx); !errors.Is(err, idem.ErrClosed) {
+		t.Fatalf("Namespaces of a closed Journal = %q, %v; want idem.ErrClosed", names, err)
 	}
 }
 
