@@ -51,3 +51,7 @@ func Held(j *Journal) int {
 	defer j.mu.Unlock()
 	return len(j.held)
 }
+
+// Shed is shed: it closes one idle connection of pool, unless it is the
+// last.
+var Shed = shed

@@ -913,3 +913,39 @@ func TestTheLoserOfARaceToBeginTakesTheWinnersOperation(t *testing.T) {
 		t.Fatalf("the journal holds key %q, want a-key", op.Key)
 	}
 }
+
+// TestShedClosesOneIdleConnection: when the server refuses a connection
+// as one too many, the journal's pool gives one idle connection back to
+// the server (F9), keeps the others in the pool, idle, and never gives
+// back its last.
+func TestShedClosesOneIdleConnection(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed on success only: Close waits for connections a broken shed
+	// left acquired, and the test would hang instead of failing.
+	const n = 4
+	conns := make([]*pgxpool.Conn, n)
+	for i := range conns {
+		if conns[i], err = pool.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	for want := int32(n - 1); want >= 1; want-- {
+		pgjournal.Shed(pool)
+		if st := pool.Stat(); st.TotalConns() != want || st.IdleConns() != want || st.AcquiredConns() != 0 {
+			t.Fatalf("after a shed: %d connections, %d idle, %d acquired; want %d, all idle", st.TotalConns(), st.IdleConns(), st.AcquiredConns(), want)
+		}
+	}
+	pgjournal.Shed(pool)
+	if st := pool.Stat(); st.TotalConns() != 1 {
+		t.Fatalf("a shed of the last connection left %d; want it kept", st.TotalConns())
+	}
+	pool.Close()
+}
