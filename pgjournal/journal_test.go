@@ -314,6 +314,22 @@ func heldElsewhere(t *testing.T) (*pgjournal.Journal, *tracer) {
 	return tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr), tr
 }
 
+// pendingElsewhere has machine a begin operation "op" and give its lease
+// back (the operation pending, its lease free), and returns a's journal
+// and machine b's on the same database, its statements traced.
+func pendingElsewhere(t *testing.T) (a, b *pgjournal.Journal, tr *tracer) {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t)
+	a = openJournal(t, dsn, pgjournal.Options{Owner: "a"})
+	first, err := a.ClaimBegin(context.Background(), idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Release()
+	tr = &tracer{}
+	return a, tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr), tr
+}
+
 // F3.2 at its edge: a wait whose context ends while the claim reads the
 // row again, not while it sleeps, is still the *HeldError naming the
 // holder and the lease's end.
@@ -382,15 +398,7 @@ func TestAWaitingClaimLooksAgainLessAndLessOften(t *testing.T) {
 // before its own take, the take changes nothing, and the claim looks
 // again and waits for the new holder, as for any held lease.
 func TestALeaseTakenBetweenTheReadAndTheTakeIsWaitedFor(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
-	first, err := a.ClaimBegin(context.Background(), idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.Release() // pending, its lease free
-	tr := &tracer{}
-	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr)
+	a, b, tr := pendingElsewhere(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var reads, takes atomic.Int32
@@ -408,7 +416,7 @@ func TestALeaseTakenBetweenTheReadAndTheTakeIsWaitedFor(t *testing.T) {
 		}
 	}
 	tr.mu.Unlock()
-	_, err = b.Claim(ctx, "op")
+	_, err := b.Claim(ctx, "op")
 	if taken != nil {
 		defer taken.Release()
 	}
@@ -423,16 +431,8 @@ func TestALeaseTakenBetweenTheReadAndTheTakeIsWaitedFor(t *testing.T) {
 // forgotten before ClaimBegin reads it, ClaimBegin inserts its own intent
 // again, and takes it: the operation is new.
 func TestAClaimBeginThatFindsTheRowForgottenInsertsAgain(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
 	ctx := context.Background()
-	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
-	first, err := a.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.Release() // pending, its lease free
-	tr := &tracer{}
-	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr)
+	a, b, tr := pendingElsewhere(t)
 	var reads atomic.Int32
 	tr.mu.Lock()
 	tr.before = func(sql string) {
@@ -448,10 +448,11 @@ func TestAClaimBeginThatFindsTheRowForgottenInsertsAgain(t *testing.T) {
 		t.Fatalf("ClaimBegin of an operation forgotten after its insert lost (%d reads): %v; want the claim of a new operation", reads.Load(), err)
 	}
 	defer c.Release()
-	var key, owner string
-	queryRow(t, dsn, `SELECT op_key, lease_owner FROM idem_operations WHERE op_id = 'op'`, &key, &owner)
-	if op, ok := c.Operation(); !ok || op.Key != "key-b" || key != "key-b" || owner != "b" || reads.Load() != 1 {
-		t.Fatalf("ClaimBegin after the row was forgotten (%d reads): %+v %v, the row under %s leased by %s; want b's intent under key-b, leased by b", reads.Load(), op, ok, key, owner)
+	stored, _, err := a.Lookup(ctx, "op")
+	var he *idem.HeldError
+	_, terr := a.TryClaim(ctx, "op")
+	if op, ok := c.Operation(); !ok || op.Key != "key-b" || err != nil || stored.Key != "key-b" || !errors.As(terr, &he) || he.Holder != "b" || reads.Load() != 1 {
+		t.Fatalf("ClaimBegin after the row was forgotten (%d reads): %+v %v, the row under %s (%v), a's TryClaim %v; want b's intent under key-b, leased by b", reads.Load(), op, ok, stored.Key, err, terr)
 	}
 }
 
@@ -460,16 +461,8 @@ func TestAClaimBeginThatFindsTheRowForgottenInsertsAgain(t *testing.T) {
 // machine's pending row) read no time from the database, and the
 // journal's clock keeps the last time it read.
 func TestAnInsertThatFoundARowLeavesTheClockAsItWas(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
 	ctx := context.Background()
-	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
-	first, err := a.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.Release() // pending, its lease free
-	tr := &tracer{}
-	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b"}, tr)
+	_, b, tr := pendingElsewhere(t)
 	var between time.Time // b's clock after its insert lost, before it reads the row
 	tr.mu.Lock()
 	tr.before = func(sql string) {
