@@ -913,24 +913,33 @@ func TestConcurrentSameOperationSendsOnce(t *testing.T) {
 	}
 }
 
-// C11.3: a waiting Do gives up when its own context ends.
-func TestConcurrentWaiterHonoursContext(t *testing.T) {
+// aDoUnderWay returns a Client whose Do of operation "op" is under way:
+// its request has reached srv, which holds it until the test ends.
+func aDoUnderWay(t *testing.T) (*idem.Client, *httptest.Server) {
+	t.Helper()
+	c := newClient(t, fast(idem.Config{}))
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		entered <- struct{}{}
 		<-release
 	}))
-	defer srv.Close()
-	defer close(release)
-	c := newClient(t, fast(idem.Config{}))
+	// Cleanups run last first: the held request ends, then the server,
+	// then the Client.
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
 	go func() {
-		resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
-		if err == nil {
+		if resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x")); err == nil {
 			resp.Body.Close()
 		}
 	}()
 	<-entered
+	return c, srv
+}
+
+// C11.3: a waiting Do gives up when its own context ends.
+func TestConcurrentWaiterHonoursContext(t *testing.T) {
+	c, srv := aDoUnderWay(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := c.Do("op", post(t, ctx, srv.URL, "x")); !errors.Is(err, context.Canceled) {
@@ -2089,21 +2098,7 @@ func TestAZeroConfigWaitsByTheDefaults(t *testing.T) {
 // context ended.
 func TestAFailedClaimSaysWhatItWasDoing(t *testing.T) {
 	t.Run("waiting for a concurrent Do", func(t *testing.T) {
-		release := make(chan struct{})
-		entered := make(chan struct{}, 1)
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			entered <- struct{}{}
-			<-release
-		}))
-		defer srv.Close()
-		defer close(release)
-		c := newClient(t, fast(idem.Config{}))
-		go func() {
-			if resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x")); err == nil {
-				resp.Body.Close()
-			}
-		}()
-		<-entered
+		c, srv := aDoUnderWay(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		_, err := c.Do("op", post(t, ctx, srv.URL, "x"))

@@ -355,15 +355,7 @@ func TestMemoryJournalWaitingClaimFindsTheArchivedOutcome(t *testing.T) {
 		c.Release()
 		got <- o
 	}()
-	for { // until the second claim waits
-		j.mu.Lock()
-		waiting := j.ops["op"].free != nil
-		j.mu.Unlock()
-		if waiting {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitForAWaitingClaim(j, "op")
 	held.Release()
 	if o := <-got; o.State != StateDone || o.Status != 201 || o.Key != op.Key {
 		t.Fatalf("the waiting claim read %+v; want the outcome", o)

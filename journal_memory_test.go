@@ -130,6 +130,20 @@ func TestMemoryJournalRefusesWhatAFileJournalCannotHold(t *testing.T) {
 	}
 }
 
+// waitForAWaitingClaim returns once a second claim of id waits for the
+// one that holds it.
+func waitForAWaitingClaim(j *memoryJournal, id string) {
+	for {
+		j.mu.Lock()
+		waiting := j.ops[id].free != nil
+		j.mu.Unlock()
+		if waiting {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestMemoryJournalClaimAfterAReleaseWithoutBegin(t *testing.T) {
 	j := newMemoryJournalFor(time.Hour, nil)
 	held, _ := j.Claim(context.Background(), "op")
@@ -144,15 +158,7 @@ func TestMemoryJournalClaimAfterAReleaseWithoutBegin(t *testing.T) {
 		}
 		got <- err
 	}()
-	for { // until the second claim waits
-		j.mu.Lock()
-		waiting := j.ops["op"].free != nil
-		j.mu.Unlock()
-		if waiting {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitForAWaitingClaim(j, "op")
 	held.Release()
 	held.Release() // a second Release does nothing
 	if err := <-got; err != nil {
