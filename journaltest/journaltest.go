@@ -219,15 +219,22 @@ func testBeginIsReadBackWhole(t *testing.T, open Open) {
 
 func testCompleteIsReadBackWhole(t *testing.T, open Open) {
 	j := open(t, ttl).Journal
-	for i, status := range []int{201, 422, 500} {
+	for i, tc := range []struct {
+		status                       int
+		headerTruncated, bodyNotKept bool
+	}{
+		{201, false, false},
+		{422, true, false},
+		{500, true, true}, // both flags at once
+	} {
 		op := intent(fmt.Sprint("op-", i), j.Now())
 		c := claim(t, j, op.ID)
 		if err := c.Begin(context.Background(), op); err != nil {
 			t.Fatal(err)
 		}
-		done := outcome(op, status)
-		done.HeaderTruncated = status >= 400
-		if status >= 500 { // both flags at once, the body not kept
+		done := outcome(op, tc.status)
+		done.HeaderTruncated = tc.headerTruncated
+		if tc.bodyNotKept {
 			done.BodyTruncated, done.Body = true, nil
 		}
 		if err := c.Complete(context.Background(), done); err != nil {
@@ -235,7 +242,7 @@ func testCompleteIsReadBackWhole(t *testing.T, open Open) {
 		}
 		c.Release()
 		got, _ := lookup(t, j, op.ID)
-		same(t, fmt.Sprintf("completed with %d", status), got, done)
+		same(t, fmt.Sprintf("completed with %d", tc.status), got, done)
 	}
 }
 
