@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,6 +168,49 @@ func TestS8NoFaultsByDefault(t *testing.T) {
 	}
 	if st := stats(t, in); len(st.Faults) != 0 || st.Effects.Reservations != 100 || st.Effects.Charges != 100 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// S8.4: a fault drawn for after the commit acts only on the answer the
+// handler gave and the layer stored. An answer the layer gave in its place
+// (a refusal, a replay, a rolled-back 5xx, a failure after the handler)
+// goes out as it is, and the fault is not counted.
+func TestS8AfterCommitFaultsActOnlyOnAStoredAnswer(t *testing.T) {
+	in := start(t, Config{})
+	for _, c := range []struct {
+		name     string
+		handled  int // what the handler answered, 0 if it did not run
+		code     int // what the layer sends
+		replayed bool
+		want     int
+	}{
+		{"stored", http.StatusCreated, http.StatusCreated, false, http.StatusBadGateway},
+		{"stored refusal", http.StatusConflict, http.StatusConflict, false, http.StatusBadGateway},
+		{"the layer's own answer", 0, http.StatusConflict, false, http.StatusConflict},
+		{"replay", 0, http.StatusCreated, true, http.StatusCreated},
+		{"replay after the handler ran", http.StatusCreated, http.StatusCreated, true, http.StatusCreated},
+		{"rolled back 500", http.StatusInternalServerError, http.StatusInternalServerError, false, http.StatusInternalServerError},
+		{"rolled back 503", http.StatusServiceUnavailable, http.StatusServiceUnavailable, false, http.StatusServiceUnavailable},
+		{"failed after the handler", http.StatusCreated, http.StatusServiceUnavailable, false, http.StatusServiceUnavailable},
+	} {
+		rec := httptest.NewRecorder()
+		if c.replayed {
+			rec.Header().Set(HeaderReplayed, "true")
+		}
+		before := stats(t, in).Faults[faultBadGatewayAfterCommit.String()]
+		a := &afterCommit{ResponseWriter: rec, s: in.Server, wk: &work{handled: c.handled, fault: fault{kind: faultBadGatewayAfterCommit}}}
+		a.WriteHeader(c.code)
+		a.Write([]byte(`{"answer":true}`))
+		fired := stats(t, in).Faults[faultBadGatewayAfterCommit.String()] - before
+		if rec.Code != c.want {
+			t.Errorf("%s: sent %d, want %d", c.name, rec.Code, c.want)
+		}
+		if wantFired := c.want == http.StatusBadGateway; (fired == 1) != wantFired || fired > 1 {
+			t.Errorf("%s: the fault counted %d times, want it counted: %v", c.name, fired, wantFired)
+		}
+		if answer := strings.Contains(rec.Body.String(), `"answer"`); answer == (c.want == http.StatusBadGateway) {
+			t.Errorf("%s: body %q", c.name, rec.Body.String())
+		}
 	}
 }
 

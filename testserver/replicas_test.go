@@ -541,6 +541,11 @@ func TestPostgresUnavailable(t *testing.T) {
 		if err := pg.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// A database lost between the server's own check and the
+		// layer's opening is named the same way.
+		if _, err := in.Server.openKeys(ctx, "Idempotency-Key", ""); !errors.Is(err, ErrDatabaseUnavailable) {
+			t.Fatalf("openKeys with PostgreSQL stopped: %v; want ErrDatabaseUnavailable", err)
+		}
 		for _, r := range []req{
 			{method: "PUT", path: "/inventory/sku-1", key: "k2", body: `{"available":2}`},
 			{method: "POST", path: "/charges", key: "k3", body: chargeBody},
