@@ -122,6 +122,7 @@ func TestJournalReopenRoundTripsEveryField(t *testing.T) {
 	j := openTestJournal(t, path, quietOptions())
 
 	pending := testIntent(1)
+	pending.Key = strings.Repeat("k", fileengine.MaxKeyLen) // the longest key
 	done := testIntent(2)
 	rejected := testIntent(3)
 	truncated := testIntent(4)
