@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // F6, F9.5: what the server says when it cannot serve now is typed as
@@ -23,5 +25,46 @@ func TestClassify(t *testing.T) {
 		if got := errors.Is(err, idem.ErrJournalUnavailable); got != want {
 			t.Errorf("%s: unavailable %v, want %v", code, got, want)
 		}
+	}
+}
+
+// F9.3: a connection refused as one too many is tried again after a
+// pause that starts at a few milliseconds and grows, so a full server is
+// not hammered; the wait ends with the statement's context.
+func TestARefusedConnectionIsTriedAgainAfterAPause(t *testing.T) {
+	// The pool never connects: shed finds no connection to close.
+	pool, err := pgxpool.New(context.Background(), "postgres://idem@127.0.0.1:1/idem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	refused := fmt.Errorf("connecting: %w: %w", &pgconn.ConnectError{}, &pgconn.PgError{Code: "53300"})
+	if !tooManyConnections(refused) {
+		t.Fatal("the test's refusal is not one too many connections")
+	}
+
+	// Pauses from 5 ms, growing by half each time and randomized by
+	// half, allow at most 11 tries in 300 ms, and the 12th succeeds; a
+	// slower machine makes fewer. Without a pause there are thousands.
+	const window = 300 * time.Millisecond
+	tries := 0
+	start := time.Now()
+	err = waitRefused(context.Background(), pool, func(context.Context) error {
+		tries++
+		if time.Since(start) < window {
+			return refused
+		}
+		return nil
+	})
+	if err != nil || tries < 2 || tries > 12 {
+		t.Fatalf("waitRefused: %v after %d tries in %v; want success after 2 to 12 tries", err, tries, window)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = waitRefused(ctx, pool, func(context.Context) error { return refused })
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "53300" || ctx.Err() == nil {
+		t.Fatalf("waitRefused until the context ends: %v; want the refusal, once the context ended", err)
 	}
 }
