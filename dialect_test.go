@@ -352,8 +352,9 @@ func TestDialectInFlightComposesWithCheckRetry(t *testing.T) {
 
 // D1.5: the dialect's retention is the default KeyTTL: a pending key older
 // than it is refused with ErrKeyExpired and nothing is sent, whatever the
-// journal's own KeyTTL; a longer retention resumes what a day-long one
-// would refuse.
+// journal's own KeyTTL (two days here); a longer retention resumes what a
+// shorter one would refuse. Each built-in dialect that publishes a
+// retention is held to it.
 func TestDialectRetentionIsTheDefaultKeyTTL(t *testing.T) {
 	for _, tc := range []struct {
 		dialect idem.Dialect
@@ -362,13 +363,18 @@ func TestDialectRetentionIsTheDefaultKeyTTL(t *testing.T) {
 	}{
 		{idem.PayPal, 6*time.Hour - time.Minute, true}, // within AttemptTimeout of its 6 hours
 		{idem.PayPal, 5 * time.Hour, false},
-		{idem.Stripe, 24 * time.Hour, true},
-		{idem.Adyen, 30 * 24 * time.Hour, false}, // the journal's 24h would refuse it
+		{idem.Stripe, 24*time.Hour - time.Minute, true},
+		{idem.Stripe, 23 * time.Hour, false},
+		{idem.CheckoutCom, 24*time.Hour - time.Minute, true},
+		{idem.CheckoutCom, 23 * time.Hour, false},
+		{idem.AWSCloudControl, 36*time.Hour - time.Minute, true},
+		{idem.AWSCloudControl, 35 * time.Hour, false},
+		{idem.Adyen, 30 * 24 * time.Hour, false}, // the journal's two days would refuse it
 		{idem.Adyen, 31 * 24 * time.Hour, true},
 	} {
 		w := newWire(t, hangUp, nil)
 		now := newTestClock()
-		j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{Now: now.Now})
+		j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{Now: now.Now, KeyTTL: 48 * time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -398,15 +404,28 @@ func TestDialectRetentionIsTheDefaultKeyTTL(t *testing.T) {
 func TestDialectChecked(t *testing.T) {
 	for _, d := range []idem.Dialect{
 		{Name: "short", MaxKeyLength: 32},
+		{Name: "one byte short of a UUIDv4", MaxKeyLength: 35},
+		{Name: "negative length", MaxKeyLength: -1},
+		{Name: "negative retention", Retention: -time.Hour},
 		{Name: "digits", KeyChars: "0123456789"},
 		{Name: "both", KeyHeader: "K", KeyField: "k"},
 		{Name: "bad header", KeyHeader: "a b"},
 		{Name: "no answer", Signals: []idem.Signal{{Status: 409}}},
 		{Name: "no condition", Signals: []idem.Signal{{Answer: idem.AnswerInFlight}}},
+		{Name: "status below 100", Signals: []idem.Signal{{Status: 99, Answer: idem.AnswerInFlight}}},
+		{Name: "status above 999", Signals: []idem.Signal{{Status: 1000, Answer: idem.AnswerInFlight}}},
 		{Name: "value without field", Signals: []idem.Signal{{Status: 400, Value: "x", Answer: idem.AnswerRefused}}},
 	} {
 		if _, err := idem.New(idem.Config{Dialect: d}); !errors.Is(err, idem.ErrInvalidConfig) {
 			t.Fatalf("dialect %q: err = %v, want ErrInvalidConfig", d.Name, err)
+		}
+	}
+	for _, d := range []idem.Dialect{
+		{Name: "a UUIDv4's length", MaxKeyLength: 36},
+		{Name: "statuses at the bounds", Signals: []idem.Signal{{Status: 100, Answer: idem.AnswerInFlight}, {Status: 999, Answer: idem.AnswerRefused}}},
+	} {
+		if _, err := idem.New(idem.Config{Dialect: d}); err != nil {
+			t.Fatalf("dialect %q: %v, want it taken", d.Name, err)
 		}
 	}
 	if _, err := idem.New(idem.Config{Dialect: idem.Square, KeyHeader: "X-Key"}); !errors.Is(err, idem.ErrInvalidConfig) {
