@@ -735,8 +735,15 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("Open of a newer schema: %v, want ErrSchemaTooNew", err)
 	}
 	fresh := pgtest.NewDatabase(t)
-	if _, err := pgjournal.Open(context.Background(), fresh, pgjournal.Options{NoMigrate: true, Logger: quiet}); err == nil {
-		t.Fatal("NoMigrate opened a database without the journal's tables")
+	if _, err := pgjournal.Open(context.Background(), fresh, pgjournal.Options{NoMigrate: true, Logger: quiet}); !errors.Is(err, pgjournal.ErrNotMigrated) {
+		t.Fatalf("NoMigrate on a database without the journal's tables: %v, want ErrNotMigrated", err)
+	}
+	// A table of that name that is not the journal's is named as it is,
+	// not taken for a database to migrate.
+	exec(t, fresh, `CREATE TABLE idem_schema (release text)`)
+	_, err = pgjournal.Open(context.Background(), fresh, pgjournal.Options{NoMigrate: true, Logger: quiet})
+	if err == nil || errors.Is(err, pgjournal.ErrNotMigrated) || !strings.Contains(err.Error(), `column "version" does not exist`) {
+		t.Fatalf("NoMigrate on another program's idem_schema: %v, want its error, not ErrNotMigrated", err)
 	}
 }
 

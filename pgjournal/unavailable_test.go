@@ -26,6 +26,17 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%s: unavailable %v, want %v", code, got, want)
 		}
 	}
+	// An error already typed is returned as it was, not typed twice; one
+	// that meets the caller's ended context is the caller's doing.
+	typed := classify(context.Background(), &pgconn.PgError{Code: "08006"})
+	if again := classify(context.Background(), typed); again != typed {
+		t.Errorf("classify of a typed error: %v, want it as it was: %v", again, typed)
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := classify(ended, &pgconn.PgError{Code: "08006"}); errors.Is(err, idem.ErrJournalUnavailable) {
+		t.Errorf("with the caller's context ended: %v, want the error left alone", err)
+	}
 }
 
 // F9.3: a connection refused as one too many is tried again after a
