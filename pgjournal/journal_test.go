@@ -745,6 +745,16 @@ func TestMigrate(t *testing.T) {
 	if err == nil || errors.Is(err, pgjournal.ErrNotMigrated) || !strings.Contains(err.Error(), `column "version" does not exist`) {
 		t.Fatalf("NoMigrate on another program's idem_schema: %v, want its error, not ErrNotMigrated", err)
 	}
+	// A migration that fails names the version it was taking the
+	// database to: here a database at version 1 whose operations table
+	// was dropped.
+	broken := pgtest.NewDatabase(t)
+	exec(t, broken, `CREATE TABLE idem_schema (singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton), version integer NOT NULL)`)
+	exec(t, broken, `INSERT INTO idem_schema (version) VALUES (1)`)
+	_, err = pgjournal.Open(context.Background(), broken, pgjournal.Options{Logger: quiet})
+	if err == nil || !strings.Contains(err.Error(), "to version 2: ") || !strings.Contains(err.Error(), `"idem_operations" does not exist`) {
+		t.Fatalf("Open of a database whose migration to version 2 fails: %v, want the version and the reason", err)
+	}
 }
 
 // TestEachBadOptionIsRefused: each field New checks is refused on its
