@@ -79,3 +79,29 @@ func TestARefusedConnectionIsTriedAgainAfterAPause(t *testing.T) {
 		t.Fatalf("waitRefused until the context ends: %v; want the refusal, once the context ended", err)
 	}
 }
+
+// F9.3: only a new connection refused as one too many is waited for:
+// PostgreSQL's 53300, or pgbouncer's max_client_conn, a protocol
+// violation (08P01) with its own message. Another protocol violation is
+// unavailable at once (F9.5), and a statement's error is no refusal.
+func TestTooManyConnections(t *testing.T) {
+	connecting := func(pe *pgconn.PgError) error {
+		return fmt.Errorf("connecting: %w: %w", &pgconn.ConnectError{}, pe)
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"PostgreSQL's too many clients", connecting(&pgconn.PgError{Code: "53300", Message: "sorry, too many clients already"}), true},
+		{"pgbouncer's max_client_conn", connecting(&pgconn.PgError{Code: "08P01", Message: "no more connections allowed (max_client_conn)"}), true},
+		{"another protocol violation", connecting(&pgconn.PgError{Code: "08P01", Message: "server conn crashed?"}), false},
+		{"that message under another code", connecting(&pgconn.PgError{Code: "57P03", Message: "no more connections allowed"}), false},
+		{"53300 from a statement", fmt.Errorf("statement: %w", &pgconn.PgError{Code: "53300"}), false},
+		{"no PostgreSQL error", fmt.Errorf("connecting: %w", &pgconn.ConnectError{}), false},
+	} {
+		if got := tooManyConnections(c.err); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
