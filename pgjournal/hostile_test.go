@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -192,6 +193,44 @@ func TestCloseHandsTheLeasesBack(t *testing.T) {
 	defer cb.Release()
 	if op, ok := cb.Operation(); !ok || op.Key != "k" || op.State != idem.StatePending {
 		t.Fatalf("b took %+v (%v), want the pending operation under key k", op, ok)
+	}
+}
+
+// F11.4: a Close that cannot end its life in the database, which it
+// cannot reach, says so in a warning (its leases are free to others when
+// the life lapses); a Close that can, ends it quietly and deletes the
+// life's row.
+func TestACloseThatCannotEndItsLifeSaysSo(t *testing.T) {
+	const warning = "pgjournal: ending this journal's liveness at Close failed; its leases are free to others when it lapses"
+	dsn := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	p, via := newProxy(t, dsn)
+	for _, reachable := range []bool{true, false} { // the proxy closed last
+		log := &logMessages{}
+		owner := fmt.Sprint("reachable-", reachable)
+		j, err := pgjournal.Open(ctx, via, pgjournal.Options{Owner: owner, Timeout: 300 * time.Millisecond, Liveness: time.Hour, Logger: slog.New(log)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := claimWithin(t, j, owner)
+		if err := c.Begin(ctx, idem.Operation{ID: owner, Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+			t.Fatal(err)
+		}
+		c.Release()
+		if !reachable {
+			p.close() // every connection cut, and new ones refused
+		}
+		j.Close()
+		if warned := log.has(warning); warned == reachable {
+			t.Fatalf("Close, the database reachable %v: warned %v (logged: %q)", reachable, warned, log.all())
+		}
+		if reachable {
+			var lives int
+			queryRow(t, dsn, fmt.Sprintf(`SELECT count(*) FROM idem_lives WHERE owner = '%s'`, owner), &lives)
+			if lives != 0 {
+				t.Fatalf("a Close that could end its life left %d lives", lives)
+			}
+		}
 	}
 }
 
