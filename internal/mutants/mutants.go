@@ -55,6 +55,16 @@ var mutants = []mutant{
 		Pkg: ".", Tests: []string{"TestDialectAnswers", "TestDialectInFlightComposesWithCheckRetry"},
 	},
 	{
+		Name: "Config.CheckRetry revives a key-reused answer", Rules: "D2.4",
+		Edits: []edit{{File: "retry.go", Old: "case again && !retry && why == nil:", New: "case again && !retry:"}},
+		Pkg:   ".", Tests: []string{"TestCheckRetryDoesNotReviveAKeyReusedAnswer"},
+	},
+	{
+		Name: "a journaled key the dialect cannot take sent through ClaimBegin", Rules: "D1.6",
+		Edits: []edit{{File: "client.go", Old: "\n\tif err := c.dialect.keyFits(op.Key); err != nil {", New: "\n\tif err := c.dialect.keyFits(op.Key); false && err != nil {"}},
+		Pkg:   ".", Tests: []string{"TestAClaimBeginJournalsKeyTheDialectCannotTakeIsNotSent"},
+	},
+	{
 		Name: "the body key left out of an attempt", Rules: "D1.1",
 		Edits: []edit{{File: "client.go", Old: "keyed := bodyWithKey(body.rewind.([]byte), field, op.Key)",
 			New: "keyed := body.rewind.([]byte)"}},
@@ -242,6 +252,11 @@ var mutants = []mutant{
 				New: "case live != nil && *live && owner != nil && until != nil && false:"},
 		},
 		Pkg: "./pgjournal", Tests: []string{"TestModel", "TestOneSenderAtATime"},
+	},
+	{
+		Name: "a lapsed holder's outcome written on the operation begun again after a forget", Rules: "F5.2",
+		Edits: []edit{{File: "pgjournal/commit.go", Old: "\n\t\tAND (u.op_key = '' OR o.op_key = u.op_key)", New: ""}},
+		Pkg:   "./pgjournal", Tests: []string{"TestALapsedHolderCannotCompleteTheOperationBegunAgain"},
 	},
 	{
 		Name: "a claim ignores the liveness of a lease's holder", Rules: "F11.2",
@@ -1045,6 +1060,11 @@ var mutants = []mutant{
 		Pkg: "./idemserver", Tests: []string{"TestL2AnAtomicRouteNeverResumesAnUnfinishedKey"},
 	},
 	{
+		Name: "the reference server's SQLite commits at synchronous=NORMAL", Rules: "S3.7",
+		Edits: []edit{{File: "testserver/store.go", Old: `q.Add("_pragma", "synchronous(FULL)")`, New: `q.Add("_pragma", "synchronous(NORMAL)")`}},
+		Pkg:   "./testserver", Tests: []string{"TestS3SQLiteCommitsAreDurable"},
+	},
+	{
 		Name: "AWS SDK: the intent not journaled before the first attempt", Rules: "A1.1, A1.2",
 		Edits: []edit{{File: "idemaws/operation.go", Old: "err := c.claim.Begin(ctx, c.op)",
 			New: "err := error(nil)"}},
@@ -1054,6 +1074,11 @@ var mutants = []mutant{
 		Name: "AWS SDK: the SDK's own token left on the input", Rules: "A1.1, A1.2",
 		Edits: []edit{{File: "idemaws/operation.go", Old: "\tsetToken(input, c.field, c.op.Key)\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestARestartResumesUnderTheSameToken", "TestECSRunTask"},
+	},
+	{
+		Name: "AWS SDK: another input token replaced by a journaled operation's", Rules: "A1.4",
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\tcase c.caller != \"\" && c.caller != held.Key:\n", New: "\tcase false:\n"}},
+		Pkg:   "./idemaws", Tests: []string{"TestAnotherTokenThanTheJournaledOneIsRefused"},
 	},
 	{
 		Name: "AWS SDK: the fingerprint taken with the token", Rules: "A1.6",
