@@ -254,6 +254,11 @@ var mutants = []mutant{
 		Pkg: "./pgjournal", Tests: []string{"TestModel", "TestOneSenderAtATime"},
 	},
 	{
+		Name: "a waiter handed the lead leaves the queue as its context ends", Rules: "F10.9",
+		Edits: []edit{{File: "pgjournal/group.go", Old: "i >= 0 && !m.lead {", New: "i >= 0 {"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestAWaiterHandedTheLeadAsItsContextEndsStillLeads"},
+	},
+	{
 		Name: "a lapsed holder's outcome written on the operation begun again after a forget", Rules: "F5.2",
 		Edits: []edit{{File: "pgjournal/commit.go", Old: "\n\t\tAND (u.op_key = '' OR o.op_key = u.op_key)", New: ""}},
 		Pkg:   "./pgjournal", Tests: []string{"TestALapsedHolderCannotCompleteTheOperationBegunAgain"},
