@@ -254,6 +254,11 @@ var mutants = []mutant{
 		Pkg: "./pgjournal", Tests: []string{"TestModel", "TestOneSenderAtATime"},
 	},
 	{
+		Name: "a renewal moves the lease's end from when its answer arrived", Rules: "F3.5, F3.8",
+		Edits: []edit{{File: "pgjournal/claim.go", Old: "\t\tc.deadline = sent.Add(localLease(ttl))", New: "\t\tc.deadline, _ = time.Now().Add(localLease(ttl)), sent"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestALateRenewalAnswerMovesTheLeaseFromWhenItWasSent"},
+	},
+	{
 		Name: "a waiter handed the lead leaves the queue as its context ends", Rules: "F10.9",
 		Edits: []edit{{File: "pgjournal/group.go", Old: "i >= 0 && !m.lead {", New: "i >= 0 {"}},
 		Pkg:   "./pgjournal", Tests: []string{"TestAWaiterHandedTheLeadAsItsContextEndsStillLeads"},
