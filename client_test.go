@@ -2020,6 +2020,36 @@ func TestAJournalThatClaimsAndBeginsInOneStepIsJudgedAsAnyOther(t *testing.T) {
 	}
 }
 
+// D1.6 through a journal that claims and begins in one step: a pending
+// key journaled earlier that the dialect cannot take is refused before it
+// is sent, as it is through Claim.
+func TestAClaimBeginJournalsKeyTheDialectCannotTakeIsNotSent(t *testing.T) {
+	s := newScript(t, status(201, "made"))
+	fj := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+	defer fj.Close()
+	long := strings.Repeat("k", 41)
+	claim, err := fj.Claim(context.Background(), "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = claim.Begin(context.Background(), idem.Operation{ID: "op", Key: long, Fingerprint: idem.FingerprintOf(http.MethodPost, s.srv.URL, []byte("{}")),
+		Method: http.MethodPost, URL: s.srv.URL, State: idem.StatePending})
+	claim.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, fast(idem.Config{Journal: &claimBeginJournal{Journal: fj}, Dialect: idem.Dialect{Name: "short keys", MaxKeyLength: 40}}))
+	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "{}")); !errors.Is(err, idem.ErrInvalidRequest) || !strings.Contains(err.Error(), long) {
+		t.Fatalf("Do = %v, want ErrInvalidRequest naming the key", err)
+	}
+	if s.count() != 0 {
+		t.Fatalf("server saw %d attempts, want none", s.count())
+	}
+	if op, _ := lookup(fj, "op"); op.State != idem.StatePending || op.Key != long {
+		t.Fatalf("journal holds %s under %q, want pending under the journaled key", op.State, op.Key)
+	}
+}
+
 // claimBeginJournal makes a journal an idem.ClaimBeginner: Claim, then
 // Begin when the journal holds nothing. With empty set, its claims say
 // they hold nothing.

@@ -350,6 +350,36 @@ func TestDialectInFlightComposesWithCheckRetry(t *testing.T) {
 	}
 }
 
+// D2.4: a Config.CheckRetry that would retry the status does not revive
+// a key-reused answer, which idem judged final with its reason: one
+// attempt, unknown with ErrKeyReused, the operation left pending.
+func TestCheckRetryDoesNotReviveAKeyReusedAnswer(t *testing.T) {
+	w := newWire(t, status(422, "{}"), status(201, "{}"))
+	var asked int
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	reused := idem.Dialect{Name: "reused on 422", Signals: []idem.Signal{{Status: 422, Answer: idem.AnswerKeyReused}}}
+	c := newClient(t, fast(idem.Config{Journal: j, Dialect: reused, MaxAttempts: 3,
+		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+			asked++
+			return resp != nil && resp.StatusCode == 422, nil
+		}}))
+	_, err = c.Do("op", post(t, context.Background(), w.srv.URL, "{}"))
+	var oe *idem.OutcomeError
+	if !errors.Is(err, idem.ErrUnknown) || !errors.Is(err, idem.ErrKeyReused) || !errors.As(err, &oe) || oe.Attempts != 1 || oe.Status != 422 {
+		t.Fatalf("err = %v, want unknown with ErrKeyReused after one attempt answered 422", err)
+	}
+	if n := len(w.attempts()); n != 1 || asked != 1 {
+		t.Fatalf("%d attempts, CheckRetry asked %d times; want 1 and 1", n, asked)
+	}
+	if pending, err := j.List(context.Background(), idem.ListPending); err != nil || len(pending) != 1 || pending[0].ID != "op" {
+		t.Fatalf("pending operations %v, %v; want op alone", pending, err)
+	}
+}
+
 // D1.5: the dialect's retention is the default KeyTTL: a pending key older
 // than it is refused with ErrKeyExpired and nothing is sent, whatever the
 // journal's own KeyTTL (two days here); a longer retention resumes what a

@@ -278,6 +278,47 @@ func TestTheInputsOwnToken(t *testing.T) {
 	}
 }
 
+// A1.4: an input whose token is not the one journaled for its operation
+// is refused before anything is sent, whether the operation is pending or
+// done, and the input keeps its token: the caller's token is never
+// silently replaced by the journal's.
+func TestAnotherTokenThanTheJournaledOneIsRefused(t *testing.T) {
+	f := newFakeAWS(t)
+	f.fail = []int{503}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 1))
+	ctx := idem.WithOperation(context.Background(), "bucket-1")
+	if _, err := client.CreateResource(ctx, bucket("b1")); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("err = %v, want unknown after one 503", err)
+	}
+	journaled := lookup(t, j, "bucket-1")
+	for _, state := range []idem.State{idem.StatePending, idem.StateDone} {
+		sent := f.requests()
+		in := bucket("b1")
+		in.ClientToken = aws.String("mine")
+		if _, err := client.CreateResource(ctx, in); !errors.Is(err, idemaws.ErrTokenSet) {
+			t.Fatalf("%s operation, input token %q: err = %v, want ErrTokenSet", state, "mine", err)
+		}
+		if f.requests() != sent {
+			t.Fatalf("%s operation: %d requests reached the endpoint, want none", state, f.requests()-sent)
+		}
+		if got := aws.ToString(in.ClientToken); got != "mine" {
+			t.Fatalf("%s operation: the input's token became %q, want the caller's %q", state, got, "mine")
+		}
+		if op := lookup(t, j, "bucket-1"); op.Key != journaled.Key || op.State != state {
+			t.Fatalf("journal holds %s under %s, want %s under %s", op.State, op.Key, state, journaled.Key)
+		}
+		if state == idem.StatePending { // finish it under its own token
+			if _, err := client.CreateResource(ctx, bucket("b1")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if wire := f.wire(); len(wire) != 2 || wire[0] != journaled.Key || wire[1] != journaled.Key {
+		t.Fatalf("tokens on the wire %q, want %s twice", wire, journaled.Key)
+	}
+}
+
 func TestCallsWithoutAnOperationAreTheSDKs(t *testing.T) {
 	f := newFakeAWS(t)
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))

@@ -185,6 +185,54 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 	}
 }
 
+// F3.5 and F3.8 when a renewal's answer comes back late: the end the
+// holder believes its lease has is counted from when the renewal was
+// sent, not from when its answer arrived, so a holder whose renewal
+// answered late and that renews no more has stopped (Lost) before another
+// machine can take the lease in the database.
+func TestALateRenewalAnswerMovesTheLeaseFromWhenItWasSent(t *testing.T) {
+	const ttl = 4 * time.Second // the holder keeps a tenth, 0.4 s, in hand
+	const renewal = "SET lease_until = clock_timestamp() + $4"
+	dsn := pgtest.NewDatabase(t)
+	p, viaProxy := newProxy(t, dsn)
+	tr := &tracer{}
+	a := tracedJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: ttl}, tr)
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b"})
+	var renewals atomic.Int32
+	tr.mu.Lock()
+	tr.before = func(sql string) {
+		if strings.Contains(sql, renewal) && renewals.Add(1) > 1 {
+			p.Cut() // no later renewal reaches the database
+		}
+	}
+	tr.after = func(sql string) {
+		if strings.Contains(sql, renewal) && renewals.Load() == 1 {
+			time.Sleep(ttl / 2) // the first renewal is made, its answer arrives late
+		}
+	}
+	tr.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ca, err := a.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Release()
+	cb, err := b.Claim(ctx, "op") // waits until the lease has ended in the database
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Release()
+	select {
+	case <-ca.Lost():
+	default:
+		t.Fatalf("another machine took the lease while its holder, whose renewal answered %s late, still held it", ttl/2)
+	}
+	if n := renewals.Load(); n < 2 {
+		t.Fatalf("%d renewals; want the late one and at least one that failed", n)
+	}
+}
+
 // TestAFailedRenewalIsTriedAgainAndMovesNothing is F3.8: a lease renewal
 // that fails (its connection broken here) is tried again after a tenth of
 // LeaseTTL, and only a renewal the database made moves the end the holder

@@ -651,6 +651,54 @@ func TestALapsedHolderCannotOverwrite(t *testing.T) {
 	}
 }
 
+// TestALapsedHolderCannotCompleteTheOperationBegunAgain is F5.2 where the
+// fence starts over: a holder's lease lapses, the pending operation is
+// forgotten (idem settle --forget) and begun again under another key, so
+// the new row has fence 1 as the old one had. The lapsed holder's outcome
+// is refused with ErrClaimLost by the row's key, and the new operation is
+// left pending under its own key.
+func TestALapsedHolderCannotCompleteTheOperationBegunAgain(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour})
+	b := openJournal(t, dsn, pgjournal.Options{Owner: "b"})
+	ctx := context.Background()
+	ca, err := a.Claim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Release()
+	op := idem.Operation{ID: "charge", Key: "k1", Method: "POST", URL: "http://x/", State: idem.StatePending}
+	if err := ca.Begin(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, dsn, `UPDATE idem_operations SET lease_until = clock_timestamp() - interval '1 second'`)
+	if err := b.Forget(ctx, "charge"); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := b.Claim(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := op
+	again.Key = "k2"
+	if err := cb.Begin(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if fence := readLease(t, dsn, "charge").fence; fence != 1 {
+		t.Fatalf("the operation begun again has fence %d, want 1 as the forgotten one had", fence)
+	}
+	late := op
+	late.State, late.Status, late.Body = idem.StateDone, 201, []byte("a's late answer")
+	if err := ca.Complete(ctx, late); !errors.Is(err, idem.ErrClaimLost) {
+		t.Fatalf("the lapsed holder's Complete: %v, want ErrClaimLost", err)
+	}
+	cb.Release()
+	got, ok, err := b.Lookup(ctx, "charge")
+	if err != nil || !ok || got.State != idem.StatePending || got.Key != "k2" || got.Body != nil {
+		t.Fatalf("journal holds %s under %q, body %q (%v, %v); want pending under k2", got.State, got.Key, got.Body, ok, err)
+	}
+}
+
 // TestALostLeaseStopsTheAttempts is F3.5 from the sender's side: a Do whose
 // lease is taken over while its attempt is in flight stops, ends unknown
 // with ErrClaimLost, and records nothing.

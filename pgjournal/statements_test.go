@@ -23,7 +23,11 @@ type tracer struct {
 	mu     sync.Mutex
 	sql    []string
 	before func(sql string)
+	after  func(sql string) // once the statement's answer is read, before its caller gets it
 }
+
+// tracedSQL carries a statement's text from its start to its end.
+type tracedSQL struct{}
 
 func (tr *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	tr.mu.Lock()
@@ -33,10 +37,17 @@ func (tr *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQ
 	if before != nil {
 		before(d.SQL)
 	}
-	return ctx
+	return context.WithValue(ctx, tracedSQL{}, d.SQL)
 }
 
-func (*tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (tr *tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	tr.mu.Lock()
+	after := tr.after
+	tr.mu.Unlock()
+	if sql, ok := ctx.Value(tracedSQL{}).(string); ok && after != nil {
+		after(sql)
+	}
+}
 
 // take returns the statements sent since the last take.
 func (tr *tracer) take() []string {

@@ -55,6 +55,16 @@ var mutants = []mutant{
 		Pkg: ".", Tests: []string{"TestDialectAnswers", "TestDialectInFlightComposesWithCheckRetry"},
 	},
 	{
+		Name: "Config.CheckRetry revives a key-reused answer", Rules: "D2.4",
+		Edits: []edit{{File: "retry.go", Old: "case again && !retry && why == nil:", New: "case again && !retry:"}},
+		Pkg:   ".", Tests: []string{"TestCheckRetryDoesNotReviveAKeyReusedAnswer"},
+	},
+	{
+		Name: "a journaled key the dialect cannot take sent through ClaimBegin", Rules: "D1.6",
+		Edits: []edit{{File: "client.go", Old: "\n\tif err := c.dialect.keyFits(op.Key); err != nil {", New: "\n\tif err := c.dialect.keyFits(op.Key); false && err != nil {"}},
+		Pkg:   ".", Tests: []string{"TestAClaimBeginJournalsKeyTheDialectCannotTakeIsNotSent"},
+	},
+	{
 		Name: "the body key left out of an attempt", Rules: "D1.1",
 		Edits: []edit{{File: "client.go", Old: "keyed := bodyWithKey(body.rewind.([]byte), field, op.Key)",
 			New: "keyed := body.rewind.([]byte)"}},
@@ -242,6 +252,21 @@ var mutants = []mutant{
 				New: "case live != nil && *live && owner != nil && until != nil && false:"},
 		},
 		Pkg: "./pgjournal", Tests: []string{"TestModel", "TestOneSenderAtATime"},
+	},
+	{
+		Name: "a renewal moves the lease's end from when its answer arrived", Rules: "F3.5, F3.8",
+		Edits: []edit{{File: "pgjournal/claim.go", Old: "\t\tc.deadline = sent.Add(localLease(ttl))", New: "\t\tc.deadline, _ = time.Now().Add(localLease(ttl)), sent"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestALateRenewalAnswerMovesTheLeaseFromWhenItWasSent"},
+	},
+	{
+		Name: "a waiter handed the lead leaves the queue as its context ends", Rules: "F10.9",
+		Edits: []edit{{File: "pgjournal/group.go", Old: "i >= 0 && !m.lead {", New: "i >= 0 {"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestAWaiterHandedTheLeadAsItsContextEndsStillLeads"},
+	},
+	{
+		Name: "a lapsed holder's outcome written on the operation begun again after a forget", Rules: "F5.2",
+		Edits: []edit{{File: "pgjournal/commit.go", Old: "\n\t\tAND (u.op_key = '' OR o.op_key = u.op_key)", New: ""}},
+		Pkg:   "./pgjournal", Tests: []string{"TestALapsedHolderCannotCompleteTheOperationBegunAgain"},
 	},
 	{
 		Name: "a claim ignores the liveness of a lease's holder", Rules: "F11.2",
@@ -1045,6 +1070,11 @@ var mutants = []mutant{
 		Pkg: "./idemserver", Tests: []string{"TestL2AnAtomicRouteNeverResumesAnUnfinishedKey"},
 	},
 	{
+		Name: "the reference server's SQLite commits at synchronous=NORMAL", Rules: "S3.7",
+		Edits: []edit{{File: "testserver/store.go", Old: `q.Add("_pragma", "synchronous(FULL)")`, New: `q.Add("_pragma", "synchronous(NORMAL)")`}},
+		Pkg:   "./testserver", Tests: []string{"TestS3SQLiteCommitsAreDurable"},
+	},
+	{
 		Name: "AWS SDK: the intent not journaled before the first attempt", Rules: "A1.1, A1.2",
 		Edits: []edit{{File: "idemaws/operation.go", Old: "err := c.claim.Begin(ctx, c.op)",
 			New: "err := error(nil)"}},
@@ -1054,6 +1084,11 @@ var mutants = []mutant{
 		Name: "AWS SDK: the SDK's own token left on the input", Rules: "A1.1, A1.2",
 		Edits: []edit{{File: "idemaws/operation.go", Old: "\tsetToken(input, c.field, c.op.Key)\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestARestartResumesUnderTheSameToken", "TestECSRunTask"},
+	},
+	{
+		Name: "AWS SDK: another input token replaced by a journaled operation's", Rules: "A1.4",
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\tcase c.caller != \"\" && c.caller != held.Key:\n", New: "\tcase false:\n"}},
+		Pkg:   "./idemaws", Tests: []string{"TestAnotherTokenThanTheJournaledOneIsRefused"},
 	},
 	{
 		Name: "AWS SDK: the fingerprint taken with the token", Rules: "A1.6",
