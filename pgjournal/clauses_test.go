@@ -185,6 +185,10 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 	}
 }
 
+// renewal is the text by which a traced statement is known as a lease's
+// renewal.
+const renewal = "SET lease_until = clock_timestamp() + $4"
+
 // F3.5 and F3.8 when a renewal's answer comes back late: the end the
 // holder believes its lease has is counted from when the renewal was
 // sent, not from when its answer arrived, so a holder whose renewal
@@ -192,7 +196,6 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 // machine can take the lease in the database.
 func TestALateRenewalAnswerMovesTheLeaseFromWhenItWasSent(t *testing.T) {
 	const ttl = 4 * time.Second // the holder keeps a tenth, 0.4 s, in hand
-	const renewal = "SET lease_until = clock_timestamp() + $4"
 	dsn := pgtest.NewDatabase(t)
 	p, viaProxy := newProxy(t, dsn)
 	tr := &tracer{}
@@ -249,7 +252,7 @@ func TestAFailedRenewalIsTriedAgainAndMovesNothing(t *testing.T) {
 			var renewals atomic.Int32
 			tr.mu.Lock()
 			tr.before = func(sql string) {
-				if strings.Contains(sql, "SET lease_until = clock_timestamp() + $4") {
+				if strings.Contains(sql, renewal) {
 					if renewals.Add(1) == 1 || failing == "always" {
 						p.Cut() // the statement goes out on a broken connection
 					}
