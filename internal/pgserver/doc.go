@@ -8,7 +8,8 @@
 // it and removes its files. In between, Stop, Kill and Start take the
 // server down cleanly, as a crash would, and up again, on the same data
 // and port. Server.Standby makes a synchronous streaming standby of a
-// server, for KillPostmaster and Promote to fail over to, and
+// server, for KillPostmaster and Promote to fail over to (AsyncStandby an
+// asynchronous one), and
 // StartBouncer puts pgbouncer in front of one. Connect wraps a server
 // that runs elsewhere, which the methods that stop or start a server
 // refuse to touch.

@@ -22,7 +22,17 @@ import (
 // standby has it, and returns once s reports the standby synchronous. The
 // setting is s's alone: the standby, once promoted, commits without
 // waiting for anyone. The caller must Close the standby.
-func (s *Server) Standby(ctx context.Context) (*Server, error) {
+func (s *Server) Standby(ctx context.Context) (*Server, error) { return s.standby(ctx, true) }
+
+// AsyncStandby starts a streaming standby of s as Standby does, but
+// asynchronous: s's synchronous_standby_names is left as it is (empty
+// unless a Standby set it), and AsyncStandby returns once s reports a
+// standby streaming. A commit on s then returns without waiting for it,
+// so a failover to it can lose what s committed last.
+func (s *Server) AsyncStandby(ctx context.Context) (*Server, error) { return s.standby(ctx, false) }
+
+// standby is Standby, or AsyncStandby unless sync.
+func (s *Server) standby(ctx context.Context, sync bool) (*Server, error) {
 	if s.external {
 		return nil, errNotOwned
 	}
@@ -38,7 +48,14 @@ func (s *Server) Standby(ctx context.Context) (*Server, error) {
 	if err := st.Start(ctx); err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
-	if err := makeSynchronous(ctx, s.dsn); err != nil {
+	wait := `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'`
+	if sync {
+		if err := makeSynchronous(ctx, s.dsn); err != nil {
+			return nil, errors.Join(err, st.Close())
+		}
+		wait = `SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'`
+	}
+	if err := waitFor(ctx, s.dsn, wait); err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
 	return st, nil
@@ -57,8 +74,7 @@ func (st *Server) backup(ctx context.Context, primary *Server, owner *user.User)
 	return st.listen("\n# pgserver standby\nport = %d\n")
 }
 
-// makeSynchronous makes every standby of the server at dsn synchronous
-// and waits until one is.
+// makeSynchronous makes every standby of the server at dsn synchronous.
 func makeSynchronous(ctx context.Context, dsn string) error {
 	if err := execSQL(ctx, dsn, `ALTER SYSTEM SET synchronous_standby_names = '*'`); err != nil {
 		return fmt.Errorf("pgserver: %w", err)
@@ -66,6 +82,12 @@ func makeSynchronous(ctx context.Context, dsn string) error {
 	if err := execSQL(ctx, dsn, `SELECT pg_reload_conf()`); err != nil {
 		return fmt.Errorf("pgserver: %w", err)
 	}
+	return nil
+}
+
+// waitFor returns once count, a query of one count, finds a row on the
+// server at dsn, or when ctx ends.
+func waitFor(ctx context.Context, dsn, count string) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("pgserver: %w", err)
@@ -73,7 +95,7 @@ func makeSynchronous(ctx context.Context, dsn string) error {
 	defer conn.Close(context.Background())
 	for {
 		var n int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'`).Scan(&n); err != nil {
+		if err := conn.QueryRow(ctx, count).Scan(&n); err != nil {
 			return fmt.Errorf("pgserver: %w", err)
 		}
 		if n > 0 {
@@ -81,7 +103,7 @@ func makeSynchronous(ctx context.Context, dsn string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pgserver: no synchronous standby: %w", context.Cause(ctx))
+			return fmt.Errorf("pgserver: no standby as wanted (%s): %w", count, context.Cause(ctx))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -30,7 +30,8 @@
 //
 // For the deployments PostgreSQL runs in, NewBouncer puts pgbouncer in
 // front of a server, and OwnStandby makes a streaming standby of an owned
-// server, synchronous, for KillPostmaster and Promote to fail over to.
+// server, synchronous, for KillPostmaster and Promote to fail over to
+// (OwnAsyncStandby an asynchronous one).
 //
 // The servers are those of package pgserver, which starts them without
 // importing testing; this package adds the rules below and ties each
