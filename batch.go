@@ -9,7 +9,16 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
 )
+
+// DefaultMaxJournalOutage is the default BatchOptions.MaxJournalOutage:
+// a routine failover of PostgreSQL (a Patroni or managed primary's,
+// detected and promoted within tens of seconds), or a restart, fits in
+// it.
+const DefaultMaxJournalOutage = time.Minute
 
 // BatchOp is one operation of a batch: its ID, stable across runs, and a
 // function that builds its request. Request is called for completed
@@ -28,6 +37,16 @@ type BatchOptions struct {
 
 	// Progress, when set, is called, serialized, after each operation ends.
 	Progress func(BatchResult, BatchSummary)
+
+	// MaxJournalOutage is how long a batch rides through a journal that
+	// does not answer (F13): an operation refused before sending with
+	// ErrJournalUnavailable, or whose claim was lost (ErrClaimLost), runs
+	// again after a pause, under its key, until the journal has answered
+	// no operation for MaxJournalOutage; only then is it counted Failed
+	// (or Unknown). The pauses grow from a tenth of a second to two
+	// seconds, and end when ctx does. Negative: no wait, as Do. Default
+	// DefaultMaxJournalOutage.
+	MaxJournalOutage time.Duration
 }
 
 // BatchResult is how one operation of a batch ended.
@@ -47,7 +66,7 @@ type BatchSummary struct {
 	Rejected int // refused by the server (Recorded included)
 	Unknown  int // left pending: the next run resumes them under their keys
 	Expired  int // pending with a key older than KeyTTL: not sent, for a person to reconcile
-	Failed   int // refused before sending for another reason, a journal that did not answer included (see the results)
+	Failed   int // refused before sending for another reason, a journal that did not answer for longer than MaxJournalOutage included (see the results)
 	Recorded int // of Done and Rejected, those answered from the journal: finished by an earlier run or another machine
 	Skipped  int // not sent because the batch's context ended first
 }
@@ -65,9 +84,15 @@ func (s BatchSummary) Total() int {
 // operation another Do holds is set aside and waited for at the end, so every
 // machine's summary accounts for the whole batch.
 //
+// A journal that stops answering (its database failing over or
+// restarting) fails no operation at once, unlike a Do of its own: each
+// operation it refused, or whose claim it lost, runs again under its key
+// once it answers, within BatchOptions.MaxJournalOutage (F13).
+//
 // When ctx ends, no further operation starts, and RunBatch returns the
 // summary and ctx's error. Otherwise it returns an error only for an invalid
-// batch (an empty or repeated ID, or no Request).
+// batch (an empty or repeated ID, or no Request), or a journal that could
+// not list its pending operations within MaxJournalOutage.
 func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions) (BatchSummary, error) {
 	seen := make(map[string]bool, len(ops))
 	for _, op := range ops {
@@ -80,7 +105,7 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 	// Pending operations first: they have been sent before, so their
 	// outcome is the most overdue, and their keys are the closest to
 	// KeyTTL.
-	resumable, err := c.journal.List(ctx, ListPending)
+	resumable, err := newOutage(opts.MaxJournalOutage).list(ctx, c.journal)
 	if err != nil {
 		return BatchSummary{}, wrapf(err, "batch: listing pending operations")
 	}
@@ -122,6 +147,7 @@ func (c *Client) runBatch(ctx context.Context, ops iter.Seq[BatchOp], opts Batch
 		o.Resend = opts.Resend
 		ctx = WithCallOptions(ctx, o)
 	}
+	out := newOutage(opts.MaxJournalOutage)
 	var (
 		mu      sync.Mutex
 		summary BatchSummary
@@ -136,7 +162,7 @@ func (c *Client) runBatch(ctx context.Context, ops iter.Seq[BatchOp], opts Batch
 		}
 	}
 	_, stopped := feed(ctx, ops, opts.Concurrency, func(op BatchOp) {
-		if r, held := c.runOne(ctx, op, false); !held {
+		if r, held := out.ride(ctx, op, false, c.runOne); !held {
 			report(r)
 			return
 		}
@@ -148,7 +174,7 @@ func (c *Client) runBatch(ctx context.Context, ops iter.Seq[BatchOp], opts Batch
 		summary.Skipped++ // read, not started
 	}
 	started, _ := feed(ctx, slices.Values(aside), opts.Concurrency, func(op BatchOp) {
-		r, _ := c.runOne(ctx, op, true)
+		r, _ := out.ride(ctx, op, true, c.runOne)
 		report(r)
 	})
 	summary.Skipped += len(aside) - started // set aside, not run again
@@ -279,4 +305,99 @@ func (s *BatchSummary) add(ctx context.Context, r BatchResult) {
 	if r.Recorded {
 		s.Recorded++
 	}
+}
+
+// outage is a batch's view of its journal's outages (F13): since when no
+// operation got an answer from it.
+type outage struct {
+	max   time.Duration // MaxJournalOutage; negative: no wait
+	mu    sync.Mutex
+	since time.Time // the first refusal of the outage; zero while the journal answers
+}
+
+// newOutage returns the outage state of a batch whose
+// BatchOptions.MaxJournalOutage is max.
+func newOutage(max time.Duration) *outage {
+	if max == 0 {
+		max = DefaultMaxJournalOutage
+	}
+	return &outage{max: max}
+}
+
+// ride runs op with run, and again after a pause each time it ends
+// refused by a journal that did not answer, or with its claim lost,
+// while the outage is within bounds and ctx lasts. A result of an
+// operation the outage left unsent when ctx ended says so, as ctx's.
+func (o *outage) ride(ctx context.Context, op BatchOp, wait bool,
+	run func(context.Context, BatchOp, bool) (BatchResult, bool)) (BatchResult, bool) {
+	var pause *backoff.ExponentialBackOff
+	for {
+		r, held := run(ctx, op, wait)
+		if held || !o.outOfJournal(r) {
+			return r, held
+		}
+		if pause == nil {
+			pause = newPause()
+		}
+		t := time.NewTimer(pause.NextBackOff())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if r.Outcome == 0 {
+				r.Err = fmt.Errorf("idem: batch operation %q: %w (while the journal did not answer: %v)", op.ID, ctx.Err(), r.Err)
+			}
+			return r, false
+		case <-t.C:
+		}
+	}
+}
+
+// list lists j's pending operations, again after a pause while j does
+// not answer, as ride runs an operation.
+func (o *outage) list(ctx context.Context, j Journal) ([]Operation, error) {
+	var pause *backoff.ExponentialBackOff
+	for {
+		ops, err := j.List(ctx, ListPending)
+		if !o.outOfJournal(BatchResult{Err: err}) {
+			return ops, err
+		}
+		if pause == nil {
+			pause = newPause()
+		}
+		t := time.NewTimer(pause.NextBackOff())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// newPause returns the pauses between an operation's runs during an
+// outage: from a tenth of a second, growing, up to two seconds, jittered.
+func newPause() *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond),
+		backoff.WithMaxInterval(2*time.Second), backoff.WithMaxElapsedTime(0))
+}
+
+// outOfJournal reports whether r should run again: it ended for a
+// journal that did not answer, before sending (ErrJournalUnavailable) or
+// by losing its claim (ErrClaimLost), within max of the outage's start.
+// Any other result ends the outage.
+func (o *outage) outOfJournal(r BatchResult) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := r.Outcome != OutcomeDone && r.Outcome != OutcomeRejected &&
+		(errors.Is(r.Err, ErrJournalUnavailable) || errors.Is(r.Err, ErrClaimLost))
+	switch {
+	case !out:
+		o.since = time.Time{}
+		return false
+	case o.max < 0:
+		return false
+	case o.since.IsZero():
+		o.since = time.Now()
+	}
+	return time.Since(o.since) < o.max
 }

@@ -200,12 +200,12 @@ const readSQL = `SELECT fence, clock_timestamp(), ` + operationColumns + `,
 // renewal by the database.
 const leaseSQL = `WITH dead AS (
 		UPDATE idem_lives SET dead = true
-		WHERE id = $7::text AND NOT dead AND alive_until <= clock_timestamp()
+		WHERE id = $7::text AND NOT dead AND alive_until <= clock_timestamp() AND ` + durableSQL + `
 		RETURNING id)
 	UPDATE idem_operations
 	SET lease_owner = $4, lease_until = clock_timestamp() + $5 * interval '1 microsecond', fence = fence + 1,
 		lease_life = $8, lease_life_fence = fence + 1
-	WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state < 2
+	WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state < 2 AND ` + durableSQL + `
 		AND (lease_until IS NULL OR lease_until <= clock_timestamp() OR (lease_owner = $4 AND fence = $6)
 			OR lease_life IS NOT NULL AND lease_life_fence = fence AND (lease_life IN (SELECT id FROM dead)
 				OR NOT EXISTS (SELECT 1 FROM idem_lives AS l WHERE l.id = lease_life AND NOT l.dead)))
@@ -418,7 +418,7 @@ func (c *claim) renew() {
 		err := c.j.statement(ctx, func(ctx context.Context) error {
 			tag, err := c.j.pool.Exec(ctx, `UPDATE idem_operations
 				SET lease_until = clock_timestamp() + $4 * interval '1 microsecond'
-				WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND lease_owner IS NOT NULL`,
+				WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND lease_owner IS NOT NULL AND `+durableSQL,
 				c.j.opt.Namespace, c.id, c.fence, ttl.Microseconds())
 			n = tag.RowsAffected()
 			return err

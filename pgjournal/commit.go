@@ -27,7 +27,9 @@ import (
 // themselves for a batch of one (a lone caller's statement, which the
 // database plans and runs faster, and what a journal without group commit
 // would send). Each row is then found by the primary key, from u's own
-// columns. Were the namespace or the pending state a constant in the
+// columns. u's rows are those of a transaction whose commit waits for
+// the synchronous standbys (durableSQL, F12). Were the namespace or the
+// pending state a constant in the
 // statement (OFFSET 0 keeps the planner from folding u's columns back
 // into constants), a planner whose statistics do not yet know the
 // namespace, or its pending rows, would read the table by the namespace
@@ -49,8 +51,9 @@ func shared(sql string, cols ...string) statement {
 	}
 	return statement{
 		batch: fmt.Sprintf(sql, "(SELECT $1::text AS namespace, 1::smallint AS pending, u.* FROM unnest("+strings.Join(arrays, ", ")+
-			") AS u("+strings.Join(names, ", ")+") OFFSET 0)"),
-		one: fmt.Sprintf(sql, "(SELECT $1::text AS namespace, 1::smallint AS pending, "+strings.Join(values, ", ")+" OFFSET 0)"),
+			") AS u("+strings.Join(names, ", ")+") WHERE "+durableSQL+" OFFSET 0)"),
+		one: fmt.Sprintf(sql, "(SELECT $1::text AS namespace, 1::smallint AS pending, "+strings.Join(values, ", ")+
+			" WHERE "+durableSQL+" OFFSET 0)"),
 	}
 }
 

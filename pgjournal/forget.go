@@ -58,10 +58,10 @@ func (j *Journal) forget(ctx context.Context, id, key string) error {
 	}
 	switch c.state {
 	case stateLeased:
-		query = `DELETE FROM idem_operations WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state = 1`
+		query = `DELETE FROM idem_operations WHERE namespace = $1 AND op_id = $2 AND fence = $3 AND state = 1 AND ` + durableSQL
 		args = append(args, c.fence)
 	case stateCompleted:
-		query = `DELETE FROM idem_operations WHERE namespace = $1 AND op_id = $2 AND state >= 2 AND op_key = $3`
+		query = `DELETE FROM idem_operations WHERE namespace = $1 AND op_id = $2 AND state >= 2 AND op_key = $3 AND ` + durableSQL
 		args = append(args, key)
 	default:
 		return c.errLost("forgetting")

@@ -101,6 +101,16 @@ type Options struct {
 	// without writing to it. Default false.
 	NoMigrate bool
 
+	// AllowAsyncReplication opens a Journal on a primary that streams to
+	// standbys none of which is synchronous, which Open otherwise refuses
+	// with a *ReplicationError (F12). A failover to such a standby can
+	// lose the last intents the primary committed, after their requests
+	// were sent: the new primary does not know those operations, and their
+	// next Do sends them again under new keys, which the API applies
+	// twice. Set it only where no failover can promote a standby that was
+	// behind; Open then logs a warning that says so. Default false.
+	AllowAsyncReplication bool
+
 	// Logger receives the Journal's records, by idem's logging rule:
 	// routine at Debug; a lease lost, or a release that failed, at Warn.
 	// Default nil: slog.Default().
@@ -169,6 +179,17 @@ var _ idem.Journal = (*Journal)(nil)
 // new connection skips a server that is in recovery. A statement refused
 // by a read-only server (25006) matches idem.ErrJournalUnavailable, as a
 // server that cannot be reached does.
+//
+// Before it writes anything, Open checks that a failover cannot lose what
+// the Journal commits (F12): a primary that streams to standbys none of
+// which is synchronous (synchronous_standby_names empty) is refused with
+// a *ReplicationError, matching ErrAsyncReplication, unless
+// Options.AllowAsyncReplication is set. A server with no standby, and one
+// in recovery, pass. Every commit of the Journal then waits for the
+// synchronous standbys whatever the session's synchronous_commit. What
+// Open cannot see is a primary that stops waiting later: Patroni's
+// synchronous_mode without synchronous_mode_strict empties
+// synchronous_standby_names while no standby answers.
 func Open(ctx context.Context, dsn string, opt Options) (*Journal, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -201,8 +222,9 @@ func Open(ctx context.Context, dsn string, opt Options) (*Journal, error) {
 	return j, nil
 }
 
-// New returns the Journal kept in pool's database, after creating or
-// upgrading its tables (see Migrate). Close leaves the pool open.
+// New returns the Journal kept in pool's database, after checking its
+// replication as Open does and creating or upgrading its tables (see
+// Migrate). Close leaves the pool open.
 func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error) {
 	switch {
 	case opt.LeaseTTL < 0 || opt.KeyTTL < 0 || opt.Timeout < 0 || opt.Liveness < 0:
@@ -248,6 +270,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 	j.releases.commit = j.commitReleases
 	sctx, cancel := context.WithTimeout(ctx, opt.Timeout)
 	defer cancel()
+	// Before anything is written: a commit a failover can lose is no
+	// commit to send after (F12).
+	if err := j.checkReplication(sctx); err != nil {
+		if errors.Is(err, ErrAsyncReplication) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("pgjournal: opening: reading the database's replication: %w", classify(ctx, err))
+	}
 	if opt.NoMigrate {
 		var v int
 		err := waitRefused(sctx, pool, func(ctx context.Context) error {

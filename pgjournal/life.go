@@ -59,15 +59,16 @@ type life struct {
 const startLifeSQL = `WITH gone AS (
 		DELETE FROM idem_lives WHERE id IN (SELECT id FROM idem_lives
 			WHERE alive_until < clock_timestamp() - interval '1 hour' LIMIT 16 FOR UPDATE SKIP LOCKED))
-	INSERT INTO idem_lives (id, owner, alive_until) VALUES ($1, $2, clock_timestamp() + $3 * interval '1 microsecond')`
+	INSERT INTO idem_lives (id, owner, alive_until)
+	SELECT $1::text, $2::text, clock_timestamp() + $3 * interval '1 microsecond' WHERE ` + durableSQL
 
 // renewLifeSQL moves a life's end, unless it is over: lapsed, or declared
 // dead by a claim that took one of its leases.
 const renewLifeSQL = `UPDATE idem_lives SET alive_until = clock_timestamp() + $2 * interval '1 microsecond'
-	WHERE id = $1 AND NOT dead AND alive_until > clock_timestamp()`
+	WHERE id = $1 AND NOT dead AND alive_until > clock_timestamp() AND ` + durableSQL
 
 // endLifeSQL ends a life at Close: every lease it holds is free at once.
-const endLifeSQL = `DELETE FROM idem_lives WHERE id = $1`
+const endLifeSQL = `DELETE FROM idem_lives WHERE id = $1 AND ` + durableSQL
 
 // live returns the Journal's current life, starting one if it has none
 // or its last is over.

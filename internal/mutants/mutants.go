@@ -285,8 +285,8 @@ var mutants = []mutant{
 	{
 		Name: "a liveness declared dead is renewed", Rules: "F11.3",
 		Edits: []edit{{File: "pgjournal/life.go",
-			Old: "\tWHERE id = $1 AND NOT dead AND alive_until > clock_timestamp()`",
-			New: "\tWHERE id = $1 AND alive_until > clock_timestamp()`"}},
+			Old: "\tWHERE id = $1 AND NOT dead AND alive_until > clock_timestamp() AND ` + durableSQL",
+			New: "\tWHERE id = $1 AND alive_until > clock_timestamp() AND ` + durableSQL"}},
 		Pkg: "./pgjournal", Tests: []string{"TestALapsedLifeIsDeclaredDeadAndNotRenewed"},
 	},
 	{
@@ -364,8 +364,8 @@ var mutants = []mutant{
 	{
 		Name: "a renewal checks that the lease is held, not by whom", Rules: "F5.3",
 		Edits: []edit{{File: "pgjournal/claim.go",
-			Old: "AND fence = $3 AND lease_owner IS NOT NULL`",
-			New: "AND $3::bigint > 0 AND lease_owner IS NOT NULL`"}},
+			Old: "AND fence = $3 AND lease_owner IS NOT NULL AND `+durableSQL,",
+			New: "AND $3::bigint > 0 AND lease_owner IS NOT NULL AND `+durableSQL,"}},
 		Pkg: "./pgjournal", Tests: []string{"TestAStaleHolderWakesAfterATakeover", "TestThreeMachinesTwoStaleHolders"},
 	},
 	{
@@ -749,8 +749,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a batch waits for an operation another machine holds", Rules: "F7.2",
-		Edits: []edit{{File: "batch.go", Old: "if r, held := c.runOne(ctx, op, false); !held {",
-			New: "if r, held := c.runOne(ctx, op, true); !held {"}},
+		Edits: []edit{{File: "batch.go", Old: "if r, held := out.ride(ctx, op, false, c.runOne); !held {",
+			New: "if r, held := out.ride(ctx, op, true, c.runOne); !held {"}},
 		Pkg: ".", Tests: []string{"TestABatchTakesOtherWorkFirst"},
 	},
 	{
@@ -804,10 +804,10 @@ var mutants = []mutant{
 	{
 		Name: "a shared statement's namespace left for the planner to fold into a constant", Rules: "F10.7",
 		Edits: []edit{
-			{File: "pgjournal/commit.go", Old: `") AS u("+strings.Join(names, ", ")+") OFFSET 0)"),`,
-				New: `") AS u("+strings.Join(names, ", ")+"))"),`},
-			{File: "pgjournal/commit.go", Old: `+strings.Join(values, ", ")+" OFFSET 0)"),`,
-				New: `+strings.Join(values, ", ")+")"),`},
+			{File: "pgjournal/commit.go", Old: `") AS u("+strings.Join(names, ", ")+") WHERE "+durableSQL+" OFFSET 0)"),`,
+				New: `") AS u("+strings.Join(names, ", ")+") WHERE "+durableSQL+")"),`},
+			{File: "pgjournal/commit.go", Old: `" WHERE "+durableSQL+" OFFSET 0)"),`,
+				New: `" WHERE "+durableSQL+")"),`},
 		},
 		Pkg: "./pgjournal", Tests: []string{"TestSharedStatementsFindRowsByTheirKey"},
 	},
@@ -1030,7 +1030,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a completed operation forgotten whatever its key", Rules: "F5.6",
-		Edits: []edit{{File: "pgjournal/forget.go", Old: " AND op_key = $3`", New: "`"},
+		Edits: []edit{{File: "pgjournal/forget.go", Old: " AND op_key = $3 AND ` + durableSQL", New: " AND ` + durableSQL"},
 			{File: "pgjournal/forget.go", Old: "\t\targs = append(args, key)\n", New: ""}},
 		Pkg: "./pgjournal", Tests: []string{"TestAForgetIsScopedByTheKey", "TestAResendIsScopedByTheKey"},
 	},
@@ -1184,8 +1184,8 @@ var mutants = []mutant{
 	// MUTANTS.md, "Outside audit").
 	{
 		Name: "a liveness lapsed by the database's clock renewed", Rules: "F11.8",
-		Edits: []edit{{File: "pgjournal/life.go", Old: "\tWHERE id = $1 AND NOT dead AND alive_until > clock_timestamp()`\n",
-			New: "\tWHERE id = $1 AND NOT dead`\n"}},
+		Edits: []edit{{File: "pgjournal/life.go", Old: "\tWHERE id = $1 AND NOT dead AND alive_until > clock_timestamp() AND ` + durableSQL\n",
+			New: "\tWHERE id = $1 AND NOT dead AND ` + durableSQL\n"}},
 		Pkg: "./pgjournal", Tests: []string{"TestALapsedLifeIsNotRenewed"},
 	},
 	{
@@ -1217,5 +1217,36 @@ var mutants = []mutant{
 		Name: "AWS SDK: a refusal of the signature not listed by its code recorded as a rejection", Rules: "A2.8",
 		Edits: []edit{{File: "idemaws/outcome.go", Old: "strings.HasSuffix(code, \"SignatureException\")", New: "strings.HasSuffix(code, \"SignatureDoesNotMatch\")"}},
 		Pkg:   "./idemaws", Tests: []string{"TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown"},
+	},
+	{
+		Name: "the intents and outcomes commit as the session's synchronous_commit says", Rules: "F12.5, F12.6",
+		Edits: []edit{
+			{File: "pgjournal/commit.go", Old: `") AS u("+strings.Join(names, ", ")+") WHERE "+durableSQL+" OFFSET 0)"),`,
+				New: `") AS u("+strings.Join(names, ", ")+") OFFSET 0)"),`},
+			{File: "pgjournal/commit.go", Old: `" WHERE "+durableSQL+" OFFSET 0)"),`,
+				New: `" OFFSET 0)"),`},
+		},
+		Pkg: "./pgjournal", Tests: []string{"TestF12TheJournalsCommitsWaitWhateverTheSessionSays", "TestF12NoSentIntentIsLostInAFailover"},
+	},
+	{
+		Name: "a lease taken as the session's synchronous_commit says", Rules: "F12.5",
+		Edits: []edit{{File: "pgjournal/claim.go", Old: "AND state < 2 AND ` + durableSQL + `", New: "AND state < 2"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestF12TheJournalsCommitsWaitWhateverTheSessionSays"},
+	},
+	{
+		Name: "a liveness started as the session's synchronous_commit says", Rules: "F12.5",
+		Edits: []edit{{File: "pgjournal/life.go", Old: "interval '1 microsecond' WHERE ` + durableSQL", New: "interval '1 microsecond'`"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestF12TheJournalsCommitsWaitWhateverTheSessionSays"},
+	},
+	{
+		Name: "a primary with asynchronous standbys accepted at Open", Rules: "F12.1",
+		Edits: []edit{{File: "pgjournal/replication.go", Old: "\tcase !recovery && standbys > 0 && names == \"\":\n",
+			New: "\tcase false && !recovery && standbys > 0 && names == \"\":\n"}},
+		Pkg: "./pgjournal", Tests: []string{"TestF12APrimaryWithAnAsyncStandbyIsRefusedAtOpen"},
+	},
+	{
+		Name: "a logical slot's walsender counted as a standby", Rules: "F12.4",
+		Edits: []edit{{File: "pgjournal/replication.go", Old: "AND s.slot_type = 'logical'", New: "AND s.slot_type = 'none'"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestF12ALogicalSlotIsNoStandby"},
 	},
 }
