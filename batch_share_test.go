@@ -137,13 +137,14 @@ func (unreachableJournal) TryClaim(context.Context, string) (idem.Claim, error) 
 }
 
 // TestAnUnavailableJournalIsNotSkipped: a journal that times out while the
-// batch's context is fine fails its operations; Skipped is only for an
-// ended context.
+// batch's context is fine fails its operations once the batch stops
+// waiting for it (at once here, MaxJournalOutage negative); Skipped is
+// only for an ended context.
 func TestAnUnavailableJournalIsNotSkipped(t *testing.T) {
 	b := newBatchServer(t)
 	j := unreachableJournal{openJournal(t, filepath.Join(t.TempDir(), "batch.journal"))}
 	c := newClient(t, fast(idem.Config{Journal: j}))
-	sum, err := c.RunBatch(context.Background(), b.ops(ids(4)...), idem.BatchOptions{Concurrency: 2})
+	sum, err := c.RunBatch(context.Background(), b.ops(ids(4)...), idem.BatchOptions{Concurrency: 2, MaxJournalOutage: -1})
 	if err != nil || sum != (idem.BatchSummary{Failed: 4}) {
 		t.Fatalf("summary %+v, %v; want 4 failed, none skipped", sum, err)
 	}

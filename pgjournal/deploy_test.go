@@ -394,3 +394,113 @@ func TestF9AReadOnlyServerIsUnavailable(t *testing.T) {
 		t.Fatalf("Do on a standby sent %v", l.keys)
 	}
 }
+
+// TestF13ABatchRidesThroughAFifteenSecondOutage is F13.1 and F13.2 on
+// PostgreSQL itself: one pass of RunBatch, 300 operations 16 at once,
+// with the default options, while the database is stopped for 15 s
+// after the hundredth request (the 16 requests then in flight answered
+// only once it is down, so their outcomes cannot be recorded). Every
+// operation is done, none failed; the server got each once, under one
+// key, and the journal holds each under that key. A Do outside the
+// batch fails at once during the outage, with ErrJournalUnavailable.
+func TestF13ABatchRidesThroughAFifteenSecondOutage(t *testing.T) {
+	const outage = 15 * time.Second
+	srv := pgtest.Own(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	j := openJournal(t, srv.DSN(), pgjournal.Options{Namespace: "outage"})
+	c := client(t, j)
+	var (
+		mu    sync.Mutex
+		keys  = map[string]map[string]int{}
+		n     int
+		reach = make(chan struct{})
+		gate  = make(chan struct{}) // closed once the database is down
+	)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		id := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+		mu.Lock()
+		if keys[id] == nil {
+			keys[id] = map[string]int{}
+		}
+		keys[id][r.Header.Get("Idempotency-Key")]++
+		n++
+		if n == 100 {
+			close(reach)
+		}
+		held := n > 100
+		mu.Unlock()
+		if held {
+			<-gate
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer api.Close()
+	ids := opIDs("outage", 300)
+	ops := make([]idem.BatchOp, len(ids))
+	for i, id := range ids {
+		ops[i] = idem.BatchOp{ID: id, Request: func(ctx context.Context) (*http.Request, error) {
+			return http.NewRequestWithContext(ctx, http.MethodPost, api.URL+"/charges/"+id, strings.NewReader(`{}`))
+		}}
+	}
+
+	var (
+		wg       sync.WaitGroup
+		restart  time.Time
+		aloneErr error
+	)
+	wg.Go(func() {
+		select {
+		case <-reach:
+		case <-ctx.Done():
+			return
+		}
+		if err := srv.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		close(gate)
+		down := time.Now()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api.URL+"/charges/alone", strings.NewReader(`{}`))
+		_, aloneErr = c.Do("alone", req)
+		time.Sleep(outage - time.Since(down))
+		if err := srv.Start(ctx); err != nil {
+			t.Error(err)
+		}
+		restart = time.Now()
+	})
+	var failed []idem.BatchResult
+	progress := func(r idem.BatchResult, _ idem.BatchSummary) {
+		if r.Err != nil {
+			failed = append(failed, r)
+		}
+	}
+	sum, err := c.RunBatch(ctx, ops, idem.BatchOptions{Concurrency: 16, Progress: progress})
+	end := time.Now()
+	wg.Wait()
+	if err != nil || sum != (idem.BatchSummary{Done: 300}) {
+		t.Fatalf("one pass through the outage: %+v, %v; want 300 done (failed: %v)", sum, err, failed)
+	}
+	if !errors.Is(aloneErr, idem.ErrJournalUnavailable) {
+		t.Errorf("a Do outside the batch during the outage: %v, want ErrJournalUnavailable", aloneErr)
+	}
+	sent := map[string]string{}
+	for _, id := range ids {
+		for k, times := range keys[id] {
+			if times != 1 || len(keys[id]) != 1 {
+				t.Errorf("operation %s: sent %d times under %s, under %d keys in all", id, times, k, len(keys[id]))
+			}
+			sent[id] = k
+		}
+	}
+	if len(keys) != len(ids) {
+		t.Errorf("the server got %d operations, want %d", len(keys), len(ids))
+	}
+	for _, id := range ids {
+		op, ok, err := j.Lookup(ctx, id)
+		if err != nil || !ok || op.Key != sent[id] {
+			t.Errorf("operation %s, sent under %s: the journal holds %+v (%v, %v)", id, sent[id], op, ok, err)
+		}
+	}
+	t.Logf("the batch ended %v after the database's restart", end.Sub(restart).Round(time.Millisecond))
+}

@@ -1230,8 +1230,11 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a lease taken as the session's synchronous_commit says", Rules: "F12.5",
-		Edits: []edit{{File: "pgjournal/claim.go", Old: "AND state < 2 AND ` + durableSQL + `", New: "AND state < 2"}},
-		Pkg:   "./pgjournal", Tests: []string{"TestF12TheJournalsCommitsWaitWhateverTheSessionSays"},
+		Edits: []edit{
+			{File: "pgjournal/claim.go", Old: "alive_until <= clock_timestamp() AND ` + durableSQL + `", New: "alive_until <= clock_timestamp()"},
+			{File: "pgjournal/claim.go", Old: "AND state < 2 AND ` + durableSQL + `", New: "AND state < 2"},
+		},
+		Pkg: "./pgjournal", Tests: []string{"TestF12TheJournalsCommitsWaitWhateverTheSessionSays"},
 	},
 	{
 		Name: "a liveness started as the session's synchronous_commit says", Rules: "F12.5",
@@ -1248,5 +1251,15 @@ var mutants = []mutant{
 		Name: "a logical slot's walsender counted as a standby", Rules: "F12.4",
 		Edits: []edit{{File: "pgjournal/replication.go", Old: "AND s.slot_type = 'logical'", New: "AND s.slot_type = 'none'"}},
 		Pkg:   "./pgjournal", Tests: []string{"TestF12ALogicalSlotIsNoStandby"},
+	},
+	{
+		Name: "a batch fails an operation at its journal's first refusal", Rules: "F13.1",
+		Edits: []edit{{File: "batch.go", Old: "\tcase o.max < 0:\n\t\treturn false\n", New: "\tcase true:\n\t\treturn false\n"}},
+		Pkg:   ".", Tests: []string{"TestF13ABatchRidesThroughAJournalOutage"},
+	},
+	{
+		Name: "a batch on PostgreSQL fails an operation at its journal's first refusal", Rules: "F13.1",
+		Edits: []edit{{File: "batch.go", Old: "\tcase o.max < 0:\n\t\treturn false\n", New: "\tcase true:\n\t\treturn false\n"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestF13ABatchRidesThroughAFifteenSecondOutage"},
 	},
 }
