@@ -9,7 +9,7 @@
 //	...
 //	c, err := idem.New(idem.Config{Journal: j})
 //
-// It keeps the rules of a shared journal, F1 to F11 (defined in DESIGN.md at
+// It keeps the rules of a shared journal, F1 to F12 (defined in DESIGN.md at
 // the repository's root):
 //
 //   - F1: an operation's intent row is committed before its first byte is
@@ -50,6 +50,14 @@
 //     off) every lease it held is free at once, however long; the Journal
 //     stops sending before that, by its own clock. Close ends it, so a
 //     clean stop hands every lease back at once.
+//   - F12: no commit a failover can lose. Open refuses a primary that
+//     streams to standbys none of which is synchronous (a
+//     *ReplicationError), unless Options.AllowAsyncReplication accepts
+//     the risk, and every statement that writes waits for the
+//     synchronous standbys whatever the session's synchronous_commit.
+//
+// A batch (F13, idem.Client.RunBatch) rides through an outage of the
+// database, a failover or a restart, instead of failing its operations.
 //
 // The tables (schema.go) are created or upgraded on Open, or by Migrate
 // (`idem journal migrate URL`). The SQL keeps to what CockroachDB and
@@ -59,8 +67,9 @@
 // database, or split the fleet's work into namespaces on separate
 // PostgreSQL servers.
 //
-// Durability is PostgreSQL's: a commit is durable when it returns with
-// synchronous_commit on (the default). With streaming replicas, make the
-// commit synchronous to the standby you would fail over to, or a failover
-// can lose intents that were already sent.
+// Durability is PostgreSQL's: a commit is durable when it returns, and
+// every commit of the Journal has synchronous_commit on whatever the
+// session's default. With streaming replicas, make the commit synchronous
+// to the standby you would fail over to (synchronous_standby_names), or a
+// failover can lose intents that were already sent: Open checks it (F12).
 package pgjournal

@@ -76,28 +76,26 @@ func (e *ReplicationError) Unwrap() error { return e.Err }
 // transaction, so it works behind a transaction pooler.
 const durableSQL = `(SELECT set_config('synchronous_commit', 'on', true)) = 'on'`
 
-// replicationSQL reads whether the server is in recovery, its
-// synchronous_standby_names, and the number of physical standbys
-// streaming from it: pg_stat_replication's rows, which every role sees,
-// less the walsenders of logical slots.
-const replicationSQL = `SELECT pg_is_in_recovery(), current_setting('synchronous_standby_names'),
+// replicationSQL reads the server's synchronous_standby_names, and the
+// number of physical standbys streaming from it: pg_stat_replication's
+// rows, which every role sees, less the walsenders of logical slots.
+const replicationSQL = `SELECT current_setting('synchronous_standby_names'),
 	(SELECT count(*) FROM pg_stat_replication AS r WHERE NOT EXISTS
 		(SELECT 1 FROM pg_replication_slots AS s WHERE s.active_pid = r.pid AND s.slot_type = 'logical'))`
 
-// checkReplication returns a *ReplicationError when the server is a
-// primary that streams to standbys and names none synchronous, or when
-// that cannot be read, unless Options.AllowAsyncReplication; then it logs
-// a warning instead. A server in recovery takes no writes, and one with no
-// standby has none to lose them to: both pass. Errors of a database that
-// does not answer are returned as they are, for the caller to classify.
+// checkReplication returns a *ReplicationError when the server streams
+// to standbys and names none synchronous, or when that cannot be read,
+// unless Options.AllowAsyncReplication; then it logs a warning instead. A
+// server with no standby has none to lose a commit to. Errors of a
+// database that does not answer are returned as they are, for the caller
+// to classify.
 func (j *Journal) checkReplication(ctx context.Context) error {
 	var (
-		recovery bool
 		names    string
 		standbys int
 	)
 	err := waitRefused(ctx, j.pool, func(ctx context.Context) error {
-		return j.pool.QueryRow(ctx, replicationSQL).Scan(&recovery, &names, &standbys)
+		return j.pool.QueryRow(ctx, replicationSQL).Scan(&names, &standbys)
 	})
 	var refusal *ReplicationError
 	switch {
@@ -105,7 +103,7 @@ func (j *Journal) checkReplication(ctx context.Context) error {
 		return err
 	case err != nil:
 		refusal = &ReplicationError{Err: err}
-	case !recovery && standbys > 0 && names == "":
+	case standbys > 0 && names == "":
 		refusal = &ReplicationError{Standbys: standbys}
 	default:
 		return nil

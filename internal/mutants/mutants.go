@@ -1243,8 +1243,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a primary with asynchronous standbys accepted at Open", Rules: "F12.1",
-		Edits: []edit{{File: "pgjournal/replication.go", Old: "\tcase !recovery && standbys > 0 && names == \"\":\n",
-			New: "\tcase false && !recovery && standbys > 0 && names == \"\":\n"}},
+		Edits: []edit{{File: "pgjournal/replication.go", Old: "\tcase standbys > 0 && names == \"\":\n",
+			New: "\tcase false && standbys > 0 && names == \"\":\n"}},
 		Pkg: "./pgjournal", Tests: []string{"TestF12APrimaryWithAnAsyncStandbyIsRefusedAtOpen"},
 	},
 	{
