@@ -100,7 +100,11 @@
 //	idem journal migrate URL
 //
 // A journal is a file PATH, or a postgres:// URL naming a shared journal
-// (package pgjournal), whose #fragment is its namespace.
+// (package pgjournal), whose #fragment is its namespace. A command that
+// writes to a shared journal refuses a primary whose standbys are all
+// asynchronous, since a failover to one can lose intents already sent,
+// unless the URL says allow_async_replication=true (a parameter idem
+// takes out before it connects).
 //
 // ls lists every operation, pending those a rerun resumes, expired the
 // pending ones whose key is older than --ttl (the server has forgotten the

@@ -99,7 +99,7 @@ const ttlUsage = "how long the server keeps a key: a pending operation with an o
 // file or beside it changes, and notes on stderr a torn tail it ignored.
 func openForReading(ctx context.Context, e env, path string, ttl time.Duration) (openedJournal, error) {
 	if isShared(path) {
-		return openShared(ctx, e, path, ttl, false)
+		return openShared(ctx, e, path, ttl, false, false)
 	}
 	j, err := filejournal.Open(path, filejournal.Options{
 		ReadOnly: true,
@@ -193,6 +193,10 @@ func reportJournalError(e env, cmd, path string, err error) int {
 		fmt.Fprintf(e.stderr, "%s: no idem journal tables in %s (or older ones); nothing was created or changed.\n"+
 			"%s: if this is the right database, run: idem journal migrate URL\n", cmd, displayLocation(path), cmd)
 		return exitPath
+	case errors.Is(err, pgjournal.ErrAsyncReplication):
+		fmt.Fprintf(e.stderr, "%s: journal %s: %v\n", cmd, displayLocation(path), err)
+		fmt.Fprintf(e.stderr, "%s: nothing was written; to accept the risk, add %s=true to the URL\n", cmd, allowAsyncParam)
+		return exitFailure
 	case errors.Is(err, errBadNamespace):
 		return usageError(e, cmd, "%v", err)
 	case errors.Is(err, idem.ErrJournalUnavailable):

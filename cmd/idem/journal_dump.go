@@ -300,7 +300,7 @@ func runJournalLoad(ctx context.Context, e env, args []string) int {
 // journal file.
 func openDestination(ctx context.Context, e env, loc string) (openedJournal, error) {
 	if isShared(loc) {
-		return openShared(ctx, e, loc, idem.DefaultKeyTTL, true)
+		return openShared(ctx, e, loc, idem.DefaultKeyTTL, true, true)
 	}
 	return openFileForWriting(e, loc, idem.DefaultKeyTTL)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -15,7 +16,8 @@ import (
 // A journal location, wherever a command takes one, is a file path or a
 // postgres:// (or postgresql://) URL naming a shared PostgreSQL journal.
 // The URL's fragment, if any, is the journal's namespace, percent-encoded
-// as a URL's fragment is: postgres://idem@db/jobs#nightly%20charges.
+// as a URL's fragment is: postgres://idem@db/jobs#nightly%20charges. Its
+// query parameter allow_async_replication=true is idem's (cutAllowAsync).
 
 // openedJournal is a journal a command opened and must close.
 type openedJournal interface {
@@ -31,19 +33,57 @@ func isShared(loc string) bool {
 // openShared opens the PostgreSQL journal at loc. With migrate it creates
 // or upgrades the journal's tables; without, it changes nothing in the
 // database and fails with pgjournal.ErrNotMigrated where they are missing.
-func openShared(ctx context.Context, e env, loc string, ttl time.Duration, migrate bool) (*pgjournal.Journal, error) {
+// A command that writes (writes) gets the journal's check of the
+// replication (F12): a primary whose standbys are all asynchronous is
+// refused, unless the URL says allow_async_replication=true, and then the
+// journal warns. A command that only reads has no commit to lose, and
+// neither checks nor warns.
+func openShared(ctx context.Context, e env, loc string, ttl time.Duration, migrate, writes bool) (*pgjournal.Journal, error) {
 	dsn, namespace, err := splitShared(loc)
 	if err != nil {
 		return nil, err
 	}
+	dsn, allow := cutAllowAsync(dsn)
+	log := warnLogger(e.stderr)
+	if !writes {
+		allow = true
+		log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return pgjournal.Open(ctx, dsn, pgjournal.Options{
-		Namespace: namespace,
-		KeyTTL:    ttl,
-		NoMigrate: !migrate,
-		Logger:    warnLogger(e.stderr),
+		Namespace:             namespace,
+		KeyTTL:                ttl,
+		NoMigrate:             !migrate,
+		AllowAsyncReplication: allow,
+		Logger:                log,
 	})
+}
+
+// allowAsyncParam is the parameter of a journal URL that accepts a primary
+// whose standbys are all asynchronous (pgjournal.Options.AllowAsyncReplication).
+const allowAsyncParam = "allow_async_replication"
+
+// cutAllowAsync returns dsn without its allow_async_replication parameter,
+// which is idem's and not the database's, and whether it was true.
+func cutAllowAsync(dsn string) (string, bool) {
+	base, query, ok := strings.Cut(dsn, "?")
+	if !ok {
+		return dsn, false
+	}
+	var kept []string
+	allow := false
+	for _, p := range strings.Split(query, "&") {
+		if k, v, _ := strings.Cut(p, "="); k == allowAsyncParam {
+			allow = v == "true"
+			continue
+		}
+		kept = append(kept, p)
+	}
+	if len(kept) == 0 {
+		return base, allow
+	}
+	return base + "?" + strings.Join(kept, "&"), allow
 }
 
 // errBadNamespace is the error of a location whose fragment does not

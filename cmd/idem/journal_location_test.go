@@ -189,3 +189,53 @@ func TestPathErrorsAreConsistent(t *testing.T) {
 		}
 	}
 }
+
+// TestACommandThatWritesChecksTheReplication (F12.1, F12.2 in the CLI):
+// on a primary whose only standby is asynchronous, send is refused before
+// anything is sent or written, and says how to accept the risk; with
+// allow_async_replication=true in the URL it sends, and the journal warns;
+// a command that only reads neither refuses nor warns.
+func TestACommandThatWritesChecksTheReplication(t *testing.T) {
+	primary := pgtest.Own(t)
+	pgtest.OwnAsyncStandby(t, primary)
+	loc := primary.DSN() + "#nightly"
+	srv := newTestServer(t, respond(http.StatusCreated, `{"id":"ch_1"}`))
+	send := func(loc string) result {
+		return runCLI(t, "send", "--journal", loc, "--op", "invoice-42", "-d", `{"amount":1}`, srv.URL+"/charges")
+	}
+	r := send(loc)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "synchronous_standby_names") ||
+		!strings.Contains(r.stderr, "add allow_async_replication=true to the URL") || len(srv.keys()) != 0 {
+		t.Fatalf("send on an async primary: exit code %d, stderr %q, %d requests; want a refusal naming the fixes, nothing sent",
+			r.code, r.stderr, len(srv.keys()))
+	}
+	allowed := strings.Replace(loc, "#", "&allow_async_replication=true#", 1)
+	r = send(allowed)
+	if r.code != exitOK || !strings.Contains(r.stderr, "may not be synchronous to its standbys") || len(srv.keys()) != 1 {
+		t.Fatalf("send with allow_async_replication=true: exit code %d, stderr %q; want it sent, with the warning", r.code, r.stderr)
+	}
+	ls := runCLI(t, "journal", "ls", loc)
+	if ls.code != exitOK || ls.stderr != "" || !strings.Contains(ls.stdout, "invoice-42") {
+		t.Fatalf("journal ls on an async primary: exit code %d, stdout %q, stderr %q; want the listing, no word", ls.code, ls.stdout, ls.stderr)
+	}
+}
+
+// TestCutAllowAsync: the parameter is taken out of the URL wherever it is,
+// and only "true" accepts the risk.
+func TestCutAllowAsync(t *testing.T) {
+	for _, c := range []struct {
+		in, out string
+		allow   bool
+	}{
+		{"postgres://db/jobs", "postgres://db/jobs", false},
+		{"postgres://db/jobs?allow_async_replication=true", "postgres://db/jobs", true},
+		{"postgres://db/jobs?sslmode=disable&allow_async_replication=true", "postgres://db/jobs?sslmode=disable", true},
+		{"postgres://db/jobs?allow_async_replication=true&sslmode=disable", "postgres://db/jobs?sslmode=disable", true},
+		{"postgres://db/jobs?allow_async_replication=false&sslmode=disable", "postgres://db/jobs?sslmode=disable", false},
+		{"postgres://db/jobs?sslmode=disable", "postgres://db/jobs?sslmode=disable", false},
+	} {
+		if out, allow := cutAllowAsync(c.in); out != c.out || allow != c.allow {
+			t.Errorf("cutAllowAsync(%q) = %q, %v; want %q, %v", c.in, out, allow, c.out, c.allow)
+		}
+	}
+}

@@ -35,7 +35,7 @@ It is safe to run again, and from several machines at once.
 	if !isShared(loc) {
 		return usageError(e, cmd, "%s is not a postgres:// URL; a journal file needs no migration", loc)
 	}
-	j, err := openShared(ctx, e, loc, idem.DefaultKeyTTL, true)
+	j, err := openShared(ctx, e, loc, idem.DefaultKeyTTL, true, true)
 	if err != nil {
 		return reportJournalError(e, cmd, loc, err)
 	}

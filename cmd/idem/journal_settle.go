@@ -119,7 +119,7 @@ an unknown ID and an operation already done or rejected (exit code 1).
 // fails with filejournal.ErrLocked while another process writes it.
 func openForWriting(ctx context.Context, e env, loc string, ttl time.Duration) (openedJournal, error) {
 	if isShared(loc) {
-		return openShared(ctx, e, loc, ttl, false)
+		return openShared(ctx, e, loc, ttl, false, true)
 	}
 	if err := requireFile(loc); err != nil {
 		return nil, err

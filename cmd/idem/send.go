@@ -157,7 +157,7 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 	if o.journal != "" {
 		var err error
 		if isShared(o.journal) {
-			j, err = openShared(req.Context(), e, o.journal, o.ttl, true)
+			j, err = openShared(req.Context(), e, o.journal, o.ttl, true, true)
 		} else {
 			j, err = openWaiting(req.Context(), o.journal, filejournal.Options{
 				KeyTTL: o.ttl,
