@@ -14,11 +14,10 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// DefaultMaxJournalOutage is the default BatchOptions.MaxJournalOutage:
-// a routine failover of PostgreSQL (a Patroni or managed primary's,
-// detected and promoted within tens of seconds), or a restart, fits in
-// it.
-const DefaultMaxJournalOutage = time.Minute
+// defaultMaxJournalOutage is BatchOptions.MaxJournalOutage's default: a
+// routine failover of the database (Patroni's, at its default TTL of 30
+// s, a managed database's), or a restart, fits in it.
+const defaultMaxJournalOutage = time.Minute
 
 // BatchOp is one operation of a batch: its ID, stable across runs, and a
 // function that builds its request. Request is called for completed
@@ -38,15 +37,7 @@ type BatchOptions struct {
 	// Progress, when set, is called, serialized, after each operation ends.
 	Progress func(BatchResult, BatchSummary)
 
-	// MaxJournalOutage is how long a batch rides through a journal that
-	// does not answer (F13): an operation refused before sending with
-	// ErrJournalUnavailable, or whose claim was lost (ErrClaimLost), runs
-	// again after a pause, under its key, until the journal has answered
-	// no operation for MaxJournalOutage; only then is it counted Failed
-	// (or Unknown). The pauses grow from a tenth of a second to two
-	// seconds, and end when ctx does. Negative: no wait, as Do. Default
-	// DefaultMaxJournalOutage.
-	MaxJournalOutage time.Duration
+	MaxJournalOutage time.Duration // how long operations wait for a journal that does not answer (F13); negative: not at all; default 1m
 }
 
 // BatchResult is how one operation of a batch ended.
@@ -84,15 +75,9 @@ func (s BatchSummary) Total() int {
 // operation another Do holds is set aside and waited for at the end, so every
 // machine's summary accounts for the whole batch.
 //
-// A journal that stops answering (its database failing over or
-// restarting) fails no operation at once, unlike a Do of its own: each
-// operation it refused, or whose claim it lost, runs again under its key
-// once it answers, within BatchOptions.MaxJournalOutage (F13).
-//
 // When ctx ends, no further operation starts, and RunBatch returns the
 // summary and ctx's error. Otherwise it returns an error only for an invalid
-// batch (an empty or repeated ID, or no Request), or a journal that could
-// not list its pending operations within MaxJournalOutage.
+// batch (an empty or repeated ID, or no Request) or a failed listing.
 func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions) (BatchSummary, error) {
 	seen := make(map[string]bool, len(ops))
 	for _, op := range ops {
@@ -319,7 +304,7 @@ type outage struct {
 // BatchOptions.MaxJournalOutage is max.
 func newOutage(max time.Duration) *outage {
 	if max == 0 {
-		max = DefaultMaxJournalOutage
+		max = defaultMaxJournalOutage
 	}
 	return &outage{max: max}
 }
