@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgjournal"
@@ -127,5 +129,53 @@ func benchmarkIntentCommit(b *testing.B, j *pgjournal.Journal, callers int, oneS
 	b.ReportMetric(float64(len(begins))/elapsed.Seconds(), "ops/s")
 	if st := j.Stats(); st.Intents > 0 {
 		b.ReportMetric(float64(st.IntentCommits)/float64(st.Intents), "intent-commits/op")
+	}
+}
+
+// BenchmarkSynchronousCommitSetting measures what setting
+// synchronous_commit in every statement that writes costs (F12): the
+// intent statement for one row, each a new operation, sent as the
+// journal sends it and without the setting (with=false), alternately
+// within one run, by 1 and 16 callers on a pool of 16 connections. The
+// server here has no standby: the figure is the statement's own cost.
+//
+//	go test -run '^$' -bench SynchronousCommitSetting -count 5 ./pgjournal
+func BenchmarkSynchronousCommitSetting(b *testing.B) {
+	dsn := pgtest.NewDatabase(b)
+	openJournal(b, dsn, pgjournal.Options{}) // the tables
+	pool, err := pgxpool.New(context.Background(), dsn+"&default_query_exec_mode=exec&pool_max_conns=16")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	without := strings.Replace(pgjournal.IntentSQL, " WHERE "+pgjournal.DurableSQL, "", 1)
+	if without == pgjournal.IntentSQL {
+		b.Fatal("the intent statement has no synchronous_commit setting")
+	}
+	var runs atomic.Int64
+	for _, callers := range []int{1, 16} {
+		for _, with := range []bool{true, false} {
+			sql := map[bool]string{true: pgjournal.IntentSQL, false: without}[with]
+			b.Run(fmt.Sprintf("callers=%d/with=%v", callers, with), func(b *testing.B) {
+				ns := fmt.Sprint("bench-", runs.Add(1))
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				for range callers {
+					wg.Go(func() {
+						for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
+							id := fmt.Sprint("op-", n)
+							_, err := pool.Exec(context.Background(), sql, ns, id, "key-"+id, make([]byte, 32), "POST", "http://x/",
+								int64(n), "life", "owner", int64(time.Minute/time.Microsecond))
+							if err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+			})
+		}
 	}
 }

@@ -55,3 +55,7 @@ func Held(j *Journal) int {
 // Shed is shed: it closes one idle connection of pool, unless it is the
 // last.
 var Shed = shed
+
+// IntentSQL is the intent statement's form for one row, and DurableSQL
+// the condition in it that sets synchronous_commit for its transaction.
+var IntentSQL, DurableSQL = intentStatement.one, durableSQL

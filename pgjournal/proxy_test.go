@@ -18,6 +18,8 @@ type proxy struct {
 	cond     *sync.Cond
 	frozen   bool
 	delay    time.Duration // before each chunk forwarded
+	answers  time.Duration // before each chunk forwarded from the server, after delay
+	requests bool          // chunks to the server are held (FreezeRequests)
 	conns    []net.Conn
 }
 
@@ -53,21 +55,25 @@ func (p *proxy) serve() {
 		p.mu.Lock()
 		p.conns = append(p.conns, c, up)
 		p.mu.Unlock()
-		go p.pipe(c, up)
-		go p.pipe(up, c)
+		go p.pipe(c, up, false)
+		go p.pipe(up, c, true)
 	}
 }
 
-func (p *proxy) pipe(from, to net.Conn) {
+// pipe forwards from to to: the server's answers, or the requests to it.
+func (p *proxy) pipe(from, to net.Conn, answers bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := from.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			for p.frozen {
+			for p.frozen || !answers && p.requests {
 				p.cond.Wait()
 			}
 			delay := p.delay
+			if answers {
+				delay += p.answers
+			}
 			p.mu.Unlock()
 			time.Sleep(delay)
 			if _, werr := to.Write(buf[:n]); werr != nil {
@@ -97,6 +103,24 @@ func (p *proxy) Delay(d time.Duration) {
 	p.mu.Unlock()
 }
 
+// DelayAnswers makes each chunk the server sends from now on wait d: a
+// statement runs at once, and its answer comes late.
+func (p *proxy) DelayAnswers(d time.Duration) {
+	p.mu.Lock()
+	p.answers = d
+	p.mu.Unlock()
+}
+
+// FreezeRequests stops (on) or resumes forwarding to the server, while
+// its answers still come: a statement already sent is answered, none
+// sent from now on arrives.
+func (p *proxy) FreezeRequests(on bool) {
+	p.mu.Lock()
+	p.requests = on
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
 // Cut closes every connection through the proxy and resumes forwarding
 // for new ones: what a frozen connection had buffered is lost, as when the
 // database restarts or the machine's connections are reset.
@@ -113,6 +137,7 @@ func (p *proxy) Cut() {
 
 func (p *proxy) close() {
 	p.Freeze(false)
+	p.FreezeRequests(false)
 	p.ln.Close()
 	p.mu.Lock()
 	for _, c := range p.conns {

@@ -712,7 +712,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the CLI's reading commands migrate the database they read", Rules: "F9.8",
-		Edits: []edit{{File: "cmd/idem/journal_location.go", Old: "\t\tNoMigrate: !migrate,\n", New: "\t\tNoMigrate: false,\n"}},
+		Edits: []edit{{File: "cmd/idem/journal_location.go", Old: "\t\tNoMigrate:             !migrate,\n", New: "\t\tNoMigrate:             false,\n"}},
 		Pkg:   "./cmd/idem", Tests: []string{"TestReadingAURLChangesNothing"},
 	},
 	{
@@ -1261,5 +1261,15 @@ var mutants = []mutant{
 		Name: "a batch on PostgreSQL fails an operation at its journal's first refusal", Rules: "F13.1",
 		Edits: []edit{{File: "batch.go", Old: "\tcase o.max < 0:\n\t\treturn false\n", New: "\tcase true:\n\t\treturn false\n"}},
 		Pkg:   "./pgjournal", Tests: []string{"TestF13ABatchRidesThroughAFifteenSecondOutage"},
+	},
+	{
+		Name: "a liveness's first deadline counted from the start's answer", Rules: "F11.10",
+		Edits: []edit{{File: "pgjournal/life.go", Old: "\n\tl.deadline = sent.Add(localLease(w))\n", New: "\n\tl.deadline, _ = time.Now().Add(localLease(w)), sent\n"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestALifeEndsBeforeItsEndInTheDatabase"},
+	},
+	{
+		Name: "a liveness's deadline counted from a renewal's answer", Rules: "F11.10",
+		Edits: []edit{{File: "pgjournal/life.go", Old: "\t\t\tl.deadline = sent.Add(localLease(w))\n", New: "\t\t\tl.deadline = time.Now().Add(localLease(w))\n"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestALifeEndsBeforeItsEndInTheDatabase"},
 	},
 }

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# A failover of a 3-node Patroni cluster under a fleet's batch, checked by
+# hand: it needs Debian's patroni and etcd-server (apt-get install patroni
+# etcd-server), PostgreSQL 15 at $IDEM_PG_BIN (default
+# /usr/lib/postgresql/15/bin), and takes longer than CI can give it.
+#
+#   scripts/patroni-failover.sh           # synchronous_mode + synchronous_mode_strict
+#   MODE=async scripts/patroni-failover.sh  # Patroni's default: pgjournal.Open refuses it (F12)
+#
+# It starts etcd and three Patroni nodes on 127.0.0.1 (PostgreSQL on ports
+# 55431-55433, REST API on 58431-58433), waits for a leader, runs
+# idem-bench's fleet (3 processes, $OPS operations, one shared pgjournal,
+# the DSN listing the three nodes with target_session_attrs=read-write)
+# against the reference server, and SIGKILLs the leader's Patroni and
+# postmaster $KILL_AFTER into the batch. Patroni promotes a replica; each
+# process's RunBatch rides through the failover (F13). The report's
+# "applied" column is what the reference server applied: $OPS when no
+# operation was lost or applied twice. Everything lives in a temporary
+# directory, removed at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+MODE=${MODE:-strict}
+OPS=${OPS:-2000}
+KILL_AFTER=${KILL_AFTER:-4}
+bin=${IDEM_PG_BIN:-/usr/lib/postgresql/15/bin}
+for cmd in patroni etcd runuser; do
+  command -v "$cmd" >/dev/null || { echo "patroni-failover: $cmd not found (apt-get install patroni etcd-server)" >&2; exit 2; }
+done
+[ "$(id -u)" = 0 ] && id postgres >/dev/null || { echo "patroni-failover: run as root, with a postgres user" >&2; exit 2; }
+
+dir=$(mktemp -d /tmp/patroni-failover-XXXXXX)
+chown postgres "$dir"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  sleep 1
+  pkill -KILL -u postgres -f "$dir" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+etcd --name idem --data-dir "$dir/etcd" --enable-v2=true \
+  --listen-client-urls http://127.0.0.1:52379 --advertise-client-urls http://127.0.0.1:52379 \
+  --listen-peer-urls http://127.0.0.1:52380 --initial-advertise-peer-urls http://127.0.0.1:52380 \
+  --initial-cluster idem=http://127.0.0.1:52380 >"$dir/etcd.log" 2>&1 &
+pids+=($!)
+
+case $MODE in
+  strict) sync="synchronous_mode: true
+    synchronous_mode_strict: true" ;;
+  async) sync="synchronous_mode: false" ;;
+  *) echo "patroni-failover: MODE is strict or async" >&2; exit 2 ;;
+esac
+
+for n in 1 2 3; do
+  cat >"$dir/node$n.yml" <<YML
+scope: idem-failover
+name: node$n
+restapi:
+  listen: 127.0.0.1:5843$n
+  connect_address: 127.0.0.1:5843$n
+etcd:
+  host: 127.0.0.1:52379
+bootstrap:
+  dcs:
+    ttl: 10
+    loop_wait: 2
+    retry_timeout: 5
+    maximum_lag_on_failover: 104857600
+    $sync
+    postgresql:
+      use_pg_rewind: true
+      parameters:
+        max_connections: 200
+        wal_log_hints: "on"
+  initdb:
+  - encoding: UTF8
+  - locale: C
+  pg_hba:
+  - host replication replicator 127.0.0.1/32 trust
+  - host all all 127.0.0.1/32 trust
+postgresql:
+  listen: 127.0.0.1:5543$n
+  connect_address: 127.0.0.1:5543$n
+  data_dir: $dir/node$n
+  bin_dir: $bin
+  pgpass: $dir/pgpass$n
+  authentication:
+    superuser: {username: postgres, password: postgres}
+    replication: {username: replicator, password: replicator}
+    rewind: {username: postgres, password: postgres}
+  parameters:
+    unix_socket_directories: '$dir'
+YML
+  chown postgres "$dir/node$n.yml"
+  runuser -u postgres -- patroni "$dir/node$n.yml" >"$dir/node$n.log" 2>&1 &
+  pids+=($!)
+  sleep 2 # the first node bootstraps the cluster, the others copy it
+done
+
+leader() {
+  for n in 1 2 3; do
+    if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:5843$n/leader" || true)" = 200 ]; then
+      echo "$n"; return
+    fi
+  done
+}
+replicas() {
+  curl -s "http://127.0.0.1:5843$1/cluster" | grep -o '"state": *"streaming"' | wc -l
+}
+for _ in $(seq 120); do
+  l=$(leader)
+  [ -n "$l" ] && [ "$(replicas "$l")" = 2 ] && break
+  sleep 1
+done
+[ -n "${l:-}" ] || { echo "patroni-failover: no leader; see $dir/node*.log" >&2; tail -20 "$dir"/node*.log >&2; exit 1; }
+echo "patroni-failover: node$l leads, two replicas streaming ($MODE)"
+
+dsn="postgres://postgres:postgres@127.0.0.1:55431,127.0.0.1:55432,127.0.0.1:55433/postgres?sslmode=disable&target_session_attrs=read-write"
+go build -o "$dir/idem-bench" ./cmd/idem-bench
+started=$(date +%s)
+"$dir/idem-bench" -fleet 3 -fleet-ops "$OPS" -fleet-concurrency 16 -fleet-latency 200ms -runs 1 -progress=false -pg "$dsn" \
+  >"$dir/bench.out" 2>&1 &
+bench=$!
+sleep "$KILL_AFTER"
+l=$(leader)
+echo "patroni-failover: SIGKILL of node$l's Patroni and postmaster, $KILL_AFTER s into the batch"
+pkill -KILL -f "patroni $dir/node$l.yml" || true
+pkill -KILL -f "$bin/postgres -D $dir/node$l" || true
+for _ in $(seq 120); do
+  nl=$(leader)
+  [ -n "$nl" ] && [ "$nl" != "$l" ] && break
+  sleep 1
+done
+echo "patroni-failover: node${nl:-?} leads $(( $(date +%s) - started - KILL_AFTER )) s after the kill"
+status=0
+wait "$bench" || status=$?
+cat "$dir/bench.out"
+echo "patroni-failover: the fleet ran $(( $(date +%s) - started )) s in all, exit status $status"
+exit "$status"
