@@ -184,11 +184,12 @@ var _ idem.Journal = (*Journal)(nil)
 // the Journal commits (F12): a primary that streams to standbys none of
 // which is synchronous (synchronous_standby_names empty) is refused with
 // a *ReplicationError, matching ErrAsyncReplication, unless
-// Options.AllowAsyncReplication is set. A server with no standby passes. Every commit of the Journal then waits for the
-// synchronous standbys whatever the session's synchronous_commit. What
-// Open cannot see is a primary that stops waiting later: Patroni's
-// synchronous_mode without synchronous_mode_strict empties
-// synchronous_standby_names while no standby answers.
+// Options.AllowAsyncReplication is set. A server with no standby passes.
+// Every commit of the Journal then waits for the synchronous standbys
+// whatever the session's synchronous_commit. What Open cannot see is a
+// primary that stops waiting later: Patroni's synchronous_mode without
+// synchronous_mode_strict empties synchronous_standby_names while no
+// standby answers.
 func Open(ctx context.Context, dsn string, opt Options) (*Journal, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {

@@ -18,14 +18,15 @@ package pgjournal
 // sees the rows but not their details), less the walsenders of logical
 // slots (change data capture is no standby), and the setting.
 //
-// A synchronous standby is only waited for by a commit whose session
-// has synchronous_commit at on (or above): every statement of the journal
-// that writes a row sets it for its own transaction (durableSQL), so a
-// role's, database's or DSN's synchronous_commit=off cannot weaken the
-// journal's commits. on waits until the standby has flushed the commit's
-// WAL, which a promoted standby replays whole; remote_apply would also
-// wait for the replay, for readers of the standby, which the journal
-// never is.
+// A commit waits for the synchronous standbys only as far as its
+// session's synchronous_commit says: off and local not at all,
+// remote_write until a standby has written it (lost if the standby's
+// operating system fails with the primary), on until a standby has
+// flushed it, which a promoted standby replays whole. Every statement of
+// the journal that writes a row sets on for its own transaction
+// (durableSQL), so no role's, database's or DSN's default can weaken the
+// journal's commits; remote_apply would also wait for the standby to
+// replay it, for readers of the standby, which the journal never is.
 
 import (
 	"context"
@@ -69,8 +70,10 @@ func (e *ReplicationError) Unwrap() error { return e.Err }
 
 // durableSQL, a condition of every statement that writes an operation, a
 // lease or a life, sets synchronous_commit to on for the statement's
-// transaction, as SET LOCAL would, and holds: a row written passed it,
-// so the commit that writes it waits for the synchronous standbys
+// transaction, as SET LOCAL would, and holds. Its subquery is evaluated
+// once, before the first row the condition lets through (PostgreSQL
+// makes a condition without the row's columns a one-time filter), so
+// the commit of any row written waits for the synchronous standbys
 // whatever the session's default. It is part of the statement, not a
 // statement of its own, so it costs no round trip, and it ends with the
 // transaction, so it works behind a transaction pooler.
