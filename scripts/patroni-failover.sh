@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# A failover of a 3-node Patroni cluster under a fleet's batch, checked by
-# hand: it needs Debian's patroni and etcd-server (apt-get install patroni
-# etcd-server), PostgreSQL 15 at $IDEM_PG_BIN (default
-# /usr/lib/postgresql/15/bin), and takes longer than CI can give it.
+# A failover of a 3-node Patroni cluster under a fleet's batch (F12, F13).
+# .ci/run runs it; it needs Debian's patroni and etcd-server (apt-get
+# install patroni etcd-server), PostgreSQL 15 at $IDEM_PG_BIN (default
+# /usr/lib/postgresql/15/bin) and the ports below free; as root it runs
+# PostgreSQL as the postgres user. It takes about a minute.
 #
 #   scripts/patroni-failover.sh           # synchronous_mode + synchronous_mode_strict
 #   MODE=async scripts/patroni-failover.sh  # Patroni's default: pgjournal.Open refuses it (F12)
@@ -15,8 +16,8 @@
 # postmaster $KILL_AFTER into the batch. Patroni promotes a replica; each
 # process's RunBatch rides through the failover (F13). The report's
 # "applied" column is what the reference server applied: $OPS when no
-# operation was lost or applied twice. Everything lives in a temporary
-# directory, removed at the end.
+# operation was lost or applied twice, and the script fails otherwise.
+# Everything lives in a temporary directory, removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -25,18 +26,35 @@ MODE=${MODE:-strict}
 OPS=${OPS:-2000}
 KILL_AFTER=${KILL_AFTER:-4}
 bin=${IDEM_PG_BIN:-/usr/lib/postgresql/15/bin}
-for cmd in patroni etcd runuser; do
+for cmd in patroni etcd python3; do
   command -v "$cmd" >/dev/null || { echo "patroni-failover: $cmd not found (apt-get install patroni etcd-server)" >&2; exit 2; }
 done
-[ "$(id -u)" = 0 ] && id postgres >/dev/null || { echo "patroni-failover: run as root, with a postgres user" >&2; exit 2; }
+# PostgreSQL refuses to run as root: as root, Patroni runs as postgres.
+as=() owner=$(id -un)
+if [ "$(id -u)" = 0 ]; then
+  as=(runuser -u postgres --) owner=postgres
+fi
 
 dir=$(mktemp -d /tmp/patroni-failover-XXXXXX)
-chown postgres "$dir"
-pids=()
+chown "$owner" "$dir"
+pids=() # etcd's, then each node's Patroni (or the runuser above it)
+# postmaster prints the PID of node $1's postmaster, if it runs.
+postmaster() { head -n 1 "$dir/node$1/postmaster.pid" 2>/dev/null || true; }
+# patroni prints the PID of node $1's Patroni process.
+patroni_pid() {
+  local p=${pids[$1]}
+  [ ${#as[@]} -eq 0 ] && { echo "$p"; return; }
+  pgrep -P "$p" || true
+}
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  sleep 1
-  pkill -KILL -u postgres -f "$dir" 2>/dev/null || true
+  for n in 1 2 3; do
+    p=$(patroni_pid "$n"); [ -n "$p" ] && kill "$p" 2>/dev/null || true
+  done
+  sleep 2
+  for n in 1 2 3; do
+    p=$(postmaster "$n"); [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true
+  done
+  kill "${pids[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$dir"
 }
@@ -95,8 +113,8 @@ postgresql:
   parameters:
     unix_socket_directories: '$dir'
 YML
-  chown postgres "$dir/node$n.yml"
-  runuser -u postgres -- patroni "$dir/node$n.yml" >"$dir/node$n.log" 2>&1 &
+  chown "$owner" "$dir/node$n.yml"
+  "${as[@]}" patroni "$dir/node$n.yml" >"$dir/node$n.log" 2>&1 &
   pids+=($!)
   sleep 2 # the first node bootstraps the cluster, the others copy it
 done
@@ -117,12 +135,14 @@ leader() {
     fi
   done
 }
-replicas() {
-  { get "http://127.0.0.1:5843$1/cluster" || true; } | grep -o '"state": *"streaming"' | wc -l
+# running counts the cluster's members that run (Patroni 3.0 says
+# "running" of a streaming replica, later releases "streaming").
+running() {
+  { get "http://127.0.0.1:5843$1/cluster" || true; } | grep -Eo '"state": *"(running|streaming)"' | wc -l
 }
 for _ in $(seq 120); do
   l=$(leader)
-  [ -n "$l" ] && [ "$(replicas "$l")" = 2 ] && break
+  [ -n "$l" ] && [ "$(running "$l")" = 3 ] && break
   sleep 1
 done
 [ -n "${l:-}" ] || { echo "patroni-failover: no leader; see $dir/node*.log" >&2; tail -20 "$dir"/node*.log >&2; exit 1; }
@@ -132,13 +152,14 @@ dsn="postgres://postgres:postgres@127.0.0.1:55431,127.0.0.1:55432,127.0.0.1:5543
 go build -o "$dir/idem-bench" ./cmd/idem-bench
 started=$(date +%s)
 "$dir/idem-bench" -fleet 3 -fleet-ops "$OPS" -fleet-concurrency 16 -fleet-latency 200ms -runs 1 -progress=false -pg "$dsn" \
-  -save "$dir/bench.json" >"$dir/bench.out" 2>&1 &
+  -json >"$dir/bench.json" 2>"$dir/bench.err" &
 bench=$!
 sleep "$KILL_AFTER"
 l=$(leader)
 echo "patroni-failover: SIGKILL of node$l's Patroni and postmaster, $KILL_AFTER s into the batch"
-pkill -KILL -f "patroni $dir/node$l.yml" || true
-pkill -KILL -f "$bin/postgres -D $dir/node$l" || true
+pm=$(postmaster "$l")
+kill -KILL "$(patroni_pid "$l")" || true
+[ -n "$pm" ] && kill -KILL "$pm" || true
 for _ in $(seq 120); do
   nl=$(leader)
   [ -n "$nl" ] && [ "$nl" != "$l" ] && break
@@ -147,7 +168,9 @@ done
 echo "patroni-failover: node${nl:-?} leads $(( $(date +%s) - started - KILL_AFTER )) s after the kill"
 status=0
 wait "$bench" || status=$?
-cat "$dir/bench.out"
-applied=$(grep -o '"applied": *\[[0-9]*\]' "$dir/bench.json" 2>/dev/null | grep -o '[0-9][0-9]*' || true)
-echo "patroni-failover: the fleet ran $(( $(date +%s) - started )) s in all, exit status $status; the server applied ${applied:-?} of $OPS"
+cat "$dir/bench.err"
+read -r applied sent took < <(python3 -c 'import json, sys
+row = json.load(open(sys.argv[1]))["rows"][0]
+print(row["applied"][0], "+".join(map(str, row["sent"])), "%.1fs" % (row["median_ns"] / 1e9))' "$dir/bench.json" 2>/dev/null) || true
+echo "patroni-failover: the batch took ${took:-?} (the processes sent ${sent:-?}), exit status $status; the server applied ${applied:-?} of $OPS"
 [ "$status" = 0 ] && [ "${applied:-}" = "$OPS" ] || { [ "$MODE" = async ] && echo "patroni-failover: as F12 says for async replication"; exit 1; }
