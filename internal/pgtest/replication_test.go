@@ -1,6 +1,10 @@
 package pgtest
 
-import "testing"
+import (
+	"context"
+	"testing"
+	"time"
+)
 
 // TestStandbyHasEveryCommitAndTakesOver: what the primary committed is on
 // its synchronous standby as soon as the commit returns, with no wait; a
@@ -88,5 +92,28 @@ func TestBouncerPoolsEachTransaction(t *testing.T) {
 	}
 	if len(seen) > 2 {
 		t.Fatalf("server connections %v, more than default_pool_size 2", seen)
+	}
+}
+
+// TestAsyncStandbyLeavesCommitsUnwaited: an asynchronous standby streams
+// (the primary reports it async), and with it stopped a commit on the
+// primary still returns.
+func TestAsyncStandbyLeavesCommitsUnwaited(t *testing.T) {
+	primary := Own(t)
+	standby := OwnAsyncStandby(t, primary)
+	conn := connect(t, primary.DSN())
+	if mode := queryRow[string](t, conn, `SELECT sync_state FROM pg_stat_replication`); mode != "async" {
+		t.Fatalf("the standby replicates %s, want async", mode)
+	}
+	if names := queryRow[string](t, conn, `SHOW synchronous_standby_names`); names != "" {
+		t.Fatalf("synchronous_standby_names is %q, want it empty", names)
+	}
+	if err := standby.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(ctx, `CREATE TABLE charges (id int); INSERT INTO charges VALUES (1)`); err != nil {
+		t.Fatalf("a commit with the async standby down: %v", err)
 	}
 }
