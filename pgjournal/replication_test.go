@@ -379,3 +379,29 @@ func TestF12NoSentIntentIsLostInAFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestF12AReplicationThatCannotBeReadIsRefused is F12.7: a role that may
+// not read pg_stat_replication (a managed database can revoke it) cannot
+// tell whether the primary's standbys are synchronous: Open refuses it
+// with a *ReplicationError that says why, matching ErrAsyncReplication,
+// and with AllowAsyncReplication opens and logs the warning.
+func TestF12AReplicationThatCannotBeReadIsRefused(t *testing.T) {
+	ctx := context.Background()
+	primary := pgtest.Own(t)
+	app := addRole(t, primary.DSN(), "app", `REVOKE SELECT ON pg_catalog.pg_stat_replication FROM PUBLIC`)
+	_, err := pgjournal.Open(ctx, app, pgjournal.Options{Logger: quiet})
+	var re *pgjournal.ReplicationError
+	if !errors.Is(err, pgjournal.ErrAsyncReplication) || !errors.As(err, &re) || re.Err == nil || re.Standbys != 0 ||
+		!strings.Contains(err.Error(), "reading the database's replication") || !strings.Contains(err.Error(), "42501") {
+		t.Fatalf("Open by a role that may not read pg_stat_replication: %v (%#v), want a *ReplicationError saying why", err, re)
+	}
+	log := &logMessages{}
+	j, err := pgjournal.Open(ctx, app, pgjournal.Options{AllowAsyncReplication: true, Logger: slog.New(log)})
+	if err != nil {
+		t.Fatalf("Open with AllowAsyncReplication: %v", err)
+	}
+	j.Close()
+	if msgs := log.all(); !slices.Equal(msgs, []string{warnAsync}) {
+		t.Fatalf("Open with AllowAsyncReplication logged %q, want the warning once", msgs)
+	}
+}

@@ -2,14 +2,14 @@
 # A failover of a 3-node Patroni cluster under a fleet's batch (F12, F13).
 # .ci/run runs it; it needs Debian's patroni and etcd-server (apt-get
 # install patroni etcd-server), PostgreSQL 15 at $IDEM_PG_BIN (default
-# /usr/lib/postgresql/15/bin) and the ports below free; as root it runs
-# PostgreSQL as the postgres user. It takes about a minute.
+# /usr/lib/postgresql/15/bin); as root it runs PostgreSQL as the postgres
+# user. It takes about a minute.
 #
 #   scripts/patroni-failover.sh           # synchronous_mode + synchronous_mode_strict
 #   MODE=async scripts/patroni-failover.sh  # Patroni's default: pgjournal.Open refuses it (F12)
 #
-# It starts etcd and three Patroni nodes on 127.0.0.1 (PostgreSQL on ports
-# 55431-55433, REST API on 58431-58433), waits for a leader, runs
+# It starts etcd and three Patroni nodes on free ports of 127.0.0.1, waits
+# for a leader, runs
 # idem-bench's fleet (3 processes, $OPS operations, one shared pgjournal,
 # the DSN listing the three nodes with target_session_attrs=read-write)
 # against the reference server, and SIGKILLs the leader's Patroni and
@@ -60,11 +60,37 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Nine free ports: etcd's client and peer ports, then each node's
+# PostgreSQL and REST API.
+read -r ec ep pg1 pg2 pg3 api1 api2 api3 _ < <(python3 -c 'import socket
+socks = [socket.socket() for _ in range(9)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])')
+pgport=(- "$pg1" "$pg2" "$pg3") apiport=(- "$api1" "$api2" "$api3")
+
+# get prints the body of a GET at URL, and fails unless it answers 200
+# within 2 s (python3 is Patroni's own, curl may be missing).
+get() {
+  python3 -c 'import sys, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode())
+except Exception:
+    sys.exit(1)' "$1"
+}
+
 etcd --name idem --data-dir "$dir/etcd" --enable-v2=true \
-  --listen-client-urls http://127.0.0.1:52379 --advertise-client-urls http://127.0.0.1:52379 \
-  --listen-peer-urls http://127.0.0.1:52380 --initial-advertise-peer-urls http://127.0.0.1:52380 \
-  --initial-cluster idem=http://127.0.0.1:52380 >"$dir/etcd.log" 2>&1 &
+  --listen-client-urls "http://127.0.0.1:$ec" --advertise-client-urls "http://127.0.0.1:$ec" \
+  --listen-peer-urls "http://127.0.0.1:$ep" --initial-advertise-peer-urls "http://127.0.0.1:$ep" \
+  --initial-cluster "idem=http://127.0.0.1:$ep" >"$dir/etcd.log" 2>&1 &
 pids+=($!)
+deadline=$(( $(date +%s) + 30 ))
+until get "http://127.0.0.1:$ec/health" >/dev/null; do
+  if [ "$(date +%s)" -gt "$deadline" ]; then
+    echo "patroni-failover: etcd did not start:" >&2; tail -5 "$dir/etcd.log" >&2; exit 1
+  fi
+  sleep 0.2
+done
 
 case $MODE in
   strict) sync="synchronous_mode: true
@@ -78,10 +104,10 @@ for n in 1 2 3; do
 scope: idem-failover
 name: node$n
 restapi:
-  listen: 127.0.0.1:5843$n
-  connect_address: 127.0.0.1:5843$n
+  listen: 127.0.0.1:${apiport[$n]}
+  connect_address: 127.0.0.1:${apiport[$n]}
 etcd:
-  host: 127.0.0.1:52379
+  host: 127.0.0.1:$ec
 bootstrap:
   dcs:
     ttl: 10
@@ -101,8 +127,8 @@ bootstrap:
   - host replication replicator 127.0.0.1/32 trust
   - host all all 127.0.0.1/32 trust
 postgresql:
-  listen: 127.0.0.1:5543$n
-  connect_address: 127.0.0.1:5543$n
+  listen: 127.0.0.1:${pgport[$n]}
+  connect_address: 127.0.0.1:${pgport[$n]}
   data_dir: $dir/node$n
   bin_dir: $bin
   pgpass: $dir/pgpass$n
@@ -119,18 +145,9 @@ YML
   sleep 2 # the first node bootstraps the cluster, the others copy it
 done
 
-# get prints the body of a GET of the Patroni REST API at URL, and fails
-# unless it answers 200 (python3 is Patroni's own, curl may be missing).
-get() {
-  python3 -c 'import sys, urllib.request
-try:
-    print(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode())
-except Exception:
-    sys.exit(1)' "$1"
-}
 leader() {
   for n in 1 2 3; do
-    if get "http://127.0.0.1:5843$n/leader" >/dev/null; then
+    if get "http://127.0.0.1:${apiport[$n]}/leader" >/dev/null; then
       echo "$n"; return
     fi
   done
@@ -138,17 +155,19 @@ leader() {
 # running counts the cluster's members that run (Patroni 3.0 says
 # "running" of a streaming replica, later releases "streaming").
 running() {
-  { get "http://127.0.0.1:5843$1/cluster" || true; } | grep -Eo '"state": *"(running|streaming)"' | wc -l
+  { get "http://127.0.0.1:${apiport[$1]}/cluster" || true; } | grep -Eo '"state": *"(running|streaming)"' | wc -l
 }
-for _ in $(seq 120); do
+deadline=$(( $(date +%s) + 120 ))
+while [ "$(date +%s)" -le "$deadline" ]; do
   l=$(leader)
   [ -n "$l" ] && [ "$(running "$l")" = 3 ] && break
+  l=
   sleep 1
 done
 [ -n "${l:-}" ] || { echo "patroni-failover: no leader; see $dir/node*.log" >&2; tail -20 "$dir"/node*.log >&2; exit 1; }
 echo "patroni-failover: node$l leads, two replicas streaming ($MODE)"
 
-dsn="postgres://postgres:postgres@127.0.0.1:55431,127.0.0.1:55432,127.0.0.1:55433/postgres?sslmode=disable&target_session_attrs=read-write"
+dsn="postgres://postgres:postgres@127.0.0.1:$pg1,127.0.0.1:$pg2,127.0.0.1:$pg3/postgres?sslmode=disable&target_session_attrs=read-write"
 go build -o "$dir/idem-bench" ./cmd/idem-bench
 started=$(date +%s)
 "$dir/idem-bench" -fleet 3 -fleet-ops "$OPS" -fleet-concurrency 16 -fleet-latency 200ms -runs 1 -progress=false -pg "$dsn" \
@@ -160,9 +179,11 @@ echo "patroni-failover: SIGKILL of node$l's Patroni and postmaster, $KILL_AFTER 
 pm=$(postmaster "$l")
 kill -KILL "$(patroni_pid "$l")" || true
 [ -n "$pm" ] && kill -KILL "$pm" || true
-for _ in $(seq 120); do
+deadline=$(( $(date +%s) + 120 ))
+while [ "$(date +%s)" -le "$deadline" ]; do
   nl=$(leader)
   [ -n "$nl" ] && [ "$nl" != "$l" ] && break
+  nl=
   sleep 1
 done
 echo "patroni-failover: node${nl:-?} leads $(( $(date +%s) - started - KILL_AFTER )) s after the kill"
