@@ -53,7 +53,7 @@ type ReplicationError struct {
 // Error says what can happen and what to change.
 func (e *ReplicationError) Error() string {
 	const fix = "make a standby synchronous (synchronous_standby_names on the primary; " +
-		"with Patroni, synchronous_mode: true, and synchronous_mode_strict: true to refuse commits while no standby has them), " +
+		"with Patroni, synchronous_mode: true, and synchronous_mode_strict: true so that commits wait while no standby can have them), " +
 		"or set pgjournal.Options.AllowAsyncReplication to accept the risk"
 	if e.Err != nil {
 		return fmt.Sprintf("%v: reading the database's replication: %v; %s", ErrAsyncReplication, e.Err, fix)
