@@ -1076,13 +1076,13 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the intent not journaled before the first attempt", Rules: "A1.1, A1.2",
-		Edits: []edit{{File: "idemaws/operation.go", Old: "err := c.claim.Begin(ctx, c.op)",
-			New: "err := error(nil)"}},
+		Edits: []edit{{File: "idemaws/operation.go", Old: "err = c.claim.Begin(ctx, c.op)",
+			New: "err = error(nil)"}},
 		Pkg: "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestARestartResumesUnderTheSameToken"},
 	},
 	{
 		Name: "AWS SDK: the SDK's own token left on the input", Rules: "A1.1, A1.2",
-		Edits: []edit{{File: "idemaws/operation.go", Old: "\tsetToken(input, c.field, c.op.Key)\n", New: ""}},
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\tsetToken(input, c.path, c.op.Key)\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestARestartResumesUnderTheSameToken", "TestECSRunTask"},
 	},
 	{
@@ -1092,7 +1092,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the fingerprint taken with the token", Rules: "A1.6",
-		Edits: []edit{{File: "idemaws/token.go", Old: "\tc.Field(i).SetZero()\n", New: ""}},
+		Edits: []edit{{File: "idemaws/token.go", Old: "\t\tf.SetZero()\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestTheFingerprintIgnoresMapOrder", "TestTheInputsOwnToken"},
 	},
 	{
@@ -1102,9 +1102,9 @@ var mutants = []mutant{
 		Pkg: "./idemaws", Tests: []string{"TestNoAttemptAfterTheClaimLapses"},
 	},
 	{
-		Name: "AWS SDK: a token conflict recorded as a rejection", Rules: "A2.3",
+		Name: "AWS SDK: a token held for another request recorded as a plain rejection", Rules: "V2.4",
 		Edits: []edit{{File: "idemaws/outcome.go", Old: "case answer == idem.AnswerKeyReused || slices.Contains(keyReusedCodes, code):", New: "case false:"}},
-		Pkg:   "./idemaws", Tests: []string{"TestAClientTokenConflictLeavesTheOperationPending"},
+		Pkg:   "./idemaws", Tests: []string{"TestATokenHeldForAnotherRequestIsFinal"},
 	},
 	{
 		Name: "AWS SDK: the answer read for the journal not put back for the SDK", Rules: "A2.1",
@@ -1155,8 +1155,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the response header recorded whole, less its secrets", Rules: "A2.1, C3.2",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.HeaderTruncated = idem.RecordedHeader(resp.Header, c.o.maxHead)\n",
-			New: "\top.Header, _ = idem.RedactHeader(resp.Header)\n"}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.HeaderTruncated = idem.RecordedHeader(h, c.o.maxHead)\n",
+			New: "\top.Header, _ = idem.RedactHeader(h)\n"}},
 		Pkg: "./idemaws", Tests: []string{"TestAHugeResponseHeaderIsRecordedWithinItsBound"},
 	},
 	{
@@ -1210,7 +1210,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: a 409 no dialect signal reads recorded as a rejection", Rules: "A2.8",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\tcase resp.StatusCode == http.StatusConflict:\n\t\treturn idem.StatePending, resp, nil // a request with the token may be in progress\n", New: ""}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\tcase resp.StatusCode == http.StatusConflict:\n\t\treturn verdict{state: idem.StatePending, resp: resp} // a request with the token may be in progress\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown"},
 	},
 	{
