@@ -43,7 +43,7 @@ type fakeAPIs struct {
 	requests  int           // creation requests
 	onRequest func(n int)   // called with the count of creation requests, before each is answered
 	byToken   map[string]made
-	byOp      map[string][]made        // what each operation made
+	byOp      map[string][]made          // what each operation made
 	tokensOf  map[string]map[string]bool // the tokens each operation was sent under
 }
 
@@ -86,7 +86,7 @@ func (f *fakeAPIs) count() int {
 
 // protocol is how one API reads a creation and answers it.
 type protocol struct {
-	op, token string                              // the operation the request stands for, and its token
+	op, token string                               // the operation the request stands for, and its token
 	created   func(id, token string) (int, string) // the answer to a new creation, or a replay of one
 	again     func(m made) (int, string)           // the answer to a token seen again; nil: created's
 	fail      func(status int, code string) string // an error body
