@@ -63,7 +63,9 @@ func batchChild() int {
 		BaseEndpoint: aws.String(os.Getenv(envEndpoint)),
 		HTTPClient:   &http.Client{Timeout: 250 * time.Millisecond},
 		Retryer: func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) { o.Backoff, o.RateLimiter = fixedWait(20*time.Millisecond), ratelimit.None })
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.Backoff, o.RateLimiter = fixedWait(20*time.Millisecond), ratelimit.None
+			})
 		},
 		APIOptions: []func(*middleware.Stack) error{ops.Install},
 	}
