@@ -7,17 +7,13 @@ import (
 	"net/http"
 )
 
-// KeyReusedHeader marks a recorded refusal that says the key is held for
-// another request (a vendor SDK adapter's final answer, as idemaws records
-// one), with the API's error code: a request under the key may have been
-// applied, so the refusal is never RefusedWithoutEffect.
+// KeyReusedHeader marks a refusal of a key held for another request.
 const KeyReusedHeader = "Idem-Key-Reused"
 
 // RefusedWithoutEffect reports whether op is a refusal that applied
 // nothing, so that sending it again under a new key cannot apply it twice:
-// a rejection with a 4xx other than 408, 409 and 429, not settled by hand,
-// and not a key held for another request (KeyReusedHeader). A 3xx never
-// qualifies: a redirect may answer a request that was applied.
+// a 4xx rejection but 408, 409, 429, not SettledHeader nor KeyReusedHeader.
+// A 3xx never qualifies: a redirect may answer a request that was applied.
 func RefusedWithoutEffect(op Operation) bool {
 	switch {
 	case op.State != StateRejected || op.Status < 400 || op.Status > 499:
