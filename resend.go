@@ -7,9 +7,6 @@ import (
 	"net/http"
 )
 
-// KeyReusedHeader marks a refusal of a key held for another request.
-const KeyReusedHeader = "Idem-Key-Reused"
-
 // RefusedWithoutEffect reports whether op is a refusal that applied
 // nothing, so that sending it again under a new key cannot apply it twice:
 // a 4xx rejection but 408, 409, 429, not SettledHeader nor KeyReusedHeader.
