@@ -74,19 +74,22 @@ func (c *call) end(ctx context.Context, result any, err error) error {
 }
 
 // replayed returns the answer of a completed operation, read by the SDK
-// from the journal's record: its output, the API's "already exists" again,
-// the rejection again, or ErrNoOutput for a done operation whose record
-// holds no output (V3).
+// from the journal's record: its output, the API's "already exists" again
+// (a record marked applied), the rejection again, or ErrNoOutput for a
+// done operation whose record holds no output the SDK can read (V3): an
+// error of a record not marked applied, or an output of unset members
+// from a record without a body.
 func (c *call) replayed(result any, err error) error {
 	op := c.replay
 	switch {
-	case op.State == idem.StateDone && (err == nil && len(op.Body) == 0 && emptyOutput(result) ||
-		err != nil && (len(op.Body) == 0 || op.Header.Get(idem.SettledHeader) != "")):
+	case op.State == idem.StateDone && err != nil && op.Header.Get(idem.AppliedHeader) == "true":
+		return c.appliedError(err, true)
+	case op.State == idem.StateDone && (err != nil || len(op.Body) == 0 && emptyOutput(result)):
 		how := ""
 		if op.Header.Get(idem.SettledHeader) != "" {
 			how = ", settled by hand"
 			if note := op.Header.Get(idem.SettledNoteHeader); note != "" {
-				how += " (" + note + ")"
+				how += ": " + note
 			}
 		}
 		e := fmt.Errorf("idemaws: operation %q (token %s) is done (%d%s): %w; find what it made by its token",
@@ -97,8 +100,6 @@ func (c *call) replayed(result any, err error) error {
 		return e
 	case err == nil:
 		return nil
-	case op.State == idem.StateDone:
-		return c.appliedError(err, true)
 	}
 	return &idem.OutcomeError{ID: op.ID, Key: op.Key, Outcome: idem.OutcomeRejected, Recorded: true,
 		Status: op.Status, Header: op.Header, Body: op.Body, HeaderTruncated: op.HeaderTruncated, Err: err}

@@ -1,6 +1,7 @@
 package idemaws
 
 import (
+	"errors"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -89,5 +90,32 @@ func TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown(t *testing.T) {
 		if v := c.judge(sdkErr); v.state != tc.want || v.resp != resp || v.why != nil || v.reused || v.applied {
 			t.Errorf("%d %s: judge = %s (its response %t), %+v; want %s, its response, no reason", tc.status, tc.code, v.state, v.resp == resp, v, tc.want)
 		}
+	}
+}
+
+// V3.4: a done record that the SDK reads as an error is an "already
+// exists" only when idemaws marked it applied; any other has no output.
+func TestADoneRecordReadAsAnErrorIsAppliedOnlyWhenMarked(t *testing.T) {
+	sdkErr := &smithy.GenericAPIError{Code: "FileSystemAlreadyExists"}
+	for _, tc := range []struct {
+		header  http.Header
+		applied bool
+	}{
+		{http.Header{idem.AppliedHeader: {"true"}}, true},
+		{http.Header{}, false},
+		{http.Header{idem.SettledHeader: {"by hand"}}, false},
+	} {
+		op := idem.Operation{ID: "fs-1", Key: "k", State: idem.StateDone, Status: 409, Header: tc.header, Body: []byte(`{"ErrorCode":"FileSystemAlreadyExists"}`)}
+		c := &call{api: "EFS.CreateFileSystem", op: op, replay: &op}
+		err := c.replayed(nil, sdkErr)
+		if errors.Is(err, ErrAlreadyApplied) != tc.applied || errors.Is(err, ErrNoOutput) == tc.applied || errors.Is(err, idem.ErrRejected) {
+			t.Errorf("header %v: err = %v; want applied %v, else ErrNoOutput", tc.header, err, tc.applied)
+		}
+	}
+	// A done record read as an output is the output.
+	op := idem.Operation{ID: "fs-1", Key: "k", State: idem.StateDone, Status: 201, Body: []byte(`{}`)}
+	c := &call{op: op, replay: &op}
+	if err := c.replayed(&struct{ FileSystemId *string }{}, nil); err != nil {
+		t.Errorf("a recorded body read as an output: %v", err)
 	}
 }
