@@ -1218,4 +1218,59 @@ var mutants = []mutant{
 		Edits: []edit{{File: "idemaws/outcome.go", Old: "strings.HasSuffix(code, \"SignatureException\")", New: "strings.HasSuffix(code, \"SignatureDoesNotMatch\")"}},
 		Pkg:   "./idemaws", Tests: []string{"TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown"},
 	},
+	{
+		Name: "AWS SDK: an empty token member left empty through the SDK's validation", Rules: "V1.3",
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\t\tsetToken(in.Parameters, path, \"\")\n\t\tc.placeholder = true\n", New: ""}},
+		Pkg:   "./idemaws", Tests: []string{"TestRoute53CreateHostedZone"},
+	},
+	{
+		Name: "AWS SDK: an input the SDK refuses keeps the placeholder in its token member", Rules: "V1.3, A1.8",
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\t\tclearToken(in.Parameters, path)\n", New: ""}},
+		Pkg:   "./idemaws", Tests: []string{"TestRoute53CreateHostedZone"},
+	},
+	{
+		Name: "AWS SDK: a token minted without regard to the member's format", Rules: "V1.1, V1.2",
+		Edits: []edit{{File: "idemaws/spec.go", Old: "\t\tif s.fits(c) {\n", New: "\t\tif true {\n"}},
+		Pkg:   "./idemaws", Tests: []string{"TestACMRequestCertificate", "TestEveryTokenOfTheTableCanBeMinted", "TestACallerNamesTheTokenMember"},
+	},
+	{
+		Name: "AWS SDK: every operation's token kept for Options.KeyTTL, not its documented lifetime", Rules: "V1.5",
+		Edits: []edit{{File: "idemaws/spec.go", Old: "\tcase documented > 0 && o.ttl > 0:\n\t\treturn min(documented, o.ttl)\n\tcase documented > 0:\n\t\treturn documented\n", New: ""}},
+		Pkg:   "./idemaws", Tests: []string{"TestEachOperationHasItsTokensLifetime"},
+	},
+	{
+		Name: "AWS SDK: a nested token member zeroed in the caller's structure, or not at all, for the fingerprint", Rules: "V1.6",
+		Edits: []edit{{File: "idemaws/token.go", Old: "\t\tf.Set(inner.Addr())\n", New: ""}},
+		Pkg:   "./idemaws", Tests: []string{"TestATokenInANestedStructure"},
+	},
+	{
+		Name: "AWS SDK: an already-exists answer of the table read as unknown", Rules: "V2.1, V2.2",
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\tcase answer == idem.AnswerApplied, existed:\n", New: "\tcase answer == idem.AnswerApplied:\n"}},
+		Pkg:   "./idemaws", Tests: []string{"TestEFSAlreadyExistsIsAnAppliedOperation", "TestRoute53CreateHostedZone", "TestABatchFinishesOnEachAPIWithFaultsAndKills"},
+	},
+	{
+		Name: "AWS SDK: a recorded token held for another request sent again", Rules: "V2.4",
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\tcase held.State == idem.StateRejected && held.Header.Get(idem.KeyReusedHeader) != \"\":\n", New: "\tcase false:\n"}},
+		Pkg:   "./idemaws", Tests: []string{"TestATokenHeldForAnotherRequestIsFinal"},
+	},
+	{
+		Name: "AWS SDK: a server's own key-reused mark recorded", Rules: "V2.5",
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\th.Del(idem.KeyReusedHeader)\n", New: ""}},
+		Pkg:   "./idemaws", Tests: []string{"TestAServersOwnMarksAreDropped"},
+	},
+	{
+		Name: "AWS SDK: a done record read as an error answered as applied without its mark", Rules: "V3.4",
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "case op.State == idem.StateDone && err != nil && op.Header.Get(idem.AppliedHeader) == \"true\":", New: "case op.State == idem.StateDone && err != nil:"}},
+		Pkg:   "./idemaws", Tests: []string{"TestAHandSettledOperationHasNoOutput", "TestADoneRecordReadAsAnErrorIsAppliedOnlyWhenMarked"},
+	},
+	{
+		Name: "AWS SDK: an output of nil fields from the journal answered as a success", Rules: "V3.1",
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "(err != nil || len(op.Body) == 0 && emptyOutput(result))", New: "(err != nil)"}},
+		Pkg:   "./idemaws", Tests: []string{"TestAHandSettledOperationHasNoOutput"},
+	},
+	{
+		Name: "a refusal of a key held for another request taken for one without effect", Rules: "V2.4",
+		Edits: []edit{{File: "resend.go", Old: "op.Header.Get(SettledHeader) == \"\" && op.Header.Get(KeyReusedHeader) == \"\"", New: "op.Header.Get(SettledHeader) == \"\""}},
+		Pkg:   ".", Tests: []string{"TestRefusedWithoutEffect"},
+	},
 }
