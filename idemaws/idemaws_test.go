@@ -530,3 +530,25 @@ func TestAnInputTheSDKRefusesJournalsNothing(t *testing.T) {
 		t.Fatalf("the corrected input: err = %v, %d creations", err, f.creations())
 	}
 }
+
+// V1.1: an operation newer than the table idemaws carries is covered
+// when the SDK fills its token: the member the SDK's middleware fills is
+// the token, journaled, one token across a retry, answered from the
+// journal after.
+func TestAnOperationNewerThanTheTableIsFoundByTheSDKsMiddleware(t *testing.T) {
+	defer idemaws.ForgetTableEntries("CloudControl.CreateResource")()
+	f := newFakeAWS(t)
+	f.fail = []int{500}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "bucket-1")
+	for range 2 {
+		if _, err := client.CreateResource(ctx, bucket("b1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wire, key := f.wire(), lookup(t, j, "bucket-1").Key
+	if len(wire) != 2 || wire[0] != key || wire[1] != key || f.creations() != 1 {
+		t.Fatalf("tokens on the wire %q, %d creations; want %s twice, 1", wire, f.creations(), key)
+	}
+}

@@ -1,8 +1,14 @@
 package idemaws
 
 import (
+	"context"
+	"errors"
+	"reflect"
 	"regexp"
 	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
 
 	"github.com/aws/smithy-go/middleware"
 )
@@ -29,14 +35,18 @@ func TestEveryTokenOfTheTableCanBeMinted(t *testing.T) {
 		{tokenSpec{min: 64, max: 256}, `^[0-9a-f]{64}$`},
 		{tokenSpec{max: 20}, `^[0-9a-f]{20}$`},
 		{tokenSpec{min: 36, max: 36}, `^[0-9a-f-]{36}$`},
+		{tokenSpec{min: 96}, `^[0-9a-f]{96}$`},
+		{tokenSpec{max: 1}, `^[0-9a-f]$`},
 	} {
 		tok, err := mint(tc.s)
 		if err != nil || !regexp.MustCompile(tc.want).MatchString(tok) {
 			t.Errorf("mint(%+v) = %q, %v; want %s", tc.s, tok, err, tc.want)
 		}
 	}
-	if tok, err := mint(tokenSpec{min: 100}); err == nil {
-		t.Errorf("mint of 100 characters at least = %q; want an error", tok)
+	for _, s := range []tokenSpec{{min: 100}, {pattern: `^$`}, {pattern: `(`}} {
+		if tok, err := mint(s); err == nil {
+			t.Errorf("mint(%+v) = %q; want an error: no token fits", s, tok)
+		}
 	}
 }
 
@@ -114,5 +124,92 @@ func TestEmptyOutput(t *testing.T) {
 		if got := emptyOutput(tc.out); got != tc.want {
 			t.Errorf("emptyOutput(%#v) = %v, want %v", tc.out, got, tc.want)
 		}
+	}
+}
+
+// V1.5: an operation's KeyTTL is the caller's for it, else the lifetime
+// AWS documents for its token (its model's, else its service guide's),
+// capped by Options.KeyTTL, else Options.KeyTTL, else the default.
+func TestResolvedTTL(t *testing.T) {
+	const def = 24 * time.Hour
+	acmSpec := sdkTokens["ACM.RequestCertificate"]
+	undocumented := tokenSpec{member: "ClientToken"}
+	for _, tc := range []struct {
+		name    string
+		service string
+		s       tokenSpec
+		callers bool
+		keyTTL  time.Duration
+		want    time.Duration
+	}{
+		{"the model's", "ACM", acmSpec, false, 0, time.Hour},
+		{"the model's, capped", "ACM", acmSpec, false, 30 * time.Minute, 30 * time.Minute},
+		{"the model's, under a longer cap", "ACM", acmSpec, false, 2 * time.Hour, time.Hour},
+		{"the service guide's", "EC2", undocumented, false, 0, 24 * time.Hour},
+		{"the service guide's, capped", "EC2", undocumented, false, time.Hour, time.Hour},
+		{"kept with what it made", "Route 53", undocumented, false, 0, unbounded},
+		{"undocumented", "ECS", undocumented, false, 0, def},
+		{"undocumented, KeyTTL", "ECS", undocumented, false, 2 * time.Hour, 2 * time.Hour},
+		{"the caller's", "ACM", tokenSpec{member: "IdempotencyToken", ttl: 5 * time.Minute}, true, time.Minute, 5 * time.Minute},
+		{"the caller's without one", "ACM", tokenSpec{member: "IdempotencyToken"}, true, 0, def},
+		{"the caller's without one, KeyTTL", "ACM", tokenSpec{member: "IdempotencyToken"}, true, 3 * time.Hour, 3 * time.Hour},
+	} {
+		o := &Operations{ttl: tc.keyTTL, defaultTTL: def}
+		if got := o.resolvedTTL(tc.service, tc.s, tc.callers); got != tc.want {
+			t.Errorf("%s: resolvedTTL = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if unbounded < 50*365*24*time.Hour {
+		t.Errorf("unbounded is %v: a token kept with what it made is sent for decades", unbounded)
+	}
+}
+
+// fillingMiddleware is an SDK token middleware that fills the fields it
+// names, as the SDK's fills the member its model marks.
+type fillingMiddleware struct{ fields []string }
+
+func (fillingMiddleware) ID() string { return "OperationIdempotencyTokenAutoFill" }
+
+func (m fillingMiddleware) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
+	middleware.InitializeOutput, middleware.Metadata, error,
+) {
+	v := reflect.ValueOf(in.Parameters).Elem()
+	for _, name := range m.fields {
+		s := "filled"
+		v.FieldByName(name).Set(reflect.ValueOf(&s))
+	}
+	return next.HandleInitialize(ctx, in)
+}
+
+type probedInput struct {
+	First, Name, Token *string
+	Count              int
+}
+
+// V1.1: for an operation newer than the table, the member the SDK's own
+// token middleware fills is the token; a middleware that fills two
+// members, or none, names no token.
+func TestTheSDKsFilledMemberIsFoundByAProbe(t *testing.T) {
+	for _, tc := range []struct {
+		fills []string
+		want  string
+	}{
+		{[]string{"Token"}, "Token"},
+		{[]string{"First"}, "First"},
+		{[]string{"First", "Token"}, ""},
+		{nil, ""},
+	} {
+		var f tokenFields
+		got, err := f.probe(context.Background(), fillingMiddleware{tc.fills}, &probedInput{})
+		if got != tc.want || (err == nil) != (tc.want != "") {
+			t.Errorf("a middleware filling %v: probe = %q, %v; want %q", tc.fills, got, err, tc.want)
+		}
+		if tc.fills == nil && !errors.Is(err, ErrNoClientToken) {
+			t.Errorf("a middleware filling nothing: %v, want ErrNoClientToken", err)
+		}
+	}
+	var f tokenFields
+	if _, err := f.probe(context.Background(), fillingMiddleware{[]string{"Token"}}, probedInput{}); !errors.Is(err, idem.ErrInvalidRequest) {
+		t.Errorf("a probe of a struct value: %v, want ErrInvalidRequest", err)
 	}
 }
