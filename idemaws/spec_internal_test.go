@@ -2,9 +2,13 @@ package idemaws
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -131,7 +135,7 @@ func TestEmptyOutput(t *testing.T) {
 // AWS documents for its token (its model's, else its service guide's),
 // capped by Options.KeyTTL, else Options.KeyTTL, else the default.
 func TestResolvedTTL(t *testing.T) {
-	const def = 24 * time.Hour
+	const def = 7 * time.Hour
 	acmSpec := sdkTokens["ACM.RequestCertificate"]
 	undocumented := tokenSpec{member: "ClientToken"}
 	for _, tc := range []struct {
@@ -211,5 +215,23 @@ func TestTheSDKsFilledMemberIsFoundByAProbe(t *testing.T) {
 	var f tokenFields
 	if _, err := f.probe(context.Background(), fillingMiddleware{[]string{"Token"}}, probedInput{}); !errors.Is(err, idem.ErrInvalidRequest) {
 		t.Errorf("a probe of a struct value: %v, want ErrInvalidRequest", err)
+	}
+}
+
+// V1.1: the table is the generator's, unedited: its digest, written one
+// operation a line as the generator writes it, is the one it recorded.
+func TestTheTableIsAsGenerated(t *testing.T) {
+	keys := make([]string, 0, len(sdkTokens))
+	for k := range sdkTokens {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		s := sdkTokens[k]
+		fmt.Fprintf(h, "%s|%s|%d|%d|%s|%t|%d\n", k, s.member, s.min, s.max, s.pattern, s.filled, int64(s.ttl))
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != tableDigest {
+		t.Fatalf("the table's digest is %s, the generator wrote %s: regenerate it (go generate), do not edit it", got, tableDigest)
 	}
 }

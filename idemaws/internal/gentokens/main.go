@@ -19,6 +19,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -333,11 +335,16 @@ import "time"
 // modelsSource names the models sdkTokens was generated from.
 const modelsSource = %q
 
+// tableDigest is the SHA-256 of sdkTokens as generated, one operation a
+// line (see the generator's digest):
+// a table edited by hand no longer matches it.
+const tableDigest = %q
+
 // sdkTokens holds the idempotency token member of every operation of the
 // models that takes one (see the rule in internal/gentokens), by
 // "ServiceID.Operation": %d operations of %d services.
 var sdkTokens = map[string]tokenSpec{
-`, source, len(t.rows), t.services)
+`, source, digest(t.rows), len(t.rows), t.services)
 	for _, r := range t.rows {
 		fmt.Fprintf(&b, "\t%q: {member: %q", r.key, r.member)
 		if r.min != 0 {
@@ -373,6 +380,17 @@ var sdkTokens = map[string]tokenSpec{
 		}
 	}
 	return format.Source(b.Bytes())
+}
+
+// digest is the SHA-256, in hex, of the rows written one a line as
+// "key|member|min|max|pattern|filled|ttl in nanoseconds", in key order:
+// idemaws' tests write its table the same way.
+func digest(rows []row) string {
+	h := sha256.New()
+	for _, r := range rows {
+		fmt.Fprintf(h, "%s|%s|%d|%d|%s|%t|%d\n", r.key, r.member, r.min, r.max, r.pattern, r.filled, int64(r.ttl))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // quote writes s as a raw string literal when it can.
