@@ -57,6 +57,8 @@ type AppliedError struct {
 	Err      error // the SDK's error
 }
 
+// Error names the operation, its token, the API's code and the resource's
+// ID when known.
 func (e *AppliedError) Error() string {
 	msg := fmt.Sprintf("idemaws: operation %q (token %s) was applied before: the API answers %s", e.ID, e.Key, e.Code)
 	if e.ResourceID != "" {
@@ -95,6 +97,7 @@ type TokenReusedError struct {
 	Err      error // the SDK's error; nil when answered from the journal
 }
 
+// Error names the operation, its token and the API's code.
 func (e *TokenReusedError) Error() string {
 	msg := fmt.Sprintf("idemaws: operation %q (token %s): the API holds the token for another request (%s, %d); it is not sent again",
 		e.ID, e.Key, e.Code, e.Status)
