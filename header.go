@@ -57,7 +57,7 @@ func recordableHeader(h http.Header, limit int64) (http.Header, bool) {
 
 // firstKept are the header fields a bounded record keeps before any other,
 // in canonical form.
-var firstKept = []string{"Location", "Content-Location", "Content-Type", "Retry-After", "Idempotent-Replayed", AppliedHeader, UnrecordedHeadersField}
+var firstKept = []string{"Location", "Content-Location", "Content-Type", "Retry-After", "Idempotent-Replayed", AppliedHeader, KeyReusedHeader, UnrecordedHeadersField}
 
 // fieldSize is the size of a header field on the wire: name + ": " + value
 // + CRLF for each of its values.

@@ -9,7 +9,7 @@ import (
 
 // RefusedWithoutEffect reports whether op is a refusal that applied
 // nothing, so that sending it again under a new key cannot apply it twice:
-// a rejection with a 4xx other than 408, 409 and 429, not settled by hand.
+// a 4xx rejection but 408, 409, 429, not SettledHeader nor KeyReusedHeader.
 // A 3xx never qualifies: a redirect may answer a request that was applied.
 func RefusedWithoutEffect(op Operation) bool {
 	switch {
@@ -18,7 +18,7 @@ func RefusedWithoutEffect(op Operation) bool {
 	case op.Status == http.StatusRequestTimeout, op.Status == http.StatusConflict, op.Status == http.StatusTooManyRequests:
 		return false
 	}
-	return op.Header.Get(SettledHeader) == ""
+	return op.Header.Get(SettledHeader) == "" && op.Header.Get(KeyReusedHeader) == ""
 }
 
 // ErrCannotResend: a Resend option chose an operation the Journal cannot

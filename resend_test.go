@@ -21,6 +21,8 @@ func TestRefusedWithoutEffect(t *testing.T) {
 	rejected := func(status int) idem.Operation { return idem.Operation{State: idem.StateRejected, Status: status} }
 	settled := rejected(400)
 	settled.Header = http.Header{idem.SettledHeader: {"by hand"}}
+	reused := rejected(400)
+	reused.Header = http.Header{idem.KeyReusedHeader: {"IdempotentParameterMismatch"}}
 	for _, tc := range []struct {
 		name string
 		op   idem.Operation
@@ -44,6 +46,7 @@ func TestRefusedWithoutEffect(t *testing.T) {
 		{"done", idem.Operation{State: idem.StateDone, Status: 400}, false},
 		{"pending", idem.Operation{State: idem.StatePending}, false},
 		{"settled by hand", settled, false},
+		{"key held for another request", reused, false},
 	} {
 		if got := idem.RefusedWithoutEffect(tc.op); got != tc.want {
 			t.Errorf("%s: RefusedWithoutEffect = %v, want %v", tc.name, got, tc.want)

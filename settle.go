@@ -23,12 +23,14 @@ type Settlement struct {
 	ForgetCompleted bool // allows Forget of a completed operation
 }
 
-// The response header fields of an outcome Settle records.
+// The response header fields that mark how an outcome was recorded.
 const (
 	// SettledHeader marks an outcome Settle recorded, with "by hand".
 	SettledHeader = "Idem-Settled"
 	// SettledNoteHeader holds Settlement.Note.
 	SettledNoteHeader = "Idem-Settled-Note"
+	// KeyReusedHeader marks a refusal of a key held for another request.
+	KeyReusedHeader = "Idem-Key-Reused"
 )
 
 // ErrAlreadyCompleted: Settle was asked to settle a completed operation.

@@ -3,18 +3,26 @@
 // process restarts.
 //
 // An AWS API that takes a client token (Cloud Control's CreateResource,
-// ECS's RunTask, EC2's RunInstances and many more) applies a request once
-// per token. The SDK fills the token itself with a fresh random value on
-// every call, so a process that crashes and calls again sends a new token,
-// and the API applies the request twice. idem's HTTP layer cannot help: the
-// SDK signs the body the token is in.
+// ECS's RunTask, EC2's RunInstances, ACM's RequestCertificate, Route 53's
+// CreateHostedZone and a thousand more) applies a request once per token.
+// The SDK fills some tokens itself with a fresh random value on every
+// call, and leaves the others to the program, so a process that crashes
+// and calls again sends a new token, and the API applies the request
+// twice. idem's HTTP layer cannot help: the SDK signs the request the
+// token is in.
 //
 // idemaws works at the SDK's own layer. Install adds its middlewares to
 // every operation of a client. For a call whose context names an operation
 // (idem.WithOperation), once the SDK has validated the input, they:
 //
+//   - find the operation's token member: the one Options.Tokens names,
+//     else the one of the table generated from AWS's models (TokenFor),
+//     else the one the SDK's own token middleware fills; an empty member
+//     holds its place through the SDK's validation, so that a required
+//     one is filled too;
 //   - claim the operation in the journal and take its token from there: a
-//     new operation's token is minted once (a random UUID) and its intent
+//     new operation's token is minted once (from a random UUID, in the
+//     member's format) and its intent
 //     journaled, durably, before anything is sent; an unfinished one's is
 //     the token it was first sent with, in this process or before a
 //     restart, on this machine or another sharing the journal;
@@ -40,15 +48,21 @@
 // The outcome is read from how the SDK ended the call, and from the answer
 // of its last attempt only when that answer is what ended it. Options.Dialect
 // (idem.AWSCloudControl by default) and the SDK's error code, whatever the
-// protocol, tell a token reused with other parameters
-// (ClientTokenConflictException, IdempotentParameterMismatch):
+// protocol, tell a token held for another request
+// (ClientTokenConflictException, IdempotentParameterMismatch) and an
+// answer that the operation was applied before:
 //
 //   - success: done, and the response is recorded (without the header
 //     fields idem never records, idem.DefaultUnrecordedHeaders);
+//   - "already exists" for the operation's token (EFS's
+//     FileSystemAlreadyExists, Route 53's HostedZoneAlreadyExists...), or
+//     an answer the dialect reads as applied: done, answered with an
+//     *AppliedError, now and on every later call;
+//   - the token held for another request: final, answered with a
+//     *TokenReusedError, now and on every later call, never sent again;
 //   - unknown, the operation left pending: no answer ended the call (a
 //     broken connection, the context ending while the SDK waited, a lapsed
-//     claim); a token reused with other parameters (with idem.ErrKeyReused);
-//     an error the retryer retries once its attempts ran out (5xx,
+//     claim); an error the retryer retries once its attempts ran out (5xx,
 //     throttling, a code of the client's own retryer); a refusal of the
 //     request's credentials or signature, which says nothing of an earlier
 //     attempt; a 409;
@@ -58,17 +72,21 @@
 // that wraps the SDK's error: errors.Is(err, idem.ErrRejected) and
 // errors.As(err, &apiErr) both hold. A recorded answer goes through the
 // SDK's deserializer again, without its Date (which the SDK would take for
-// its clock's skew), and the SDK's retryer does not retry it.
+// its clock's skew), and the SDK's retryer does not retry it. A done
+// operation whose record holds no output the SDK can read (settled by
+// hand, or its body not recorded) is answered with an error matching
+// ErrNoOutput, never an output of nil fields.
 //
 // # Refusals
 //
 // Before anything is sent, a call is refused with an error matching:
 // idem.ErrMismatch when the operation's input, service, operation or region
 // differs from the one first journaled (the token aside); idem.ErrKeyExpired
-// when its token has outlived Options.KeyTTL, less the time an attempt
-// needs (a minute, or a tenth of a shorter TTL); ErrNoClientToken when the
-// AWS operation takes no client token; ErrTokenSet when the input carries a
-// token other than the operation's. The expiry is checked before each of
+// when its token has outlived its lifetime (the one AWS documents for the
+// operation's token, capped by Options.KeyTTL), less the time an attempt
+// needs (a minute, or a tenth of a shorter TTL); ErrNoClientToken when
+// idemaws knows no token member of the AWS operation; ErrTokenSet when the
+// input carries a token other than the operation's. The expiry is checked before each of
 // the SDK's retries too: one it would send too late ends the call unknown,
 // with idem.ErrKeyExpired. A completed operation whose answer was too large
 // to record is answered with an error matching idem.ErrBodyNotRecorded.

@@ -23,8 +23,8 @@ type inputWithFloat struct {
 func TestTheSameInstantHasOneFingerprint(t *testing.T) {
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	other := at.In(time.FixedZone("CEST", 2*3600))
-	a, err1 := fingerprint("svc.Op", &inputWithTime{StartAfter: &at}, 0)
-	b, err2 := fingerprint("svc.Op", &inputWithTime{StartAfter: &other}, 0)
+	a, err1 := fingerprint("svc.Op", &inputWithTime{StartAfter: &at}, tokenPath{0})
+	b, err2 := fingerprint("svc.Op", &inputWithTime{StartAfter: &other}, tokenPath{0})
 	if err1 != nil || err2 != nil || a != b {
 		t.Errorf("one instant, two zones: fingerprints %s and %s (%v, %v)", a, b, err1, err2)
 	}
@@ -33,7 +33,7 @@ func TestTheSameInstantHasOneFingerprint(t *testing.T) {
 // A NaN or infinite float, which the SDK sends, is fingerprinted (A1.6).
 func TestANaNFloatCanBeFingerprinted(t *testing.T) {
 	nan := math.NaN()
-	if _, err := fingerprint("svc.Op", &inputWithFloat{Weight: &nan}, 0); err != nil {
+	if _, err := fingerprint("svc.Op", &inputWithFloat{Weight: &nan}, tokenPath{0}); err != nil {
 		t.Errorf("fingerprint of a NaN member: %v (ErrInvalidRequest: %v)", err, errors.Is(err, idem.ErrInvalidRequest))
 	}
 }
@@ -54,8 +54,8 @@ type createInputV2 struct {
 // of the same call as it was, so that journaled operations resume (A1.6).
 func TestTheFingerprintSurvivesAnSDKUpgrade(t *testing.T) {
 	name := "b1"
-	a, _ := fingerprint("svc.Op", &createInputV1{Name: &name}, 1)
-	b, _ := fingerprint("svc.Op", &createInputV2{Name: &name}, 1)
+	a, _ := fingerprint("svc.Op", &createInputV1{Name: &name}, tokenPath{1})
+	b, _ := fingerprint("svc.Op", &createInputV2{Name: &name}, tokenPath{1})
 	if a != b {
 		t.Errorf("one request, the SDK upgraded: fingerprints %s and %s", a, b)
 	}
@@ -78,11 +78,11 @@ type putInput struct {
 
 // Two members of a union with one value are two requests (A1.6).
 func TestUnionMembersWithOneValueDiffer(t *testing.T) {
-	n, err := fingerprint("DynamoDB.PutItem in us-east-1", &putInput{Item: map[string]attributeValue{"balance": &memberN{"100"}}}, 1)
+	n, err := fingerprint("DynamoDB.PutItem in us-east-1", &putInput{Item: map[string]attributeValue{"balance": &memberN{"100"}}}, tokenPath{1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := fingerprint("DynamoDB.PutItem in us-east-1", &putInput{Item: map[string]attributeValue{"balance": &memberS{"100"}}}, 1)
+	s, err := fingerprint("DynamoDB.PutItem in us-east-1", &putInput{Item: map[string]attributeValue{"balance": &memberS{"100"}}}, tokenPath{1})
 	if err != nil {
 		t.Fatal(err)
 	}

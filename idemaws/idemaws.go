@@ -1,25 +1,12 @@
 package idemaws
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
-)
-
-// Errors of a call refused before anything was sent.
-var (
-	// ErrNoClientToken: the call names an operation (idem.WithOperation),
-	// but the AWS operation takes no client token, so its API cannot tell
-	// a retry from a new request.
-	ErrNoClientToken = errors.New("idemaws: the AWS operation takes no client token")
-
-	// ErrTokenSet: the input already carries a client token, and it is not
-	// the operation's. idemaws sets the token; leave it unset.
-	ErrTokenSet = errors.New("idemaws: the input carries a client token of its own")
 )
 
 // Options configures Operations. The zero value of every field but Journal
@@ -30,15 +17,26 @@ type Options struct {
 	Journal idem.Journal
 
 	// Dialect reads the API's answers: which errors mean the token was
-	// reused with other parameters. Default idem.AWSCloudControl. Its key
-	// placement is not used: the SDK places the token.
+	// reused with other parameters, or that the operation was applied
+	// before. Default idem.AWSCloudControl. Its key placement is not used:
+	// the SDK places the token. Its Retention, when Dialect is set, is the
+	// KeyTTL of an operation whose token lifetime AWS does not document.
 	Dialect *idem.Dialect
 
-	// KeyTTL is how long the API keeps a token: a pending operation whose
+	// KeyTTL bounds how long a token is sent: a pending operation whose
 	// token is older is refused with idem.ErrKeyExpired rather than sent
-	// again. Default: the dialect's Retention, else the journal's KeyTTL.
-	// AWS APIs keep tokens from minutes to days: set the API's own.
+	// again. Each operation's own is the lifetime AWS documents for its
+	// token (TokenFor), which KeyTTL caps when set. An operation without
+	// a documented lifetime takes KeyTTL, else the Dialect's Retention,
+	// else the journal's KeyTTL.
 	KeyTTL time.Duration
+
+	// Tokens names the idempotency token member of operations, by
+	// "ServiceID.Operation" ("Route 53.CreateKeySigningKey", the service
+	// package's ServiceID constant): an operation the AWS models idemaws
+	// carries do not know, or know wrongly. An entry takes the place of
+	// what idemaws knows of the operation.
+	Tokens map[string]Token
 
 	// MaxRecordedBody is the most of a response body the journal records.
 	// A completed operation whose body was larger is answered from the
@@ -60,17 +58,20 @@ type Options struct {
 // idempotent through a journal: see the package documentation. It is safe
 // for concurrent use, by any number of clients.
 type Operations struct {
-	journal idem.Journal
-	dialect idem.Dialect
-	ttl     time.Duration
-	maxBody int64
-	maxHead int64
-	log     *slog.Logger
-	fields  tokenFields
+	journal    idem.Journal
+	dialect    idem.Dialect
+	ttl        time.Duration // Options.KeyTTL; 0 unset
+	defaultTTL time.Duration // for an operation without a documented lifetime
+	tokens     map[string]Token
+	maxBody    int64
+	maxHead    int64
+	log        *slog.Logger
+	fields     tokenFields
 }
 
 // New returns Operations configured by o. It refuses, with an error
-// matching idem.ErrInvalidConfig, a nil Journal or a negative limit.
+// matching idem.ErrInvalidConfig, a nil Journal, a negative limit, or a
+// Token it cannot mint a token for.
 func New(o Options) (*Operations, error) {
 	switch {
 	case o.Journal == nil:
@@ -82,16 +83,19 @@ func New(o Options) (*Operations, error) {
 	case o.MaxRecordedHeader < 0:
 		return nil, fmt.Errorf("idemaws: %w: Options.MaxRecordedHeader %d is negative", idem.ErrInvalidConfig, o.MaxRecordedHeader)
 	}
-	ops := &Operations{journal: o.Journal, dialect: idem.AWSCloudControl, ttl: o.KeyTTL,
+	for key, t := range o.Tokens {
+		if err := t.check(); err != nil {
+			return nil, fmt.Errorf("idemaws: %w: Options.Tokens[%q]: %w", idem.ErrInvalidConfig, key, err)
+		}
+	}
+	ops := &Operations{journal: o.Journal, dialect: idem.AWSCloudControl, ttl: o.KeyTTL, tokens: o.Tokens,
 		maxBody: o.MaxRecordedBody, maxHead: o.MaxRecordedHeader, log: o.Logger}
 	if o.Dialect != nil {
 		ops.dialect = *o.Dialect
+		ops.defaultTTL = o.Dialect.Retention
 	}
-	if ops.ttl == 0 {
-		ops.ttl = ops.dialect.Retention
-	}
-	if ops.ttl == 0 {
-		ops.ttl = o.Journal.KeyTTL()
+	if ops.defaultTTL == 0 {
+		ops.defaultTTL = o.Journal.KeyTTL()
 	}
 	if ops.maxBody == 0 {
 		ops.maxBody = idem.DefaultMaxRecordedBody
@@ -119,26 +123,22 @@ const (
 // an API option: append it to aws.Config.APIOptions, or to a client's
 // Options.APIOptions, so that every operation of the client gets it.
 //
-// Four middlewares: in the Initialize step, one just before the SDK's own
-// token middleware notes the caller's token, and one last, once the SDK
-// has validated the input, claims the operation, journals its intent and
-// sets its token, before the input is serialized and signed and outside
-// the retry loop; in the Deserialize step, one first keeps the SDK's
-// retryer from retrying a recorded answer, and one last, next to the
+// Four middlewares: in the Initialize step, one first finds the token
+// member, notes the caller's token and, when the member is empty, holds
+// its place so that the SDK's own token middleware and input validation
+// take the input (a required CallerReference among them); one last, once
+// the SDK has validated the input, claims the operation, journals its
+// intent and sets its token, before the input is serialized and signed
+// and outside the retry loop; in the Deserialize step, one first keeps the
+// SDK's retryer from retrying a recorded answer, and one last, next to the
 // transport, sees every attempt.
 func (o *Operations) Install(stack *middleware.Stack) error {
 	// The middlewares of this stack find their call under a key of their
 	// own, so that an SDK call made inside it (a credentials provider's,
 	// say) is not taken for one of its attempts.
 	key := new(callKey)
-	sdk, takesToken := stack.Initialize.Get(sdkTokenMiddleware)
-	tm := &tokenMiddleware{o: o, sdk: sdk, key: key}
-	var err error
-	if takesToken {
-		err = stack.Initialize.Insert(tm, sdkTokenMiddleware, middleware.Before)
-	} else {
-		err = stack.Initialize.Add(tm, middleware.After)
-	}
+	sdk, _ := stack.Initialize.Get(sdkTokenMiddleware)
+	err := stack.Initialize.Add(&tokenMiddleware{o: o, sdk: sdk, key: key}, middleware.Before)
 	if err == nil {
 		err = stack.Initialize.Add(&operationMiddleware{key: key}, middleware.After)
 	}

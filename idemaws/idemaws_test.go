@@ -204,7 +204,12 @@ func TestAttemptsPerCallAreTheRetryersMaxAttempts(t *testing.T) {
 	}
 }
 
-func TestAClientTokenConflictLeavesTheOperationPending(t *testing.T) {
+// V2.4: a token the API holds for another request is a final answer: the
+// call gets a *TokenReusedError (ErrKeyReused, neither rejected nor
+// unknown), the journal records it, a later call is answered from the
+// journal without sending, and the record is never a refusal to resend
+// under a new token.
+func TestATokenHeldForAnotherRequestIsFinal(t *testing.T) {
 	f := newFakeAWS(t)
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
@@ -219,15 +224,30 @@ func TestAClientTokenConflictLeavesTheOperationPending(t *testing.T) {
 	f.byToken[key] = run{params: `{"other":true}`, id: "res-9"}
 	f.mu.Unlock()
 
-	_, err := client.CreateResource(ctx, bucket("b1"))
-	var oe *idem.OutcomeError
-	var api smithy.APIError
-	if !errors.Is(err, idem.ErrKeyReused) || !errors.Is(err, idem.ErrUnknown) || !errors.As(err, &oe) || !errors.As(err, &api) ||
-		api.ErrorCode() != "ClientTokenConflictException" || oe.Attempts != 1 || oe.Key != key {
-		t.Fatalf("err = %v (%+v), want ErrKeyReused, unknown, after 1 attempt under %s", err, oe, key)
+	for i, recorded := range []bool{false, true} {
+		sent := f.requests()
+		_, err := client.CreateResource(ctx, bucket("b1"))
+		var tr *idemaws.TokenReusedError
+		if !errors.As(err, &tr) || !errors.Is(err, idem.ErrKeyReused) || errors.Is(err, idem.ErrUnknown) || errors.Is(err, idem.ErrRejected) {
+			t.Fatalf("call %d: err = %v, want a final *TokenReusedError matching ErrKeyReused alone", i, err)
+		}
+		if tr.Key != key || tr.Code != "ClientTokenConflictException" || tr.Status != 400 || tr.Recorded != recorded {
+			t.Fatalf("call %d: %+v; want key %s, ClientTokenConflictException, 400, recorded %v", i, tr, key, recorded)
+		}
+		var api smithy.APIError
+		if !recorded && (!errors.As(err, &api) || api.ErrorCode() != "ClientTokenConflictException") {
+			t.Fatalf("call %d: err = %v, want the SDK's error within", i, err)
+		}
+		if want := sent + 1 - i; f.requests() != want {
+			t.Fatalf("call %d: %d requests reached the endpoint, want %d: a recorded mismatch is not sent again", i, f.requests(), want)
+		}
 	}
-	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending || op.Key != key {
-		t.Fatalf("journal holds %s %s, want pending %s, for a person to reconcile", op.State, op.Key, key)
+	op := lookup(t, j, "bucket-1")
+	if op.State != idem.StateRejected || op.Key != key || op.Header.Get(idem.KeyReusedHeader) != "ClientTokenConflictException" {
+		t.Fatalf("journal holds %s %s %v, want rejected under %s, marked %s", op.State, op.Key, op.Header, key, idem.KeyReusedHeader)
+	}
+	if idem.RefusedWithoutEffect(op) {
+		t.Fatal("a token held for another request is RefusedWithoutEffect: a resend under a new token could apply it twice")
 	}
 }
 
@@ -508,5 +528,27 @@ func TestAnInputTheSDKRefusesJournalsNothing(t *testing.T) {
 	}
 	if _, err := client.CreateResource(ctx, bucket("b1")); err != nil || f.creations() != 1 {
 		t.Fatalf("the corrected input: err = %v, %d creations", err, f.creations())
+	}
+}
+
+// V1.1: an operation newer than the table idemaws carries is covered
+// when the SDK fills its token: the member the SDK's middleware fills is
+// the token, journaled, one token across a retry, answered from the
+// journal after.
+func TestAnOperationNewerThanTheTableIsFoundByTheSDKsMiddleware(t *testing.T) {
+	defer idemaws.ForgetTableEntries("CloudControl.CreateResource")()
+	f := newFakeAWS(t)
+	f.fail = []int{500}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "bucket-1")
+	for range 2 {
+		if _, err := client.CreateResource(ctx, bucket("b1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wire, key := f.wire(), lookup(t, j, "bucket-1").Key
+	if len(wire) != 2 || wire[0] != key || wire[1] != key || f.creations() != 1 {
+		t.Fatalf("tokens on the wire %q, %d creations; want %s twice, 1", wire, f.creations(), key)
 	}
 }

@@ -9,16 +9,15 @@ import (
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go/middleware"
-	"github.com/google/uuid"
 	"github.com/idemkit/idem"
 )
 
-// tokenMiddleware goes just before the SDK's own token middleware: it
-// notes which field holds the token, and the token the caller set, before
-// the SDK fills it.
+// tokenMiddleware goes first in the Initialize step: it finds which
+// member holds the token, notes the token the caller set, and holds the
+// place of an empty one until the operation's token is set.
 type tokenMiddleware struct {
 	o   *Operations
-	sdk middleware.InitializeMiddleware // the SDK's token middleware; nil if the operation takes no token
+	sdk middleware.InitializeMiddleware // the SDK's token middleware; nil if it fills none
 	key *callKey
 }
 
@@ -36,8 +35,14 @@ func (*operationMiddleware) ID() string { return operationID }
 type call struct {
 	o      *Operations
 	id     string
-	field  int    // the input's token field
-	caller string // the token the caller set, "" if none
+	api    string // "ServiceID.Operation"
+	spec   tokenSpec
+	ttl    time.Duration // how long the API keeps the operation's token
+	path   tokenPath     // where the input's token is
+	caller string        // the token the caller set, "" if none
+	// placeholder: the caller left the token unset, and tokenMiddleware
+	// holds its place; tokenSet: start set the operation's token.
+	placeholder, tokenSet bool
 
 	claim idem.Claim
 	op    idem.Operation // the operation, its intent journaled
@@ -63,16 +68,53 @@ func (m *tokenMiddleware) HandleInitialize(ctx context.Context, in middleware.In
 	if !named {
 		return next.HandleInitialize(ctx, in)
 	}
-	if m.sdk == nil {
-		return out, md, fmt.Errorf("%w: %s.%s (operation %q)", ErrNoClientToken,
-			awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx), id)
+	service, operation := middleware.GetServiceID(ctx), middleware.GetOperationName(ctx)
+	if service == "" {
+		service = awsmiddleware.GetServiceID(ctx)
 	}
-	field, err := m.o.fields.field(ctx, m.sdk, in.Parameters)
+	api := service + "." + operation
+	spec, callers, err := m.o.spec(ctx, m.sdk, api, in.Parameters)
 	if err != nil {
-		return out, md, err
+		return out, md, fmt.Errorf("%w (operation %q)", err, id)
 	}
-	c := &call{o: m.o, id: id, field: field, caller: token(in.Parameters, field)}
-	return next.HandleInitialize(context.WithValue(ctx, m.key, c), in)
+	path, err := m.o.fields.path(in.Parameters, spec.member)
+	if err != nil {
+		return out, md, fmt.Errorf("idemaws: %w: %s (operation %q): its token member %s: %w; name it in Options.Tokens",
+			ErrNoClientToken, api, id, spec.member, err)
+	}
+	c := &call{o: m.o, id: id, api: api, spec: spec, ttl: m.o.resolvedTTL(service, spec, callers),
+		path: path, caller: token(in.Parameters, path)}
+	// An empty token member holds a placeholder until the operation's
+	// token is set, so that the SDK's validation takes an input whose
+	// token it requires (Route 53's CallerReference) and its own token
+	// middleware fills none. An input the SDK refuses gets its member
+	// back as it was, and journals nothing.
+	if f, ok := path.field(in.Parameters); ok && f.IsNil() {
+		setToken(in.Parameters, path, "")
+		c.placeholder = true
+	}
+	out, md, err = next.HandleInitialize(context.WithValue(ctx, m.key, c), in)
+	if c.placeholder && !c.tokenSet {
+		clearToken(in.Parameters, path)
+	}
+	return out, md, err
+}
+
+// spec returns what is known of the token of operation api: the caller's
+// Options.Tokens entry (callers), else the AWS models', else the member the
+// SDK's token middleware fills.
+func (o *Operations) spec(ctx context.Context, sdk middleware.InitializeMiddleware, api string, input any) (s tokenSpec, callers bool, err error) {
+	if t, ok := o.tokens[api]; ok {
+		return specOf(t), true, nil
+	}
+	if s, ok := sdkTokens[api]; ok {
+		return s, false, nil
+	}
+	if sdk == nil {
+		return tokenSpec{}, false, fmt.Errorf("%w: %s", ErrNoClientToken, api)
+	}
+	member, err := o.fields.probe(ctx, sdk, input)
+	return tokenSpec{member: member, filled: true}, false, err
 }
 
 func (m *operationMiddleware) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
@@ -105,7 +147,7 @@ func (m *operationMiddleware) HandleInitialize(ctx context.Context, in middlewar
 		}()
 	}
 	out, md, err = next.HandleInitialize(ctx, in)
-	return out, md, c.end(ctx, err)
+	return out, md, c.end(ctx, out.Result, err)
 }
 
 // start claims the call's operation, finds or mints its token and journals
@@ -115,7 +157,11 @@ func (c *call) start(ctx context.Context, input any) error {
 	// What the operation is, for the fingerprint and for people reading
 	// the journal: the service, the operation and the region.
 	what := awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx) + " in " + awsmiddleware.GetRegion(ctx)
-	fp, err := fingerprint(what, input, c.field)
+	if _, ok := c.path.field(input); !ok {
+		return fmt.Errorf("idemaws: %w: operation %q: the input of %s has no %s to hold its token",
+			idem.ErrInvalidRequest, c.id, what, c.spec.member)
+	}
+	fp, err := fingerprint(what, input, c.path)
 	if err != nil {
 		return err
 	}
@@ -128,7 +174,8 @@ func (c *call) start(ctx context.Context, input any) error {
 		claim.Release()
 		return err
 	}
-	setToken(input, c.field, c.op.Key)
+	setToken(input, c.path, c.op.Key)
+	c.tokenSet = true
 	return nil
 }
 
@@ -142,9 +189,13 @@ func (c *call) admit(ctx context.Context, fp idem.Fingerprint, what string) erro
 		if c.caller != "" {
 			return fmt.Errorf("%w: operation %q: the input's token is %q", ErrTokenSet, c.id, c.caller)
 		}
-		c.op = idem.Operation{ID: c.id, Key: uuid.NewString(), Fingerprint: fp, Method: "AWS", URL: what,
+		key, err := mint(c.spec)
+		if err != nil {
+			return fmt.Errorf("idemaws: %w: operation %q: minting a token for %s: %w", idem.ErrInvalidConfig, c.id, c.api, err)
+		}
+		c.op = idem.Operation{ID: c.id, Key: key, Fingerprint: fp, Method: "AWS", URL: what,
 			Created: c.o.journal.Now(), State: idem.StatePending}
-		err := c.claim.Begin(ctx, c.op)
+		err = c.claim.Begin(ctx, c.op)
 		if err == nil {
 			return nil
 		}
@@ -166,14 +217,16 @@ func (c *call) admit(ctx context.Context, fp idem.Fingerprint, what string) erro
 			c.id, held.Key, held.Created.Format(time.RFC3339), idem.ErrKeyExpired)
 	case held.State == idem.StatePending:
 		c.op = held
+	case held.State == idem.StateRejected && held.Header.Get(idem.KeyReusedHeader) != "":
+		return &TokenReusedError{ID: c.id, Key: held.Key, Code: held.Header.Get(idem.KeyReusedHeader), Status: held.Status, Recorded: true}
 	case held.BodyTruncated && held.State == idem.StateRejected:
 		return &idem.OutcomeError{ID: c.id, Key: held.Key, Outcome: idem.OutcomeRejected,
 			Recorded: true, Status: held.Status, Header: held.Header, HeaderTruncated: held.HeaderTruncated, BodyTruncated: true,
 			Err: fmt.Errorf("idemaws: operation %q was rejected with %d, and its response was not recorded whole, so the SDK cannot read it again: %w",
 				c.id, held.Status, idem.ErrBodyNotRecorded)}
 	case held.BodyTruncated:
-		return fmt.Errorf("idemaws: operation %q is done (%d), and its response was not recorded whole, so the SDK cannot read it again: %w",
-			c.id, held.Status, idem.ErrBodyNotRecorded)
+		return fmt.Errorf("idemaws: operation %q (token %s) is done (%d), and its response was not recorded whole, so the SDK cannot read it again: %w: %w",
+			c.id, held.Key, held.Status, ErrNoOutput, idem.ErrBodyNotRecorded)
 	default:
 		c.op, c.replay = held, &held
 	}
@@ -184,7 +237,7 @@ func (c *call) admit(ctx context.Context, fp idem.Fingerprint, what string) erro
 // API keeps it for the key TTL, and an attempt needs time to reach it
 // (attemptAllowance).
 func (c *call) usable(created time.Time) bool {
-	return c.o.journal.Now().Add(attemptAllowance(c.o.ttl)).Sub(created) < c.o.ttl
+	return c.o.journal.Now().Add(attemptAllowance(c.ttl)).Sub(created) < c.ttl
 }
 
 // attemptAllowance is how long before the key TTL ends a token is no longer

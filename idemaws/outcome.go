@@ -5,44 +5,53 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/idemkit/idem"
 )
 
-// end records how the call ended, and returns the call's error: err, or an
-// *idem.OutcomeError wrapping it.
-func (c *call) end(ctx context.Context, err error) error {
+// end records how the call ended, and returns the call's error: err, or
+// the answer it stands for (an *idem.OutcomeError, an *AppliedError, a
+// *TokenReusedError, or ErrNoOutput). result is the SDK's output.
+func (c *call) end(ctx context.Context, result any, err error) error {
 	switch {
 	case c.replay != nil:
-		if err == nil {
-			return nil
-		}
-		return &idem.OutcomeError{ID: c.op.ID, Key: c.op.Key, Outcome: idem.OutcomeRejected, Recorded: true,
-			Status: c.replay.Status, Header: c.replay.Header, Body: c.replay.Body, HeaderTruncated: c.replay.HeaderTruncated, Err: err}
+		return c.replayed(result, err)
 	case c.attempts == 0:
 		return err // nothing was sent (the request could not be built, say): the operation stays as it was
 	}
-	state, resp, why := c.judge(err)
-	if state == idem.StatePending {
-		oe := c.outcomeError(idem.OutcomeUnknown, resp, err)
+	v := c.judge(err)
+	if v.state == idem.StatePending {
+		oe := c.outcomeError(idem.OutcomeUnknown, v.resp, err)
 		switch {
-		case why != nil:
-			oe.Err = fmt.Errorf("%w: %w", why, err)
+		case v.why != nil:
+			oe.Err = fmt.Errorf("%w: %w", v.why, err)
 		case errors.Is(context.Cause(ctx), idem.ErrClaimLost) && !errors.Is(err, idem.ErrClaimLost):
 			oe.Err = fmt.Errorf("%w: %w", idem.ErrClaimLost, err)
 		}
 		return oe
 	}
 	op := c.op
-	op.State, op.Completed = state, c.o.journal.Now()
-	op.Status = resp.StatusCode
-	op.Header, op.HeaderTruncated = idem.RecordedHeader(resp.Header, c.o.maxHead)
+	op.State, op.Completed = v.state, c.o.journal.Now()
+	op.Status = v.resp.StatusCode
+	// Only idemaws marks how it read the answer: a server's own marks
+	// are dropped.
+	h := v.resp.Header.Clone()
+	h.Del(idem.AppliedHeader)
+	h.Del(idem.KeyReusedHeader)
+	switch {
+	case v.applied:
+		h.Set(idem.AppliedHeader, "true")
+	case v.reused:
+		h.Set(idem.KeyReusedHeader, v.code)
+	}
+	op.Header, op.HeaderTruncated = idem.RecordedHeader(h, c.o.maxHead)
 	if c.fits {
 		op.Body = c.body
 	} else {
@@ -53,63 +62,141 @@ func (c *call) end(ctx context.Context, err error) error {
 	if cerr := c.claim.Complete(context.WithoutCancel(ctx), op); cerr != nil {
 		c.o.log.Error("idemaws: recording outcome", "op", op.ID, "key", op.Key, "err", cerr)
 	}
-	if state == idem.StateRejected {
-		return c.outcomeError(idem.OutcomeRejected, resp, err)
+	switch {
+	case v.applied:
+		return c.appliedError(err, false)
+	case v.reused:
+		return &TokenReusedError{ID: c.op.ID, Key: c.op.Key, Code: v.code, Status: op.Status, Err: err}
+	case v.state == idem.StateRejected:
+		return c.outcomeError(idem.OutcomeRejected, v.resp, err)
 	}
 	return err
 }
 
-// judge returns the state a call that sent its operation ends in, read from
-// how the SDK ended it: Done, Rejected, or Pending for an unknown outcome
-// (see Outcomes in the package documentation), with the final response and,
-// for a pending one, a reason to wrap (ErrKeyReused). An error that carries
-// no response of this call's last attempt (the context ending during a
-// wait, a lapsed claim, a step that failed before sending) is unknown,
-// whatever an earlier attempt was answered.
-func (c *call) judge(err error) (idem.State, *http.Response, error) {
+// replayed returns the answer of a completed operation, read by the SDK
+// from the journal's record: its output, the API's "already exists" again
+// (a record marked applied), the rejection again, or ErrNoOutput for a
+// done operation whose record holds no output the SDK can read (V3): an
+// error of a record not marked applied, or an output of unset members
+// from a record without a body.
+func (c *call) replayed(result any, err error) error {
+	op := c.replay
+	switch {
+	case op.State == idem.StateDone && err != nil && op.Header.Get(idem.AppliedHeader) == "true":
+		return c.appliedError(err, true)
+	case op.State == idem.StateDone && (err != nil || len(op.Body) == 0 && emptyOutput(result)):
+		how := ""
+		if op.Header.Get(idem.SettledHeader) != "" {
+			how = ", settled by hand"
+			if note := op.Header.Get(idem.SettledNoteHeader); note != "" {
+				how += ": " + note
+			}
+		}
+		e := fmt.Errorf("idemaws: operation %q (token %s) is done (%d%s): %w; find what it made by its token",
+			op.ID, op.Key, op.Status, how, ErrNoOutput)
+		if err != nil {
+			e = fmt.Errorf("%w: %w", e, err)
+		}
+		return e
+	case err == nil:
+		return nil
+	}
+	return &idem.OutcomeError{ID: op.ID, Key: op.Key, Outcome: idem.OutcomeRejected, Recorded: true,
+		Status: op.Status, Header: op.Header, Body: op.Body, HeaderTruncated: op.HeaderTruncated, Err: err}
+}
+
+// appliedError is the answer of an operation the API applied before,
+// answered with err.
+func (c *call) appliedError(err error, recorded bool) *AppliedError {
+	id, _ := appliedBefore(c.api, c.op.Key, err)
+	return &AppliedError{ID: c.op.ID, Key: c.op.Key, Code: apiCode(err), ResourceID: id, Recorded: recorded, Err: err}
+}
+
+// emptyOutput reports whether result, an SDK output, holds no member the
+// API fills although its type has some: what the SDK reads from a
+// response without a body.
+func emptyOutput(result any) bool {
+	v := reflect.ValueOf(result)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	v = v.Elem()
+	members := 0
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !f.IsExported() || f.Type == metadataType {
+			continue
+		}
+		members++
+		if !v.Field(i).IsZero() {
+			return false
+		}
+	}
+	return members > 0
+}
+
+var metadataType = reflect.TypeFor[middleware.Metadata]()
+
+// verdict is how a call that sent its operation ended.
+type verdict struct {
+	state idem.State
+	resp  *http.Response // the final response; nil if none ended the call
+	why   error          // for a pending one, a reason to wrap
+	// applied: done by an answer that is not the output ("already
+	// exists"); reused: rejected, the token held for another request,
+	// with the API's code.
+	applied, reused bool
+	code            string
+}
+
+// judge returns how a call that sent its operation ended, read from how
+// the SDK ended it: Done, Rejected, or Pending for an unknown outcome (see
+// Outcomes in the package documentation), with the final response. An
+// error that carries no response of this call's last attempt (the context
+// ending during a wait, a lapsed claim, a step that failed before sending)
+// is unknown, whatever an earlier attempt was answered.
+func (c *call) judge(err error) verdict {
 	if err == nil {
-		return idem.StateDone, c.resp, nil
+		return verdict{state: idem.StateDone, resp: c.resp}
 	}
 	var re *smithyhttp.ResponseError
 	if !errors.As(err, &re) || re.Response == nil || re.Response.Response != c.resp || c.resp == nil {
-		return idem.StatePending, nil, nil
+		return verdict{state: idem.StatePending}
 	}
 	resp := c.resp
-	var api smithy.APIError
-	code := ""
-	if errors.As(err, &api) {
-		code = api.ErrorCode()
-	}
+	code := apiCode(err)
 	answer := c.o.dialect.Read(resp, c.body)
+	_, existed := appliedBefore(c.api, c.op.Key, err)
 	var exhausted *retry.MaxAttemptsError
 	switch {
 	case answer == idem.AnswerKeyReused || slices.Contains(keyReusedCodes, code):
-		return idem.StatePending, resp, idem.ErrKeyReused
+		return verdict{state: idem.StateRejected, resp: resp, reused: true, code: code}
 	case answer == idem.AnswerInFlight:
-		return idem.StatePending, resp, nil
-	case answer == idem.AnswerApplied:
-		return idem.StateDone, resp, nil
+		return verdict{state: idem.StatePending, resp: resp}
+	case answer == idem.AnswerApplied, existed:
+		return verdict{state: idem.StateDone, resp: resp, applied: true}
 	case answer == idem.AnswerRefused:
-		return idem.StateRejected, resp, nil
+		return verdict{state: idem.StateRejected, resp: resp}
 	case errors.As(err, &exhausted),
 		retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary:
-		return idem.StatePending, resp, nil // the retryer would have sent again
+		return verdict{state: idem.StatePending, resp: resp} // the retryer would have sent again
 	case slices.Contains(unauthenticatedCodes, code) || strings.HasSuffix(code, "SignatureException"):
 		// Refused before the API looked at the request; an earlier attempt
 		// may still have been applied, so the next call sends again.
-		return idem.StatePending, resp, nil
+		return verdict{state: idem.StatePending, resp: resp}
 	case resp.StatusCode == http.StatusConflict:
-		return idem.StatePending, resp, nil // a request with the token may be in progress
+		return verdict{state: idem.StatePending, resp: resp} // a request with the token may be in progress
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
-		return idem.StateRejected, resp, nil
+		return verdict{state: idem.StateRejected, resp: resp}
 	}
-	return idem.StatePending, resp, nil
+	return verdict{state: idem.StatePending, resp: resp}
 }
 
 // keyReusedCodes are AWS's error codes for a token sent again with other
 // parameters, whatever the protocol (EC2's XML carries no header the
 // dialect could read).
-var keyReusedCodes = []string{"ClientTokenConflictException", "IdempotentParameterMismatch", "IdempotentParameterMismatchException"}
+var keyReusedCodes = []string{"ClientTokenConflictException", "IdempotentParameterMismatch", "IdempotentParameterMismatchException",
+	"IdempotencyParameterMismatchException"}
 
 // unauthenticatedCodes are AWS's error codes for a request refused before
 // the API read it: its signature or credentials.

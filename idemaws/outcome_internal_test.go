@@ -1,6 +1,7 @@
 package idemaws
 
 import (
+	"errors"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -11,10 +12,10 @@ import (
 	"github.com/idemkit/idem/filejournal"
 )
 
-// TestATokenReusedIsKnownByItsCodeWhateverTheProtocol proves A2.3 for
+// TestATokenReusedIsKnownByItsCodeWhateverTheProtocol proves V2.4 for
 // EC2's query protocol, whose XML answer carries no header the dialect
-// reads: the SDK's error code says the token was reused, and the outcome
-// is unknown with ErrKeyReused, the operation pending.
+// reads: the SDK's error code says the token is held for another request,
+// and the outcome is final, the token reused.
 func TestATokenReusedIsKnownByItsCodeWhateverTheProtocol(t *testing.T) {
 	j, err := filejournal.Open(filepath.Join(t.TempDir(), "journal"), filejournal.Options{})
 	if err != nil {
@@ -34,14 +35,15 @@ func TestATokenReusedIsKnownByItsCodeWhateverTheProtocol(t *testing.T) {
 	c := &call{o: o, attempts: 1, resp: resp, body: body, fits: true}
 	sdkErr := &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: resp},
 		Err: &smithy.GenericAPIError{Code: "IdempotentParameterMismatch", Message: "inconsistent"}}
-	state, got, why := c.judge(sdkErr)
-	if state != idem.StatePending || got != resp || why != idem.ErrKeyReused {
-		t.Fatalf("judge = %s, %v, %v; want pending, the response, ErrKeyReused", state, got, why)
+	v := c.judge(sdkErr)
+	if v.state != idem.StateRejected || v.resp != resp || !v.reused || v.code != "IdempotentParameterMismatch" {
+		t.Fatalf("judge = %+v; want rejected, the response, the token reused with its code", v)
 	}
-	// Another 400 of the same answer is a rejection, so the code decided.
+	// Another 400 of the same answer is a plain rejection, so the code
+	// decided.
 	sdkErr.Err = &smithy.GenericAPIError{Code: "InvalidParameterValue"}
-	if state, _, _ := c.judge(sdkErr); state != idem.StateRejected {
-		t.Fatalf("an InvalidParameterValue is %s, want rejected", state)
+	if v := c.judge(sdkErr); v.state != idem.StateRejected || v.reused {
+		t.Fatalf("an InvalidParameterValue is %+v, want a plain rejection", v)
 	}
 }
 
@@ -85,8 +87,35 @@ func TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown(t *testing.T) {
 		c := &call{o: o, attempts: 2, resp: resp, body: body, fits: true}
 		sdkErr := &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: resp},
 			Err: &smithy.GenericAPIError{Code: tc.code, Message: "m"}}
-		if state, got, why := c.judge(sdkErr); state != tc.want || got != resp || why != nil {
-			t.Errorf("%d %s: judge = %s (its response %t), %v; want %s, its response, no reason", tc.status, tc.code, state, got == resp, why, tc.want)
+		if v := c.judge(sdkErr); v.state != tc.want || v.resp != resp || v.why != nil || v.reused || v.applied {
+			t.Errorf("%d %s: judge = %s (its response %t), %+v; want %s, its response, no reason", tc.status, tc.code, v.state, v.resp == resp, v, tc.want)
 		}
+	}
+}
+
+// V3.4: a done record that the SDK reads as an error is an "already
+// exists" only when idemaws marked it applied; any other has no output.
+func TestADoneRecordReadAsAnErrorIsAppliedOnlyWhenMarked(t *testing.T) {
+	sdkErr := &smithy.GenericAPIError{Code: "FileSystemAlreadyExists"}
+	for _, tc := range []struct {
+		header  http.Header
+		applied bool
+	}{
+		{http.Header{idem.AppliedHeader: {"true"}}, true},
+		{http.Header{}, false},
+		{http.Header{idem.SettledHeader: {"by hand"}}, false},
+	} {
+		op := idem.Operation{ID: "fs-1", Key: "k", State: idem.StateDone, Status: 409, Header: tc.header, Body: []byte(`{"ErrorCode":"FileSystemAlreadyExists"}`)}
+		c := &call{api: "EFS.CreateFileSystem", op: op, replay: &op}
+		err := c.replayed(nil, sdkErr)
+		if errors.Is(err, ErrAlreadyApplied) != tc.applied || errors.Is(err, ErrNoOutput) == tc.applied || errors.Is(err, idem.ErrRejected) {
+			t.Errorf("header %v: err = %v; want applied %v, else ErrNoOutput", tc.header, err, tc.applied)
+		}
+	}
+	// A done record read as an output is the output.
+	op := idem.Operation{ID: "fs-1", Key: "k", State: idem.StateDone, Status: 201, Body: []byte(`{}`)}
+	c := &call{op: op, replay: &op}
+	if err := c.replayed(&struct{ FileSystemId *string }{}, nil); err != nil {
+		t.Errorf("a recorded body read as an output: %v", err)
 	}
 }

@@ -386,3 +386,30 @@ func TestAnAuthErrorOnResumeIsNotARejection(t *testing.T) {
 		t.Errorf("applied once (%d creation); resumed with expired credentials, the journal holds %s: %v", f.creations(), op.State, err)
 	}
 }
+
+// V2.4: only idemaws marks how it read an answer: a server's own
+// Idem-Key-Reused or Idem-Already-Applied on a plain refusal is dropped,
+// and the refusal answered as one from the journal.
+func TestAServersOwnMarksAreDropped(t *testing.T) {
+	f := newFakeAWS(t)
+	f.reject = "InvalidRequestException"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(idem.KeyReusedHeader, "IdempotentParameterMismatch")
+		w.Header().Set(idem.AppliedHeader, "true")
+		f.serve(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	f.srv = srv
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "bucket-1")
+	for i := range 2 {
+		_, err := client.CreateResource(ctx, bucket("b1"))
+		if !errors.Is(err, idem.ErrRejected) || errors.Is(err, idem.ErrKeyReused) || errors.Is(err, idemaws.ErrAlreadyApplied) {
+			t.Fatalf("call %d: err = %v; want a plain rejection", i, err)
+		}
+	}
+	if op := lookup(t, j, "bucket-1"); op.Header.Get(idem.KeyReusedHeader) != "" || op.Header.Get(idem.AppliedHeader) != "" || !idem.RefusedWithoutEffect(op) {
+		t.Fatalf("journal holds %v; want the refusal without the server's marks", op.Header)
+	}
+}

@@ -38,6 +38,9 @@ type withPostgres struct{ m *testing.M }
 func (w withPostgres) Run() int { return pgtest.Run(w.m) }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envJournal) != "" && os.Getenv(envBatch) != "" {
+		os.Exit(batchChild())
+	}
 	if os.Getenv(envJournal) != "" {
 		os.Exit(child())
 	}

@@ -15,86 +15,134 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// tokenFields remembers, per input type, which field holds the client
-// token.
-type tokenFields struct{ m sync.Map } // reflect.Type → int
+// tokenFields remembers, per input type, where the token member is.
+type tokenFields struct {
+	paths  sync.Map // fieldKey → tokenPath
+	probed sync.Map // reflect.Type → string, the member the SDK fills
+}
 
-// field returns the index of the client token field of input, a pointer to
-// an SDK input struct. The SDK knows which member is the token (its model
-// marks it), and its token middleware fills that member when it is unset;
-// so the field is found by letting that middleware fill a zero input of
-// the same type, whatever the member's name (ClientToken,
-// ClientRequestToken, IdempotencyToken, CreationToken, …).
-func (f *tokenFields) field(ctx context.Context, sdk middleware.InitializeMiddleware, input any) (int, error) {
+type fieldKey struct {
+	t      reflect.Type
+	member string
+}
+
+// path returns where member is in input, a pointer to an SDK input struct.
+func (f *tokenFields) path(input any, member string) (tokenPath, error) {
+	t, err := inputType(input)
+	if err != nil {
+		return nil, err
+	}
+	k := fieldKey{t, member}
+	if p, ok := f.paths.Load(k); ok {
+		return p.(tokenPath), nil
+	}
+	p, err := fieldPath(t, member)
+	if err != nil {
+		return nil, err
+	}
+	f.paths.Store(k, p)
+	return p, nil
+}
+
+func inputType(input any) (reflect.Type, error) {
 	v := reflect.ValueOf(input)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return 0, fmt.Errorf("idemaws: %w: the input is a %T, not a pointer to an SDK input struct", idem.ErrInvalidRequest, input)
+		return nil, fmt.Errorf("idemaws: %w: the input is a %T, not a pointer to an SDK input struct", idem.ErrInvalidRequest, input)
 	}
-	t := v.Elem().Type()
-	if i, ok := f.m.Load(t); ok {
-		return i.(int), nil
+	return v.Elem().Type(), nil
+}
+
+// probe returns the member of input the SDK's token middleware fills: it
+// lets that middleware fill a zero input of the same type, whatever the
+// member's name (ClientToken, ClientRequestToken, IdempotencyToken, …).
+func (f *tokenFields) probe(ctx context.Context, sdk middleware.InitializeMiddleware, input any) (string, error) {
+	t, err := inputType(input)
+	if err != nil {
+		return "", err
+	}
+	if name, ok := f.probed.Load(t); ok {
+		return name.(string), nil
 	}
 	probe := reflect.New(t)
-	_, _, err := sdk.HandleInitialize(ctx, middleware.InitializeInput{Parameters: probe.Interface()},
+	_, _, err = sdk.HandleInitialize(ctx, middleware.InitializeInput{Parameters: probe.Interface()},
 		middleware.InitializeHandlerFunc(func(context.Context, middleware.InitializeInput) (middleware.InitializeOutput, middleware.Metadata, error) {
 			return middleware.InitializeOutput{}, middleware.Metadata{}, nil
 		}))
 	if err != nil {
-		return 0, fmt.Errorf("idemaws: finding the client token of %s: %w", t, err)
+		return "", fmt.Errorf("idemaws: finding the client token of %s: %w", t, err)
 	}
 	found := -1
 	for i := range t.NumField() {
 		if isStringPointer(t.Field(i).Type) && !probe.Elem().Field(i).IsNil() {
 			if found >= 0 {
-				return 0, fmt.Errorf("idemaws: finding the client token of %s: the SDK fills both %s and %s",
+				return "", fmt.Errorf("idemaws: finding the client token of %s: the SDK fills both %s and %s",
 					t, t.Field(found).Name, t.Field(i).Name)
 			}
 			found = i
 		}
 	}
 	if found < 0 {
-		return 0, fmt.Errorf("idemaws: %w: the SDK's token middleware filled no field of %s", ErrNoClientToken, t)
+		return "", fmt.Errorf("idemaws: %w: the SDK's token middleware filled no field of %s", ErrNoClientToken, t)
 	}
-	f.m.Store(t, found)
-	return found, nil
+	name := t.Field(found).Name
+	f.probed.Store(t, name)
+	return name, nil
 }
 
 func isStringPointer(t reflect.Type) bool {
 	return t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.String
 }
 
-// token returns the client token input carries in field i, "" if none.
-func token(input any, i int) string {
-	p := reflect.ValueOf(input).Elem().Field(i)
-	if p.IsNil() {
+// token returns the client token input carries at p, "" if none.
+func token(input any, p tokenPath) string {
+	f, ok := p.field(input)
+	if !ok || f.IsNil() {
 		return ""
 	}
-	return p.Elem().String()
+	return f.Elem().String()
 }
 
-// setToken sets the client token of input, in field i, to key.
-func setToken(input any, i int, key string) {
-	f := reflect.ValueOf(input).Elem().Field(i)
-	p := reflect.New(f.Type().Elem())
-	p.Elem().SetString(key)
-	f.Set(p)
+// setToken sets the client token of input, at p, to key; clearToken
+// leaves it unset. The structure holding it must not be nil.
+func setToken(input any, p tokenPath, key string) {
+	f, _ := p.field(input)
+	v := reflect.New(f.Type().Elem())
+	v.Elem().SetString(key)
+	f.Set(v)
+}
+
+func clearToken(input any, p tokenPath) {
+	f, _ := p.field(input)
+	f.SetZero()
 }
 
 // fingerprint identifies what an operation asks of AWS: what it is (the
 // service, the operation and the region) and its input without its client
 // token, written canonically (canonical): the same input has the same
 // fingerprint in every process and under any later version of the SDK.
-func fingerprint(what string, input any, i int) (idem.Fingerprint, error) {
-	v := reflect.ValueOf(input).Elem()
-	c := reflect.New(v.Type()).Elem()
-	c.Set(v)
-	c.Field(i).SetZero()
+func fingerprint(what string, input any, p tokenPath) (idem.Fingerprint, error) {
+	c := withoutToken(reflect.ValueOf(input).Elem(), p)
 	var b []byte
 	b, err := canonical(b, c)
 	if err != nil {
 		return idem.Fingerprint{}, fmt.Errorf("idemaws: %w: fingerprinting the input of %s: %w", idem.ErrInvalidRequest, what, err)
 	}
 	return idem.FingerprintOf("AWS", what, b), nil
+}
+
+// withoutToken returns a copy of the struct v with the field at p zero,
+// the structures on its way copied, v left as it was.
+func withoutToken(v reflect.Value, p tokenPath) reflect.Value {
+	c := reflect.New(v.Type()).Elem()
+	c.Set(v)
+	f := c.Field(p[0])
+	if len(p) == 1 {
+		f.SetZero()
+	} else if !f.IsNil() {
+		inner := withoutToken(f.Elem(), p[1:])
+		f.Set(inner.Addr())
+	}
+	return c
 }
 
 // canonical appends v written so that two inputs that ask the same of AWS

@@ -20,12 +20,12 @@ func TestTheFingerprintIgnoresMapOrder(t *testing.T) {
 		forward[fmt.Sprint(i)] = "v"
 		backward[fmt.Sprint(199-i)] = "v"
 	}
-	want, err := fingerprint("svc.Op", &inputWithMap{Name: &name, Tags: forward}, 1)
+	want, err := fingerprint("svc.Op", &inputWithMap{Name: &name, Tags: forward}, tokenPath{1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 50 {
-		got, err := fingerprint("svc.Op", &inputWithMap{Name: &name, ClientToken: &token, Tags: backward}, 1)
+		got, err := fingerprint("svc.Op", &inputWithMap{Name: &name, ClientToken: &token, Tags: backward}, tokenPath{1})
 		if err != nil || got != want {
 			t.Fatalf("fingerprint = %s, %v; want %s", got, err, want)
 		}
@@ -40,7 +40,7 @@ func TestTheFingerprintIgnoresMapOrder(t *testing.T) {
 		{"svc", "Op2", &inputWithMap{Name: &name, Tags: forward}},
 		{"svc2", "Op", &inputWithMap{Name: &name, Tags: forward}},
 	} {
-		if got, _ := fingerprint(in.service+"."+in.op, in.input, 1); got == want {
+		if got, _ := fingerprint(in.service+"."+in.op, in.input, tokenPath{1}); got == want {
 			t.Errorf("%s.%s with %v has the same fingerprint", in.service, in.op, in.input)
 		}
 	}

@@ -1076,13 +1076,13 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the intent not journaled before the first attempt", Rules: "A1.1, A1.2",
-		Edits: []edit{{File: "idemaws/operation.go", Old: "err := c.claim.Begin(ctx, c.op)",
-			New: "err := error(nil)"}},
+		Edits: []edit{{File: "idemaws/operation.go", Old: "err = c.claim.Begin(ctx, c.op)",
+			New: "err = error(nil)"}},
 		Pkg: "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestARestartResumesUnderTheSameToken"},
 	},
 	{
 		Name: "AWS SDK: the SDK's own token left on the input", Rules: "A1.1, A1.2",
-		Edits: []edit{{File: "idemaws/operation.go", Old: "\tsetToken(input, c.field, c.op.Key)\n", New: ""}},
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\tsetToken(input, c.path, c.op.Key)\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestA500ThenSuccessSendsOneToken", "TestARestartResumesUnderTheSameToken", "TestECSRunTask"},
 	},
 	{
@@ -1092,7 +1092,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the fingerprint taken with the token", Rules: "A1.6",
-		Edits: []edit{{File: "idemaws/token.go", Old: "\tc.Field(i).SetZero()\n", New: ""}},
+		Edits: []edit{{File: "idemaws/token.go", Old: "\t\tf.SetZero()\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestTheFingerprintIgnoresMapOrder", "TestTheInputsOwnToken"},
 	},
 	{
@@ -1102,9 +1102,9 @@ var mutants = []mutant{
 		Pkg: "./idemaws", Tests: []string{"TestNoAttemptAfterTheClaimLapses"},
 	},
 	{
-		Name: "AWS SDK: a token conflict recorded as a rejection", Rules: "A2.3",
+		Name: "AWS SDK: a token held for another request recorded as a plain rejection", Rules: "V2.4",
 		Edits: []edit{{File: "idemaws/outcome.go", Old: "case answer == idem.AnswerKeyReused || slices.Contains(keyReusedCodes, code):", New: "case false:"}},
-		Pkg:   "./idemaws", Tests: []string{"TestAClientTokenConflictLeavesTheOperationPending"},
+		Pkg:   "./idemaws", Tests: []string{"TestATokenHeldForAnotherRequestIsFinal"},
 	},
 	{
 		Name: "AWS SDK: the answer read for the journal not put back for the SDK", Rules: "A2.1",
@@ -1155,8 +1155,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the response header recorded whole, less its secrets", Rules: "A2.1, C3.2",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.HeaderTruncated = idem.RecordedHeader(resp.Header, c.o.maxHead)\n",
-			New: "\top.Header, _ = idem.RedactHeader(resp.Header)\n"}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.HeaderTruncated = idem.RecordedHeader(h, c.o.maxHead)\n",
+			New: "\top.Header, _ = idem.RedactHeader(h)\n"}},
 		Pkg: "./idemaws", Tests: []string{"TestAHugeResponseHeaderIsRecordedWithinItsBound"},
 	},
 	{
@@ -1210,7 +1210,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: a 409 no dialect signal reads recorded as a rejection", Rules: "A2.8",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\tcase resp.StatusCode == http.StatusConflict:\n\t\treturn idem.StatePending, resp, nil // a request with the token may be in progress\n", New: ""}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\tcase resp.StatusCode == http.StatusConflict:\n\t\treturn verdict{state: idem.StatePending, resp: resp} // a request with the token may be in progress\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown"},
 	},
 	{
@@ -1271,5 +1271,60 @@ var mutants = []mutant{
 		Name: "a liveness's deadline counted from a renewal's answer", Rules: "F11.10",
 		Edits: []edit{{File: "pgjournal/life.go", Old: "\t\t\tl.deadline = sent.Add(localLease(w))\n", New: "\t\t\tl.deadline = time.Now().Add(localLease(w))\n"}},
 		Pkg:   "./pgjournal", Tests: []string{"TestALifeEndsBeforeItsEndInTheDatabase"},
+	},
+	{
+		Name: "AWS SDK: an empty token member left empty through the SDK's validation", Rules: "V1.3",
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\t\tsetToken(in.Parameters, path, \"\")\n\t\tc.placeholder = true\n", New: ""}},
+		Pkg:   "./idemaws", Tests: []string{"TestRoute53CreateHostedZone"},
+	},
+	{
+		Name: "AWS SDK: an input the SDK refuses keeps the placeholder in its token member", Rules: "V1.3, A1.8",
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\t\tclearToken(in.Parameters, path)\n", New: ""}},
+		Pkg:   "./idemaws", Tests: []string{"TestRoute53CreateHostedZone"},
+	},
+	{
+		Name: "AWS SDK: a token minted without regard to the member's format", Rules: "V1.1, V1.2",
+		Edits: []edit{{File: "idemaws/spec.go", Old: "\t\tif s.fits(c) {\n", New: "\t\tif true {\n"}},
+		Pkg:   "./idemaws", Tests: []string{"TestACMRequestCertificate", "TestEveryTokenOfTheTableCanBeMinted", "TestACallerNamesTheTokenMember"},
+	},
+	{
+		Name: "AWS SDK: every operation's token kept for Options.KeyTTL, not its documented lifetime", Rules: "V1.5",
+		Edits: []edit{{File: "idemaws/spec.go", Old: "\t\tdocumented = documentedTTL(service, s)\n", New: "\t\tdocumented = 0\n"}},
+		Pkg:   "./idemaws", Tests: []string{"TestEachOperationHasItsTokensLifetime"},
+	},
+	{
+		Name: "AWS SDK: a nested token member zeroed in the caller's structure, or not at all, for the fingerprint", Rules: "V1.6",
+		Edits: []edit{{File: "idemaws/token.go", Old: "\t\tf.Set(inner.Addr())\n", New: "\t\t_ = inner\n"}},
+		Pkg:   "./idemaws", Tests: []string{"TestATokenInANestedStructure"},
+	},
+	{
+		Name: "AWS SDK: an already-exists answer of the table read as unknown", Rules: "V2.1, V2.2",
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "_, existed := appliedBefore(c.api, c.op.Key, err)", New: "existed := false"}},
+		Pkg:   "./idemaws", Tests: []string{"TestEFSAlreadyExistsIsAnAppliedOperation", "TestRoute53CreateHostedZone", "TestABatchFinishesOnEachAPIWithFaultsAndKills"},
+	},
+	{
+		Name: "AWS SDK: a recorded token held for another request sent again", Rules: "V2.4",
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\tcase held.State == idem.StateRejected && held.Header.Get(idem.KeyReusedHeader) != \"\":\n", New: "\tcase false:\n"}},
+		Pkg:   "./idemaws", Tests: []string{"TestATokenHeldForAnotherRequestIsFinal"},
+	},
+	{
+		Name: "AWS SDK: a server's own key-reused mark recorded", Rules: "V2.5",
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\th.Del(idem.KeyReusedHeader)\n", New: ""}},
+		Pkg:   "./idemaws", Tests: []string{"TestAServersOwnMarksAreDropped"},
+	},
+	{
+		Name: "AWS SDK: a done record read as an error answered as applied without its mark", Rules: "V3.4",
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "case op.State == idem.StateDone && err != nil && op.Header.Get(idem.AppliedHeader) == \"true\":", New: "case op.State == idem.StateDone && err != nil:"}},
+		Pkg:   "./idemaws", Tests: []string{"TestAHandSettledOperationHasNoOutput", "TestADoneRecordReadAsAnErrorIsAppliedOnlyWhenMarked"},
+	},
+	{
+		Name: "AWS SDK: an output of nil fields from the journal answered as a success", Rules: "V3.1",
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "(err != nil || len(op.Body) == 0 && emptyOutput(result))", New: "(err != nil)"}},
+		Pkg:   "./idemaws", Tests: []string{"TestAHandSettledOperationHasNoOutput"},
+	},
+	{
+		Name: "a refusal of a key held for another request taken for one without effect", Rules: "V2.4",
+		Edits: []edit{{File: "resend.go", Old: "op.Header.Get(SettledHeader) == \"\" && op.Header.Get(KeyReusedHeader) == \"\"", New: "op.Header.Get(SettledHeader) == \"\""}},
+		Pkg:   ".", Tests: []string{"TestRefusedWithoutEffect"},
 	},
 }
