@@ -20,8 +20,12 @@
 // free for a good request.
 //
 // Principals (L4). A key belongs to the principal Config.Principal names
-// for the request (default BearerPrincipal): the same key from two
-// principals is two requests, and no principal can read another's answer.
+// for the request: the same key from two principals is two requests, and
+// no principal can read another's answer. The principal comes from the
+// account the service authenticated, never from the raw credential: a
+// client that refreshes its token keeps its keys. By default every
+// request has one principal, so a key is one request whoever sends it
+// (Config.Principal says what that allows).
 //
 // Fingerprints. The key row stores Config.Fingerprint of the request
 // (default: method, path and query, body). A retry whose fingerprint

@@ -59,7 +59,7 @@ func New(ctx context.Context, cfg Config) (*Keys, error) {
 		return nil, errors.New("idemserver: Config has a negative limit")
 	}
 	if cfg.Principal == nil {
-		cfg.Principal = BearerPrincipal
+		cfg.Principal = globalPrincipal
 	}
 	if cfg.KeyHeader == "" {
 		cfg.KeyHeader = HeaderIdempotencyKey
