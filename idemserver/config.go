@@ -140,6 +140,16 @@ type Route struct {
 	// Retention overrides Config.Retention for keys stored by this route.
 	Retention time.Duration
 
+	// Serializable runs the transaction the handler writes in (an atomic
+	// route's, a phased route's final one) at SERIALIZABLE instead of
+	// READ COMMITTED, on PostgreSQL and MySQL, for a handler that reads
+	// rows and writes what it read without locking them: its reads are
+	// then repeatable, and a conflict with a concurrent request reruns
+	// it. Concurrent requests conflict more often, even under distinct
+	// keys, and run their handlers again. SQLite's transactions are
+	// serializable either way.
+	Serializable bool
+
 	// Check, if set, validates a request before its key is looked up:
 	// it runs after the key is read and the body read (without
 	// Config.KeyField's member), with body as the handler would see it

@@ -40,6 +40,17 @@ type DB interface {
 	Flavor() *Flavor
 	// Native is the driver's own handle (*sql.DB, *pgxpool.Pool).
 	Native() any
+	// Pool is what the connection pool says of itself now.
+	Pool() PoolStats
+}
+
+// PoolStats is what a connection pool says of itself.
+type PoolStats struct {
+	InUse int // connections in use
+	Max   int // the most the pool opens; 0 for no bound
+	// Waited counts, since the pool opened, the acquires that waited for
+	// a connection because every one was in use, ended or not.
+	Waited int64
 }
 
 // Tx is a transaction of a DB.
@@ -62,6 +73,11 @@ type sqlDB struct {
 
 func (d sqlDB) Flavor() *Flavor { return d.f }
 func (d sqlDB) Native() any     { return d.db }
+
+func (d sqlDB) Pool() PoolStats {
+	s := d.db.Stats()
+	return PoolStats{InUse: s.InUse, Max: s.MaxOpenConnections, Waited: s.WaitCount}
+}
 
 func (d sqlDB) Begin(ctx context.Context, level sql.IsolationLevel) (Tx, error) {
 	tx, err := d.db.BeginTx(context.WithValue(ctx, internalKey{}, true), d.f.Options(level))
