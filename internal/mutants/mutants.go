@@ -1270,6 +1270,11 @@ var mutants = []mutant{
 		Pkg:   "./idemecho", Tests: []string{"TestAReturnedErrorIsTheStoredAnswer"},
 	},
 	{
+		Name: "echo: a handler that returned nil without writing answered 500, not echo's 200", Rules: "L1.19",
+		Edits: []edit{{File: "idemecho/idemecho.go", Old: "\t\t\t} else if !c.Response().Committed {\n\t\t\t\tc.Response().WriteHeader(http.StatusOK) // echo's answer to a handler that wrote nothing\n", New: ""}},
+		Pkg:   "./idemecho", Tests: []string{"TestAHandlerThatWritesNothingIsEchos200"},
+	},
+	{
 		Name: "echo: the handler left on echo's own response", Rules: "L1.19",
 		Edits: []edit{{File: "idemecho/idemecho.go", Old: "\t\t\tc.SetResponse(echo.NewResponse(w, c.Echo()))\n", New: ""}},
 		Pkg:   "./idemecho", Tests: []string{"TestEchoAnswersAreStoredAndReplayed"},
