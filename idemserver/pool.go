@@ -19,10 +19,10 @@ type poolWatch struct {
 // now on is not the transaction's own.
 func (p *poolWatch) handlerRuns() { p.start = p.k.db.Pool() }
 
-// exhausted reports whether acquires waited for a connection of a bounded
-// pool since the handler began its last run, and how many.
+// exhausted reports whether acquires waited for a connection since the
+// handler began its last run, and how many. Only a bounded pool makes an
+// acquire wait, and only when every connection it may open is in use.
 func (p *poolWatch) exhausted() (bool, int64) {
-	now := p.k.db.Pool()
-	waited := now.Waited - p.start.Waited
-	return now.Max > 0 && waited > 0, waited
+	waited := p.k.db.Pool().Waited - p.start.Waited
+	return waited > 0, waited
 }

@@ -136,11 +136,19 @@ func TestL6AHandlerThatWritesNothingGets500(t *testing.T) {
 		if !strings.Contains(logs.String(), "the handler wrote no answer") || !strings.Contains(logs.String(), "idemecho") {
 			t.Fatalf("the log says %q, want the cause and the remedy", logs.String())
 		}
-		failing := e.keys.Handle(idemserver.Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			idemserver.Fail(r.Context(), fmt.Errorf("wrapped: %w", idemserver.ErrUnavailable))
-		}))
-		if got := do(t, failing, "POST", "/items", "f", "x"); got.status != http.StatusServiceUnavailable || got.header.Get("Retry-After") == "" {
-			t.Fatalf("Fail without an answer: %+v, want Fail's 503", got)
+		for _, c := range []struct {
+			route idemserver.Route
+			key   string
+		}{
+			{idemserver.Route{}, "fa"}, {idemserver.Route{Phased: true}, "fp"},
+			{idemserver.Route{Optional: true}, ""}, {idemserver.Route{Phased: true, Optional: true}, ""},
+		} {
+			failing := e.keys.Handle(c.route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				idemserver.Fail(r.Context(), fmt.Errorf("wrapped: %w", idemserver.ErrUnavailable))
+			}))
+			if got := do(t, failing, "POST", "/items", c.key, "x"); got.status != http.StatusServiceUnavailable || got.header.Get("Retry-After") == "" {
+				t.Fatalf("%+v, key %q: Fail without an answer: %+v, want Fail's 503", c.route, c.key, got)
+			}
 		}
 	})
 }

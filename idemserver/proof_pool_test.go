@@ -53,7 +53,8 @@ func TestL2AnExhaustedPoolIsNamedInTheLog(t *testing.T) {
 		}))
 		got := serve(misuse, req("POST", "/things", "{}", "k1"))
 		wantStatus(t, "a handler waiting for the pool", got, http.StatusServiceUnavailable)
-		if l := logs.String(); !strings.Contains(l, "connection pool was exhausted") || !strings.Contains(l, "instead of its transaction (Tx)") ||
+		if l := logs.String(); !strings.Contains(l, "idemserver: the request's work outlived Config.WorkTimeout and rolled back") ||
+			!strings.Contains(l, "connection pool was exhausted") || !strings.Contains(l, "instead of its transaction (Tx)") ||
 			!strings.Contains(l, "pool_waits=1") {
 			t.Fatalf("the log says %q, want the pool exhausted named", l)
 		}

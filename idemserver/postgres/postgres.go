@@ -85,8 +85,7 @@ func (d poolDB) Native() any            { return d.pool }
 // first.
 func (d poolDB) Pool() sqlkit.PoolStats {
 	s := d.pool.Stat()
-	return sqlkit.PoolStats{InUse: int(s.AcquiredConns()), Max: int(s.MaxConns()),
-		Waited: s.EmptyAcquireCount() + s.CanceledAcquireCount()}
+	return sqlkit.PoolStats{Waited: s.EmptyAcquireCount() + s.CanceledAcquireCount()}
 }
 
 func (d poolDB) Begin(ctx context.Context, level sql.IsolationLevel) (sqlkit.Tx, error) {

@@ -46,10 +46,9 @@ type DB interface {
 
 // PoolStats is what a connection pool says of itself.
 type PoolStats struct {
-	InUse int // connections in use
-	Max   int // the most the pool opens; 0 for no bound
 	// Waited counts, since the pool opened, the acquires that waited for
-	// a connection because every one was in use, ended or not.
+	// a connection because every one it may open was in use, ended or
+	// not.
 	Waited int64
 }
 
@@ -75,8 +74,7 @@ func (d sqlDB) Flavor() *Flavor { return d.f }
 func (d sqlDB) Native() any     { return d.db }
 
 func (d sqlDB) Pool() PoolStats {
-	s := d.db.Stats()
-	return PoolStats{InUse: s.InUse, Max: s.MaxOpenConnections, Waited: s.WaitCount}
+	return PoolStats{Waited: d.db.Stats().WaitCount}
 }
 
 func (d sqlDB) Begin(ctx context.Context, level sql.IsolationLevel) (Tx, error) {
