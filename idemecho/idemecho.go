@@ -5,10 +5,14 @@
 // echo.WrapMiddleware(keys.Middleware(route)) gives a handler a response
 // over idemserver's writer, and what it writes is stored. An error it
 // returns is not: echo answers it after the middleware has returned, when
-// idemserver has already stored and sent an empty 200. Handle runs echo's
+// idemserver has found nothing written, rolled the work back and answered
+// 500 (a 400 the handler meant is never sent). Handle runs echo's
 // HTTPErrorHandler inside idemserver, so that the error's answer is the
 // one stored (a 4xx) or rolled back (a 5xx), and the handler's c.Request()
-// is the request idemserver prepared (its Tx and its body).
+// is the request idemserver prepared (its Tx and its body). A handler
+// that returns nil without writing gets echo's answer to it, an empty 200.
+// Behind echo's Recover, a handler that panics leaves the client
+// idemserver's 500, its work rolled back.
 //
 //	e.POST("/orders", idemecho.Handle(keys, idemserver.Route{}, createOrder))
 //
@@ -36,6 +40,8 @@ func Handle(keys *idemserver.Keys, route idemserver.Route, h echo.HandlerFunc) e
 			c.SetResponse(echo.NewResponse(w, c.Echo()))
 			if err := h(c); err != nil {
 				c.Echo().HTTPErrorHandler(err, c)
+			} else if !c.Response().Committed {
+				c.Response().WriteHeader(http.StatusOK) // echo's answer to a handler that wrote nothing
 			}
 		})).ServeHTTP(outer, request)
 		return nil

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/idemkit/idem/idemserver"
 	"github.com/idemkit/idem/idemserver/sqlite"
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 	"go.uber.org/goleak"
 )
 
@@ -24,9 +26,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // shop is an echo service on SQLite whose handlers insert an order
 // through idemserver's Tx.
 type shop struct {
-	db   *sql.DB
-	srv  *httptest.Server
-	runs atomic.Int64
+	db     *sql.DB
+	srv    *httptest.Server
+	runs   atomic.Int64
+	panics atomic.Bool // the panicking handlers panic after their insert
 }
 
 func newShop(t *testing.T) *shop {
@@ -39,7 +42,7 @@ func newShop(t *testing.T) *shop {
 	if _, err := db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	keys, err := idemserver.New(context.Background(), idemserver.Config{DB: db})
+	keys, err := idemserver.New(context.Background(), idemserver.Config{DB: db, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +71,7 @@ func newShop(t *testing.T) *shop {
 		return c.JSON(http.StatusCreated, map[string]int64{"id": id})
 	}
 	e := echo.New()
+	e.Logger.SetOutput(io.Discard)
 	e.POST("/orders", idemecho.Handle(keys, idemserver.Route{}, handler))
 	e.POST("/no-content", idemecho.Handle(keys, idemserver.Route{}, func(c echo.Context) error {
 		if _, err := order(c); err != nil {
@@ -82,8 +86,37 @@ func newShop(t *testing.T) *shop {
 		}
 		return c.String(http.StatusAccepted, fmt.Sprintf("order %d", id))
 	}))
-	// The recipe the issue found working, for a handler that writes.
+	// echo.WrapMiddleware: safe for a handler that writes its answer
+	// and returns nil, and for none other.
 	e.POST("/wrapped", handler, echo.WrapMiddleware(keys.Middleware(idemserver.Route{})))
+	// A handler that inserts, then returns an error.
+	failing := func(c echo.Context) error {
+		if _, err := order(c); err != nil {
+			return err
+		}
+		return echo.NewHTTPError(http.StatusConflict, "the order is refused after its insert")
+	}
+	e.POST("/wrapped-error", failing, echo.WrapMiddleware(keys.Middleware(idemserver.Route{})))
+	// A handler that inserts, then panics unless told not to, behind
+	// echo's Recover: through WrapMiddleware and through Handle.
+	panicking := func(c echo.Context) error {
+		id, err := order(c)
+		if err != nil {
+			return err
+		}
+		if s.panics.Load() {
+			panic("the handler's own bug")
+		}
+		return c.JSON(http.StatusCreated, map[string]int64{"id": id})
+	}
+	recovering := e.Group("", middleware.Recover())
+	recovering.POST("/wrapped-panic", panicking, echo.WrapMiddleware(keys.Middleware(idemserver.Route{})))
+	recovering.POST("/handled-panic", idemecho.Handle(keys, idemserver.Route{}, panicking))
+	// A handler that writes nothing and returns nil: echo answers 200.
+	e.POST("/silent", idemecho.Handle(keys, idemserver.Route{}, func(c echo.Context) error {
+		_, err := order(c)
+		return err
+	}))
 	s.srv = httptest.NewServer(e)
 	t.Cleanup(s.srv.Close)
 	return s
@@ -161,15 +194,54 @@ func TestAReturnedErrorIsTheStoredAnswer(t *testing.T) {
 	}
 }
 
-// TestWrapMiddlewareStoresAnEmptyAnswerForAReturnedError shows why Handle
-// exists: under echo.WrapMiddleware, echo answers a returned error after
-// idemserver has stored what the handler wrote, nothing, so the client
-// gets an empty 200, and so does its retry.
-func TestWrapMiddlewareStoresAnEmptyAnswerForAReturnedError(t *testing.T) {
+// TestL6WrapMiddlewareNeverAnswers2xxForWorkRolledBack: under
+// echo.WrapMiddleware, echo answers a handler's returned error after
+// idemserver has finished, and echo's Recover answers a panic on a writer
+// nobody reads: idemserver sees a handler that wrote nothing, or that
+// panicked, rolls its insert back, stores nothing and answers 500, never
+// an empty 200; the retry runs again. Handle has echo's answers given
+// inside idemserver instead (TestAReturnedErrorIsTheStoredAnswer).
+func TestL6WrapMiddlewareNeverAnswers2xxForWorkRolledBack(t *testing.T) {
+	for _, path := range []string{"/wrapped-error", "/wrapped-panic"} {
+		t.Run(path, func(t *testing.T) {
+			s := newShop(t)
+			s.panics.Store(true)
+			for try := 1; try <= 2; try++ {
+				a := s.post(t, path, "k1", `{"item":"book"}`)
+				if a.status != http.StatusInternalServerError || a.replayed != "" {
+					t.Fatalf("try %d: %+v, want 500", try, a)
+				}
+				if s.runs.Load() != int64(try) || s.orders(t) != 0 {
+					t.Fatalf("try %d: %d runs, %d orders; want %d runs and every order rolled back", try, s.runs.Load(), s.orders(t), try)
+				}
+			}
+		})
+	}
+}
+
+// TestL6APanicUnderRecoverIsNever2xx: through Handle, behind echo's
+// Recover, a handler that panics after its insert leaves the client a
+// 500, its order rolled back; the retry runs and is stored.
+func TestL6APanicUnderRecoverIsNever2xx(t *testing.T) {
 	s := newShop(t)
-	first := s.post(t, "/wrapped", "k1", `{"item":""}`)
-	again := s.post(t, "/wrapped", "k1", `{"item":""}`)
-	if first != (answer{200, "", ""}) || again != (answer{200, "", "true"}) {
-		t.Fatalf("first %+v, again %+v; echo.WrapMiddleware no longer loses a returned error: say so in the package doc", first, again)
+	s.panics.Store(true)
+	if a := s.post(t, "/handled-panic", "k1", `{"item":"book"}`); a.status != http.StatusInternalServerError || s.orders(t) != 0 {
+		t.Fatalf("the client got %+v, %d orders; want 500 and the order rolled back", a, s.orders(t))
+	}
+	s.panics.Store(false)
+	if a := s.post(t, "/handled-panic", "k1", `{"item":"book"}`); a != (answer{201, `{"id":1}`, ""}) || s.orders(t) != 1 {
+		t.Fatalf("the retry: %+v, %d orders; want a fresh 201 and one order", a, s.orders(t))
+	}
+}
+
+// TestAHandlerThatWritesNothingIsEchos200: through Handle, a handler that
+// returns nil without writing gets echo's answer to it, an empty 200,
+// stored and replayed.
+func TestAHandlerThatWritesNothingIsEchos200(t *testing.T) {
+	s := newShop(t)
+	first := s.post(t, "/silent", "k1", `{"item":"book"}`)
+	again := s.post(t, "/silent", "k1", `{"item":"book"}`)
+	if first != (answer{200, "", ""}) || again != (answer{200, "", "true"}) || s.orders(t) != 1 {
+		t.Fatalf("first %+v, again %+v, %d orders; want an empty 200, its replay, one order", first, again, s.orders(t))
 	}
 }

@@ -3,12 +3,15 @@
 // what idemserver stores and replays.
 //
 // gin's handlers write to c.Writer, gin's own writer, not to the writer an
-// http middleware gives: under idemserver's Keys.Middleware, a gin handler
+// http middleware gives: under idemserver's Keys.Middleware, called by
+// hand or through a generic adapter of net/http middleware, a gin handler
 // would answer the client itself before the commit, and idemserver would
-// see no answer (it then rolls the work back and logs the cause, but the
-// client has its answer). Handle gives each run of the handler a c.Writer
-// that writes to idemserver, and the request idemserver prepared (its Tx
-// and its body), in c.Request.
+// see no answer: it rolls the work back, logs the cause and aborts the
+// answer, so that every such request fails. Handle gives each run of the
+// handler a c.Writer that writes to idemserver, and the request idemserver
+// prepared (its Tx and its body), in c.Request. Behind gin's Recovery, a
+// handler that panics leaves the client idemserver's 500, its work rolled
+// back.
 //
 //	r.POST("/orders", idemgin.Handle(keys, idemserver.Route{}, createOrder))
 //

@@ -50,9 +50,13 @@ func (s *logSink) String() string {
 type shop struct {
 	db   *sql.DB
 	keys *idemserver.Keys
-	srv  *httptest.Server
-	runs atomic.Int64
-	logs logSink
+	srv  *httptest.Server // gin.New(): no recovery
+	// recovering is srv's routes behind gin's Recovery, and fixed the
+	// routes of the generic wirings served through Handle.
+	recovering, fixed *httptest.Server
+	runs              atomic.Int64
+	panics            atomic.Bool // the /panic handler panics after its insert
+	logs              logSink
 }
 
 func newShop(t *testing.T) *shop {
@@ -73,6 +77,49 @@ func newShop(t *testing.T) *shop {
 	t.Cleanup(func() { s.keys.Close() })
 
 	r := gin.New()
+	s.routes(r)
+	s.srv = httptest.NewServer(r)
+	t.Cleanup(s.srv.Close)
+	rr := gin.New()
+	rr.Use(gin.RecoveryWithWriter(io.Discard))
+	s.routes(rr)
+	s.recovering = httptest.NewServer(rr)
+	t.Cleanup(s.recovering.Close)
+	fixed := gin.New()
+	for _, path := range []string{"/naive", "/adapted"} {
+		fixed.POST(path, idemgin.Handle(s.keys, idemserver.Route{}, s.create))
+	}
+	s.fixed = httptest.NewServer(fixed)
+	t.Cleanup(s.fixed.Close)
+	return s
+}
+
+// create is a gin handler that inserts an order and answers 201 with its
+// id.
+func (s *shop) create(c *gin.Context) {
+	id, err := s.insert(c)
+	if err != nil {
+		c.AbortWithError(http.StatusInternalServerError, err)
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"id": id})
+}
+
+// adapt is the generic adapter of a net/http middleware to gin, as a
+// user writes it (or imports it): the middleware wraps the rest of the
+// chain, whose handlers answer on gin's writer.
+func adapt(mw func(http.Handler) http.Handler) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c.Request = r
+			c.Next()
+		})).ServeHTTP(c.Writer, c.Request)
+		c.Abort()
+	}
+}
+
+// routes registers the shop's routes on r.
+func (s *shop) routes(r *gin.Engine) {
 	route := idemserver.Route{}
 	answers := map[string]func(c *gin.Context, id int64){
 		"json":   func(c *gin.Context, id int64) { c.JSON(http.StatusCreated, gin.H{"id": id}) },
@@ -121,17 +168,22 @@ func newShop(t *testing.T) *shop {
 	r.POST("/naive", func(c *gin.Context) {
 		s.keys.Middleware(route)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c.Request = r
-			id, err := s.insert(c)
-			if err != nil {
-				c.AbortWithError(http.StatusInternalServerError, err)
-				return
-			}
-			c.JSON(http.StatusCreated, gin.H{"id": id})
+			s.create(c)
 		})).ServeHTTP(c.Writer, c.Request)
 	})
-	s.srv = httptest.NewServer(r)
-	t.Cleanup(s.srv.Close)
-	return s
+	// The generic adapter of a net/http middleware.
+	r.POST("/adapted", adapt(s.keys.Middleware(route)), s.create)
+	// A handler that panics after its insert.
+	r.POST("/panic", idemgin.Handle(s.keys, route, func(c *gin.Context) {
+		if _, err := s.insert(c); err != nil {
+			c.AbortWithError(http.StatusInternalServerError, err)
+			return
+		}
+		if s.panics.Load() {
+			panic("the handler's own bug")
+		}
+		c.JSON(http.StatusCreated, gin.H{"paid": true})
+	}))
 }
 
 func (s *shop) insert(c *gin.Context) (int64, error) {
@@ -164,16 +216,26 @@ type answer struct {
 
 func (s *shop) post(t *testing.T, path, key string) answer {
 	t.Helper()
-	req, _ := http.NewRequest("POST", s.srv.URL+path, strings.NewReader(`{"item":"book"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := s.srv.Client().Do(req)
+	a, err := send(s.srv, path, key)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+// send posts an order to srv, and returns its answer or the error of a
+// connection that failed.
+func send(srv *httptest.Server, path, key string) (answer, error) {
+	req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(`{"item":"book"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		return answer{}, err
+	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b)}
+	b, err := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b)}, err
 }
 
 // TestGinHelpersAreStoredAndReplayed: whatever gin helper a handler
@@ -210,22 +272,61 @@ func TestGinHelpersAreStoredAndReplayed(t *testing.T) {
 	}
 }
 
-// TestTheMiddlewareAroundAGinHandlerFailsLoudly: without Handle, a gin
-// handler answers on gin's writer; idemserver sees the writer written,
-// rolls the order back, stores nothing and logs why, so the retry is not
-// answered with something the client was never told.
-func TestTheMiddlewareAroundAGinHandlerFailsLoudly(t *testing.T) {
+// TestL6GenericGinWiringNeverAnswers2xx: without Handle, a gin handler
+// answers on gin's writer, around idemserver, under the middleware called
+// by hand or through a generic adapter of net/http middleware, with or
+// without gin's Recovery (which swallows idemserver's abort): the client
+// gets no answer at all (never gin's 201 for an order rolled back),
+// nothing is stored, the log names the cause and idemgin, and the retry
+// through the same wiring runs again (nothing stored to replay) and fails
+// the same way, while a retry through Handle runs and is stored.
+func TestL6GenericGinWiringNeverAnswers2xx(t *testing.T) {
+	for _, path := range []string{"/naive", "/adapted"} {
+		for _, recovering := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s,recovery=%v", path, recovering), func(t *testing.T) {
+				s := newShop(t)
+				srv := s.srv
+				if recovering {
+					srv = s.recovering
+				}
+				for try := 1; try <= 2; try++ {
+					if a, err := send(srv, path, "k1"); err == nil {
+						t.Fatalf("try %d: the client got %d %q, want a failed connection", try, a.status, a.body)
+					}
+					if s.runs.Load() != int64(try) || s.orders(t) != 0 {
+						t.Fatalf("try %d: %d runs, %d orders; want %d runs and every order rolled back", try, s.runs.Load(), s.orders(t), try)
+					}
+				}
+				if !strings.Contains(s.logs.String(), "answered on the server's own writer") || !strings.Contains(s.logs.String(), "idemgin") {
+					t.Fatalf("the log says %q, want the cause and the remedy", s.logs.String())
+				}
+				a, err := send(s.fixed, path, "k1")
+				if err != nil || a.status != http.StatusCreated || a.header.Get("Idempotent-Replayed") != "" || s.orders(t) != 1 {
+					t.Fatalf("through Handle: %+v, %v, %d orders; want a fresh 201 and one order", a, err, s.orders(t))
+				}
+			})
+		}
+	}
+}
+
+// TestL6APanicUnderRecoveryIsNever2xx: a handler that panics through
+// Handle, behind gin's Recovery, leaves the client a 500 for its order
+// rolled back, and the log the handler's own stack; the retry runs and is
+// stored.
+func TestL6APanicUnderRecoveryIsNever2xx(t *testing.T) {
 	s := newShop(t)
-	first := s.post(t, "/naive", "k1")
-	if first.status != http.StatusCreated || first.body != `{"id":1}` || s.orders(t) != 0 {
-		t.Fatalf("first: %d %q, %d orders; want gin's own 201, untouched, and the order rolled back", first.status, first.body, s.orders(t))
+	s.panics.Store(true)
+	a, err := send(s.recovering, "/panic", "k1")
+	if err != nil || a.status != http.StatusInternalServerError || s.orders(t) != 0 {
+		t.Fatalf("the client got %+v, %v, %d orders; want 500 and the order rolled back", a, err, s.orders(t))
 	}
-	if !strings.Contains(s.logs.String(), "answered on the server's own writer") || !strings.Contains(s.logs.String(), "idemgin") {
-		t.Fatalf("the log says %q, want the cause and the remedy", s.logs.String())
+	if !strings.Contains(s.logs.String(), "idemgin_test.go:") || !strings.Contains(s.logs.String(), "the handler panicked") {
+		t.Fatalf("the log says %q, want the panic with the handler's stack", s.logs.String())
 	}
-	again := s.post(t, "/naive", "k1")
-	if again.header.Get("Idempotent-Replayed") != "" || s.runs.Load() != 2 {
-		t.Fatalf("the retry: replayed %q after %d runs; want a fresh run, nothing having been stored", again.header.Get("Idempotent-Replayed"), s.runs.Load())
+	s.panics.Store(false)
+	a, err = send(s.recovering, "/panic", "k1")
+	if err != nil || a.status != http.StatusCreated || a.header.Get("Idempotent-Replayed") != "" || s.orders(t) != 1 {
+		t.Fatalf("the retry: %+v, %v, %d orders; want a fresh 201 and one order", a, err, s.orders(t))
 	}
 }
 

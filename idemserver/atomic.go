@@ -2,10 +2,10 @@ package idemserver
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/idemkit/idem/internal/sqlkit"
@@ -21,26 +21,38 @@ var errRaced = errors.New("idemserver: the key was stored by another request whi
 var errRolledBack = errors.New("idemserver: rolled back")
 
 // panicked carries a handler's panic out of its transaction, which rolls
-// back, to be raised again.
-type panicked struct{ value any }
+// back, to be raised again; stack is the handler's, where it panicked.
+type panicked struct {
+	value any
+	stack []byte
+}
 
 func (p *panicked) Error() string { return fmt.Sprint("idemserver: handler panicked: ", p.value) }
 
 // call runs h with buf for its answer, turning a panic into *panicked. It
 // returns errAnsweredAround when h answered on out, the writer idemserver
-// answers on, instead of on buf.
+// answers on, instead of on buf, and errNoAnswer when h wrote nothing.
 func call(h http.Handler, out http.ResponseWriter, buf *buffer, r *http.Request) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &panicked{v}
+			err = &panicked{v, debug.Stack()}
 		}
 	}()
 	h.ServeHTTP(buf, r)
-	if answeredAround(out) {
+	switch {
+	case answeredAround(out):
 		return errAnsweredAround
+	case !buf.wrote:
+		return errNoAnswer
 	}
 	return nil
 }
+
+// errNoAnswer: the handler returned without writing anything, not even a
+// status. Its transaction rolls back, and the request gets 500.
+var errNoAnswer = errors.New("idemserver: the handler wrote no answer, not even a status, so nothing was stored and " +
+	"its work was rolled back; a handler answers on the writer idemserver gives it (under echo.WrapMiddleware, an error " +
+	"the handler returns is answered by echo after idemserver has finished: use package idemecho)")
 
 // errAnsweredAround: the handler sent its answer to the client itself,
 // around idemserver, which could not store it. Its transaction rolls back,
@@ -67,7 +79,7 @@ func workContext(r *http.Request, d time.Duration) (context.Context, context.Can
 
 // serveAtomic serves an atomic route, as one transaction:
 //
-//	BEGIN IMMEDIATE (SQLite), SERIALIZABLE (PostgreSQL) or READ COMMITTED (MySQL)
+//	BEGIN IMMEDIATE (SQLite), else READ COMMITTED (or SERIALIZABLE: Route.Serializable)
 //	  look the key up    -> found: replay, 422 or 409, and stop
 //	  claim the key      insert its row, unfinished, if it has none
 //	                     -> it has one now: run the transaction again
@@ -77,15 +89,17 @@ func workContext(r *http.Request, d time.Duration) (context.Context, context.Can
 //
 // The transaction is the lock: on SQLite BEGIN IMMEDIATE serialises two
 // requests under one key, and the second finds the first one's row. On
-// PostgreSQL the claim is: a concurrent request under the key waits at
-// its own insert of the key row until the first ends, then fails to
-// serialize (or finds the row) and runs again, finding the first one's
-// row, or, if the first rolled back, claims the key itself. A duplicate
+// PostgreSQL and MySQL the claim is: a concurrent request under the key
+// waits at its own insert of the key row until the first ends, then finds
+// that it inserted nothing (or fails to serialize) and runs again, finding
+// the first one's row, or, if the first rolled back, claims the key
+// itself. A duplicate
 // therefore never runs the handler. A unique violation on a business row
 // carrying the key (a key row in another table) reruns once too.
 func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request, h http.Handler) {
 	ctx, cancel := workContext(r, k.cfg.WorkTimeout)
 	defer cancel()
+	pool := &poolWatch{k: k}
 	keyed := req.key != ""
 	st := &state{k: k, req: req, seed: req.seed}
 	hctx := st.context(ctx)
@@ -98,6 +112,7 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 	run := func(tx sqlkit.Tx) error {
 		now = k.cfg.Now()
 		found = false
+		st.conflicted() // one of an earlier run's statements
 		var id int64
 		if keyed {
 			var err error
@@ -114,10 +129,15 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		}
 		st.tx = tx
 		buf = newBuffer(k.cfg.MaxResponseBytes)
+		pool.handlerRuns()
 		st.holding.Store(true)
 		err := call(h, w, buf, withBody(r.WithContext(hctx), req.body))
 		st.holding.Store(false)
-		if failed := st.failed(); err == nil && failed != nil {
+		failed := st.failed()
+		if met := st.conflicted(); met != nil {
+			failed = met // the transaction is lost, whatever the handler made of it
+		}
+		if failed != nil && (err == nil || errors.Is(err, errNoAnswer)) {
 			err = k.dbError("the handler's work", failed)
 		}
 		if err != nil {
@@ -137,10 +157,10 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 	// The transaction's context names the request to the database's
 	// glue, which tells it a statement run outside it (SQLite's).
 	tctx := sqlkit.WithWork(ctx, st)
-	err := k.inTx(tctx, sql.LevelSerializable, run)
+	err := k.inTx(tctx, req.level, run)
 	if err != nil && keyed && k.class(err) == sqlkit.Unique {
 		k.stats.reruns.Add(1)
-		err = k.inTx(tctx, sql.LevelSerializable, run)
+		err = k.inTx(tctx, req.level, run)
 	}
 	st.tx = nil
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
@@ -150,14 +170,17 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 	switch {
 	case errors.As(err, &p):
 		k.stats.rolledBack.Add(1)
-		panic(p.value)
+		k.panicked(w, r, p)
 	case errors.Is(err, errAnsweredAround):
-		k.answeredAround(r, err)
+		k.answeredAround(w, r, err)
 	case err != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		if errors.Is(err, errRolledBack) {
 			k.stats.rolledBack.Add(1)
 		}
-		k.timedOut(w, r, err)
+		k.timedOut(w, r, err, pool)
+	case errors.Is(err, errNoAnswer):
+		k.stats.rolledBack.Add(1)
+		k.noAnswer(w, r, err)
 	case errors.Is(err, errRolledBack):
 		k.stats.rolledBack.Add(1)
 		buf.send(w)

@@ -43,8 +43,20 @@ type Config struct {
 	// points live in Table+"_steps".
 	Table string
 
-	// Principal says whose keys a request uses (default BearerPrincipal).
-	// An error answers 401 if it wraps ErrUnauthorized, else 400.
+	// Principal says whose keys a request uses: the account the service
+	// authenticated (a user, a tenant), read from what its authentication
+	// established, never from the raw credential, whose refresh or
+	// rotation would make a client's retry a new request. An error
+	// answers 401 if it wraps ErrUnauthorized, else 400.
+	//
+	// Nil puts every request's keys in one space, principal "": a key is
+	// one request whoever sends it, as the IETF draft's keys are. The
+	// fingerprint check keeps a key reused for another request from
+	// being replayed (422), and keys drawn at random (UUIDv4) do not
+	// meet by chance; but a caller who learns another's key and request
+	// can read its stored answer. A Principal per account (Stripe scopes
+	// keys so) closes that: equal keys of two accounts are two requests,
+	// and neither reads the other's answer.
 	Principal func(*http.Request) (string, error)
 
 	// KeyHeader is the request header holding the key (default
@@ -127,6 +139,16 @@ type Route struct {
 
 	// Retention overrides Config.Retention for keys stored by this route.
 	Retention time.Duration
+
+	// Serializable runs the transaction the handler writes in (an atomic
+	// route's, a phased route's final one) at SERIALIZABLE instead of
+	// READ COMMITTED, on PostgreSQL and MySQL, for a handler that reads
+	// rows and writes what it read without locking them: its reads are
+	// then repeatable, and a conflict with a concurrent request reruns
+	// it. Concurrent requests conflict more often, even under distinct
+	// keys, and run their handlers again. SQLite's transactions are
+	// serializable either way.
+	Serializable bool
 
 	// Check, if set, validates a request before its key is looked up:
 	// it runs after the key is read and the body read (without

@@ -34,8 +34,9 @@ type state struct {
 	// What a Step learnt about the claim, whatever the handler then wrote.
 	lostClaim, rowGone atomic.Bool
 
-	failMu  sync.Mutex
-	failure error // reported by Fail
+	failMu   sync.Mutex
+	failure  error // reported by Fail
+	conflict error // a serialization failure a statement of the transaction met
 
 	// Whether the request's transaction is open and its handler running.
 	holding atomic.Bool
@@ -48,6 +49,31 @@ func (st *state) Holding() bool { return st.holding.Load() }
 // Misused fails the request with err, a statement the handler ran on the
 // database outside its open transaction (sqlkit.Work).
 func (st *state) Misused(err error) { st.fail(err) }
+
+// Met records err, met by a statement of the request's transaction
+// (sqlkit.Work), if it is a serialization failure or a deadlock and none
+// is recorded: the transaction then runs again, whatever the handler
+// answered.
+func (st *state) Met(err error) {
+	if st.k.class(err) != sqlkit.Serialization {
+		return
+	}
+	st.failMu.Lock()
+	defer st.failMu.Unlock()
+	if st.conflict == nil {
+		st.conflict = err
+	}
+}
+
+// conflicted returns and forgets the serialization failure a statement
+// of the transaction met.
+func (st *state) conflicted() error {
+	st.failMu.Lock()
+	defer st.failMu.Unlock()
+	err := st.conflict
+	st.conflict = nil
+	return err
+}
 
 // fail records err as the handler's failure, unless one is recorded.
 func (st *state) fail(err error) {
@@ -80,6 +106,7 @@ func (st *state) reset() {
 	defer st.mu.Unlock()
 	st.final, st.begun = nil, nil
 	st.holding.Store(false)
+	st.conflicted() // one of the last run's statements
 }
 
 type ctxKey struct{}
@@ -97,9 +124,10 @@ func stateOf(ctx context.Context) *state {
 
 // Tx returns the transaction of the request, on a database/sql database
 // (Config.DB): on an atomic route the one its key row lives in (begun
-// before the key was looked up: BEGIN IMMEDIATE on SQLite, SERIALIZABLE on
-// PostgreSQL, READ COMMITTED on MySQL); on a phased route the final one, begun at the first call
-// and fenced by the claim; in Config.Forget the sweep's. The handler must
+// before the key was looked up: BEGIN IMMEDIATE on SQLite, READ COMMITTED
+// on PostgreSQL and MySQL, SERIALIZABLE on a Route.Serializable route); on
+// a phased route the final one, begun at the first call and fenced by the
+// claim; in Config.Forget the sweep's. The handler must
 // not commit or roll it back. It is nil outside idemserver, on a Store of
 // another interface (postgres.Tx gives a pgxpool's), and on a phased
 // route whose final transaction could not begin (the layer then answers
@@ -124,7 +152,7 @@ func (st *state) transaction() sqlkit.Tx {
 	if st.final == nil && st.begun == nil {
 		k := st.k
 		var tx sqlkit.Tx
-		tx, st.begun = k.db.Begin(sqlkit.WithWork(st.lease.ctx, st), sql.LevelSerializable)
+		tx, st.begun = k.db.Begin(sqlkit.WithWork(st.lease.ctx, st), st.req.level)
 		if st.begun != nil {
 			st.begun = k.dbError("beginning the final transaction", st.begun)
 		} else {
@@ -144,7 +172,8 @@ func (st *state) transaction() sqlkit.Tx {
 // request gets 503 with Retry-After (database unreachable or busy,
 // Config.Reruns exhausted) or 500, and nothing is stored. Outside
 // idemserver Fail does nothing. A handler that answers 5xx without Fail is
-// rolled back too, but not rerun.
+// rolled back too, but not rerun, unless Keys saw its statement fail to
+// serialize (postgres.Tx, and a *sql.DB of postgres.Open or mysql.Open).
 func Fail(ctx context.Context, err error) {
 	st := stateOf(ctx)
 	if st == nil || err == nil {
@@ -269,7 +298,7 @@ func Step(ctx context.Context, name string, fn func(ctx context.Context, downstr
 func (st *state) fenced(fn func(tx sqlkit.Tx) error) error {
 	k := st.k
 	start := time.Now()
-	err := k.inTx(st.lease.ctx, sql.LevelSerializable, func(tx sqlkit.Tx) error {
+	err := k.inTx(st.lease.ctx, sql.LevelReadCommitted, func(tx sqlkit.Tx) error {
 		now := k.cfg.Now()
 		if err := k.fence(st.lease.ctx, tx, st.id, st.token, now.Add(k.cfg.LockTimeout).UnixNano(), nil); err != nil {
 			return err

@@ -7,7 +7,7 @@
 //
 // # Rules
 //
-// These are DESIGN.md's L1-L5; each is stated here once.
+// These are DESIGN.md's L1-L7; each is stated here once.
 //
 // Keys. A request carries its key in Config.KeyHeader (default
 // Idempotency-Key), bare or as an RFC 8941 sf-string, or in the JSON body
@@ -20,8 +20,12 @@
 // free for a good request.
 //
 // Principals (L4). A key belongs to the principal Config.Principal names
-// for the request (default BearerPrincipal): the same key from two
-// principals is two requests, and no principal can read another's answer.
+// for the request: the same key from two principals is two requests, and
+// no principal can read another's answer. The principal comes from the
+// account the service authenticated, never from the raw credential: a
+// client that refreshes its token keeps its keys. By default every
+// request has one principal, so a key is one request whoever sends it
+// (Config.Principal says what that allows).
 //
 // Fingerprints. The key row stores Config.Fingerprint of the request
 // (default: method, path and query, body). A retry whose fingerprint
@@ -31,21 +35,39 @@
 // transaction its key row lives in, begun before the key is looked up, and
 // writes through Tx. Its answer is buffered: one < 500 is stored with the
 // key and committed with everything the handler wrote, and only then sent;
-// one >= 500 rolls back and is sent unstored; a panic rolls back and
-// panics on. A commit that fails stores nothing and answers 500, or 503
-// with Retry-After when the database is unreachable, busy or contended. A
-// retry after the commit gets the stored answer with Idempotent-Replayed:
-// true. The key is claimed before the handler runs: its row is inserted,
-// unfinished, in the transaction, which is the lock. A concurrent
-// duplicate waits for the first in the database and is replayed; it never
-// runs the handler (if the first rolls back, it claims the key and runs).
-// On PostgreSQL the transaction is SERIALIZABLE (on MySQL READ COMMITTED,
-// the key row read FOR UPDATE) and runs again, handler included, after a
-// serialization failure or deadlock (on MySQL also a lock wait timeout; at
-// most Config.Reruns times, then 503): an atomic handler must do nothing
-// outside Tx. Most such failures hit one of the handler's own statements;
-// the handler reports them with Fail, which gives the rerun (or the 503 or
-// 500) instead of the handler's answer.
+// one >= 500 rolls back and is sent unstored. A commit that fails stores
+// nothing and answers 500, or 503 with Retry-After when the database is
+// unreachable, busy or contended. A retry after the commit gets the stored
+// answer with Idempotent-Replayed: true. The key is claimed before the
+// handler runs: its row is inserted, unfinished, in the transaction, which
+// is the lock. A concurrent duplicate waits for the first in the database
+// and is replayed; it never runs the handler (if the first rolls back, it
+// claims the key and runs).
+//
+// Isolation and reruns (L7). On PostgreSQL and MySQL the transaction runs
+// at READ COMMITTED, the key row read FOR UPDATE; SQLite's (BEGIN
+// IMMEDIATE) is serializable. Requests under distinct keys therefore
+// neither wait for each other nor run each other's handlers again. A
+// handler's reads are not repeatable: one that reads a row and writes
+// what it read locks it first (SELECT ... FOR UPDATE) or writes relative
+// to it (SET n = n + 1), or asks for SERIALIZABLE (Route.Serializable). A
+// transaction that fails with a serialization failure or a deadlock (on
+// MySQL also a lock wait timeout) runs again, handler included, at most
+// Config.Reruns times, then 503: a handler must do nothing outside Tx.
+// Such a failure met by one of the handler's own statements reruns it
+// whatever it answers (a 500, say), where Keys sees the handler's
+// statements: through postgres.Tx, and on a *sql.DB of postgres.Open or
+// mysql.Open; on another *sql.DB the handler reports it with Fail, which
+// gives the rerun (or the 503 or 500) instead of the handler's answer.
+//
+// Answers (L6). A handler answers on the writer it is given, at least a
+// status. The client is never told success for work that did not commit:
+// a handler that writes nothing has not answered (its work rolls back,
+// nothing is stored, the request gets 500 and the cause is logged); one
+// that panics has its work rolled back, gets 500 written for it, and its
+// panic, logged with the handler's own stack, is raised again, so that a
+// recovery middleware leaves no success; one that answers around
+// idemserver is aborted (see Frameworks).
 //
 // Phased routes (L3, Route.Phased). A handler that calls out (a payment
 // gateway, mail) cannot hold a transaction across the call. Its key is
@@ -83,22 +105,31 @@
 // unfinished key is never deleted; past retention and unclaimed it is
 // counted in Stats.Abandoned and Keys.Count for a person to reconcile.
 //
-// Frameworks. A handler answers on the writer it is given. One that answers
-// around it, on the framework's own writer (gin's c.JSON writes to
-// c.Writer), has already told the client something idemserver cannot
-// store: when that writer says it was written (gin's, by Written), the
-// handler's work rolls back, nothing is stored, and the error is logged
-// naming the cause; nothing more is written to the client. Package idemgin
-// gives gin's handlers idemserver's writer. A plain net/http writer cannot
-// tell.
+// Frameworks. A handler answers on the writer it is given. One that
+// answers around it, on the framework's own writer (gin's c.JSON writes to
+// c.Writer), tells the client something idemserver cannot store: when that
+// writer says it was written (gin's, by Written), the handler's work rolls
+// back, nothing is stored, the error is logged naming the cause, and the
+// answer is aborted: the connection's writes fail from then on and the
+// handler is aborted (http.ErrAbortHandler), so that the client sees a
+// failed connection rather than the answer, unless the framework has sent
+// it already. The safe wirings: Keys.Handle and Keys.Middleware under
+// net/http and any router that takes an http.Handler (chi); idemgin.Handle
+// for gin and idemecho.Handle for echo, which give a framework's handler
+// idemserver's writer. A generic adapter of net/http middleware to gin
+// fails every request so; echo.WrapMiddleware serves a handler that writes
+// its answer and returns nil, and fails one that returns an error (500).
 //
 // Work. A client that disconnects does not cancel its request's work: the
 // work context is detached from the request, bounded by
 // Config.WorkTimeout (atomic) or the lease (phased). Close waits for it.
 // An atomic request still working at Config.WorkTimeout rolls back and
 // gets 503 with Retry-After, whatever its handler answers then, and an
-// error is logged naming the cause. A handler that uses the database
-// instead of its transaction is told where the database allows
+// error is logged naming the cause: the pool exhausted, when every
+// connection was in use and some acquire waited for one while the handler
+// ran (a handler that uses the pool instead of its transaction waits for a
+// connection the requests' own transactions hold). A handler that uses the
+// database instead of its transaction is told where the database allows
 // (ErrOutsideTx says where).
 //
 // # Databases
@@ -109,17 +140,14 @@
 // database with its Open (WAL, synchronous=FULL, BEGIN IMMEDIATE,
 // transactions queued in Go); the write lock is then the lock on every key. Package
 // idemserver/postgres is PostgreSQL (and CockroachDB) through pgx: a
-// *sql.DB of pgx's stdlib driver as Config.DB, handlers using Tx; or a
-// pgxpool.Pool as Config.Store (postgres.Pool), handlers using
-// postgres.Tx. Any number of replicas may share one PostgreSQL database;
+// *sql.DB of pgx's stdlib driver (best opened with postgres.Open) as
+// Config.DB, handlers using Tx; or a pgxpool.Pool as Config.Store
+// (postgres.Pool), handlers using postgres.Tx. Any number of replicas may share one PostgreSQL database;
 // New creates the tables under an advisory lock. Package idemserver/mysql
 // is MySQL 8 and MariaDB 10.11 or later through go-sql-driver/mysql: a
-// *sql.DB of its driver "mysql", whose DSN needs no parameter of its own
-// but whose sql_mode must be strict (New checks it); its transactions run
-// at READ COMMITTED, so a handler that reads a row and then writes what
-// it read locks it (SELECT ... FOR UPDATE) or writes relative to it
-// (SET n = n + 1). Any number of replicas may share one MySQL database
-// too. New finds a Config.DB's
+// *sql.DB of its driver "mysql" (best opened with mysql.Open), whose DSN
+// needs no parameter of its own but whose sql_mode must be strict (New
+// checks it). Any number of replicas may share one MySQL database too. New finds a Config.DB's
 // database among the imported packages' by its driver or, behind a
 // wrapping driver, by asking it; one of no imported package's kind is
 // ErrUnsupportedDatabase. A handler uses its transaction, never the

@@ -58,7 +58,10 @@ var (
 	// locked (a row it wrote, its key row) waits for the transaction, which
 	// waits for the handler, until Config.WorkTimeout: the request gets 503
 	// with nothing stored, and the statement then runs and commits on its
-	// own (given the request's context, it may be cancelled first).
+	// own (given the request's context, it may be cancelled first). Once
+	// the requests' transactions hold every connection of the pool, any
+	// statement on the pool waits for one until Config.WorkTimeout, and the
+	// log says the pool was exhausted.
 	ErrOutsideTx = sqlkit.ErrOutsideTx
 
 	// ErrKeyRowGone means a phased request's key row was deleted while

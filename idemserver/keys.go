@@ -59,7 +59,7 @@ func New(ctx context.Context, cfg Config) (*Keys, error) {
 		return nil, errors.New("idemserver: Config has a negative limit")
 	}
 	if cfg.Principal == nil {
-		cfg.Principal = BearerPrincipal
+		cfg.Principal = globalPrincipal
 	}
 	if cfg.KeyHeader == "" {
 		cfg.KeyHeader = HeaderIdempotencyKey
@@ -185,26 +185,78 @@ func (k *Keys) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // timedOut answers a request whose work outlived Config.WorkTimeout,
 // whatever its handler answered then: 503 with Retry-After, nothing
-// stored, and an error logged naming the cause, with the flavour's hint
-// of what makes a handler hang on its database (on PostgreSQL and MySQL, a
-// write through the database to a row the request's transaction locked).
-func (k *Keys) timedOut(w http.ResponseWriter, r *http.Request, err error) {
+// stored, and an error logged naming the cause. When acquires waited for
+// a connection of a bounded pool while the handler ran (pool says), the
+// cause named is the pool, exhausted: a handler that runs its
+// statements on the pool instead of its transaction waits for a
+// connection that the requests' own transactions hold. Otherwise it is
+// the flavour's hint of what makes a handler hang on its database (on
+// PostgreSQL and MySQL, a write through the pool to a row the request's
+// transaction locked).
+func (k *Keys) timedOut(w http.ResponseWriter, r *http.Request, err error, pool *poolWatch) {
 	k.stats.failed.Add(1)
+	exhausted, waits := pool.exhausted()
 	msg := "idemserver: the request's work outlived Config.WorkTimeout and rolled back; nothing was stored"
-	if hint := k.db.Flavor().TimeoutHint; hint != "" {
+	switch hint := k.db.Flavor().TimeoutHint; {
+	case exhausted:
+		msg += "; the database's connection pool was exhausted (requests waited for a connection while the handler ran): " +
+			"does the handler run statements on the pool (Config.DB, the pgxpool) instead of its transaction (Tx)? " +
+			"Each such statement waits for a connection that the requests' own transactions hold"
+	case hint != "":
 		msg += "; " + hint
 	}
-	k.log.ErrorContext(r.Context(), msg, "method", r.Method, "path", r.URL.Path, "timeout", k.cfg.WorkTimeout, "err", err)
+	k.log.ErrorContext(r.Context(), msg, "method", r.Method, "path", r.URL.Path, "timeout", k.cfg.WorkTimeout,
+		"pool_waits", waits, "err", err)
 	w.Header().Set("Retry-After", "1")
 	k.cfg.Answers.failed(w, r, http.StatusServiceUnavailable, "the request took too long and was rolled back; nothing was stored: retry with the same key")
 }
 
-// answeredAround logs a handler that answered around idemserver
-// (errAnsweredAround). It writes nothing: the client has an answer already,
-// and more bytes would only corrupt it.
-func (k *Keys) answeredAround(r *http.Request, err error) {
+// answeredAround fails a request whose handler answered around idemserver
+// (errAnsweredAround): the client must not take that answer for one that
+// was stored, since the work was rolled back. The error is logged, and the
+// answer aborted while it can be: the connection's writes are made to fail
+// at once (so that bytes the server still buffers never leave), and the
+// handler aborted (http.ErrAbortHandler), so that the client sees a
+// failed connection. Bytes the framework sent already cannot be taken
+// back.
+func (k *Keys) answeredAround(w http.ResponseWriter, r *http.Request, err error) {
 	k.stats.failed.Add(1)
+	k.log.ErrorContext(r.Context(), "idemserver: internal error; the answer is aborted", "method", r.Method, "path", r.URL.Path, "err", err)
+	abort(w)
+}
+
+// abort makes the connection of w fail its writes from now on, and aborts
+// the handler.
+func abort(w http.ResponseWriter) {
+	http.NewResponseController(w).SetWriteDeadline(time.Unix(1, 0))
+	panic(http.ErrAbortHandler)
+}
+
+// panicked fails a request whose handler panicked (p), its work rolled
+// back: it logs the panic with the handler's own stack, answers 500 (or,
+// if the handler answered around idemserver, aborts the answer) so that
+// no framework's recovery leaves the client a success, and raises the
+// panic again, for the server and its recovery to see. A deliberate
+// abort (http.ErrAbortHandler) is not logged.
+func (k *Keys) panicked(w http.ResponseWriter, r *http.Request, p *panicked) {
+	if p.value != http.ErrAbortHandler {
+		k.log.ErrorContext(r.Context(), "idemserver: the handler panicked; its work was rolled back and nothing was stored "+
+			"(the stack is the handler's; the panic is raised again from idemserver)",
+			"method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p.value), "stack", string(p.stack))
+	}
+	if answeredAround(w) {
+		http.NewResponseController(w).SetWriteDeadline(time.Unix(1, 0))
+	} else {
+		k.cfg.Answers.failed(w, r, http.StatusInternalServerError, "the server failed; nothing was stored: retry with the same key")
+	}
+	panic(p.value)
+}
+
+// noAnswer answers 500 for a handler that wrote nothing (errNoAnswer), its
+// work rolled back, and logs why.
+func (k *Keys) noAnswer(w http.ResponseWriter, r *http.Request, err error) {
 	k.log.ErrorContext(r.Context(), "idemserver: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	k.cfg.Answers.failed(w, r, http.StatusInternalServerError, "the server failed; nothing was stored: retry with the same key")
 }
 
 // inFlight answers 409 with Retry-After: secs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -229,5 +230,128 @@ func TestMySQLTwoRetriesCannotBothTakeOverAClaim(t *testing.T) {
 	}
 	if n := runs.Load(); n != 2 {
 		t.Fatalf("the handler ran %d times, want 2 (the first request, then one retry)", n)
+	}
+}
+
+// TestL7MySQLNothingCommitsAfterADeadlock proves L7.3: on MySQL a
+// deadlock rolls the handler's whole transaction back, and the
+// connection's next statements would commit on their own. The handler
+// here meets a real deadlock (with a heavier transaction of the test's,
+// so that InnoDB rolls the handler's back), ignores it, writes another
+// row and answers 201. On a *sql.DB of mysql.Open the row written after
+// the deadlock fails and commits nothing; on one of sql.Open it commits
+// on its own (the reason to use mysql.Open); on either the answer of the
+// lost transaction is not stored: the request runs again, and the client
+// gets the rerun's 201.
+func TestL7MySQLNothingCommitsAfterADeadlock(t *testing.T) {
+	for _, observed := range []bool{true, false} {
+		t.Run(fmt.Sprint("mysql.Open=", observed), func(t *testing.T) {
+			dsn := mysqltest.NewDatabase(t)
+			open := func(dsn string) (*sql.DB, error) { return sql.Open("mysql", dsn) }
+			if observed {
+				open = mysql.Open
+			}
+			db, err := open(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for _, stmt := range []string{
+				`CREATE TABLE locks (id INT PRIMARY KEY, n INT NOT NULL)`,
+				`INSERT INTO locks VALUES (1, 0), (2, 0)`,
+				`CREATE TABLE heavy (id INT NOT NULL)`,
+				`CREATE TABLE notes (note VARCHAR(64) NOT NULL)`,
+			} {
+				if _, err := db.Exec(stmt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			keys, err := idemserver.New(context.Background(), idemserver.Config{DB: db, Logger: proofQuiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer keys.Close()
+			other, err := db.BeginTx(context.Background(), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Rollback()
+			// The test's transaction is the heavier: InnoDB rolls the
+			// handler's back.
+			for i := range 50 {
+				if _, err := other.Exec(`INSERT INTO heavy VALUES (?)`, i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := other.Exec(`UPDATE locks SET n = n + 1 WHERE id = 1`); err != nil {
+				t.Fatal(err)
+			}
+			var runs atomic.Int64
+			deadlocked := make(chan error, 1)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				run := runs.Add(1)
+				ctx := r.Context()
+				tx := idemserver.Tx(ctx)
+				if run == 1 {
+					tx.ExecContext(ctx, `UPDATE locks SET n = n + 1 WHERE id = 2`)
+					_, err := tx.ExecContext(ctx, `UPDATE locks SET n = n + 1 WHERE id = 1`) // waits for the test's
+					deadlocked <- err
+					tx.ExecContext(ctx, `INSERT INTO notes VALUES ('after the deadlock')`)
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO notes VALUES (?)`, fmt.Sprint("run ", run)); err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+				fmt.Fprintf(w, "run %d", run)
+			})
+			done := make(chan *httptest.ResponseRecorder, 1)
+			go func() { done <- serve(keys.Handle(idemserver.Route{}, h), req("POST", "/notes", "{}", "k")) }()
+			// Until the handler waits for the test's lock; InnoDB refreshes
+			// what innodb_trx shows only when it has not been read for 0.1 s.
+			for waiting := 0; waiting == 0; time.Sleep(150 * time.Millisecond) {
+				select {
+				case got := <-done:
+					t.Fatalf("the request finished (%d %q) without waiting for the test's lock", got.Code, got.Body.String())
+				default:
+				}
+				if err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.innodb_trx t
+					JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+					WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()`).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := other.Exec(`UPDATE locks SET n = n + 1 WHERE id = 2`); err != nil { // the deadlock
+				t.Fatalf("the test's transaction: %v, want the handler's rolled back instead", err)
+			}
+			if err := <-deadlocked; err == nil || !strings.Contains(err.Error(), "1213") {
+				t.Fatalf("the handler's statement: %v, want a deadlock", err)
+			}
+			if err := other.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			got := <-done
+			if got.Code != http.StatusCreated || got.Body.String() != "run 2" {
+				t.Fatalf("the client got %d %q, want the rerun's 201", got.Code, got.Body.String())
+			}
+			var notes []string
+			rows, err := db.Query(`SELECT note FROM notes ORDER BY note`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var n string
+				rows.Scan(&n)
+				notes = append(notes, n)
+			}
+			want := "[run 2]"
+			if !observed {
+				want = "[after the deadlock run 1 run 2]" // committed on their own
+			}
+			if fmt.Sprint(notes) != want || runs.Load() != 2 {
+				t.Fatalf("notes %q after %d runs, want %s after 2", notes, runs.Load(), want)
+			}
+		})
 	}
 }

@@ -71,11 +71,11 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		}
 		return nil
 	}
-	err := k.inTx(ctx, sql.LevelSerializable, claim)
+	err := k.inTx(ctx, sql.LevelReadCommitted, claim)
 	if err != nil && k.class(err) == sqlkit.Unique {
 		// Another request inserted the row first, on another connection.
 		k.stats.reruns.Add(1)
-		err = k.inTx(ctx, sql.LevelSerializable, claim)
+		err = k.inTx(ctx, sql.LevelReadCommitted, claim)
 	}
 	switch {
 	case err != nil:
@@ -102,13 +102,16 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 			st.rollback()
 			k.stats.rolledBack.Add(1)
 			if st.beginErr() == nil {
-				panic(p.value)
+				k.panicked(w, r, p) // the claim is kept, as after a crash
 			}
 			// Most likely the nil Tx of a final transaction that
 			// could not begin: answered as that failure below.
 		}
 		resp := buf.response()
 		failed := st.failed()
+		if met := st.conflicted(); met != nil {
+			failed = met // the final transaction is lost, whatever the handler made of it
+		}
 		switch {
 		case st.rowGone.Load():
 			st.rollback()
@@ -125,7 +128,13 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		case errors.Is(err, errAnsweredAround):
 			st.rollback()
 			k.release(st)
-			k.answeredAround(r, err)
+			k.answeredAround(w, r, err)
+			return
+		case errors.Is(err, errNoAnswer) && failed == nil:
+			st.rollback()
+			k.release(st)
+			k.stats.rolledBack.Add(1)
+			k.noAnswer(w, r, err)
 			return
 		case buf.over:
 			st.rollback()
@@ -187,7 +196,7 @@ func (k *Keys) finish(st *state, resp Response) error {
 	ctx := st.lease.ctx
 	if tx == nil {
 		var err error
-		if tx, err = k.db.Begin(ctx, sql.LevelSerializable); err != nil {
+		if tx, err = k.db.Begin(ctx, st.req.level); err != nil {
 			return st.lost(k.dbError("beginning the final transaction", err))
 		}
 	}
@@ -221,7 +230,7 @@ func (st *state) rollback() {
 func (k *Keys) release(st *state) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(st.lease.ctx), k.cfg.WorkTimeout)
 	defer cancel()
-	err := k.inTx(ctx, sql.LevelSerializable, func(tx sqlkit.Tx) error {
+	err := k.inTx(ctx, sql.LevelReadCommitted, func(tx sqlkit.Tx) error {
 		_, err := k.exec(ctx, tx, `UPDATE {{t}} SET lock_token = NULL, lease_until = NULL WHERE id = ? AND lock_token = ?`,
 			st.id, st.token)
 		return err
@@ -265,17 +274,27 @@ func (k *Keys) serveUnkeyedPhased(w http.ResponseWriter, r *http.Request, req *r
 	if errors.As(err, &p) {
 		st.rollback()
 		if st.beginErr() == nil {
-			panic(p.value)
+			k.panicked(w, r, p)
 		}
 	}
 	resp := buf.response()
+	failed := st.failed()
 	switch {
 	case st.beginErr() != nil:
 		k.fail(w, r, st.beginErr())
 		return
 	case errors.Is(err, errAnsweredAround):
 		st.rollback()
-		k.answeredAround(r, err)
+		k.answeredAround(w, r, err)
+		return
+	case failed != nil:
+		st.rollback()
+		k.fail(w, r, k.dbError("the handler's work", failed))
+		return
+	case errors.Is(err, errNoAnswer):
+		st.rollback()
+		k.stats.rolledBack.Add(1)
+		k.noAnswer(w, r, err)
 		return
 	case buf.over:
 		st.rollback()

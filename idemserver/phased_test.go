@@ -149,12 +149,12 @@ func TestPhasedServerErrorReleasesClaim(t *testing.T) {
 // The downstream key is the same in every attempt of a request, and
 // differs between principals using the same key.
 func TestDownstreamKeyIsStable(t *testing.T) {
-	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+	onBothStores(t, idemserver.Config{Principal: accountOf}, func(t *testing.T, e *env) {
 		gw := &gateway{fail: true}
 		srv := e.keys.Handle(idemserver.Route{Phased: true}, &charge{e: e, gw: gw})
-		do(t, srv, "POST", "/charges", "k", "a") // fails: nothing recorded
-		do(t, srv, "POST", "/charges", "k", "a")
-		do(t, srv, "POST", "/charges", "k", "a", "Authorization", "Bearer other")
+		do(t, srv, "POST", "/charges", "k", "a", headerAccount, "one") // fails: nothing recorded
+		do(t, srv, "POST", "/charges", "k", "a", headerAccount, "one")
+		do(t, srv, "POST", "/charges", "k", "a", headerAccount, "other")
 		gw.mu.Lock()
 		defer gw.mu.Unlock()
 		if len(gw.calls) != 2 {

@@ -447,7 +447,7 @@ func TestL2AnAtomicRouteNeverResumesAnUnfinishedKey(t *testing.T) {
 				case "no claim":
 					now := e.clock.Now()
 					if _, err := e.db.Exec(e.q(`INSERT INTO `+idemserver.DefaultTable+` (principal, idem_key, fingerprint, seed, created_at, expires_at, finished)
-						VALUES (?, ?, ?, ?, ?, ?, 0)`), idemserver.AnonymousPrincipal, "pay-1", idemserver.Fingerprint("POST", "/charges", []byte("x")),
+						VALUES (?, ?, ?, ?, ?, ?, 0)`), "", "pay-1", idemserver.Fingerprint("POST", "/charges", []byte("x")),
 						"seed-by-hand", now.UnixNano(), now.Add(idemserver.DefaultRetention).UnixNano()); err != nil {
 						t.Fatal(err)
 					}

@@ -22,9 +22,8 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/idemkit/idem/idemserver/mysql" // MySQL and MariaDB
-
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/mysql"
 	"github.com/idemkit/idem/idemserver/postgres"
 	"github.com/idemkit/idem/idemserver/sqlite"
 	"github.com/idemkit/idem/internal/mysqltest"
@@ -93,7 +92,9 @@ type proofEnv struct {
 
 var proofQuiet = slog.New(slog.DiscardHandler)
 
-// newProofEnv opens a fresh database of s with the business tables:
+// newProofEnv opens a fresh database of s, through postgres.Open or
+// mysql.Open (the *sql.DB the documentation recommends; env's tests use
+// sql.Open's), with the business tables:
 // things (one row per effect, no UNIQUE, so that a second effect shows),
 // and parents/children with a deferred foreign key (a commit that fails).
 func newProofEnv(t *testing.T, s proofStore) *proofEnv {
@@ -102,7 +103,7 @@ func newProofEnv(t *testing.T, s proofStore) *proofEnv {
 	var err error
 	if s.pg {
 		e.dsn = pgtest.NewDatabase(t)
-		e.db, err = sql.Open("pgx", e.dsn)
+		e.db, err = postgres.Open(e.dsn)
 		if err == nil {
 			e.db.SetMaxOpenConns(20)
 		}
@@ -111,7 +112,7 @@ func newProofEnv(t *testing.T, s proofStore) *proofEnv {
 		}
 	} else if s.mysql {
 		e.dsn = mysqltest.NewDatabase(t)
-		e.db, err = sql.Open("mysql", e.dsn)
+		e.db, err = mysql.Open(e.dsn)
 		if err == nil {
 			e.db.SetMaxOpenConns(20)
 		}
@@ -169,13 +170,16 @@ func (e *proofEnv) q(query string) string {
 
 // openPool opens a pgxpool.Pool on the env's PostgreSQL database, closed
 // when the test ends.
-func (e *proofEnv) openPool() *pgxpool.Pool {
+func (e *proofEnv) openPool() *pgxpool.Pool { return e.openPoolOf(20) }
+
+// openPoolOf is openPool with a pool of max connections.
+func (e *proofEnv) openPoolOf(max int32) *pgxpool.Pool {
 	e.t.Helper()
 	pc, err := pgxpool.ParseConfig(e.dsn)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	pc.MaxConns = 20
+	pc.MaxConns = max
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		e.t.Fatal(err)

@@ -81,7 +81,9 @@ func TestL3AResumeKeepsTheDownstreamKey(t *testing.T) {
 func TestL3DownstreamKeysDifferPerStepKeyAndPrincipal(t *testing.T) {
 	eachProofStore(t, func(t *testing.T, s proofStore) {
 		e := newProofEnv(t, s)
-		keys := e.keys(e.config())
+		cfg := e.config()
+		cfg.Principal = accountOf
+		keys := e.keys(cfg)
 		fail := true
 		var seen []string
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -106,15 +108,15 @@ func TestL3DownstreamKeysDifferPerStepKeyAndPrincipal(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 		})
 		route := keys.Handle(idemserver.Route{Phased: true}, h)
-		wantStatus(t, "alice k1, failing", serve(route, as(req("POST", "/x", "", "k1"), "alice")), http.StatusServiceUnavailable)
+		wantStatus(t, "alice k1, failing", serve(route, of(req("POST", "/x", "", "k1"), "alice")), http.StatusServiceUnavailable)
 		fail = false
-		wantStatus(t, "alice k1, resumed", serve(route, as(req("POST", "/x", "", "k1"), "alice")), http.StatusCreated)
+		wantStatus(t, "alice k1, resumed", serve(route, of(req("POST", "/x", "", "k1"), "alice")), http.StatusCreated)
 		if len(seen) != 4 || seen[0] != seen[2] || seen[1] != seen[3] {
 			t.Fatalf("downstream keys across two attempts %q, want the same pair twice", seen)
 		}
 		seen = seen[2:]
-		wantStatus(t, "alice k2", serve(route, as(req("POST", "/x", "", "k2"), "alice")), http.StatusCreated)
-		wantStatus(t, "bob k1", serve(route, as(req("POST", "/x", "", "k1"), "bob")), http.StatusCreated)
+		wantStatus(t, "alice k2", serve(route, of(req("POST", "/x", "", "k2"), "alice")), http.StatusCreated)
+		wantStatus(t, "bob k1", serve(route, of(req("POST", "/x", "", "k1"), "bob")), http.StatusCreated)
 		distinct := map[string]bool{}
 		for _, k := range seen {
 			if k == "" {
@@ -139,7 +141,7 @@ func TestL3DownstreamKeysDifferPerStepKeyAndPrincipal(t *testing.T) {
 			_, stepErr = idemserver.Step(r.Context(), "a", func(ctx context.Context, dk string) ([]byte, error) { return nil, nil })
 			w.WriteHeader(http.StatusNoContent)
 		}))
-		serve(atomicRoute, req("POST", "/y", "", "atomic"))
+		serve(atomicRoute, of(req("POST", "/y", "", "atomic"), "alice"))
 		if !errors.Is(stepErr, idemserver.ErrNotPhased) {
 			t.Errorf("Step on an atomic route: %v, want ErrNotPhased", stepErr)
 		}

@@ -2,6 +2,7 @@ package idemserver
 
 import (
 	"bytes"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ type request struct {
 	body        []byte // without Config.KeyField
 	seed        string // of a new key row's downstream keys
 	retention   time.Duration
+	level       sql.IsolationLevel // of the handler's transaction (Route.Serializable)
 }
 
 // serve is the middleware: it reads the principal, the key and the body
@@ -107,7 +109,17 @@ func (k *Keys) read(w http.ResponseWriter, r *http.Request, route Route) (*reque
 		body:        body,
 		seed:        newToken(),
 		retention:   route.Retention,
+		level:       isolation(route),
 	}, true
+}
+
+// isolation is the level of the transaction route's handler writes in:
+// READ COMMITTED, or SERIALIZABLE when the route asks for it.
+func isolation(route Route) sql.IsolationLevel {
+	if route.Serializable {
+		return sql.LevelSerializable
+	}
+	return sql.LevelReadCommitted
 }
 
 // keyOK answers a key that could not be read and returns false, or
@@ -170,6 +182,7 @@ type buffer struct {
 	body   bytes.Buffer
 	limit  int64
 	over   bool
+	wrote  bool // the handler wrote a status or bytes
 }
 
 // errResponseTooLarge is what a handler's Write returns once its answer
@@ -182,11 +195,13 @@ func (b *buffer) Header() http.Header { return b.header }
 
 func (b *buffer) WriteHeader(code int) {
 	if b.status == 0 && code >= 200 { // 1xx are not the answer
+		b.wrote = true
 		b.status = code
 	}
 }
 
 func (b *buffer) Write(p []byte) (int, error) {
+	b.wrote = true
 	if b.status == 0 {
 		b.status = http.StatusOK
 	}

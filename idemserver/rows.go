@@ -152,14 +152,25 @@ func (k *Keys) finishAtomic(ctx context.Context, tx sqlkit.Tx, id int64, resp *R
 	if body == nil {
 		body = []byte{}
 	}
-	_, err := k.exec(ctx, tx, `
+	res, err := k.exec(ctx, tx, `
 		UPDATE {{t}} SET finished = 1, response_status = ?, response_header = ?, response_body = ?
 		WHERE id = ?`, resp.Status, k.encodeHeader(resp.Header), body, id)
 	if err != nil {
 		return k.dbError("storing the answer", err)
 	}
+	if res.RowsAffected != 1 {
+		return errTxLost
+	}
 	return nil
 }
+
+// errTxLost: the key row the transaction inserted was not there to take
+// the answer: the database rolled the transaction back under the handler
+// (MySQL does, at a deadlock, and the connection's later statements then
+// commit on their own). The transaction runs again, like a serialization
+// failure.
+var errTxLost = errors.New("idemserver: the key row the request's transaction claimed was gone when its answer was stored: " +
+	"the database rolled the transaction back under the handler (a deadlock on MySQL)")
 
 // storedHeaders returns the headers of h that are stored with a key.
 func (k *Keys) storedHeaders(h http.Header) http.Header {

@@ -249,7 +249,7 @@ func (k *Keys) class(err error) sqlkit.Class {
 		return sqlkit.Other // the handler's mistake: no retry will mend it
 	case errors.Is(err, ErrUnavailable):
 		return sqlkit.Unavailable
-	case errors.Is(err, errRaced):
+	case errors.Is(err, errRaced), errors.Is(err, errTxLost):
 		return sqlkit.Serialization
 	}
 	return k.db.Flavor().Class(err)

@@ -47,7 +47,7 @@ func TestSweepDeletesFinishedKeysPastRetention(t *testing.T) {
 		if err != nil || n != 1 {
 			t.Fatalf("at retention: swept %d, %v; want 1", n, err)
 		}
-		if len(forgotten) != 1 || forgotten[0] != (idemserver.Swept{Principal: idemserver.AnonymousPrincipal, Key: "d"}) {
+		if len(forgotten) != 1 || forgotten[0] != (idemserver.Swept{Principal: "", Key: "d"}) {
 			t.Fatalf("Forget got %v", forgotten)
 		}
 		if s := e.keys.Stats(); s.Abandoned != 1 || s.Swept != 1 {
@@ -186,7 +186,7 @@ func TestCountReadsTheTable(t *testing.T) {
 
 // The tables' columns mean what the package doc says.
 func TestTablesAsDocumented(t *testing.T) {
-	onBothStores(t, idemserver.Config{}, func(t *testing.T, e *env) {
+	onBothStores(t, idemserver.Config{Principal: accountOf}, func(t *testing.T, e *env) {
 		var downstream string
 		crash := true
 		srv := e.keys.Handle(idemserver.Route{Phased: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -201,7 +201,7 @@ func TestTablesAsDocumented(t *testing.T) {
 		}))
 		func() {
 			defer func() { recover() }()
-			do(t, srv, "POST", "/charges", "k", "x", "Authorization", "Bearer t")
+			do(t, srv, "POST", "/charges", "k", "x", headerAccount, "t")
 		}()
 		start := e.clock.Now().UnixNano()
 		var (
@@ -219,8 +219,7 @@ func TestTablesAsDocumented(t *testing.T) {
 			}
 		}
 		row()
-		wantPrincipal, _ := idemserver.BearerPrincipal(httptestRequestWithBearer("t"))
-		if principal != wantPrincipal || key != "k" || downstream != "idem-"+seed+"-capture" || created != start ||
+		if principal != "account:t" || key != "k" || downstream != "idem-"+seed+"-capture" || created != start ||
 			expires != start+int64(idemserver.DefaultRetention) || finished != 0 || !token.Valid ||
 			lease.Int64 != start+int64(idemserver.DefaultLockTimeout) || status.Valid {
 			t.Fatalf("claimed row: %v %q %q seed %q (downstream %q) %d %d %d %v %v %v", id, principal, key, seed, downstream,
@@ -235,7 +234,7 @@ func TestTablesAsDocumented(t *testing.T) {
 		}
 		e.clock.Advance(idemserver.DefaultLockTimeout)
 		crash = false
-		do(t, srv, "POST", "/charges", "k", "x", "Authorization", "Bearer t")
+		do(t, srv, "POST", "/charges", "k", "x", headerAccount, "t")
 		row()
 		var header string
 		var body []byte
@@ -250,12 +249,6 @@ func TestTablesAsDocumented(t *testing.T) {
 			t.Fatalf("%d recovery points after the finish", n)
 		}
 	})
-}
-
-func httptestRequestWithBearer(token string) *http.Request {
-	r, _ := http.NewRequest("POST", "/", nil)
-	r.Header.Set("Authorization", "Bearer "+token)
-	return r
 }
 
 // Close waits for a running request to commit: the handler, held until

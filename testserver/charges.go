@@ -259,18 +259,18 @@ func (s *Server) getCharge(w http.ResponseWriter, r *http.Request) {
 type ChargeList struct {
 	Charges []Charge `json:"charges"`
 	// Scope is whose charges these are: reads are scoped per client (S2),
-	// as keys are. It is AnonymousClient for a request that carries
-	// neither Authorization nor X-Client-ID.
+	// as keys are. It is AnonymousClient for a request that carries no
+	// X-Client-ID.
 	Scope string `json:"scope"`
 	// Note, on an empty anonymous read, says that charges made under a
-	// client ID or a token are not listed, so that an empty list is not
-	// taken for "nothing charged".
+	// client ID are not listed, so that an empty list is not taken for
+	// "nothing charged".
 	Note string `json:"note,omitempty"`
 }
 
 // anonymousEmptyNote is ChargeList.Note.
-const anonymousEmptyNote = "reads are scoped per client: this request carries neither Authorization nor " +
-	HeaderClientID + ", so only charges made without them are listed; send the header the charges were made with"
+const anonymousEmptyNote = "reads are scoped per client: this request carries no " +
+	HeaderClientID + ", so only charges made without one are listed; send the header the charges were made with"
 
 // listCharges serves GET /charges?customer=...&reference=...: the client's
 // charges, oldest first, filtered by the parameters given (both: both must

@@ -39,11 +39,10 @@
 // (missing or malformed: 400). The value is either a bare token such as a
 // UUID or a structured-field string ("..." as in RFC 8941); both spell the
 // same key, which may be at most 255 characters long. Keys are scoped per
-// client: the client is the bearer token of the Authorization header when
-// there is one (stored only as a SHA-256 hash), otherwise the X-Client-ID
-// header, otherwise the shared anonymous client. Authorization wins when
-// both are present, so a caller cannot borrow another caller's keys by
-// sending their client ID. Two clients using the same key never meet.
+// client account: the X-Client-ID header, otherwise the shared anonymous
+// client. A credential never scopes a key: a client that refreshes or
+// rotates its bearer token keeps its keys, and its retry is a replay, not
+// a second execution. Two clients using the same key never meet.
 //
 // # Dialects
 //

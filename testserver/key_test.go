@@ -1,8 +1,6 @@
 package testserver
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
@@ -67,9 +65,9 @@ func TestIdempotencyKeyParsing(t *testing.T) {
 	}
 }
 
+// S2.1: the client is its account, X-Client-ID, else the anonymous
+// client; a bearer token never changes it, and another scheme is refused.
 func TestClientScope(t *testing.T) {
-	sum := sha256.Sum256([]byte("s3cret"))
-	secret := "bearer:" + hex.EncodeToString(sum[:16]) // the hash, never the token
 	tests := []struct {
 		name   string
 		header map[string]string
@@ -78,11 +76,13 @@ func TestClientScope(t *testing.T) {
 	}{
 		{"nothing is anonymous", nil, AnonymousClient, 0},
 		{"client id", map[string]string{"X-Client-ID": "alice"}, "client:alice", 0},
-		{"bearer", map[string]string{"Authorization": "Bearer s3cret"}, secret, 0},
-		{"bearer wins over client id", map[string]string{"Authorization": "Bearer s3cret", "X-Client-ID": "alice"}, secret, 0},
-		{"scheme is case-insensitive", map[string]string{"Authorization": "bearer s3cret"}, secret, 0},
+		{"a bearer token alone is anonymous", map[string]string{"Authorization": "Bearer s3cret"}, AnonymousClient, 0},
+		{"a bearer token leaves the client id's scope", map[string]string{"Authorization": "Bearer s3cret", "X-Client-ID": "alice"}, "client:alice", 0},
+		{"scheme is case-insensitive", map[string]string{"Authorization": "bearer s3cret", "X-Client-ID": "alice"}, "client:alice", 0},
 		{"basic refused", map[string]string{"Authorization": "Basic YTpi"}, "", 401},
 		{"bearer without token", map[string]string{"Authorization": "Bearer "}, "", 401},
+		{"bearer of blanks", map[string]string{"Authorization": "Bearer  \t"}, "", 401},
+		{"basic refused beside a client id", map[string]string{"Authorization": "Basic YTpi", "X-Client-ID": "alice"}, "", 401},
 		{"client id with space", map[string]string{"X-Client-ID": "a b"}, "", 400},
 		{"client id too long", map[string]string{"X-Client-ID": strings.Repeat("a", 256)}, "", 400},
 		{"client id of the longest length", map[string]string{"X-Client-ID": strings.Repeat("a", 255)}, "client:" + strings.Repeat("a", 255), 0},

@@ -210,6 +210,9 @@ func (s *Server) mutating(e endpoint) http.Handler {
 		wk.handled = rec.status
 	})
 	route := e.route
+	// The handlers' transactions run at SERIALIZABLE (rule S3): a read a
+	// handler writes from is then rerun on a conflict, not lost.
+	route.Serializable = true
 	route.Check = func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 		in, p := e.decode(r, body)
 		if p != nil {

@@ -103,9 +103,9 @@ func TestS2KeysAreScopedPerClient(t *testing.T) {
 			{"client alice", map[string]string{HeaderClientID: "alice"}, false},
 			{"client bob", map[string]string{HeaderClientID: "bob"}, false},
 			{"client alice again", map[string]string{HeaderClientID: "alice"}, true},
-			{"bearer token", map[string]string{"Authorization": "Bearer t0ken"}, false},
-			{"bearer token claiming to be alice", map[string]string{"Authorization": "Bearer t0ken", HeaderClientID: "alice"}, true},
-			{"other token claiming to be alice", map[string]string{"Authorization": "Bearer other", HeaderClientID: "alice"}, false},
+			{"a bearer token alone is anonymous", map[string]string{"Authorization": "Bearer t0ken"}, true},
+			{"alice with a bearer token", map[string]string{"Authorization": "Bearer t0ken", HeaderClientID: "alice"}, true},
+			{"alice with another token", map[string]string{"Authorization": "Bearer other", HeaderClientID: "alice"}, true},
 		}
 		for _, tt := range tests {
 			rep := post(tt.header)
@@ -114,8 +114,8 @@ func TestS2KeysAreScopedPerClient(t *testing.T) {
 				t.Fatalf("%s: replayed %v, want %v", tt.name, got, tt.replay)
 			}
 		}
-		if st := stats(t, in); st.Effects.Reservations != 5 || st.Replays != 3 {
-			t.Fatalf("stats %+v, want 5 reservations (anonymous, alice, bob, two tokens) and 3 replays", st)
+		if st := stats(t, in); st.Effects.Reservations != 3 || st.Replays != 5 {
+			t.Fatalf("stats %+v, want 3 reservations (anonymous, alice, bob) and 5 replays", st)
 		}
 		rep := send(t, in, req{method: "POST", path: "/reservations", key: "k", header: map[string]string{"Authorization": "Basic YTpi"}, body: body})
 		wantProblem(t, rep, http.StatusUnauthorized, ProblemUnauthorized)
@@ -123,6 +123,43 @@ func TestS2KeysAreScopedPerClient(t *testing.T) {
 			t.Fatalf("WWW-Authenticate %q", rep.header.Get("WWW-Authenticate"))
 		}
 		wantProblem(t, send(t, in, req{method: "POST", path: "/reservations", key: "k", client: "has space", body: body}), 400, ProblemInvalidClient)
+	})
+}
+
+// S2.3: a client that refreshes its token keeps its keys: one key and
+// one body, sent with a bearer token, then with a refreshed one, then
+// with none, reserve once and replay the first answer twice, for the
+// anonymous client and for a client by its ID.
+func TestS2ARefreshedTokenKeepsTheClientsKeys(t *testing.T) {
+	onEachStore(t, func(t *testing.T, newDB func(testing.TB) string) {
+		in := start(t, Config{Path: newDB(t)})
+		stock(t, in, "sku-1", 100)
+		body := `{"item_id":"sku-1","quantity":1}`
+		for _, client := range []string{"", "alice"} {
+			var first reply
+			for i, token := range []string{"token-0900", "token-0905", ""} {
+				h := map[string]string{}
+				if token != "" {
+					h["Authorization"] = "Bearer " + token
+				}
+				if client != "" {
+					h[HeaderClientID] = client
+				}
+				rep := send(t, in, req{method: "POST", path: "/reservations", key: "k1", header: h, body: body})
+				wantStatus(t, rep, 201)
+				if i == 0 {
+					first = rep
+					continue
+				}
+				if rep.header.Get(HeaderReplayed) != "true" || string(rep.body) != string(first.body) {
+					t.Fatalf("client %q, token %q: %s, replayed %q; want the first answer %s replayed",
+						client, token, rep.body, rep.header.Get(HeaderReplayed), first.body)
+				}
+			}
+		}
+		if st := stats(t, in); st.Effects.Reservations != 2 || st.Replays != 4 {
+			t.Fatalf("stats %+v, want 2 reservations (the anonymous client's, alice's) and 4 replays", st)
+		}
 	})
 }
 

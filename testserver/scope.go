@@ -1,8 +1,6 @@
 package testserver
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,12 +8,12 @@ import (
 	"github.com/idemkit/idem/idemserver"
 )
 
-// HeaderClientID names the calling client when no Authorization is sent.
+// HeaderClientID names the calling client's account: the scope of its
+// keys and of the resources it creates.
 const HeaderClientID = "X-Client-ID"
 
-// AnonymousClient is the scope of requests that carry neither an
-// Authorization header nor an X-Client-ID header. All such requests share
-// one key space.
+// AnonymousClient is the scope of requests that carry no X-Client-ID
+// header. All such requests share one key space.
 const AnonymousClient = "anonymous"
 
 // errUnauthorized marks a scope error answered with 401 rather than 400;
@@ -28,25 +26,17 @@ func (unauthorized) Error() string        { return "unauthorized" }
 func (unauthorized) Is(target error) bool { return target == idemserver.ErrUnauthorized }
 
 // clientScope returns the scope that keys (and stored resources) belong to
-// (rule S2):
-//
-//   - Authorization: Bearer <token> scopes to "bearer:" and the SHA-256 of the
-//     token (the token itself is never stored);
-//   - otherwise X-Client-ID: <id> scopes to "client:<id>";
-//   - otherwise the scope is AnonymousClient.
-//
-// Authorization wins over X-Client-ID: the credential is who the caller is,
-// a client-ID header is only who it says it is. An Authorization header of
-// another scheme is refused with 401.
+// (rule S2): "client:<id>" for X-Client-ID: <id>, the client's account,
+// else AnonymousClient. A credential never scopes: a client that refreshes
+// or rotates its bearer token keeps its keys, and its retry is a replay.
+// An Authorization header is accepted only as Bearer <token> (another
+// scheme is refused with 401), and its token is not read further.
 func clientScope(h http.Header) (string, error) {
 	if auth := h.Get("Authorization"); auth != "" {
 		scheme, token, ok := strings.Cut(auth, " ")
-		token = strings.Trim(token, " \t")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.Trim(token, " \t") == "" {
 			return "", fmt.Errorf("%w: only Authorization: Bearer <token> is supported", errUnauthorized)
 		}
-		sum := sha256.Sum256([]byte(token))
-		return "bearer:" + hex.EncodeToString(sum[:16]), nil
 	}
 	if id := h.Get(HeaderClientID); id != "" {
 		if len(id) > 255 {

@@ -25,8 +25,9 @@
 //
 // The tables are InnoDB's, their key columns binary strings (VARBINARY),
 // so that keys compare byte for byte, case and trailing spaces included.
-// Every transaction of a key runs at READ COMMITTED, with the key row read
-// FOR UPDATE: REPEATABLE READ and SERIALIZABLE would lock the gap around
+// Every transaction of a key runs at READ COMMITTED (a handler's at
+// SERIALIZABLE on a route that asks for it, idemserver.Route.Serializable,
+// with the gap locks that follow), with the key row read FOR UPDATE: REPEATABLE READ and SERIALIZABLE would lock the gap around
 // each key not yet stored until its request commits, making unrelated
 // requests wait on each other and concurrent duplicates deadlock. A
 // concurrent duplicate waits on the first request's row and is replayed.
@@ -36,18 +37,47 @@
 // request's update is lost. A deadlock (1213), a lock wait timeout (1205)
 // or, with innodb_snapshot_isolation, a row changed since it was read
 // (1020) runs the transaction again, handler included, as a serialization
-// failure does on PostgreSQL; the handler reports such an error of its
-// own statements with idemserver.Fail. A server or transaction that takes
+// failure does on PostgreSQL; on a *sql.DB of Open, Keys sees such an
+// error of the handler's own statements, whatever the handler answers
+// (elsewhere the handler reports it with idemserver.Fail). A deadlock
+// rolls back the whole transaction, and the connection's later statements
+// would commit on their own: Open's connections fail them instead. A server or transaction that takes
 // no writes (1290, 1792: a replica, --read-only) and a connection lost
 // are unavailable: 503 with Retry-After.
 package mysql
 
 import (
+	"database/sql"
+	"fmt"
+
+	"github.com/go-sql-driver/mysql"
 	"github.com/idemkit/idem/internal/sqlkit"
 	"github.com/idemkit/idem/internal/sqlkit/mysqlkit"
 )
 
 func init() { sqlkit.Register(mysqlkit.Flavor) }
+
+// Open opens a *sql.DB of go-sql-driver/mysql at dsn for
+// idemserver.Config.DB whose connections tell Keys the errors of a
+// request's transaction: a deadlock or a lock wait timeout that one of
+// the handler's statements meets runs the transaction again, whatever
+// the handler answers then, and after a deadlock (which rolls the whole
+// transaction back) the transaction's later statements fail with it
+// instead of committing on their own. A *sql.DB opened otherwise
+// (sql.Open("mysql", dsn)) serves as well, but Keys then learns of such
+// an error only from idemserver.Fail. The driver connection conn.Raw
+// gives has an Unwrap method returning the driver's own.
+func Open(dsn string) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("idemserver/mysql: %w", err)
+	}
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("idemserver/mysql: %w", err)
+	}
+	return sql.OpenDB(sqlkit.Observe(c, mysqlkit.Flavor.Class)), nil
+}
 
 // ErrSession is wrapped by the error of idemserver.New for a MySQL or
 // MariaDB session whose settings would let Keys break its promises (a

@@ -4,15 +4,19 @@
 // handlers get their transaction as a pgx.Tx from Tx, so that code written
 // for pgx (sqlc's pgx/v5 mode) runs in it.
 //
-// Every transaction of a key runs at SERIALIZABLE and runs again, handler
-// included, after a serialization failure or a deadlock (idemserver's
-// package doc says when).
+// Every transaction of a key runs at READ COMMITTED, the key row read FOR
+// UPDATE, and a handler's at SERIALIZABLE on a route that asks for it
+// (idemserver.Route.Serializable); a transaction runs again, handler
+// included, after a serialization failure or a deadlock, also one that
+// the handler's own statement met through Tx or a *sql.DB of Open,
+// whatever the handler answered (idemserver's package doc says when).
 package postgres
 
 import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
@@ -21,10 +25,27 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the driver "pgx"
+	"github.com/jackc/pgx/v5/stdlib" // registers the driver "pgx"
 )
 
 func init() { sqlkit.Register(pgkit.Flavor) }
+
+// Open opens a *sql.DB of pgx's stdlib driver at dsn for
+// idemserver.Config.DB whose connections tell Keys the errors of a
+// request's transaction: a serialization failure or a deadlock that one
+// of the handler's statements meets runs the transaction again, whatever
+// the handler answers then. A *sql.DB opened otherwise (sql.Open("pgx",
+// dsn)) serves as well, but Keys then learns of such an error only from
+// idemserver.Fail. Its connections are pgx's behind a wrapper: the
+// driver connection conn.Raw gives has an Unwrap method returning pgx's
+// *stdlib.Conn.
+func Open(dsn string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("idemserver/postgres: %w", err)
+	}
+	return sql.OpenDB(sqlkit.Observe(stdlib.GetConnector(*cfg), pgkit.Flavor.Class)), nil
+}
 
 // Pool returns the store of idemserver.Config.Store for pool: Keys keeps
 // its keys in pool's database and hands each handler its transaction as
@@ -59,6 +80,14 @@ type poolDB store
 func (d poolDB) Flavor() *sqlkit.Flavor { return pgkit.Flavor }
 func (d poolDB) Native() any            { return d.pool }
 
+// Pool counts as waited the acquires that found the pool empty: those
+// that got a connection after waiting, and those whose context ended
+// first.
+func (d poolDB) Pool() sqlkit.PoolStats {
+	s := d.pool.Stat()
+	return sqlkit.PoolStats{Waited: s.EmptyAcquireCount() + s.CanceledAcquireCount()}
+}
+
 func (d poolDB) Begin(ctx context.Context, level sql.IsolationLevel) (sqlkit.Tx, error) {
 	opts := pgx.TxOptions{}
 	switch level {
@@ -73,7 +102,7 @@ func (d poolDB) Begin(ctx context.Context, level sql.IsolationLevel) (sqlkit.Tx,
 	if err != nil {
 		return nil, err
 	}
-	return poolTx{tx}, nil
+	return poolTx{tx, sqlkit.WorkFrom(ctx)}, nil
 }
 
 func (d poolDB) Exec(ctx context.Context, q string, args ...any) (sqlkit.Result, error) {
@@ -92,9 +121,20 @@ func (d poolDB) Query(ctx context.Context, q string, args ...any) (sqlkit.Rows, 
 	return rows{r}, nil
 }
 
-type poolTx struct{ tx pgx.Tx }
+// poolTx is a transaction of the pool; w is the request it is of, if
+// any, whose handler gets the transaction observed (observedTx).
+type poolTx struct {
+	tx pgx.Tx
+	w  sqlkit.Work
+}
 
-func (t poolTx) Native() any                      { return t.tx }
+func (t poolTx) Native() any {
+	if t.w == nil {
+		return t.tx
+	}
+	return observedTx{t.tx, t.w}
+}
+
 func (t poolTx) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }
 
 // rollbackTimeout bounds a rollback, which runs even after the work's

@@ -2,9 +2,7 @@ package faultsuite
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -30,7 +28,7 @@ func EffectsInDatabase(ctx context.Context, path, clientID string) (map[string]i
 }
 
 // EffectsInScope is EffectsInDatabase for the rows of one key scope, as the
-// server names it ("client:<id>", or BearerScope's form), or of every scope
+// server names it ("client:<id>"), or of every scope
 // when scope is "".
 func EffectsInScope(ctx context.Context, path, scope string) (map[string]int, error) {
 	db, pg, err := openReadOnly(path)
@@ -79,14 +77,6 @@ func scopeOf(id string) string {
 		return ""
 	}
 	return "client:" + id
-}
-
-// BearerScope is the server's key scope for requests with Authorization:
-// Bearer token: "bearer:" and the first 16 bytes of the token's SHA-256, in
-// hex (see testserver's rule S2).
-func BearerScope(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return "bearer:" + hex.EncodeToString(sum[:16])
 }
 
 // ReservedInDatabase sums the quantities of Item that the reservations in

@@ -60,12 +60,18 @@ SHIM
 chmod +x "$shim/go"
 # gremlins names a package's files relative to the package, and compares
 # them with what git diff names relative to the repository: a shim makes
-# git name them relative to the package.
+# git name them relative to the package. It also asks for no context
+# lines: gremlins v0.6.0 takes a hunk's added lines for one block after
+# its leading context, and with context a change below another in the
+# same hunk would be skipped.
 realgit=$(command -v git)
 cat > "$shim/git" <<SHIM
 #!/usr/bin/env bash
 if [ "\$1" = diff ] && [ -n "\${IDEM_GREMLINS_PKG:-}" ] && [ "\$IDEM_GREMLINS_PKG" != . ]; then
-  exec "$realgit" diff --relative="\$IDEM_GREMLINS_PKG/" "\${@:2}"
+  exec "$realgit" diff --unified=0 --relative="\$IDEM_GREMLINS_PKG/" "\${@:2}"
+fi
+if [ "\$1" = diff ]; then
+  exec "$realgit" diff --unified=0 "\${@:2}"
 fi
 exec "$realgit" "\$@"
 SHIM

@@ -1118,14 +1118,114 @@ var mutants = []mutant{
 		Pkg: "./idemaws", Tests: []string{"TestAFleetSendsOneTokenPerOperation"},
 	},
 	{
-		Name: "an answer around idemserver stored as if the handler had answered", Rules: "L1.18",
+		Name: "an answer around idemserver stored as if the handler had answered", Rules: "L1.18, L6.1",
 		Edits: []edit{{File: "idemserver/atomic.go", Old: "\treturn ok && written.Written()\n", New: "\treturn ok && !ok && written.Written()\n"}},
-		Pkg:   "./idemserver", Tests: []string{"TestAnAnswerAroundIdemserverIsNeverStored"},
+		Pkg:   "./idemserver", Tests: []string{"TestL6AnAnswerAroundIdemserverIsAborted"},
 	},
 	{
-		Name: "an answer around idemserver followed by idemserver's own 500", Rules: "L1.18",
-		Edits: []edit{{File: "idemserver/atomic.go", Old: "\t\tk.answeredAround(r, err)\n", New: "\t\tk.fail(w, r, err)\n"}},
-		Pkg:   "./idemserver", Tests: []string{"TestAnAnswerAroundIdemserverIsNeverStored"},
+		Name: "an answer around idemserver followed by idemserver's own 500", Rules: "L1.18, L6.1",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "\t\tk.answeredAround(w, r, err)\n", New: "\t\tk.fail(w, r, err)\n"}},
+		Pkg:   "./idemserver", Tests: []string{"TestL6AnAnswerAroundIdemserverIsAborted"},
+	},
+	{
+		Name: "an answer around idemserver left to leave: the connection's writes not failed", Rules: "L6.1",
+		Edits: []edit{{File: "idemserver/keys.go", Old: "\thttp.NewResponseController(w).SetWriteDeadline(time.Unix(1, 0))\n\tpanic(http.ErrAbortHandler)\n",
+			New: "\tpanic(http.ErrAbortHandler)\n"}},
+		Pkg: "./idemserver", Tests: []string{"TestL6AnAnswerAroundIdemserverIsAborted"},
+	},
+	{
+		Name: "gin: an answer around idemserver left to leave behind gin's Recovery", Rules: "L6.1",
+		Edits: []edit{{File: "idemserver/keys.go", Old: "\thttp.NewResponseController(w).SetWriteDeadline(time.Unix(1, 0))\n\tpanic(http.ErrAbortHandler)\n",
+			New: "\tpanic(http.ErrAbortHandler)\n"}},
+		Pkg: "./idemgin", Tests: []string{"TestL6GenericGinWiringNeverAnswers2xx"},
+	},
+	{
+		Name: "an answer around idemserver not aborted where the writer hides the connection", Rules: "L6.1",
+		Edits: []edit{{File: "idemserver/keys.go", Old: "\thttp.NewResponseController(w).SetWriteDeadline(time.Unix(1, 0))\n\tpanic(http.ErrAbortHandler)\n",
+			New: "\thttp.NewResponseController(w).SetWriteDeadline(time.Unix(1, 0))\n"}},
+		Pkg: "./idemserver", Tests: []string{"TestL6AnAnswerAroundIdemserverIsAborted"},
+	},
+	{
+		Name: "a handler that wrote nothing stored as an empty 200", Rules: "L6.2",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "\tcase !buf.wrote:\n\t\treturn errNoAnswer\n", New: ""}},
+		Pkg:   "./idemserver", Tests: []string{"TestL6AHandlerThatWritesNothingGets500"},
+	},
+	{
+		Name: "echo: a returned error under WrapMiddleware stored as an empty 200", Rules: "L6.2",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "\tcase !buf.wrote:\n\t\treturn errNoAnswer\n", New: ""}},
+		Pkg:   "./idemecho", Tests: []string{"TestL6WrapMiddlewareNeverAnswers2xxForWorkRolledBack"},
+	},
+	{
+		Name: "a panic raised again with no answer written for it", Rules: "L6.3",
+		Edits: []edit{{File: "idemserver/keys.go", Old: "\t} else {\n\t\tk.cfg.Answers.failed(w, r, http.StatusInternalServerError, \"the server failed; nothing was stored: retry with the same key\")\n\t}\n\tpanic(p.value)\n",
+			New: "\t}\n\tpanic(p.value)\n"}},
+		Pkg: "./idemserver", Tests: []string{"TestL6APanicLeavesNoSuccess"},
+	},
+	{
+		Name: "echo: a panic behind Recover under WrapMiddleware answered 200", Rules: "L6.3",
+		Edits: []edit{{File: "idemserver/keys.go", Old: "\t} else {\n\t\tk.cfg.Answers.failed(w, r, http.StatusInternalServerError, \"the server failed; nothing was stored: retry with the same key\")\n\t}\n\tpanic(p.value)\n",
+			New: "\t}\n\tpanic(p.value)\n"}},
+		Pkg: "./idemecho", Tests: []string{"TestL6WrapMiddlewareNeverAnswers2xxForWorkRolledBack"},
+	},
+	{
+		Name: "a handler's panic logged without its stack", Rules: "L6.3",
+		Edits: []edit{{File: "idemserver/keys.go", Old: "\"stack\", string(p.stack))", New: "\"stack\", \"\")"}},
+		Pkg:   "./idemserver", Tests: []string{"TestL6APanicLeavesNoSuccess"},
+	},
+	{
+		Name: "PostgreSQL's handlers run at SERIALIZABLE whatever the route asks", Rules: "L7.1",
+		Edits: []edit{{File: "idemserver/request.go", Old: "\treturn sql.LevelReadCommitted\n}", New: "\treturn sql.LevelSerializable\n}"}},
+		Pkg:   "./idemserver", Tests: []string{"TestL7DistinctKeysNeverRerunEachOther"},
+	},
+	{
+		Name: "a handler's own serialization failure not seen on a *sql.DB of postgres.Open or mysql.Open", Rules: "L7.2",
+		Edits: []edit{{File: "internal/sqlkit/observe.go", Old: "\tc.w.Met(err)\n", New: ""}},
+		Pkg:   "./idemserver", Tests: []string{"TestL7AHandlersOwnConflictIsRerun"},
+	},
+	{
+		Name: "a handler's own serialization failure not seen through postgres.Tx", Rules: "L7.2",
+		Edits: []edit{{File: "idemserver/postgres/observe.go", Old: "\t\tt.w.Met(err)\n", New: ""}},
+		Pkg:   "./idemserver", Tests: []string{"TestL7AHandlersOwnConflictIsRerun"},
+	},
+	{
+		Name: "the serialization failure a statement met taken for the handler's answer", Rules: "L7.2",
+		Edits: []edit{{File: "idemserver/atomic.go", Old: "\t\tif met := st.conflicted(); met != nil {\n\t\t\tfailed = met // the transaction is lost, whatever the handler made of it\n\t\t}\n", New: ""}},
+		Pkg:   "./idemserver", Tests: []string{"TestL7AHandlersOwnConflictIsRerun"},
+	},
+	{
+		Name: "a phased route's final transaction lost to a serialization failure, the handler's answer stored", Rules: "L7.2",
+		Edits: []edit{{File: "idemserver/phased.go", Old: "\t\tif met := st.conflicted(); met != nil {\n\t\t\tfailed = met // the final transaction is lost, whatever the handler made of it\n\t\t}\n", New: ""}},
+		Pkg:   "./idemserver", Tests: []string{"TestL7AHandlersOwnConflictIsRerun"},
+	},
+	{
+		Name: "MySQL: statements after a deadlock run, committing on their own", Rules: "L7.3",
+		Edits: []edit{{File: "internal/sqlkit/observe.go", Old: "\t\tc.lost = err\n", New: ""}},
+		Pkg:   "./idemserver", Tests: []string{"TestL7MySQLNothingCommitsAfterADeadlock"},
+	},
+	{
+		Name: "MySQL: an atomic answer stored when its key row was rolled back under the handler", Rules: "L7.3",
+		Edits: []edit{{File: "idemserver/rows.go", Old: "\tif res.RowsAffected != 1 {\n\t\treturn errTxLost\n\t}\n", New: "\t_ = res\n"}},
+		Pkg:   "./idemserver", Tests: []string{"TestL7MySQLNothingCommitsAfterADeadlock"},
+	},
+	{
+		Name: "PostgreSQL's key row read without FOR UPDATE", Rules: "L5.6",
+		Edits: []edit{{File: "internal/sqlkit/pgkit/pgkit.go", Old: "\t\t\"{{lock_key}}\":            \" FOR UPDATE\",\n", New: "\t\t\"{{lock_key}}\":            \"\",\n"}},
+		Pkg:   "./idemserver", Tests: []string{"TestL5RetriesTakeALapsedClaimOverOnce"},
+	},
+	{
+		Name: "a Serializable route on MySQL run at READ COMMITTED", Rules: "L7.4",
+		Edits: []edit{{File: "internal/sqlkit/mysqlkit/mysqlkit.go", Old: "\t\treturn &sql.TxOptions{Isolation: sql.LevelSerializable}\n", New: "\t\treturn &sql.TxOptions{Isolation: sql.LevelReadCommitted}\n"}},
+		Pkg:   "./idemserver", Tests: []string{"TestAtomicConflictsRerun"},
+	},
+	{
+		Name: "the reference server's handlers run at READ COMMITTED", Rules: "S3.4",
+		Edits: []edit{{File: "testserver/layer.go", Old: "\troute.Serializable = true\n", New: ""}},
+		Pkg:   "./testserver", Tests: []string{"TestPostgresConflictsAreRetried"},
+	},
+	{
+		Name: "an exhausted pool blamed on a locked row", Rules: "L2.17",
+		Edits: []edit{{File: "idemserver/pool.go", Old: "\treturn waited > 0, waited\n", New: "\treturn false, waited\n"}},
+		Pkg:   "./idemserver", Tests: []string{"TestL2AnExhaustedPoolIsNamedInTheLog"},
 	},
 	{
 		Name: "gin: the handler left on gin's own writer", Rules: "L1.18",
@@ -1170,6 +1270,11 @@ var mutants = []mutant{
 		Pkg:   "./idemecho", Tests: []string{"TestAReturnedErrorIsTheStoredAnswer"},
 	},
 	{
+		Name: "echo: a handler that returned nil without writing answered 500, not echo's 200", Rules: "L1.19",
+		Edits: []edit{{File: "idemecho/idemecho.go", Old: "\t\t\t} else if !c.Response().Committed {\n\t\t\t\tc.Response().WriteHeader(http.StatusOK) // echo's answer to a handler that wrote nothing\n", New: ""}},
+		Pkg:   "./idemecho", Tests: []string{"TestAHandlerThatWritesNothingIsEchos200"},
+	},
+	{
 		Name: "echo: the handler left on echo's own response", Rules: "L1.19",
 		Edits: []edit{{File: "idemecho/idemecho.go", Old: "\t\t\tc.SetResponse(echo.NewResponse(w, c.Echo()))\n", New: ""}},
 		Pkg:   "./idemecho", Tests: []string{"TestEchoAnswersAreStoredAndReplayed"},
@@ -1194,9 +1299,9 @@ var mutants = []mutant{
 		Pkg:   "./pgjournal", Tests: []string{"TestAPoolOfOneConnectionIsSharedWithTheRenewals"},
 	},
 	{
-		Name: "a pgxpool store's transactions begun at READ COMMITTED", Rules: "L2.11",
+		Name: "a pgxpool store's Serializable routes begun at READ COMMITTED", Rules: "L2.11, L7.4",
 		Edits: []edit{{File: "idemserver/postgres/postgres.go", Old: "\tcase sql.LevelSerializable:\n\t\topts.IsoLevel = pgx.Serializable\n", New: ""}},
-		Pkg:   "./idemserver/postgres", Tests: []string{"TestAPoolTransactionIsSerializable"},
+		Pkg:   "./idemserver/postgres", Tests: []string{"TestAPoolTransactionIsolation"},
 	},
 	{
 		Name: "a credential parameter with a percent-encoded name written with its value", Rules: "C14.5",

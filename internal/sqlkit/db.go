@@ -40,6 +40,16 @@ type DB interface {
 	Flavor() *Flavor
 	// Native is the driver's own handle (*sql.DB, *pgxpool.Pool).
 	Native() any
+	// Pool is what the connection pool says of itself now.
+	Pool() PoolStats
+}
+
+// PoolStats is what a connection pool says of itself.
+type PoolStats struct {
+	// Waited counts, since the pool opened, the acquires that waited for
+	// a connection because every one it may open was in use, ended or
+	// not.
+	Waited int64
 }
 
 // Tx is a transaction of a DB.
@@ -62,6 +72,10 @@ type sqlDB struct {
 
 func (d sqlDB) Flavor() *Flavor { return d.f }
 func (d sqlDB) Native() any     { return d.db }
+
+func (d sqlDB) Pool() PoolStats {
+	return PoolStats{Waited: d.db.Stats().WaitCount}
+}
 
 func (d sqlDB) Begin(ctx context.Context, level sql.IsolationLevel) (Tx, error) {
 	tx, err := d.db.BeginTx(context.WithValue(ctx, internalKey{}, true), d.f.Options(level))

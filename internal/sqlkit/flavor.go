@@ -28,8 +28,8 @@ type Flavor struct {
 	// engine and character set, or ""), {{indexes}} (more indexes inside
 	// the key table's CREATE TABLE, each led by a comma, or ""),
 	// {{lock_key}} (the end of the SELECT that reads a key's row: " FOR
-	// UPDATE" where plain reads neither lock nor conflict, as on MySQL at
-	// READ COMMITTED, else ""), {{for_update}} (a lock on the rows a
+	// UPDATE" where plain reads neither lock nor conflict, as at READ
+	// COMMITTED, else ""), {{for_update}} (a lock on the rows a
 	// SELECT reads, or ""), {{skip_locked}} (a lock that skips rows locked
 	// by others, or ""), {{on_conflict_nothing}} (the end of an INSERT of
 	// a key row that does nothing if the key has one).

@@ -20,6 +20,11 @@ type Work interface {
 	// Misused reports err, a statement run outside the request's
 	// transaction while it was open: the request then fails.
 	Misused(err error)
+	// Met reports err, the error a statement of the request's
+	// transaction met, where the glue sees the transaction's statements
+	// (Observe): a serialization failure or a deadlock runs the
+	// transaction again, whatever the handler answered.
+	Met(err error)
 }
 
 type workKey struct{}

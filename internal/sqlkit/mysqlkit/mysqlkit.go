@@ -1,8 +1,9 @@
 // Package mysqlkit is MySQL's and MariaDB's flavour of the SQL substrate,
 // on github.com/go-sql-driver/mysql.
 //
-// Every transaction runs at READ COMMITTED, and the key row is read FOR
-// UPDATE: the latest committed version, locked. InnoDB's stronger levels
+// Every transaction runs at READ COMMITTED (a handler's at SERIALIZABLE
+// when its route asks for it), and the key row is read FOR UPDATE: the
+// latest committed version, locked. InnoDB's stronger levels
 // take gap locks: at REPEATABLE READ and SERIALIZABLE a request that
 // looks up a key not yet stored locks the gap around it in the unique
 // index until it commits, so every other request whose key falls in that
@@ -63,7 +64,7 @@ var Flavor = &sqlkit.Flavor{
 	Returning:     false,
 	InlineIndexes: true,
 	Check:         Check,
-	TxOptions:     func(sql.IsolationLevel) *sql.TxOptions { return &sql.TxOptions{Isolation: sql.LevelReadCommitted} },
+	TxOptions:     txOptions,
 	Classify:      Class,
 	TimeoutHint: "did the handler write through the database instead of its transaction, to a row the " +
 		"transaction locked? Such a statement waits for the transaction until the work times out, then commits on its own",
@@ -81,6 +82,16 @@ var Flavor = &sqlkit.Flavor{
 		}
 		return true, v + " (" + comment + ")", nil
 	},
+}
+
+// txOptions runs a transaction at SERIALIZABLE when it is asked for (a
+// route that asks for it), else at READ COMMITTED (see the package
+// documentation).
+func txOptions(level sql.IsolationLevel) *sql.TxOptions {
+	if level == sql.LevelSerializable {
+		return &sql.TxOptions{Isolation: sql.LevelSerializable}
+	}
+	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 }
 
 // The server's error numbers Class knows.

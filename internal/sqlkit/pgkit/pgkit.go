@@ -15,7 +15,9 @@ import (
 )
 
 // Flavor is PostgreSQL's flavour (and CockroachDB's): $N placeholders,
-// transactions at the isolation level asked for, row locks.
+// transactions at the isolation level asked for, row locks; the key row
+// is read FOR UPDATE, so that at READ COMMITTED two requests never both
+// take one claim over.
 var Flavor = &sqlkit.Flavor{
 	Name:         "PostgreSQL",
 	Package:      "github.com/idemkit/idem/idemserver/postgres",
@@ -27,7 +29,7 @@ var Flavor = &sqlkit.Flavor{
 		"{{text}}":                "TEXT",
 		"{{table_options}}":       "",
 		"{{indexes}}":             "",
-		"{{lock_key}}":            "",
+		"{{lock_key}}":            " FOR UPDATE",
 		"{{for_update}}":          " FOR UPDATE",
 		"{{skip_locked}}":         " FOR UPDATE SKIP LOCKED",
 		"{{on_conflict_nothing}}": " ON CONFLICT (principal, idem_key) DO NOTHING",

@@ -23,6 +23,7 @@ type work struct {
 }
 
 func (w *work) Holding() bool { return w.holding.Load() }
+func (w *work) Met(error)     {}
 func (w *work) Misused(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
