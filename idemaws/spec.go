@@ -1,6 +1,6 @@
 package idemaws
 
-//go:generate go run ./internal/gentokens -models $AWS_MODELS -source $AWS_MODELS_SOURCE -o tokens_gen.go
+//go:generate go run ./internal/gentokens -models $AWS_MODELS -source $AWS_MODELS_SOURCE -gomod github.com/aws/aws-sdk-go-v2/service/ec2@v1.350.0 -o tokens_gen.go
 
 import (
 	"crypto/sha256"
