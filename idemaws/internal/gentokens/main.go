@@ -48,43 +48,54 @@ import (
 )
 
 func main() {
-	models := flag.String("models", "", "the directory of Smithy JSON models, searched recursively")
-	source := flag.String("source", "", "what the models are, for the generated file's header (a repository and its commit)")
+	if err := run(os.Args[1:]); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run is the command with its arguments.
+func run(args []string) error {
+	flags := flag.NewFlagSet("gentokens", flag.ContinueOnError)
+	models := flags.String("models", "", "the directory of Smithy JSON models, searched recursively")
+	source := flags.String("source", "", "what the models are, for the generated file's header (a repository and its commit)")
 	var gomods []string
-	flag.Func("gomod", "an aws-sdk-go-v2 service module, path@version, whose Go source is read for a service the models lack (repeatable)",
+	flags.Func("gomod", "an aws-sdk-go-v2 service module, path@version, whose Go source is read for a service the models lack (repeatable)",
 		func(s string) error { gomods = append(gomods, s); return nil })
-	out := flag.String("o", "tokens_gen.go", "the Go file to write")
-	flag.Parse()
+	out := flags.String("o", "tokens_gen.go", "the Go file to write")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
 	if *models == "" || *source == "" {
-		log.Fatal("gentokens: -models and -source are required")
+		return errors.New("gentokens: -models and -source are required")
 	}
 	t := &table{}
 	if err := t.readModels(*models); err != nil {
-		log.Fatal(err)
+		return err
 	}
 	sources := []string{*source}
 	for _, gomod := range gomods {
 		m, err := download(gomod)
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		if err := t.readGo(m.Dir); err != nil {
-			log.Fatal(err)
+			return err
 		}
 		sources = append(sources, fmt.Sprintf("%s@%s (%s, its Go source)", m.Path, m.Version, m.Sum))
 	}
 	if err := t.finish(); err != nil {
-		log.Fatal(err)
+		return err
 	}
 	src, err := t.write(strings.Join(sources, "; "))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	if err := os.WriteFile(*out, src, 0o644); err != nil {
-		log.Fatal(err)
+		return err
 	}
 	log.Printf("gentokens: %d operations of %d services (%d marked by the model, %d by their documentation, %d with a lifetime); %d patterns dropped",
 		len(t.rows), t.services, t.marked, len(t.rows)-t.marked, t.lifetimes, len(t.dropped))
+	return nil
 }
 
 // model is the part of a Smithy JSON AST that gentokens reads.

@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -193,5 +195,46 @@ func TestTheGoSourceAgreesWithTheModels(t *testing.T) {
 	slices.Sort(onlyGo)
 	if !slices.Equal(onlyGo, newer) {
 		t.Errorf("the Go source alone gives %q; want the operations newer than the models, %q", onlyGo, newer)
+	}
+}
+
+// The command writes the table of the models and of the SDK modules it is
+// given, and stamps each source in the table's header: the models' as
+// given, a module's path, version and checksum.
+func TestTheCommandStampsItsSources(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "tokens_gen.go")
+	if err := run([]string{"-models", "testdata/models", "-source", "example models@abc", "-gomod", "github.com/aws/aws-sdk-go-v2/service/ec2@v1.350.0", "-o", out}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := download("github.com/aws/aws-sdk-go-v2/service/ec2@v1.350.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`const modelsSource = "example models@abc; github.com/aws/aws-sdk-go-v2/service/ec2@v1.350.0 (` + m.Sum + `, its Go source)"`,
+		`"Example Svc.RequestThing":`,
+		`"EC2.RequestSpotInstances":`,
+		"119 operations of 2 services",
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the table lacks %s:\n%.1500s", want, b)
+		}
+	}
+	for _, args := range [][]string{
+		{"-models", "testdata/models"},
+		{"-source", "x"},
+		{"-models", "testdata/nothing", "-source", "x", "-o", out},
+		{"-models", "testdata/models", "-source", "x", "-gomod", "github.com/aws/aws-sdk-go-v2/service/ec2", "-o", out},
+		{"-models", "testdata/models", "-source", "x", "-gomod", "github.com/aws/aws-sdk-go-v2/service/ec2@v0.0.0-no", "-o", out},
+		{"-models", "testdata/models", "-source", "x", "-o", filepath.Join(out, "no", "dir")},
+		{"-no-such-flag"},
+	} {
+		if err := run(args); err == nil {
+			t.Errorf("run(%q) = nil, want an error", args)
+		}
 	}
 }

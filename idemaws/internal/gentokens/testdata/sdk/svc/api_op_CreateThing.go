@@ -17,6 +17,16 @@ type CreateThingInput struct {
 	noSmithyDocumentSerde
 }
 
+type validateOpCreateThing struct{}
+
+func (m *validateOpCreateThing) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
+	out middleware.InitializeOutput, metadata middleware.Metadata, err error,
+) {
+	input, _ := in.Parameters.(*CreateThingInput)
+	input.Name = nil
+	return next.HandleInitialize(ctx, in)
+}
+
 type idempotencyToken_initializeOpCreateThing struct{}
 
 func (m *idempotencyToken_initializeOpCreateThing) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
