@@ -2,10 +2,12 @@ package idemaws_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/acm"
 	"github.com/aws/aws-sdk-go-v2/service/cloudcontrol"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/efs"
 	efstypes "github.com/aws/aws-sdk-go-v2/service/efs/types"
 	"github.com/aws/aws-sdk-go-v2/service/route53"
@@ -58,6 +62,10 @@ func hostedZone(name string) *route53.CreateHostedZoneInput {
 	return &route53.CreateHostedZoneInput{Name: aws.String(name)}
 }
 
+func vpcEndpoint(service string) *ec2.CreateVpcEndpointInput {
+	return &ec2.CreateVpcEndpointInput{VpcId: aws.String("vpc-1"), ServiceName: aws.String(service), VpcEndpointType: ec2types.VpcEndpointTypeInterface}
+}
+
 // V1.2: ACM's IdempotencyToken, which the SDK does not fill, is the
 // journal's, in ACM's format (1 to 32 word characters, so 32 hex digits,
 // not a UUID): one token across a 500 and its retry, one certificate, the
@@ -86,6 +94,75 @@ func TestACMRequestCertificate(t *testing.T) {
 	}
 	if a, b := aws.ToString(first.CertificateArn), aws.ToString(again.CertificateArn); a != b || a != "arn:aws:acm:us-east-1:123456789012:certificate/1" {
 		t.Fatalf("ARNs %q and %q, want certificate 1 twice", a, b)
+	}
+}
+
+// V1.8: EC2's ClientToken, which the SDK does not fill for
+// CreateVpcEndpoint and EC2's model (not at hand) gives through the SDK's
+// Go source, is the journal's, of up to 64 ASCII characters: one token
+// across a 500 and its retry, one endpoint, the second call answered from
+// the journal. Then a program killed with SIGKILL once its request was
+// applied resumes under the same token, and EC2 answers the first
+// endpoint again: one creation.
+func TestEC2CreateVpcEndpoint(t *testing.T) {
+	f := newFakeAPIs(t, 0, 1)
+	f.faults = []string{"500"}
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	client := ec2.NewFromConfig(apisConfig(f, newOperations(t, j), 0))
+	ctx := idem.WithOperation(context.Background(), "vpce-a")
+	first, err := client.CreateVpcEndpoint(ctx, vpcEndpoint("a.example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := client.CreateVpcEndpoint(ctx, vpcEndpoint("a.example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := lookup(t, j, "vpce-a")
+	tokens := f.tokens("a.example.com")
+	if len(tokens) != 1 || tokens[0] != op.Key || f.count() != 2 || f.creations("a.example.com") != 1 || op.State != idem.StateDone {
+		t.Fatalf("tokens %q, %d requests, %d endpoints, journal %s; want %s alone, 2 requests, 1, done", tokens, f.count(), f.creations("a.example.com"), op.State, op.Key)
+	}
+	if len(op.Key) > 64 || !regexp.MustCompile(`^[\x00-\x7F]+$`).MatchString(op.Key) {
+		t.Fatalf("token %q is not EC2's up to 64 ASCII characters", op.Key)
+	}
+	if a, b := aws.ToString(first.VpcEndpoint.VpcEndpointId), aws.ToString(again.VpcEndpoint.VpcEndpointId); a != b || a != "vpce-1" || aws.ToString(again.ClientToken) != op.Key {
+		t.Fatalf("endpoints %q and %q (token %q), want vpce-1 twice under %s", a, b, aws.ToString(again.ClientToken), op.Key)
+	}
+
+	// A program killed once its request was applied, its answer lost.
+	journal := filepath.Join(t.TempDir(), "journal")
+	reached := make(chan struct{})
+	f.mu.Lock()
+	f.onRequest = func(n int) {
+		if n == 3 {
+			close(reached)
+		}
+	}
+	f.mu.Unlock()
+	cmd, out, errOut := startBatchChild(t, "ec2", journal, f.srv.URL, 1)
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	select {
+	case <-reached:
+		cmd.Process.Signal(syscall.SIGKILL)
+		<-ended
+	case err := <-ended:
+		t.Fatalf("the program ended (%v) before it was killed: %s %s", err, out, errOut)
+	}
+	cmd, out, errOut = startBatchChild(t, "ec2", journal, f.srv.URL, 1)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the restarted program: %v: %s", err, errOut)
+	}
+	var r batchResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r != (batchResult{"op-000.example.com", "vpce-2"}) {
+		t.Fatalf("the restarted program printed %q (%v); want op-000.example.com and vpce-2", out, err)
+	}
+	if tokens := f.tokens(r.Op); len(tokens) != 1 || f.creations(r.Op) != 1 || f.count() != 4 {
+		t.Fatalf("tokens %q, %d endpoints, %d requests in all; want one token, one endpoint, 4 requests", tokens, f.creations(r.Op), f.count())
+	}
+	if tok, ok := idemaws.TokenFor("EC2", "CreateVpcEndpoint"); !ok || tok != (idemaws.Token{Member: "ClientToken", MaxLength: 64, Pattern: `^[\x00-\x7F]+$`, KeyTTL: 24 * time.Hour}) {
+		t.Fatalf("TokenFor(EC2, CreateVpcEndpoint) = %+v, %v", tok, ok)
 	}
 }
 

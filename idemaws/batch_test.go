@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/acm"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/efs"
 	"github.com/aws/aws-sdk-go-v2/service/route53"
 	"github.com/aws/smithy-go/middleware"
@@ -29,8 +30,8 @@ import (
 	"github.com/idemkit/idem/idemaws"
 )
 
-// The environment of a batch child: which API (acm, efs or route53) and
-// how many operations.
+// The environment of a batch child: which API (acm, efs, route53 or ec2)
+// and how many operations.
 const (
 	envBatch = "IDEMAWS_TEST_BATCH"
 	envOps   = "IDEMAWS_TEST_OPS"
@@ -69,7 +70,7 @@ func batchChild() int {
 		},
 		APIOptions: []func(*middleware.Stack) error{ops.Install},
 	}
-	acmc, efsc, r53 := acm.NewFromConfig(cfg), efs.NewFromConfig(cfg), route53.NewFromConfig(cfg)
+	acmc, efsc, r53, ec2c := acm.NewFromConfig(cfg), efs.NewFromConfig(cfg), route53.NewFromConfig(cfg), ec2.NewFromConfig(cfg)
 	n, _ := strconv.Atoi(os.Getenv(envOps))
 	unknown := 0
 	enc := json.NewEncoder(os.Stdout)
@@ -92,6 +93,11 @@ func batchChild() int {
 			out, e := r53.CreateHostedZone(ctx, hostedZone(name))
 			if err = e; e == nil {
 				id = aws.ToString(out.HostedZone.Id)
+			}
+		case "ec2":
+			out, e := ec2c.CreateVpcEndpoint(ctx, vpcEndpoint(name))
+			if err = e; e == nil {
+				id = aws.ToString(out.VpcEndpoint.VpcEndpointId)
 			}
 		}
 		var applied *idemaws.AppliedError
@@ -137,16 +143,22 @@ func startBatchChild(t *testing.T, api, journal, endpoint string, n int) (*exec.
 }
 
 // TestABatchFinishesOnEachAPIWithFaultsAndKills: a batch job that follows
-// docs/vendor-sdks.md runs 40 operations on each of ACM, EFS and Route 53
-// against an endpoint where a fifth of the requests meet a fault (a 500,
-// a 503, a throttle, a connection dropped after the creation was applied,
-// an answer later than the client waits). It is killed with SIGKILL twice
-// mid-batch, and run again until it says it is done. Every operation
-// finishes, under one token, with one creation, and the job knows what
-// each made (V1, V2).
+// docs/vendor-sdks.md runs IDEM_AWS_BATCH_OPS operations (default 40) on
+// each of ACM, EFS, Route 53 and EC2 against an endpoint where a fifth of
+// the requests meet a fault (a 500, a 503, a throttle, a connection
+// dropped after the creation was applied, an answer later than the client
+// waits). It is killed with SIGKILL twice mid-batch, and run again until
+// it says it is done. Every operation finishes, under one token, with one
+// creation, and the job knows what each made (V1, V2).
 func TestABatchFinishesOnEachAPIWithFaultsAndKills(t *testing.T) {
-	const n = 40
-	for i, api := range []string{"acm", "efs", "route53"} {
+	n := 40
+	if s := os.Getenv("IDEM_AWS_BATCH_OPS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 25 {
+			t.Fatalf("IDEM_AWS_BATCH_OPS=%q: want a number of operations, at least 25 (the kills come after 21 requests)", s)
+		}
+	}
+	for i, api := range []string{"acm", "efs", "route53", "ec2"} {
 		t.Run(api, func(t *testing.T) {
 			f := newFakeAPIs(t, 0.2, uint64(49+i))
 			journal := filepath.Join(t.TempDir(), "journal")
@@ -196,7 +208,7 @@ func TestABatchFinishesOnEachAPIWithFaultsAndKills(t *testing.T) {
 					}
 					results = append(results, r)
 				}
-				t.Logf("%s: finished on run %d after the kills, %d requests in all", api, run+1, f.count())
+				t.Logf("%s: %d operations, 2 kills, finished on run %d after the kills, %d requests in all", api, n, run+1, f.count())
 				break
 			}
 			if len(results) != n {
@@ -207,8 +219,10 @@ func TestABatchFinishesOnEachAPIWithFaultsAndKills(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer j.Close()
+			sent, made := 0, 0
 			for _, r := range results {
 				tokens := f.tokens(r.Op)
+				sent, made = sent+len(tokens), made+f.creations(r.Op)
 				if len(tokens) != 1 || f.creations(r.Op) != 1 {
 					t.Errorf("%s: tokens %q, %d creations; want one token, one creation", r.Op, tokens, f.creations(r.Op))
 					continue
@@ -216,11 +230,13 @@ func TestABatchFinishesOnEachAPIWithFaultsAndKills(t *testing.T) {
 				f.mu.Lock()
 				m := f.byOp[r.Op][0]
 				f.mu.Unlock()
-				want := map[string]string{"acm": "arn:aws:acm:us-east-1:123456789012:certificate/" + m.id, "efs": "fs-" + m.id, "route53": "/hostedzone/Z" + m.id}[api]
+				want := map[string]string{"acm": "arn:aws:acm:us-east-1:123456789012:certificate/" + m.id, "efs": "fs-" + m.id,
+					"route53": "/hostedzone/Z" + m.id, "ec2": "vpce-" + m.id}[api]
 				if op := lookup(t, j, r.Op); r.ID != want || op.State != idem.StateDone || op.Key != tokens[0] {
 					t.Errorf("%s: the job got %q, the journal holds %s under %s; want %q, done under %s", r.Op, r.ID, op.State, op.Key, want, tokens[0])
 				}
 			}
+			t.Logf("%s: tokens per operation %.2f, creations per operation %.2f", api, float64(sent)/float64(n), float64(made)/float64(n))
 		})
 	}
 }

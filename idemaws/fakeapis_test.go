@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -25,10 +26,12 @@ import (
 //   - Route 53's CreateHostedZone (REST-XML): CallerReference, a token
 //     seen again answers 409 HostedZoneAlreadyExists, without the zone's
 //     ID; ListHostedZonesByName lists the zones of a name, each with its
-//     CallerReference.
+//     CallerReference;
+//   - EC2's CreateVpcEndpoint (EC2 Query): ClientToken, which the SDK does
+//     not fill for it, a token seen again answers the first endpoint again.
 //
 // Each creation is named by the operation it stands for (the domain name,
-// or the file system's "op" tag). With a fault rate, a request meets one
+// the file system's "op" tag, or the endpoint's service name). With a fault rate, a request meets one
 // fault in that share: a 500, a 503 or a throttle before anything is
 // applied; a connection dropped, or an answer later than the client waits,
 // after the creation was applied.
@@ -114,6 +117,8 @@ func (f *fakeAPIs) serve(w http.ResponseWriter, r *http.Request) {
 		p = efsProtocol(body)
 	case r.Method == http.MethodPost && r.URL.Path == "/2013-04-01/hostedzone":
 		p = route53Protocol(body)
+	case r.Method == http.MethodPost && r.URL.Path == "/" && strings.Contains(string(body), "Action=CreateVpcEndpoint&"):
+		p = ec2Protocol(body)
 	default:
 		http.Error(w, "unknown request "+r.Method+" "+r.URL.Path, http.StatusNotFound)
 		return
@@ -249,6 +254,27 @@ func route53Protocol(body []byte) protocol {
 				code = "Throttling"
 			}
 			return route53Error(code)
+		},
+	}
+}
+
+func ec2Protocol(body []byte) protocol {
+	form, _ := url.ParseQuery(string(body))
+	name := form.Get("ServiceName")
+	return protocol{op: name, token: form.Get("ClientToken"),
+		header: http.Header{"Content-Type": {"text/xml;charset=UTF-8"}},
+		created: func(id, token string) (int, string) {
+			return http.StatusOK, fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?>
+<CreateVpcEndpointResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId>`+
+				`<vpcEndpoint><vpcEndpointId>vpce-%s</vpcEndpointId><vpcEndpointType>Interface</vpcEndpointType><vpcId>%s</vpcId><serviceName>%s</serviceName><state>pending</state></vpcEndpoint>`+
+				`<clientToken>%s</clientToken></CreateVpcEndpointResponse>`, id, form.Get("VpcId"), name, token)
+		},
+		fail: func(_ int, code string) string {
+			if code == "ThrottlingException" {
+				code = "RequestLimitExceeded"
+			}
+			return fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?>
+<Response><Errors><Error><Code>%s</Code><Message>m</Message></Error></Errors><RequestID>r</RequestID></Response>`, code)
 		},
 	}
 }

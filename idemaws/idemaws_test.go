@@ -485,19 +485,30 @@ func TestAnExpiredTokenIsNotSentAgain(t *testing.T) {
 
 // TestTheSDKsRetriesStopWhenTheTokenExpires: the SDK's retries are
 // attempts of the operation, and none is sent once its token may be
-// forgotten; the outcome is unknown, the operation pending.
+// forgotten: an attempt is sent while the token's age, plus an attempt's
+// allowance (a minute of an hour's KeyTTL), is under the KeyTTL, and not
+// after; the outcome is unknown, the operation pending. The journal's
+// clock is moved by the SDK's backoff, so that the ages are exact
+// whatever the machine's load.
 func TestTheSDKsRetriesStopWhenTheTokenExpires(t *testing.T) {
 	f := newFakeAWS(t)
 	f.fail = []int{500, 500, 500}
-	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: 200 * time.Millisecond})
+	clock := &testClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "journal"), filejournal.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := awsConfig(f, ops, 0)
 	cfg.Retryer = func() aws.Retryer {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
-			o.Backoff, o.RateLimiter = fixedWait(150*time.Millisecond), ratelimit.None
+			// The second attempt at 58m59s, the last second it may be sent
+			// in; the third at 59m01s, past it.
+			o.Backoff, o.RateLimiter = clock.waits(58*time.Minute+59*time.Second, 2*time.Second), ratelimit.None
 		})
 	}
 	_, err = cloudcontrol.NewFromConfig(cfg).CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
@@ -507,6 +518,30 @@ func TestTheSDKsRetriesStopWhenTheTokenExpires(t *testing.T) {
 	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending {
 		t.Fatalf("journal holds %s, want pending", op.State)
 	}
+}
+
+// testClock is a journal's clock that the SDK's backoff moves.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// Now returns the clock's time.
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// waits is a backoff that, before each retry, moves the clock on by the
+// next of waits and has the SDK wait no real time.
+func (c *testClock) waits(waits ...time.Duration) retry.BackoffDelayer {
+	return retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.now, waits = c.now.Add(waits[0]), waits[1:]
+		return 0, nil
+	})
 }
 
 // TestAnInputTheSDKRefusesJournalsNothing: the SDK validates the input

@@ -1,6 +1,6 @@
 package idemaws
 
-//go:generate go run ./internal/gentokens -models $AWS_MODELS -source $AWS_MODELS_SOURCE -o tokens_gen.go
+//go:generate go run ./internal/gentokens -models $AWS_MODELS -source $AWS_MODELS_SOURCE -gomod github.com/aws/aws-sdk-go-v2/service/ec2@v1.350.0 -o tokens_gen.go
 
 import (
 	"crypto/sha256"
@@ -49,8 +49,10 @@ type tokenSpec struct {
 // TokenFor returns what idemaws knows of the idempotency token of an AWS
 // operation, by the SDK's service ID (the ServiceID constant of the
 // service's package, "Route 53") and operation name ("CreateHostedZone"),
-// from the AWS models it carries: the member, its format, and the token's
-// lifetime (KeyTTL) where AWS documents one. It reports false for an
+// from the AWS models it carries (for a service whose model was not at
+// hand, EC2, read from the SDK's Go source, which the SDK generates from
+// it): the member, its format, and the token's lifetime (KeyTTL) where
+// AWS documents one. It reports false for an
 // operation those models do not give a token; such an operation is still
 // covered when the SDK fills a token for it, or when Options.Tokens names
 // its member.

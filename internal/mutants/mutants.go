@@ -1432,4 +1432,29 @@ var mutants = []mutant{
 		Edits: []edit{{File: "resend.go", Old: "op.Header.Get(SettledHeader) == \"\" && op.Header.Get(KeyReusedHeader) == \"\"", New: "op.Header.Get(SettledHeader) == \"\""}},
 		Pkg:   ".", Tests: []string{"TestRefusedWithoutEffect"},
 	},
+	{
+		Name: "AWS tokens: an SDK module's token middleware not read as the model's mark", Rules: "V1.8",
+		Edits: []edit{{File: "idemaws/internal/gentokens/gosource.go", Old: "\t\t\tp.filled[op] = member\n", New: "\t\t\t_ = member\n"}},
+		Pkg:   "./idemaws/internal/gentokens", Tests: []string{"TestTheRuleReadsGoSource", "TestEC2IsReadFromItsSDKModule"},
+	},
+	{
+		Name: "AWS tokens: an SDK module's documented ASCII bound dropped", Rules: "V1.8",
+		Edits: []edit{{File: "idemaws/internal/gentokens/gosource.go", Old: "\t\t\tr.max, _ = strconv.Atoi(m[1])\n\t\t\tr.pattern = asciiPattern\n", New: "\t\t\t_ = m\n"}},
+		Pkg:   "./idemaws/internal/gentokens", Tests: []string{"TestTheRuleReadsGoSource", "TestEC2IsReadFromItsSDKModule"},
+	},
+	{
+		Name: "AWS tokens: an SDK module's documented lifetime dropped", Rules: "V1.8",
+		Edits: []edit{{File: "idemaws/internal/gentokens/gosource.go", Old: "\t\tr.ttl, r.said = lifetime(doc)\n", New: ""}},
+		Pkg:   "./idemaws/internal/gentokens", Tests: []string{"TestTheRuleReadsGoSource"},
+	},
+	{
+		Name: "AWS tokens: an SDK module's creation not looked into for a nested token", Rules: "V1.8",
+		Edits: []edit{{File: "idemaws/internal/gentokens/gosource.go", Old: "if r, found = t.goToken(nested, name+\".\", \"\"); found {", New: "if _, _ = nested, name; false {"}},
+		Pkg:   "./idemaws/internal/gentokens", Tests: []string{"TestTheRuleReadsGoSource"},
+	},
+	{
+		Name: "AWS tokens: a service guide's format not given to the operations whose source states none", Rules: "V1.8",
+		Edits: []edit{{File: "idemaws/internal/gentokens/main.go", Old: "\t\t\tr.max, r.pattern, r.guide = g.max, g.pattern, true\n", New: "\t\t\t_ = g\n"}},
+		Pkg:   "./idemaws/internal/gentokens", Tests: []string{"TestTheRuleReadsGoSource", "TestEC2IsReadFromItsSDKModule"},
+	},
 }

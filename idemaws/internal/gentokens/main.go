@@ -1,20 +1,28 @@
 // Command gentokens writes the table of AWS operations that take an
 // idempotency token, read from AWS's Smithy models (the JSON AST files of
-// aws/api-models-aws, or of aws-sdk-go-v2's codegen/sdk-codegen/aws-models):
+// aws/api-models-aws, or of aws-sdk-go-v2's codegen/sdk-codegen/aws-models)
+// and, for a service whose model is not at hand, from the Go source of its
+// aws-sdk-go-v2 service module, which the SDK generates from that model:
 //
-//	go run ./internal/gentokens -models DIR -source WHAT [-o tokens_gen.go]
+//	go run ./internal/gentokens -models DIR -source WHAT [-gomod PATH@VERSION]... [-o tokens_gen.go]
+//
+// A module named by -gomod is fetched through the Go module proxy (go mod
+// download), and its path, version and checksum are written into the
+// table's header with the models' source.
 //
 // An input member is an operation's token when the model marks it
-// (smithy.api#idempotencyToken, which the SDK fills itself), or when its
-// name is one AWS gives tokens (ClientToken, ClientRequestToken,
-// IdempotencyToken, CreationToken, CallerReference, CreatorRequestId) and
-// its documentation says it keeps a request from being applied twice
-// (idempotent, retried, twice, duplicate, replayed, a unique string that
-// identifies the request...). Members of the input are looked at, and for
-// an operation whose name begins with Create, members of a structure the
-// input holds (CloudFront's DistributionConfig.CallerReference). For each
-// it keeps the model's length and pattern, and the token's lifetime where
-// the documentation states one.
+// (smithy.api#idempotencyToken, which the SDK fills itself: in Go source,
+// the member the operation's token middleware sets), or when its name is
+// one AWS gives tokens (ClientToken, ClientRequestToken, IdempotencyToken,
+// CreationToken, CallerReference, CreatorRequestId) and its documentation
+// says it keeps a request from being applied twice (idempotent, retried,
+// twice, duplicate, replayed, a unique string that identifies the
+// request...). Members of the input are looked at, and for an operation
+// whose name begins with Create, members of a structure the input holds
+// (CloudFront's DistributionConfig.CallerReference). For each it keeps the
+// model's length and pattern (from Go source, the bound its documentation
+// states, else its service guide's, see guides), and the token's lifetime
+// where the documentation states one.
 package main
 
 import (
@@ -22,6 +30,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"go/format"
@@ -39,26 +48,54 @@ import (
 )
 
 func main() {
-	models := flag.String("models", "", "the directory of Smithy JSON models, searched recursively")
-	source := flag.String("source", "", "what the models are, for the generated file's header (a repository and its commit)")
-	out := flag.String("o", "tokens_gen.go", "the Go file to write")
-	flag.Parse()
+	if err := run(os.Args[1:]); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run is the command with its arguments.
+func run(args []string) error {
+	flags := flag.NewFlagSet("gentokens", flag.ContinueOnError)
+	models := flags.String("models", "", "the directory of Smithy JSON models, searched recursively")
+	source := flags.String("source", "", "what the models are, for the generated file's header (a repository and its commit)")
+	var gomods []string
+	flags.Func("gomod", "an aws-sdk-go-v2 service module, path@version, whose Go source is read for a service the models lack (repeatable)",
+		func(s string) error { gomods = append(gomods, s); return nil })
+	out := flags.String("o", "tokens_gen.go", "the Go file to write")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
 	if *models == "" || *source == "" {
-		log.Fatal("gentokens: -models and -source are required")
+		return errors.New("gentokens: -models and -source are required")
 	}
-	t, err := read(*models)
-	if err != nil {
-		log.Fatal(err)
+	t := &table{}
+	if err := t.readModels(*models); err != nil {
+		return err
 	}
-	src, err := t.write(*source)
+	sources := []string{*source}
+	for _, gomod := range gomods {
+		m, err := download(gomod)
+		if err != nil {
+			return err
+		}
+		if err := t.readGo(m.Dir); err != nil {
+			return err
+		}
+		sources = append(sources, fmt.Sprintf("%s@%s (%s, its Go source)", m.Path, m.Version, m.Sum))
+	}
+	if err := t.finish(); err != nil {
+		return err
+	}
+	src, err := t.write(strings.Join(sources, "; "))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	if err := os.WriteFile(*out, src, 0o644); err != nil {
-		log.Fatal(err)
+		return err
 	}
 	log.Printf("gentokens: %d operations of %d services (%d marked by the model, %d by their documentation, %d with a lifetime); %d patterns dropped",
 		len(t.rows), t.services, t.marked, len(t.rows)-t.marked, t.lifetimes, len(t.dropped))
+	return nil
 }
 
 // model is the part of a Smithy JSON AST that gentokens reads.
@@ -83,6 +120,7 @@ type row struct {
 	ttl      time.Duration
 	said     string // the documentation's words on the lifetime
 	filled   bool
+	guide    bool // the format is the service guide's
 }
 
 type table struct {
@@ -98,9 +136,18 @@ var tokenNames = []string{"clienttoken", "clientrequesttoken", "idempotencytoken
 // from being applied twice.
 var saysIdempotent = regexp.MustCompile(`(?i)idempoten|retr(y|ied|ies|ying)\b|twice|duplicate|more than once|multiple times|only once|same (client )?token|replayed|previous request|already sent|unique string that identifies the request`)
 
+// read returns the table of the models in dir.
 func read(dir string) (*table, error) {
 	t := &table{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	if err := t.readModels(dir); err != nil {
+		return nil, err
+	}
+	return t, t.finish()
+}
+
+// readModels adds the operations of the Smithy models in dir.
+func (t *table) readModels(dir string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".json") {
 			return err
 		}
@@ -114,16 +161,41 @@ func read(dir string) (*table, error) {
 		}
 		return t.add(path, m)
 	})
-	if err != nil {
-		return nil, err
-	}
+}
+
+// guide is a token format a service's guide states for all its
+// operations.
+type guide struct {
+	max     int
+	pattern string
+	said    string // the guide's words, and where
+}
+
+// guides are the formats services' guides state, given to the operations
+// of the service whose source states none (EC2's model states none; its
+// Go source states one for a few operations).
+var guides = map[string]guide{
+	"EC2": {max: 64, pattern: asciiPattern,
+		said: "A client token is a unique, case-sensitive string of up to 64 ASCII characters (Amazon EC2 Developer Guide, Ensuring idempotency in Amazon EC2 API requests)"},
+}
+
+// errTwice is a service read from two sources.
+var errTwice = errors.New("is in two models")
+
+// finish sorts the rows, refuses an operation read twice, and gives the
+// rows whose source states no format their service guide's.
+func (t *table) finish() error {
 	slices.SortFunc(t.rows, func(a, b row) int { return strings.Compare(a.key, b.key) })
-	for i := 1; i < len(t.rows); i++ {
-		if t.rows[i].key == t.rows[i-1].key {
-			return nil, fmt.Errorf("gentokens: %s is in two models", t.rows[i].key)
+	for i := range t.rows {
+		r := &t.rows[i]
+		if i > 0 && r.key == t.rows[i-1].key {
+			return fmt.Errorf("gentokens: %s %w", r.key, errTwice)
+		}
+		if g, ok := guides[r.key[:strings.IndexByte(r.key, '.')]]; ok && r.max == 0 && r.pattern == "" {
+			r.max, r.pattern, r.guide = g.max, g.pattern, true
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // add adds the operations of one model that take a token.
@@ -176,15 +248,20 @@ func (t *table) add(path string, m model) error {
 			continue
 		}
 		r.key = sdkID + "." + name
-		if r.filled {
-			t.marked++
-		}
-		if r.ttl > 0 {
-			t.lifetimes++
-		}
-		t.rows = append(t.rows, r)
+		t.count(r)
 	}
 	return nil
+}
+
+// count adds r to the table.
+func (t *table) count(r row) {
+	if r.filled {
+		t.marked++
+	}
+	if r.ttl > 0 {
+		t.lifetimes++
+	}
+	t.rows = append(t.rows, r)
 }
 
 // token finds the token member of structure s, its field path behind
@@ -326,13 +403,14 @@ func inClass(p, s string) bool {
 
 func (t *table) write(source string) ([]byte, error) {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `// Code generated by gentokens from the AWS Smithy models; DO NOT EDIT.
+	fmt.Fprintf(&b, `// Code generated by gentokens from AWS's Smithy models and SDK source; DO NOT EDIT.
 
 package idemaws
 
 import "time"
 
-// modelsSource names the models sdkTokens was generated from.
+// modelsSource names the models, and the SDK modules whose Go source was
+// read, that sdkTokens was generated from.
 const modelsSource = %q
 
 // tableDigest is the SHA-256 of sdkTokens as generated, one operation a
@@ -340,11 +418,24 @@ const modelsSource = %q
 // a table edited by hand no longer matches it.
 const tableDigest = %q
 
-// sdkTokens holds the idempotency token member of every operation of the
+`, source, digest(t.rows))
+	fmt.Fprintf(&b, `// sdkTokens holds the idempotency token member of every operation of the
 // models that takes one (see the rule in internal/gentokens), by
 // "ServiceID.Operation": %d operations of %d services.
-var sdkTokens = map[string]tokenSpec{
-`, source, digest(t.rows), len(t.rows), t.services)
+`, len(t.rows), t.services)
+	var said []string
+	for _, r := range t.rows {
+		if g := guides[r.key[:strings.IndexByte(r.key, '.')]]; r.guide && !slices.Contains(said, g.said) {
+			said = append(said, g.said)
+		}
+	}
+	if len(said) > 0 {
+		b.WriteString("//\n// The format of a token whose source states none is its service guide's:\n")
+		for _, s := range said {
+			fmt.Fprintf(&b, "//   - %s.\n", s)
+		}
+	}
+	b.WriteString("var sdkTokens = map[string]tokenSpec{\n")
 	for _, r := range t.rows {
 		fmt.Fprintf(&b, "\t%q: {member: %q", r.key, r.member)
 		if r.min != 0 {
