@@ -80,7 +80,7 @@ func (f *loggedFile) Sync() error {
 // PowerCut is what CutPower did to a journal.
 type PowerCut struct {
 	Durable int64  // bytes an fsync had covered, kept
-	Lost    int64  // bytes past them the cut took away or garbled
+	Lost    int64  // bytes past them the cut took away or garbled: a garbled tail's, all of which the next open must cut
 	How     string // "cut", "torn" (a prefix of the rest kept) or "garbled" (random bytes or zeros past a prefix)
 }
 
