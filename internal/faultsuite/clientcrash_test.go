@@ -35,12 +35,13 @@ func TestClientCrash(t *testing.T) {
 // the journal loses every byte no fsync covered, and keeps a torn or
 // garbled part of them (see CutPower), so that what the client sent must
 // have been durable first (C2) and a torn tail must be cut on open (J2).
-// The first cut garbles the tail it finds, and later ones may; the run
-// after a cut that garbled a tail is killed only once it has reported
-// outcomes, so that it has opened the journal, cutting at least the
-// garbled bytes (the open's report says how many), and appended after the
-// cut, which the next open reads. Every run therefore proves J2 on a
-// garbled tail, whatever moments the other kills land at.
+// A cut tears or garbles the tail inside a record it chooses, so it knows
+// how many bytes the next open must cut (PowerCut.Torn), and every open
+// must report cutting exactly that many. The first cut garbles the tail,
+// and the run after a cut that left a torn tail is killed only once it
+// has reported outcomes: it has opened the journal, cutting the tail, and
+// appended after the cut, which the next open reads. Every run therefore
+// proves J2 on a torn tail, whatever moments the other kills land at.
 func TestClientPowerCut(t *testing.T) {
 	runClientCrash(t, true)
 }
@@ -70,18 +71,18 @@ func runClientCrash(t *testing.T, powerCuts bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	inspections := 0
-	var lost, garbled, tornOnOpen int64
-	var tear *PowerCut // the last cut's garbled tail, which the next open must cut
+	var lost, tears, tornOnOpen int64
+	var cut *PowerCut // the last power cut
 	maxOutcomes := ops / (kills + 2)
 	for k := 1; k <= kills; k++ {
 		b := startBatch(t, cfg, checker)
 		in := inspect(cfg.Journal)
 		var running bool
 		var err error
-		if powerCuts && (garbled == 0 || tear != nil) {
-			// The journal must exist for the first cut to garble it,
-			// and a garbled tail must meet a writer's open: kill only
-			// once the run has opened the journal and journaled since.
+		if powerCuts && (tears == 0 || cut.Torn > 0) {
+			// The journal must exist for the first cut to tear it, and
+			// a torn tail must meet a writer's open: kill only once the
+			// run has opened the journal and journaled since.
 			running, err = b.waitOutcomes(ctx, 1+rng.IntN(max(maxOutcomes, 1)))
 		} else {
 			running, err = killPoint(ctx, b, rng, maxOutcomes)
@@ -102,21 +103,19 @@ func runClientCrash(t *testing.T, powerCuts bool) {
 		if msg := b.journalError(); msg != "" {
 			t.Fatalf("after %d kills the journal did not open: %s", k-1, msg)
 		}
-		requireTornTailCut(t, b, tear, k)
+		requireTornTailCut(t, b, cut, k)
 		tornOnOpen += b.truncatedOnOpen()
 		created = created || b.opened()
 		if powerCuts {
-			// Until one has, every cut garbles the tail it finds; then
-			// the rng chooses how each tail fares.
-			pc, err := CutPower(cfg.Journal, cfg.SyncLog, rng, garbled == 0)
+			// Until one has left a torn tail, every cut garbles the
+			// tail it finds; then the rng chooses how each tail fares.
+			pc, err := CutPower(cfg.Journal, cfg.SyncLog, rng, tears == 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			lost += pc.Lost
-			tear = nil
-			if pc.How == "garbled" {
-				garbled++
-				tear = &pc
+			lost, cut = lost+pc.Lost, &pc
+			if pc.Torn > 0 {
+				tears++
 			}
 		}
 		requireJournalOpens(t, cfg.Journal, k, created)
@@ -129,7 +128,7 @@ func runClientCrash(t *testing.T, powerCuts bool) {
 	if !b.opened() {
 		t.Fatal("the last run did not report its journal open")
 	}
-	requireTornTailCut(t, b, tear, kills+1)
+	requireTornTailCut(t, b, cut, kills+1)
 	tornOnOpen += b.truncatedOnOpen()
 	t.Logf("%d read-only opens of the journal while the batch ran", inspections)
 	r := report(t, checker, name, serverView(t, srv.URL, srv.DB, w, true, wire))
@@ -137,9 +136,9 @@ func runClientCrash(t *testing.T, powerCuts bool) {
 		t.Error("no operation was found pending after a kill: the kills missed the work")
 	}
 	if powerCuts {
-		t.Logf("power cuts took %d unsynced bytes; %d garbled the tail; opens cut %d torn bytes", lost, garbled, tornOnOpen)
-		if garbled == 0 {
-			t.Error("no power cut garbled the journal's tail: the first cut must")
+		t.Logf("power cuts took %d unsynced bytes; %d left a torn tail; opens cut %d torn bytes", lost, tears, tornOnOpen)
+		if tears == 0 {
+			t.Error("no power cut left a torn tail: the first cut must")
 		}
 	}
 	j, err := filejournal.Open(cfg.Journal, filejournal.Options{ReadOnly: true})
@@ -165,20 +164,24 @@ func killPoint(ctx context.Context, b *batchProcess, rng *rand.Rand, maxOutcomes
 	return b.waitOutcomes(ctx, 1+rng.IntN(max(maxOutcomes, 1)))
 }
 
-// requireTornTailCut checks that run, the run after a power cut that
-// garbled the journal's tail (tear, nil after any other cut), opened the
-// journal and cut at least the garbled bytes as a torn tail (J2): the cut
-// lands at the end of the last whole record before them.
-func requireTornTailCut(t *testing.T, run *batchProcess, tear *PowerCut, k int) {
+// requireTornTailCut checks that run, the run after the power cut cut
+// (nil before the first), cut on open exactly the torn tail the power cut
+// left (J2): every byte after the last whole record, and no other. A run
+// killed before it reported the journal open is let off, unless the cut
+// left a torn tail, when the run is killed only after its open.
+func requireTornTailCut(t *testing.T, run *batchProcess, cut *PowerCut, k int) {
 	t.Helper()
-	if tear == nil {
+	if cut == nil {
 		return
 	}
 	if !run.opened() {
-		t.Fatalf("run %d, after a power cut garbled %d bytes, did not report its journal open", k, tear.Lost)
+		if cut.Torn > 0 {
+			t.Fatalf("run %d, after a power cut left a %d-byte torn tail, did not report its journal open", k, cut.Torn)
+		}
+		return
 	}
-	if cut := run.truncatedOnOpen(); cut < tear.Lost {
-		t.Errorf("run %d opened the journal after a power cut garbled its last %d bytes, and cut %d bytes as a torn tail; want at least %d", k, tear.Lost, cut, tear.Lost)
+	if got := run.truncatedOnOpen(); got != cut.Torn {
+		t.Errorf("run %d opened the journal after a power cut (%s) left a %d-byte torn tail, and cut %d bytes as one; want exactly %d", k, cut.How, cut.Torn, got, cut.Torn)
 	}
 }
 
