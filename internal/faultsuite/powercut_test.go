@@ -22,7 +22,7 @@ func TestCutPowerLeavesTheTornTailItReports(t *testing.T) {
 	ways := map[string]int{}
 	for seed := range 120 {
 		garble := seed%3 == 0
-		unsynced := seed % 4 // completions written after the last fsync; 0: junk appended
+		unsynced := seed % 4 // completions written after the last fsync; with none, a garbling cut appends junk
 		dir := t.TempDir()
 		path, logPath := filepath.Join(dir, "j"), filepath.Join(dir, "sync.log")
 		sl, err := OpenSyncLog(logPath)
@@ -35,19 +35,25 @@ func TestCutPowerLeavesTheTornTailItReports(t *testing.T) {
 		}
 		ctx := context.Background()
 		const ops = 6
+		claims := make([]idem.Claim, ops)
+		begun := make([]idem.Operation, ops)
 		for i := range ops {
 			c, err := j.Claim(ctx, OperationID(i))
 			if err != nil {
 				t.Fatal(err)
 			}
-			op := idem.Operation{ID: OperationID(i), Key: fmt.Sprintf("key-%d", i), State: idem.StatePending,
-				Method: "POST", URL: "http://example.test/" + strings.Repeat("x", seed*7%50)}
-			if err := c.Begin(ctx, op); err != nil { // fsync'd
+			begun[i] = idem.Operation{ID: OperationID(i), Key: fmt.Sprintf("key-%d", i), State: idem.StatePending,
+				Method: "POST", URL: "http://example.test/" + strings.Repeat("x", (seed+i)*7%50)}
+			if err := c.Begin(ctx, begun[i]); err != nil { // fsync'd
 				t.Fatal(err)
 			}
+			claims[i] = c
+		}
+		for i, c := range claims {
 			if i >= ops-unsynced {
+				op := begun[i]
 				op.State, op.Status = idem.StateDone, 201
-				if err := c.Complete(ctx, op); err != nil { // written, no fsync
+				if err := c.Complete(ctx, op); err != nil { // written, no fsync since
 					t.Fatal(err)
 				}
 			}
