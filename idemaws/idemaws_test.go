@@ -54,12 +54,39 @@ func awsConfig(f *fakeAWS, ops *idemaws.Operations, maxAttempts int) aws.Config 
 
 func openJournal(t *testing.T, path string) *filejournal.Journal {
 	t.Helper()
-	j, err := filejournal.Open(path, filejournal.Options{})
+	return openJournalWith(t, path, filejournal.Options{})
+}
+
+func openJournalWith(t *testing.T, path string, o filejournal.Options) *filejournal.Journal {
+	t.Helper()
+	j, err := filejournal.Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
 	return j
+}
+
+// testClock is a journal's clock that moves only when the test moves it,
+// so that a token's age at each attempt is the test's doing rather than
+// the machine's speed.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock() *testClock { return &testClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 func newOperations(t *testing.T, j idem.Journal) *idemaws.Operations {
@@ -465,22 +492,21 @@ func TestAnExpiredTokenIsNotSentAgain(t *testing.T) {
 
 // TestTheSDKsRetriesStopWhenTheTokenExpires: the SDK's retries are
 // attempts of the operation, and none is sent once its token may be
-// forgotten; the outcome is unknown, the operation pending.
+// forgotten; the outcome is unknown, the operation pending. The journal's
+// clock moves 100 ms at each request, as the SDK's wait before its retry
+// would, so the third attempt is due when the token is 200 ms old.
 func TestTheSDKsRetriesStopWhenTheTokenExpires(t *testing.T) {
+	const ttl = 200 * time.Millisecond // a token is sent until it is 180 ms old
 	f := newFakeAWS(t)
 	f.fail = []int{500, 500, 500}
-	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: 200 * time.Millisecond})
+	clock := newTestClock()
+	f.seen = func(string) { clock.advance(100 * time.Millisecond) }
+	j := openJournalWith(t, filepath.Join(t.TempDir(), "journal"), filejournal.Options{Now: clock.Now})
+	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := awsConfig(f, ops, 0)
-	cfg.Retryer = func() aws.Retryer {
-		return retry.NewStandard(func(o *retry.StandardOptions) {
-			o.Backoff, o.RateLimiter = fixedWait(150*time.Millisecond), ratelimit.None
-		})
-	}
-	_, err = cloudcontrol.NewFromConfig(cfg).CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
+	_, err = cloudcontrol.NewFromConfig(awsConfig(f, ops, 0)).CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
 	if !errors.Is(err, idem.ErrKeyExpired) || !errors.Is(err, idem.ErrUnknown) || f.requests() != 2 {
 		t.Fatalf("err = %v after %d requests; want unknown with ErrKeyExpired after 2, the third due past the TTL", err, f.requests())
 	}
