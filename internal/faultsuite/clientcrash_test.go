@@ -164,11 +164,11 @@ func killPoint(ctx context.Context, b *batchProcess, rng *rand.Rand, maxOutcomes
 	return b.waitOutcomes(ctx, 1+rng.IntN(max(maxOutcomes, 1)))
 }
 
-// requireTornTailCut checks that run, the run after the power cut cut
-// (nil before the first), cut on open exactly the torn tail the power cut
+// requireTornTailCut checks that run, the first run after the power cut
+// cut (nil before any), cut on open exactly the torn tail the power cut
 // left (J2): every byte after the last whole record, and no other. A run
 // killed before it reported the journal open is let off, unless the cut
-// left a torn tail, when the run is killed only after its open.
+// left a torn tail: such a run is killed only after its open.
 func requireTornTailCut(t *testing.T, run *batchProcess, cut *PowerCut, k int) {
 	t.Helper()
 	if cut == nil {

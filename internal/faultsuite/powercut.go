@@ -98,12 +98,13 @@ type PowerCut struct {
 // remains of a write in flight are appended. A journal that does not
 // exist yet is left alone.
 //
-// A tear falls inside a record's header or payload, chosen by rng among
-// the whole records no fsync covered, never in its padding: a record
-// whose checksums hold is whole, and one whose padding alone is garbled
-// is corruption, which no torn write makes (J3). So the open that
-// follows must cut the tail from that record's start, and Torn says how
-// many bytes that is.
+// A tear falls inside a record chosen by rng among the whole records no
+// fsync covered. A record cut short may end anywhere inside it; garbling
+// starts inside its header, payload or data checksum, never in its
+// padding, and changes at least one byte there: a record whose checksums
+// hold is whole, and one whose padding alone is garbled is corruption,
+// which no torn write makes (J3). So the open that follows must cut the
+// tail from that record's start, and Torn says how many bytes that is.
 func CutPower(path, logPath string, rng *rand.Rand, garble bool) (PowerCut, error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
