@@ -42,9 +42,7 @@ func goBlocks(t *testing.T, page string) ([][]byte, []int) { return doccheck.GoB
 // directory that does not exist on disk, so the docs cannot drift from
 // the API. A compile error is reported at its page and line.
 func TestDocsCompile(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the go command")
-	}
+	doccheck.PinsText(t)
 	var pages []string
 	for _, page := range docPages(t) {
 		if _, ok := compiledElsewhere[page]; !ok {
@@ -60,6 +58,7 @@ func TestDocsCompile(t *testing.T) {
 // The quickstart in README.md is examples/quickstart/main.go, so that the
 // commands beside it run exactly what the reader sees.
 func TestREADMEQuickstartIsTheExample(t *testing.T) {
+	doccheck.PinsText(t)
 	blocks, _ := goBlocks(t, "README.md")
 	example, err := os.ReadFile(filepath.Join("examples", "quickstart", "main.go"))
 	if err != nil {
@@ -73,6 +72,7 @@ func TestREADMEQuickstartIsTheExample(t *testing.T) {
 // The README states the test command that .ci/run runs, and so does
 // CONTRIBUTING.md: a reader runs what CI runs.
 func TestREADMETestCommandIsCI(t *testing.T) {
+	doccheck.PinsText(t)
 	ci, err := os.ReadFile(filepath.Join(".ci", "run"))
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +124,7 @@ func promiseCells(t *testing.T, text []byte) []string {
 // order and in its words: the short list cannot promise what the table
 // does not test.
 func TestREADMEGuaranteesAreTheTable(t *testing.T) {
+	doccheck.PinsText(t)
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +194,7 @@ func anchors(text []byte) map[string]bool {
 // exists and, when it names one, a heading of that page; and the README
 // links every docs page.
 func TestDocsLinksResolve(t *testing.T) {
+	doccheck.PinsText(t)
 	pages := docPages(t)
 	top, err := filepath.Glob("*.md")
 	if err != nil {
@@ -241,6 +243,7 @@ func TestDocsLinksResolve(t *testing.T) {
 // reads in five minutes: at most 300 lines, the install line in its first
 // screen; the rest belongs in docs/.
 func TestREADMEIsAFirstScreenAndAContents(t *testing.T) {
+	doccheck.PinsText(t)
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -259,9 +262,7 @@ func TestREADMEIsAFirstScreenAndAContents(t *testing.T) {
 // stated once, the rest pointing to it. Config, the first thing a user
 // looks up, fits on two screens.
 func TestGodocFitsItsLength(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the go command")
-	}
+	doccheck.PinsText(t)
 	for _, tc := range []struct {
 		args []string
 		max  int

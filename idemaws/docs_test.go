@@ -13,9 +13,7 @@ import (
 // as a program of its own in this module, so the page cannot drift from
 // the API.
 func TestVendorSDKsPageCompiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the go command")
-	}
+	doccheck.PinsText(t)
 	if doccheck.Compile(t, "../docs/vendor-sdks.md") == 0 {
 		t.Fatal("found no Go block in docs/vendor-sdks.md")
 	}

@@ -54,12 +54,39 @@ func awsConfig(f *fakeAWS, ops *idemaws.Operations, maxAttempts int) aws.Config 
 
 func openJournal(t *testing.T, path string) *filejournal.Journal {
 	t.Helper()
-	j, err := filejournal.Open(path, filejournal.Options{})
+	return openJournalWith(t, path, filejournal.Options{})
+}
+
+func openJournalWith(t *testing.T, path string, o filejournal.Options) *filejournal.Journal {
+	t.Helper()
+	j, err := filejournal.Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
 	return j
+}
+
+// testClock is a journal's clock that moves only when the test moves it,
+// so that a token's age at each attempt is the test's doing rather than
+// the machine's speed.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock() *testClock { return &testClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 func newOperations(t *testing.T, j idem.Journal) *idemaws.Operations {
@@ -493,7 +520,7 @@ func TestAnExpiredTokenIsNotSentAgain(t *testing.T) {
 func TestTheSDKsRetriesStopWhenTheTokenExpires(t *testing.T) {
 	f := newFakeAWS(t)
 	f.fail = []int{500, 500, 500}
-	clock := &testClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	clock := newTestClock()
 	j, err := filejournal.Open(filepath.Join(t.TempDir(), "journal"), filejournal.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -518,19 +545,6 @@ func TestTheSDKsRetriesStopWhenTheTokenExpires(t *testing.T) {
 	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending {
 		t.Fatalf("journal holds %s, want pending", op.State)
 	}
-}
-
-// testClock is a journal's clock that the SDK's backoff moves.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// Now returns the clock's time.
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
 }
 
 // waits is a backoff that, before each retry, moves the clock on by the

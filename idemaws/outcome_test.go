@@ -22,6 +22,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemaws"
 )
 
@@ -167,44 +168,49 @@ func TestAnErrorTheRetryerRetriesIsUnknown(t *testing.T) {
 }
 
 // No attempt, the SDK's retries included, carries a token past its TTL
-// (A2.5).
+// (A2.5). The journal's clock moves 300 ms at each request, as the SDK's
+// wait before its retry would: the token's age at each attempt is the
+// test's doing, measured on the clock the expiry is judged by.
 func TestNoAttemptCarriesATokenPastItsTTL(t *testing.T) {
+	const ttl = 1500 * time.Millisecond // a token is sent until it is 1350 ms old
 	f := newFakeAWS(t)
 	f.fail = []int{500, 500, 500}
-	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	const ttl = 1500 * time.Millisecond
+	clock := newTestClock()
+	var (
+		key     string
+		created time.Time
+		late    []time.Duration
+	)
+	f.seen = func(token string) {
+		if age := clock.Now().Sub(created); token == key && age >= ttl {
+			late = append(late, age)
+		}
+		clock.advance(300 * time.Millisecond)
+	}
+	j := openJournalWith(t, filepath.Join(t.TempDir(), "journal"), filejournal.Options{Now: clock.Now})
 	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := awsConfig(f, ops, 0)
-	cfg.Retryer = func() aws.Retryer {
-		return retry.NewStandard(func(o *retry.StandardOptions) {
-			o.Backoff, o.RateLimiter = fixedWait(400*time.Millisecond), ratelimit.None
-		})
-	}
-	client := cloudcontrol.NewFromConfig(cfg)
+	client := cloudcontrol.NewFromConfig(awsConfig(f, ops, 0))
 	ctx := idem.WithOperation(context.Background(), "bucket-1")
-	if _, err := client.CreateResource(ctx, bucket("b1")); !errors.Is(err, idem.ErrUnknown) {
-		t.Fatalf("err = %v, want unknown", err)
+	if _, err := client.CreateResource(ctx, bucket("b1")); !errors.Is(err, idem.ErrUnknown) || f.requests() != 3 {
+		t.Fatalf("err = %v after %d requests, want unknown after the SDK's 3 attempts, at ages 0, 300 and 600 ms", err, f.requests())
 	}
 	op := lookup(t, j, "bucket-1")
-	time.Sleep(time.Until(op.Created.Add(ttl - 500*time.Millisecond)))
-	var late []time.Duration
 	f.mu.Lock()
+	key, created = op.Key, op.Created
 	f.fail = []int{500, 500}
-	f.seen = func(token string) {
-		if age := time.Since(op.Created); token == op.Key && age >= ttl {
-			late = append(late, age)
-		}
-	}
 	f.mu.Unlock()
+	clock.advance(op.Created.Add(ttl - 500*time.Millisecond).Sub(clock.Now())) // 1000 ms old
 	_, err = client.CreateResource(ctx, bucket("b1"))
-	t.Logf("second call: err = %v", err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(late) > 0 {
 		t.Errorf("token %s (KeyTTL %v) was sent %d time(s) after it expired, at ages %v", op.Key, ttl, len(late), late)
+	}
+	if !errors.Is(err, idem.ErrKeyExpired) || len(f.tokens) != 5 {
+		t.Errorf("second call: err = %v after %d requests in all; want ErrKeyExpired after 5, at ages 1000 and 1300 ms, the third due at 1600", err, len(f.tokens))
 	}
 }
 

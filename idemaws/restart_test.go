@@ -86,8 +86,12 @@ func child() int {
 }
 
 // startChild starts the child program on journal against the endpoint.
+// -short skips the tests that do.
 func startChild(t *testing.T, journal, endpoint string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a child process; -short skips the tests that do")
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envJournal+"="+journal, envEndpoint+"="+endpoint)
 	var out bytes.Buffer

@@ -109,6 +109,9 @@ func (l *lockedBuffer) String() string {
 // stored. WorkTimeout is long: the answer comes from the refusal, not
 // from the timeout (which answers 503).
 func TestAHandlerUsingTheSQLiteDatabaseIsNamed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out SQLite's busy timeout, seconds; -short skips the tests that do")
+	}
 	for _, c := range []struct {
 		name   string
 		exec   func(e *env, r *http.Request) error
@@ -249,6 +252,9 @@ func TestAWriteOutsideTheTransactionCannotBeTold(t *testing.T) {
 // own, waits past the busy timeout for an atomic one held in its handler,
 // and both are stored.
 func TestSQLiteRequestsWaitForEachOtherPastTheBusyTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out SQLite's busy timeout, seconds; -short skips the tests that do")
+	}
 	const busyTimeout = 5 * time.Second // sqlite.Open's
 	e := newEnv(t, stores[0], idemserver.Config{WorkTimeout: time.Minute})
 	entered, release := make(chan struct{}), make(chan struct{})

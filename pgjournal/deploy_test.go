@@ -204,7 +204,11 @@ func TestF9TooManyConnectionsWait(t *testing.T) {
 
 // threeMachines opens three Journals on dsn, then runs 40 operations on
 // each, at concurrency 16 each, and fails t unless every operation
-// succeeds, sent once.
+// succeeds, sent once. A refused statement waits until its context ends,
+// which Options.Timeout bounds: a minute here, so that on a loaded
+// machine the waits end with a connection, as the clause says, rather
+// than with the default five seconds; the liveness, whose renewals wait
+// for a connection too, is as long.
 func threeMachines(t *testing.T, dsn string) {
 	ctx := context.Background()
 	l := newLedger(t, 0)
@@ -216,7 +220,7 @@ func threeMachines(t *testing.T, dsn string) {
 		clients []*idem.Client
 	)
 	for range 3 {
-		clients = append(clients, client(t, openJournal(t, dsn, pgjournal.Options{Namespace: "full"})))
+		clients = append(clients, client(t, openJournal(t, dsn, pgjournal.Options{Namespace: "full", Timeout: time.Minute, Liveness: time.Minute})))
 	}
 	for m, c := range clients {
 		ids := opIDs(fmt.Sprint("machine", m), 40)

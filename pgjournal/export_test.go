@@ -1,5 +1,20 @@
 package pgjournal
 
+import (
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// LeaseDeadline returns the time by which c, a claim of a Journal that
+// holds a lease, believes its lease may lapse: when Lost is closed.
+func LeaseDeadline(c idem.Claim) time.Time {
+	cl := c.(*claim)
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.deadline
+}
+
 // GroupHooks sets, on j's group of kind ("intent" or "outcome"), a
 // function called when a row queues behind a statement in flight, and
 // one called before each statement with the IDs of its rows. Set them

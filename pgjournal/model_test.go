@@ -27,8 +27,8 @@ import (
 // machines sharing one PostgreSQL journal (one call at a time, or two
 // machines calling one operation at once), through a network that loses
 // requests and answers, and machines that die in the middle of an attempt
-// (their connections to the database gone, their lease left to lapse, a
-// new process started in their place), against the reference server:
+// (their journal closed, its leases handed back, a new process started in
+// their place), against the reference server:
 //
 //   - every operation has at most one effect, and exactly one once a Do
 //     reported it done;
@@ -40,6 +40,13 @@ import (
 //     and nothing is sent (F2).
 
 const modelMachines = 3
+
+// modelLease is the machines' LeaseTTL and Liveness: so long that no
+// renewal on a loaded machine misses it. A holder starved past its lease
+// rightly stops while its attempt stays at the server (F3.5), and the
+// next holder's attempt is answered 409; the model counts that 409 as a
+// failure, so its leases end only by hand (a death's Close, lapse).
+const modelLease = time.Minute
 
 var modelOps = []string{"m0", "m1", "m2"}
 
@@ -104,14 +111,17 @@ type machine struct {
 func (f *fleet) start(t *rapid.T, i int) *machine {
 	m := &machine{f: f, i: i}
 	j, err := pgjournal.Open(context.Background(), f.dsn, pgjournal.Options{
-		Namespace: fmt.Sprint("model-", f.run), LeaseTTL: 300 * time.Millisecond, Logger: quiet,
+		Namespace: fmt.Sprint("model-", f.run), LeaseTTL: modelLease, Liveness: modelLease, Logger: quiet,
 		Owner: fmt.Sprintf("machine-%d", i),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An attempt the client gave up on stays at the server, and a retry
+	// under its key would be answered 409: the attempts are bounded by
+	// the lease, not by a time a loaded server may take.
 	c, err := idem.New(idem.Config{Journal: j, HTTPClient: &http.Client{Transport: m},
-		MaxAttempts: 3, InitialWait: time.Microsecond, MaxWait: time.Microsecond, Logger: quiet})
+		MaxAttempts: 3, InitialWait: time.Microsecond, MaxWait: time.Microsecond, AttemptTimeout: modelLease, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

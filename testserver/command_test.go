@@ -111,7 +111,8 @@ func (l *lockedBuffer) String() string {
 }
 
 // child is the server command running in a process of its own: this test
-// binary, re-executed (see TestMain).
+// binary, re-executed (see TestMain). -short skips the tests that start
+// one.
 type child struct {
 	t      *testing.T
 	cmd    *exec.Cmd
@@ -124,6 +125,9 @@ type child struct {
 
 func startChild(t *testing.T, args ...string) *child {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the server as a child process; -short skips the tests that do")
+	}
 	argsJSON, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(argsJSON))

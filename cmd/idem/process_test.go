@@ -21,9 +21,13 @@ import (
 )
 
 // buildIdem builds the command into a temporary directory and returns the
-// binary's path.
+// binary's path. The tests that call it run the command as a child
+// process, to kill or interrupt it: -short skips them.
 func buildIdem(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the command as a child process; -short skips the tests that do")
+	}
 	gotool, err := exec.LookPath("go")
 	if err != nil {
 		gotool = filepath.Join(runtime.GOROOT(), "bin", "go")

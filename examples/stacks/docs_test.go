@@ -17,9 +17,7 @@ import (
 // as a program of its own in this module, so the page cannot drift from
 // the API.
 func TestFrameworksPageCompiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the go command")
-	}
+	doccheck.PinsText(t)
 	if doccheck.Compile(t, "../../docs/frameworks.md") == 0 {
 		t.Fatal("found no Go block in docs/frameworks.md")
 	}

@@ -14,6 +14,17 @@ import (
 	"testing"
 )
 
+// PinsText marks t as a check of text: a page's words or shape, its Go
+// blocks against the API, the source snippets a list names. Under go test
+// -short it skips t, so that a contributor's quick loop fails on behaviour
+// only; CI runs the full command, and with it every text check.
+func PinsText(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("checks text; -short skips the text checks, CI runs them")
+	}
+}
+
 // goBlock matches a fenced Go code block of a Markdown page.
 var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
 

@@ -32,6 +32,7 @@ type batchProcess struct {
 // startBatch starts a batch child with cfg, its events going to rec.
 func startBatch(t *testing.T, cfg batchChildConfig, rec Recorder) *batchProcess {
 	t.Helper()
+	skipScenario(t)
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)

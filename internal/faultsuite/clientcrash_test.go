@@ -35,6 +35,13 @@ func TestClientCrash(t *testing.T) {
 // the journal loses every byte no fsync covered, and keeps a torn or
 // garbled part of them (see CutPower), so that what the client sent must
 // have been durable first (C2) and a torn tail must be cut on open (J2).
+// A cut tears or garbles the tail inside a record it chooses, so it knows
+// how many bytes the next open must cut (PowerCut.Torn), and every open
+// must report cutting exactly that many. The first cut garbles the tail,
+// and the run after a cut that left a torn tail is killed only once it
+// has reported outcomes: it has opened the journal, cutting the tail, and
+// appended after the cut, which the next open reads. Every run therefore
+// proves J2 on a torn tail, whatever moments the other kills land at.
 func TestClientPowerCut(t *testing.T) {
 	runClientCrash(t, true)
 }
@@ -64,11 +71,22 @@ func runClientCrash(t *testing.T, powerCuts bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	inspections := 0
-	var lost, garbled, tornOnOpen int64
+	var lost, tears, tornOnOpen int64
+	var cut *PowerCut // the last power cut
+	maxOutcomes := ops / (kills + 2)
 	for k := 1; k <= kills; k++ {
 		b := startBatch(t, cfg, checker)
 		in := inspect(cfg.Journal)
-		running, err := killPoint(ctx, b, rng, ops/(kills+2))
+		var running bool
+		var err error
+		if powerCuts && (tears == 0 || cut.Torn > 0) {
+			// The journal must exist for the first cut to tear it, and
+			// a torn tail must meet a writer's open: kill only once the
+			// run has opened the journal and journaled since.
+			running, err = b.waitOutcomes(ctx, 1+rng.IntN(max(maxOutcomes, 1)))
+		} else {
+			running, err = killPoint(ctx, b, rng, maxOutcomes)
+		}
 		opens, ierr := in.end()
 		inspections += opens
 		if ierr != nil {
@@ -85,18 +103,19 @@ func runClientCrash(t *testing.T, powerCuts bool) {
 		if msg := b.journalError(); msg != "" {
 			t.Fatalf("after %d kills the journal did not open: %s", k-1, msg)
 		}
+		requireTornTailCut(t, b, cut, k)
 		tornOnOpen += b.truncatedOnOpen()
 		created = created || b.opened()
 		if powerCuts {
-			// Until one has, every cut garbles the tail it finds; then
-			// the rng chooses how each tail fares.
-			pc, err := CutPower(cfg.Journal, cfg.SyncLog, rng, garbled == 0)
+			// Until one has left a torn tail, every cut garbles the
+			// tail it finds; then the rng chooses how each tail fares.
+			pc, err := CutPower(cfg.Journal, cfg.SyncLog, rng, tears == 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			lost += pc.Lost
-			if pc.How == "garbled" || pc.How == "torn" {
-				garbled++
+			lost, cut = lost+pc.Lost, &pc
+			if pc.Torn > 0 {
+				tears++
 			}
 		}
 		requireJournalOpens(t, cfg.Journal, k, created)
@@ -109,6 +128,7 @@ func runClientCrash(t *testing.T, powerCuts bool) {
 	if !b.opened() {
 		t.Fatal("the last run did not report its journal open")
 	}
+	requireTornTailCut(t, b, cut, kills+1)
 	tornOnOpen += b.truncatedOnOpen()
 	t.Logf("%d read-only opens of the journal while the batch ran", inspections)
 	r := report(t, checker, name, serverView(t, srv.URL, srv.DB, w, true, wire))
@@ -116,9 +136,9 @@ func runClientCrash(t *testing.T, powerCuts bool) {
 		t.Error("no operation was found pending after a kill: the kills missed the work")
 	}
 	if powerCuts {
-		t.Logf("power cuts took %d unsynced bytes; %d left a torn or garbled tail; opens cut %d torn bytes", lost, garbled, tornOnOpen)
-		if garbled == 0 || tornOnOpen == 0 {
-			t.Error("no power cut left a torn tail for an open to cut: the cuts missed the unsynced bytes")
+		t.Logf("power cuts took %d unsynced bytes; %d left a torn tail; opens cut %d torn bytes", lost, tears, tornOnOpen)
+		if tears == 0 {
+			t.Error("no power cut left a torn tail: the first cut must")
 		}
 	}
 	j, err := filejournal.Open(cfg.Journal, filejournal.Options{ReadOnly: true})
@@ -142,6 +162,27 @@ func killPoint(ctx context.Context, b *batchProcess, rng *rand.Rand, maxOutcomes
 		}
 	}
 	return b.waitOutcomes(ctx, 1+rng.IntN(max(maxOutcomes, 1)))
+}
+
+// requireTornTailCut checks that run, the first run after the power cut
+// cut (nil before any), cut on open exactly the torn tail the power cut
+// left (J2): every byte after the last whole record, and no other. A run
+// killed before it reported the journal open is let off, unless the cut
+// left a torn tail: such a run is killed only after its open.
+func requireTornTailCut(t *testing.T, run *batchProcess, cut *PowerCut, k int) {
+	t.Helper()
+	if cut == nil {
+		return
+	}
+	if !run.opened() {
+		if cut.Torn > 0 {
+			t.Fatalf("run %d, after a power cut left a %d-byte torn tail, did not report its journal open", k, cut.Torn)
+		}
+		return
+	}
+	if got := run.truncatedOnOpen(); got != cut.Torn {
+		t.Errorf("run %d opened the journal after a power cut (%s) left a %d-byte torn tail, and cut %d bytes as one; want exactly %d", k, cut.How, cut.Torn, got, cut.Torn)
+	}
 }
 
 // requireJournalOpens opens the journal read-only, as a person inspecting

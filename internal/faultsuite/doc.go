@@ -16,6 +16,7 @@
 //	TestChaosCallerGivesUp            callers whose deadlines end their Do calls at every stage
 //	TestClientAgainstReferenceServer  the server's own faults at 20%, in process
 //	TestClientCrash                   SIGKILL of a batch client, resumed from its journal
+//	TestClientPowerCut                the same, each kill a power cut that tears the journal's unsynced tail
 //	TestServerCrash                   SIGKILL of the server, at its crash points and at random
 //	TestClientAndServerCrash          both, alternately, in one run
 //	TestReplicasBehindABalancer       three replicas on PostgreSQL behind the proxy, round robin, 20% faults
@@ -51,7 +52,9 @@
 // the server's fault draws and the kill points. (The interleaving of
 // concurrent workers is the scheduler's, so a replay is close, not exact.)
 // The default sizes are what CI runs; see the Env constants for every
-// variable. The large run:
+// variable. Under go test -short the scenarios skip, and only the suite's
+// own parts (the checker, the wire, the events, the disk faults, the power
+// cut) run. The large run:
 //
 //	IDEM_CHAOS_OPS=100000 IDEM_CRASH_OPS=5000 IDEM_CLIENT_KILLS=25 IDEM_SERVER_KILLS=10 \
 //	    go test -v -timeout 2h ./internal/faultsuite/

@@ -20,15 +20,29 @@ import (
 )
 
 // seedOf returns the run's seed and logs it first, so that a failure can
-// be replayed.
+// be replayed. Every scenario starts with it, and -short skips the
+// scenarios here (see skipScenario).
 func seedOf(t *testing.T) int64 {
 	t.Helper()
+	skipScenario(t)
 	seed, err := SeedFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("seed %d (replay with %s=%d)", seed, EnvSeed, seed)
 	return seed
+}
+
+// skipScenario skips t under -short: a scenario runs a workload against
+// servers, proxies or child processes, for seconds to minutes, and the
+// short run is a contributor's quick loop. The suite's own parts (the
+// checker, the wire, the events, the disk faults, the power cut) still
+// run. Whatever starts a scenario's servers or processes calls it too.
+func skipScenario(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a fault scenario; -short skips the fault suite's scenarios")
+	}
 }
 
 // rngOf returns a generator for seed, distinct per purpose.
@@ -89,6 +103,7 @@ func startServer(t *testing.T, args ...string) *ServerProcess {
 // startServerBinary is startServer with the server's binary at binary.
 func startServerBinary(t *testing.T, binary string, args ...string) *ServerProcess {
 	t.Helper()
+	skipScenario(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -50,6 +50,7 @@ var server, plainServer struct {
 // first time.
 func serverBinary(t *testing.T) string {
 	t.Helper()
+	skipScenario(t)
 	server.once.Do(func() { server.path, server.err = BuildServer(binDir, raceEnabled) })
 	if server.err != nil {
 		t.Fatal(server.err)
@@ -62,6 +63,7 @@ func serverBinary(t *testing.T) string {
 // a remote API, whose latency, not its CPU, should bound a batch.
 func plainServerBinary(t *testing.T) string {
 	t.Helper()
+	skipScenario(t)
 	plainServer.once.Do(func() {
 		dir := filepath.Join(binDir, "plain")
 		if plainServer.err = os.MkdirAll(dir, 0o755); plainServer.err == nil {

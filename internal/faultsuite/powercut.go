@@ -2,8 +2,11 @@ package faultsuite
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -81,15 +84,27 @@ func (f *loggedFile) Sync() error {
 type PowerCut struct {
 	Durable int64  // bytes an fsync had covered, kept
 	Lost    int64  // bytes past them the cut took away or garbled
-	How     string // "cut", "torn" (a prefix of the rest kept) or "garbled" (random bytes or zeros past a prefix)
+	How     string // "cut", "torn" (a record cut short) or "garbled" (random bytes or zeros from inside a record on)
+	// Torn is how many bytes at the journal's new end are no whole
+	// record: exactly what the next open must cut as a torn tail (J2).
+	Torn int64
 }
 
 // CutPower applies a power cut to the journal at path, by the sync log at
 // logPath, drawing from rng how the unsynced tail fares: cut away, torn
-// (a random prefix kept), or garbled (a random prefix kept, then random
-// bytes or zeros to the old end). With garble set, the tail is always
-// garbled, and where nothing was unsynced the remains of a write in flight
-// are appended. A journal that does not exist yet is left alone.
+// (cut inside one of its records), or garbled (random bytes or zeros
+// from inside one of its records to the old end). With garble set, the
+// tail is always garbled, and where no whole record was unsynced the
+// remains of a write in flight are appended. A journal that does not
+// exist yet is left alone.
+//
+// A tear falls inside a record chosen by rng among the whole records no
+// fsync covered. A record cut short may end anywhere inside it; garbling
+// starts inside its header, payload or data checksum, never in its
+// padding, and changes at least one byte there: a record whose checksums
+// hold is whole, and one whose padding alone is garbled is corruption,
+// which no torn write makes (J3). So the open that follows must cut the
+// tail from that record's start, and Torn says how many bytes that is.
 func CutPower(path, logPath string, rng *rand.Rand, garble bool) (PowerCut, error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -111,17 +126,46 @@ func CutPower(path, logPath string, rng *rand.Rand, garble bool) (PowerCut, erro
 		// the log notes first: this one was never made durable.
 		return PowerCut{Lost: fi.Size(), How: "cut"}, os.Remove(path)
 	}
-	size := fi.Size()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return PowerCut{}, err
+	}
+	size := int64(len(data))
 	if durable > size {
 		return PowerCut{}, fmt.Errorf("faultsuite: %s is %d bytes, but %d were synced", path, size, durable)
 	}
-	pc := PowerCut{Durable: durable, Lost: size - durable, How: "cut"}
-	if pc.Lost == 0 {
-		if !garble {
-			return pc, nil
+	records, whole := journalRecords(data)
+	var unsynced []journalRecord // whole records no fsync covered: where a tear may fall
+	for _, r := range records {
+		if r.start >= durable {
+			unsynced = append(unsynced, r)
 		}
-		// Nothing was unsynced: leave the remains of a write that was in
-		// flight when the power went, as a torn tail.
+	}
+	mode := rng.IntN(3)
+	if garble {
+		mode = 2
+	}
+	pc := PowerCut{Durable: durable, Lost: size - durable, How: "cut"}
+	switch {
+	case mode == 0 || (mode == 1 && len(unsynced) == 0):
+		// The last whole record that ends by durable ends the file's
+		// whole part; anything left after it is torn.
+		end := int64(journalHeaderSize)
+		for _, r := range records {
+			if r.end <= durable {
+				end = r.end
+			}
+		}
+		pc.Torn = durable - end
+		return pc, os.Truncate(path, durable)
+	case mode == 1:
+		r := unsynced[rng.IntN(len(unsynced))]
+		keep := r.start + 1 + rng.Int64N(r.end-r.start-1) // inside r: its header, payload or checksum cut short
+		pc.How, pc.Lost, pc.Torn = "torn", size-keep, keep-r.start
+		return pc, os.Truncate(path, keep)
+	case len(unsynced) == 0:
+		// Nothing whole was unsynced: leave the remains of a write that
+		// was in flight when the power went, after the whole records.
 		junk := make([]byte, 1+rng.IntN(600))
 		for i := range junk {
 			junk[i] = byte(rng.Uint32())
@@ -131,33 +175,71 @@ func CutPower(path, logPath string, rng *rand.Rand, garble bool) (PowerCut, erro
 			return PowerCut{}, err
 		}
 		_, err = f.Write(junk)
-		return PowerCut{Durable: durable, Lost: int64(len(junk)), How: "garbled"}, errors.Join(err, f.Close())
+		pc = PowerCut{Durable: durable, Lost: int64(len(junk)), How: "garbled", Torn: size + int64(len(junk)) - whole}
+		return pc, errors.Join(err, f.Close())
 	}
-	mode := rng.IntN(3)
-	if garble {
-		mode = 2
-	}
-	keep := durable + rng.Int64N(pc.Lost) // a strict prefix of the tail survives
-	switch mode {
-	case 0:
-		return pc, os.Truncate(path, durable)
-	case 1:
-		pc.How, pc.Lost = "torn", size-keep
-		return pc, os.Truncate(path, keep)
-	}
-	pc.How, pc.Lost = "garbled", size-keep
+	r := unsynced[rng.IntN(len(unsynced))]
+	keep := r.start + rng.Int64N(r.checked-r.start) // inside r, before the end of its data checksum
 	junk := make([]byte, size-keep)
 	if rng.IntN(2) == 0 {
 		for i := range junk {
 			junk[i] = byte(rng.Uint32())
 		}
 	}
+	if last := r.checked - 1 - keep; bytes.Equal(junk[:last+1], data[keep:r.checked]) {
+		junk[last] = ^data[r.checked-1] // garbled, so that r's checksums fail
+	}
+	pc.How, pc.Lost, pc.Torn = "garbled", size-keep, size-r.start
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return PowerCut{}, err
 	}
 	_, err = f.WriteAt(junk, keep)
 	return pc, errors.Join(err, f.Close())
+}
+
+// The journal's file format, as far as a power cut needs it: a 16-byte
+// file header, then records, each starting at a multiple of 8: a 12-byte
+// header (payload length, type, three reserved bytes, and the CRC-32C of
+// those 8 bytes), the payload, the CRC-32C of the type byte and the
+// payload, and zero padding to the next multiple of 8.
+const (
+	journalHeaderSize = 16
+	recordHeaderSize  = 12
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// journalRecord is where a whole record of a journal file lies: it starts
+// at start, its data checksum ends at checked, its padding at end.
+type journalRecord struct{ start, checked, end int64 }
+
+// journalRecords returns the whole records of the journal file data, in
+// order, and where the last of them ends: where the part of the file
+// that is not whole records, a torn tail, starts.
+func journalRecords(data []byte) ([]journalRecord, int64) {
+	var recs []journalRecord
+	off := int64(journalHeaderSize)
+	size := int64(len(data))
+	for off+recordHeaderSize <= size {
+		h := data[off : off+recordHeaderSize]
+		if binary.LittleEndian.Uint32(h[8:12]) != crc32.Checksum(h[:8], castagnoli) {
+			break
+		}
+		n := int64(binary.LittleEndian.Uint32(h[0:4]))
+		checked := off + recordHeaderSize + n + 4
+		end := (checked + 7) &^ 7
+		if end > size {
+			break
+		}
+		crc := crc32.Update(crc32.Checksum(h[4:5], castagnoli), castagnoli, data[off+recordHeaderSize:checked-4])
+		if binary.LittleEndian.Uint32(data[checked-4:checked]) != crc {
+			break
+		}
+		recs = append(recs, journalRecord{off, checked, end})
+		off = end
+	}
+	return recs, off
 }
 
 // lastSynced returns the length the last logged fsync of inode ino covered.

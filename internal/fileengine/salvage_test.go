@@ -126,6 +126,9 @@ func TestScanCleanJournal(t *testing.T) {
 // operation outside it is kept exactly, nothing is invented, and what the
 // damage costs is named.
 func TestSalvageKeepsEverythingOutsideADamagedWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("damages every byte of a window; -short skips the exhaustive runs")
+	}
 	_, file, offs, want := salvageFixture(t)
 	from, to := offs[3], offs[6]
 	outside := []int{0, 1, 2, 6, 7, 8}
@@ -192,6 +195,9 @@ func TestSalvageKeepsEverythingOutsideADamagedWindow(t *testing.T) {
 // Scan calls the file damaged exactly when Open refuses it as corrupt, and
 // a torn tail exactly when Open cuts one.
 func TestScanAgreesWithRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("damages every byte of a journal; -short skips the exhaustive runs")
+	}
 	_, file, _, _ := salvageFixture(t)
 	dir := t.TempDir()
 	for off := range len(file) {

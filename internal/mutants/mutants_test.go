@@ -7,11 +7,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/idemkit/idem/internal/doccheck"
 )
 
 // Every mutant still applies to the code as it is, and names tests that
 // exist: a list that drifted from the code would check nothing.
 func TestMutantsApply(t *testing.T) {
+	doccheck.PinsText(t)
 	root := filepath.Join("..", "..")
 	names := map[string]bool{}
 	for _, m := range mutants {
@@ -73,6 +76,7 @@ func testsIn(t *testing.T, dir string) map[string]bool {
 // promise is one a mutant proves: the table claims nothing the check does
 // not show.
 func TestGuaranteesNameProvenTests(t *testing.T) {
+	doccheck.PinsText(t)
 	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "guarantees.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,8 @@
 //
 // One function (choose) applies these rules, in this order:
 //
+//   - go test -short: the test skips, whatever CI and IDEM_MYSQL_DSN say.
+//     The short run is a contributor's quick loop; CI runs the full one.
 //   - IDEM_MYSQL_DSN set: Shared and NewDatabase use the server it names
 //     (a go-sql-driver/mysql DSN, for a user that may create and drop
 //     databases; a MySQL 8 server, say) and start nothing. Own skips,

@@ -38,13 +38,16 @@ type choice struct {
 }
 
 // choose applies the rules of the package documentation to the
-// environment in getenv. own says whether the test must own the server
+// environment in getenv. short says whether the tests run under
+// -short; own says whether the test must own the server
 // (Own) rather than share one (Shared, NewDatabase); probe reports why
 // MariaDB cannot be run here, as Probe does.
-func choose(getenv func(string) string, own bool, probe func() error) choice {
+func choose(getenv func(string) string, short, own bool, probe func() error) choice {
 	dsn := getenv(envDSN)
 	ci, _ := strconv.ParseBool(getenv(envCI))
 	switch {
+	case short:
+		return choice{verdict: skipTest, reason: "mysqltest: -short skips the tests that need MariaDB, whatever CI says"}
 	case dsn != "" && !own:
 		return choice{verdict: useExternal, dsn: dsn}
 	case dsn != "" && !ci:
@@ -127,7 +130,7 @@ func Shared(t testing.TB) *Server {
 		t.Fatal("mysqltest: Shared needs the package's TestMain to run the tests through mysqltest.Main or mysqltest.Run")
 	}
 	shared.once.Do(func() {
-		shared.choice = choose(os.Getenv, false, Probe)
+		shared.choice = choose(os.Getenv, testing.Short(), false, Probe)
 		switch shared.choice.verdict {
 		case useExternal:
 			shared.srv, shared.err = Connect(context.Background(), shared.choice.dsn)
@@ -174,7 +177,7 @@ func NewDatabase(t testing.TB) string {
 // says; unlike Shared it does not use IDEM_MYSQL_DSN.
 func Own(t testing.TB) *Server {
 	t.Helper()
-	choose(os.Getenv, true, Probe).apply(t)
+	choose(os.Getenv, testing.Short(), true, Probe).apply(t)
 	s, err := Start(context.Background())
 	if err != nil {
 		t.Fatalf("mysqltest: starting a server: %v", err)

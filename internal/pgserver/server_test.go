@@ -14,6 +14,9 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestStopStartAndClose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, which -short skips")
+	}
 	ctx := t.Context()
 	s, err := Start(ctx)
 	if errors.Is(err, ErrUnavailable) {
@@ -46,6 +49,9 @@ func TestStopStartAndClose(t *testing.T) {
 }
 
 func TestConnectLeavesTheServerAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, which -short skips")
+	}
 	ctx := t.Context()
 	s, err := Start(ctx)
 	if errors.Is(err, ErrUnavailable) {

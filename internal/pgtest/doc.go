@@ -41,6 +41,8 @@
 //
 // One function (choose) applies these rules, in this order:
 //
+//   - go test -short: the test skips, whatever CI and IDEM_PG_DSN say.
+//     The short run is a contributor's quick loop; CI runs the full one.
 //   - IDEM_PG_DSN set: Shared and NewDatabase use the server it names
 //     (a postgres:// URL or key=value string, for a role that may create
 //     and drop databases) and start nothing. Own skips, since it cannot

@@ -40,13 +40,16 @@ type choice struct {
 }
 
 // choose applies the rules of the package documentation to the
-// environment in getenv. own says whether the test must own the server
+// environment in getenv. short says whether the tests run under
+// -short; own says whether the test must own the server
 // (Own) rather than share one (Shared, NewDatabase); probe reports why
 // PostgreSQL cannot be run here, as pgserver.Probe does.
-func choose(getenv func(string) string, own bool, probe func() error) choice {
+func choose(getenv func(string) string, short, own bool, probe func() error) choice {
 	dsn := getenv(envDSN)
 	ci, _ := strconv.ParseBool(getenv(envCI))
 	switch {
+	case short:
+		return choice{verdict: skipTest, reason: "pgtest: -short skips the tests that need PostgreSQL, whatever CI says"}
 	case dsn != "" && !own:
 		return choice{verdict: useExternal, dsn: dsn}
 	case dsn != "" && !ci:
@@ -126,7 +129,7 @@ func Shared(t testing.TB) *pgserver.Server {
 		t.Fatal("pgtest: Shared needs the package's TestMain to run the tests through pgtest.Main or pgtest.Run")
 	}
 	shared.once.Do(func() {
-		shared.choice = choose(os.Getenv, false, pgserver.Probe)
+		shared.choice = choose(os.Getenv, testing.Short(), false, pgserver.Probe)
 		switch shared.choice.verdict {
 		case useExternal:
 			shared.srv, shared.err = pgserver.Connect(context.Background(), shared.choice.dsn)
@@ -173,7 +176,7 @@ func NewDatabase(t testing.TB) string {
 // says; unlike Shared it does not use IDEM_PG_DSN.
 func Own(t testing.TB) *pgserver.Server {
 	t.Helper()
-	choose(os.Getenv, true, pgserver.Probe).apply(t)
+	choose(os.Getenv, testing.Short(), true, pgserver.Probe).apply(t)
 	s, err := pgserver.Start(context.Background())
 	if err != nil {
 		t.Fatalf("pgtest: starting a server: %v", err)

@@ -150,30 +150,37 @@ func TestChoose(t *testing.T) {
 	tests := []struct {
 		name  string
 		env   map[string]string
+		short bool
 		own   bool
 		probe func() error
 		want  choice
 	}{
-		{"binaries", nil, false, present, choice{verdict: startLocal}},
-		{"binaries, own", nil, true, present, choice{verdict: startLocal}},
-		{"dsn", map[string]string{envDSN: "postgres://x/y"}, false, missing,
+		{"binaries", nil, false, false, present, choice{verdict: startLocal}},
+		{"binaries, own", nil, false, true, present, choice{verdict: startLocal}},
+		{"dsn", map[string]string{envDSN: "postgres://x/y"}, false, false, missing,
 			choice{verdict: useExternal, dsn: "postgres://x/y"}},
-		{"dsn, own", map[string]string{envDSN: "postgres://x/y"}, true, present,
+		{"dsn, own", map[string]string{envDSN: "postgres://x/y"}, false, true, present,
 			choice{verdict: skipTest, reason: "pgtest: this test kills or restarts PostgreSQL and cannot do that to the server at IDEM_PG_DSN; skipping (CI=true makes it start its own)"}},
-		{"dsn, own, CI", map[string]string{envDSN: "postgres://x/y", envCI: "true"}, true, present,
+		{"dsn, own, CI", map[string]string{envDSN: "postgres://x/y", envCI: "true"}, false, true, present,
 			choice{verdict: startLocal}},
-		{"dsn, own, CI, no binaries", map[string]string{envDSN: "postgres://x/y", envCI: "true"}, true, missing,
+		{"dsn, own, CI, no binaries", map[string]string{envDSN: "postgres://x/y", envCI: "true"}, false, true, missing,
 			choice{verdict: failTest, reason: "pgtest: PostgreSQL 15 not found at /usr/lib/postgresql/15/bin; under CI=true this test needs a server of its own even with IDEM_PG_DSN set"}},
-		{"no binaries", nil, false, missing,
+		{"no binaries", nil, false, false, missing,
 			choice{verdict: skipTest, reason: "pgtest: PostgreSQL 15 not found at /usr/lib/postgresql/15/bin and IDEM_PG_DSN unset; skipping (CI=true makes this a failure)"}},
-		{"no binaries, CI", map[string]string{envCI: "true"}, false, missing,
+		{"no binaries, CI", map[string]string{envCI: "true"}, false, false, missing,
 			choice{verdict: failTest, reason: "pgtest: PostgreSQL 15 not found at /usr/lib/postgresql/15/bin and IDEM_PG_DSN unset; failing since CI=true"}},
-		{"no binaries, own, CI=false", map[string]string{envCI: "false"}, true, missing,
+		{"no binaries, own, CI=false", map[string]string{envCI: "false"}, false, true, missing,
 			choice{verdict: skipTest, reason: "pgtest: PostgreSQL 15 not found at /usr/lib/postgresql/15/bin and IDEM_PG_DSN unset; skipping (CI=true makes this a failure)"}},
+		// -short skips whatever the environment says: the fast lane.
+		{"short", nil, true, false, present, choice{verdict: skipTest, reason: "pgtest: -short skips the tests that need PostgreSQL, whatever CI says"}},
+		{"short, own", nil, true, true, present, choice{verdict: skipTest, reason: "pgtest: -short skips the tests that need PostgreSQL, whatever CI says"}},
+		{"short, dsn", map[string]string{envDSN: "postgres://x/y"}, true, false, present, choice{verdict: skipTest, reason: "pgtest: -short skips the tests that need PostgreSQL, whatever CI says"}},
+		{"short, CI", map[string]string{envCI: "true"}, true, false, present, choice{verdict: skipTest, reason: "pgtest: -short skips the tests that need PostgreSQL, whatever CI says"}},
+		{"short, CI, no binaries", map[string]string{envCI: "true"}, true, false, missing, choice{verdict: skipTest, reason: "pgtest: -short skips the tests that need PostgreSQL, whatever CI says"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := choose(func(k string) string { return tt.env[k] }, tt.own, tt.probe)
+			got := choose(func(k string) string { return tt.env[k] }, tt.short, tt.own, tt.probe)
 			if got != tt.want {
 				t.Fatalf("choose:\n got %+v\nwant %+v", got, tt.want)
 			}
