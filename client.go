@@ -24,14 +24,14 @@ import (
 // usable: a zero field takes the Default constant of its name, or the
 // default its doc states.
 type Config struct {
-	// Journal keeps operations across restarts, for Clients that share it.
-	// Without one, a Client remembers in this process only its pending
-	// operations, the outcomes of its latest within 16 MiB, and at most
-	// MaxOperations in all, each until KeyTTL (to 9/8 KeyTTL) after it
-	// completed. It refuses before sending a Do it cannot answer
-	// (ErrOutcomeForgotten, ErrTooManyOperations), never sent under a new key.
+	// Journal keeps operations across restarts; without one, a Client
+	// remembers them in this process only: the pending ones, the outcomes
+	// of its latest within 16 MiB, and at most MaxOperations in all, until
+	// KeyTTL (to 9/8 KeyTTL) after each completed. A Do it cannot answer
+	// is refused before sending (ErrOutcomeForgotten, ErrTooManyOperations),
+	// never sent again under a new key. Clients may share a Journal.
 	Journal Journal
-	// MaxOperations bounds a Client without a Journal (see Journal): 1<<23.
+	// MaxOperations bounds a Client without a Journal (see Journal). Default 1<<23.
 	MaxOperations int
 
 	// HTTPClient sends the attempts (see Redirects). Default:

@@ -30,3 +30,12 @@ func SetOutcomeBudget(c *Client, bytes int) {
 	j.budget = bytes
 	j.mu.Unlock()
 }
+
+// ZeroConfigBound is the most heap a Client with the zero Config holds for
+// n completed operations, beside what is in flight: its outcome budget,
+// and a digest of each in segments at least 7/16 full (a segment just
+// doubled), or one of the smallest.
+func ZeroConfigBound(n int) int64 {
+	n = min(n, defaultMaxOperations)
+	return memoryOutcomeBudget + max(int64(n)*8*16/7, 8*digestSegmentMin)
+}

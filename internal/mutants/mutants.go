@@ -208,17 +208,29 @@ var mutants = []mutant{
 		Pkg: ".", Tests: []string{"TestJournalURLHasNoFragment"},
 	},
 	{
-		Name: "an operation taken back out of the memory journal's archive still found there", Rules: "C4.4, J8.3",
-		Edits: []edit{
-			{File: "journal_memory_archive.go", Old: "\t// Unlink the record from its hash's chain.\n", New: "\tgoto unlinked\n"},
-			{File: "journal_memory_archive.go", Old: "\tr.gone = true\n", New: "unlinked:\n\tr.gone = true\n"},
-		},
-		Pkg: ".", Tests: []string{"TestMemoryJournalForgetsAnArchivedOperation", "TestMemoryArchiveTellsIDsOfOneHashApart"},
+		Name: "a Client without a journal sends an operation whose outcome it dropped under a new key", Rules: "C15.3",
+		Edits: []edit{{File: "journal_memory.go", Old: "\tif j.digests.has(j.digest(id)) {\n", New: "\tif false && j.digests.has(j.digest(id)) {\n"}},
+		Pkg:   ".", Tests: []string{"TestAForgottenOperationIsRefusedAndNothingSent", "TestMemoryJournalDigestCollisionRefusesANewOperation"},
 	},
 	{
-		Name: "the memory journal listing archived operations taken back out", Rules: "J8.1",
-		Edits: []edit{{File: "journal_memory.go", Old: "\t\tif !r.gone && which.Selects(", New: "\t\tif which.Selects("}},
-		Pkg:   ".", Tests: []string{"TestMemoryJournalForgetsAnArchivedOperation"},
+		Name: "a Client without a journal keeps no digest of an outcome it drops", Rules: "C15.3",
+		Edits: []edit{{File: "journal_memory.go", Old: "\t\t\tj.digests.add(j.digest(e.id()), e.end)\n", New: ""}},
+		Pkg:   ".", Tests: []string{"TestAForgottenOperationIsRefusedAndNothingSent", "TestMemoryJournalKeepsOutcomesWithinTheBudgetExactly"},
+	},
+	{
+		Name: "a Client without a journal drops an outcome a claim holds", Rules: "C15.2",
+		Edits: []edit{{File: "journal_memory.go", Old: "\t\tif !e.held {\n\t\t\tj.drop(e)\n\t\t\tj.digests.add(", New: "\t\t{\n\t\t\tj.drop(e)\n\t\t\tj.digests.add("}},
+		Pkg:   ".", Tests: []string{"TestMemoryJournalDropsTheOldestOutcomeNoClaimHolds"},
+	},
+	{
+		Name: "a Client without a journal takes a new operation past MaxOperations", Rules: "C15.4",
+		Edits: []edit{{File: "journal_memory.go", Old: "\tif j.begun+j.digests.n >= j.maxOps {\n", New: "\tif false {\n"}},
+		Pkg:   ".", Tests: []string{"TestTooManyOperationsAreRefusedUntilKeyTTLPasses", "TestMemoryJournalBoundCountsEveryOperationRemembered"},
+	},
+	{
+		Name: "a Client without a journal never forgets a digest", Rules: "C15.5",
+		Edits: []edit{{File: "journal_memory.go", Old: "\tj.digests.expire(cutoff)\n", New: ""}},
+		Pkg:   ".", Tests: []string{"TestTooManyOperationsAreRefusedUntilKeyTTLPasses", "TestMemoryJournalForgetsACompletedOperationKeyTTLAfterItsSlice"},
 	},
 	{
 		Name: "the method left out of the fingerprint", Rules: "C5.1",
