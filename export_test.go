@@ -13,9 +13,9 @@ func NewMemoryJournal(keyTTL time.Duration, budget int) Journal {
 	return j
 }
 
-// MemoryEntryBytes is what the memory journal counts for a completed
+// MemoryRecordBytes is what the memory journal counts for a completed
 // operation beside its intent and outcome.
-const MemoryEntryBytes = memoryEntryBytes
+const MemoryRecordBytes = memoryRecordBytes
 
 // OpenFileJournal opens a file journal with a fixed clock and no log
 // output, for the benchmarks of this package, which cannot import package

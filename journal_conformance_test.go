@@ -47,8 +47,8 @@ func TestMemoryJournalConforms(t *testing.T) {
 	})
 	t.Run("budget=two operations", func(t *testing.T) {
 		// The suite's operations take 100 to 200 bytes each beside the
-		// entry: two fit, a third does not.
-		budget := 2 * (idem.MemoryEntryBytes + 200)
+		// record: two fit, a third does not.
+		budget := 2 * (idem.MemoryRecordBytes + 200)
 		journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
 			return journaltest.Backend{Journal: idem.NewMemoryJournal(keyTTL, budget), KeptOutcomes: 2}
 		})

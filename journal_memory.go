@@ -5,22 +5,26 @@ package idem
 // for users; DESIGN.md C15):
 //
 //   - A pending operation, and one a claim holds, is kept whole in a map
-//     (ops), its entry holding the operation and the claim on its ID. None
-//     is ever dropped to make room.
-//   - A completed operation is kept whole as well, its outcome answering a
-//     repeated Do (C4), while the completed operations kept whole fit in
-//     budget bytes (see size). Past it, the oldest one no claim holds is
-//     dropped, and only a digest of its ID is kept (memoryDigests): a claim
-//     or a lookup of an ID with a digest fails with ErrOutcomeForgotten, so
-//     the operation is never sent again under a new key.
+//     (ops), its entry holding the operation and the claim on its ID. No
+//     pending operation is ever dropped to make room.
+//   - A completed operation is kept whole in the store (memoryStore), its
+//     outcome answering a repeated Do (C4), while the completed operations
+//     kept whole fit in budget bytes (see storedOp.size), or it is the
+//     latest. Past it, the oldest is dropped and only a digest of its ID is
+//     kept
+//     (memoryDigests): a claim or a lookup of an ID with a digest fails
+//     with ErrOutcomeForgotten, so the operation is never sent again
+//     under a new key.
 //   - A completed operation, whole or a digest, is forgotten KeyTTL after
 //     the end of the time slice it completed in (slices are an eighth of
-//     KeyTTL), as the server forgets its key: its ID is then new.
-//   - It remembers at most maxOps operations: those begun and not
-//     forgotten, whole or digests. Beyond, Begin of a new operation fails
-//     with ErrTooManyOperations.
+//     KeyTTL), as the server forgets its key: its ID is then new. One a
+//     claim holds is kept until the claim is released.
+//   - It remembers at most maxOps operations: pending, whole and digests.
+//     Beyond, Begin of a new operation fails with ErrTooManyOperations.
 //
-// What it keeps whole it keeps with a filejournal.Journal's checks and
+// Neither the store nor the digests hold a pointer per operation, so the
+// collector does not walk them: only what is pending or claimed is in the
+// map. What it keeps whole it keeps with a filejournal.Journal's checks and
 // errors (checkIntent, checkCompletion, and a size bound: see
 // memoryMaxRecord).
 //
@@ -56,10 +60,6 @@ const memoryMaxRecord = 16 << 20
 // bytes of the completed operations it keeps whole.
 const memoryOutcomeBudget = 16 << 20
 
-// memoryEntryBytes is what a completed operation kept whole takes beside
-// its intent and outcome: its entry and its slot in the map, rounded up.
-const memoryEntryBytes = 256
-
 // memorySlices is the number of time slices in a key lifetime.
 const memorySlices = 8
 
@@ -75,12 +75,11 @@ type memoryJournal struct {
 	digest func(id string) uint64 // never 0
 
 	mu      sync.Mutex
-	ops     map[string]*memoryEntry // by ID: the begun operations kept whole; also IDs only claimed
-	done    memoryList              // the completed operations of ops, in the order they are forgotten
-	bytes   int                     // the size of done's operations
-	begun   int                     // the begun operations in ops
+	ops     map[string]*memoryEntry // by ID: pending operations and claimed ones; also IDs only claimed
+	pending int                     // begun operations of ops not completed
 	lastEnd int64                   // the latest slice end given to a completion
-	digests memoryDigests           // the completed operations no longer kept whole
+	store   memoryStore             // completed operations kept whole
+	digests memoryDigests           // completed operations no longer kept whole
 }
 
 // memoryEntry is an operation ID's place in the journal's map: the
@@ -96,10 +95,7 @@ type memoryEntry struct {
 	// outcome is the recorded header and body, encoded as a file journal
 	// encodes them (journalkit.EncodeHeaderBody).
 	outcome []byte
-	// end is the end of the time slice the operation completed in (Unix
-	// nanoseconds): it is forgotten KeyTTL after.
-	end        int64
-	prev, next *memoryEntry // in the journal's done list
+	seq     int // for a completed operation: its record in the store
 
 	state           State
 	bodyTruncated   bool
@@ -117,45 +113,12 @@ func (e *memoryEntry) key() string    { return e.intent[e.keyAt:e.methodAt] }
 func (e *memoryEntry) method() string { return e.intent[e.methodAt:e.urlAt] }
 func (e *memoryEntry) url() string    { return e.intent[e.urlAt:] }
 
-// size is what a completed operation kept whole counts against the
-// journal's budget.
-func (e *memoryEntry) size() int { return memoryEntryBytes + len(e.intent) + len(e.outcome) }
-
 // setIntent records op's ID, key, method and URL in one allocation.
 func (e *memoryEntry) setIntent(op *Operation) {
 	e.intent = op.ID + op.Key + op.Method + op.URL
 	e.keyAt = uint32(len(op.ID))
 	e.methodAt = e.keyAt + uint32(len(op.Key))
 	e.urlAt = e.methodAt + uint32(len(op.Method))
-}
-
-// memoryList is a list of entries, oldest first.
-type memoryList struct{ head, tail *memoryEntry }
-
-// push appends e.
-func (l *memoryList) push(e *memoryEntry) {
-	e.prev, e.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = e
-	} else {
-		l.head = e
-	}
-	l.tail = e
-}
-
-// remove takes e, which is in l, out of it.
-func (l *memoryList) remove(e *memoryEntry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		l.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		l.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
 }
 
 // newMemoryJournalFor returns an empty memory journal whose keys live ttl,
@@ -174,60 +137,54 @@ func newMemoryJournalFor(ttl time.Duration, now func() time.Time, maxOps int) *m
 }
 
 // expire forgets the completed operations KeyTTL past their slice's end
-// at now: those kept whole that no claim holds, and the digests. Called
-// with mu held.
+// at now. Called with mu held.
 func (j *memoryJournal) expire(now int64) {
 	cutoff := now - int64(j.ttl)
-	for e := j.done.head; e != nil && e.end <= cutoff; {
-		next := e.next
-		if !e.held {
-			j.drop(e)
-		}
-		e = next
+	for len(j.store.recs) > 0 && j.store.recs[0].end <= cutoff {
+		j.store.dropFront()
 	}
 	j.digests.expire(cutoff)
 }
 
-// drop forgets e, a completed operation kept whole that no claim holds.
-// Called with mu held.
-func (j *memoryJournal) drop(e *memoryEntry) {
-	j.done.remove(e)
-	delete(j.ops, e.id())
-	j.bytes -= e.size()
-	j.begun--
-}
-
-// evict drops the oldest completed operations that no claim holds, keeping
-// their digests, until those kept whole fit in the budget. Called with mu
-// held, after expire.
+// evict drops the oldest completed operations kept whole, keeping their
+// digests, until those kept whole fit in the budget, or only the latest is
+// left. Called with mu held, after expire.
 func (j *memoryJournal) evict() {
-	for e := j.done.head; e != nil && j.bytes > j.budget; {
-		next := e.next
-		if !e.held {
-			j.drop(e)
-			j.digests.add(j.digest(e.id()), e.end)
+	for j.store.bytes > j.budget && len(j.store.recs) > 1 {
+		if r, live := j.store.dropFront(); live {
+			j.digests.add(r.digest, r.end)
 		}
-		e = next
 	}
 }
 
 // sliceEnd returns the end of the time slice of a completion at now: never
-// before one given earlier, so that the done list stays in the order its
-// operations are forgotten. Called with mu held.
+// before one given earlier, so that the store's records are in the order
+// they are forgotten. Called with mu held.
 func (j *memoryJournal) sliceEnd(now int64) int64 {
 	j.lastEnd = max(j.lastEnd, (now/j.width+1)*j.width)
 	return j.lastEnd
 }
 
-// find returns id's entry, or nil if the journal holds nothing of id, or
-// an error matching ErrOutcomeForgotten if it keeps only id's digest.
+// remembered is the number of operations the journal remembers. Called
+// with mu held.
+func (j *memoryJournal) remembered() int { return j.pending + j.store.live + j.digests.n }
+
+// find returns id's entry: the one in the map, or a new one, no claim
+// holding it, of an operation kept in the store. It returns nil if the
+// journal holds nothing of id, and an error matching ErrOutcomeForgotten
+// if it keeps only id's digest, or another ID's of the same digest.
 // Called with mu held.
 func (j *memoryJournal) find(id string, now int64) (*memoryEntry, error) {
 	j.expire(now)
 	if e := j.ops[id]; e != nil {
 		return e, nil
 	}
-	if j.digests.has(j.digest(id)) {
+	d := j.digest(id)
+	r, seq, ok := j.store.find(d)
+	if ok && j.store.id(r) == id {
+		return j.store.entry(r, seq), nil
+	}
+	if ok || j.digests.has(d) {
 		return nil, fmt.Errorf("idem: journal in memory: operation %s: %w: a Client without a journal keeps the outcomes of its latest %d MiB of operations only",
 			journalkit.QuoteID(id), ErrOutcomeForgotten, j.budget>>20)
 	}
@@ -259,9 +216,12 @@ func (j *memoryJournal) claim(ctx context.Context, id string, wait bool) (Claim,
 			j.mu.Unlock()
 			return nil, err
 		}
-		if e == nil {
+		switch {
+		case e == nil:
 			e = &memoryEntry{}
 			j.ops[id] = e
+		case j.ops[id] != e: // kept in the store: in the map while claimed
+			j.ops[e.id()] = e
 		}
 		if !e.held {
 			e.held = true
@@ -306,9 +266,15 @@ func (j *memoryJournal) List(_ context.Context, which Listing) ([]Operation, err
 	defer j.mu.Unlock()
 	j.expire(now.UnixNano())
 	var out []Operation
-	for _, e := range j.ops {
-		if e.begun && which.Selects(Operation{State: e.state, Created: time.Unix(0, e.created)}, now, j.ttl) {
+	for _, e := range j.ops { // a completed one is listed from the store
+		if e.begun && !e.state.final() && which.Selects(Operation{State: e.state, Created: time.Unix(0, e.created)}, now, j.ttl) {
 			out = append(out, e.operation())
+		}
+	}
+	for i := range j.store.recs {
+		r := &j.store.recs[i]
+		if !r.gone && which.Selects(Operation{State: r.state, Created: time.Unix(0, r.created)}, now, j.ttl) {
+			out = append(out, j.store.operation(r))
 		}
 	}
 	slices.SortFunc(out, func(a, b Operation) int {
@@ -397,7 +363,7 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 		return fmt.Errorf("idem: journal in memory: begin %q: %w", op.ID, ErrOperationExists)
 	}
 	j.expire(now.UnixNano())
-	if j.begun+j.digests.n >= j.maxOps {
+	if j.remembered() >= j.maxOps {
 		return fmt.Errorf("idem: journal in memory: begin %q: %w: a Client without a journal remembers at most %d operations "+
 			"in a key lifetime (Config.MaxOperations); a Journal keeps more", op.ID, ErrTooManyOperations, j.maxOps)
 	}
@@ -409,7 +375,7 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 	// Assigning an existing key stores the new key string: the map then
 	// holds the ID in the entry's intent rather than in memory of its own.
 	j.ops[e.id()] = e
-	j.begun++
+	j.pending++
 	return nil
 }
 
@@ -447,16 +413,18 @@ func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
 	}
 	j.expire(now.UnixNano())
 	if e.state.final() { // a later completion replaces the earlier one
-		j.done.remove(e)
-		j.bytes -= e.size()
+		j.store.remove(e.seq)
+	} else {
+		j.pending--
 	}
 	e.state, e.completed, e.status = op.State, op.Completed.UnixNano(), int32(op.Status)
 	e.bodyTruncated, e.headerTruncated = op.BodyTruncated, op.HeaderTruncated
 	e.outcome = raw
-	e.end = j.sliceEnd(now.UnixNano())
-	j.done.push(e)
-	j.bytes += e.size()
+	e.seq = j.store.put(j.digest(c.id), e, j.sliceEnd(now.UnixNano()))
 	j.evict()
+	if !e.held && j.ops[c.id] == e { // a released claim's: the store has it
+		delete(j.ops, c.id)
+	}
 	return nil
 }
 
@@ -474,7 +442,7 @@ func (c *memoryClaim) Release() {
 		close(e.free)
 		e.free = nil
 	}
-	if !e.begun && j.ops[c.id] == e {
+	if (!e.begun || e.state.final()) && j.ops[c.id] == e { // a completed one is in the store
 		delete(j.ops, c.id)
 	}
 	j.mu.Unlock()
@@ -510,19 +478,28 @@ func (j *memoryJournal) forget(ctx context.Context, id string, check func(*memor
 	}
 	c := cl.(*memoryClaim)
 	defer c.Release()
+	return c.forget(check)
+}
+
+// forget drops the claimed operation if check allows it. An outcome
+// dropped to a digest while the claim was held is not forgotten: it stays
+// refused.
+func (c *memoryClaim) forget(check func(*memoryEntry) error) error {
+	j := c.j
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if !c.e.begun {
-		return fmt.Errorf("idem: journal in memory: forget %q: %w", id, ErrNoSuchOperation)
+		return fmt.Errorf("idem: journal in memory: forget %q: %w", c.id, ErrNoSuchOperation)
 	}
 	if err := check(c.e); err != nil {
 		return err
 	}
-	if c.e.state.final() {
-		j.done.remove(c.e)
-		j.bytes -= c.e.size()
+	switch {
+	case !c.e.state.final():
+		j.pending--
+	case !j.store.remove(c.e.seq):
+		return fmt.Errorf("idem: journal in memory: forget %q: %w: its outcome is no longer held", c.id, ErrNoSuchOperation)
 	}
-	j.begun--
 	*c.e = memoryEntry{held: true, free: c.e.free} // not begun: Release removes it
 	return nil
 }

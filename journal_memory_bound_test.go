@@ -7,19 +7,22 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/idemkit/idem/internal/journalkit"
 )
 
 // memoryRemembers returns what j remembers: the IDs it keeps whole,
-// sorted, and the number of digests.
+// pending or completed, sorted, and the number of digests.
 func memoryRemembers(j *memoryJournal) ([]string, int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var whole []string
 	for id, e := range j.ops {
-		if e.begun {
+		if e.begun && !e.state.final() {
 			whole = append(whole, id)
+		}
+	}
+	for i := range j.store.recs {
+		if r := &j.store.recs[i]; !r.gone {
+			whole = append(whole, j.store.id(r))
 		}
 	}
 	slices.Sort(whole)
@@ -38,9 +41,8 @@ func TestMemoryJournalKeepsOutcomesWithinTheBudgetExactly(t *testing.T) {
 	}{{"at the budget", 0, []string{"a", "b"}}, {"a byte over", 1, []string{"b"}}} {
 		t.Run(tt.name, func(t *testing.T) {
 			j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
-			a := memoryBegin(t, j, "a", at)
-			memoryComplete(t, j, a, at)
-			j.budget = j.bytes + j.ops["a"].size() - tt.under // the same intent and outcome again
+			memoryComplete(t, j, memoryBegin(t, j, "a", at), at)
+			j.budget = 2*j.store.bytes - tt.under // b's record is the size of a's
 			memoryComplete(t, j, memoryBegin(t, j, "b", at), at)
 			whole, digests := memoryRemembers(j)
 			if !slices.Equal(whole, tt.whole) || digests != 2-len(tt.whole) {
@@ -53,49 +55,68 @@ func TestMemoryJournalKeepsOutcomesWithinTheBudgetExactly(t *testing.T) {
 	}
 }
 
-// C15.2: the outcome dropped is the oldest that no claim holds: an older
-// one held by a claim is kept until a completion after its release.
-func TestMemoryJournalDropsTheOldestOutcomeNoClaimHolds(t *testing.T) {
+// C15.2, C11: a claim of a completed operation kept whole holds it as a
+// claim of any other: a second claim waits. Its outcome may be dropped
+// while claimed: the holder still reads it, and once it releases, the
+// next claim is refused as forgotten.
+func TestMemoryJournalClaimOfAnOperationKeptWhole(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
-	for _, id := range []string{"a", "b"} {
-		memoryComplete(t, j, memoryBegin(t, j, id, at), at)
-	}
+	memoryComplete(t, j, memoryBegin(t, j, "a", at), at)
 	held, err := j.Claim(context.Background(), "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.budget = j.bytes // room for two
-	memoryComplete(t, j, memoryBegin(t, j, "c", at), at)
-	if whole, _ := memoryRemembers(j); !slices.Equal(whole, []string{"a", "c"}) {
-		t.Fatalf("kept whole %q, want [a c]: b, not the held a", whole)
+	if c, err := j.TryClaim(context.Background(), "a"); !errors.Is(err, ErrClaimed) {
+		if c != nil {
+			c.Release()
+		}
+		t.Fatalf("a second claim of a completed operation: %v, want ErrClaimed", err)
 	}
-	if op, ok := held.Operation(); !ok || op.State != StateDone {
-		t.Fatalf("the holder reads %+v, %v", op, ok)
+	j.budget = 0
+	memoryComplete(t, j, memoryBegin(t, j, "b", at), at) // drops a's outcome
+	if whole, digests := memoryRemembers(j); !slices.Equal(whole, []string{"b"}) || digests != 1 {
+		t.Fatalf("kept whole %q and %d digests, want [b] and 1", whole, digests)
+	}
+	if op, ok := held.Operation(); !ok || op.State != StateDone || op.Key != "key-a" {
+		t.Fatalf("the holder reads %+v, %v; want the outcome", op, ok)
 	}
 	held.Release()
-	memoryComplete(t, j, memoryBegin(t, j, "d", at), at)
-	if whole, digests := memoryRemembers(j); !slices.Equal(whole, []string{"c", "d"}) || digests != 2 {
-		t.Fatalf("kept whole %q and %d digests, want [c d] and 2", whole, digests)
+	if c, err := j.Claim(context.Background(), "a"); !errors.Is(err, ErrOutcomeForgotten) {
+		if c != nil {
+			c.Release()
+		}
+		t.Fatalf("a claim after the release: %v, want ErrOutcomeForgotten", err)
+	}
+	if len(j.ops) != 0 {
+		t.Fatalf("%d entries left in the map, want none", len(j.ops))
 	}
 }
 
-// C15.3: an ID whose digest equals a forgotten operation's is refused as
-// forgotten, by Claim, TryClaim and Lookup: a collision never sends.
+// C15.3: an ID whose digest equals a forgotten operation's, or one kept
+// whole's, is refused as forgotten by Claim, TryClaim and Lookup: a
+// collision never sends.
 func TestMemoryJournalDigestCollisionRefusesANewOperation(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
-	j.digest = func(string) uint64 { return 7 }
+	j.digest = func(id string) uint64 { // a, and new, share 7; b, and new2, 9
+		return map[string]uint64{"a": 7, "new": 7, "b": 9, "new2": 9}[id]
+	}
 	j.budget = 0
 	memoryComplete(t, j, memoryBegin(t, j, "a", at), at)
-	memoryComplete(t, j, memoryBegin(t, j, "b", at), at) // drops a
-	for name, claim := range map[string]func(context.Context, string) (Claim, error){"Claim": j.Claim, "TryClaim": j.TryClaim} {
-		if c, err := claim(context.Background(), "new"); !errors.Is(err, ErrOutcomeForgotten) || c != nil {
-			t.Fatalf("%s of a new ID with a forgotten one's digest: %v, %v; want ErrOutcomeForgotten", name, c, err)
+	memoryComplete(t, j, memoryBegin(t, j, "b", at), at) // drops a to its digest; b is kept whole
+	for _, id := range []string{"new", "new2"} {
+		for name, claim := range map[string]func(context.Context, string) (Claim, error){"Claim": j.Claim, "TryClaim": j.TryClaim} {
+			if c, err := claim(context.Background(), id); !errors.Is(err, ErrOutcomeForgotten) || c != nil {
+				t.Fatalf("%s of %s, whose digest is held: %v, %v; want ErrOutcomeForgotten", name, id, c, err)
+			}
+		}
+		if _, ok, err := j.Lookup(context.Background(), id); ok || !errors.Is(err, ErrOutcomeForgotten) {
+			t.Fatalf("Lookup of %s, whose digest is held: %v, %v; want ErrOutcomeForgotten", id, ok, err)
 		}
 	}
-	if _, ok, err := j.Lookup(context.Background(), "new"); ok || !errors.Is(err, ErrOutcomeForgotten) {
-		t.Fatalf("Lookup of a new ID with a forgotten one's digest: %v, %v; want ErrOutcomeForgotten", ok, err)
+	if op, ok, err := j.Lookup(context.Background(), "b"); !ok || err != nil || op.ID != "b" {
+		t.Fatalf("Lookup of b: %+v, %v, %v; want it whole", op, ok, err)
 	}
 }
 
@@ -122,8 +143,8 @@ func TestMemoryJournalBoundCountsEveryOperationRemembered(t *testing.T) {
 	if !errors.Is(err, ErrTooManyOperations) {
 		t.Fatalf("Begin of a fifth operation: %v, want ErrTooManyOperations", err)
 	}
-	if _, ok, err := j.Lookup(context.Background(), "fifth"); ok || err != nil || len(j.ops) != 3 {
-		t.Fatalf("the refused operation left %v, %v, %d entries", ok, err, len(j.ops))
+	if _, ok, err := j.Lookup(context.Background(), "fifth"); ok || err != nil || len(j.ops) != 2 {
+		t.Fatalf("the refused operation left %v, %v, %d entries; want the two pending only", ok, err, len(j.ops))
 	}
 }
 
@@ -141,8 +162,8 @@ func TestMemoryJournalForgetLeavesRoom(t *testing.T) {
 	if err := j.ForgetCompleted(context.Background(), "done", done.Key); err != nil {
 		t.Fatal(err)
 	}
-	if j.begun != 0 || j.bytes != 0 || j.done.head != nil || len(j.ops) != 0 {
-		t.Fatalf("after forgetting both: %d begun, %d bytes, %d entries; want none", j.begun, j.bytes, len(j.ops))
+	if j.remembered() != 0 || len(j.ops) != 0 {
+		t.Fatalf("after forgetting both: %d remembered, %d entries; want none", j.remembered(), len(j.ops))
 	}
 	memoryBegin(t, j, "pending", at)
 	memoryBegin(t, j, "done", at) // two new operations fit the bound of two
@@ -156,7 +177,6 @@ func TestMemoryJournalALaterCompletionReplacesTheOutcome(t *testing.T) {
 	j := newMemoryJournalFor(ttl, clock.now, defaultMaxOperations)
 	op := memoryBegin(t, j, "op", clock.t)
 	memoryComplete(t, j, op, clock.t)
-	first := j.bytes
 	clock.t = clock.t.Add(2 * time.Hour)
 	c, _ := j.Claim(context.Background(), "op")
 	op.State, op.Status, op.Body = StateRejected, 409, []byte("later")
@@ -164,9 +184,8 @@ func TestMemoryJournalALaterCompletionReplacesTheOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Release()
-	want := first - len(journalkit.EncodeHeaderBody(nil, nil)) + len(journalkit.EncodeHeaderBody(nil, []byte("later")))
-	if j.bytes != want || j.done.head != j.done.tail {
-		t.Fatalf("%d bytes, want %d: the outcome counted once", j.bytes, want)
+	if ops := list(j, ListAll); j.store.live != 1 || len(ops) != 1 || ops[0].Status != 409 {
+		t.Fatalf("%d kept whole, listed %+v; want the later outcome alone", j.store.live, ops)
 	}
 	clock.t = time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC) // KeyTTL after the first slice's end
 	if got, ok, _ := j.Lookup(context.Background(), "op"); !ok || got.Status != 409 || string(got.Body) != "later" {
@@ -189,7 +208,7 @@ func TestMemoryJournalSliceEndNeverGoesBack(t *testing.T) {
 	clock.t = time.Date(2026, 1, 2, 3, 30, 0, 0, time.UTC)
 	memoryComplete(t, j, memoryBegin(t, j, "back", clock.t), clock.t)
 	want := time.Date(2026, 1, 2, 6, 0, 0, 0, time.UTC).UnixNano()
-	if a, b := j.ops["late"].end, j.ops["back"].end; a != want || b != want {
+	if a, b := j.store.recs[0].end, j.store.recs[1].end; a != want || b != want {
 		t.Fatalf("slice ends %v and %v, want both %v", time.Unix(0, a).UTC(), time.Unix(0, b).UTC(), time.Unix(0, want).UTC())
 	}
 }

@@ -38,8 +38,8 @@ func TestMemoryJournalExpiryKeepsAHeldOutcome(t *testing.T) {
 	if op, ok, err := j.Lookup(context.Background(), "held"); ok || err != nil {
 		t.Fatalf("Lookup after the release: %+v, %v, %v; want nothing", op, ok, err)
 	}
-	if len(j.ops) != 0 || j.begun != 0 || j.bytes != 0 || j.done.head != nil {
-		t.Fatalf("%d in the map, %d begun, %d bytes after the release; want nothing", len(j.ops), j.begun, j.bytes)
+	if len(j.ops) != 0 || j.remembered() != 0 || j.store.bytes != 0 {
+		t.Fatalf("%d in the map, %d remembered, %d bytes after the release; want nothing", len(j.ops), j.remembered(), j.store.bytes)
 	}
 }
 

@@ -58,8 +58,8 @@ func TestMemoryJournalForgetsACompletedOperationKeyTTLAfterItsSlice(t *testing.T
 	memoryComplete(t, j, memoryBegin(t, j, "kept", clock.t), clock.t)
 	j.budget = memoryOutcomeBudget
 	memoryBegin(t, j, "pending", start)
-	if got := []int{len(j.ops), j.digests.n, j.begun}; !slices.Equal(got, []int{2, 1, 2}) {
-		t.Fatalf("%v in the map, digests, begun; want [2 1 2]", got)
+	if got := []int{j.pending, j.store.live, j.digests.n}; !slices.Equal(got, []int{1, 1, 1}) {
+		t.Fatalf("%v pending, kept whole, digests; want [1 1 1]", got)
 	}
 
 	// The slice ends at start+1h: everything completed in it is forgotten
@@ -80,8 +80,8 @@ func TestMemoryJournalForgetsACompletedOperationKeyTTLAfterItsSlice(t *testing.T
 	if op, ok, _ := j.Lookup(context.Background(), "pending"); !ok || op.State != StatePending {
 		t.Fatalf("the pending operation reads %+v, %v; want it kept", op, ok)
 	}
-	if got := []int{len(j.ops), j.digests.n, j.begun, j.bytes}; !slices.Equal(got, []int{1, 0, 1, 0}) {
-		t.Fatalf("%v in the map, digests, begun, bytes; want [1 0 1 0]", got)
+	if got := []int{j.pending, j.store.live, j.digests.n, j.store.bytes, len(j.store.chunks)}; !slices.Equal(got, []int{1, 0, 0, 0, 0}) {
+		t.Fatalf("%v pending, kept whole, digests, bytes, chunks; want [1 0 0 0 0]", got)
 	}
 	memoryBegin(t, j, "digest", clock.t) // a new operation now
 }

@@ -209,22 +209,23 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a Client without a journal sends an operation whose outcome it dropped under a new key", Rules: "C15.3",
-		Edits: []edit{{File: "journal_memory.go", Old: "\tif j.digests.has(j.digest(id)) {\n", New: "\tif false && j.digests.has(j.digest(id)) {\n"}},
+		Edits: []edit{{File: "journal_memory.go", Old: "\tif ok || j.digests.has(d) {\n", New: "\tif ok {\n"}},
 		Pkg:   ".", Tests: []string{"TestAForgottenOperationIsRefusedAndNothingSent", "TestMemoryJournalDigestCollisionRefusesANewOperation"},
 	},
 	{
 		Name: "a Client without a journal keeps no digest of an outcome it drops", Rules: "C15.3",
-		Edits: []edit{{File: "journal_memory.go", Old: "\t\t\tj.digests.add(j.digest(e.id()), e.end)\n", New: ""}},
+		Edits: []edit{{File: "journal_memory.go", Old: "\t\t\tj.digests.add(r.digest, r.end)\n", New: "\t\t\t_ = r\n"}},
 		Pkg:   ".", Tests: []string{"TestAForgottenOperationIsRefusedAndNothingSent", "TestMemoryJournalKeepsOutcomesWithinTheBudgetExactly"},
 	},
 	{
-		Name: "a Client without a journal drops an outcome a claim holds", Rules: "C15.2",
-		Edits: []edit{{File: "journal_memory.go", Old: "\t\tif !e.held {\n\t\t\tj.drop(e)\n\t\t\tj.digests.add(", New: "\t\t{\n\t\t\tj.drop(e)\n\t\t\tj.digests.add("}},
-		Pkg:   ".", Tests: []string{"TestMemoryJournalDropsTheOldestOutcomeNoClaimHolds"},
+		Name: "a Client without a journal lets two claims hold a completed operation at once", Rules: "C11.2, C15.2",
+		Edits: []edit{{File: "journal_memory.go", Old: "\t\tcase j.ops[id] != e: // kept in the store: in the map while claimed\n\t\t\tj.ops[e.id()] = e\n",
+			New: "\t\tcase j.ops[id] != e: // kept in the store: in the map while claimed\n"}},
+		Pkg: ".", Tests: []string{"TestMemoryJournalClaimOfAnOperationKeptWhole"},
 	},
 	{
 		Name: "a Client without a journal takes a new operation past MaxOperations", Rules: "C15.4",
-		Edits: []edit{{File: "journal_memory.go", Old: "\tif j.begun+j.digests.n >= j.maxOps {\n", New: "\tif false {\n"}},
+		Edits: []edit{{File: "journal_memory.go", Old: "\tif j.remembered() >= j.maxOps {\n", New: "\tif false {\n"}},
 		Pkg:   ".", Tests: []string{"TestTooManyOperationsAreRefusedUntilKeyTTLPasses", "TestMemoryJournalBoundCountsEveryOperationRemembered"},
 	},
 	{
