@@ -19,15 +19,20 @@ import (
 	"github.com/idemkit/idem/internal/journalkit"
 )
 
-// Config configures a Client. The zero Config is usable: a zero field takes
-// the Default constant of its name, or the default its doc states.
+// Config configures a Client, which without a Journal remembers its
+// operations in this process only, in bounded memory. The zero Config is
+// usable: a zero field takes the Default constant of its name, or the
+// default its doc states.
 type Config struct {
-	// Journal keeps keys and outcomes across restarts; Clients may share
-	// one. Default nil: keys live in this process only, and each completed
-	// operation is held in memory until its key expires (KeyTTL), so that
-	// a repeated Do replays it. A process that runs many operations a day
-	// holds them all: give it a journal, whose outcomes stay on disk.
+	// Journal keeps operations across restarts; without one, a Client
+	// remembers them in this process only: the pending ones, the outcomes
+	// of its latest within 16 MiB, and at most MaxOperations in all, until
+	// KeyTTL (to 9/8 KeyTTL) after each completed. A Do it cannot answer
+	// is refused before sending (ErrOutcomeForgotten, ErrTooManyOperations),
+	// never sent again under a new key. Clients may share a Journal.
 	Journal Journal
+	// MaxOperations bounds a Client without a Journal (see Journal). Default 1<<23.
+	MaxOperations int
 
 	// HTTPClient sends the attempts (see Redirects). Default:
 	// go-cleanhttp's pooled client.
@@ -165,7 +170,7 @@ type Client struct {
 // New returns a Client for cfg, with defaults filled in.
 func New(cfg Config) (*Client, error) {
 	if cfg.MaxAttempts < 0 || cfg.AttemptTimeout < 0 || cfg.MaxElapsed < 0 || cfg.InitialWait < 0 ||
-		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.MaxRecordedHeader < 0 ||
+		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxOperations < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.MaxRecordedHeader < 0 ||
 		!(cfg.Jitter <= 1) || math.IsInf(cfg.Jitter, -1) {
 		return nil, fmt.Errorf("idem: %w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
 	}
@@ -192,6 +197,7 @@ func New(cfg Config) (*Client, error) {
 	setDefault(&cfg.MaxElapsed, DefaultMaxElapsed)
 	setDefault(&cfg.InitialWait, DefaultInitialWait)
 	setDefault(&cfg.MaxWait, DefaultMaxWait)
+	setDefault(&cfg.MaxOperations, defaultMaxOperations)
 	cfg.KeyTTL = keyTTL(cfg, d)
 	if d.KeyField == "" {
 		setDefault(&cfg.KeyHeader, DefaultKeyHeader)
@@ -214,7 +220,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, dialect: d, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), secrets: newSecrets(cfg), log: cfg.Logger, now: cfg.Now}
 	if c.journal == nil {
-		c.journal = newMemoryJournalFor(cfg.KeyTTL, cfg.Now) // journal_memory.go
+		c.journal = newMemoryJournalFor(cfg.KeyTTL, cfg.Now, cfg.MaxOperations) // journal_memory.go
 	}
 	if c.log == nil {
 		c.log = slog.Default()

@@ -90,17 +90,8 @@
 // # Journals
 //
 // A Journal keeps each operation's ID, key, fingerprint, state and outcome:
-// package filejournal in one file, package pgjournal in PostgreSQL, and a
-// Client without Config.Journal in memory. A Client uses it in one pattern:
-//
-//	claim := j.Claim(ctx, id)        // one Do of id at a time, everywhere
-//	op, ok := claim.Operation()      // resume, replay, or...
-//	claim.Begin(ctx, op)             // ...journal a new intent, durably
-//	claim.Complete(ctx, op)          // record the outcome
-//	claim.Release()
-//
-// The intent is durable before the first attempt; losing the outcome only
-// causes a replay under the same key.
+// package filejournal in a file, pgjournal in PostgreSQL. Without one, a
+// Client remembers them in this process only (see Config.Journal).
 //
 // # Secrets
 //

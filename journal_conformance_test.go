@@ -36,9 +36,21 @@ func TestFileJournalConforms(t *testing.T) {
 }
 
 // TestMemoryJournalConforms runs the journal conformance suite against the
-// journal a Client keeps in memory when Config.Journal is nil.
+// journal a Client keeps in memory when Config.Journal is nil: with its
+// budget, which keeps every outcome of the suite's, and with a budget of
+// two of the suite's operations, which forgets all but the latest (C15.7).
 func TestMemoryJournalConforms(t *testing.T) {
-	journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
-		return journaltest.Backend{Journal: idem.NewMemoryJournal(keyTTL)}
+	t.Run("budget=default", func(t *testing.T) {
+		journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
+			return journaltest.Backend{Journal: idem.NewMemoryJournal(keyTTL, 0), KeptOutcomes: 1000}
+		})
+	})
+	t.Run("budget=two operations", func(t *testing.T) {
+		// The suite's operations take 100 to 200 bytes each beside the
+		// record: two fit, a third does not.
+		budget := 2 * (idem.MemoryRecordBytes + 200)
+		journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
+			return journaltest.Backend{Journal: idem.NewMemoryJournal(keyTTL, budget), KeptOutcomes: 2}
+		})
 	})
 }

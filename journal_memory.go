@@ -1,20 +1,45 @@
 package idem
 
-// memoryJournal: the Journal a Client keeps when Config.Journal is nil.
-// An operation that is pending, or that a claim holds, lives in a map, its
-// entry holding the operation and the claim on its ID, so a Do costs a few
-// map lookups rather than a file journal's encoding of every record it
-// would write. A completed operation no claim holds moves to the archive
-// (memoryArchive), and back to the map when its ID is claimed again. It
-// keeps what a filejournal.Journal keeps, with the same checks and errors
-// (checkIntent, checkCompletion, and a size bound: see memoryMaxRecord), and
-// forgets what a filejournal.Journal without a file forgot: completed
-// operations whose outcome is KeyTTL old, swept once the journal has
-// doubled since the last sweep.
+// memoryJournal: the Journal a Client keeps when Config.Journal is nil. It
+// enforces the rule of a Client without a journal (Config.Journal states it
+// for users; DESIGN.md C15):
+//
+//   - A pending operation, and one a claim holds, is kept whole in a map
+//     (ops), its entry holding the operation and the claim on its ID. No
+//     pending operation is ever dropped to make room.
+//   - A completed operation is kept whole in the store (memoryStore), its
+//     outcome answering a repeated Do (C4), while the completed operations
+//     kept whole fit in budget bytes (see storedOp.size), or it is the
+//     latest. Past it, the oldest is dropped and only a digest of its ID is
+//     kept
+//     (memoryDigests): a claim or a lookup of an ID with a digest fails
+//     with ErrOutcomeForgotten, so the operation is never sent again
+//     under a new key.
+//   - A completed operation, whole or a digest, is forgotten KeyTTL after
+//     the end of the time slice it completed in (slices are an eighth of
+//     KeyTTL), as the server forgets its key: its ID is then new. One a
+//     claim holds is kept until the claim is released.
+//   - It remembers at most maxOps operations: pending, whole and digests.
+//     Beyond, Begin of a new operation fails with ErrTooManyOperations.
+//
+// Neither the store nor the digests hold a pointer per operation, so the
+// collector does not walk them: only what is pending or claimed is in the
+// map. What it keeps whole it keeps with a filejournal.Journal's checks and
+// errors (checkIntent, checkCompletion, and a size bound: see
+// memoryMaxRecord).
+//
+// The digest is maphash's, with a seed of the journal's own, its low bit
+// set so that 0 marks an empty slot: 63 bits. maphash is fast and in the
+// standard library; the seed never leaves the process, so IDs an outsider
+// chooses cannot be made to collide, and a digest need not be the same in
+// another process, which never sees it. A new ID whose digest is one of n
+// held is refused as forgotten (never sent twice): a chance of n in 2^63,
+// 2^-40 per operation at 2^23 digests.
 
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -31,22 +56,34 @@ import (
 // taken here and refused (ErrInvalidOperation) by a file journal.
 const memoryMaxRecord = 16 << 20
 
-// memorySweepMin is the number of operations below which the memory
-// journal never sweeps.
-const memorySweepMin = 8192
+// memoryOutcomeBudget is the budget of a Client's memory journal: the
+// bytes of the completed operations it keeps whole.
+const memoryOutcomeBudget = 16 << 20
+
+// memorySlices is the number of time slices in a key lifetime.
+const memorySlices = 8
+
+// defaultMaxOperations is Config.MaxOperations's default.
+const defaultMaxOperations = 1 << 23
 
 type memoryJournal struct {
-	ttl time.Duration
-	now func() time.Time
+	ttl    time.Duration
+	now    func() time.Time
+	width  int64                  // nanoseconds of a time slice: KeyTTL/memorySlices, at least 1
+	budget int                    // bytes of the completed operations kept whole
+	maxOps int                    // operations remembered at most
+	digest func(id string) uint64 // never 0
 
 	mu      sync.Mutex
-	ops     map[string]*memoryEntry // by ID; also IDs only claimed
-	archive memoryArchive           // completed operations no claim holds
-	sweepAt int                     // size at which the journal next sweeps
+	ops     map[string]*memoryEntry // by ID: pending operations and claimed ones; also IDs only claimed
+	pending int                     // begun operations of ops not completed
+	lastEnd int64                   // the latest slice end given to a completion
+	store   memoryStore             // completed operations kept whole
+	digests memoryDigests           // completed operations no longer kept whole
 }
 
 // memoryEntry is an operation ID's place in the journal's map: the
-// operation's fields, as the archive keeps them, and the claim on the ID.
+// operation's fields and the claim on its ID.
 type memoryEntry struct {
 	// intent is the ID, key, method and URL end to end; the map's key is
 	// its ID part once the operation is begun (see memoryClaim.Begin).
@@ -58,6 +95,7 @@ type memoryEntry struct {
 	// outcome is the recorded header and body, encoded as a file journal
 	// encodes them (journalkit.EncodeHeaderBody).
 	outcome []byte
+	seq     int // for a completed operation: its record in the store
 
 	state           State
 	bodyTruncated   bool
@@ -83,34 +121,74 @@ func (e *memoryEntry) setIntent(op *Operation) {
 	e.urlAt = e.methodAt + uint32(len(op.Method))
 }
 
-// newMemoryJournalFor returns an empty memory journal whose keys live ttl
-// (DefaultKeyTTL when not positive), on the clock now (time.Now when nil).
-func newMemoryJournalFor(ttl time.Duration, now func() time.Time) *memoryJournal {
-	if ttl <= 0 {
-		ttl = DefaultKeyTTL
-	}
+// newMemoryJournalFor returns an empty memory journal whose keys live ttl,
+// on the clock now (time.Now when nil), that remembers at most maxOps
+// operations.
+func newMemoryJournalFor(ttl time.Duration, now func() time.Time, maxOps int) *memoryJournal {
 	if now == nil {
 		now = time.Now
 	}
-	return &memoryJournal{ttl: ttl, now: now, ops: make(map[string]*memoryEntry), archive: newMemoryArchive(), sweepAt: memorySweepMin}
+	seed := maphash.MakeSeed()
+	return &memoryJournal{
+		ttl: ttl, now: now, width: max(int64(ttl/memorySlices), 1), budget: memoryOutcomeBudget, maxOps: maxOps,
+		digest: func(id string) uint64 { return maphash.String(seed, id) | 1 },
+		ops:    make(map[string]*memoryEntry),
+	}
 }
 
-// size is the number of operations the journal holds, counting those
-// claimed and not begun, and the archive's records taken out.
-func (j *memoryJournal) size() int { return len(j.ops) + j.archive.len() }
+// expire forgets the completed operations KeyTTL past their slice's end
+// at now. Called with mu held.
+func (j *memoryJournal) expire(now int64) {
+	cutoff := now - int64(j.ttl)
+	for len(j.store.recs) > 0 && j.store.recs[0].end <= cutoff {
+		j.store.dropFront()
+	}
+	j.digests.expire(cutoff)
+}
 
-// entry returns id's entry in the map, moving the operation there from
-// the archive if it is archived; nil if the journal has nothing of id.
+// evict drops the oldest completed operations kept whole, keeping their
+// digests, until those kept whole fit in the budget, or only the latest is
+// left. Called with mu held, after expire.
+func (j *memoryJournal) evict() {
+	for j.store.bytes > j.budget && len(j.store.recs) > 1 {
+		if r, live := j.store.dropFront(); live {
+			j.digests.add(r.digest, r.end)
+		}
+	}
+}
+
+// sliceEnd returns the end of the time slice of a completion at now: never
+// before one given earlier, so that the store's records are in the order
+// they are forgotten. Called with mu held.
+func (j *memoryJournal) sliceEnd(now int64) int64 {
+	j.lastEnd = max(j.lastEnd, (now/j.width+1)*j.width)
+	return j.lastEnd
+}
+
+// remembered is the number of operations the journal remembers. Called
+// with mu held.
+func (j *memoryJournal) remembered() int { return j.pending + j.store.live + j.digests.n }
+
+// find returns id's entry: the one in the map, or a new one, no claim
+// holding it, of an operation kept in the store. It returns nil if the
+// journal holds nothing of id, and an error matching ErrOutcomeForgotten
+// if it keeps only id's digest, or another ID's of the same digest.
 // Called with mu held.
-func (j *memoryJournal) entry(id string) *memoryEntry {
+func (j *memoryJournal) find(id string, now int64) (*memoryEntry, error) {
+	j.expire(now)
 	if e := j.ops[id]; e != nil {
-		return e
+		return e, nil
 	}
-	e := j.archive.take(id)
-	if e != nil {
-		j.ops[e.id()] = e
+	d := j.digest(id)
+	r, seq, ok := j.store.find(d)
+	if ok && j.store.id(r) == id {
+		return j.store.entry(r, seq), nil
 	}
-	return e
+	if ok || j.digests.has(d) {
+		return nil, fmt.Errorf("idem: journal in memory: operation %s: %w: a Client without a journal keeps the outcomes of its latest %d MiB of operations only",
+			journalkit.QuoteID(id), ErrOutcomeForgotten, j.budget>>20)
+	}
+	return nil, nil
 }
 
 // Claim waits until no other Do of id holds it, or ctx ends.
@@ -130,12 +208,20 @@ func (j *memoryJournal) claim(ctx context.Context, id string, wait bool) (Claim,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	j.mu.Lock()
 	for {
-		e := j.entry(id)
-		if e == nil {
+		now := j.now().UnixNano()
+		j.mu.Lock()
+		e, err := j.find(id, now)
+		if err != nil {
+			j.mu.Unlock()
+			return nil, err
+		}
+		switch {
+		case e == nil:
 			e = &memoryEntry{}
 			j.ops[id] = e
+		case j.ops[id] != e: // kept in the store: in the map while claimed
+			j.ops[e.id()] = e
 		}
 		if !e.held {
 			e.held = true
@@ -156,42 +242,39 @@ func (j *memoryJournal) claim(ctx context.Context, id string, wait bool) (Claim,
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		j.mu.Lock()
 	}
 }
 
-// Lookup returns the operation with the given ID. It never fails.
+// Lookup returns the operation with the given ID, or an error matching
+// ErrOutcomeForgotten if the journal keeps only its digest.
 func (j *memoryJournal) Lookup(_ context.Context, id string) (Operation, bool, error) {
+	now := j.now().UnixNano()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if e := j.ops[id]; e != nil {
-		if !e.begun {
-			return Operation{}, false, nil
-		}
-		return e.operation(), true, nil
+	e, err := j.find(id, now)
+	if e == nil || !e.begun {
+		return Operation{}, false, err
 	}
-	if i := j.archive.find(id); i >= 0 {
-		return j.archive.operation(i), true, nil
-	}
-	return Operation{}, false, nil
+	return e.operation(), true, nil
 }
 
-// List returns the operations the listing selects, ordered by Created then
-// ID. It never fails.
+// List returns the operations the journal keeps whole that the listing
+// selects, ordered by Created then ID. It never fails.
 func (j *memoryJournal) List(_ context.Context, which Listing) ([]Operation, error) {
 	now := j.now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.expire(now.UnixNano())
 	var out []Operation
-	for _, e := range j.ops {
-		if e.begun && which.Selects(Operation{State: e.state, Created: time.Unix(0, e.created)}, now, j.ttl) {
+	for _, e := range j.ops { // a completed one is listed from the store
+		if e.begun && !e.state.final() && which.Selects(Operation{State: e.state, Created: time.Unix(0, e.created)}, now, j.ttl) {
 			out = append(out, e.operation())
 		}
 	}
-	for i := range j.archive.len() {
-		r := j.archive.rec(i)
+	for i := range j.store.recs {
+		r := &j.store.recs[i]
 		if !r.gone && which.Selects(Operation{State: r.state, Created: time.Unix(0, r.created)}, now, j.ttl) {
-			out = append(out, j.archive.operation(i))
+			out = append(out, j.store.operation(r))
 		}
 	}
 	slices.SortFunc(out, func(a, b Operation) int {
@@ -211,35 +294,6 @@ func (j *memoryJournal) KeyTTL() time.Duration { return j.ttl }
 
 // Now returns the journal's clock.
 func (j *memoryJournal) Now() time.Time { return j.now() }
-
-// sweepIfGrown sweeps once the journal's size has reached sweepAt. Called
-// with mu held.
-func (j *memoryJournal) sweepIfGrown() {
-	if j.size() >= j.sweepAt {
-		j.sweep()
-	}
-}
-
-// sweep drops the completed operations whose outcome is KeyTTL old and
-// that no claim holds, as a filejournal.Journal without a file dropped them when it
-// compacted: the archive's (see settle). Called with mu held.
-func (j *memoryJournal) sweep() {
-	j.archive.sweep(j.now(), j.ttl)
-	j.sweepAt = max(memorySweepMin, 2*j.size())
-}
-
-// settle moves id's operation from the map to the archive if it is
-// completed and no claim holds it. Each method leaves the map holding
-// no such operation: Release settles what its claim completed, and a
-// method of a released claim what it read back or completed. Called with
-// mu held.
-func (j *memoryJournal) settle(id string) {
-	if e := j.ops[id]; e != nil && e.begun && !e.held && e.state.final() {
-		delete(j.ops, id)
-		j.archive.put(e)
-		j.sweepIfGrown()
-	}
-}
 
 // operation returns what e records, its header and body in fresh memory
 // that the caller may keep and change. Called with mu held.
@@ -264,22 +318,20 @@ type memoryClaim struct {
 }
 
 // entry returns the entry of the claimed ID: the one held, or after
-// Release whatever the journal holds (nil for nothing). Called with mu
-// held.
-func (c *memoryClaim) entry() *memoryEntry {
+// Release whatever the journal holds (nil for nothing, and an error
+// matching ErrOutcomeForgotten for a digest). Called with mu held.
+func (c *memoryClaim) entry(now int64) (*memoryEntry, error) {
 	if c.e != nil {
-		return c.e
+		return c.e, nil
 	}
-	return c.j.entry(c.id)
+	return c.j.find(c.id, now)
 }
 
 func (c *memoryClaim) Operation() (Operation, bool) {
+	now := c.j.now().UnixNano()
 	c.j.mu.Lock()
 	defer c.j.mu.Unlock()
-	e := c.entry()
-	if c.e == nil {
-		defer c.j.settle(c.id)
-	}
+	e, _ := c.entry(now)
 	if e == nil || !e.begun {
 		return Operation{}, false
 	}
@@ -298,27 +350,32 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 		return fmt.Errorf("idem: journal in memory: begin %q: %w", op.ID, err)
 	}
 	j := c.j
+	now := j.now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	e := c.entry()
-	if c.e == nil {
-		defer j.settle(c.id)
-	}
+	e, err := c.entry(now.UnixNano())
 	switch {
+	case err != nil:
+		return err
 	case e == nil: // Begin after Release, of an ID no one holds
 		e = &memoryEntry{}
 	case e.begun:
 		return fmt.Errorf("idem: journal in memory: begin %q: %w", op.ID, ErrOperationExists)
 	}
+	j.expire(now.UnixNano())
+	if j.remembered() >= j.maxOps {
+		return fmt.Errorf("idem: journal in memory: begin %q: %w: a Client without a journal remembers at most %d operations "+
+			"in a key lifetime (Config.MaxOperations); a Journal keeps more", op.ID, ErrTooManyOperations, j.maxOps)
+	}
 	if op.Created.IsZero() {
-		op.Created = j.now()
+		op.Created = now
 	}
 	e.setIntent(&op)
 	e.fingerprint, e.created, e.state, e.begun = op.Fingerprint, op.Created.UnixNano(), StatePending, true
 	// Assigning an existing key stores the new key string: the map then
 	// holds the ID in the entry's intent rather than in memory of its own.
 	j.ops[e.id()] = e
-	j.sweepIfGrown()
+	j.pending++
 	return nil
 }
 
@@ -338,13 +395,13 @@ func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
 		return fmt.Errorf("idem: journal in memory: complete %q: %w", op.ID, err)
 	}
 	j := c.j
+	now := j.now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	e := c.entry()
-	if c.e == nil {
-		defer j.settle(c.id)
-	}
+	e, err := c.entry(now.UnixNano())
 	switch {
+	case err != nil:
+		return err
 	case e == nil || !e.begun:
 		return fmt.Errorf("idem: journal in memory: complete %q: %w", op.ID, ErrNoSuchOperation)
 	case op.Key != "" && op.Key != e.key():
@@ -352,11 +409,22 @@ func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
 			op.ID, ErrInvalidOperation, op.Key, e.key())
 	}
 	if op.Completed.IsZero() {
-		op.Completed = j.now()
+		op.Completed = now
+	}
+	j.expire(now.UnixNano())
+	if e.state.final() { // a later completion replaces the earlier one
+		j.store.remove(e.seq)
+	} else {
+		j.pending--
 	}
 	e.state, e.completed, e.status = op.State, op.Completed.UnixNano(), int32(op.Status)
 	e.bodyTruncated, e.headerTruncated = op.BodyTruncated, op.HeaderTruncated
 	e.outcome = raw
+	e.seq = j.store.put(j.digest(c.id), e, j.sliceEnd(now.UnixNano()))
+	j.evict()
+	if !e.held && j.ops[c.id] == e { // a released claim's: the store has it
+		delete(j.ops, c.id)
+	}
 	return nil
 }
 
@@ -374,10 +442,9 @@ func (c *memoryClaim) Release() {
 		close(e.free)
 		e.free = nil
 	}
-	if !e.begun && j.ops[c.id] == e {
+	if (!e.begun || e.state.final()) && j.ops[c.id] == e { // a completed one is in the store
 		delete(j.ops, c.id)
 	}
-	j.settle(c.id)
 	j.mu.Unlock()
 	c.e = nil
 }
@@ -411,13 +478,27 @@ func (j *memoryJournal) forget(ctx context.Context, id string, check func(*memor
 	}
 	c := cl.(*memoryClaim)
 	defer c.Release()
+	return c.forget(check)
+}
+
+// forget drops the claimed operation if check allows it. An outcome
+// dropped to a digest while the claim was held is not forgotten: it stays
+// refused.
+func (c *memoryClaim) forget(check func(*memoryEntry) error) error {
+	j := c.j
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if !c.e.begun {
-		return fmt.Errorf("idem: journal in memory: forget %q: %w", id, ErrNoSuchOperation)
+		return fmt.Errorf("idem: journal in memory: forget %q: %w", c.id, ErrNoSuchOperation)
 	}
 	if err := check(c.e); err != nil {
 		return err
+	}
+	switch {
+	case !c.e.state.final():
+		j.pending--
+	case !j.store.remove(c.e.seq):
+		return fmt.Errorf("idem: journal in memory: forget %q: %w: its outcome is no longer held", c.id, ErrNoSuchOperation)
 	}
 	*c.e = memoryEntry{held: true, free: c.e.free} // not begun: Release removes it
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,43 +11,13 @@ import (
 	"github.com/idemkit/idem/internal/journalkit"
 )
 
-// growToSweep begins filler operations until the memory journal sweeps.
-func growToSweep(t *testing.T, j *memoryJournal, at time.Time) {
-	t.Helper()
-	for i := j.size(); i < memorySweepMin; i++ {
-		memoryBegin(t, j, "filler-"+strconv.Itoa(i), at)
-	}
-}
-
-// A sweep drops an outcome exactly KeyTTL old, and keeps one a nanosecond
-// younger; a Begin below memorySweepMin operations does not sweep.
-func TestMemoryJournalSweepsAnOutcomeExactlyKeyTTLOld(t *testing.T) {
+// C15.5: an operation held by a claim when its time is up is kept, and
+// the next claim of its ID still waits for the holder; once released, it
+// is forgotten, and its ID is new.
+func TestMemoryJournalExpiryKeepsAHeldOutcome(t *testing.T) {
 	clock := &memoryClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	const ttl = time.Hour
-	j := newMemoryJournalFor(ttl, clock.now)
-	start := clock.t
-	memoryComplete(t, j, memoryBegin(t, j, "at-ttl", start), start)
-	memoryComplete(t, j, memoryBegin(t, j, "under-ttl", start), start.Add(time.Nanosecond))
-	clock.t = start.Add(ttl)
-	memoryBegin(t, j, "below the sweep", clock.t)
-	if _, ok, _ := j.Lookup(context.Background(), "at-ttl"); !ok {
-		t.Fatal("a Begin swept before the journal grew")
-	}
-	growToSweep(t, j, clock.t)
-	if _, ok, _ := j.Lookup(context.Background(), "at-ttl"); ok {
-		t.Fatal("an outcome exactly KeyTTL old was kept by the sweep")
-	}
-	if _, ok, _ := j.Lookup(context.Background(), "under-ttl"); !ok {
-		t.Fatal("an outcome a nanosecond under KeyTTL old was swept")
-	}
-}
-
-// A sweep keeps an old outcome that a claim holds: the next claim of its
-// ID still waits for the holder, and finds the outcome.
-func TestMemoryJournalSweepKeepsAHeldOutcome(t *testing.T) {
-	clock := &memoryClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	const ttl = time.Hour
-	j := newMemoryJournalFor(ttl, clock.now)
+	j := newMemoryJournalFor(ttl, clock.now, defaultMaxOperations)
 	start := clock.t
 	memoryComplete(t, j, memoryBegin(t, j, "held", start), start)
 	held, err := j.Claim(context.Background(), "held")
@@ -56,19 +25,21 @@ func TestMemoryJournalSweepKeepsAHeldOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.t = start.Add(2 * ttl)
-	growToSweep(t, j, clock.t)
 	if c, err := j.TryClaim(context.Background(), "held"); !errors.Is(err, ErrClaimed) {
 		if c != nil {
 			c.Release()
 		}
-		t.Fatalf("TryClaim of an ID held across a sweep: %v, want ErrClaimed", err)
+		t.Fatalf("TryClaim of an ID held past its time: %v, want ErrClaimed", err)
 	}
 	if op, ok := held.Operation(); !ok || op.State != StateDone {
-		t.Fatalf("the holder reads %+v, %v after the sweep; want the outcome", op, ok)
+		t.Fatalf("the holder reads %+v, %v past its time; want the outcome", op, ok)
 	}
 	held.Release()
-	if _, ok, _ := j.Lookup(context.Background(), "held"); !ok {
-		t.Fatal("the outcome held across the sweep is gone")
+	if op, ok, err := j.Lookup(context.Background(), "held"); ok || err != nil {
+		t.Fatalf("Lookup after the release: %+v, %v, %v; want nothing", op, ok, err)
+	}
+	if len(j.ops) != 0 || j.remembered() != 0 || j.store.bytes != 0 {
+		t.Fatalf("%d in the map, %d remembered, %d bytes after the release; want nothing", len(j.ops), j.remembered(), j.store.bytes)
 	}
 }
 
@@ -76,7 +47,7 @@ func TestMemoryJournalSweepKeepsAHeldOutcome(t *testing.T) {
 // is refused for an ID that has an intent: it never replaces the intent
 // another Do journaled.
 func TestMemoryJournalReleasedClaimNeverReplacesAnIntent(t *testing.T) {
-	j := newMemoryJournalFor(time.Hour, nil)
+	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
 	c, err := j.Claim(context.Background(), "op")
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +69,7 @@ func TestMemoryJournalReleasedClaimNeverReplacesAnIntent(t *testing.T) {
 // The memory journal's bound on an intent counts its ID, key, method and
 // URL together: one byte over is refused, the limit itself is taken.
 func TestMemoryJournalBoundsAnIntentByAllItsParts(t *testing.T) {
-	j := newMemoryJournalFor(time.Hour, nil)
+	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
 	key := "01234567-89ab-4def-8123-456789abcdef"
 	for _, tt := range []struct {
 		id   string
@@ -121,7 +92,7 @@ func TestMemoryJournalBoundsAnIntentByAllItsParts(t *testing.T) {
 // The memory journal's bound on an outcome is its encoded header and body:
 // one byte over is refused, the limit itself is taken.
 func TestMemoryJournalBoundsAnOutcomeAtTheLimit(t *testing.T) {
-	j := newMemoryJournalFor(time.Hour, nil)
+	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
 	for _, tt := range []struct {
 		id   string
 		size int
@@ -149,7 +120,7 @@ func TestMemoryJournalBoundsAnOutcomeAtTheLimit(t *testing.T) {
 // completed one under another key and a pending one under its own are
 // refused, and kept.
 func TestMemoryJournalForgetCompletedNeedsBothTheOutcomeAndTheKey(t *testing.T) {
-	j := newMemoryJournalFor(time.Hour, nil)
+	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	done := memoryBegin(t, j, "done", at)
 	memoryComplete(t, j, done, at)

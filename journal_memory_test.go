@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,40 +43,51 @@ func memoryComplete(t *testing.T, j *memoryJournal, op Operation, completed time
 	}
 }
 
-func TestMemoryJournalForgetsCompletedOperationsKeyTTLOldWhenItHasGrown(t *testing.T) {
-	clock := &memoryClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	const ttl = time.Hour
-	j := newMemoryJournalFor(ttl, clock.now)
+// C15.5: a completed operation, kept whole or as a digest, is forgotten
+// KeyTTL after the end of the time slice (an eighth of KeyTTL) it
+// completed in, and not a nanosecond before; a pending operation is never
+// forgotten, however old.
+func TestMemoryJournalForgetsACompletedOperationKeyTTLAfterItsSlice(t *testing.T) {
+	clock := &memoryClock{t: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
+	const ttl = 8 * time.Hour // slices of an hour, starting on the hour
+	j := newMemoryJournalFor(ttl, clock.now, defaultMaxOperations)
 	start := clock.t
-	old := memoryBegin(t, j, "old-done", start)
-	memoryComplete(t, j, old, start)
-	young := memoryBegin(t, j, "young-done", start)
-	memoryComplete(t, j, young, start.Add(30*time.Minute))
-	memoryBegin(t, j, "old-pending", start)
+	clock.t = start.Add(30 * time.Minute)
+	memoryComplete(t, j, memoryBegin(t, j, "digest", clock.t), clock.t)
+	j.budget = 0 // the next completion drops the outcome of the one before
+	memoryComplete(t, j, memoryBegin(t, j, "kept", clock.t), clock.t)
+	j.budget = memoryOutcomeBudget
+	memoryBegin(t, j, "pending", start)
+	if got := []int{j.pending, j.store.live, j.digests.n}; !slices.Equal(got, []int{1, 1, 1}) {
+		t.Fatalf("%v pending, kept whole, digests; want [1 1 1]", got)
+	}
 
-	clock.t = start.Add(ttl + time.Minute)
-	// Below memorySweepMin operations nothing is dropped.
-	if _, ok, _ := j.Lookup(context.Background(), "old-done"); !ok {
-		t.Fatal("an operation was forgotten before the journal grew")
+	// The slice ends at start+1h: everything completed in it is forgotten
+	// at start+1h+KeyTTL.
+	clock.t = start.Add(time.Hour + ttl - time.Nanosecond)
+	if _, ok, err := j.Lookup(context.Background(), "kept"); !ok || err != nil {
+		t.Fatalf("Lookup a nanosecond before: %v, %v; want the operation", ok, err)
 	}
-	for i := j.size(); i < memorySweepMin; i++ {
-		memoryBegin(t, j, "filler-"+strconv.Itoa(i), clock.t)
+	if _, _, err := j.Lookup(context.Background(), "digest"); !errors.Is(err, ErrOutcomeForgotten) {
+		t.Fatalf("Lookup of a digest a nanosecond before: %v, want ErrOutcomeForgotten", err)
 	}
-	if _, ok, _ := j.Lookup(context.Background(), "old-done"); ok {
-		t.Fatal("a completed operation KeyTTL old is still held after the journal grew")
-	}
-	for _, id := range []string{"young-done", "old-pending"} {
-		if _, ok, _ := j.Lookup(context.Background(), id); !ok {
-			t.Fatalf("%s was forgotten; only completed operations KeyTTL old are", id)
+	clock.t = clock.t.Add(time.Nanosecond)
+	for _, id := range []string{"kept", "digest"} {
+		if op, ok, err := j.Lookup(context.Background(), id); ok || err != nil {
+			t.Fatalf("Lookup of %s KeyTTL after its slice: %+v, %v, %v; want nothing", id, op, ok, err)
 		}
 	}
-	if got, want := j.size(), memorySweepMin-1; got != want || j.sweepAt != 2*want {
-		t.Fatalf("%d operations, next sweep at %d; want %d and %d", got, j.sweepAt, want, 2*want)
+	if op, ok, _ := j.Lookup(context.Background(), "pending"); !ok || op.State != StatePending {
+		t.Fatalf("the pending operation reads %+v, %v; want it kept", op, ok)
 	}
+	if got := []int{j.pending, j.store.live, j.digests.n, j.store.bytes, len(j.store.chunks)}; !slices.Equal(got, []int{1, 0, 0, 0, 0}) {
+		t.Fatalf("%v pending, kept whole, digests, bytes, chunks; want [1 0 0 0 0]", got)
+	}
+	memoryBegin(t, j, "digest", clock.t) // a new operation now
 }
 
 func TestMemoryJournalKeepsItsOwnCopyOfAnOutcome(t *testing.T) {
-	j := newMemoryJournalFor(time.Hour, nil)
+	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
 	op := memoryBegin(t, j, "op", time.Now())
 	c, _ := j.Claim(context.Background(), "op")
 	header := http.Header{"Content-Type": {"application/json"}, "Empty": {}}
@@ -106,7 +117,7 @@ func TestMemoryJournalKeepsItsOwnCopyOfAnOutcome(t *testing.T) {
 }
 
 func TestMemoryJournalRefusesWhatAFileJournalCannotHold(t *testing.T) {
-	j := newMemoryJournalFor(time.Hour, nil)
+	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
 	c, _ := j.Claim(context.Background(), "op")
 	defer c.Release()
 	big := Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: strings.Repeat("u", memoryMaxRecord)}
@@ -145,7 +156,7 @@ func waitForAWaitingClaim(j *memoryJournal, id string) {
 }
 
 func TestMemoryJournalClaimAfterAReleaseWithoutBegin(t *testing.T) {
-	j := newMemoryJournalFor(time.Hour, nil)
+	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
 	held, _ := j.Claim(context.Background(), "op")
 	got := make(chan error, 1)
 	go func() {
@@ -170,7 +181,7 @@ func TestMemoryJournalClaimAfterAReleaseWithoutBegin(t *testing.T) {
 }
 
 func TestMemoryJournalClaimWithAnEndedContext(t *testing.T) {
-	j := newMemoryJournalFor(time.Hour, nil)
+	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if c, err := j.Claim(ctx, "op"); !errors.Is(err, context.Canceled) || c != nil {

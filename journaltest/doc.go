@@ -17,7 +17,10 @@
 //   - TryClaim does not wait (F7.1);
 //   - ClaimBegin, of a journal that is an idem.ClaimBeginner, claims as
 //     Claim does and begins only a new operation;
-//   - what was recorded survives reopening the journal (J8, F2).
+//   - what was recorded survives reopening the journal (J8, F2);
+//   - every outcome is kept, or, for a journal that keeps only its latest
+//     ones (Backend.KeptOutcomes), an older one is refused as forgotten,
+//     never read as absent (C15).
 //
 // The rule IDs are those of idem's DESIGN.md. The suite cannot check what
 // needs a crash or a second machine: that Begin is durable when it returns,

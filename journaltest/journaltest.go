@@ -26,6 +26,13 @@ type Backend struct {
 	// Journal. Leave it nil for a journal that keeps nothing: the check
 	// that reopens is then skipped, and says so.
 	Reopen func(t *testing.T) idem.Journal
+	// KeptOutcomes is zero for a journal that keeps every outcome it
+	// records. A journal that keeps the outcomes of its latest operations
+	// only, as a Client without a journal does, sets it to how many it
+	// keeps at least: it may then forget an older outcome, and must refuse
+	// Lookup, Claim and TryClaim of that operation with an error matching
+	// idem.ErrOutcomeForgotten, never read it as absent.
+	KeptOutcomes int
 }
 
 // Open opens a fresh Backend for one check, with a journal whose KeyTTL is
@@ -60,6 +67,7 @@ var cases = []struct {
 	{"TryClaimDoesNotWait", testTryClaimDoesNotWait},
 	{"ClaimBeginIsClaimThenBegin", testClaimBeginIsClaimThenBegin},
 	{"ReopenKeepsEverything", testReopenKeepsEverything},
+	{"OutcomesAreKeptOrRefused", testOutcomesAreKeptOrRefused},
 }
 
 const ttl = time.Hour
@@ -648,5 +656,55 @@ func testReopenKeepsEverything(t *testing.T, open Open) {
 	defer c.Release()
 	if op, ok := c.Operation(); !ok || op.Key != p.Key {
 		t.Fatalf("the pending operation resumes under %q, want %q", op.Key, p.Key)
+	}
+}
+
+// testOutcomesAreKeptOrRefused completes, one after the other, a dozen
+// operations more than Backend.KeptOutcomes (a dozen for a journal that
+// keeps them all). The latest KeptOutcomes, or all, read back whole, and
+// are listed. Each older one reads back whole, or is forgotten: Lookup,
+// Claim and TryClaim of it fail with an error matching
+// idem.ErrOutcomeForgotten, and it is not listed. None reads as absent,
+// which would let a Client send it again under a new key.
+func testOutcomesAreKeptOrRefused(t *testing.T, open Open) {
+	b := open(t, ttl)
+	j := b.Journal
+	kept := b.KeptOutcomes
+	n := kept + 12
+	done := make([]idem.Operation, n)
+	for i := range done {
+		op := intent(fmt.Sprintf("op-%03d", i), j.Now())
+		begin(t, j, op)
+		done[i] = outcome(op, 201)
+		complete(t, j, done[i])
+	}
+	listed := map[string]bool{}
+	for _, op := range list(t, j, idem.ListCompleted) {
+		listed[op.ID] = true
+	}
+	for i, want := range done {
+		got, ok, err := j.Lookup(context.Background(), want.ID)
+		switch {
+		case err == nil && ok:
+			same(t, "Lookup of "+want.ID, got, want)
+			if !listed[want.ID] {
+				t.Fatalf("%s reads back whole and is not listed", want.ID)
+			}
+			continue
+		case kept == 0 || i >= n-kept:
+			t.Fatalf("Lookup of %s, among the latest %d completed: %v, %v; want it whole", want.ID, kept, ok, err)
+		case !errors.Is(err, idem.ErrOutcomeForgotten):
+			t.Fatalf("Lookup of %s, not kept: %v, %v; want an error matching idem.ErrOutcomeForgotten", want.ID, ok, err)
+		case listed[want.ID]:
+			t.Fatalf("%s is forgotten and listed", want.ID)
+		}
+		for name, claim := range map[string]func(context.Context, string) (idem.Claim, error){"Claim": j.Claim, "TryClaim": j.TryClaim} {
+			if c, err := claim(context.Background(), want.ID); !errors.Is(err, idem.ErrOutcomeForgotten) {
+				if c != nil {
+					c.Release()
+				}
+				t.Fatalf("%s of %s, forgotten: %v; want an error matching idem.ErrOutcomeForgotten", name, want.ID, err)
+			}
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,13 @@ type Sample struct {
 	// read. Unlike requests/s it does not depend on how much of the
 	// machine other processes leave.
 	CPUPerOp time.Duration `json:"cpu_per_op_ns"`
+	// GCShare is the collector's share of the process's CPU during the
+	// measurement, as the runtime estimates it (runtime/metrics
+	// /cpu/classes/gc/total over /cpu/classes/total).
+	GCShare float64 `json:"gc_cpu_share"`
+	// LiveHeapBytes is the heap the last collection of the measurement
+	// found live (runtime/metrics /gc/heap/live): what the client keeps.
+	LiveHeapBytes uint64 `json:"live_heap_bytes"`
 	// FsyncsPerOp is the journal's fsyncs per operation (idem+journal),
 	// or its intent commits per operation (idem+postgres), each of which
 	// PostgreSQL flushes to its WAL: below 1 when group commit shares
@@ -103,7 +111,9 @@ func runCell(ctx context.Context, cfg Config, c Cell, seq int) (Sample, error) {
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	cpu0, cpuOK := processCPU()
+	gc0 := readGC()
 	elapsed := drive(ctx, d, workers, cfg.Duration, true)
+	gc1 := readGC()
 	cpu1, _ := processCPU()
 	runtime.ReadMemStats(&m1)
 	if err := ctx.Err(); err != nil {
@@ -131,6 +141,10 @@ func runCell(ctx context.Context, cfg Config, c Cell, seq int) (Sample, error) {
 	if cpuOK {
 		s.CPUPerOp = time.Duration(float64(cpu1-cpu0) / ops)
 	}
+	if total := gc1.total - gc0.total; total > 0 {
+		s.GCShare = (gc1.gc - gc0.gc) / total
+	}
+	s.LiveHeapBytes = gc1.live
 	if id != nil && (id.journal != nil || id.pg != nil) {
 		s.FsyncsPerOp = float64(id.syncs()-syncs0) / ops
 	}
@@ -212,4 +226,21 @@ func measureRecovery(path string) (Recovery, error) {
 		r.HeapBytesPerOp = float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / float64(st.Operations)
 	}
 	return r, nil
+}
+
+// gcReading is what readGC reads from runtime/metrics.
+type gcReading struct {
+	gc, total float64 // CPU seconds: the collector's, and the process's
+	live      uint64  // the heap the last collection found live
+}
+
+// readGC reads the collector's CPU time, the process's, and the live heap.
+func readGC() gcReading {
+	s := []metrics.Sample{
+		{Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/cpu/classes/total:cpu-seconds"},
+		{Name: "/gc/heap/live:bytes"},
+	}
+	metrics.Read(s)
+	return gcReading{gc: s[0].Value.Float64(), total: s[1].Value.Float64(), live: s[2].Value.Uint64()}
 }

@@ -184,6 +184,8 @@ func medianSample(runs []Sample) Sample {
 	m.BytesPerOp = field(func(s Sample) float64 { return s.BytesPerOp })
 	m.CPUPerOp = dur(func(s Sample) time.Duration { return s.CPUPerOp })
 	m.FsyncsPerOp = field(func(s Sample) float64 { return s.FsyncsPerOp })
+	m.GCShare = field(func(s Sample) float64 { return s.GCShare })
+	m.LiveHeapBytes = uint64(field(func(s Sample) float64 { return float64(s.LiveHeapBytes) }))
 	var recs []Recovery
 	for _, s := range runs {
 		m.Errors += s.Errors

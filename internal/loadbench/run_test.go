@@ -42,6 +42,10 @@ func TestRunMeasuresEveryCell(t *testing.T) {
 		if _, measured := processCPU(); measured && md.CPUPerOp <= 0 {
 			t.Errorf("%s c=%d %s: CPU per operation %v, want it measured", row.Target, row.Concurrency, row.Client, md.CPUPerOp)
 		}
+		if md.GCShare < 0 || md.GCShare > 1 || md.LiveHeapBytes == 0 {
+			t.Errorf("%s c=%d %s: collector's share %v, live heap %d: want a share in [0, 1] and a heap",
+				row.Target, row.Concurrency, row.Client, md.GCShare, md.LiveHeapBytes)
+		}
 		journal := row.Client == ClientIdemJournal
 		if (md.FsyncsPerOp > 0) != journal || (md.Recovery != nil) != journal {
 			t.Errorf("%s c=%d %s: fsyncs/op %v, recovery %+v: want both exactly for idem+journal",

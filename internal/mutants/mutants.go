@@ -208,17 +208,30 @@ var mutants = []mutant{
 		Pkg: ".", Tests: []string{"TestJournalURLHasNoFragment"},
 	},
 	{
-		Name: "an operation taken back out of the memory journal's archive still found there", Rules: "C4.4, J8.3",
-		Edits: []edit{
-			{File: "journal_memory_archive.go", Old: "\t// Unlink the record from its hash's chain.\n", New: "\tgoto unlinked\n"},
-			{File: "journal_memory_archive.go", Old: "\tr.gone = true\n", New: "unlinked:\n\tr.gone = true\n"},
-		},
-		Pkg: ".", Tests: []string{"TestMemoryJournalForgetsAnArchivedOperation", "TestMemoryArchiveTellsIDsOfOneHashApart"},
+		Name: "a Client without a journal sends an operation whose outcome it dropped under a new key", Rules: "C15.3",
+		Edits: []edit{{File: "journal_memory.go", Old: "\tif ok || j.digests.has(d) {\n", New: "\tif ok {\n"}},
+		Pkg:   ".", Tests: []string{"TestAForgottenOperationIsRefusedAndNothingSent", "TestMemoryJournalDigestCollisionRefusesANewOperation"},
 	},
 	{
-		Name: "the memory journal listing archived operations taken back out", Rules: "J8.1",
-		Edits: []edit{{File: "journal_memory.go", Old: "\t\tif !r.gone && which.Selects(", New: "\t\tif which.Selects("}},
-		Pkg:   ".", Tests: []string{"TestMemoryJournalForgetsAnArchivedOperation"},
+		Name: "a Client without a journal keeps no digest of an outcome it drops", Rules: "C15.3",
+		Edits: []edit{{File: "journal_memory.go", Old: "\t\t\tj.digests.add(r.digest, r.end)\n", New: "\t\t\t_ = r\n"}},
+		Pkg:   ".", Tests: []string{"TestAForgottenOperationIsRefusedAndNothingSent", "TestMemoryJournalKeepsOutcomesWithinTheBudgetExactly"},
+	},
+	{
+		Name: "a Client without a journal lets two claims hold a completed operation at once", Rules: "C11.2, C15.2",
+		Edits: []edit{{File: "journal_memory.go", Old: "\t\tcase j.ops[id] != e: // kept in the store: in the map while claimed\n\t\t\tj.ops[e.id()] = e\n",
+			New: "\t\tcase j.ops[id] != e: // kept in the store: in the map while claimed\n"}},
+		Pkg: ".", Tests: []string{"TestMemoryJournalClaimOfAnOperationKeptWhole"},
+	},
+	{
+		Name: "a Client without a journal takes a new operation past MaxOperations", Rules: "C15.4",
+		Edits: []edit{{File: "journal_memory.go", Old: "\tif j.remembered() >= j.maxOps {\n", New: "\tif false {\n"}},
+		Pkg:   ".", Tests: []string{"TestTooManyOperationsAreRefusedUntilKeyTTLPasses", "TestMemoryJournalBoundCountsEveryOperationRemembered"},
+	},
+	{
+		Name: "a Client without a journal never forgets a digest", Rules: "C15.5",
+		Edits: []edit{{File: "journal_memory.go", Old: "\tj.digests.expire(cutoff)\n", New: ""}},
+		Pkg:   ".", Tests: []string{"TestTooManyOperationsAreRefusedUntilKeyTTLPasses", "TestMemoryJournalForgetsACompletedOperationKeyTTLAfterItsSlice"},
 	},
 	{
 		Name: "the method left out of the fingerprint", Rules: "C5.1",
