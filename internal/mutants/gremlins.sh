@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Generated mutants (gremlins) over the safety packages, each with its own
-# tests; internal/mutants covers what gremlins cannot generate. MUTANTS.md
-# says how to read the figures and records the last ones.
+# tests; internal/mutants covers what gremlins cannot generate. MUTANTS.md,
+# beside this script, says how to read the figures and records the last ones.
 #
 #   internal/mutants/gremlins.sh                    # every safety package
 #   internal/mutants/gremlins.sh ./pgjournal        # some of them
