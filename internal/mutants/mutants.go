@@ -1207,7 +1207,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a phased route's final transaction lost to a serialization failure, the handler's answer stored", Rules: "L7.2",
-		Edits: []edit{{File: "idemserver/phased.go", Old: "\t\tif met := st.conflicted(); met != nil {\n\t\t\tfailed = met // the final transaction is lost, whatever the handler made of it\n\t\t}\n", New: ""}},
+		Edits: []edit{{File: "idemserver/phased.go", Old: "\tif met := st.conflicted(); met != nil {\n\t\tfailed = met // the final transaction is lost, whatever the handler made of it\n\t}\n", New: ""}},
 		Pkg:   "./idemserver", Tests: []string{"TestL7AHandlersOwnConflictIsRerun"},
 	},
 	{
