@@ -28,9 +28,16 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemotel"
+	"github.com/idemkit/idem/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// withPostgres runs the tests with the shared PostgreSQL server of
+// pgtest available, which pgjournal's tests need.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int { return pgtest.Run(w.m) }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
 
 // telemetry is an SDK that keeps what it is given in memory.
 type telemetry struct {
