@@ -1211,6 +1211,18 @@ var mutants = []mutant{
 		Pkg:   "./idemserver", Tests: []string{"TestL7AHandlersOwnConflictIsRerun"},
 	},
 	{
+		Name: "the default key scope the raw credential", Rules: "L4.3",
+		Edits: []edit{{File: "idemserver/principal.go", Old: "func globalPrincipal(*http.Request) (string, error) { return \"\", nil }",
+			New: "func globalPrincipal(r *http.Request) (string, error) { return r.Header.Get(\"Authorization\"), nil }"}},
+		Pkg: "./idemserver", Tests: []string{"TestL4ARefreshedCredentialKeepsItsKeys", "TestL4AClientResumingWithANewTokenIsReplayed"},
+	},
+	{
+		Name: "the reference server's keys scoped by the bearer token before the client's account", Rules: "S2.1, S2.3",
+		Edits: []edit{{File: "testserver/scope.go", Old: "\tif id := h.Get(HeaderClientID); id != \"\" {\n",
+			New: "\tif auth := h.Get(\"Authorization\"); auth != \"\" {\n\t\treturn \"token:\" + auth, nil\n\t}\n\tif id := h.Get(HeaderClientID); id != \"\" {\n"}},
+		Pkg: "./testserver", Tests: []string{"TestS2ARefreshedTokenKeepsTheClientsKeys"},
+	},
+	{
 		Name: "MySQL: statements after a deadlock run, committing on their own", Rules: "L7.3",
 		Edits: []edit{{File: "internal/sqlkit/observe.go", Old: "\t\tc.lost = err\n", New: ""}},
 		Pkg:   "./idemserver", Tests: []string{"TestL7MySQLNothingCommitsAfterADeadlock"},
