@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -132,11 +133,16 @@ func TestEC2CreateVpcEndpoint(t *testing.T) {
 
 	// A program killed once its request was applied, its answer lost.
 	journal := filepath.Join(t.TempDir(), "journal")
-	reached := make(chan struct{})
+	// The request is answered only once the program is dead, so that
+	// its answer is lost however fast the program would read it.
+	reached, killed := make(chan struct{}), make(chan struct{})
+	dead := sync.OnceFunc(func() { close(killed) })
+	t.Cleanup(dead)
 	f.mu.Lock()
 	f.onRequest = func(n int) {
 		if n == 3 {
 			close(reached)
+			<-killed
 		}
 	}
 	f.mu.Unlock()
@@ -147,6 +153,7 @@ func TestEC2CreateVpcEndpoint(t *testing.T) {
 	case <-reached:
 		cmd.Process.Signal(syscall.SIGKILL)
 		<-ended
+		dead()
 	case err := <-ended:
 		t.Fatalf("the program ended (%v) before it was killed: %s %s", err, out, errOut)
 	}

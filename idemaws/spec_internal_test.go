@@ -101,14 +101,17 @@ func TestATokenInANestedStructure(t *testing.T) {
 type outputWithMembers struct {
 	FileSystemId   *string
 	ResultMetadata middleware.Metadata
+	//lint:ignore U1000 the SDK's outputs embed it; emptyOutput must pass over an unexported field
 	noSmithyDocumentSerde
 }
 
 type outputWithout struct {
 	ResultMetadata middleware.Metadata
+	//lint:ignore U1000 the SDK's outputs embed it; emptyOutput must pass over an unexported field
 	noSmithyDocumentSerde
 }
 
+//lint:ignore U1000 embedded as the SDK's outputs embed it, to be passed over
 type noSmithyDocumentSerde struct{}
 
 // V3: an output of nil members is empty; one with a member set, or one

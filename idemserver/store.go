@@ -15,8 +15,17 @@ import (
 // rather than database/sql: postgres.Pool makes one of a pgxpool.Pool.
 // Only this module's database packages make one.
 type Store interface {
-	// Database is the store as the SQL substrate sees it.
-	Database() sqlkit.DB
+	// database is the store as the SQL substrate sees it.
+	database() sqlkit.DB
+}
+
+// dbStore is the Store of a database a database package opened.
+type dbStore struct{ db sqlkit.DB }
+
+func (s dbStore) database() sqlkit.DB { return s.db }
+
+func init() {
+	sqlkit.NewStore = func(db sqlkit.DB) any { return dbStore{db} }
 }
 
 // openStore returns the database of cfg: Config.Store, or Config.DB with
@@ -28,7 +37,7 @@ func openStore(ctx context.Context, cfg Config) (sqlkit.DB, error) {
 		if cfg.DB != nil {
 			return nil, errors.New("idemserver: Config.DB and Config.Store are both set; set one")
 		}
-		db := cfg.Store.Database()
+		db := cfg.Store.database()
 		if db == nil {
 			return nil, errors.New("idemserver: Config.Store has no database")
 		}

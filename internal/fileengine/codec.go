@@ -218,12 +218,6 @@ func completionRecordSize(r *Record) int64 {
 	return alignRecord(int64(recordHeaderSize + len(payload) + recordCRCSize))
 }
 
-// intentRecordSize is the framed size of r's intent record.
-func intentRecordSize(r *Record) int64 {
-	payload := appendIntent(nil, r)
-	return alignRecord(int64(recordHeaderSize + len(payload) + recordCRCSize))
-}
-
 // summaryRecordSize is the framed size of the completion record of the
 // summary of m, a completed operation.
 func summaryRecordSize(m *Meta) uint32 {

@@ -1207,8 +1207,20 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a phased route's final transaction lost to a serialization failure, the handler's answer stored", Rules: "L7.2",
-		Edits: []edit{{File: "idemserver/phased.go", Old: "\t\tif met := st.conflicted(); met != nil {\n\t\t\tfailed = met // the final transaction is lost, whatever the handler made of it\n\t\t}\n", New: ""}},
+		Edits: []edit{{File: "idemserver/phased.go", Old: "\tif met := st.conflicted(); met != nil {\n\t\tfailed = met // the final transaction is lost, whatever the handler made of it\n\t}\n", New: ""}},
 		Pkg:   "./idemserver", Tests: []string{"TestL7AHandlersOwnConflictIsRerun"},
+	},
+	{
+		Name: "the default key scope the raw credential", Rules: "L4.3",
+		Edits: []edit{{File: "idemserver/principal.go", Old: "func globalPrincipal(*http.Request) (string, error) { return \"\", nil }",
+			New: "func globalPrincipal(r *http.Request) (string, error) { return r.Header.Get(\"Authorization\"), nil }"}},
+		Pkg: "./idemserver", Tests: []string{"TestL4ARefreshedCredentialKeepsItsKeys", "TestL4AClientResumingWithANewTokenIsReplayed"},
+	},
+	{
+		Name: "the reference server's keys scoped by the bearer token before the client's account", Rules: "S2.1, S2.3",
+		Edits: []edit{{File: "testserver/scope.go", Old: "\tif id := h.Get(HeaderClientID); id != \"\" {\n",
+			New: "\tif auth := h.Get(\"Authorization\"); auth != \"\" {\n\t\treturn \"token:\" + auth, nil\n\t}\n\tif id := h.Get(HeaderClientID); id != \"\" {\n"}},
+		Pkg: "./testserver", Tests: []string{"TestS2ARefreshedTokenKeepsTheClientsKeys"},
 	},
 	{
 		Name: "MySQL: statements after a deadlock run, committing on their own", Rules: "L7.3",

@@ -31,6 +31,12 @@ type Rows interface {
 	Close() error
 }
 
+// NewStore makes an idemserver.Store of db, for a database package
+// that hands Keys a database of its own (a pgxpool.Pool's). idemserver
+// sets it as it loads; those packages import idemserver, so it is set
+// before they call it.
+var NewStore func(db DB) any
+
 // DB is a database through its driver.
 type DB interface {
 	Queryer
