@@ -222,3 +222,48 @@ func TestMemoryJournalManyOperationsThroughTheStore(t *testing.T) {
 		t.Fatalf("the latest dropped: %v, want ErrOutcomeForgotten", err)
 	}
 }
+
+// C15.6: a store that drops a record for each it takes moves its records
+// to the start of their array once it is full and half of it dropped,
+// rather than growing it, and fills a chunk it freed rather than a new
+// one: each record still reads back whole.
+func TestMemoryStoreReusesItsRecordsArrayAndAFreedChunk(t *testing.T) {
+	var s memoryStore
+	const held = 1024
+	e := storeEntry("op", storeChunk/4-40) // four records a chunk
+	next := 0
+	step := func() {
+		if next >= held {
+			s.dropFront()
+		}
+		s.put(uint64(2*next+1), e, 100)
+		next++
+	}
+	for range 3 * held { // the records held, and twice as many through the array
+		step()
+	}
+	array := &s.base[:1][0]
+	for range 4 {
+		step() // the first starts a chunk; the fourth frees one
+	}
+	if s.spare == nil {
+		t.Fatal("no chunk kept once freed")
+	}
+	chunk := &s.spare[:1][0]
+	step() // the next record goes to the freed chunk
+	if s.spare != nil || &s.chunks[len(s.chunks)-1][:1][0] != chunk {
+		t.Fatal("the chunk freed is not the next one filled")
+	}
+	if allocs := testing.AllocsPerRun(1000, step); allocs != 0 {
+		t.Fatalf("%v allocations a record taken and one dropped, want 0", allocs)
+	}
+	if &s.base[:1][0] != array || cap(s.base) > 2*held || len(s.recs) != held || s.live != held {
+		t.Fatalf("records in an array of %d (the same: %v), %d of them, %d live; want the same, of at most %d, %d", cap(s.base), &s.base[:1][0] == array, len(s.recs), s.live, 2*held, held)
+	}
+	for i := next - held; i < next; i++ {
+		r, seq, ok := s.find(uint64(2*i + 1))
+		if op := s.operation(r); !ok || seq != i || op.ID != "op" || len(op.Body) != storeChunk/4-40 {
+			t.Fatalf("record %d reads back as %v, %d, %q with %d body bytes", i, ok, seq, op.ID, len(op.Body))
+		}
+	}
+}
