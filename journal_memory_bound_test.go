@@ -282,3 +282,25 @@ func TestMemoryDigestsSegmentsAndExpiry(t *testing.T) {
 		t.Fatalf("%d segments, %d digests left, want none", len(d.segs), d.n)
 	}
 }
+
+// C15.6: a digest moves on for one farther from its home, so that a
+// probe ends at the first digest nearer its home than the probe is from
+// its start: a digest found past it was never placed there by add.
+func TestMemoryDigestsProbeEndsAtANearerDigest(t *testing.T) {
+	s := digestSegment{slots: make([]uint64, digestSegmentMin)}
+	shift := 64 - 10 // digestSegmentMin slots: a home is a digest's top 10 bits
+	at := func(home int, low uint64) uint64 { return uint64(home)<<shift | low }
+	s.insert(at(5, 3)) // slot 5
+	s.insert(at(6, 3)) // slot 6
+	s.insert(at(5, 7)) // home 5: farther than the one at 6, which moves on to 7
+	if got := s.slots[5:9]; got[0] != at(5, 3) || got[1] != at(5, 7) || got[2] != at(6, 3) || got[3] != 0 {
+		t.Fatalf("slots 5 to 8 hold %x, want homes 5, 5, 6 and empty", got)
+	}
+	if !s.has(at(5, 7)) || !s.has(at(6, 3)) || s.has(at(5, 9)) {
+		t.Fatal("a digest moved on is not found, or one never added is")
+	}
+	s.slots[8] = at(5, 9) // past the nearer digest at 7: never placed there
+	if s.has(at(5, 9)) {
+		t.Fatal("a probe went on past a digest nearer its home")
+	}
+}
