@@ -116,10 +116,11 @@ func (s *digestSegment) has(x uint64) bool {
 	mask := len(s.slots) - 1
 	shift := bits.LeadingZeros64(uint64(len(s.slots))) + 1
 	for i, far := int(x>>shift), 0; ; i, far = (i+1)&mask, far+1 {
-		switch y := s.slots[i]; {
-		case y == x:
+		y := s.slots[i]
+		if y == x {
 			return true
-		case y == 0, (i-int(y>>shift))&mask < far:
+		}
+		if y == 0 || (i-int(y>>shift))&mask < far {
 			return false
 		}
 	}

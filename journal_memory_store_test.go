@@ -254,7 +254,7 @@ func TestMemoryStoreReusesItsRecordsArrayAndAFreedChunk(t *testing.T) {
 	if s.spare != nil || &s.chunks[len(s.chunks)-1][:1][0] != chunk {
 		t.Fatal("the chunk freed is not the next one filled")
 	}
-	if allocs := testing.AllocsPerRun(1000, step); allocs != 0 {
+	if allocs := testing.AllocsPerRun(2*held, step); allocs != 0 { // through the array, moved at least once
 		t.Fatalf("%v allocations a record taken and one dropped, want 0", allocs)
 	}
 	if &s.base[:1][0] != array || cap(s.base) > 2*held || len(s.recs) != held || s.live != held {
@@ -265,5 +265,28 @@ func TestMemoryStoreReusesItsRecordsArrayAndAFreedChunk(t *testing.T) {
 		if op := s.operation(r); !ok || seq != i || op.ID != "op" || len(op.Body) != storeChunk/4-40 {
 			t.Fatalf("record %d reads back as %v, %d, %q with %d body bytes", i, ok, seq, op.ID, len(op.Body))
 		}
+	}
+}
+
+// C15.6: a record of exactly a chunk's bytes goes to the chunk freed.
+func TestMemoryStoreFillsAFreedChunkWithARecordOfItsSize(t *testing.T) {
+	var s memoryStore
+	e := storeEntry("op", storeChunk-38)
+	if n := len(e.intent) + len(e.outcome); n != storeChunk {
+		t.Fatalf("a record of %d bytes, want %d", n, storeChunk)
+	}
+	s.put(1, e, 100)
+	s.put(3, e, 100)
+	chunk := &s.chunks[0][:1][0]
+	s.dropFront()
+	if s.spare == nil || &s.spare[:1][0] != chunk {
+		t.Fatal("the chunk freed is not kept")
+	}
+	s.put(5, e, 100)
+	if s.spare != nil || &s.chunks[len(s.chunks)-1][:1][0] != chunk {
+		t.Fatal("a record the size of the chunk freed went to a new chunk")
+	}
+	if r, _, ok := s.find(5); !ok || len(s.operation(r).Body) != storeChunk-38 {
+		t.Fatal("the record in the chunk freed does not read back")
 	}
 }
