@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/idemkit/idem/journal"
 )
 
 // defaultMaxJournalOutage is BatchOptions.MaxJournalOutage's default: a
@@ -32,7 +33,7 @@ type BatchOptions struct {
 	// Concurrency is how many operations run at once. Default 8.
 	Concurrency int
 
-	Resend func(Operation) bool // as CallOptions.Resend
+	Resend func(journal.Operation) bool // as CallOptions.Resend
 
 	// Progress, when set, is called, serialized, after each operation ends.
 	Progress func(BatchResult, BatchSummary)
@@ -225,12 +226,12 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 		return r, false
 	}
 	r.Resent = resent
-	var claim Claim
+	var claim journal.Claim
 	if wait {
 		claim, err = c.journal.Claim(ctx, op.ID)
 	} else {
 		claim, err = c.journal.TryClaim(ctx, op.ID)
-		if he := (*HeldError)(nil); errors.As(err, &he) && he.Err == nil {
+		if he := (*journal.HeldError)(nil); errors.As(err, &he) && he.Err == nil {
 			return r, true
 		}
 	}
@@ -249,7 +250,7 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 		return r, false
 	}
 	resp, err := c.doClaimed(op.ID, req, claim)
-	if he := (*HeldError)(nil); !wait && errors.As(err, &he) && he.Err == nil {
+	if he := (*journal.HeldError)(nil); !wait && errors.As(err, &he) && he.Err == nil {
 		return r, true // another machine began it since the claim (Claim.Begin)
 	}
 	if err != nil {
@@ -282,7 +283,7 @@ func (s *BatchSummary) add(ctx context.Context, r BatchResult) {
 		s.Unknown++
 	case errors.Is(r.Err, ErrKeyExpired):
 		s.Expired++
-	case ctx.Err() != nil && errors.Is(r.Err, ctx.Err()) && !errors.Is(r.Err, ErrJournalUnavailable):
+	case ctx.Err() != nil && errors.Is(r.Err, ctx.Err()) && !errors.Is(r.Err, journal.ErrUnavailable):
 		s.Skipped++
 	default:
 		s.Failed++
@@ -339,10 +340,10 @@ func (o *outage) ride(ctx context.Context, op BatchOp, wait bool,
 
 // list lists j's pending operations, again after a pause while j does
 // not answer, as ride runs an operation.
-func (o *outage) list(ctx context.Context, j Journal) ([]Operation, error) {
+func (o *outage) list(ctx context.Context, j journal.Journal) ([]journal.Operation, error) {
 	var pause *backoff.ExponentialBackOff
 	for {
-		ops, err := j.List(ctx, ListPending)
+		ops, err := j.List(ctx, journal.ListPending)
 		if !o.outOfJournal(BatchResult{Err: err}) {
 			return ops, err
 		}
@@ -374,7 +375,7 @@ func (o *outage) outOfJournal(r BatchResult) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := r.Outcome != OutcomeDone && r.Outcome != OutcomeRejected &&
-		(errors.Is(r.Err, ErrJournalUnavailable) || errors.Is(r.Err, ErrClaimLost))
+		(errors.Is(r.Err, journal.ErrUnavailable) || errors.Is(r.Err, journal.ErrClaimLost))
 	switch {
 	case !out:
 		o.since = time.Time{}

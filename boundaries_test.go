@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // RunBatch summary: Total counts every outcome once (Done, Rejected,
@@ -97,14 +98,14 @@ func TestRunBatchSeqFailsEachInvalidOperationAlone(t *testing.T) {
 // begins operation id between the batch's TryClaim and its Begin, once:
 // that Begin returns the *HeldError TryClaim would have (Claim.Begin).
 type beganElsewhereJournal struct {
-	idem.Journal
+	journal.Journal
 	id string
 
 	mu   sync.Mutex
 	done bool
 }
 
-func (j *beganElsewhereJournal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
+func (j *beganElsewhereJournal) TryClaim(ctx context.Context, id string) (journal.Claim, error) {
 	claim, err := j.Journal.TryClaim(ctx, id)
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -115,10 +116,10 @@ func (j *beganElsewhereJournal) TryClaim(ctx context.Context, id string) (idem.C
 	return beganElsewhereClaim{claim}, nil
 }
 
-type beganElsewhereClaim struct{ idem.Claim }
+type beganElsewhereClaim struct{ journal.Claim }
 
-func (beganElsewhereClaim) Begin(_ context.Context, op idem.Operation) error {
-	return &idem.HeldError{ID: op.ID, Holder: "machine-b"}
+func (beganElsewhereClaim) Begin(_ context.Context, op journal.Operation) error {
+	return &journal.HeldError{ID: op.ID, Holder: "machine-b"}
 }
 
 // F7.2, F7.3: an operation another machine began after the batch's claim

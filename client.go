@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/internal/redact"
+	"github.com/idemkit/idem/journal"
 )
 
 // Config configures a Client, which without a Journal remembers its
@@ -30,7 +32,7 @@ type Config struct {
 	// KeyTTL (to 9/8 KeyTTL) after each completed. A Do it cannot answer
 	// is refused before sending (ErrOutcomeForgotten, ErrTooManyOperations),
 	// never sent again under a new key. Clients may share a Journal.
-	Journal Journal
+	Journal journal.Journal
 	// MaxOperations bounds a Client without a Journal (see Journal). Default 1<<23.
 	MaxOperations int
 
@@ -155,10 +157,10 @@ const errorBodyLimit = 4 << 10
 type Client struct {
 	cfg     Config
 	dialect Dialect // cfg.Dialect, its signals copied
-	journal Journal
+	journal journal.Journal
 	hc      *http.Client
 	budget  *budget
-	secrets secrets
+	secrets redact.Rules
 	log     *slog.Logger
 	now     func() time.Time
 
@@ -285,7 +287,7 @@ func (c *Client) Do(id string, req *http.Request) (*http.Response, error) {
 
 // doClaimed is Do of an operation whose claim the caller may have taken
 // (nil: Do takes it), released when it returns.
-func (c *Client) doClaimed(id string, req *http.Request, claim Claim) (*http.Response, error) {
+func (c *Client) doClaimed(id string, req *http.Request, claim journal.Claim) (*http.Response, error) {
 	res, err := c.do(id, req, claim)
 	if err != nil {
 		return nil, err
@@ -300,7 +302,7 @@ func (c *Client) doClaimed(id string, req *http.Request, claim Claim) (*http.Res
 // result is what one do ended with: a response with its outcome (Done or
 // Rejected), which the caller owns and must close.
 type result struct {
-	op      Operation
+	op      journal.Operation
 	outcome Outcome
 	resp    *http.Response
 	n       int // attempts; 0 for an outcome answered from the journal
@@ -322,10 +324,10 @@ func (r result) rejection() *OutcomeError {
 }
 
 // recordedResult is the result of an operation answered from the journal.
-func recordedResult(op Operation, req *http.Request) result {
+func recordedResult(op journal.Operation, req *http.Request) result {
 	res := result{op: op, outcome: OutcomeDone, resp: recordedResponse(op, req), body: op.Body,
 		bodyTruncated: op.BodyTruncated, headerTruncated: op.HeaderTruncated}
-	if op.State == StateRejected {
+	if op.State == journal.StateRejected {
 		res.outcome = OutcomeRejected
 	}
 	return res
@@ -333,7 +335,7 @@ func recordedResult(op Operation, req *http.Request) result {
 
 // do runs an operation, under claim if the caller took it, and tells
 // Config.OnOperationStart and OnOperation how it starts and ends.
-func (c *Client) do(id string, req *http.Request, claim Claim) (result, error) {
+func (c *Client) do(id string, req *http.Request, claim journal.Claim) (result, error) {
 	if start := c.cfg.OnOperationStart; start != nil && req != nil {
 		req = req.WithContext(start(req.Context(), id))
 	}
@@ -356,7 +358,7 @@ func (c *Client) RetryBudgetTokens() float64 { return c.budget.available() }
 // run runs an operation; an empty id is a request without one, whose key
 // lives only as long as this call. A claim the caller took is released
 // when run returns; without one, run takes it.
-func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) {
+func (c *Client) run(id string, req *http.Request, claim journal.Claim) (result, error) {
 	if claim != nil {
 		defer claim.Release()
 	}
@@ -378,19 +380,19 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 		return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 	}
 	fp := body.fingerprint
-	var op Operation
+	var op journal.Operation
 	if id == "" {
 		key, err := newKey()
 		if err != nil {
 			return result{}, err
 		}
-		op = Operation{Key: key, Fingerprint: fp, Created: c.now(), State: StatePending}
+		op = journal.Operation{Key: key, Fingerprint: fp, Created: c.now(), State: journal.StatePending}
 	} else {
 		if claim == nil {
 			if _, err := c.resendBeforeClaim(ctx, id); err != nil { // resend.go
 				return result{}, err
 			}
-			if cb, ok := c.journal.(ClaimBeginner); ok {
+			if cb, ok := c.journal.(journal.ClaimBeginner); ok {
 				return c.runClaimBegin(ctx, cb, id, req, body, lim)
 			}
 			if claim, err = c.journal.Claim(ctx, id); err != nil {
@@ -405,7 +407,7 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 		if err != nil {
 			return result{op: op}, err // op holds the key of a refused operation, if known
 		}
-		if op.State != StatePending {
+		if op.State != journal.StatePending {
 			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
 			return recordedResult(op, req), nil
 		}
@@ -420,7 +422,7 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 // runClaimBegin is run's operation with an ID through a journal that
 // claims and begins in one step: the key is minted before the claim, and
 // what the journal held instead is judged as admit judges it.
-func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string, req *http.Request, body requestBody, lim limits) (result, error) {
+func (c *Client) runClaimBegin(ctx context.Context, cb journal.ClaimBeginner, id string, req *http.Request, body requestBody, lim limits) (result, error) {
 	if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
 		return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 	}
@@ -428,9 +430,9 @@ func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string,
 	if err != nil {
 		return result{}, err
 	}
-	mine := Operation{
+	mine := journal.Operation{
 		ID: id, Key: key, Fingerprint: body.fingerprint, Method: req.Method, URL: c.journaledURL(req, body),
-		Created: c.now(), State: StatePending,
+		Created: c.now(), State: journal.StatePending,
 	}
 	claim, err := cb.ClaimBegin(ctx, mine)
 	if err != nil {
@@ -440,13 +442,13 @@ func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string,
 	op, ok := claim.Operation()
 	switch {
 	case !ok:
-		return result{}, fmt.Errorf("idem: operation %s: journaling intent: %w", journalkit.QuoteID(id), ErrNoSuchOperation)
+		return result{}, fmt.Errorf("idem: operation %s: journaling intent: %w", journalkit.QuoteID(id), journal.ErrNoSuchOperation)
 	case op.Key != mine.Key: // what the journal held: judged as admit judges it
 		if op, err = c.judge(op, id, req, body); err != nil {
 			return result{op: op}, err
 		}
 	}
-	if op.State != StatePending {
+	if op.State != journal.StatePending {
 		c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
 		return recordedResult(op, req), nil
 	}
@@ -460,9 +462,9 @@ func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string,
 // waiting for another Do of the operation, or asking the journal.
 func claimFailure(ctx context.Context, err error) string {
 	switch {
-	case errors.Is(err, ErrClaimed), ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	case errors.Is(err, journal.ErrClaimed), ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return "waiting for a concurrent Do"
-	case errors.Is(err, ErrInvalidOperation):
+	case errors.Is(err, journal.ErrInvalidOperation):
 		return "the journal refuses its ID"
 	}
 	return "claiming it in the journal"
@@ -470,17 +472,17 @@ func claimFailure(ctx context.Context, err error) string {
 
 // admit finds the operation in the journal, or mints its key and journals
 // its intent. The intent is durable when admit returns (C2).
-func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Request, body requestBody) (Operation, error) {
+func (c *Client) admit(ctx context.Context, claim journal.Claim, id string, req *http.Request, body requestBody) (journal.Operation, error) {
 	fp := body.fingerprint
 	op, ok := claim.Operation()
 	if !ok {
 		key, err := newKey()
 		if err != nil {
-			return Operation{}, err
+			return journal.Operation{}, err
 		}
-		op = Operation{
+		op = journal.Operation{
 			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: c.journaledURL(req, body),
-			Created: c.now(), State: StatePending,
+			Created: c.now(), State: journal.StatePending,
 		}
 		err = claim.Begin(ctx, op)
 		if err == nil {
@@ -490,8 +492,8 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		// machines' until Begin: the loser's claim ends up holding what
 		// the winner began (Claim.Begin), which is judged below like any
 		// operation found in the journal. Its key is the one sent.
-		if op, ok = claim.Operation(); !ok || !errors.Is(err, ErrOperationExists) {
-			return Operation{}, wrapf(err, "operation %s: journaling intent", journalkit.QuoteID(id))
+		if op, ok = claim.Operation(); !ok || !errors.Is(err, journal.ErrOperationExists) {
+			return journal.Operation{}, wrapf(err, "operation %s: journaling intent", journalkit.QuoteID(id))
 		}
 	}
 	return c.judge(op, id, req, body)
@@ -499,12 +501,12 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 
 // judge refuses an operation the journal held whose fingerprint is not
 // the request's (C5), or whose key has expired (C6).
-func (c *Client) judge(op Operation, id string, req *http.Request, body requestBody) (Operation, error) {
+func (c *Client) judge(op journal.Operation, id string, req *http.Request, body requestBody) (journal.Operation, error) {
 	fp := body.fingerprint
 	switch {
 	case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go
 		return op, fmt.Errorf("idem: operation %s (key %s): %w: %s", journalkit.QuoteID(id), op.Key, ErrMismatch, c.difference(op, req, body))
-	case op.State == StatePending && !c.keyUsable(op.Created, c.now()):
+	case op.State == journal.StatePending && !c.keyUsable(op.Created, c.now()):
 		return op, fmt.Errorf("idem: operation %s (key %s, minted %s): %w",
 			journalkit.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
 	}
@@ -516,7 +518,7 @@ func (c *Client) judge(op Operation, id string, req *http.Request, body requestB
 // replaced; a URL with none of them is the fingerprint's as it is.
 func (c *Client) journaledURL(req *http.Request, body requestBody) string {
 	if req.URL.User != nil || req.URL.RawQuery != "" || req.URL.Fragment != "" {
-		return c.secrets.url(req.URL)
+		return c.secrets.URL(req.URL)
 	}
 	return body.url
 }
@@ -524,7 +526,7 @@ func (c *Client) journaledURL(req *http.Request, body requestBody) string {
 // difference says how req differs from the request op was journaled with,
 // for ErrMismatch: its method, its URL, or else its body (or a secret of
 // its URL, which the journal does not hold).
-func (c *Client) difference(op Operation, req *http.Request, body requestBody) string {
+func (c *Client) difference(op journal.Operation, req *http.Request, body requestBody) string {
 	switch url := c.journaledURL(req, body); {
 	case op.Method != req.Method:
 		return fmt.Sprintf("the method differs (journaled %s, now %s)", op.Method, req.Method)
@@ -537,7 +539,7 @@ func (c *Client) difference(op Operation, req *http.Request, body requestBody) s
 }
 
 // send makes the attempts of a pending operation and records its outcome.
-func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.Request, body requestBody, lim limits) (result, error) {
+func (c *Client) send(ctx context.Context, claim journal.Claim, op journal.Operation, req *http.Request, body requestBody, lim limits) (result, error) {
 	var length int64
 	a := c.newAttempts(op, lim)
 	if claim != nil {
@@ -587,28 +589,28 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 
 	resp, err := c.sendAttempts(rreq, a) // retry.go
 	if err != nil {
-		err = c.secrets.error(err)
-		if a.claimLost() && !errors.Is(err, ErrClaimLost) {
-			err = fmt.Errorf("%w: %w", ErrClaimLost, err)
+		err = c.secrets.Error(err)
+		if a.claimLost() && !errors.Is(err, journal.ErrClaimLost) {
+			err = fmt.Errorf("%w: %w", journal.ErrClaimLost, err)
 		}
 		return result{}, c.unknown(a, resp, err)
 	}
 
 	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
-	state := StateDone
+	state := journal.StateDone
 	resp.Header.Del(AppliedHeader) // only idem says so
 	if a.answer == AnswerApplied {
 		resp.Header.Set(AppliedHeader, "true")
 	}
 	if a.answer == AnswerRefused || a.answer != AnswerApplied && rejects(resp.StatusCode) {
-		res.outcome, state = OutcomeRejected, StateRejected
+		res.outcome, state = OutcomeRejected, journal.StateRejected
 		res.body, res.bodyTruncated = a.final[:min(len(a.final), int(c.cfg.MaxRecordedBody))], !a.fits
 	}
 	if claim != nil {
 		op.State, op.Completed = state, c.now()
 		// Complete encodes the header: no copy is needed.
 		op.Status = resp.StatusCode
-		op.Header, op.HeaderTruncated = recordableHeader(c.secrets.recordedHeader(resp.Header), c.cfg.MaxRecordedHeader)
+		op.Header, op.HeaderTruncated = recordableHeader(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)
 		if a.fits {
 			op.Body = a.final
 		} else {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // wireAttempt is what a server saw of one attempt: its headers and body.
@@ -99,7 +100,7 @@ func TestDialectKeyInBodyOnEveryAttemptAndAcrossRestarts(t *testing.T) {
 	j := openJournal(t, path)
 	op, ok := lookup(j, "pay-1")
 	j.Close()
-	if !ok || op.State != idem.StatePending {
+	if !ok || op.State != journal.StatePending {
 		t.Fatalf("journal holds %+v, %v; want the operation pending", op, ok)
 	}
 	seen := w.attempts()
@@ -180,7 +181,7 @@ func TestDialectBodyMustBeAJSONObject(t *testing.T) {
 	if n := len(w.attempts()); n != 0 {
 		t.Fatalf("server saw %d attempts, want none", n)
 	}
-	if ops := list(j, idem.ListAll); len(ops) != 0 {
+	if ops := list(j, journal.ListAll); len(ops) != 0 {
 		t.Fatalf("journal holds %+v, want nothing", ops)
 	}
 }
@@ -275,18 +276,18 @@ func TestDialectAnswers(t *testing.T) {
 				if err != nil {
 					t.Fatalf("err = %v, want done", err)
 				}
-				if op.State != idem.StateDone {
+				if op.State != journal.StateDone {
 					t.Fatalf("journal holds %s, want done", op.State)
 				}
 				if idem.AlreadyApplied(resp) != tc.applied || (op.Header.Get(idem.AppliedHeader) == "true") != tc.applied {
 					t.Fatalf("AlreadyApplied = %v, recorded %q; want %v", idem.AlreadyApplied(resp), op.Header.Get(idem.AppliedHeader), tc.applied)
 				}
 			case idem.OutcomeRejected:
-				if !errors.Is(err, idem.ErrRejected) || op.State != idem.StateRejected {
+				if !errors.Is(err, idem.ErrRejected) || op.State != journal.StateRejected {
 					t.Fatalf("err = %v, journal %s; want rejected", err, op.State)
 				}
 			case idem.OutcomeUnknown:
-				if !errors.Is(err, idem.ErrUnknown) || op.State != idem.StatePending {
+				if !errors.Is(err, idem.ErrUnknown) || op.State != journal.StatePending {
 					t.Fatalf("err = %v, journal %s; want unknown and pending", err, op.State)
 				}
 				if errors.Is(err, idem.ErrKeyReused) != tc.reused {
@@ -375,7 +376,7 @@ func TestCheckRetryDoesNotReviveAKeyReusedAnswer(t *testing.T) {
 	if n := len(w.attempts()); n != 1 || asked != 1 {
 		t.Fatalf("%d attempts, CheckRetry asked %d times; want 1 and 1", n, asked)
 	}
-	if pending, err := j.List(context.Background(), idem.ListPending); err != nil || len(pending) != 1 || pending[0].ID != "op" {
+	if pending, err := j.List(context.Background(), journal.ListPending); err != nil || len(pending) != 1 || pending[0].ID != "op" {
 		t.Fatalf("pending operations %v, %v; want op alone", pending, err)
 	}
 }

@@ -36,9 +36,6 @@ var (
 	// ErrBodyNotRecorded: the body of a recorded response was not kept.
 	ErrBodyNotRecorded = errors.New("response body not recorded")
 
-	// ErrOutcomeForgotten: a Client without a Journal no longer holds the
-	// outcome of an operation it completed (see Config.Journal).
-	ErrOutcomeForgotten = errors.New("operation completed earlier, its outcome no longer held")
 	// ErrTooManyOperations: a Client without a Journal holds
 	// Config.MaxOperations operations (see Config.Journal).
 	ErrTooManyOperations = errors.New("too many operations remembered without a journal")

@@ -1,11 +1,15 @@
 package idem
 
-import "time"
+import (
+	"time"
+
+	"github.com/idemkit/idem/journal"
+)
 
 // NewMemoryJournal returns the journal a Client without Config.Journal
 // keeps, its outcomes within budget bytes (memoryOutcomeBudget when 0),
 // for the conformance suite.
-func NewMemoryJournal(keyTTL time.Duration, budget int) Journal {
+func NewMemoryJournal(keyTTL time.Duration, budget int) journal.Journal {
 	j := newMemoryJournalFor(keyTTL, nil, defaultMaxOperations)
 	if budget > 0 {
 		j.budget = budget
@@ -20,7 +24,7 @@ const MemoryRecordBytes = memoryRecordBytes
 // OpenFileJournal opens a file journal with a fixed clock and no log
 // output, for the benchmarks of this package, which cannot import package
 // filejournal (it imports this one). An external test file sets it.
-var OpenFileJournal func(path string) (Journal, error)
+var OpenFileJournal func(path string) (journal.Journal, error)
 
 // SetOutcomeBudget sets the bytes of completed operations c keeps whole,
 // c being a Client without a journal.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // hop is one request as the client's transport sent it: each redirect the
@@ -219,7 +220,7 @@ func TestForeignConflictNotMarkedReplayedIsRetried(t *testing.T) {
 				t.Fatalf("%d hops, want 3 attempts of each operation", len(hops))
 			}
 			for _, id := range []string{"do", "standard"} {
-				if op, _ := lookup(j, id); op.State != idem.StatePending {
+				if op, _ := lookup(j, id); op.State != journal.StatePending {
 					t.Fatalf("%s: journal holds %v, want pending", id, op.State)
 				}
 			}
@@ -234,7 +235,7 @@ func TestForeignConflictNotMarkedReplayedIsRetried(t *testing.T) {
 			resp.Body.Close()
 			op, _ := lookup(j, "do")
 			if resumed := f.sent(); len(resumed) != 1 || fmt.Sprint(resumed[0].Keys) != "["+op.Key+"]" ||
-				fmt.Sprint(hops[0].Keys) != "["+op.Key+"]" || op.State != idem.StateDone {
+				fmt.Sprint(hops[0].Keys) != "["+op.Key+"]" || op.State != journal.StateDone {
 				t.Fatalf("resumed under %v, first sent under %v, journal %v %s; want one key throughout, done",
 					resumed, hops[0].Keys, op.State, op.Key)
 			}

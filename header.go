@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/idemkit/idem/internal/redact"
 )
 
 // Bounding the recorded header (C3): see Config.MaxRecordedHeader.
@@ -12,7 +14,7 @@ import (
 // of limit bytes, and whether fields were left out for the limit. It is Do's
 // rule, for code that records outcomes through a Claim itself.
 func RecordedHeader(h http.Header, limit int64) (http.Header, bool) {
-	kept, _ := defaultSecrets.header(h)
+	kept, _ := redact.Default.Header(h)
 	return recordableHeader(kept, limit)
 }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // CheckIntent refuses an intent with any outcome field set, or a state
@@ -16,57 +16,57 @@ import (
 // kept, and a summary, and takes each limit's last value.
 func TestCheckIntentAndCheckOutcomeFieldByField(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	intent := func(f func(*idem.Operation)) idem.Operation {
-		op := idem.Operation{ID: "op", Key: "key"}
+	intent := func(f func(*journal.Operation)) journal.Operation {
+		op := journal.Operation{ID: "op", Key: "key"}
 		f(&op)
 		return op
 	}
 	intents := []struct {
 		name string
-		op   idem.Operation
+		op   journal.Operation
 		ok   bool
 	}{
-		{"bare", intent(func(*idem.Operation) {}), true},
-		{"pending", intent(func(o *idem.Operation) { o.State = idem.StatePending }), true},
-		{"done", intent(func(o *idem.Operation) { o.State = idem.StateDone }), false},
-		{"rejected", intent(func(o *idem.Operation) { o.State = idem.StateRejected }), false},
-		{"completed", intent(func(o *idem.Operation) { o.Completed = at }), false},
-		{"status", intent(func(o *idem.Operation) { o.Status = 201 }), false},
-		{"empty header", intent(func(o *idem.Operation) { o.Header = http.Header{} }), false},
-		{"empty body", intent(func(o *idem.Operation) { o.Body = []byte{} }), false},
-		{"body truncated", intent(func(o *idem.Operation) { o.BodyTruncated = true }), false},
-		{"header truncated", intent(func(o *idem.Operation) { o.HeaderTruncated = true }), false},
-		{"summarized", intent(func(o *idem.Operation) { o.Summarized = true }), false},
+		{"bare", intent(func(*journal.Operation) {}), true},
+		{"pending", intent(func(o *journal.Operation) { o.State = journal.StatePending }), true},
+		{"done", intent(func(o *journal.Operation) { o.State = journal.StateDone }), false},
+		{"rejected", intent(func(o *journal.Operation) { o.State = journal.StateRejected }), false},
+		{"completed", intent(func(o *journal.Operation) { o.Completed = at }), false},
+		{"status", intent(func(o *journal.Operation) { o.Status = 201 }), false},
+		{"empty header", intent(func(o *journal.Operation) { o.Header = http.Header{} }), false},
+		{"empty body", intent(func(o *journal.Operation) { o.Body = []byte{} }), false},
+		{"body truncated", intent(func(o *journal.Operation) { o.BodyTruncated = true }), false},
+		{"header truncated", intent(func(o *journal.Operation) { o.HeaderTruncated = true }), false},
+		{"summarized", intent(func(o *journal.Operation) { o.Summarized = true }), false},
 	}
 	for _, tt := range intents {
-		if err := idem.CheckIntent(tt.op); (err == nil) != tt.ok || err != nil && !errors.Is(err, idem.ErrInvalidOperation) {
+		if err := journal.CheckIntent(tt.op); (err == nil) != tt.ok || err != nil && !errors.Is(err, journal.ErrInvalidOperation) {
 			t.Errorf("CheckIntent(%s) = %v, want accepted: %v", tt.name, err, tt.ok)
 		}
 	}
-	outcome := func(f func(*idem.Operation)) idem.Operation {
-		op := idem.Operation{ID: "op", State: idem.StateDone}
+	outcome := func(f func(*journal.Operation)) journal.Operation {
+		op := journal.Operation{ID: "op", State: journal.StateDone}
 		f(&op)
 		return op
 	}
 	outcomes := []struct {
 		name string
-		op   idem.Operation
+		op   journal.Operation
 		ok   bool
 	}{
-		{"done, status 0", outcome(func(*idem.Operation) {}), true},
-		{"rejected, status 999", outcome(func(o *idem.Operation) { o.State, o.Status = idem.StateRejected, 999 }), true},
-		{"pending", outcome(func(o *idem.Operation) { o.State = idem.StatePending }), false},
-		{"no state", outcome(func(o *idem.Operation) { o.State = 0 }), false},
-		{"status -1", outcome(func(o *idem.Operation) { o.Status = -1 }), false},
-		{"status 1000", outcome(func(o *idem.Operation) { o.Status = 1000 }), false},
-		{"a body", outcome(func(o *idem.Operation) { o.Body = []byte("x") }), true},
-		{"truncated, no body", outcome(func(o *idem.Operation) { o.BodyTruncated = true }), true},
-		{"truncated, an empty body", outcome(func(o *idem.Operation) { o.BodyTruncated, o.Body = true, []byte{} }), true},
-		{"truncated, a body", outcome(func(o *idem.Operation) { o.BodyTruncated, o.Body = true, []byte("x") }), false},
-		{"summarized", outcome(func(o *idem.Operation) { o.Summarized = true }), false},
+		{"done, status 0", outcome(func(*journal.Operation) {}), true},
+		{"rejected, status 999", outcome(func(o *journal.Operation) { o.State, o.Status = journal.StateRejected, 999 }), true},
+		{"pending", outcome(func(o *journal.Operation) { o.State = journal.StatePending }), false},
+		{"no state", outcome(func(o *journal.Operation) { o.State = 0 }), false},
+		{"status -1", outcome(func(o *journal.Operation) { o.Status = -1 }), false},
+		{"status 1000", outcome(func(o *journal.Operation) { o.Status = 1000 }), false},
+		{"a body", outcome(func(o *journal.Operation) { o.Body = []byte("x") }), true},
+		{"truncated, no body", outcome(func(o *journal.Operation) { o.BodyTruncated = true }), true},
+		{"truncated, an empty body", outcome(func(o *journal.Operation) { o.BodyTruncated, o.Body = true, []byte{} }), true},
+		{"truncated, a body", outcome(func(o *journal.Operation) { o.BodyTruncated, o.Body = true, []byte("x") }), false},
+		{"summarized", outcome(func(o *journal.Operation) { o.Summarized = true }), false},
 	}
 	for _, tt := range outcomes {
-		if err := idem.CheckOutcome(tt.op); (err == nil) != tt.ok || err != nil && !errors.Is(err, idem.ErrInvalidOperation) {
+		if err := journal.CheckOutcome(tt.op); (err == nil) != tt.ok || err != nil && !errors.Is(err, journal.ErrInvalidOperation) {
 			t.Errorf("CheckOutcome(%s) = %v, want accepted: %v", tt.name, err, tt.ok)
 		}
 	}
@@ -78,14 +78,14 @@ func TestCheckIntentAndCheckOutcomeFieldByField(t *testing.T) {
 func TestHeldErrorMessage(t *testing.T) {
 	until := time.Date(2026, 1, 1, 1, 0, 5, 0, time.FixedZone("CET", 3600))
 	for _, tt := range []struct {
-		err  *idem.HeldError
+		err  *journal.HeldError
 		want string
 	}{
-		{&idem.HeldError{ID: "op"}, `idem: operation "op" is being run by another Do of this process`},
-		{&idem.HeldError{ID: "op", Holder: "machine-b"}, `idem: operation "op" is being run by machine-b`},
-		{&idem.HeldError{ID: "op", Holder: "machine-b", Until: until}, `idem: operation "op" is being run by machine-b (lease until 2026-01-01T00:00:05Z)`},
-		{&idem.HeldError{ID: "op", Err: context.DeadlineExceeded}, `idem: operation "op" is being run by another Do of this process: context deadline exceeded`},
-		{&idem.HeldError{ID: "op", Holder: "machine-b", Until: until, Err: context.Canceled},
+		{&journal.HeldError{ID: "op"}, `idem: operation "op" is being run by another Do of this process`},
+		{&journal.HeldError{ID: "op", Holder: "machine-b"}, `idem: operation "op" is being run by machine-b`},
+		{&journal.HeldError{ID: "op", Holder: "machine-b", Until: until}, `idem: operation "op" is being run by machine-b (lease until 2026-01-01T00:00:05Z)`},
+		{&journal.HeldError{ID: "op", Err: context.DeadlineExceeded}, `idem: operation "op" is being run by another Do of this process: context deadline exceeded`},
+		{&journal.HeldError{ID: "op", Holder: "machine-b", Until: until, Err: context.Canceled},
 			`idem: operation "op" is being run by machine-b (lease until 2026-01-01T00:00:05Z): context canceled`},
 	} {
 		if got := tt.err.Error(); got != tt.want {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // The wait before the next attempt: a Retry-After longer than the
@@ -185,7 +186,7 @@ func TestAnAnswerAfterTheContextEndedIsUnknownWhateverTheDialectSays(t *testing.
 			if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, context.Canceled) || oe.Attempts != 1 {
 				t.Fatalf("Do = %v, want unknown, canceled, after 1 attempt", err)
 			}
-			if op, ok := lookup(j, id); !ok || op.State != idem.StatePending {
+			if op, ok := lookup(j, id); !ok || op.State != journal.StatePending {
 				t.Fatalf("journal holds %+v, want the operation pending", op)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
+	"github.com/idemkit/idem/journal"
 )
 
 // TestNoSecretsAtRest is the secrets rule (secrets.go): a response that
@@ -189,14 +190,14 @@ func TestRecordedHeadersAllowListAndExtraDenials(t *testing.T) {
 func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
 	j := openJournal(t, path)
-	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending,
+	old := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", State: journal.StatePending,
 		URL: "https://user:xxxxx@api.example/charges?access_token=t0k3n-s3cret&n=1"}
 	old.Fingerprint[0] = 7
 	if err := journalhelp.Begin(j, old); err != nil {
 		t.Fatal(err)
 	}
 	done := old
-	done.State, done.Status, done.Body = idem.StateDone, 201, []byte(`{"id":"ch_1"}`)
+	done.State, done.Status, done.Body = journal.StateDone, 201, []byte(`{"id":"ch_1"}`)
 	done.Header = http.Header{"Set-Cookie": {"session=c00k1e-s3cret"}, "Content-Type": {"application/json"}}
 	if err := journalhelp.Complete(j, done); err != nil {
 		t.Fatal(err)
@@ -226,7 +227,7 @@ func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 func TestCompactionScrubsPendingOperations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
 	j := openJournal(t, path)
-	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending,
+	old := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", State: journal.StatePending,
 		URL: "https://user:pa55@api.example/charges?n=1&clientSecret=s3cret-v4lue"}
 	old.Fingerprint[0] = 7
 	if err := journalhelp.Begin(j, old); err != nil {
@@ -236,7 +237,7 @@ func TestCompactionScrubsPendingOperations(t *testing.T) {
 	defer j.Close()
 	got, _ := lookup(j, "charge")
 	if got.URL != "https://api.example/charges?n=1&clientSecret=xxxxx" || got.Key != "k-1" ||
-		got.Fingerprint != old.Fingerprint || got.State != idem.StatePending {
+		got.Fingerprint != old.Fingerprint || got.State != journal.StatePending {
 		t.Fatalf("after compaction: %+v", got)
 	}
 }
@@ -248,11 +249,11 @@ func TestCompactionScrubsPendingOperations(t *testing.T) {
 func TestCompactionKeepsTheNamesARecordGaveBefore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
 	j := openJournal(t, path)
-	op := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending, URL: "https://api.example/charges"}
+	op := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", State: journal.StatePending, URL: "https://api.example/charges"}
 	if err := journalhelp.Begin(j, op); err != nil {
 		t.Fatal(err)
 	}
-	op.State, op.Status, op.Body = idem.StateDone, 201, []byte(`{"id":"ch_1"}`)
+	op.State, op.Status, op.Body = journal.StateDone, 201, []byte(`{"id":"ch_1"}`)
 	op.Header = http.Header{idem.UnrecordedHeadersField: {"Set-Cookie"}, "Authentication-Info": {"nextnonce=n0nce-s3cret"},
 		"Content-Type": {"application/json"}}
 	if err := journalhelp.Complete(j, op); err != nil {

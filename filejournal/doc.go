@@ -1,4 +1,4 @@
-// Package filejournal is the idem.Journal in one file on one machine's
+// Package filejournal is the journal.Journal in one file on one machine's
 // disk, written by one process at a time:
 //
 //	j, err := filejournal.Open("charges.journal", filejournal.Options{})

@@ -28,6 +28,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemaws"
+	"github.com/idemkit/idem/journal"
 )
 
 // apisConfig is a program's configuration against the fake APIs: the
@@ -120,7 +121,7 @@ func TestEC2CreateVpcEndpoint(t *testing.T) {
 	}
 	op := lookup(t, j, "vpce-a")
 	tokens := f.tokens("a.example.com")
-	if len(tokens) != 1 || tokens[0] != op.Key || f.count() != 2 || f.creations("a.example.com") != 1 || op.State != idem.StateDone {
+	if len(tokens) != 1 || tokens[0] != op.Key || f.count() != 2 || f.creations("a.example.com") != 1 || op.State != journal.StateDone {
 		t.Fatalf("tokens %q, %d requests, %d endpoints, journal %s; want %s alone, 2 requests, 1, done", tokens, f.count(), f.creations("a.example.com"), op.State, op.Key)
 	}
 	if len(op.Key) > 64 || !regexp.MustCompile(`^[\x00-\x7F]+$`).MatchString(op.Key) {
@@ -202,7 +203,7 @@ func TestRoute53CreateHostedZone(t *testing.T) {
 	if applied.Key != op.Key || applied.Code != "HostedZoneAlreadyExists" || applied.ResourceID != "" || applied.Recorded || !errors.As(err, &exists) {
 		t.Fatalf("%+v; want token %s, HostedZoneAlreadyExists, no ID, the SDK's error within", applied, op.Key)
 	}
-	if aws.ToString(in.CallerReference) != op.Key || op.State != idem.StateDone || op.Header.Get(idem.AppliedHeader) != "true" {
+	if aws.ToString(in.CallerReference) != op.Key || op.State != journal.StateDone || op.Header.Get(idem.AppliedHeader) != "true" {
 		t.Fatalf("CallerReference %q; journal %s %v; want %s, done, flagged applied", aws.ToString(in.CallerReference), op.State, op.Header, op.Key)
 	}
 	// The zone is found by its CallerReference.
@@ -245,7 +246,7 @@ func TestEFSAlreadyExistsIsAnAppliedOperation(t *testing.T) {
 	if f.count() != 2 || f.creations("fs-1") != 1 || len(f.tokens("fs-1")) != 1 {
 		t.Fatalf("%d requests, %d file systems, tokens %q; want 2, 1, one", f.count(), f.creations("fs-1"), f.tokens("fs-1"))
 	}
-	if op := lookup(t, j, "fs-1"); op.State != idem.StateDone || op.Status != 409 {
+	if op := lookup(t, j, "fs-1"); op.State != journal.StateDone || op.Status != 409 {
 		t.Fatalf("journal holds %s %d, want done 409", op.State, op.Status)
 	}
 }
@@ -275,7 +276,7 @@ func TestADialectsAppliedAnswerIsNeverARejection(t *testing.T) {
 			t.Fatalf("call %d: %+v; want AlreadyExistsException, recorded %v, no ID", i, applied, recorded)
 		}
 	}
-	if op := lookup(t, j, "bucket-1"); op.State != idem.StateDone || op.Status != 400 || f.requests() != 1 {
+	if op := lookup(t, j, "bucket-1"); op.State != journal.StateDone || op.Status != 400 || f.requests() != 1 {
 		t.Fatalf("journal holds %s %d after %d requests; want done 400 after 1", op.State, op.Status, f.requests())
 	}
 }
@@ -293,7 +294,7 @@ func TestAHandSettledOperationHasNoOutput(t *testing.T) {
 		if _, err := client.CreateFileSystem(ctx, fileSystem("fs-1")); !errors.Is(err, idem.ErrUnknown) {
 			t.Fatalf("err = %v, want unknown after a 503", err)
 		}
-		if err := idem.Settle(ctx, j, "fs-1", idem.Settlement{State: idem.StateDone, Status: status, Note: "fs-9 in the console"}); err != nil {
+		if err := idem.Settle(ctx, j, "fs-1", idem.Settlement{State: journal.StateDone, Status: status, Note: "fs-9 in the console"}); err != nil {
 			t.Fatal(err)
 		}
 		out, err := client.CreateFileSystem(ctx, fileSystem("fs-1"))

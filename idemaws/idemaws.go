@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // Options configures Operations. The zero value of every field but Journal
@@ -14,7 +15,7 @@ import (
 type Options struct {
 	// Journal keeps each operation's token and outcome. Required: a file
 	// journal (filejournal.Open) or a shared one (pgjournal).
-	Journal idem.Journal
+	Journal journal.Journal
 
 	// Dialect reads the API's answers: which errors mean the token was
 	// reused with other parameters, or that the operation was applied
@@ -58,7 +59,7 @@ type Options struct {
 // idempotent through a journal: see the package documentation. It is safe
 // for concurrent use, by any number of clients.
 type Operations struct {
-	journal    idem.Journal
+	journal    journal.Journal
 	dialect    idem.Dialect
 	ttl        time.Duration // Options.KeyTTL; 0 unset
 	defaultTTL time.Duration // for an operation without a documented lifetime

@@ -69,7 +69,7 @@
 //     idem.recorded.
 //   - idem.retry_budget.tokens ({token}), gauge: Client.RetryBudgetTokens.
 //   - idem.journal.pending ({operation}), gauge: pending operations whose
-//     key has not expired (what List(ctx, idem.ListPending) returns).
+//     key has not expired (what List(ctx, journal.ListPending) returns).
 //   - idem.journal.fsync.duration (s), histogram: each group commit's fsync.
 //   - idem.journal.fsync.group_size ({record}), histogram: records each of
 //     those fsyncs made durable.

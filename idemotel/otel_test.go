@@ -28,6 +28,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemotel"
+	"github.com/idemkit/idem/journal"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -424,7 +425,7 @@ func TestInstrument(t *testing.T) {
 
 	// A journal other than a *filejournal.Journal is counted by List.
 	other := newTelemetry()
-	unregisterOther, err := idemotel.Observe(nil, struct{ idem.Journal }{j}, other.opts)
+	unregisterOther, err := idemotel.Observe(nil, struct{ journal.Journal }{j}, other.opts)
 	if err != nil {
 		t.Fatal(err)
 	}

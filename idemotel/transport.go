@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // transport makes a client span of each request it sends through next.
@@ -182,7 +183,7 @@ func errorClass(err error) string {
 		invalid x509.CertificateInvalidError
 	)
 	switch {
-	case errors.Is(err, idem.ErrClaimLost):
+	case errors.Is(err, journal.ErrClaimLost):
 		return "claim_lost"
 	case errors.Is(err, context.Canceled):
 		return "canceled"

@@ -1,4 +1,4 @@
-// Package journaltest is the conformance suite of idem.Journal. A journal
+// Package journaltest is the conformance suite of journal.Journal. A journal
 // that passes it keeps the rules a Client relies on a journal for, as far
 // as one process can observe them. Every journal of this module runs it,
 // and a journal written elsewhere (on Redis, DynamoDB, Spanner) can run it
@@ -7,7 +7,7 @@
 // The suite checks that:
 //   - Begin records an intent once, and it is read back whole at once (C2, F1);
 //   - Complete records the outcome of an intent, read back whole (C3);
-//   - Begin and Complete refuse what idem.CheckIntent and idem.CheckOutcome
+//   - Begin and Complete refuse what journal.CheckIntent and journal.CheckOutcome
 //     refuse, and an operation of an ID other than the claim's;
 //   - Lookup, List and a claim's Operation read what was recorded, and the
 //     listings select by state and KeyTTL, ordered by created time and then
@@ -15,7 +15,7 @@
 //   - one claim of an ID is held at a time, and Claim waits for it within
 //     its context (C11, F3);
 //   - TryClaim does not wait (F7.1);
-//   - ClaimBegin, of a journal that is an idem.ClaimBeginner, claims as
+//   - ClaimBegin, of a journal that is an journal.ClaimBeginner, claims as
 //     Claim does and begins only a new operation;
 //   - what was recorded survives reopening the journal (J8, F2);
 //   - every outcome is kept, or, for a journal that keeps only its latest
@@ -36,7 +36,7 @@
 //			t.Cleanup(func() { j.Close() })
 //			return journaltest.Backend{
 //				Journal: j,
-//				Reopen: func(t *testing.T) idem.Journal {
+//				Reopen: func(t *testing.T) journal.Journal {
 //					j.Close()
 //					j = myjournal.Open(db, keyTTL)
 //					return j
@@ -47,9 +47,9 @@
 //
 // The journal must be safe for concurrent use, return KeyTTL as it was
 // given, keep times to the nanosecond and read them back in UTC, and read
-// an empty header or body back as nil (see idem.Operation). A journal
+// an empty header or body back as nil (see journal.Operation). A journal
 // that keeps nothing, such as one in memory, leaves Backend.Reopen nil.
 // The check that reopens is then skipped, and so is the check of
-// ClaimBegin for a journal that is not an idem.ClaimBeginner: each skip
+// ClaimBegin for a journal that is not an journal.ClaimBeginner: each skip
 // says why.
 package journaltest

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -58,11 +59,11 @@ func TestALeaseIsRenewedWhileTheAttemptRuns(t *testing.T) {
 		t.Fatalf("a Do whose attempt outlived LeaseTTL: %v", err)
 	}
 	resp.Body.Close()
-	var held *idem.HeldError
+	var held *journal.HeldError
 	if err := <-heldByA; !errors.As(err, &held) || held.Holder != "a" {
 		t.Fatalf("another machine's claim during the renewed attempt: %v, want a *HeldError naming a", err)
 	}
-	if got, _, _ := b.Lookup(context.Background(), "charge"); got.State != idem.StateDone {
+	if got, _, _ := b.Lookup(context.Background(), "charge"); got.State != journal.StateDone {
 		t.Fatalf("state %s, want done", got.State)
 	}
 }
@@ -87,7 +88,7 @@ func TestTheDatabasesClockIsReadAtEveryClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Begin(ctx, idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+	if err := c.Begin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	c.Release()
@@ -117,7 +118,7 @@ func TestADatabaseThatStopsAnsweringFailsDoBeforeSending(t *testing.T) {
 	p.Freeze(true)
 	_, err := client(t, j).Do("charge", srv.post(t, context.Background()))
 	p.Freeze(false)
-	if !errors.Is(err, idem.ErrJournalUnavailable) {
+	if !errors.Is(err, journal.ErrUnavailable) {
 		t.Fatalf("Do with the database not answering: %v, want ErrJournalUnavailable", err)
 	}
 	if n, _ := srv.requests(); n != 0 {
@@ -146,7 +147,7 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	pending := idem.Operation{ID: "pending-in-a", Key: "a-key", Method: "POST", URL: srv.URL + "/charges", State: idem.StatePending}
+	pending := journal.Operation{ID: "pending-in-a", Key: "a-key", Method: "POST", URL: srv.URL + "/charges", State: journal.StatePending}
 	if err := ca.Begin(ctx, pending); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 		t.Fatalf("%d requests under %d keys, want 3 under 3: each namespace mints its own", n, len(keys))
 	}
 	got, ok, err := a.Lookup(ctx, "pending-in-a")
-	if err != nil || !ok || got.State != idem.StatePending || got.Key != "a-key" {
+	if err != nil || !ok || got.State != journal.StatePending || got.Key != "a-key" {
 		t.Fatalf("namespace a's pending operation is now %+v (%v, %v), want it pending under a-key", got, ok, err)
 	}
 }
@@ -230,7 +231,7 @@ func TestALateRenewalAnswerMovesTheLeaseFromWhenItWasSent(t *testing.T) {
 	tr.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ca, err := a.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	ca, err := a.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-a", State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestAFailedRenewalIsTriedAgainAndMovesNothing(t *testing.T) {
 			tr.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			c, err := j.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+			c, err := j.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-a", State: journal.StatePending})
 			if err != nil {
 				t.Fatal(err)
 			}

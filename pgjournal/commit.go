@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -137,7 +137,7 @@ var releaseStatement = shared(`UPDATE idem_operations AS o SET lease_owner = NUL
 type (
 	intentIn struct {
 		id   string
-		op   idem.Operation
+		op   journal.Operation
 		life *life // the Journal's life the lease is taken under (F11)
 	}
 	intentOut struct {
@@ -153,7 +153,7 @@ type (
 type outcomeIn struct {
 	id     string
 	fence  int64
-	op     idem.Operation
+	op     journal.Operation
 	header []byte
 	flags  int16
 }

@@ -19,7 +19,7 @@
 //     from the recorded outcome.
 //   - F3: one sender at a time. A machine sends an operation only while it
 //     holds its lease (claim.go); another machine's Do of it waits, within
-//     its context, and returns a *idem.HeldError naming the holder if the
+//     its context, and returns a *journal.HeldError naming the holder if the
 //     context ends first. A dead holder's lease lapses after
 //     Options.LeaseTTL, or sooner by F11, and the operation resumes
 //     elsewhere.
@@ -27,7 +27,7 @@
 //   - F5: every write carries the lease's fencing token: a machine whose
 //     lease was taken over cannot overwrite the next holder's outcome.
 //   - F6: when the database cannot be reached, Do fails before sending with
-//     an error matching idem.ErrJournalUnavailable, and works again once the
+//     an error matching journal.ErrUnavailable, and works again once the
 //     database answers.
 //   - F7: a batch (idem.Client.RunBatch) run on many machines shares the
 //     work: it claims with TryClaim, which does not wait, sets aside what

@@ -17,8 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -86,11 +86,11 @@ type Options struct {
 
 	// KeyTTL is how long a key lives on the server (Journal.KeyTTL):
 	// pending operations older than it are expired, judged by the
-	// database's clock (F4). Default idem.DefaultKeyTTL (24h).
+	// database's clock (F4). Default 24 hours.
 	KeyTTL time.Duration
 
 	// Timeout bounds each statement the Journal sends, so that a database
-	// that stopped answering fails a Do with idem.ErrJournalUnavailable
+	// that stopped answering fails a Do with journal.ErrUnavailable
 	// (F6) instead of hanging it. Default DefaultTimeout (5s).
 	Timeout time.Duration
 
@@ -117,7 +117,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Journal is an idem.Journal kept in a PostgreSQL database, shared by every
+// Journal is an journal.Journal kept in a PostgreSQL database, shared by every
 // machine that opens the same database and namespace. It is safe for
 // concurrent use.
 type Journal struct {
@@ -153,7 +153,7 @@ type Journal struct {
 	kept   map[string]int64    // leases a failed release left in the database: ID to fence (F8)
 }
 
-var _ idem.Journal = (*Journal)(nil)
+var _ journal.Journal = (*Journal)(nil)
 
 // Open connects to the database at dsn (a postgres:// URL or a key=value
 // connection string, as pgx reads it), creates or upgrades the journal's
@@ -177,7 +177,7 @@ var _ idem.Journal = (*Journal)(nil)
 // A DSN may list several hosts (host=a,b or postgres://a,b/db) for a
 // failover to a promoted standby; with target_session_attrs=read-write a
 // new connection skips a server that is in recovery. A statement refused
-// by a read-only server (25006) matches idem.ErrJournalUnavailable, as a
+// by a read-only server (25006) matches journal.ErrUnavailable, as a
 // server that cannot be reached does.
 //
 // Before it writes anything, Open checks that a failover cannot lose what
@@ -228,20 +228,20 @@ func Open(ctx context.Context, dsn string, opt Options) (*Journal, error) {
 func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error) {
 	switch {
 	case opt.LeaseTTL < 0 || opt.KeyTTL < 0 || opt.Timeout < 0 || opt.Liveness < 0:
-		return nil, fmt.Errorf("%w: pgjournal.Options has a negative duration", idem.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: pgjournal.Options has a negative duration", ErrInvalidOptions)
 	case opt.LeaseTTL > 0 && opt.LeaseTTL < 30*time.Millisecond:
-		return nil, fmt.Errorf("%w: pgjournal.Options.LeaseTTL %s is too short to renew", idem.ErrInvalidConfig, opt.LeaseTTL)
+		return nil, fmt.Errorf("%w: pgjournal.Options.LeaseTTL %s is too short to renew", ErrInvalidOptions, opt.LeaseTTL)
 	case opt.Liveness > 0 && opt.Liveness < 30*time.Millisecond:
-		return nil, fmt.Errorf("%w: pgjournal.Options.Liveness %s is too short to renew", idem.ErrInvalidConfig, opt.Liveness)
+		return nil, fmt.Errorf("%w: pgjournal.Options.Liveness %s is too short to renew", ErrInvalidOptions, opt.Liveness)
 	case !isText(opt.Namespace):
 		return nil, fmt.Errorf("%w: pgjournal.Options.Namespace %s is not PostgreSQL text (UTF-8 without NUL)",
-			idem.ErrInvalidConfig, journalkit.QuoteID(opt.Namespace))
+			ErrInvalidOptions, journalkit.QuoteID(opt.Namespace))
 	case len(opt.Namespace) > MaxNamespaceLen:
 		return nil, fmt.Errorf("%w: pgjournal.Options.Namespace is %d bytes, over %d",
-			idem.ErrInvalidConfig, len(opt.Namespace), MaxNamespaceLen)
+			ErrInvalidOptions, len(opt.Namespace), MaxNamespaceLen)
 	case !isText(opt.Owner):
 		return nil, fmt.Errorf("%w: pgjournal.Options.Owner %s is not PostgreSQL text (UTF-8 without NUL)",
-			idem.ErrInvalidConfig, journalkit.QuoteID(opt.Owner))
+			ErrInvalidOptions, journalkit.QuoteID(opt.Owner))
 	}
 	if opt.Namespace == "" {
 		opt.Namespace = DefaultNamespace
@@ -256,7 +256,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 		opt.Liveness = DefaultLiveness
 	}
 	if opt.KeyTTL == 0 {
-		opt.KeyTTL = idem.DefaultKeyTTL
+		opt.KeyTTL = journalkit.DefaultKeyTTL
 	}
 	if opt.Timeout == 0 {
 		opt.Timeout = DefaultTimeout
@@ -311,17 +311,17 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 // NUL bytes.
 func isText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
-// checkID returns an error matching idem.ErrInvalidOperation if id cannot
+// checkID returns an error matching journal.ErrInvalidOperation if id cannot
 // be an operation ID here. It does not repeat the ID: the caller's error
 // names it.
 func checkID(id string) error {
 	switch {
 	case id == "":
-		return fmt.Errorf("%w: empty operation ID", idem.ErrInvalidOperation)
+		return fmt.Errorf("%w: empty operation ID", journal.ErrInvalidOperation)
 	case !isText(id):
-		return fmt.Errorf("%w: an operation ID in PostgreSQL is text: UTF-8, without NUL", idem.ErrInvalidOperation)
+		return fmt.Errorf("%w: an operation ID in PostgreSQL is text: UTF-8, without NUL", journal.ErrInvalidOperation)
 	case len(id) > MaxIDLen:
-		return fmt.Errorf("%w: an operation ID of %d bytes, over pgjournal's %d (MaxIDLen)", idem.ErrInvalidOperation, len(id), MaxIDLen)
+		return fmt.Errorf("%w: an operation ID of %d bytes, over pgjournal's %d (MaxIDLen)", journal.ErrInvalidOperation, len(id), MaxIDLen)
 	}
 	return nil
 }
@@ -389,7 +389,7 @@ func (j *Journal) unhold(c *claim) {
 	j.mu.Unlock()
 }
 
-// usable returns idem.ErrClosed after Close.
+// usable returns journal.ErrClosed after Close.
 func (j *Journal) usable() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -399,7 +399,7 @@ func (j *Journal) usable() error {
 // usableLocked is usable with j.mu held.
 func (j *Journal) usableLocked() error {
 	if j.closed {
-		return fmt.Errorf("pgjournal: %w", idem.ErrClosed)
+		return fmt.Errorf("pgjournal: %w", journal.ErrClosed)
 	}
 	return nil
 }
@@ -479,11 +479,11 @@ func (j *Journal) KeyTTL() time.Duration { return j.opt.KeyTTL }
 func (j *Journal) Now() time.Time { return j.clock.now() }
 
 // Lookup returns the operation with the given ID.
-func (j *Journal) Lookup(ctx context.Context, id string) (idem.Operation, bool, error) {
+func (j *Journal) Lookup(ctx context.Context, id string) (journal.Operation, bool, error) {
 	if err := j.usable(); err != nil {
-		return idem.Operation{}, false, err
+		return journal.Operation{}, false, err
 	}
-	var op idem.Operation
+	var op journal.Operation
 	err := j.statement(ctx, func(ctx context.Context) error {
 		rows, err := j.pool.Query(ctx, `SELECT `+operationColumns+` FROM idem_operations
 			WHERE namespace = $1 AND op_id = $2`, j.opt.Namespace, id)
@@ -495,29 +495,29 @@ func (j *Journal) Lookup(ctx context.Context, id string) (idem.Operation, bool, 
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return idem.Operation{}, false, nil
+		return journal.Operation{}, false, nil
 	case err != nil:
-		return idem.Operation{}, false, fmt.Errorf("pgjournal: looking up %s: %w", journalkit.QuoteID(id), err)
+		return journal.Operation{}, false, fmt.Errorf("pgjournal: looking up %s: %w", journalkit.QuoteID(id), err)
 	}
 	return op, true, nil
 }
 
 // List returns the operations the listing selects, ordered by Created then
 // ID; pending and expired are judged by the database's clock (F4).
-func (j *Journal) List(ctx context.Context, which idem.Listing) ([]idem.Operation, error) {
+func (j *Journal) List(ctx context.Context, which journal.Listing) ([]journal.Operation, error) {
 	if err := j.usable(); err != nil {
 		return nil, err
 	}
 	cutoff := j.Now().Add(-j.opt.KeyTTL).UnixNano() // created at or before it: expired
 	var where string
 	switch which {
-	case idem.ListAll:
+	case journal.ListAll:
 		where = `true`
-	case idem.ListPending:
+	case journal.ListPending:
 		where = `state = 1 AND created_ns > $2`
-	case idem.ListExpired:
+	case journal.ListExpired:
 		where = `state = 1 AND created_ns <= $2`
-	case idem.ListCompleted:
+	case journal.ListCompleted:
 		where = `state > 1`
 	default:
 		return nil, fmt.Errorf("pgjournal: listing: unknown %v", which)
@@ -526,7 +526,7 @@ func (j *Journal) List(ctx context.Context, which idem.Listing) ([]idem.Operatio
 	if strings.Contains(where, "$2") {
 		args = append(args, cutoff)
 	}
-	var ops []idem.Operation
+	var ops []journal.Operation
 	err := j.statement(ctx, func(ctx context.Context) error {
 		rows, err := j.pool.Query(ctx, `SELECT `+operationColumns+` FROM idem_operations WHERE namespace = $1 AND `+where, args...)
 		if err != nil {
@@ -540,7 +540,7 @@ func (j *Journal) List(ctx context.Context, which idem.Listing) ([]idem.Operatio
 	}
 	// Sorted here, not by ORDER BY: the database would order IDs by its
 	// collation, and every journal orders them by their bytes.
-	slices.SortFunc(ops, func(a, b idem.Operation) int {
+	slices.SortFunc(ops, func(a, b journal.Operation) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
@@ -570,16 +570,16 @@ func (r *opRow) dest() []any {
 }
 
 // operation returns the row as an Operation.
-func (r *opRow) operation() (idem.Operation, error) {
-	var op idem.Operation
+func (r *opRow) operation() (journal.Operation, error) {
+	var op journal.Operation
 	if len(r.fp) != len(op.Fingerprint) {
 		return op, fmt.Errorf("pgjournal: operation %s: row has a %d-byte fingerprint", journalkit.QuoteID(r.opID), len(r.fp))
 	}
 	op.ID, op.Key, op.Method, op.URL = r.opID, r.key, r.method, r.url
 	copy(op.Fingerprint[:], r.fp)
 	op.Created = time.Unix(0, r.created).UTC()
-	op.State = idem.State(r.state)
-	if op.State == idem.StateDone || op.State == idem.StateRejected {
+	op.State = journal.State(r.state)
+	if op.State == journal.StateDone || op.State == journal.StateRejected {
 		op.Completed = time.Unix(0, r.completed).UTC()
 		op.Status = int(r.status)
 		if len(r.header) > 0 {
@@ -599,10 +599,10 @@ func (r *opRow) operation() (idem.Operation, error) {
 }
 
 // scanOperation reads a row of operationColumns.
-func scanOperation(row pgx.CollectableRow) (idem.Operation, error) {
+func scanOperation(row pgx.CollectableRow) (journal.Operation, error) {
 	var r opRow
 	if err := row.Scan(r.dest()...); err != nil {
-		return idem.Operation{}, err
+		return journal.Operation{}, err
 	}
 	return r.operation()
 }

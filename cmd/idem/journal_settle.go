@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 func runJournalSettle(ctx context.Context, e env, args []string) int {
@@ -57,8 +58,8 @@ an unknown ID and an operation already done or rejected (exit code 1).
 	chosen := 0
 	for _, o := range []struct {
 		value string
-		state idem.State
-	}{{*done, idem.StateDone}, {*rejected, idem.StateRejected}} {
+		state journal.State
+	}{{*done, journal.StateDone}, {*rejected, journal.StateRejected}} {
 		if o.value == "" {
 			continue
 		}
@@ -92,14 +93,14 @@ an unknown ID and an operation already done or rejected (exit code 1).
 	defer j.Close()
 	err = idem.Settle(ctx, j, id, s)
 	switch {
-	case errors.Is(err, idem.ErrNoSuchOperation):
+	case errors.Is(err, journal.ErrNoSuchOperation):
 		fmt.Fprintf(e.stderr, "%s: no operation %s in %s\n", cmd, cell(id), displayLocation(path))
 		return exitFailure
-	case errors.Is(err, idem.ErrAlreadyCompleted):
+	case errors.Is(err, journal.ErrAlreadyCompleted):
 		fmt.Fprintf(e.stderr, "%s: operation %s in %s is already completed; nothing changed (to drop it anyway: --forget --i-understand-a-new-key --completed)\n",
 			cmd, cell(id), displayLocation(path))
 		return exitFailure
-	case errors.Is(err, idem.ErrInvalidOperation):
+	case errors.Is(err, journal.ErrInvalidOperation):
 		return usageError(e, cmd, "%v", err)
 	case err != nil:
 		return reportJournalError(e, cmd, path, err)

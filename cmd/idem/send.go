@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 var sendCommand = command{
@@ -230,8 +231,8 @@ func newTransport() *http.Transport {
 }
 
 // writeDone writes the response of a done operation to stdout.
-func writeDone(e env, cmd string, o sendOptions, j idem.Journal, resp *http.Response) int {
-	var recorded idem.Operation
+func writeDone(e env, cmd string, o sendOptions, j journal.Journal, resp *http.Response) int {
+	var recorded journal.Operation
 	if idem.Recorded(resp) && j != nil {
 		when := ""
 		if op, ok, _ := j.Lookup(context.Background(), o.op); ok {

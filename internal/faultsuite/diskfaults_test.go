@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -153,7 +154,7 @@ func TestDiskShortWriteLeavesATornTail(t *testing.T) {
 	if st := r.j.Stats(); st.Truncated == 0 {
 		t.Errorf("the journal opened without truncating the half record: %+v", st)
 	}
-	if op, ok := lookup(r.j, OperationID(0)); !ok || op.State != idem.StateDone {
+	if op, ok := lookup(r.j, OperationID(0)); !ok || op.State != journal.StateDone {
 		t.Errorf("operation 0 is %v (found %v) after the torn tail was cut, want done", op.State, ok)
 	}
 	if err := r.do(1); err != nil {
@@ -175,7 +176,7 @@ func TestDiskShortWriteLeavesATornTail(t *testing.T) {
 		t.Errorf("the journal cut %d bytes when reopened after appends that followed the cut", st.Truncated)
 	}
 	for i, key := range keys {
-		if op, ok := lookup(r.j, OperationID(i)); !ok || op.State != idem.StateDone || op.Key != key {
+		if op, ok := lookup(r.j, OperationID(i)); !ok || op.State != journal.StateDone || op.Key != key {
 			t.Errorf("reopened, operation %d is %v with key %q (found %v), want done with key %q", i, op.State, op.Key, ok, key)
 		}
 	}
@@ -283,7 +284,7 @@ func TestDiskCompactionFailureLeavesTheJournalUsable(t *testing.T) {
 	}
 	r.open(nil)
 	for i := range 4 {
-		if op, ok := lookup(r.j, OperationID(i)); !ok || op.State != idem.StateDone {
+		if op, ok := lookup(r.j, OperationID(i)); !ok || op.State != journal.StateDone {
 			t.Errorf("after reopening, operation %d is %v (found %v), want done", i, op.State, ok)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver"
 	"github.com/idemkit/idem/testserver/chaos"
 )
@@ -81,7 +82,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 		t.Fatalf("first Do = %v, want unknown (the answer was dropped)", err)
 	}
 	op, ok := lookup(j, id)
-	if !ok || op.State != idem.StatePending {
+	if !ok || op.State != journal.StatePending {
 		t.Fatalf("journal: %s is %v (found %v), want pending", id, op.State, ok)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -221,11 +222,11 @@ func TestExpiryEndToEnd(t *testing.T) {
 // key, as expired, and not as pending.
 func requireExpired(t *testing.T, j *filejournal.Journal, id, key string) {
 	t.Helper()
-	exp := list(j, idem.ListExpired)
+	exp := list(j, journal.ListExpired)
 	if len(exp) != 1 || exp[0].ID != id || exp[0].Key != key {
 		t.Errorf("Expired() = %+v, want %s with key %s", exp, id, key)
 	}
-	if p := list(j, idem.ListPending); len(p) != 0 {
+	if p := list(j, journal.ListPending); len(p) != 0 {
 		t.Errorf("Pending() = %+v, want none", p)
 	}
 }
