@@ -108,15 +108,6 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 	return summary, err
 }
 
-// RunBatchSeq is RunBatch for a batch too large to hold in memory: ops is
-// read only as fast as workers take them. Since the batch is never seen
-// whole, pending operations are not moved first, an invalid operation is a
-// failed result (ErrInvalidRequest), a repeated ID runs again, and Skipped
-// counts only operations read but not run.
-func (c *Client) RunBatchSeq(ctx context.Context, ops iter.Seq[BatchOp], opts BatchOptions) (BatchSummary, error) {
-	return c.runBatch(ctx, ops, opts)
-}
-
 // runBatch runs the operations ops yields, opts.Concurrency at a time,
 // in two passes (F7). The first takes every operation it can claim at once
 // and sets aside those another Do holds; the second runs the ones set

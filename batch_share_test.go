@@ -19,10 +19,9 @@ import (
 // first (with one worker, a batch that waited for it would never reach
 // them), and it comes back at the end, waited for within the context;
 // that Do completed it meanwhile, so it is counted as done and Recorded.
-// RunBatch and RunBatchSeq alike.
 func TestABatchTakesOtherWorkFirst(t *testing.T) {
-	for _, seq := range []bool{false, true} {
-		t.Run(fmt.Sprint("seq=", seq), func(t *testing.T) {
+	{
+		t.Run("RunBatch", func(t *testing.T) {
 			b := newBatchServer(t)
 			j := openJournal(t, filepath.Join(t.TempDir(), "batch.journal"))
 			c := newClient(t, fast(idem.Config{Journal: j}))
@@ -59,11 +58,7 @@ func TestABatchTakesOtherWorkFirst(t *testing.T) {
 			}
 			opts := idem.BatchOptions{Concurrency: 1, Progress: progress}
 			var sum idem.BatchSummary
-			if seq {
-				sum, err = c.RunBatchSeq(ctx, slices.Values(b.ops(ids(5)...)), opts)
-			} else {
-				sum, err = c.RunBatch(ctx, b.ops(ids(5)...), opts)
-			}
+			sum, err = c.RunBatch(ctx, b.ops(ids(5)...), opts)
 			if err != nil || sum != (idem.BatchSummary{Done: 5, Recorded: 1}) {
 				t.Fatalf("summary %+v, %v; want 5 done, 1 of them recorded", sum, err)
 			}

@@ -61,13 +61,10 @@ type Config struct {
 
 	// RetryBudget bounds retries across the Client's operations (on by default).
 	RetryBudget RetryBudget
-	// Dialect is how the API speaks idempotency.
+	// Dialect is how the API speaks idempotency: the zero Dialect sends
+	// the key in Idempotency-Key, as the IETF draft does. Set its
+	// KeyHeader for another header.
 	Dialect Dialect
-	// KeyHeader, when set, carries the key in place of Dialect.KeyHeader.
-	// Default "Idempotency-Key" unless the dialect names a header or field.
-	KeyHeader string
-	// QuotedKey sends the key quoted, as Dialect.QuotedKey does.
-	QuotedKey bool
 
 	// MaxBufferedBody bounds a request body without GetBody, held in
 	// memory to be replayed (ErrBodyTooLarge).
@@ -104,10 +101,6 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	// Now is the clock for key ages and backoff. Default: the Journal's
-	// Now, or time.Now without a journal.
-	Now func() time.Time
-
 	// BaseURLMoves lets journaled operations resume under their keys after
 	// their API moved: old URL prefix -> new prefix. Default nil.
 	BaseURLMoves map[string]string
@@ -121,7 +114,6 @@ const (
 	DefaultInitialWait     = 250 * time.Millisecond
 	DefaultMaxWait         = 30 * time.Second
 	DefaultJitter          = 0.5
-	DefaultKeyHeader       = "Idempotency-Key"
 	DefaultMaxBufferedBody = 1 << 20
 	DefaultMaxRecordedBody = 64 << 10
 
@@ -170,41 +162,59 @@ type Client struct {
 }
 
 // New returns a Client for cfg, with defaults filled in.
-func New(cfg Config) (*Client, error) {
+func New(cfg Config) (*Client, error) { return newClient(cfg, nil) }
+
+// newClient is New with a clock for a Client without a journal (nil:
+// time.Now); a Client with a journal uses the journal's.
+func newClient(cfg Config, now func() time.Time) (*Client, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	d := cfg.Dialect.resolved()
+	cfg.setDefaults(d)
+	switch {
+	case cfg.Journal != nil:
+		now = cfg.Journal.Now
+	case now == nil:
+		now = time.Now
+	}
+	c := &Client{cfg: cfg, dialect: d, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget),
+		secrets: newSecrets(cfg), log: cfg.Logger, now: now}
+	if c.journal == nil {
+		c.journal = newMemoryJournalFor(cfg.KeyTTL, now, cfg.MaxOperations) // journal_memory.go
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	c.hc, c.callerRedirect = attemptClient(cfg.HTTPClient)
+	return c, nil
+}
+
+// check returns an error matching ErrInvalidConfig if New cannot use cfg.
+func (cfg *Config) check() error {
 	if cfg.MaxAttempts < 0 || cfg.AttemptTimeout < 0 || cfg.MaxElapsed < 0 || cfg.InitialWait < 0 ||
 		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxOperations < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.MaxRecordedHeader < 0 ||
 		!(cfg.Jitter <= 1) || math.IsInf(cfg.Jitter, -1) {
-		return nil, fmt.Errorf("idem: %w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
-	}
-	if cfg.KeyHeader != "" && !validHeaderName(cfg.KeyHeader) {
-		return nil, fmt.Errorf("idem: %w: KeyHeader %q is not a header name", ErrInvalidConfig, cfg.KeyHeader)
+		return fmt.Errorf("idem: %w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
 	}
 	if err := cfg.Dialect.check(); err != nil {
-		return nil, fmt.Errorf("%w: dialect %q: %w", ErrInvalidConfig, cfg.Dialect.Name, err)
+		return fmt.Errorf("idem: %w: dialect %q: %w", ErrInvalidConfig, cfg.Dialect.Name, err)
 	}
-	d := cfg.Dialect
-	d.Signals = slices.Clone(d.Signals)
-	switch {
-	case d.KeyField != "" && cfg.KeyHeader != "":
-		return nil, fmt.Errorf("%w: dialect %q puts the key in the body field %q, and KeyHeader names a header", ErrInvalidConfig, d.Name, d.KeyField)
-	case d.KeyField == "" && cfg.KeyHeader == "":
-		cfg.KeyHeader = d.KeyHeader
-	}
-	cfg.QuotedKey = cfg.QuotedKey || d.QuotedKey
 	if v := reflect.ValueOf(cfg.Journal); v.Kind() == reflect.Pointer && v.IsNil() {
-		return nil, fmt.Errorf("idem: %w: Journal is a nil %T", ErrInvalidConfig, cfg.Journal)
+		return fmt.Errorf("idem: %w: Journal is a nil %T", ErrInvalidConfig, cfg.Journal)
 	}
+	return nil
+}
+
+// setDefaults fills in cfg's zero fields, for a Client of dialect d.
+func (cfg *Config) setDefaults(d Dialect) {
 	setDefault(&cfg.AttemptTimeout, DefaultAttemptTimeout)
 	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&cfg.MaxElapsed, DefaultMaxElapsed)
 	setDefault(&cfg.InitialWait, DefaultInitialWait)
 	setDefault(&cfg.MaxWait, DefaultMaxWait)
 	setDefault(&cfg.MaxOperations, defaultMaxOperations)
-	cfg.KeyTTL = keyTTL(cfg, d)
-	if d.KeyField == "" {
-		setDefault(&cfg.KeyHeader, DefaultKeyHeader)
-	}
-	cfg.KeyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
+	cfg.KeyTTL = keyTTL(*cfg, d)
 	setDefault(&cfg.MaxBufferedBody, DefaultMaxBufferedBody)
 	setDefault(&cfg.MaxRecordedBody, DefaultMaxRecordedBody)
 	setDefault(&cfg.MaxRecordedHeader, DefaultMaxRecordedHeader)
@@ -214,20 +224,26 @@ func New(cfg Config) (*Client, error) {
 	case cfg.Jitter < 0:
 		cfg.Jitter = 0
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-		if cfg.Journal != nil {
-			cfg.Now = cfg.Journal.Now
-		}
+}
+
+// resolved returns d as a Client sends it: its signals copied, and its
+// key header, unless the key goes in a body field, named in canonical
+// form (Idempotency-Key by default).
+func (d Dialect) resolved() Dialect {
+	d.Signals = slices.Clone(d.Signals)
+	if d.KeyField == "" {
+		setDefault(&d.KeyHeader, defaultKeyHeader)
+		d.KeyHeader = http.CanonicalHeaderKey(d.KeyHeader)
 	}
-	c := &Client{cfg: cfg, dialect: d, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), secrets: newSecrets(cfg), log: cfg.Logger, now: cfg.Now}
-	if c.journal == nil {
-		c.journal = newMemoryJournalFor(cfg.KeyTTL, cfg.Now, cfg.MaxOperations) // journal_memory.go
-	}
-	if c.log == nil {
-		c.log = slog.Default()
-	}
-	hc := cfg.HTTPClient
+	return d
+}
+
+// defaultKeyHeader carries the key when the dialect names no header.
+const defaultKeyHeader = "Idempotency-Key"
+
+// attemptClient returns the client that sends attempts, made from hc (nil:
+// go-cleanhttp's pooled client), and hc's own CheckRedirect.
+func attemptClient(hc *http.Client) (*http.Client, func(*http.Request, []*http.Request) error) {
 	if hc == nil {
 		hc = cleanhttp.DefaultPooledClient()
 	}
@@ -242,9 +258,7 @@ func New(cfg Config) (*Client, error) {
 	// transport itself.
 	attempt.Transport = attemptDeadline{keepIdle{attempt.Transport}}
 	attempt.CheckRedirect = followRedirect(hc.CheckRedirect)
-	c.callerRedirect = hc.CheckRedirect
-	c.hc = &attempt
-	return c, nil
+	return &attempt, hc.CheckRedirect
 }
 
 // keepIdle hides its transport's CloseIdleConnections.
@@ -559,14 +573,14 @@ func (c *Client) send(ctx context.Context, claim journal.Claim, op journal.Opera
 		// A key the caller set itself, under a name Set does not replace
 		// (the map written directly, not in canonical form), would go out
 		// beside the journaled one (C1).
-		if name != c.cfg.KeyHeader && strings.EqualFold(name, c.cfg.KeyHeader) {
+		if name != c.dialect.KeyHeader && strings.EqualFold(name, c.dialect.KeyHeader) {
 			continue
 		}
 		out.Header[name] = values
 	}
-	if c.cfg.KeyHeader != "" { // canonical (New): what Header.Set would write
+	if c.dialect.KeyHeader != "" { // canonical (New): what Header.Set would write
 		a.keyHeader[0] = c.keyValue(op.Key)
-		out.Header[c.cfg.KeyHeader] = a.keyHeader[:]
+		out.Header[c.dialect.KeyHeader] = a.keyHeader[:]
 	}
 	a.content, length = body.rewind, body.length
 	if field := c.dialect.KeyField; field != "" { // the key in the body (D1), on every attempt
@@ -598,9 +612,9 @@ func (c *Client) send(ctx context.Context, claim journal.Claim, op journal.Opera
 
 	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
 	state := journal.StateDone
-	resp.Header.Del(AppliedHeader) // only idem says so
+	resp.Header.Del(journal.HeaderAlreadyApplied) // only idem says so
 	if a.answer == AnswerApplied {
-		resp.Header.Set(AppliedHeader, "true")
+		resp.Header.Set(journal.HeaderAlreadyApplied, "true")
 	}
 	if a.answer == AnswerRefused || a.answer != AnswerApplied && rejects(resp.StatusCode) {
 		res.outcome, state = OutcomeRejected, journal.StateRejected
@@ -610,7 +624,7 @@ func (c *Client) send(ctx context.Context, claim journal.Claim, op journal.Opera
 		op.State, op.Completed = state, c.now()
 		// Complete encodes the header: no copy is needed.
 		op.Status = resp.StatusCode
-		op.Header, op.HeaderTruncated = recordableHeader(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)
+		op.Header, op.HeaderTruncated = redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)
 		if a.fits {
 			op.Body = a.final
 		} else {
@@ -665,7 +679,7 @@ func (c *Client) keyUsable(created, at time.Time) bool {
 
 // keyValue formats a key for the key header.
 func (c *Client) keyValue(key string) string {
-	if c.cfg.QuotedKey {
+	if c.dialect.QuotedKey {
 		return strconv.Quote(key)
 	}
 	return key

@@ -79,7 +79,7 @@ func BenchmarkClientOverhead(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			req := newStubRequest(b)
-			req.Header.Set(DefaultKeyHeader, uuid.NewString())
+			req.Header.Set(defaultKeyHeader, uuid.NewString())
 			if err := readAnswer(hc.Do(req)); err != nil {
 				b.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func BenchmarkClientOverhead(b *testing.B) {
 				b.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set(DefaultKeyHeader, uuid.NewString())
+			req.Header.Set(defaultKeyHeader, uuid.NewString())
 			if err := readAnswer(rc.Do(req)); err != nil {
 				b.Fatal(err)
 			}
@@ -160,7 +160,7 @@ func BenchmarkClientLoopback(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			req := newRequest()
-			req.Header.Set(DefaultKeyHeader, uuid.NewString())
+			req.Header.Set(defaultKeyHeader, uuid.NewString())
 			if err := readAnswer(hc.Do(req)); err != nil {
 				b.Fatal(err)
 			}
@@ -275,7 +275,7 @@ func BenchmarkDoRules(b *testing.B) {
 			out := req.WithContext(ctx)
 			out.Header = make(http.Header, len(req.Header)+1)
 			maps.Copy(out.Header, req.Header)
-			out.Header[DefaultKeyHeader] = []string{"5f0c2a8e-3b1d-4e6f-9a7b-1c2d3e4f5a6b"}
+			out.Header[defaultKeyHeader] = []string{"5f0c2a8e-3b1d-4e6f-9a7b-1c2d3e4f5a6b"}
 			sinkRequest = out
 		}
 	})

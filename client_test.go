@@ -130,6 +130,17 @@ func newClient(t *testing.T, cfg idem.Config) *idem.Client {
 	return c
 }
 
+// newClientAt is newClient for a Client without a journal whose clock is
+// now.
+func newClientAt(t *testing.T, cfg idem.Config, now func() time.Time) *idem.Client {
+	t.Helper()
+	c, err := idem.NewWithClock(cfg, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func openJournal(t *testing.T, path string) *filejournal.Journal {
 	t.Helper()
 	j, err := filejournal.Open(path, filejournal.Options{})
@@ -314,7 +325,7 @@ func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	c := newClient(t, fast(idem.Config{Journal: j, KeyTTL: time.Hour, MaxAttempts: 1, Now: clock}))
+	c := newClient(t, fast(idem.Config{Journal: j, KeyTTL: time.Hour, MaxAttempts: 1}))
 	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrUnknown) {
 		t.Fatalf("err = %v, want ErrUnknown", err)
 	}
@@ -1015,7 +1026,7 @@ func TestKeyHeaderOptions(t *testing.T) {
 		got.Store(r.Header.Get("X-Request-Key") + "|" + r.Header.Get("Idempotency-Key"))
 	}))
 	defer srv.Close()
-	c := newClient(t, idem.Config{KeyHeader: "X-Request-Key", QuotedKey: true})
+	c := newClient(t, idem.Config{Dialect: idem.Dialect{KeyHeader: "X-Request-Key", QuotedKey: true}})
 	resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
 	if err != nil {
 		t.Fatal(err)
@@ -1261,7 +1272,7 @@ func TestKeyTTLCrossedWhileRetrying(t *testing.T) {
 		now.Advance(25 * time.Minute) // every attempt takes 25 minutes
 		w.WriteHeader(503)
 	})
-	c := newClient(t, fast(idem.Config{KeyTTL: time.Hour, MaxElapsed: 24 * time.Hour, Now: clock}))
+	c := newClientAt(t, fast(idem.Config{KeyTTL: time.Hour, MaxElapsed: 24 * time.Hour}), clock)
 	_, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	var oe *idem.OutcomeError
 	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, idem.ErrKeyExpired) || oe.Attempts != 3 || s.count() != 3 {
@@ -1345,8 +1356,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{AttemptTimeout: -time.Second},
 		{Jitter: math.NaN()},
 		{Jitter: 1.5},
-		{KeyHeader: "Bad Header"},
-		{KeyHeader: "X-Key\n"},
+		{Dialect: idem.Dialect{KeyHeader: "Bad Header"}},
+		{Dialect: idem.Dialect{KeyHeader: "X-Key\n"}},
 		{MaxRecordedBody: -1},
 		{Journal: (*filejournal.Journal)(nil)}, // a nil journal of any type, not a panic on its first call
 		{Journal: (*pgjournal.Journal)(nil)},
@@ -1468,7 +1479,7 @@ func TestKeyTTLFromJournal(t *testing.T) {
 	}
 	defer j.Close()
 	s := newScript(t, status(503, ""))
-	c := newClient(t, fast(idem.Config{Journal: j, MaxAttempts: 1, Now: clock}))
+	c := newClient(t, fast(idem.Config{Journal: j, MaxAttempts: 1}))
 	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	now.Advance(time.Minute)
 	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrKeyExpired) {
@@ -1487,7 +1498,7 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, fast(idem.Config{Journal: j, Now: clock}))
+	c := newClient(t, fast(idem.Config{Journal: j}))
 	resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	if err != nil {
 		t.Fatal(err)
@@ -1503,7 +1514,7 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	c = newClient(t, fast(idem.Config{Journal: j, Now: clock}))
+	c = newClient(t, fast(idem.Config{Journal: j}))
 	resp, err = c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	if err != nil {
 		t.Fatal(err)
@@ -1527,7 +1538,7 @@ func TestNoAttemptWithinAttemptTimeoutOfKeyTTL(t *testing.T) {
 	now := newTestClock()
 	clock := now.Now
 	s := newScript(t, status(503, ""))
-	c := newClient(t, fast(idem.Config{KeyTTL: time.Hour, AttemptTimeout: 10 * time.Second, MaxAttempts: 1, Now: clock}))
+	c := newClientAt(t, fast(idem.Config{KeyTTL: time.Hour, AttemptTimeout: 10 * time.Second, MaxAttempts: 1}), clock)
 	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	now.Advance(time.Hour - 10*time.Second - time.Nanosecond)
 	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
@@ -2110,9 +2121,9 @@ func TestAZeroConfigWaitsByTheDefaults(t *testing.T) {
 			defer cancel()
 			var seen []idem.Attempt
 			cfg := tc.cfg
-			cfg.Jitter, cfg.Now = -1, newTestClock().Now
+			cfg.Jitter = -1
 			cfg.OnAttempt = func(a idem.Attempt) { seen = append(seen, a); cancel() }
-			_, err := newClient(t, cfg).Do("op", post(t, ctx, s.srv.URL, "x"))
+			_, err := newClientAt(t, cfg, newTestClock().Now).Do("op", post(t, ctx, s.srv.URL, "x"))
 			if len(seen) != 1 || seen[0].Retry != tc.retry || seen[0].Wait != tc.wait {
 				t.Fatalf("Do = %v, attempts %+v; want one, retry %v after %v", err, seen, tc.retry, tc.wait)
 			}

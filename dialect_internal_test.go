@@ -18,7 +18,7 @@ import (
 func TestDialectFingerprintIsTheCallersBody(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 	defer srv.Close()
-	c, err := New(Config{Dialect: Square})
+	c, err := New(Config{Dialect: Square()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,7 +132,7 @@ func TestRoundTripperErrorsAreNotRetryable(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, err := idem.New(idem.Config{HTTPClient: srv.Client(), MaxAttempts: 2, InitialWait: time.Millisecond, MaxWait: time.Millisecond,
-		Dialect: idem.AWSCloudControl})
+		Dialect: idem.AWSCloudControl()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 package idem
 
 import (
+	"net/url"
 	"time"
 
+	"github.com/idemkit/idem/internal/redact"
 	"github.com/idemkit/idem/journal"
 )
 
@@ -43,3 +45,20 @@ func ZeroConfigBound(n int) int64 {
 	n = min(n, defaultMaxOperations)
 	return memoryOutcomeBudget + max(int64(n)*8*16/7, 8*digestSegmentMin)
 }
+
+// NewWithClock is New for a Client without a journal whose clock is now:
+// a Client with a journal reads its journal's.
+func NewWithClock(cfg Config, now func() time.Time) (*Client, error) { return newClient(cfg, now) }
+
+// RedactURL returns u as a Client whose Config.RedactedParams is
+// extraParams writes it.
+func RedactURL(u *url.URL, extraParams ...string) string {
+	return redact.New(nil, nil, extraParams).URL(u)
+}
+
+// DefaultRedactedParams and DefaultUnrecordedHeaders return copies of the
+// secrets rule's default names.
+var (
+	DefaultRedactedParams    = redact.DefaultRedactedParams
+	DefaultUnrecordedHeaders = redact.DefaultUnrecordedHeaders
+)

@@ -281,7 +281,7 @@ func TestForeignCallerSetsItsOwnKeyHeader(t *testing.T) {
 				defer srv.Close()
 				path := filepath.Join(t.TempDir(), "j")
 				send := func(j *filejournal.Journal, maxAttempts int) error {
-					c := newClient(t, fast(idem.Config{Journal: j, KeyHeader: tc.keyHeader, MaxAttempts: maxAttempts}))
+					c := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.Dialect{KeyHeader: tc.keyHeader}, MaxAttempts: maxAttempts}))
 					req := post(t, idem.WithOperation(context.Background(), "op"), srv.URL, "x")
 					tc.set(req.Header)
 					before := fmt.Sprint(req.Header)

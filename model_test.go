@@ -396,7 +396,7 @@ func (m *machine) open(t *rapid.T) {
 	c, err := idem.New(idem.Config{
 		Journal: j, HTTPClient: &http.Client{Transport: m.net},
 		MaxAttempts: 3, InitialWait: time.Microsecond, MaxWait: time.Microsecond,
-		AttemptTimeout: modelAttemptTimeout, KeyTTL: modelTTL, Now: m.w.clock.Now,
+		AttemptTimeout: modelAttemptTimeout, KeyTTL: modelTTL,
 	})
 	if err != nil {
 		t.Fatal(err)

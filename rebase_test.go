@@ -41,7 +41,7 @@ func movedJournal(t *testing.T, body string) *filejournal.Journal {
 
 func keyServer(t *testing.T, keys *[]string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		*keys = append(*keys, r.URL.Path+" "+r.Header.Get(idem.DefaultKeyHeader))
+		*keys = append(*keys, r.URL.Path+" "+r.Header.Get("Idempotency-Key"))
 		w.WriteHeader(201)
 	}))
 	t.Cleanup(srv.Close)

@@ -41,10 +41,10 @@ func TestRetryAfterAgainstTheBackoffsWait(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var seen []idem.Attempt
-			c := newClient(t, idem.Config{
-				InitialWait: tt.initial, MaxWait: tt.max, MaxElapsed: tt.within, Jitter: -1, Now: now.Now,
+			c := newClientAt(t, idem.Config{
+				InitialWait: tt.initial, MaxWait: tt.max, MaxElapsed: tt.within, Jitter: -1,
 				OnAttempt: func(a idem.Attempt) { seen = append(seen, a); cancel() },
-			})
+			}, now.Now)
 			_, err := c.Do("op", post(t, ctx, s.srv.URL, "x"))
 			if !errors.Is(err, context.Canceled) || len(seen) != 1 || !seen[0].Retry || seen[0].Wait != tt.want {
 				t.Fatalf("Do = %v, attempts %+v; want one retry after %v, then canceled", err, seen, tt.want)

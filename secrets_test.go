@@ -100,7 +100,7 @@ func TestNoSecretsAtRest(t *testing.T) {
 	body, _ := io.ReadAll(replay.Body)
 	replay.Body.Close()
 	if !idem.Recorded(replay) || replay.StatusCode != 201 || string(body) != `{"id":"ch_1"}` ||
-		replay.Header.Get("Set-Cookie") != "" || replay.Header.Get(idem.UnrecordedHeadersField) != "Set-Cookie" ||
+		replay.Header.Get("Set-Cookie") != "" || replay.Header.Get(journal.HeaderUnrecorded) != "Set-Cookie" ||
 		replay.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("replay: recorded %v, %d %q, header %v", idem.Recorded(replay), replay.StatusCode, body, replay.Header)
 	}
@@ -174,8 +174,8 @@ func TestRecordedHeadersAllowListAndExtraDenials(t *testing.T) {
 					t.Errorf("%s not recorded: %v", name, op.Header)
 				}
 			}
-			if got := op.Header.Get(idem.UnrecordedHeadersField); got != tc.withheld {
-				t.Errorf("%s = %q, want %q", idem.UnrecordedHeadersField, got, tc.withheld)
+			if got := op.Header.Get(journal.HeaderUnrecorded); got != tc.withheld {
+				t.Errorf("%s = %q, want %q", journal.HeaderUnrecorded, got, tc.withheld)
 			}
 			if op.URL != srv.URL+tc.url {
 				t.Errorf("URL %q, want %q", op.URL, srv.URL+tc.url)
@@ -207,7 +207,7 @@ func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	got, _ := lookup(j, "charge")
 	if got.URL != "https://api.example/charges?access_token=xxxxx&n=1" || got.Key != "k-1" || got.Fingerprint != old.Fingerprint ||
 		got.Status != 201 || string(got.Body) != `{"id":"ch_1"}` || got.Header.Get("Set-Cookie") != "" ||
-		got.Header.Get("Content-Type") != "application/json" || got.Header.Get(idem.UnrecordedHeadersField) != "Set-Cookie" {
+		got.Header.Get("Content-Type") != "application/json" || got.Header.Get(journal.HeaderUnrecorded) != "Set-Cookie" {
 		t.Fatalf("after compaction: %+v", got)
 	}
 	// A second compaction changes nothing more.
@@ -254,7 +254,7 @@ func TestCompactionKeepsTheNamesARecordGaveBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	op.State, op.Status, op.Body = journal.StateDone, 201, []byte(`{"id":"ch_1"}`)
-	op.Header = http.Header{idem.UnrecordedHeadersField: {"Set-Cookie"}, "Authentication-Info": {"nextnonce=n0nce-s3cret"},
+	op.Header = http.Header{journal.HeaderUnrecorded: {"Set-Cookie"}, "Authentication-Info": {"nextnonce=n0nce-s3cret"},
 		"Content-Type": {"application/json"}}
 	if err := journalhelp.Complete(j, op); err != nil {
 		t.Fatal(err)
@@ -262,10 +262,10 @@ func TestCompactionKeepsTheNamesARecordGaveBefore(t *testing.T) {
 	j = compactedAndReopened(t, j, path, "n0nce-s3cret")
 	defer j.Close()
 	got, _ := lookup(j, "charge")
-	if names := got.Header.Values(idem.UnrecordedHeadersField); len(names) != 1 || names[0] != "Authentication-Info, Set-Cookie" ||
+	if names := got.Header.Values(journal.HeaderUnrecorded); len(names) != 1 || names[0] != "Authentication-Info, Set-Cookie" ||
 		got.Header.Get("Content-Type") != "application/json" || len(got.Header) != 2 {
 		t.Fatalf("after compaction the header is %v; want Content-Type and %s: Authentication-Info, Set-Cookie",
-			got.Header, idem.UnrecordedHeadersField)
+			got.Header, journal.HeaderUnrecorded)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 type Settlement struct {
 	State  journal.State // Done or Rejected; zero with Forget
 	Status int           // the status code the server answered
-	Note   string        // recorded as SettledNoteHeader; optional
+	Note   string        // recorded with the outcome; optional
 
 	// Forget drops the operation instead of recording an outcome. The
 	// next Do of its ID mints a new key, and may apply it a second time.
@@ -25,18 +25,8 @@ type Settlement struct {
 	ForgetCompleted bool // allows Forget of a completed operation
 }
 
-// The response header fields that mark how an outcome was recorded.
-const (
-	// SettledHeader marks an outcome Settle recorded, with "by hand".
-	SettledHeader = "Idem-Settled"
-	// SettledNoteHeader holds Settlement.Note.
-	SettledNoteHeader = "Idem-Settled-Note"
-	// KeyReusedHeader marks a refusal of a key held for another request.
-	KeyReusedHeader = "Idem-Key-Reused"
-)
-
 // Settle resolves operation id, which a person reconciled with the server:
-// it records s's outcome, marked with SettledHeader, or with s.Forget drops the
+// it records s's outcome, marked as settled by hand, or with s.Forget drops the
 // operation. It claims the operation as Do does.
 //
 // Settle returns an error matching ErrNoSuchOperation for an ID the journal
@@ -62,9 +52,9 @@ func Settle(ctx context.Context, j journal.Journal, id string, s Settlement) err
 	case final(op.State):
 		return fmt.Errorf("idem: settling %q: %w: it is %s with status %d", id, journal.ErrAlreadyCompleted, op.State, op.Status)
 	}
-	h := http.Header{SettledHeader: {"by hand"}}
+	h := http.Header{journal.HeaderSettled: {"by hand"}}
 	if s.Note != "" {
-		h[SettledNoteHeader] = []string{s.Note}
+		h[journal.HeaderSettledNote] = []string{s.Note}
 	}
 	out := journal.Operation{
 		ID: op.ID, Key: op.Key, Fingerprint: op.Fingerprint, Method: op.Method, URL: op.URL,

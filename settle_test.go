@@ -50,11 +50,11 @@ func TestSettleDoneRecordsStatusAndNote(t *testing.T) {
 	if !ok || op.State != journal.StateDone || op.Status != 201 || op.Key != "key-op-1" {
 		t.Fatalf("after Settle: %+v", op)
 	}
-	if got := op.Header.Get(idem.SettledHeader); got != "by hand" {
-		t.Fatalf("%s = %q", idem.SettledHeader, got)
+	if got := op.Header.Get(journal.HeaderSettled); got != "by hand" {
+		t.Fatalf("%s = %q", journal.HeaderSettled, got)
 	}
-	if got := op.Header.Get(idem.SettledNoteHeader); got != "ticket 42: charge ch_1 exists" {
-		t.Fatalf("%s = %q", idem.SettledNoteHeader, got)
+	if got := op.Header.Get(journal.HeaderSettledNote); got != "ticket 42: charge ch_1 exists" {
+		t.Fatalf("%s = %q", journal.HeaderSettledNote, got)
 	}
 	// A Do of the settled ID is answered from the journal, not sent.
 	var hits atomic.Int32
@@ -81,7 +81,7 @@ func TestSettleRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	op, _ := lookup(j, "op-1")
-	if op.State != journal.StateRejected || op.Status != 409 || op.Header.Get(idem.SettledNoteHeader) != "" {
+	if op.State != journal.StateRejected || op.Status != 409 || op.Header.Get(journal.HeaderSettledNote) != "" {
 		t.Fatalf("after Settle: %+v", op)
 	}
 }
@@ -131,7 +131,7 @@ func TestSettleForgetMintsANewKey(t *testing.T) {
 	}
 	var keys []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		keys = append(keys, r.Header.Get(idem.DefaultKeyHeader))
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
 	}))
 	defer srv.Close()
 	c, err := idem.New(idem.Config{Journal: j})

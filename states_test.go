@@ -181,8 +181,8 @@ func TestEveryCredentialHeaderUnrecorded(t *testing.T) {
 					}
 				}
 				sorted := slices.Sorted(slices.Values(credentials))
-				if got := h.Get(idem.UnrecordedHeadersField); got != strings.Join(sorted, ", ") {
-					t.Errorf("%s: %s = %q, want %q", when, idem.UnrecordedHeadersField, got, strings.Join(sorted, ", "))
+				if got := h.Get(journal.HeaderUnrecorded); got != strings.Join(sorted, ", ") {
+					t.Errorf("%s: %s = %q, want %q", when, journal.HeaderUnrecorded, got, strings.Join(sorted, ", "))
 				}
 				if h.Get("WWW-Authenticate") != "Bearer" || h.Get("X-Request-Id") != "r-1" {
 					t.Errorf("%s: the other fields are not all kept: %v", when, h)

@@ -203,7 +203,7 @@ func TestRoute53CreateHostedZone(t *testing.T) {
 	if applied.Key != op.Key || applied.Code != "HostedZoneAlreadyExists" || applied.ResourceID != "" || applied.Recorded || !errors.As(err, &exists) {
 		t.Fatalf("%+v; want token %s, HostedZoneAlreadyExists, no ID, the SDK's error within", applied, op.Key)
 	}
-	if aws.ToString(in.CallerReference) != op.Key || op.State != journal.StateDone || op.Header.Get(idem.AppliedHeader) != "true" {
+	if aws.ToString(in.CallerReference) != op.Key || op.State != journal.StateDone || op.Header.Get(journal.HeaderAlreadyApplied) != "true" {
 		t.Fatalf("CallerReference %q; journal %s %v; want %s, done, flagged applied", aws.ToString(in.CallerReference), op.State, op.Header, op.Key)
 	}
 	// The zone is found by its CallerReference.
@@ -258,7 +258,7 @@ func TestADialectsAppliedAnswerIsNeverARejection(t *testing.T) {
 	f := newFakeAWS(t)
 	f.reject = "AlreadyExistsException"
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	d := idem.AWSCloudControl
+	d := idem.AWSCloudControl()
 	d.Signals = append(slices.Clone(d.Signals), idem.Signal{Field: "__type", Value: "AlreadyExistsException", Answer: idem.AnswerApplied})
 	ops, err := idemaws.New(idemaws.Options{Journal: j, Dialect: &d})
 	if err != nil {

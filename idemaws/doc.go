@@ -47,7 +47,7 @@
 //
 // The outcome is read from how the SDK ended the call, and from the answer
 // of its last attempt only when that answer is what ended it. Options.Dialect
-// (idem.AWSCloudControl by default) and the SDK's error code, whatever the
+// (idem.AWSCloudControl() by default) and the SDK's error code, whatever the
 // protocol, tell a token held for another request
 // (ClientTokenConflictException, IdempotentParameterMismatch) and an
 // answer that the operation was applied before:

@@ -44,7 +44,7 @@ func sdkOverIdem(t *testing.T, f *fakeAWS, cfg idem.Config) (*cloudcontrol.Clien
 
 func TestTheBodyDialectUnderTheSDKFailsClearlyAndOnce(t *testing.T) {
 	f := newFakeAWS(t)
-	client, count := sdkOverIdem(t, f, idem.Config{Dialect: idem.AWSCloudControl, HTTPClient: f.srv.Client()})
+	client, count := sdkOverIdem(t, f, idem.Config{Dialect: idem.AWSCloudControl(), HTTPClient: f.srv.Client()})
 	_, err := client.CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
 	if !errors.Is(err, idem.ErrBodyNotObject) || !strings.Contains(err.Error(), "package idemaws") {
 		t.Fatalf("err = %v, want ErrBodyNotObject naming idemaws", err)

@@ -19,7 +19,7 @@ type Options struct {
 
 	// Dialect reads the API's answers: which errors mean the token was
 	// reused with other parameters, or that the operation was applied
-	// before. Default idem.AWSCloudControl. Its key placement is not used:
+	// before. Default idem.AWSCloudControl(). Its key placement is not used:
 	// the SDK places the token. Its Retention, when Dialect is set, is the
 	// KeyTTL of an operation whose token lifetime AWS does not document.
 	Dialect *idem.Dialect
@@ -89,7 +89,7 @@ func New(o Options) (*Operations, error) {
 			return nil, fmt.Errorf("idemaws: %w: Options.Tokens[%q]: %w", idem.ErrInvalidConfig, key, err)
 		}
 	}
-	ops := &Operations{journal: o.Journal, dialect: idem.AWSCloudControl, ttl: o.KeyTTL, tokens: o.Tokens,
+	ops := &Operations{journal: o.Journal, dialect: idem.AWSCloudControl(), ttl: o.KeyTTL, tokens: o.Tokens,
 		maxBody: o.MaxRecordedBody, maxHead: o.MaxRecordedHeader, log: o.Logger}
 	if o.Dialect != nil {
 		ops.dialect = *o.Dialect

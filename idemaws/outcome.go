@@ -44,15 +44,15 @@ func (c *call) end(ctx context.Context, result any, err error) error {
 	// Only idemaws marks how it read the answer: a server's own marks
 	// are dropped.
 	h := v.resp.Header.Clone()
-	h.Del(idem.AppliedHeader)
-	h.Del(idem.KeyReusedHeader)
+	h.Del(journal.HeaderAlreadyApplied)
+	h.Del(journal.HeaderKeyReused)
 	switch {
 	case v.applied:
-		h.Set(idem.AppliedHeader, "true")
+		h.Set(journal.HeaderAlreadyApplied, "true")
 	case v.reused:
-		h.Set(idem.KeyReusedHeader, v.code)
+		h.Set(journal.HeaderKeyReused, v.code)
 	}
-	op.Header, op.HeaderTruncated = idem.RecordedHeader(h, c.o.maxHead)
+	op.Header, op.HeaderTruncated = journal.RecordedHeader(h, c.o.maxHead)
 	if c.fits {
 		op.Body = c.body
 	} else {
@@ -83,13 +83,13 @@ func (c *call) end(ctx context.Context, result any, err error) error {
 func (c *call) replayed(result any, err error) error {
 	op := c.replay
 	switch {
-	case op.State == journal.StateDone && err != nil && op.Header.Get(idem.AppliedHeader) == "true":
+	case op.State == journal.StateDone && err != nil && op.Header.Get(journal.HeaderAlreadyApplied) == "true":
 		return c.appliedError(err, true)
 	case op.State == journal.StateDone && (err != nil || len(op.Body) == 0 && emptyOutput(result)):
 		how := ""
-		if op.Header.Get(idem.SettledHeader) != "" {
+		if op.Header.Get(journal.HeaderSettled) != "" {
 			how = ", settled by hand"
-			if note := op.Header.Get(idem.SettledNoteHeader); note != "" {
+			if note := op.Header.Get(journal.HeaderSettledNote); note != "" {
 				how += ": " + note
 			}
 		}
@@ -211,7 +211,7 @@ func (c *call) outcomeError(outcome idem.Outcome, resp *http.Response, err error
 	oe := &idem.OutcomeError{ID: c.op.ID, Key: c.op.Key, Outcome: outcome, Attempts: c.attempts, Err: err}
 	if resp != nil {
 		oe.Status, oe.Body, oe.BodyTruncated = resp.StatusCode, c.body, !c.fits
-		oe.Header, oe.HeaderTruncated = idem.RecordedHeader(resp.Header, c.o.maxHead)
+		oe.Header, oe.HeaderTruncated = journal.RecordedHeader(resp.Header, c.o.maxHead)
 	}
 	return oe
 }

@@ -102,9 +102,9 @@ func TestADoneRecordReadAsAnErrorIsAppliedOnlyWhenMarked(t *testing.T) {
 		header  http.Header
 		applied bool
 	}{
-		{http.Header{idem.AppliedHeader: {"true"}}, true},
+		{http.Header{journal.HeaderAlreadyApplied: {"true"}}, true},
 		{http.Header{}, false},
-		{http.Header{idem.SettledHeader: {"by hand"}}, false},
+		{http.Header{journal.HeaderSettled: {"by hand"}}, false},
 	} {
 		op := journal.Operation{ID: "fs-1", Key: "k", State: journal.StateDone, Status: 409, Header: tc.header, Body: []byte(`{"ErrorCode":"FileSystemAlreadyExists"}`)}
 		c := &call{api: "EFS.CreateFileSystem", op: op, replay: &op}

@@ -408,8 +408,8 @@ func TestAServersOwnMarksAreDropped(t *testing.T) {
 	f := newFakeAWS(t)
 	f.reject = "InvalidRequestException"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(idem.KeyReusedHeader, "IdempotentParameterMismatch")
-		w.Header().Set(idem.AppliedHeader, "true")
+		w.Header().Set(journal.HeaderKeyReused, "IdempotentParameterMismatch")
+		w.Header().Set(journal.HeaderAlreadyApplied, "true")
 		f.serve(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -423,7 +423,7 @@ func TestAServersOwnMarksAreDropped(t *testing.T) {
 			t.Fatalf("call %d: err = %v; want a plain rejection", i, err)
 		}
 	}
-	if op := lookup(t, j, "bucket-1"); op.Header.Get(idem.KeyReusedHeader) != "" || op.Header.Get(idem.AppliedHeader) != "" || !op.RefusedWithoutEffect() {
+	if op := lookup(t, j, "bucket-1"); op.Header.Get(journal.HeaderKeyReused) != "" || op.Header.Get(journal.HeaderAlreadyApplied) != "" || !op.RefusedWithoutEffect() {
 		t.Fatalf("journal holds %v; want the refusal without the server's marks", op.Header)
 	}
 }

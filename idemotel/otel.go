@@ -42,7 +42,7 @@
 // otherwise the classes of idem.attempt.cause below). It also carries
 // idem.attempt, the attempt number idem counts (a redirect followed within
 // an attempt is a request of its own with the same number). url.full is
-// written by idem's secrets rule (idem.RedactURL, plus Config.RedactedParams):
+// written by idem's secrets rule (plus Config.RedactedParams):
 // no user info or fragment, and credential-like query values replaced. The span lasts
 // until the response body is read to its end or closed, so the body's
 // transfer is part of it; a body never closed leaves its span unended, as

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/redact"
 	"github.com/idemkit/idem/journal"
 )
 
@@ -34,7 +35,7 @@ type transport struct {
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx := r.Context()
 	name, attrs := methodAttributes(r.Method)
-	attrs = append(attrs, semconv.URLFull(idem.RedactURL(r.URL, t.extra...)))
+	attrs = append(attrs, semconv.URLFull(redact.New(nil, nil, t.extra).URL(r.URL)))
 	if host, port := serverOf(r.URL); host != "" {
 		attrs = append(attrs, semconv.ServerAddress(host))
 		if port > 0 {
@@ -99,7 +100,7 @@ func (t *transport) fail(span trace.Span, err error) {
 // redactError rewrites the URLs err names by the secrets rule, as idem
 // does with every attempt's error before it returns or logs it (a wrapped
 // transport may name the request's URL).
-func (t *transport) redactError(err error) error { return idem.RedactError(err, t.extra...) }
+func (t *transport) redactError(err error) error { return redact.New(nil, nil, t.extra).Error(err) }
 
 // spanBody ends its request's span when the body is read to its end, fails,
 // or is closed, whichever comes first.

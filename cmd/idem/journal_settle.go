@@ -21,7 +21,7 @@ func runJournalSettle(ctx context.Context, e env, args []string) int {
 	fs := newFlagSet(cmd)
 	done := fs.String("done", "", "record the operation as done, with this response `STATUS`")
 	rejected := fs.String("rejected", "", "record the operation as rejected, with this response `STATUS`")
-	note := fs.String("note", "", "a note kept with the outcome (header field "+idem.SettledNoteHeader+")")
+	note := fs.String("note", "", "a note kept with the outcome (header field "+journal.HeaderSettledNote+")")
 	forget := fs.Bool("forget", false, "drop the operation from the journal: its next run mints a NEW key")
 	understood := fs.Bool("i-understand-a-new-key", false, "confirm --forget")
 	completed := fs.Bool("completed", false, "with --forget: forget an operation whose outcome is recorded")

@@ -73,7 +73,7 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := idem.New(idem.Config{Journal: j, HTTPClient: &http.Client{Transport: tr}, MaxAttempts: 1, Now: clock.Now})
+	c, err := idem.New(idem.Config{Journal: j, HTTPClient: &http.Client{Transport: tr}, MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

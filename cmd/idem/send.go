@@ -190,16 +190,18 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 		fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
 		return exitFailure
 	}
+	d := o.dialect.Dialect
+	if d.KeyField == "" {
+		d.KeyHeader = o.keyHeader
+	}
+	d.QuotedKey = d.QuotedKey || o.quotedKey
 	cfg := idem.Config{
-		Dialect:        o.dialect.Dialect,
-		KeyHeader:      o.keyHeader,
-		QuotedKey:      o.quotedKey,
+		Dialect:        d,
 		HTTPClient:     &http.Client{Transport: tr},
 		AttemptTimeout: o.timeout,
 		MaxAttempts:    o.attempts,
 		MaxElapsed:     o.maxElapsed,
 		KeyTTL:         o.ttl,
-		Now:            e.now,
 	}
 	if j != nil {
 		cfg.Journal = j

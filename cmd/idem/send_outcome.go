@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/redact"
 	"github.com/idemkit/idem/journal"
 )
 
@@ -100,9 +101,9 @@ func difference(j journal.Journal, id string, req *http.Request) string {
 		return "with a different method, URL or body"
 	case op.Method != req.Method:
 		return fmt.Sprintf("with method %s, not %s", cell(op.Method), req.Method)
-	case op.URL != idem.RedactURL(req.URL):
-		return fmt.Sprintf("to %s, not %s", cell(op.URL), cell(idem.RedactURL(req.URL)))
-	case idem.RedactURL(req.URL) != req.URL.String():
+	case op.URL != redact.Default.URL(req.URL):
+		return fmt.Sprintf("to %s, not %s", cell(op.URL), cell(redact.Default.URL(req.URL)))
+	case redact.Default.URL(req.URL) != req.URL.String():
 		return "with a different body, or other credentials in the URL (the journal keeps them redacted)"
 	}
 	return "with a different body"

@@ -107,8 +107,16 @@ func TestExpiryEndToEnd(t *testing.T) {
 	clock := newFakeClock()
 	clock.Advance(op.Created.Add(retention - 750*time.Millisecond).Sub(clock.Now()))
 	var attempts []time.Duration // when the attempts went, as time left before KeyTTL
+	// The resume is the next process, its journal's clock the fake one.
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts.Now = clock.Now
+	if j, err = filejournal.Open(path, opts); err != nil {
+		t.Fatal(err)
+	}
 	resume := cfg
-	resume.Now, resume.AttemptTimeout, resume.MaxAttempts = clock.Now, 500*time.Millisecond, 10
+	resume.Journal, resume.AttemptTimeout, resume.MaxAttempts = j, 500*time.Millisecond, 10
 	resume.InitialWait, resume.MaxWait, resume.Jitter = 10*time.Millisecond, 10*time.Millisecond, -1
 	resume.OnAttempt = func(a idem.Attempt) {
 		if a.Retry {

@@ -1,4 +1,4 @@
-package idem_test
+package journal_test
 
 import (
 	"context"
@@ -81,12 +81,12 @@ func TestHeldErrorMessage(t *testing.T) {
 		err  *journal.HeldError
 		want string
 	}{
-		{&journal.HeldError{ID: "op"}, `idem: operation "op" is being run by another Do of this process`},
-		{&journal.HeldError{ID: "op", Holder: "machine-b"}, `idem: operation "op" is being run by machine-b`},
-		{&journal.HeldError{ID: "op", Holder: "machine-b", Until: until}, `idem: operation "op" is being run by machine-b (lease until 2026-01-01T00:00:05Z)`},
-		{&journal.HeldError{ID: "op", Err: context.DeadlineExceeded}, `idem: operation "op" is being run by another Do of this process: context deadline exceeded`},
+		{&journal.HeldError{ID: "op"}, `journal: operation "op" is being run by another Do of this process`},
+		{&journal.HeldError{ID: "op", Holder: "machine-b"}, `journal: operation "op" is being run by machine-b`},
+		{&journal.HeldError{ID: "op", Holder: "machine-b", Until: until}, `journal: operation "op" is being run by machine-b (lease until 2026-01-01T00:00:05Z)`},
+		{&journal.HeldError{ID: "op", Err: context.DeadlineExceeded}, `journal: operation "op" is being run by another Do of this process: context deadline exceeded`},
 		{&journal.HeldError{ID: "op", Holder: "machine-b", Until: until, Err: context.Canceled},
-			`idem: operation "op" is being run by machine-b (lease until 2026-01-01T00:00:05Z): context canceled`},
+			`journal: operation "op" is being run by machine-b (lease until 2026-01-01T00:00:05Z): context canceled`},
 	} {
 		if got := tt.err.Error(); got != tt.want {
 			t.Errorf("Error() = %q, want %q", got, tt.want)
