@@ -27,6 +27,8 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
+	"github.com/idemkit/idem/internal/filefaults"
 	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/pgjournal"
 	"go.uber.org/goleak"
@@ -1100,9 +1102,9 @@ func TestIntentDurableBeforeFirstAttempt(t *testing.T) {
 	}))
 	defer srv.Close()
 	hold := &heldSync{entered: make(chan struct{}), release: make(chan struct{})}
-	j, err := filejournal.Open(path, filejournal.Options{WrapFile: func(f filejournal.File) filejournal.File {
+	j, err := filejournal.Open(path, filefaults.WrapFiles(filejournal.Options{}, func(f fileengine.File) fileengine.File {
 		return &heldSyncFile{File: f, hold: hold}
-	}})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1157,7 +1159,7 @@ type heldSync struct {
 }
 
 type heldSyncFile struct {
-	filejournal.File
+	fileengine.File
 	hold *heldSync
 }
 
@@ -1175,9 +1177,8 @@ func TestIntentNotDurableNothingSent(t *testing.T) {
 	s := newScript(t)
 	broken := errors.New("injected fsync failure")
 	var armed atomic.Bool
-	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{
-		WrapFile: func(f filejournal.File) filejournal.File { return &syncFailer{File: f, armed: &armed, err: broken} },
-	})
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filefaults.WrapFiles(filejournal.Options{},
+		func(f fileengine.File) fileengine.File { return &syncFailer{File: f, armed: &armed, err: broken} }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1195,7 +1196,7 @@ func TestIntentNotDurableNothingSent(t *testing.T) {
 }
 
 type syncFailer struct {
-	filejournal.File
+	fileengine.File
 	armed *atomic.Bool
 	err   error
 }
@@ -1677,8 +1678,8 @@ func TestResumedIntentIsDurableBeforeItIsSent(t *testing.T) {
 		t.Helper()
 		fault := &syncFault{}
 		fault.armed.Store(failSync)
-		j, err := filejournal.Open(path, filejournal.Options{Logger: slog.New(slog.DiscardHandler),
-			WrapFile: func(f filejournal.File) filejournal.File { return syncedFile{File: f, size: &synced, fault: fault} }})
+		j, err := filejournal.Open(path, filefaults.WrapFiles(filejournal.Options{Logger: slog.New(slog.DiscardHandler)},
+			func(f fileengine.File) fileengine.File { return syncedFile{File: f, size: &synced, fault: fault} }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1746,10 +1747,10 @@ func TestALostCompletionIsResentUnderTheSameKey(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ops.journal")
 	var synced atomic.Int64 // the file's length at its last fsync
-	j, err := filejournal.Open(path, filejournal.Options{
-		WrapFile: func(f filejournal.File) filejournal.File {
+	j, err := filejournal.Open(path, filefaults.WrapFiles(filejournal.Options{},
+		func(f fileengine.File) fileengine.File {
 			return syncedFile{File: f, size: &synced, fault: &syncFault{}}
-		}})
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,7 +150,7 @@ var layers = []layer{
 	{"journals, server databases", []string{"filejournal", "pgjournal", "idemserver/postgres", "idemserver/sqlite", "idemserver/mysql"}, false},
 	{"adapters and reference server", []string{"idemotel", "idemaws", "idemgin", "idemecho", "testserver", "testserver/chaos"}, false},
 	{"proof machinery", []string{"journaltest", "internal/journalhelp", "internal/doccheck", "internal/pgserver",
-		"internal/pgtest", "internal/mysqltest", "internal/faultsuite", "internal/loadbench", "internal/mutants", "cmd/idem-bench"}, true},
+		"internal/pgtest", "internal/mysqltest", "internal/faultsuite", "internal/filefaults", "internal/loadbench", "internal/mutants", "cmd/idem-bench"}, true},
 	{"commands and examples", []string{"cmd/idem", "testserver/cmd/idem-testserver", "examples/", "idemaws/internal/gentokens"}, true}, // an example may import its own packages
 }
 

@@ -23,6 +23,8 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
+	"github.com/idemkit/idem/internal/filefaults"
 	"github.com/idemkit/idem/internal/journalhelp"
 	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver"
@@ -270,7 +272,7 @@ func (n *modelNetwork) RoundTrip(req *http.Request) (*http.Response, error) {
 // fsync covered, so that a power cut can be modelled: what was written
 // after it may be lost. Its fsync fails when the fault is armed.
 type syncedFile struct {
-	filejournal.File
+	fileengine.File
 	size  *atomic.Int64
 	fault *syncFault
 }
@@ -381,15 +383,14 @@ func (m *machine) path() string { return filepath.Join(m.dir, fmt.Sprintf("journ
 func (m *machine) open(t *rapid.T) {
 	t.Helper()
 	fault := &syncFault{}
-	j, err := filejournal.Open(m.path(), filejournal.Options{
+	j, err := filejournal.Open(m.path(), filefaults.WrapFiles(filejournal.Options{
 		KeyTTL: modelTTL, Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
-		WrapFile: func(f filejournal.File) filejournal.File {
-			if fi, err := f.Stat(); err == nil {
-				m.synced.Store(fi.Size())
-			}
-			return syncedFile{File: f, size: &m.synced, fault: fault}
-		},
-	})
+	}, func(f fileengine.File) fileengine.File {
+		if fi, err := f.Stat(); err == nil {
+			m.synced.Store(fi.Size())
+		}
+		return syncedFile{File: f, size: &m.synced, fault: fault}
+	}))
 	if err != nil {
 		t.Fatalf("opening the journal: %v", err)
 	}

@@ -8,7 +8,6 @@ package filejournal
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -18,17 +17,6 @@ import (
 	"github.com/idemkit/idem/internal/redact"
 	"github.com/idemkit/idem/journal"
 )
-
-// File is the journal's view of an open file: the seam through which
-// Options.WrapFile injects faults. *os.File implements it.
-type File interface {
-	io.ReaderAt
-	io.Writer
-	Sync() error
-	Truncate(size int64) error
-	Stat() (os.FileInfo, error)
-	Close() error
-}
 
 // Defaults of Options.
 const (
@@ -90,12 +78,6 @@ type Options struct {
 	// compaction. Default time.Now.
 	Now func() time.Time
 
-	// WrapFile, when set, wraps every file the journal opens (the journal
-	// and its compaction file, and the file a read-only journal reads)
-	// before it is used: the seam for injecting read, write and fsync
-	// failures. Default nil (files are used as opened).
-	WrapFile func(File) File
-
 	// Logger receives the journal's records, by the logging rule of the
 	// package documentation: compactions at Debug; a torn tail cut, an
 	// unfinished compaction removed, or an automatic compaction that failed
@@ -109,6 +91,18 @@ type Options struct {
 	// commit, without the journal's lock, so it must not call the journal.
 	// Package idemotel turns it into metrics. Default nil.
 	OnSync func(took time.Duration, records int, err error)
+
+	// wrapFile, when set, wraps every file the journal opens (the journal
+	// and its compaction file, and the file a read-only journal reads)
+	// before it is used: the seam through which tests inject read, write
+	// and fsync failures (fileengine.SetWrapFile).
+	wrapFile func(fileengine.File) fileengine.File
+}
+
+func init() {
+	fileengine.SetWrapFile = func(o any, wrap func(fileengine.File) fileengine.File) {
+		o.(*Options).wrapFile = wrap
+	}
 }
 
 // engine returns o as the journal's engine takes it; the engine fills in
@@ -128,9 +122,7 @@ func (o Options) engine() fileengine.Options {
 		ScrubURL:    redact.Default.URLString,
 		ScrubHeader: redact.Default.Header,
 	}
-	if wrap := o.WrapFile; wrap != nil {
-		eo.WrapFile = func(f fileengine.File) fileengine.File { return wrap(f) }
-	}
+	eo.WrapFile = o.wrapFile
 	return eo
 }
 

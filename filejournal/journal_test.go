@@ -395,7 +395,7 @@ func TestJournalOpenRefusesEmptyPathAndMissingDirectory(t *testing.T) {
 // readFailer fails every ReadAt while armed: a journal file that can no
 // longer be read.
 type readFailer struct {
-	File
+	fileengine.File
 	armed *atomic.Bool
 }
 
@@ -415,7 +415,7 @@ func (f readFailer) ReadAt(p []byte, off int64) (int, error) {
 func TestABeginThatFindsTheOperationSaysWhyItCannotReadIt(t *testing.T) {
 	var armed atomic.Bool
 	o := quietOptions()
-	o.WrapFile = func(f File) File { return readFailer{File: f, armed: &armed} }
+	o.wrapFile = func(f fileengine.File) fileengine.File { return readFailer{File: f, armed: &armed} }
 	j := openTestJournal(t, journalPath(t), o)
 	ctx := t.Context()
 	op := testIntent(1)

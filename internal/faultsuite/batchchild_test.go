@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/filefaults"
 	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -79,7 +80,7 @@ func runBatchChild(cfgJSON string) int {
 			return childBadConfig
 		}
 		defer sl.Close()
-		opts.WrapFile = sl.Wrap
+		opts = filefaults.WrapFiles(opts, sl.Wrap)
 	}
 	if cfg.PostgresDSN != "" {
 		return runFleetChild(cfg, ev, log)

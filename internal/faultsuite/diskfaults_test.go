@@ -11,6 +11,8 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
+	"github.com/idemkit/idem/internal/filefaults"
 	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver"
 )
@@ -44,12 +46,12 @@ func newDiskRig(t *testing.T) *diskRig {
 
 // open opens the journal (closing the previous one) with wrap as its
 // WrapFile, and a client on it.
-func (r *diskRig) open(wrap func(filejournal.File) filejournal.File) {
+func (r *diskRig) open(wrap func(fileengine.File) fileengine.File) {
 	r.t.Helper()
 	if r.j != nil {
 		r.j.Close()
 	}
-	j, err := filejournal.Open(r.path, filejournal.Options{WrapFile: wrap, Logger: quietLog})
+	j, err := filejournal.Open(r.path, filefaults.WrapFiles(filejournal.Options{Logger: quietLog}, wrap))
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/filefaults"
 	"github.com/idemkit/idem/journal"
 )
 
@@ -29,7 +30,7 @@ func TestCutPowerLeavesTheTornTailItReports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, err := filejournal.Open(path, filejournal.Options{WrapFile: sl.Wrap, Logger: quietLog})
+		j, err := filejournal.Open(path, filefaults.WrapFiles(filejournal.Options{Logger: quietLog}, sl.Wrap))
 		if err != nil {
 			t.Fatal(err)
 		}
