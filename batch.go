@@ -38,7 +38,7 @@ type BatchOptions struct {
 	// Progress, when set, is called, serialized, after each operation ends.
 	Progress func(BatchResult, BatchSummary)
 
-	MaxJournalOutage time.Duration // how long operations wait for a journal that does not answer (F13); negative: not at all; default 1m
+	MaxJournalOutage time.Duration // how long operations wait for a journal that does not answer; negative: not at all; default 1m
 }
 
 // BatchResult is how one operation of a batch ended.
@@ -71,10 +71,8 @@ func (s BatchSummary) Total() int {
 // RunBatch runs ops, Concurrency at a time, as a job that may have been
 // interrupted before: completed operations are answered from the journal,
 // pending ones run first under their journaled keys, then the rest in order.
-//
 // Machines running the same batch on a shared journal split the work: an
-// operation another Do holds is set aside and waited for at the end, so every
-// machine's summary accounts for the whole batch.
+// operation another Do holds is set aside and waited for at the end.
 //
 // When ctx ends, no further operation starts, and RunBatch returns the
 // summary and ctx's error. Otherwise it returns an error only for an invalid
@@ -109,7 +107,7 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 }
 
 // runBatch runs the operations ops yields, opts.Concurrency at a time,
-// in two passes (F7). The first takes every operation it can claim at once
+// in two passes. The first takes every operation it can claim at once
 // and sets aside those another Do holds; the second runs the ones set
 // aside, each waiting for its claim within ctx. A batch shared by many
 // machines thus splits the work between them: each takes what the others
@@ -232,7 +230,7 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 	}
 	// An operation completed before (by an earlier run, or by another
 	// machine sharing the journal) goes through Do too: its request is
-	// judged against the journaled one (C5) before its outcome is
+	// judged against the journaled one before its outcome is
 	// answered from the journal, and counted as Recorded.
 	req, err := op.Request(ctx)
 	if err != nil {
@@ -284,7 +282,7 @@ func (s *BatchSummary) add(ctx context.Context, r BatchResult) {
 	}
 }
 
-// outage is a batch's view of its journal's outages (F13): since when no
+// outage is a batch's view of its journal's outages: since when no
 // operation got an answer from it.
 type outage struct {
 	max   time.Duration // MaxJournalOutage; negative: no wait

@@ -30,7 +30,8 @@ type Config struct {
 	// remembers them in this process only: the pending ones, the outcomes
 	// of its latest within 16 MiB, and at most MaxOperations in all, until
 	// KeyTTL (to 9/8 KeyTTL) after each completed. A Do it cannot answer
-	// is refused before sending (ErrOutcomeForgotten, ErrTooManyOperations),
+	// is refused before sending (journal.ErrOutcomeForgotten,
+	// ErrTooManyOperations),
 	// never sent again under a new key. Clients may share a Journal.
 	Journal journal.Journal
 	// MaxOperations bounds a Client without a Journal (see Journal). Default 1<<23.
@@ -77,13 +78,10 @@ type Config struct {
 	MaxRecordedHeader int64
 
 	// UnrecordedHeaders names response header fields never recorded,
-	// besides DefaultUnrecordedHeaders. Default nil.
+	// besides cookies and credentials (see Secrets). Default nil.
 	UnrecordedHeaders []string
-	// RecordedHeaders, when set, is the only header fields recorded: an
-	// allow list in place of the deny list. Default nil.
-	RecordedHeaders []string
 	// RedactedParams names query parameters whose values are never
-	// written, besides DefaultRedactedParams. Default nil.
+	// written, besides credential-like ones (see Secrets). Default nil.
 	RedactedParams []string
 
 	// CheckRetry, when set, amends DefaultCheckRetry (see Retries).
@@ -290,7 +288,9 @@ func setDefault[T comparable](field *T, def T) {
 
 // Do sends req as the operation named id and returns the server's final
 // response, or an *OutcomeError (see Outcomes). req.Context() bounds the whole
-// Do. Do closes req.Body, as http.Client.Do does.
+// Do. Do closes req.Body, as http.Client.Do does. When the journal cannot
+// be reached, Do sends nothing and returns an error matching
+// [journal.ErrUnavailable].
 func (c *Client) Do(id string, req *http.Request) (*http.Response, error) {
 	if id == "" {
 		closeBody(req)
@@ -729,14 +729,11 @@ func OperationFrom(ctx context.Context) (string, bool) {
 }
 
 // RoundTripper returns an http.RoundTripper that sends each request as an
-// operation of c. A request named by WithOperation is that operation, as with
-// Do. A mutating request without one gets a key of its own, kept in memory.
-// A GET, HEAD or OPTIONS request without one is sent once, without a key.
-//
-// Unlike Do, a rejection is returned as the server's response, not as an
-// error. Other errors report false from their RetryableError method, so an
-// SDK's own retry loop does not retry them. An *http.Client on it must not
-// follow a redirect the redirect rule refused (ErrInvalidRequest).
+// operation of c: the one WithOperation names, or, for a mutating request
+// without one, an operation of its own; a GET, HEAD or OPTIONS request
+// without one is sent once, without a key. Unlike Do, a rejection is
+// returned as the server's response. Errors report false from their
+// RetryableError method, so an SDK's own retry loop does not retry them.
 func (c *Client) RoundTripper() http.RoundTripper { return roundTripper{c} }
 
 // StandardClient returns an *http.Client whose transport is

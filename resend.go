@@ -8,10 +8,6 @@ import (
 	"github.com/idemkit/idem/journal"
 )
 
-// ErrCannotResend: a Resend option chose an operation the Journal cannot
-// forget (it is not a Forgetter).
-var ErrCannotResend = errors.New("journal cannot forget a refusal to send it again")
-
 // resend forgets op, a refusal found in the journal, when the call's
 // CallOptions.Resend chooses it and RefusedWithoutEffect holds, so that
 // the next Do of its ID mints a new key. It reports whether op was

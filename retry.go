@@ -20,14 +20,15 @@ import (
 // Reasons retrying stops before a final answer, wrapped in
 // OutcomeError.Err of an unknown outcome. ErrKeyExpired stops it too.
 var (
-	// ErrAttemptsExhausted: MaxAttempts attempts were made.
+	// ErrAttemptsExhausted is returned when MaxAttempts attempts were made.
 	ErrAttemptsExhausted = errors.New("attempts exhausted")
-	// ErrMaxElapsed: the next attempt would start after MaxElapsed.
+	// ErrMaxElapsed is returned when the next attempt would start after
+	// MaxElapsed.
 	ErrMaxElapsed = errors.New("maximum elapsed time reached")
-	// ErrRetryBudgetExhausted: the RetryBudget stopped a retry.
+	// ErrRetryBudgetExhausted is returned when the RetryBudget stopped a retry.
 	ErrRetryBudgetExhausted = errors.New("retry budget exhausted")
-	// ErrRetryDeclined: Config.CheckRetry stopped a retry the rule would
-	// make; its own error, if any, is wrapped too.
+	// ErrRetryDeclined is returned when Config.CheckRetry stopped a retry
+	// the rule would make; its own error, if any, is wrapped too.
 	ErrRetryDeclined = errors.New("Config.CheckRetry declined to retry")
 )
 

@@ -6,5 +6,5 @@ import (
 
 // newSecrets returns the secrets rule with cfg's names (see Secrets).
 func newSecrets(cfg Config) redact.Rules {
-	return redact.New(cfg.UnrecordedHeaders, cfg.RecordedHeaders, cfg.RedactedParams)
+	return redact.New(cfg.UnrecordedHeaders, nil, cfg.RedactedParams)
 }

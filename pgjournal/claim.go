@@ -1,6 +1,6 @@
 package pgjournal
 
-// The lease (F3) and the fencing token (F5).
+// The lease and the fencing token.
 //
 // A claim is a lease on the operation's row: lease_owner, lease_until (set
 // and compared by the database's clock) and fence, a counter that every
@@ -73,7 +73,7 @@ func (j *Journal) TryClaim(ctx context.Context, id string) (journal.Claim, error
 
 // ClaimBegin is Claim of op.ID followed by Begin of op, in one step
 // (journal.ClaimBeginner): it inserts the intent with the lease in one
-// statement, shared with concurrent Begins (F10), without reading the row
+// statement, shared with concurrent Begins, without reading the row
 // first. When the journal holds the ID already, the insert takes nothing:
 // a completed operation is reported by that same statement, and claimed
 // with no second round trip; a pending one ClaimBegin claims as Claim
@@ -138,7 +138,7 @@ func (j *Journal) claim(ctx context.Context, id string, wait bool) (journal.Clai
 // acquire waits until the operation's lease is free, then takes it (or,
 // for a new or completed operation, notes that there is none to take).
 // Unless wait, a lease held elsewhere ends it at once with the holder.
-// A wait whose context ends is the last holder seen (F3), whether it
+// A wait whose context ends is the last holder seen, whether it
 // ends in a sleep or in the read that looks again. One that ends as it
 // takes a lease it found free is that statement's error: the holder is
 // gone, and the lease may be this Journal's until it lapses.
@@ -175,7 +175,7 @@ func (c *claim) acquire(ctx context.Context, wait bool) error {
 }
 
 // readSQL reads an operation's row, its lease, the life the lease was
-// taken under (F11) and the database's clock. The lease ends at its
+// taken under and the database's clock. The lease ends at its
 // lease_until, or at its life's end if that is sooner: a life declared
 // dead, or gone, has ended. A life is the lease's only when the lease
 // was taken at the fence the row holds: a lease taken since by a writer
@@ -195,7 +195,7 @@ const readSQL = `SELECT fence, clock_timestamp(), ` + operationColumns + `,
 // its lease_until is ahead, it is not this Journal's release that failed
 // (fence $6, F8), and the life it was taken under, $7 as read, is alive.
 // A life that lapsed is declared dead here, by the statement that frees
-// its lease (F11), and one declared dead or gone has ended; the
+// its lease, and one declared dead or gone has ended; the
 // declaration, a write of the life's row, is ordered with the life's
 // renewal by the database.
 const leaseSQL = `WITH dead AS (
@@ -218,7 +218,7 @@ const leaseSQL = `WITH dead AS (
 //
 // A lease this Journal holds in the database with no claim to renew it
 // (its release failed: the database was unreachable) is free to this
-// Journal (F8): the in-process lock on the ID, which the claim holds, says
+// Journal: the in-process lock on the ID, which the claim holds, says
 // no other claim of this Journal holds it, and the fence the release left
 // says no other machine took the lease since. Matching on the fence as well
 // as the owner keeps two Journals given one Options.Owner apart.
@@ -291,7 +291,7 @@ func (c *claim) try(ctx context.Context) (*journal.HeldError, error) {
 }
 
 // keep notes the lease on id, fence fence, that a failed release left in
-// the database (F8); keptFence returns it, or 0 (fences start at 1), and
+// the database; keptFence returns it, or 0 (fences start at 1), and
 // forgetKept drops it.
 func (j *Journal) keep(id string, fence int64) {
 	j.mu.Lock()
@@ -359,7 +359,7 @@ type claim struct {
 	state   int
 	leasing bool // try's last attempt sent the statement that takes the lease
 	fence   int64
-	life    *life // the Journal's life the lease was taken under (F11)
+	life    *life // the Journal's life the lease was taken under
 	op      journal.Operation
 	found   bool // an intent is recorded (Operation's second result)
 	done    bool // the operation is completed
@@ -459,8 +459,8 @@ func (c *claim) errLost(verb string) error {
 	return fmt.Errorf("pgjournal: %s %s: %w (another machine claimed it, or the lease lapsed)", verb, journalkit.QuoteID(c.id), journal.ErrClaimLost)
 }
 
-// Begin records the intent: the commit is durable when Begin returns nil
-// (F1), as PostgreSQL's commits are with synchronous_commit on, its
+// Begin records the intent: the commit is durable when Begin returns nil,
+// as PostgreSQL's commits are with synchronous_commit on, its
 // default. For a new ID, the same commit inserts the row and takes its
 // lease. If another machine inserted it first, Begin waits for that
 // machine's lease as Claim does, takes it, and returns an error matching
@@ -482,7 +482,7 @@ func (c *claim) Begin(ctx context.Context, op journal.Operation) error {
 		return fmt.Errorf("pgjournal: recording the intent of %s: %w", journalkit.QuoteID(op.ID), err)
 	}
 	// The row rides the group's next statement with the rows of
-	// concurrent Begins (F10): one round trip and one commit for all.
+	// concurrent Begins: one round trip and one commit for all.
 	l, err := c.j.live(ctx)
 	if err != nil {
 		return fmt.Errorf("pgjournal: recording the intent of %s: %w", journalkit.QuoteID(op.ID), err)
@@ -516,7 +516,7 @@ func (c *claim) Begin(ctx context.Context, op journal.Operation) error {
 }
 
 // Complete records the outcome, unless another machine has claimed the
-// operation since (F5). It gives the lease back.
+// operation since. It gives the lease back.
 func (c *claim) Complete(ctx context.Context, op journal.Operation) error {
 	if err := c.writable("recording the outcome of", op.ID); err != nil {
 		return err
@@ -538,7 +538,7 @@ func (c *claim) Complete(ctx context.Context, op journal.Operation) error {
 	if op.HeaderTruncated {
 		flags |= flagHeaderTruncated
 	}
-	// The outcome rides the group's next statement (F10); Complete
+	// The outcome rides the group's next statement; Complete
 	// waits for it, so that when Do returns the outcome is committed and
 	// the lease given back, on every machine's view of the row.
 	took, err := c.j.outcomes.do(ctx, outcomeIn{id: c.id, fence: c.fence, op: op, header: header, flags: flags})
@@ -597,7 +597,7 @@ func (c *claim) abandon() {
 // stays, pending, with no lease. A release that fails (the database is
 // unreachable) is logged; the lease then lapses by itself after LeaseTTL
 // for other machines, and this Journal's next claim of the ID takes it
-// back at once (F8). Then it unlocks the ID for this process's other Do
+// back at once. Then it unlocks the ID for this process's other Do
 // calls.
 func (c *claim) Release() {
 	if c.unlock == nil {

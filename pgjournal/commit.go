@@ -110,7 +110,7 @@ var intentStatement = shared(`INSERT INTO idem_operations
 	"op_id text", "op_key text", "fingerprint bytea", "method text", "url text", "created_ns bigint", "life text")
 
 // outcomeStatement records each outcome of u on its row, and gives the
-// lease back, where the row still holds the writer's fence (F5) and is
+// lease back, where the row still holds the writer's fence and is
 // pending, under the same key if one is given; it returns the IDs it
 // updated.
 var outcomeStatement = shared(`UPDATE idem_operations AS o
@@ -138,7 +138,7 @@ type (
 	intentIn struct {
 		id   string
 		op   journal.Operation
-		life *life // the Journal's life the lease is taken under (F11)
+		life *life // the Journal's life the lease is taken under
 	}
 	intentOut struct {
 		won  bool

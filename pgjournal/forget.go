@@ -12,7 +12,7 @@ import (
 // next Do of id, on any machine, mints a NEW key: if the server applied
 // the operation, sending it again under the new key may apply it twice. It
 // claims the operation first, as Do does, so it waits for a machine
-// running it, and deletes the row under the lease taken (fenced, F5). It
+// running it, and deletes the row under the lease taken (fenced). It
 // returns an error matching journal.ErrNoSuchOperation if the journal does
 // not hold id, and journal.ErrAlreadyCompleted for a completed operation.
 // idem.Settle with Settlement.Forget is the checked way in.

@@ -64,7 +64,7 @@ type Options struct {
 	Owner string
 
 	// LeaseTTL is how long a claim on an operation lasts without being
-	// renewed (F3). A Journal renews the claims it holds every LeaseTTL/3
+	// renewed. A Journal renews the claims it holds every LeaseTTL/3
 	// while their attempts run. A claim whose renewal fails for LeaseTTL
 	// is lost: its attempts stop. A machine that died frees its claims
 	// after Liveness, or LeaseTTL if that is shorter. Default
@@ -72,7 +72,7 @@ type Options struct {
 	LeaseTTL time.Duration
 
 	// Liveness is how long the Journal stays alive in the database
-	// without renewing its liveness (F11): it renews it every Liveness/3
+	// without renewing its liveness: it renews it every Liveness/3
 	// with one statement for all its claims, and when it has not for
 	// Liveness (the process was killed, paused, starved or cut off from
 	// the database) every claim it holds is free to other machines at
@@ -86,12 +86,12 @@ type Options struct {
 
 	// KeyTTL is how long a key lives on the server (Journal.KeyTTL):
 	// pending operations older than it are expired, judged by the
-	// database's clock (F4). Default 24 hours.
+	// database's clock. Default 24 hours.
 	KeyTTL time.Duration
 
 	// Timeout bounds each statement the Journal sends, so that a database
 	// that stopped answering fails a Do with journal.ErrUnavailable
-	// (F6) instead of hanging it. Default DefaultTimeout (5s).
+	// instead of hanging it. Default DefaultTimeout (5s).
 	Timeout time.Duration
 
 	// NoMigrate makes Open and New refuse a database whose schema is not at
@@ -103,7 +103,7 @@ type Options struct {
 
 	// AllowAsyncReplication opens a Journal on a primary that streams to
 	// standbys none of which is synchronous, which Open otherwise refuses
-	// with a *ReplicationError (F12). A failover to such a standby can
+	// with a *ReplicationError. A failover to such a standby can
 	// lose the last intents the primary committed, after their requests
 	// were sent: the new primary does not know those operations, and their
 	// next Do sends them again under new keys, which the API applies
@@ -131,7 +131,7 @@ type Journal struct {
 	// database's lease does it across machines.
 	running journalkit.Set
 
-	// The group commits of intents, outcomes and releases (F10), and the
+	// The group commits of intents, outcomes and releases, and the
 	// intents inserted.
 	intents    group[intentIn, intentOut]
 	outcomes   group[outcomeIn, bool]
@@ -150,7 +150,7 @@ type Journal struct {
 	closed bool
 	life   *life               // the current life, nil before the first claim
 	held   map[*claim]struct{} // leased claims, abandoned by Close
-	kept   map[string]int64    // leases a failed release left in the database: ID to fence (F8)
+	kept   map[string]int64    // leases a failed release left in the database: ID to fence
 }
 
 var _ journal.Journal = (*Journal)(nil)
@@ -181,7 +181,7 @@ var _ journal.Journal = (*Journal)(nil)
 // server that cannot be reached does.
 //
 // Before it writes anything, Open checks that a failover cannot lose what
-// the Journal commits (F12): a primary that streams to standbys none of
+// the Journal commits: a primary that streams to standbys none of
 // which is synchronous (synchronous_standby_names empty) is refused with
 // a *ReplicationError, matching ErrAsyncReplication, unless
 // Options.AllowAsyncReplication is set. A server with no standby passes.
@@ -271,7 +271,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 	sctx, cancel := context.WithTimeout(ctx, opt.Timeout)
 	defer cancel()
 	// Before anything is written: a commit a failover can lose is no
-	// commit to send after (F12).
+	// commit to send after.
 	if err := j.checkReplication(sctx); err != nil {
 		if errors.Is(err, ErrAsyncReplication) {
 			return nil, err
@@ -340,7 +340,7 @@ func defaultOwner() string {
 
 // Close stops the Journal. Claims still held stop renewing their leases
 // and report them lost (their attempts stop), and the Journal ends its
-// liveness (F11) in the database, so that every lease it holds is free to
+// liveness in the database, so that every lease it holds is free to
 // other machines at once; if the database does not answer within
 // Options.Timeout, they are free when the liveness lapses. A pool the
 // Journal opened is closed; one
@@ -368,7 +368,7 @@ func (j *Journal) Close() error {
 }
 
 // hold and unhold keep the set of leased claims. A claim whose life
-// (F11) is over when it is held is lost at once.
+// is over when it is held is lost at once.
 func (j *Journal) hold(c *claim) {
 	j.mu.Lock()
 	if j.held == nil {
@@ -433,7 +433,7 @@ type Stats struct {
 	// or ClaimBegin.
 	Intents uint64
 	// IntentCommits is the number of statements, each one commit, that
-	// carried intents and committed. Concurrent Begins share one (F10),
+	// carried intents and committed. Concurrent Begins share one,
 	// so at many callers it is well below Intents.
 	IntentCommits uint64
 	// Outcomes is the number of outcomes sent (Complete) in statements
@@ -442,7 +442,7 @@ type Stats struct {
 	// ReleaseCommits is the number of statements that gave leases back
 	// (Release without Complete) and committed.
 	ReleaseCommits uint64
-	// Lives is the number of lives the Journal started (F11): one at
+	// Lives is the number of lives the Journal started: one at
 	// its first claim, and one more after each that lapsed.
 	Lives uint64
 	// LivenessRenewals is the number of statements that renewed its
@@ -474,7 +474,7 @@ func (j *Journal) Owner() string { return j.opt.Owner }
 // KeyTTL returns Options.KeyTTL.
 func (j *Journal) KeyTTL() time.Duration { return j.opt.KeyTTL }
 
-// Now returns the database's time (F4): its clock as last read (at open and
+// Now returns the database's time: its clock as last read (at open and
 // at every claim) advanced by this machine's monotonic clock since.
 func (j *Journal) Now() time.Time { return j.clock.now() }
 
@@ -503,7 +503,7 @@ func (j *Journal) Lookup(ctx context.Context, id string) (journal.Operation, boo
 }
 
 // List returns the operations the listing selects, ordered by Created then
-// ID; pending and expired are judged by the database's clock (F4).
+// ID; pending and expired are judged by the database's clock.
 func (j *Journal) List(ctx context.Context, which journal.Listing) ([]journal.Operation, error) {
 	if err := j.usable(); err != nil {
 		return nil, err

@@ -15,8 +15,8 @@ import (
 )
 
 // classify marks an error of the database as journal.ErrUnavailable
-// when it says the database could not be reached or did not answer in time
-// (F6): a connection that failed or broke, a statement past
+// when it says the database could not be reached or did not answer in time:
+// a connection that failed or broke, a statement past
 // Options.Timeout, a server shutting down or refusing connections. Other
 // errors (a constraint, a permission, a schema mismatch, a row that does not
 // decode) are left as they are: they will not clear by themselves. When

@@ -73,7 +73,6 @@ func Tx(ctx context.Context) pgx.Tx {
 
 type store struct{ pool *pgxpool.Pool }
 
-
 // poolDB is a pgxpool.Pool as the substrate sees it.
 type poolDB store
 
