@@ -554,6 +554,29 @@ func (c *Client) difference(op journal.Operation, req *http.Request, body reques
 
 // send makes the attempts of a pending operation and records its outcome.
 func (c *Client) send(ctx context.Context, claim journal.Claim, op journal.Operation, req *http.Request, body requestBody, lim limits) (result, error) {
+	a, err := c.prepare(ctx, claim, op, req, body, lim)
+	if err != nil {
+		return result{}, err
+	}
+	resp, err := c.sendAttempts(&a.rreq, a) // retry.go
+	if err != nil {
+		err = c.secrets.Error(err)
+		if a.claimLost() && !errors.Is(err, journal.ErrClaimLost) {
+			err = fmt.Errorf("%w: %w", journal.ErrClaimLost, err)
+		}
+		return result{}, c.unknown(a, resp, err)
+	}
+	res := c.record(ctx, claim, op, resp, a)
+	if c.log.Enabled(ctx, slog.LevelDebug) { // spares the arguments' allocations when off
+		c.log.Debug("idem: operation ended", "op", op.ID, "key", op.Key, "outcome", res.outcome,
+			"status", resp.StatusCode, "attempts", a.n)
+	}
+	return res, nil
+}
+
+// prepare returns the attempts of op: the request every attempt sends,
+// with the key in its header or body, and its body to replay.
+func (c *Client) prepare(ctx context.Context, claim journal.Claim, op journal.Operation, req *http.Request, body requestBody, lim limits) (*attempts, error) {
 	var length int64
 	a := c.newAttempts(op, lim)
 	if claim != nil {
@@ -597,19 +620,15 @@ func (c *Client) send(ctx context.Context, claim journal.Claim, op journal.Opera
 	err := rreq.SetBody(content)
 	a.probing = false
 	if err != nil {
-		return result{}, wrapf(err, "preparing request")
+		return nil, wrapf(err, "preparing request")
 	}
 	rreq.ContentLength = length
+	return a, nil
+}
 
-	resp, err := c.sendAttempts(rreq, a) // retry.go
-	if err != nil {
-		err = c.secrets.Error(err)
-		if a.claimLost() && !errors.Is(err, journal.ErrClaimLost) {
-			err = fmt.Errorf("%w: %w", journal.ErrClaimLost, err)
-		}
-		return result{}, c.unknown(a, resp, err)
-	}
-
+// record returns the result of op's final answer resp, done or rejected,
+// and records it under claim when the caller holds one.
+func (c *Client) record(ctx context.Context, claim journal.Claim, op journal.Operation, resp *http.Response, a *attempts) result {
 	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
 	state := journal.StateDone
 	resp.Header.Del(journal.HeaderAlreadyApplied) // only idem says so
@@ -620,29 +639,26 @@ func (c *Client) send(ctx context.Context, claim journal.Claim, op journal.Opera
 		res.outcome, state = OutcomeRejected, journal.StateRejected
 		res.body, res.bodyTruncated = a.final[:min(len(a.final), int(c.cfg.MaxRecordedBody))], !a.fits
 	}
-	if claim != nil {
-		op.State, op.Completed = state, c.now()
-		// Complete encodes the header: no copy is needed.
-		op.Status = resp.StatusCode
-		op.Header, op.HeaderTruncated = redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)
-		if a.fits {
-			op.Body = a.final
-		} else {
-			op.BodyTruncated = true
-		}
-		// The completion is not waited for (C3): were it lost, the next
-		// Do would resend under the same key and get the server's replay.
-		// It is recorded even when ctx ended just after the answer came.
-		if err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {
-			c.log.Error("idem: recording outcome", "op", op.ID, "key", op.Key, "err", err)
-		}
-		res.op = op
+	if claim == nil {
+		return res
 	}
-	if c.log.Enabled(ctx, slog.LevelDebug) { // spares the arguments' allocations when off
-		c.log.Debug("idem: operation ended", "op", op.ID, "key", op.Key, "outcome", res.outcome,
-			"status", resp.StatusCode, "attempts", a.n)
+	op.State, op.Completed = state, c.now()
+	// Complete encodes the header: no copy is needed.
+	op.Status = resp.StatusCode
+	op.Header, op.HeaderTruncated = redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)
+	if a.fits {
+		op.Body = a.final
+	} else {
+		op.BodyTruncated = true
 	}
-	return res, nil
+	// The completion is not waited for (C3): were it lost, the next Do
+	// would resend under the same key and get the server's replay. It is
+	// recorded even when ctx ended just after the answer came.
+	if err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {
+		c.log.Error("idem: recording outcome", "op", op.ID, "key", op.Key, "err", err)
+	}
+	res.op = op
+	return res
 }
 
 // rejects reports whether a final status says the server did not apply the
