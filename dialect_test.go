@@ -531,7 +531,7 @@ func TestDialectAppliedFlagSurvivesABoundedHeader(t *testing.T) {
 	}
 }
 
-// D3: a built-in dialect is a fresh value on every call. An importer that
+// D4.3: a built-in dialect is a fresh value on every call. An importer that
 // changes the one it got (a field, its Signals slice) changes neither the
 // next call's, nor what Dialects and DialectNamed return, nor a Client
 // built after.

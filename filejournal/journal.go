@@ -353,7 +353,8 @@ func flags(op *journal.Operation) uint8 {
 // journal without the operation (a compaction that keeps everything
 // else), durably. It returns an error matching journal.ErrNoSuchOperation if the
 // journal does not hold id, and journal.ErrAlreadyCompleted if its outcome is
-// recorded. idem.Settle with idem.Settlement.Forget is the checked way in.
+// recorded. Forget and ForgetCompleted implement journal.Forgetter, for a
+// Client; programs call idem.Settle, which checks what it is asked first.
 func (j *Journal) Forget(ctx context.Context, id string) error {
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {

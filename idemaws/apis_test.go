@@ -251,7 +251,7 @@ func TestEFSAlreadyExistsIsAnAppliedOperation(t *testing.T) {
 	}
 }
 
-// V2.3: an answer Options.Dialect reads as applied is done whatever its
+// V2.3: an answer Config.Dialect reads as applied is done whatever its
 // status, and every later call answers it as applied from the journal:
 // never "rejected after 0 attempt(s)", never unknown.
 func TestADialectsAppliedAnswerIsNeverARejection(t *testing.T) {
@@ -260,7 +260,7 @@ func TestADialectsAppliedAnswerIsNeverARejection(t *testing.T) {
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	d := idem.AWSCloudControl()
 	d.Signals = append(slices.Clone(d.Signals), idem.Signal{Field: "__type", Value: "AlreadyExistsException", Answer: idem.AnswerApplied})
-	ops, err := idemaws.New(idemaws.Options{Journal: j, Dialect: &d})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, Dialect: &d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestAHandSettledOperationHasNoOutput(t *testing.T) {
 func TestAnOperationRecordedWithoutItsBodyHasNoOutput(t *testing.T) {
 	f := newFakeAPIs(t, 0, 1)
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	ops, err := idemaws.New(idemaws.Options{Journal: j, MaxRecordedBody: 16})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, MaxRecordedBody: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,12 +327,12 @@ func TestAnOperationRecordedWithoutItsBodyHasNoOutput(t *testing.T) {
 	}
 }
 
-// V1.4: Options.Tokens names an operation's token member and format, in
+// V1.4: Config.Tokens names an operation's token member and format, in
 // place of what idemaws knows; New refuses an entry it cannot use.
 func TestACallerNamesTheTokenMember(t *testing.T) {
 	f := newFakeAPIs(t, 0, 1)
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	ops, err := idemaws.New(idemaws.Options{Journal: j, Tokens: map[string]idemaws.Token{
+	ops, err := idemaws.New(idemaws.Config{Journal: j, Tokens: map[string]idemaws.Token{
 		"ACM.RequestCertificate": {Member: "IdempotencyToken", MaxLength: 20, Pattern: `^[0-9a-f]+$`},
 	}})
 	if err != nil {
@@ -353,12 +353,12 @@ func TestACallerNamesTheTokenMember(t *testing.T) {
 		{Member: "T", MinLength: 9, MaxLength: 8}, // no length
 		{Member: "T", KeyTTL: -time.Second},
 	} {
-		if _, err := idemaws.New(idemaws.Options{Journal: j, Tokens: map[string]idemaws.Token{"X.Y": tok}}); !errors.Is(err, idem.ErrInvalidConfig) {
+		if _, err := idemaws.New(idemaws.Config{Journal: j, Tokens: map[string]idemaws.Token{"X.Y": tok}}); !errors.Is(err, idem.ErrInvalidConfig) {
 			t.Errorf("Tokens entry %+v: err = %v, want ErrInvalidConfig", tok, err)
 		}
 	}
 	// A member the input type lacks is refused before anything is sent.
-	ops, _ = idemaws.New(idemaws.Options{Journal: j, Tokens: map[string]idemaws.Token{"ACM.RequestCertificate": {Member: "NoSuchField"}}})
+	ops, _ = idemaws.New(idemaws.Config{Journal: j, Tokens: map[string]idemaws.Token{"ACM.RequestCertificate": {Member: "NoSuchField"}}})
 	sent := f.count()
 	_, err = acm.NewFromConfig(apisConfig(f, ops, 0)).RequestCertificate(idem.WithOperation(context.Background(), "cert-2"), certificate("b.example.com"))
 	if !errors.Is(err, idemaws.ErrNoClientToken) || f.count() != sent {
@@ -369,7 +369,7 @@ func TestACallerNamesTheTokenMember(t *testing.T) {
 // V1.5: each operation's token lives as long as its API documents: ACM's
 // an hour, so a pending ACM operation is not sent again once its token is
 // within a minute of that hour, while an EFS one, whose token lives with
-// the file system, still is; Options.KeyTTL caps both.
+// the file system, still is; Config.KeyTTL caps both.
 func TestEachOperationHasItsTokensLifetime(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
@@ -393,7 +393,7 @@ func TestEachOperationHasItsTokensLifetime(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { j.Close() })
-		ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: tc.keyTTL})
+		ops, err := idemaws.New(idemaws.Config{Journal: j, KeyTTL: tc.keyTTL})
 		if err != nil {
 			t.Fatal(err)
 		}

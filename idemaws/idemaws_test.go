@@ -92,7 +92,7 @@ func (c *testClock) advance(d time.Duration) {
 
 func newOperations(t *testing.T, j journal.Journal) *idemaws.Operations {
 	t.Helper()
-	ops, err := idemaws.New(idemaws.Options{Journal: j})
+	ops, err := idemaws.New(idemaws.Config{Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func TestNoAttemptAfterTheClaimLapses(t *testing.T) {
 
 func TestNewRefusesABadConfig(t *testing.T) {
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	for _, o := range []idemaws.Options{
+	for _, o := range []idemaws.Config{
 		{},
 		{Journal: j, KeyTTL: -time.Second},
 		{Journal: j, MaxRecordedBody: -1},
@@ -492,7 +492,7 @@ func TestAnExpiredTokenIsNotSentAgain(t *testing.T) {
 	f.fail = []int{500, 500, 500}
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	const ttl = 200 * time.Millisecond
-	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: ttl})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, KeyTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +527,7 @@ func TestTheSDKsRetriesStopWhenTheTokenExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: time.Hour})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, KeyTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

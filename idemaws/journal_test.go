@@ -125,7 +125,7 @@ func TestSecretHeadersAreNotRecorded(t *testing.T) {
 }
 
 // A hostile answer's header cannot grow the journal without bound: it is
-// recorded within Options.MaxRecordedHeader, as Do records one within
+// recorded within Config.MaxRecordedHeader, as Do records one within
 // idem.Config.MaxRecordedHeader, and the operation is still answered from
 // the journal (A2.1).
 func TestAHugeResponseHeaderIsRecordedWithinItsBound(t *testing.T) {
@@ -141,7 +141,7 @@ func TestAHugeResponseHeaderIsRecordedWithinItsBound(t *testing.T) {
 	t.Cleanup(srv.Close)
 	f.srv = srv
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	ops, err := idemaws.New(idemaws.Options{Journal: j, MaxRecordedHeader: 4 << 10})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, MaxRecordedHeader: 4 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

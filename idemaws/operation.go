@@ -80,7 +80,7 @@ func (m *tokenMiddleware) HandleInitialize(ctx context.Context, in middleware.In
 	}
 	path, err := m.o.fields.path(in.Parameters, spec.member)
 	if err != nil {
-		return out, md, fmt.Errorf("idemaws: %w: %s (operation %q): its token member %s: %w; name it in Options.Tokens",
+		return out, md, fmt.Errorf("idemaws: %w: %s (operation %q): its token member %s: %w; name it in Config.Tokens",
 			ErrNoClientToken, api, id, spec.member, err)
 	}
 	c := &call{o: m.o, id: id, api: api, spec: spec, ttl: m.o.resolvedTTL(service, spec, callers),
@@ -102,7 +102,7 @@ func (m *tokenMiddleware) HandleInitialize(ctx context.Context, in middleware.In
 }
 
 // spec returns what is known of the token of operation api: the caller's
-// Options.Tokens entry (callers), else the AWS models', else the member the
+// Config.Tokens entry (callers), else the AWS models', else the member the
 // SDK's token middleware fills.
 func (o *Operations) spec(ctx context.Context, sdk middleware.InitializeMiddleware, api string, input any) (s tokenSpec, callers bool, err error) {
 	if t, ok := o.tokens[api]; ok {

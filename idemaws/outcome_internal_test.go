@@ -23,7 +23,7 @@ func TestATokenReusedIsKnownByItsCodeWhateverTheProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	o, err := New(Options{Journal: j})
+	o, err := New(Config{Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	o, err := New(Options{Journal: j})
+	o, err := New(Config{Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}

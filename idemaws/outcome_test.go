@@ -189,7 +189,7 @@ func TestNoAttemptCarriesATokenPastItsTTL(t *testing.T) {
 		clock.advance(300 * time.Millisecond)
 	}
 	j := openJournalWith(t, filepath.Join(t.TempDir(), "journal"), filejournal.Options{Now: clock.Now})
-	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: ttl})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, KeyTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

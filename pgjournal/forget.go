@@ -15,7 +15,8 @@ import (
 // running it, and deletes the row under the lease taken (fenced). It
 // returns an error matching journal.ErrNoSuchOperation if the journal does
 // not hold id, and journal.ErrAlreadyCompleted for a completed operation.
-// idem.Settle with Settlement.Forget is the checked way in.
+// Forget and ForgetCompleted implement journal.Forgetter, for a Client;
+// programs call idem.Settle, which checks what it is asked first.
 func (j *Journal) Forget(ctx context.Context, id string) error {
 	return j.forget(ctx, id, "")
 }
