@@ -260,7 +260,7 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 
 // add counts r, which ended while the batch's context was ctx: an
 // operation is Skipped only when its error is ctx's, ended; a journal that
-// did not answer in time (ErrJournalUnavailable, which may wrap
+// did not answer in time (journal.ErrUnavailable, which may wrap
 // context.DeadlineExceeded) is Failed.
 func (s *BatchSummary) add(ctx context.Context, r BatchResult) {
 	switch {
@@ -357,7 +357,7 @@ func newPause() *backoff.ExponentialBackOff {
 }
 
 // outOfJournal reports whether r should run again: it ended for a
-// journal that did not answer, before sending (ErrJournalUnavailable) or
+// journal that did not answer, before sending (journal.ErrUnavailable) or
 // by losing its claim (ErrClaimLost), within max of the outage's start.
 // Any other result ends the outage.
 func (o *outage) outOfJournal(r BatchResult) bool {

@@ -20,7 +20,7 @@ import (
 
 // outageJournal is a journal whose database is out while down says so
 // for the call ("list" or "claim"): the call fails with
-// ErrJournalUnavailable, and refused counts it. The first claim of each
+// journal.ErrUnavailable, and refused counts it. The first claim of each
 // ID in lose is lost when its channel closes.
 type outageJournal struct {
 	journal.Journal
@@ -91,7 +91,7 @@ func (c losingClaim) Lost() <-chan struct{} { return c.lost }
 // whose journal is out from its start (its listing too) waits for it,
 // trying each operation again, and once the journal answers every
 // operation is done in the same pass, sent once; none failed. A Do
-// outside a batch fails at once with ErrJournalUnavailable.
+// outside a batch fails at once with journal.ErrUnavailable.
 func TestF13ABatchRidesThroughAJournalOutage(t *testing.T) {
 	b := newBatchServer(t)
 	var lists, claims atomic.Int64 // back after 2 listings and 16 claims
@@ -108,7 +108,7 @@ func TestF13ABatchRidesThroughAJournalOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c.Do("alone", req); !errors.Is(err, journal.ErrUnavailable) {
-		t.Fatalf("Do while the journal is out: %v, want ErrJournalUnavailable at once", err)
+		t.Fatalf("Do while the journal is out: %v, want journal.ErrUnavailable at once", err)
 	}
 	var failed []idem.BatchResult
 	progress := func(r idem.BatchResult, _ idem.BatchSummary) {
@@ -135,7 +135,7 @@ func TestF13ABatchRidesThroughAJournalOutage(t *testing.T) {
 // is the batch's, not each operation's: once it has passed, every
 // operation still to run is tried once. A negative bound tries each
 // once, as Do does; so is the listing of pending operations, which
-// fails the batch with ErrJournalUnavailable.
+// fails the batch with journal.ErrUnavailable.
 func TestF13TheOutageIsBoundedForTheWholeBatch(t *testing.T) {
 	b := newBatchServer(t)
 	for _, bound := range []time.Duration{-1, time.Second} {
@@ -157,7 +157,7 @@ func TestF13TheOutageIsBoundedForTheWholeBatch(t *testing.T) {
 		c = newClient(t, fast(idem.Config{Journal: j}))
 		sum, err = c.RunBatch(context.Background(), b.ops(ids(4)...), idem.BatchOptions{MaxJournalOutage: bound})
 		if !errors.Is(err, journal.ErrUnavailable) || sum != (idem.BatchSummary{}) {
-			t.Fatalf("bound %v, the listing refused: summary %+v, %v; want ErrJournalUnavailable", bound, sum, err)
+			t.Fatalf("bound %v, the listing refused: summary %+v, %v; want journal.ErrUnavailable", bound, sum, err)
 		}
 		if n := j.refused.Load(); bound < 0 && n != 1 || bound > 0 && (n < 2 || n > 1+6) {
 			t.Fatalf("bound %v: the listing was refused %d times", bound, n)

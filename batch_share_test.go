@@ -118,7 +118,7 @@ func TestABatchWaitsForAHeldOperationWithinItsContext(t *testing.T) {
 }
 
 // unreachableJournal is a journal whose database does not answer in time:
-// every claim fails with ErrJournalUnavailable wrapping the statement's
+// every claim fails with journal.ErrUnavailable wrapping the statement's
 // context.DeadlineExceeded.
 type unreachableJournal struct{ journal.Journal }
 

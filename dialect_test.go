@@ -318,7 +318,7 @@ func TestDialectAnswers(t *testing.T) {
 }
 
 // D2.3: a server cannot pass its own answer for one idem read as already
-// applied: a field named AppliedHeader in its response is removed.
+// applied: a field named journal.HeaderAlreadyApplied in its response is removed.
 func TestDialectAppliedFlagIsIdemsOwn(t *testing.T) {
 	w := newWire(t, status(200, "ok", journal.HeaderAlreadyApplied, "true"))
 	c := newClient(t, idem.Config{Dialect: idem.Primer()})
@@ -431,7 +431,7 @@ func TestDialectRetentionIsTheDefaultKeyTTL(t *testing.T) {
 }
 
 // D1.6: New refuses a dialect a UUIDv4 key would not fit, or that is not
-// one; Config.KeyHeader takes the place of the dialect's header, and
+// one; a KeyHeader set on the dialect value takes the place of its header, and
 // cannot be set with a dialect that puts the key in the body.
 func TestDialectChecked(t *testing.T) {
 	for _, d := range []idem.Dialect{

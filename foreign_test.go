@@ -251,7 +251,7 @@ func TestForeignConflictNotMarkedReplayedIsRetried(t *testing.T) {
 func TestForeignCallerSetsItsOwnKeyHeader(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		keyHeader string // Config.KeyHeader
+		keyHeader string // Dialect.KeyHeader
 		set       func(h http.Header)
 	}{
 		{"Set", "", func(h http.Header) { h.Set("Idempotency-Key", "vendor-1") }},

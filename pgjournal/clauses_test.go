@@ -108,7 +108,7 @@ func TestTheDatabasesClockIsReadAtEveryClaim(t *testing.T) {
 
 // TestADatabaseThatStopsAnsweringFailsDoBeforeSending is F6.2 on Do: a
 // database that stops answering (no error, no close) makes Do fail within
-// Options.Timeout with ErrJournalUnavailable, nothing sent.
+// Options.Timeout with journal.ErrUnavailable, nothing sent.
 func TestADatabaseThatStopsAnsweringFailsDoBeforeSending(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	openJournal(t, dsn, pgjournal.Options{}) // the tables exist
@@ -119,7 +119,7 @@ func TestADatabaseThatStopsAnsweringFailsDoBeforeSending(t *testing.T) {
 	_, err := client(t, j).Do("charge", srv.post(t, context.Background()))
 	p.Freeze(false)
 	if !errors.Is(err, journal.ErrUnavailable) {
-		t.Fatalf("Do with the database not answering: %v, want ErrJournalUnavailable", err)
+		t.Fatalf("Do with the database not answering: %v, want journal.ErrUnavailable", err)
 	}
 	if n, _ := srv.requests(); n != 0 {
 		t.Fatalf("%d requests sent while the database did not answer", n)

@@ -387,13 +387,13 @@ func TestF9AReadOnlyServerIsUnavailable(t *testing.T) {
 	ctx := context.Background()
 	_, err := pgjournal.Open(ctx, standby.DSN(), pgjournal.Options{Logger: quiet})
 	if !errors.Is(err, journal.ErrUnavailable) || !strings.Contains(err.Error(), "25006") {
-		t.Fatalf("Open (migrating) on a standby: %v, want ErrJournalUnavailable for 25006", err)
+		t.Fatalf("Open (migrating) on a standby: %v, want journal.ErrUnavailable for 25006", err)
 	}
 	j := openJournal(t, standby.DSN(), pgjournal.Options{NoMigrate: true})
 	l := newLedger(t, 0)
 	err = l.do(ctx, client(t, j), "charge")
 	if !errors.Is(err, journal.ErrUnavailable) || !strings.Contains(err.Error(), "25006") {
-		t.Fatalf("Do on a standby: %v, want ErrJournalUnavailable for 25006", err)
+		t.Fatalf("Do on a standby: %v, want journal.ErrUnavailable for 25006", err)
 	}
 	if len(l.keys) != 0 {
 		t.Fatalf("Do on a standby sent %v", l.keys)
@@ -407,7 +407,7 @@ func TestF9AReadOnlyServerIsUnavailable(t *testing.T) {
 // only once it is down, so their outcomes cannot be recorded). Every
 // operation is done, none failed; the server got each once, under one
 // key, and the journal holds each under that key. A Do outside the
-// batch fails at once during the outage, with ErrJournalUnavailable.
+// batch fails at once during the outage, with journal.ErrUnavailable.
 func TestF13ABatchRidesThroughAFifteenSecondOutage(t *testing.T) {
 	const outage = 15 * time.Second
 	srv := pgtest.Own(t)
@@ -487,7 +487,7 @@ func TestF13ABatchRidesThroughAFifteenSecondOutage(t *testing.T) {
 		t.Fatalf("one pass through the outage: %+v, %v; want 300 done (failed: %v)", sum, err, failed)
 	}
 	if !errors.Is(aloneErr, journal.ErrUnavailable) {
-		t.Errorf("a Do outside the batch during the outage: %v, want ErrJournalUnavailable", aloneErr)
+		t.Errorf("a Do outside the batch during the outage: %v, want journal.ErrUnavailable", aloneErr)
 	}
 	sent := map[string]string{}
 	for _, id := range ids {

@@ -248,7 +248,7 @@ func TestOpenOfADatabaseThatDoesNotAnswer(t *testing.T) {
 	for _, noMigrate := range []bool{false, true} {
 		_, err := pgjournal.Open(context.Background(), via, pgjournal.Options{Timeout: 300 * time.Millisecond, NoMigrate: noMigrate, Logger: quiet})
 		if !errors.Is(err, journal.ErrUnavailable) {
-			t.Errorf("Open (NoMigrate %v) of a database that does not answer: %v, want ErrJournalUnavailable", noMigrate, err)
+			t.Errorf("Open (NoMigrate %v) of a database that does not answer: %v, want journal.ErrUnavailable", noMigrate, err)
 		}
 	}
 }

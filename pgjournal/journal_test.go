@@ -736,7 +736,7 @@ func TestALostLeaseStopsTheAttempts(t *testing.T) {
 }
 
 // TestDatabaseDownFailsBeforeSending is F6.1 and F6.3: with the database
-// stopped, Do fails with ErrJournalUnavailable and sends nothing; once it
+// stopped, Do fails with journal.ErrUnavailable and sends nothing; once it
 // is back, the same Client works.
 func TestDatabaseDownFailsBeforeSending(t *testing.T) {
 	pg := pgtest.Own(t)
@@ -749,7 +749,7 @@ func TestDatabaseDownFailsBeforeSending(t *testing.T) {
 	}
 	_, err := c.Do("charge", srv.post(t, ctx))
 	if !errors.Is(err, journal.ErrUnavailable) {
-		t.Fatalf("Do with the database down: %v, want ErrJournalUnavailable", err)
+		t.Fatalf("Do with the database down: %v, want journal.ErrUnavailable", err)
 	}
 	if n, _ := srv.requests(); n != 0 {
 		t.Fatalf("%d requests sent with the database down", n)

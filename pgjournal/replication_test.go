@@ -274,7 +274,7 @@ func TestF12TheJournalsCommitsWaitWhateverTheSessionSays(t *testing.T) {
 		unavailable := func(what string, err error) {
 			t.Helper()
 			if !errors.Is(err, journal.ErrUnavailable) {
-				t.Errorf("machine %d, the standby down: %s: %v, want ErrJournalUnavailable", i, what, err)
+				t.Errorf("machine %d, the standby down: %s: %v, want journal.ErrUnavailable", i, what, err)
 			}
 		}
 		d := op("held")
@@ -318,7 +318,7 @@ const logReleaseFailed = "pgjournal: releasing a lease failed; this Journal take
 // falls behind, as far as a standby can (it is down); the primary dies
 // and the standby, started again, is promoted. Every key sent is on the
 // new primary: an intent the standby did not have was never sent, its
-// Do failing with ErrJournalUnavailable.
+// Do failing with journal.ErrUnavailable.
 func TestF12NoSentIntentIsLostInAFailover(t *testing.T) {
 	ctx := context.Background()
 	primary := pgtest.Own(t)
@@ -336,7 +336,7 @@ func TestF12NoSentIntentIsLostInAFailover(t *testing.T) {
 	}
 	for _, err := range runAll(ctx, c, l, after, 4) {
 		if !errors.Is(err, journal.ErrUnavailable) {
-			t.Fatalf("with the standby down: %v, want ErrJournalUnavailable", err)
+			t.Fatalf("with the standby down: %v, want journal.ErrUnavailable", err)
 		}
 	}
 	if err := primary.KillPostmaster(ctx); err != nil {
