@@ -3,7 +3,6 @@ package journal
 import (
 	"net/http"
 
-	"github.com/idemkit/idem/internal/journalkit"
 	"github.com/idemkit/idem/internal/redact"
 )
 
@@ -14,18 +13,18 @@ import (
 const (
 	// HeaderAlreadyApplied is "true" on an answer that says the operation
 	// was applied by an earlier request.
-	HeaderAlreadyApplied = journalkit.AppliedHeader
+	HeaderAlreadyApplied = "Idem-Already-Applied"
 	// HeaderKeyReused marks a refusal of a key the server holds for
 	// another request.
-	HeaderKeyReused = journalkit.KeyReusedHeader
+	HeaderKeyReused = "Idem-Key-Reused"
 	// HeaderSettled marks an outcome a person recorded (idem.Settle), with
 	// "by hand".
-	HeaderSettled = journalkit.SettledHeader
+	HeaderSettled = "Idem-Settled"
 	// HeaderSettledNote holds the note of an outcome a person recorded.
-	HeaderSettledNote = journalkit.SettledNoteHeader
+	HeaderSettledNote = "Idem-Settled-Note"
 	// HeaderUnrecorded names the response header fields an outcome left
 	// out by the secrets rule (cookies, credentials).
-	HeaderUnrecorded = journalkit.UnrecordedHeadersField
+	HeaderUnrecorded = "Idem-Unrecorded-Headers"
 )
 
 // RecordedHeader returns what an outcome records of header h under a
