@@ -190,3 +190,21 @@ func TestMemoryJournalClaimWithAnEndedContext(t *testing.T) {
 		t.Fatalf("Claim with an ended context: %v, %v; want context.Canceled", c, err)
 	}
 }
+
+// C15.8: an operation claimed and not yet begun is in no listing
+// while its claim is held: the entry that holds the claim is not an
+// intent.
+func TestMemoryJournalListsNoClaimWithoutAnIntent(t *testing.T) {
+	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
+	c, err := j.Claim(context.Background(), "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	for _, which := range []journal.Listing{journal.ListAll, journal.ListPending, journal.ListExpired, journal.ListCompleted} {
+		ops, err := j.List(context.Background(), which)
+		if err != nil || len(ops) != 0 {
+			t.Fatalf("List(%s) while a claim without Begin is held: %v, %v; want nothing", which, ops, err)
+		}
+	}
+}
