@@ -165,6 +165,19 @@ func TestExpiryEndToEnd(t *testing.T) {
 	}
 	sent := proxy.Counts().Requests
 
+	// The next process, on the real clock, by which the key has expired
+	// too.
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts.Now = nil
+	if j, err = filejournal.Open(path, opts); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Journal = j
+	if c, err = idem.New(cfg); err != nil {
+		t.Fatal(err)
+	}
 	if err := do(c, w); !errors.Is(err, idem.ErrKeyExpired) {
 		t.Fatalf("Do after the server forgot the key = %v, want ErrKeyExpired", err)
 	}
