@@ -572,7 +572,7 @@ var mutants = []mutant{
 	{
 		Name: "a session cookie recorded with the outcome", Rules: "C14.1",
 		Edits: []edit{{File: "client.go", Old: "redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
-			New: "recordableHeader(resp.Header, c.cfg.MaxRecordedHeader)"}},
+			New: "redact.Bound(resp.Header, c.cfg.MaxRecordedHeader)"}},
 		Pkg: ".", Tests: []string{"TestNoSecretsAtRest"},
 	},
 	{
