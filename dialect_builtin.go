@@ -6,8 +6,8 @@ import (
 )
 
 // The built-in dialects, as read from each provider's documentation when
-// they were written. The exported names (IETFDraft, Stripe…) are these
-// values; here is what each follows, and why each signal reads as it does.
+// they were written. The exported functions (IETFDraft, Stripe…) return
+// copies of these values; here is what each follows, and why each signal reads as it does.
 var (
 	// ietfDraft is the IETF httpapi idempotency-key draft
 	// (draft-ietf-httpapi-idempotency-key-header-07): the key as a

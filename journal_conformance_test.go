@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/journaltest"
 )
 
@@ -17,7 +18,7 @@ func TestFileJournalConforms(t *testing.T) {
 	journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
 		path := filepath.Join(t.TempDir(), "ops.journal")
 		o := filejournal.Options{KeyTTL: keyTTL, Logger: slog.New(slog.DiscardHandler)}
-		open := func(t *testing.T) idem.Journal {
+		open := func(t *testing.T) journal.Journal {
 			j, err := filejournal.Open(path, o)
 			if err != nil {
 				t.Fatal(err)
@@ -26,7 +27,7 @@ func TestFileJournalConforms(t *testing.T) {
 			return j
 		}
 		j := open(t)
-		return journaltest.Backend{Journal: j, Reopen: func(t *testing.T) idem.Journal {
+		return journaltest.Backend{Journal: j, Reopen: func(t *testing.T) journal.Journal {
 			if err := j.(*filejournal.Journal).Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 )
 
 // memoryStore holds the completed operations a memory journal keeps whole,
@@ -53,9 +54,9 @@ type storedOp struct {
 	at                            uint32
 	keyAt, methodAt, urlAt, outAt uint32
 	n                             uint32
-	fingerprint                   Fingerprint
+	fingerprint                   journal.Fingerprint
 	status                        int32
-	state                         State
+	state                         journal.State
 	bodyTruncated                 bool
 	headerTruncated               bool
 	gone                          bool // replaced, or forgotten on request
@@ -182,9 +183,9 @@ func (s *memoryStore) entry(r *storedOp, seq int) *memoryEntry {
 }
 
 // operation returns r, its header and body in memory of their own.
-func (s *memoryStore) operation(r *storedOp) Operation {
+func (s *memoryStore) operation(r *storedOp) journal.Operation {
 	b := s.bytesOf(r)
-	op := Operation{
+	op := journal.Operation{
 		ID: string(b[:r.keyAt]), Key: string(b[r.keyAt:r.methodAt]), Method: string(b[r.methodAt:r.urlAt]),
 		URL: string(b[r.urlAt:r.outAt]), Fingerprint: r.fingerprint, State: r.state,
 		Created: time.Unix(0, r.created).UTC(), Completed: time.Unix(0, r.completed).UTC(), Status: int(r.status),

@@ -12,13 +12,14 @@ import (
 	"unsafe"
 
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 )
 
 // storeEntry returns a completed entry of id, its outcome a body of size
 // bytes, each id[0].
 func storeEntry(id string, size int) *memoryEntry {
-	e := &memoryEntry{created: 1, completed: 2, state: StateDone, status: 201, begun: true, fingerprint: Fingerprint{id[0]}}
-	e.setIntent(&Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/" + id})
+	e := &memoryEntry{created: 1, completed: 2, state: journal.StateDone, status: 201, begun: true, fingerprint: journal.Fingerprint{id[0]}}
+	e.setIntent(&journal.Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/" + id})
 	e.outcome = journalkit.EncodeHeaderBody(nil, bytes.Repeat([]byte{id[0]}, size))
 	return e
 }
@@ -80,7 +81,7 @@ func TestMemoryStoreRecordsAcrossChunks(t *testing.T) {
 		r, seq, ok := s.find(uint64(i + 1))
 		op := s.operation(r)
 		if !ok || seq != i || s.id(r) != id || op.ID != id || op.Key != "key-"+id || op.URL != "https://api.example/"+id ||
-			len(op.Body) != sizes[id] || op.Body[0] != id[0] || op.Body[len(op.Body)-1] != id[0] || op.Fingerprint != (Fingerprint{id[0]}) {
+			len(op.Body) != sizes[id] || op.Body[0] != id[0] || op.Body[len(op.Body)-1] != id[0] || op.Fingerprint != (journal.Fingerprint{id[0]}) {
 			t.Fatalf("%s reads back as %v, record %d, ID %q, %d body bytes", id, ok, seq, op.ID, len(op.Body))
 		}
 	}
@@ -152,16 +153,16 @@ func TestMemoryJournalReleasedClaimLeavesNoOutcomeInTheMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Release()
-	late.State, late.Status, late.Completed = StateDone, 201, at
+	late.State, late.Status, late.Completed = journal.StateDone, 201, at
 	if err := c.Complete(ctx, late); err != nil {
 		t.Fatalf("Complete of a released claim: %v", err)
 	}
-	if op, ok := c.Operation(); !ok || op.State != StateDone {
+	if op, ok := c.Operation(); !ok || op.State != journal.StateDone {
 		t.Fatalf("a released claim reads %+v, %v; want the outcome", op, ok)
 	}
 	again := late
-	again.State, again.Status, again.Completed = StatePending, 0, time.Time{}
-	if err := c.Begin(ctx, again); !errors.Is(err, ErrOperationExists) {
+	again.State, again.Status, again.Completed = journal.StatePending, 0, time.Time{}
+	if err := c.Begin(ctx, again); !errors.Is(err, journal.ErrOperationExists) {
 		t.Fatalf("Begin of a released claim over an outcome: %v, want ErrOperationExists", err)
 	}
 	if len(j.ops) != 0 || j.store.live != 1 || j.pending != 0 {
@@ -183,11 +184,11 @@ func TestMemoryJournalForgetOfAnOutcomeDroppedWhileClaimed(t *testing.T) {
 	}
 	j.budget = 0
 	memoryComplete(t, j, memoryBegin(t, j, "b", at), at) // drops a's outcome
-	if err := held.(*memoryClaim).forget(func(*memoryEntry) error { return nil }); !errors.Is(err, ErrNoSuchOperation) {
+	if err := held.(*memoryClaim).forget(func(*memoryEntry) error { return nil }); !errors.Is(err, journal.ErrNoSuchOperation) {
 		t.Fatalf("forget of an outcome dropped while claimed: %v, want ErrNoSuchOperation", err)
 	}
 	held.Release()
-	if _, _, err := j.Lookup(context.Background(), "a"); !errors.Is(err, ErrOutcomeForgotten) {
+	if _, _, err := j.Lookup(context.Background(), "a"); !errors.Is(err, journal.ErrOutcomeForgotten) {
 		t.Fatalf("Lookup after the refused forget: %v, want ErrOutcomeForgotten", err)
 	}
 }
@@ -202,7 +203,7 @@ func TestMemoryJournalManyOperationsThroughTheStore(t *testing.T) {
 	for i := range n {
 		op := memoryBegin(t, j, fmt.Sprint("op-", i), at)
 		c, _ := j.Claim(context.Background(), op.ID)
-		op.State, op.Status, op.Body = StateDone, 201, bytes.Repeat([]byte{byte(i)}, i%300)
+		op.State, op.Status, op.Body = journal.StateDone, 201, bytes.Repeat([]byte{byte(i)}, i%300)
 		if err := c.Complete(context.Background(), op); err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +219,7 @@ func TestMemoryJournalManyOperationsThroughTheStore(t *testing.T) {
 			t.Fatalf("op-%d reads back %v, %v, %d body bytes", i, ok, err, len(op.Body))
 		}
 	}
-	if _, _, err := j.Lookup(context.Background(), fmt.Sprint("op-", n-len(whole)-1)); !errors.Is(err, ErrOutcomeForgotten) {
+	if _, _, err := j.Lookup(context.Background(), fmt.Sprint("op-", n-len(whole)-1)); !errors.Is(err, journal.ErrOutcomeForgotten) {
 		t.Fatalf("the latest dropped: %v, want ErrOutcomeForgotten", err)
 	}
 }

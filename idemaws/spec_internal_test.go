@@ -136,7 +136,7 @@ func TestEmptyOutput(t *testing.T) {
 
 // V1.5: an operation's KeyTTL is the caller's for it, else the lifetime
 // AWS documents for its token (its model's, else its service guide's),
-// capped by Options.KeyTTL, else Options.KeyTTL, else the default.
+// capped by Config.KeyTTL, else Config.KeyTTL, else the default.
 func TestResolvedTTL(t *testing.T) {
 	const def = 7 * time.Hour
 	acmSpec := sdkTokens["ACM.RequestCertificate"]

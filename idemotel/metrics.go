@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // PendingListTimeout bounds each count or List a collection of
@@ -75,14 +76,14 @@ func SyncRecorder(opts Options) func(took time.Duration, records int, err error)
 // pending count of a *filejournal.Journal is its Stats, a pass over the
 // journal's index in memory, under the journal's lock. A PendingCounter
 // (a *pgjournal.Journal: one count in the database) is asked Pending,
-// and any other Journal List(ctx, idem.ListPending), which returns every
+// and any other Journal List(ctx, journal.ListPending), which returns every
 // pending operation whole, each within PendingListTimeout at each
 // collection; a failed one is reported as the callback's error, and the
 // gauge has no value for that collection.
 //
 // The gauges carry no attributes: observe one Client and one Journal per
 // MeterProvider, or their values share one series.
-func Observe(c *idem.Client, j idem.Journal, opts Options) (unregister func() error, err error) {
+func Observe(c *idem.Client, j journal.Journal, opts Options) (unregister func() error, err error) {
 	if fj, ok := j.(*filejournal.Journal); ok && fj == nil {
 		j = nil
 	}
@@ -115,7 +116,7 @@ func Observe(c *idem.Client, j idem.Journal, opts Options) (unregister func() er
 }
 
 // pendingOf counts j's pending operations whose key has not expired.
-func pendingOf(ctx context.Context, j idem.Journal) (int, error) {
+func pendingOf(ctx context.Context, j journal.Journal) (int, error) {
 	if fj, ok := j.(*filejournal.Journal); ok {
 		return fj.Stats().Pending, nil
 	}
@@ -128,7 +129,7 @@ func pendingOf(ctx context.Context, j idem.Journal) (int, error) {
 		}
 		return n, nil
 	}
-	ops, err := j.List(ctx, idem.ListPending)
+	ops, err := j.List(ctx, journal.ListPending)
 	if err != nil {
 		return 0, fmt.Errorf("idemotel: listing the journal's pending operations: %w", err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemotel"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/journal"
 )
 
 // withPostgres runs the tests with the shared PostgreSQL server of
@@ -431,7 +432,7 @@ func TestInstrument(t *testing.T) {
 
 	// A journal other than a *filejournal.Journal is counted by List.
 	other := newTelemetry()
-	unregisterOther, err := idemotel.Observe(nil, struct{ idem.Journal }{j}, other.opts)
+	unregisterOther, err := idemotel.Observe(nil, struct{ journal.Journal }{j}, other.opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,16 +9,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemotel"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/pgjournal"
 )
 
 // counting is a Journal that counts its pending operations itself. Its
 // embedded Journal is nil: a List would panic.
 type counting struct {
-	idem.Journal
+	journal.Journal
 	n   int
 	err error
 }
@@ -85,21 +85,21 @@ func TestObservePgjournalPending(t *testing.T) {
 	for _, row := range []struct {
 		namespace, id string
 		created       int64
-		state         idem.State
+		state         journal.State
 	}{
-		{"billing", "pending-1", now, idem.StatePending},
-		{"billing", "pending-2", now, idem.StatePending},
-		{"billing", "expired", expired, idem.StatePending},
-		{"billing", "done", now, idem.StateDone},
-		{"billing", "rejected", now, idem.StateRejected},
-		{"other", "pending-elsewhere", now, idem.StatePending},
+		{"billing", "pending-1", now, journal.StatePending},
+		{"billing", "pending-2", now, journal.StatePending},
+		{"billing", "expired", expired, journal.StatePending},
+		{"billing", "done", now, journal.StateDone},
+		{"billing", "rejected", now, journal.StateRejected},
+		{"other", "pending-elsewhere", now, journal.StatePending},
 	} {
 		if _, err := conn.Exec(ctx, `INSERT INTO idem_operations (namespace, op_id, op_key, fingerprint, created_ns, state)
-			VALUES ($1, $2, $2, $3, $4, $5)`, row.namespace, row.id, make([]byte, len(idem.Fingerprint{})), row.created, int16(row.state)); err != nil {
+			VALUES ($1, $2, $2, $3, $4, $5)`, row.namespace, row.id, make([]byte, len(journal.Fingerprint{})), row.created, int16(row.state)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	listed, err := j.List(ctx, idem.ListPending)
+	listed, err := j.List(ctx, journal.ListPending)
 	if err != nil {
 		t.Fatal(err)
 	}

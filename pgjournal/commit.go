@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -110,7 +110,7 @@ var intentStatement = shared(`INSERT INTO idem_operations
 	"op_id text", "op_key text", "fingerprint bytea", "method text", "url text", "created_ns bigint", "life text")
 
 // outcomeStatement records each outcome of u on its row, and gives the
-// lease back, where the row still holds the writer's fence (F5) and is
+// lease back, where the row still holds the writer's fence and is
 // pending, under the same key if one is given; it returns the IDs it
 // updated.
 var outcomeStatement = shared(`UPDATE idem_operations AS o
@@ -137,8 +137,8 @@ var releaseStatement = shared(`UPDATE idem_operations AS o SET lease_owner = NUL
 type (
 	intentIn struct {
 		id   string
-		op   idem.Operation
-		life *life // the Journal's life the lease is taken under (F11)
+		op   journal.Operation
+		life *life // the Journal's life the lease is taken under
 	}
 	intentOut struct {
 		won  bool
@@ -153,7 +153,7 @@ type (
 type outcomeIn struct {
 	id     string
 	fence  int64
-	op     idem.Operation
+	op     journal.Operation
 	header []byte
 	flags  int16
 }

@@ -24,6 +24,10 @@ var ErrSchemaTooNew = errors.New("pgjournal: database schema is newer than this 
 // migrate URL`, once the DSN is known to name the right database.
 var ErrNotMigrated = errors.New("pgjournal: the database's journal tables are missing or older than this idem: run Migrate")
 
+// ErrInvalidOptions is returned when Open is given Options it cannot use.
+// Nothing is written.
+var ErrInvalidOptions = errors.New("pgjournal: invalid options")
+
 // migrations[i] takes the schema from version i to i+1. Each runs in the
 // transaction that records the new version, so a migration is applied
 // whole or not at all. The SQL sticks to what PostgreSQL, CockroachDB and

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 func runJournalCopy(ctx context.Context, e env, args []string) int {
@@ -35,7 +36,7 @@ func runJournalCopy(ctx context.Context, e env, args []string) int {
 		return reportJournalError(e, cmd, srcLoc, err)
 	}
 	defer src.Close()
-	ops, err := src.List(ctx, idem.ListAll)
+	ops, err := src.List(ctx, journal.ListAll)
 	if err != nil {
 		return reportJournalError(e, cmd, srcLoc, err)
 	}

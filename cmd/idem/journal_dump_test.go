@@ -13,6 +13,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/journalhelp"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/journal"
 )
 
 func TestJournalDumpLoadRoundTrip(t *testing.T) {
@@ -66,7 +67,7 @@ func TestJournalLoadConflictsAndBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := journalhelp.Begin(j, idem.Operation{ID: "charge-1", Key: "another-key", Method: "POST", URL: "https://x.test/"}); err != nil {
+	if err := journalhelp.Begin(j, journal.Operation{ID: "charge-1", Key: "another-key", Method: "POST", URL: "https://x.test/"}); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()
@@ -96,7 +97,7 @@ func TestJournalLoadConflictsAndBadInput(t *testing.T) {
 	if r := runAt(t, at(listNow), strings.NewReader(dump), "journal", "load", pend); r.code != exitOK || !strings.Contains(r.stdout, "wrote 5") {
 		t.Fatalf("load completing a pending operation: %+v", r)
 	}
-	if op, _ := readOp(t, pend, "charge-1"); op.State != idem.StateDone || op.Status != f.ops["charge-1"].Status {
+	if op, _ := readOp(t, pend, "charge-1"); op.State != journal.StateDone || op.Status != f.ops["charge-1"].Status {
 		t.Fatalf("pending operation not completed by load: %+v", op)
 	}
 
@@ -172,11 +173,11 @@ func TestJournalDumpKeepsBytesThatAreNotUTF8(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := idem.Operation{ID: "op-\xff", Key: "key-\xfe", Method: "POST", URL: "https://x.test/\xe9", Created: listNow.Add(-time.Hour).UTC()}
+	want := journal.Operation{ID: "op-\xff", Key: "key-\xfe", Method: "POST", URL: "https://x.test/\xe9", Created: listNow.Add(-time.Hour).UTC()}
 	if err := journalhelp.Begin(j, want); err != nil {
 		t.Fatal(err)
 	}
-	want.State, want.Status, want.Completed = idem.StateDone, 200, listNow.UTC()
+	want.State, want.Status, want.Completed = journal.StateDone, 200, listNow.UTC()
 	want.Header = http.Header{"X-Name": {"caf\xe9"}}
 	want.Body = []byte{0, 0xff}
 	if err := journalhelp.Complete(j, want); err != nil {

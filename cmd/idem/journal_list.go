@@ -17,12 +17,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/pgjournal"
 )
 
 // listAction returns the journal subcommand name, which lists the
 // operations of the listing which.
-func listAction(name, what string, which idem.Listing) journalAction {
+func listAction(name, what string, which journal.Listing) journalAction {
 	a := journalAction{name: name, args: "PATH", summary: what}
 	a.run = func(ctx context.Context, e env, args []string) int {
 		return runJournalList(ctx, e, "idem journal "+name, what, which, args)
@@ -30,7 +31,7 @@ func listAction(name, what string, which idem.Listing) journalAction {
 	return a
 }
 
-func runJournalList(ctx context.Context, e env, cmd, what string, which idem.Listing, args []string) int {
+func runJournalList(ctx context.Context, e env, cmd, what string, which journal.Listing, args []string) int {
 	fs := newFlagSet(cmd)
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 	ttl := fs.Duration("ttl", idem.DefaultKeyTTL, ttlUsage)
@@ -136,7 +137,7 @@ type operationJSON struct {
 }
 
 // summarize returns the JSON form of op at now.
-func summarize(op idem.Operation, now time.Time, ttl time.Duration) operationJSON {
+func summarize(op journal.Operation, now time.Time, ttl time.Duration) operationJSON {
 	s := operationJSON{
 		ID:          op.ID,
 		State:       op.State.String(),
@@ -147,7 +148,7 @@ func summarize(op idem.Operation, now time.Time, ttl time.Duration) operationJSO
 		URL:         op.URL,
 		Created:     op.Created.UTC(),
 	}
-	if op.State != idem.StatePending {
+	if op.State != journal.StatePending {
 		completed, status := op.Completed.UTC(), op.Status
 		s.Completed, s.Status = &completed, &status
 	}
@@ -170,12 +171,12 @@ func writeJSON(e env, cmd string, v any) int {
 }
 
 // writeTable writes ops as an aligned table.
-func writeTable(w io.Writer, ops []idem.Operation, now time.Time, ttl time.Duration) {
+func writeTable(w io.Writer, ops []journal.Operation, now time.Time, ttl time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tKEY\tCREATED\tAGE\tSTATUS\tMETHOD\tURL")
 	for _, op := range ops {
 		status := "-"
-		if op.State != idem.StatePending {
+		if op.State != journal.StatePending {
 			status = strconv.Itoa(op.Status)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
@@ -187,7 +188,7 @@ func writeTable(w io.Writer, ops []idem.Operation, now time.Time, ttl time.Durat
 
 // displayState is op's state for people: "expired" for a pending operation
 // whose key is older than ttl.
-func displayState(op idem.Operation, now time.Time, ttl time.Duration) string {
+func displayState(op journal.Operation, now time.Time, ttl time.Duration) string {
 	if op.Expired(now, ttl) {
 		return "expired"
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -21,7 +21,7 @@ import (
 
 // openedJournal is a journal a command opened and must close.
 type openedJournal interface {
-	idem.Journal
+	journal.Journal
 	Close() error
 }
 

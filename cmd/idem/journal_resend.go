@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 func runJournalResend(ctx context.Context, e env, args []string) int {
@@ -53,18 +54,18 @@ never chosen. A library caller does the same with BatchOptions.Resend.
 		return reportJournalError(e, cmd, path, err)
 	}
 	defer j.Close()
-	f, ok := j.(idem.Forgetter)
+	f, ok := j.(journal.Forgetter)
 	if !ok {
 		fmt.Fprintf(e.stderr, "%s: journal %s cannot forget operations\n", cmd, displayLocation(path))
 		return exitFailure
 	}
-	ops, err := j.List(ctx, idem.ListCompleted)
+	ops, err := j.List(ctx, journal.ListCompleted)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
 	n := 0
 	for _, op := range ops {
-		if !idem.RefusedWithoutEffect(op) || len(only) > 0 && !only[op.Status] {
+		if !op.RefusedWithoutEffect() || len(only) > 0 && !only[op.Status] {
 			continue
 		}
 		if !*dryRun {

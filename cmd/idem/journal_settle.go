@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 func runJournalSettle(ctx context.Context, e env, args []string) int {
@@ -20,7 +21,7 @@ func runJournalSettle(ctx context.Context, e env, args []string) int {
 	fs := newFlagSet(cmd)
 	done := fs.String("done", "", "record the operation as done, with this response `STATUS`")
 	rejected := fs.String("rejected", "", "record the operation as rejected, with this response `STATUS`")
-	note := fs.String("note", "", "a note kept with the outcome (header field "+idem.SettledNoteHeader+")")
+	note := fs.String("note", "", "a note kept with the outcome (header field "+journal.HeaderSettledNote+")")
 	forget := fs.Bool("forget", false, "drop the operation from the journal: its next run mints a NEW key")
 	understood := fs.Bool("i-understand-a-new-key", false, "confirm --forget")
 	completed := fs.Bool("completed", false, "with --forget: forget an operation whose outcome is recorded")
@@ -57,8 +58,8 @@ an unknown ID and an operation already done or rejected (exit code 1).
 	chosen := 0
 	for _, o := range []struct {
 		value string
-		state idem.State
-	}{{*done, idem.StateDone}, {*rejected, idem.StateRejected}} {
+		state journal.State
+	}{{*done, journal.StateDone}, {*rejected, journal.StateRejected}} {
 		if o.value == "" {
 			continue
 		}
@@ -92,14 +93,14 @@ an unknown ID and an operation already done or rejected (exit code 1).
 	defer j.Close()
 	err = idem.Settle(ctx, j, id, s)
 	switch {
-	case errors.Is(err, idem.ErrNoSuchOperation):
+	case errors.Is(err, journal.ErrNoSuchOperation):
 		fmt.Fprintf(e.stderr, "%s: no operation %s in %s\n", cmd, cell(id), displayLocation(path))
 		return exitFailure
-	case errors.Is(err, idem.ErrAlreadyCompleted):
+	case errors.Is(err, journal.ErrAlreadyCompleted):
 		fmt.Fprintf(e.stderr, "%s: operation %s in %s is already completed; nothing changed (to drop it anyway: --forget --i-understand-a-new-key --completed)\n",
 			cmd, cell(id), displayLocation(path))
 		return exitFailure
-	case errors.Is(err, idem.ErrInvalidOperation):
+	case errors.Is(err, journal.ErrInvalidOperation):
 		return usageError(e, cmd, "%v", err)
 	case err != nil:
 		return reportJournalError(e, cmd, path, err)

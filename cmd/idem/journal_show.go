@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 func runJournalShow(ctx context.Context, e env, args []string) int {
@@ -96,9 +97,9 @@ type responseJSON struct {
 	Body            string      `json:"body"`
 }
 
-func detail(op idem.Operation, now time.Time, ttl time.Duration) operationDetailJSON {
+func detail(op journal.Operation, now time.Time, ttl time.Duration) operationDetailJSON {
 	d := operationDetailJSON{operationJSON: summarize(op, now, ttl)}
-	if op.State == idem.StatePending {
+	if op.State == journal.StatePending {
 		return d
 	}
 	r := &responseJSON{
@@ -122,7 +123,7 @@ func detail(op idem.Operation, now time.Time, ttl time.Duration) operationDetail
 
 // writeOperation writes op for people: its fields, then the recorded
 // response's header and body.
-func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Duration) {
+func writeOperation(w io.Writer, op journal.Operation, now time.Time, ttl time.Duration) {
 	field := func(name, value string) { fmt.Fprintf(w, "%-12s %s\n", name+":", value) }
 	field("ID", cell(op.ID))
 	state := op.State.String()
@@ -130,7 +131,7 @@ func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Dura
 	case op.Expired(now, ttl):
 		state += ", expired: the key is older than " + ttl.String() +
 			"; resending could apply it twice, so check with the server whether it was applied"
-	case op.State == idem.StatePending:
+	case op.State == journal.StatePending:
 		state += ": no outcome recorded; rerunning its command resumes it under this key"
 	}
 	field("State", state)
@@ -138,7 +139,7 @@ func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Dura
 	field("Fingerprint", op.Fingerprint.String())
 	field("Request", cell(op.Method)+" "+cell(op.URL))
 	field("Created", fmt.Sprintf("%s (%s ago)", op.Created.UTC().Format(time.RFC3339Nano), age(now, op.Created)))
-	if op.State == idem.StatePending {
+	if op.State == journal.StatePending {
 		return
 	}
 	field("Completed", fmt.Sprintf("%s (%s ago)", op.Completed.UTC().Format(time.RFC3339Nano), age(now, op.Completed)))
@@ -185,7 +186,7 @@ func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Dura
 
 // whyBodyNotRecorded says why a completed operation's body is not in the
 // journal.
-func whyBodyNotRecorded(op idem.Operation) string {
+func whyBodyNotRecorded(op journal.Operation) string {
 	if op.Summarized {
 		return "compaction summarized the operation once its outcome was older than the key retention"
 	}
@@ -194,7 +195,7 @@ func whyBodyNotRecorded(op idem.Operation) string {
 
 // whyHeaderTruncated says why some of a completed operation's header
 // fields are not in the journal.
-func whyHeaderTruncated(op idem.Operation) string {
+func whyHeaderTruncated(op journal.Operation) string {
 	if op.Summarized {
 		return "compaction summarized the operation once its outcome was older than the key retention"
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // listNow is when the fixture journal is listed: 25h after t0.
@@ -29,8 +30,8 @@ var binaryBody = []byte{0x00, 0x01, 0xfe, 0xff, 'x', '\n'}
 // fixture is a journal built through the client with a fake clock.
 type fixture struct {
 	path string
-	url  string                    // the server's URL, gone by the time the tests run
-	ops  map[string]idem.Operation // by ID, as the journal holds them
+	url  string                       // the server's URL, gone by the time the tests run
+	ops  map[string]journal.Operation // by ID, as the journal holds them
 }
 
 // newFixture builds a journal holding, at listNow with a 24h TTL:
@@ -72,7 +73,7 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := idem.New(idem.Config{Journal: j, HTTPClient: &http.Client{Transport: tr}, MaxAttempts: 1, Now: clock.Now})
+	c, err := idem.New(idem.Config{Journal: j, HTTPClient: &http.Client{Transport: tr}, MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +99,8 @@ func newFixture(t *testing.T) fixture {
 	do(day.Add(time.Minute), "charge-2", "/rejected", `{"n":2}`, idem.ErrRejected)
 	do(day.Add(2*time.Minute), "charge-3", "/unavailable", `{"n":3}`, idem.ErrUnknown)
 	do(day.Add(3*time.Minute), "blob", "/binary", `{"n":4}`, nil)
-	ops := map[string]idem.Operation{}
-	for _, op := range list(j, idem.ListAll) {
+	ops := map[string]journal.Operation{}
+	for _, op := range list(j, journal.ListAll) {
 		ops[op.ID] = op
 	}
 	if err := j.Close(); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 var sendCommand = command{
@@ -189,16 +190,18 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 		fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
 		return exitFailure
 	}
+	d := o.dialect.Dialect
+	if d.KeyField == "" {
+		d.KeyHeader = o.keyHeader
+	}
+	d.QuotedKey = d.QuotedKey || o.quotedKey
 	cfg := idem.Config{
-		Dialect:        o.dialect.Dialect,
-		KeyHeader:      o.keyHeader,
-		QuotedKey:      o.quotedKey,
+		Dialect:        d,
 		HTTPClient:     &http.Client{Transport: tr},
 		AttemptTimeout: o.timeout,
 		MaxAttempts:    o.attempts,
 		MaxElapsed:     o.maxElapsed,
 		KeyTTL:         o.ttl,
-		Now:            e.now,
 	}
 	if j != nil {
 		cfg.Journal = j
@@ -230,8 +233,8 @@ func newTransport() *http.Transport {
 }
 
 // writeDone writes the response of a done operation to stdout.
-func writeDone(e env, cmd string, o sendOptions, j idem.Journal, resp *http.Response) int {
-	var recorded idem.Operation
+func writeDone(e env, cmd string, o sendOptions, j journal.Journal, resp *http.Response) int {
+	var recorded journal.Operation
 	if idem.Recorded(resp) && j != nil {
 		when := ""
 		if op, ok, _ := j.Lookup(context.Background(), o.op); ok {

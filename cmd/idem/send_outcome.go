@@ -11,11 +11,13 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/redact"
+	"github.com/idemkit/idem/journal"
 )
 
 // reportNotDone explains err, from Client.Do, and returns its exit code. A
 // rejection's body still goes to stdout.
-func reportNotDone(e env, cmd string, o sendOptions, j idem.Journal, req *http.Request, err error) int {
+func reportNotDone(e env, cmd string, o sendOptions, j journal.Journal, req *http.Request, err error) int {
 	var oe *idem.OutcomeError
 	switch {
 	case errors.As(err, &oe) && oe.Outcome == idem.OutcomeRejected:
@@ -33,7 +35,7 @@ func reportNotDone(e env, cmd string, o sendOptions, j idem.Journal, req *http.R
 	case errors.Is(err, idem.ErrInvalidRequest):
 		fmt.Fprintf(e.stderr, "%s: refused, nothing sent: %v\n", cmd, err)
 		return exitRefused
-	case errors.Is(err, filejournal.ErrLocked), errors.Is(err, idem.ErrCorrupt):
+	case errors.Is(err, filejournal.ErrLocked), errors.Is(err, journal.ErrCorrupt):
 		return reportJournalError(e, cmd, o.journal, err)
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintf(e.stderr, "%s: interrupted before sending: %v\n", cmd, err)
@@ -89,7 +91,7 @@ func reportUnknown(e env, cmd string, o sendOptions, oe *idem.OutcomeError) int 
 
 // difference says how req differs from the request the operation id was
 // first sent with, as the journal recorded it.
-func difference(j idem.Journal, id string, req *http.Request) string {
+func difference(j journal.Journal, id string, req *http.Request) string {
 	if j == nil {
 		return "with a different method, URL or body"
 	}
@@ -99,9 +101,9 @@ func difference(j idem.Journal, id string, req *http.Request) string {
 		return "with a different method, URL or body"
 	case op.Method != req.Method:
 		return fmt.Sprintf("with method %s, not %s", cell(op.Method), req.Method)
-	case op.URL != idem.RedactURL(req.URL):
-		return fmt.Sprintf("to %s, not %s", cell(op.URL), cell(idem.RedactURL(req.URL)))
-	case idem.RedactURL(req.URL) != req.URL.String():
+	case op.URL != redact.Default.URL(req.URL):
+		return fmt.Sprintf("to %s, not %s", cell(op.URL), cell(redact.Default.URL(req.URL)))
+	case redact.Default.URL(req.URL) != req.URL.String():
 		return "with a different body, or other credentials in the URL (the journal keeps them redacted)"
 	}
 	return "with a different body"

@@ -53,9 +53,9 @@ func Open(dsn string) (*sql.DB, error) {
 func Pool(pool *pgxpool.Pool) idemserver.Store {
 	var db sqlkit.DB
 	if pool != nil {
-		db = poolDB{pool}
+		db = poolDB(store{pool})
 	}
-	return sqlkit.NewStore(db).(idemserver.Store)
+	return sqlkit.MakeStore(db).(idemserver.Store)
 }
 
 // Tx returns the request's transaction on a Pool store (the one
@@ -71,8 +71,10 @@ func Tx(ctx context.Context) pgx.Tx {
 	return ptx
 }
 
+type store struct{ pool *pgxpool.Pool }
+
 // poolDB is a pgxpool.Pool as the substrate sees it.
-type poolDB struct{ pool *pgxpool.Pool }
+type poolDB store
 
 func (d poolDB) Flavor() *sqlkit.Flavor { return pgkit.Flavor }
 func (d poolDB) Native() any            { return d.pool }

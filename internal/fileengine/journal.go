@@ -21,7 +21,13 @@ import (
 )
 
 // File is a file the journal reads and writes: *os.File, or what
-// Options.WrapFile made of one. Package idem's File is the same interface.
+// Options.WrapFile made of one.
+// SetWrapFile, set by package filejournal, sets on the
+// *filejournal.Options o the function that wraps every file the journal
+// opens: the seam through which tests inject faults, kept out of
+// filejournal's exported API.
+var SetWrapFile func(o any, wrap func(File) File)
+
 type File interface {
 	io.ReaderAt
 	io.Writer

@@ -80,3 +80,20 @@ func QuoteID(id string) string {
 	}
 	return fmt.Sprintf("%q", id)
 }
+
+// The header fields by which a recorded outcome is marked: how it was
+// recorded, and what the server said of its key. They are stored with the
+// outcome's header.
+const (
+	// SettledHeader marks an outcome recorded by hand, with "by hand".
+	SettledHeader = "Idem-Settled"
+	// SettledNoteHeader holds the note of an outcome recorded by hand.
+	SettledNoteHeader = "Idem-Settled-Note"
+	// KeyReusedHeader marks a refusal of a key held for another request.
+	KeyReusedHeader = "Idem-Key-Reused"
+	// AppliedHeader marks an answer that says the operation was applied
+	// before.
+	AppliedHeader = "Idem-Already-Applied"
+	// UnrecordedHeadersField names the header fields an outcome left out.
+	UnrecordedHeadersField = "Idem-Unrecorded-Headers"
+)

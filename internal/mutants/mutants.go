@@ -44,7 +44,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "QuotedKey ignored", Rules: "C12",
-		Edits: []edit{{File: "client.go", Old: "\tif c.cfg.QuotedKey {\n\t\treturn strconv.Quote(key)\n\t}\n",
+		Edits: []edit{{File: "client.go", Old: "\tif c.dialect.QuotedKey {\n\t\treturn strconv.Quote(key)\n\t}\n",
 			New: "\t_ = strconv.Quote\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestChaosStandardClient"},
 	},
@@ -101,37 +101,37 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the key added beside the caller's key header, not set", Rules: "C1.3",
-		Edits: []edit{{File: "client.go", Old: "\t\tout.Header[c.cfg.KeyHeader] = a.keyHeader[:]\n",
-			New: "\t\tout.Header.Add(c.cfg.KeyHeader, a.keyHeader[0])\n"}},
+		Edits: []edit{{File: "client.go", Old: "\t\tout.Header[c.dialect.KeyHeader] = a.keyHeader[:]\n",
+			New: "\t\tout.Header.Add(c.dialect.KeyHeader, a.keyHeader[0])\n"}},
 		Pkg: ".", Tests: []string{"TestForeignCallerSetsItsOwnKeyHeader"},
 	},
 	{
 		Name: "a caller's key header in another case sent beside the key", Rules: "C1.3",
-		Edits: []edit{{File: "client.go", Old: "if name != c.cfg.KeyHeader && strings.EqualFold(name, c.cfg.KeyHeader) {",
-			New: "if name != c.cfg.KeyHeader && name == c.cfg.KeyHeader {"}},
+		Edits: []edit{{File: "client.go", Old: "if name != c.dialect.KeyHeader && strings.EqualFold(name, c.dialect.KeyHeader) {",
+			New: "if name != c.dialect.KeyHeader && name == c.dialect.KeyHeader {"}},
 		Pkg: ".", Tests: []string{"TestForeignCallerSetsItsOwnKeyHeader"},
 	},
 	{
 		Name: "a credential parameter joined by a dot written with its value", Rules: "C14.5",
-		Edits: []edit{{File: "secrets.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name, at) {",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name, at) {",
 			New: "if at == 0 || name[at-1] == '_' || name[at-1] == '-' || camelBoundary(name, at) {"}},
 		Pkg: ".", Tests: []string{"TestRedactedParamSpellings"},
 	},
 	{
 		Name: "a camelCase credential parameter written with its value", Rules: "C14.5",
-		Edits: []edit{{File: "secrets.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name, at) {",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name, at) {",
 			New: "if at == 0 || !isLetterOrDigit(name[at-1]) {"}},
 		Pkg: ".", Tests: []string{"TestRedactedParamSpellings", "TestNoSecretsAtRest"},
 	},
 	{
 		Name: "a credential parameter after an acronym written with its value", Rules: "C14.5",
-		Edits: []edit{{File: "secrets.go", Old: "\treturn isUpper(prev) && at+1 < len(name) && 'a' <= name[at+1] && name[at+1] <= 'z'\n",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\treturn isUpper(prev) && at+1 < len(name) && 'a' <= name[at+1] && name[at+1] <= 'z'\n",
 			New: "\treturn false\n"}},
 		Pkg: ".", Tests: []string{"TestRedactedParamSpellings"},
 	},
 	{
 		Name: "an Authorization header recorded with the outcome", Rules: "C14.1",
-		Edits: []edit{{File: "secrets.go", Old: "\"Cookie\", \"Authorization\", \"Proxy-Authorization\",",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\"Cookie\", \"Authorization\", \"Proxy-Authorization\",",
 			New: "\"Cookie\", \"Proxy-Authorization\","}},
 		Pkg: ".", Tests: []string{"TestEveryCredentialHeaderUnrecorded"},
 	},
@@ -179,25 +179,25 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a bounded header keeps the Location only if it still fits", Rules: "C3.2",
-		Edits: []edit{{File: "header.go", Old: "var firstKept = []string{\"Location\", \"Content-Location\",",
+		Edits: []edit{{File: "internal/redact/bound.go", Old: "var firstKept = []string{\"Location\", \"Content-Location\",",
 			New: "var firstKept = []string{\"Content-Location\","}},
 		Pkg: ".", Tests: []string{"TestRecordedHeaderKeepsWhatSaysWhatBecameOfTheRequest"},
 	},
 	{
 		Name: "a completed operation past KeyTTL refused as expired", Rules: "C6.5",
-		Edits: []edit{{File: "client.go", Old: "case op.State == StatePending && !c.keyUsable(op.Created, c.now()):",
+		Edits: []edit{{File: "client.go", Old: "case op.State == journal.StatePending && !c.keyUsable(op.Created, c.now()):",
 			New: "case !c.keyUsable(op.Created, c.now()):"}},
 		Pkg: ".", Tests: []string{"TestCompletedOperationAnsweredAfterCompaction"},
 	},
 	{
 		Name: "the user name kept in a written URL", Rules: "C14.4",
-		Edits: []edit{{File: "secrets.go", Old: "\tc.User, c.Fragment, c.RawFragment = nil, \"\", \"\"\n",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\tc.User, c.Fragment, c.RawFragment = nil, \"\", \"\"\n",
 			New: "\tc.Fragment, c.RawFragment = \"\", \"\"\n\tif c.User != nil {\n\t\tc.User = url.User(c.User.Username())\n\t}\n"}},
 		Pkg: ".", Tests: []string{"TestJournalURLRedacted"},
 	},
 	{
 		Name: "a URL's fragment written with it", Rules: "C14.4",
-		Edits: []edit{{File: "secrets.go", Old: "\tc.User, c.Fragment, c.RawFragment = nil, \"\", \"\"\n",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\tc.User, c.Fragment, c.RawFragment = nil, \"\", \"\"\n",
 			New: "\tc.User = nil\n"}},
 		Pkg: ".", Tests: []string{"TestJournalURLHasNoFragment"},
 	},
@@ -235,7 +235,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the method left out of the fingerprint", Rules: "C5.1",
-		Edits: []edit{{File: "keys.go", Old: "\tb := append(w.scratch[:0], method...)\n\tb = append(b, 0)\n",
+		Edits: []edit{{File: "internal/journalkit/fingerprint.go", Old: "\tb := append(w.scratch[:0], method...)\n\tb = append(b, 0)\n",
 			New: "\tb := append(w.scratch[:0], 0)\n"}},
 		Pkg: ".", Tests: []string{"TestMismatchRefusedWithoutSending", "TestMismatchRefusedInEveryState"},
 	},
@@ -535,8 +535,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "no completion record", Rules: "C3.1, C4.1",
-		Edits: []edit{{File: "client.go", Old: "\t\tif err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {\n",
-			New: "\t\tif err := error(nil); err != nil {\n"}},
+		Edits: []edit{{File: "client.go", Old: "\tif err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {\n",
+			New: "\tif err := error(nil); err != nil {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestCompletedOperationIsNotResentAfterCompaction"},
 	},
 	{
@@ -571,19 +571,19 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a session cookie recorded with the outcome", Rules: "C14.1",
-		Edits: []edit{{File: "client.go", Old: "recordableHeader(c.secrets.recordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
-			New: "recordableHeader(resp.Header, c.cfg.MaxRecordedHeader)"}},
+		Edits: []edit{{File: "client.go", Old: "redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
+			New: "redact.Bound(resp.Header, c.cfg.MaxRecordedHeader)"}},
 		Pkg: ".", Tests: []string{"TestNoSecretsAtRest"},
 	},
 	{
 		Name: "an attempt's error names the URL with its token", Rules: "C14.6",
-		Edits: []edit{{File: "retry.go", Old: "\terr = a.c.secrets.error(err) // the secrets rule", New: "\t_ = a.c.secrets.error // the secrets rule"}},
+		Edits: []edit{{File: "retry.go", Old: "\terr = a.c.secrets.Error(err) // the secrets rule", New: "\t_ = a.c.secrets.Error // the secrets rule"}},
 		Pkg:   ".", Tests: []string{"TestNoSecretsAtRest"},
 	},
 	{
 		Name: "the response header recorded whole", Rules: "C3.2",
-		Edits: []edit{{File: "client.go", Old: "op.Header, op.HeaderTruncated = recordableHeader(c.secrets.recordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
-			New: "op.Header, op.HeaderTruncated = c.secrets.recordedHeader(resp.Header), false"}},
+		Edits: []edit{{File: "client.go", Old: "op.Header, op.HeaderTruncated = redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
+			New: "op.Header, op.HeaderTruncated = c.secrets.RecordedHeader(resp.Header), false"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileHugeResponseHeader"},
 	},
 	{
@@ -1023,7 +1023,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "Resend asked about any recorded outcome", Rules: "C4.4",
-		Edits: []edit{{File: "resend.go", Old: "if o.Resend == nil || !RefusedWithoutEffect(op) || !o.Resend(op) {",
+		Edits: []edit{{File: "resend.go", Old: "if o.Resend == nil || !op.RefusedWithoutEffect() || !o.Resend(op) {",
 			New: "if o.Resend == nil || !o.Resend(op) {"}},
 		Pkg: ".", Tests: []string{"TestResendIsOfferedOnlyRefusalsWithoutEffect"},
 	},
@@ -1126,8 +1126,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the loser of the race to journal a new operation sends its own token", Rules: "A1.9",
-		Edits: []edit{{File: "idemaws/operation.go", Old: "!found || !errors.Is(err, idem.ErrOperationExists)",
-			New: "true || !found || !errors.Is(err, idem.ErrOperationExists)"}},
+		Edits: []edit{{File: "idemaws/operation.go", Old: "!found || !errors.Is(err, journal.ErrOperationExists)",
+			New: "true || !found || !errors.Is(err, journal.ErrOperationExists)"}},
 		Pkg: "./idemaws", Tests: []string{"TestAFleetSendsOneTokenPerOperation"},
 	},
 	{
@@ -1280,8 +1280,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the response header recorded whole, less its secrets", Rules: "A2.1, C3.2",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.HeaderTruncated = idem.RecordedHeader(h, c.o.maxHead)\n",
-			New: "\top.Header, _ = idem.RedactHeader(h)\n"}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.HeaderTruncated = journal.RecordedHeader(h, c.o.maxHead)\n",
+			New: "\top.Header, _ = journal.RecordedHeader(h, 1<<62)\n"}},
 		Pkg: "./idemaws", Tests: []string{"TestAHugeResponseHeaderIsRecordedWithinItsBound"},
 	},
 	{
@@ -1330,17 +1330,17 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a credential parameter with a percent-encoded name written with its value", Rules: "C14.5",
-		Edits: []edit{{File: "secrets.go", Old: "\t\tif unescaped, err := url.QueryUnescape(name); err == nil {\n\t\t\tname = unescaped\n\t\t}\n", New: ""}},
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\t\tif unescaped, err := url.QueryUnescape(name); err == nil {\n\t\t\tname = unescaped\n\t\t}\n", New: ""}},
 		Pkg:   ".", Tests: []string{"TestAPercentEncodedCredentialParameterIsRedacted"},
 	},
 	{
 		Name: "a scrubbed header forgets the names its record gave before", Rules: "C14.2",
-		Edits: []edit{{File: "secrets.go", Old: "\tfor _, v := range h[UnrecordedHeadersField] {\n\t\tleft = append(left, strings.Split(v, \", \")...)\n\t}\n", New: ""}},
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\tfor _, v := range h[journalkit.UnrecordedHeadersField] {\n\t\tleft = append(left, strings.Split(v, \", \")...)\n\t}\n", New: ""}},
 		Pkg:   ".", Tests: []string{"TestCompactionKeepsTheNamesARecordGaveBefore"},
 	},
 	{
 		Name: "AWS SDK: a 409 no dialect signal reads recorded as a rejection", Rules: "A2.8",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\tcase resp.StatusCode == http.StatusConflict:\n\t\treturn verdict{state: idem.StatePending, resp: resp} // a request with the token may be in progress\n", New: ""}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\tcase resp.StatusCode == http.StatusConflict:\n\t\treturn verdict{state: journal.StatePending, resp: resp} // a request with the token may be in progress\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown"},
 	},
 	{
@@ -1434,17 +1434,17 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: a recorded token held for another request sent again", Rules: "V2.4",
-		Edits: []edit{{File: "idemaws/operation.go", Old: "\tcase held.State == idem.StateRejected && held.Header.Get(idem.KeyReusedHeader) != \"\":\n", New: "\tcase false:\n"}},
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\tcase held.State == journal.StateRejected && held.Header.Get(journal.HeaderKeyReused) != \"\":\n", New: "\tcase false:\n"}},
 		Pkg:   "./idemaws", Tests: []string{"TestATokenHeldForAnotherRequestIsFinal"},
 	},
 	{
 		Name: "AWS SDK: a server's own key-reused mark recorded", Rules: "V2.5",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\th.Del(idem.KeyReusedHeader)\n", New: ""}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\th.Del(journal.HeaderKeyReused)\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestAServersOwnMarksAreDropped"},
 	},
 	{
 		Name: "AWS SDK: a done record read as an error answered as applied without its mark", Rules: "V3.4",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "case op.State == idem.StateDone && err != nil && op.Header.Get(idem.AppliedHeader) == \"true\":", New: "case op.State == idem.StateDone && err != nil:"}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "case op.State == journal.StateDone && err != nil && op.Header.Get(journal.HeaderAlreadyApplied) == \"true\":", New: "case op.State == journal.StateDone && err != nil:"}},
 		Pkg:   "./idemaws", Tests: []string{"TestAHandSettledOperationHasNoOutput", "TestADoneRecordReadAsAnErrorIsAppliedOnlyWhenMarked"},
 	},
 	{
@@ -1454,7 +1454,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a refusal of a key held for another request taken for one without effect", Rules: "V2.4",
-		Edits: []edit{{File: "resend.go", Old: "op.Header.Get(SettledHeader) == \"\" && op.Header.Get(KeyReusedHeader) == \"\"", New: "op.Header.Get(SettledHeader) == \"\""}},
+		Edits: []edit{{File: "journal/check.go", Old: "o.Header.Get(journalkit.SettledHeader) == \"\" && o.Header.Get(journalkit.KeyReusedHeader) == \"\"", New: "o.Header.Get(journalkit.SettledHeader) == \"\""}},
 		Pkg:   ".", Tests: []string{"TestRefusedWithoutEffect"},
 	},
 	{

@@ -31,12 +31,6 @@ type Rows interface {
 	Close() error
 }
 
-// NewStore makes an idemserver.Store of db, for a database package
-// that hands Keys a database of its own (a pgxpool.Pool's). idemserver
-// sets it as it loads; those packages import idemserver, so it is set
-// before they call it.
-var NewStore func(db DB) any
-
 // DB is a database through its driver.
 type DB interface {
 	Queryer
@@ -159,3 +153,8 @@ func TxFrom(ctx context.Context) Tx {
 	}
 	return f()
 }
+
+// MakeStore, set by package idemserver, returns an idemserver.Store of db:
+// how a database package makes the store of idemserver.Config.Store
+// without idemserver exporting its database's internal type.
+var MakeStore func(db DB) any

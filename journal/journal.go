@@ -1,4 +1,4 @@
-package idem
+package journal
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Journal is where a Client keeps each operation's key and outcome (see
-// Journals). Its methods are safe for concurrent use.
+// Journal is where a Client keeps each operation's key and outcome. Its
+// methods are safe for concurrent use.
 type Journal interface {
 	// Claim waits until no other Do holds operation id, on any machine
 	// sharing the journal, and returns the claim, which the caller must
@@ -68,6 +68,19 @@ type Claim interface {
 
 	// Release ends the claim. A second Release does nothing.
 	Release()
+}
+
+// Forgetter is a Journal that can drop an operation. Both methods claim the
+// operation as a Client does. Programs call idem.Settle, which checks what
+// it is asked before it forgets; a Client calls ForgetCompleted to send a
+// refusal again under a new key.
+type Forgetter interface {
+	// Forget drops the pending operation id (ErrNoSuchOperation,
+	// ErrAlreadyCompleted).
+	Forget(ctx context.Context, id string) error
+	// ForgetCompleted drops the completed operation id if its key is key
+	// (ErrNoSuchOperation otherwise).
+	ForgetCompleted(ctx context.Context, id, key string) error
 }
 
 // Listing selects the operations Journal.List returns.
