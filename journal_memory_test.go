@@ -25,7 +25,7 @@ func memoryBegin(t *testing.T, j *memoryJournal, id string, created time.Time) j
 		t.Fatal(err)
 	}
 	defer c.Release()
-	op := journal.Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/x", Created: created, State: journal.StatePending}
+	op := journal.Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/x", Created: created, KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +122,11 @@ func TestMemoryJournalRefusesWhatAFileJournalCannotHold(t *testing.T) {
 	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
 	c, _ := j.Claim(context.Background(), "op")
 	defer c.Release()
-	big := journal.Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: strings.Repeat("u", memoryMaxRecord)}
+	big := journal.Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: strings.Repeat("u", memoryMaxRecord), KeyTTL: time.Hour}
 	if err := c.Begin(context.Background(), big); !errors.Is(err, journal.ErrInvalidOperation) {
 		t.Fatalf("Begin of an intent over the record limit: %v, want ErrInvalidOperation", err)
 	}
-	op := journal.Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: "https://api.example/x"}
+	op := journal.Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: "https://api.example/x", KeyTTL: time.Hour}
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}

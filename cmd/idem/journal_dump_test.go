@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/journalhelp"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/journal"
@@ -63,7 +62,7 @@ func TestJournalLoadConflictsAndBadInput(t *testing.T) {
 
 	// A journal holding another operation under "charge-1".
 	dst := filepath.Join(t.TempDir(), "other.journal")
-	j, err := openFileForWriting(env{stderr: new(bytes.Buffer), now: at(listNow)}, dst, idem.DefaultKeyTTL)
+	j, err := openFileForWriting(env{stderr: new(bytes.Buffer), now: at(listNow)}, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +168,7 @@ func TestJournalCopyThroughPostgres(t *testing.T) {
 func TestJournalDumpKeepsBytesThatAreNotUTF8(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src.journal")
 	e := env{stderr: new(bytes.Buffer), now: at(listNow)}
-	j, err := openFileForWriting(e, src, idem.DefaultKeyTTL)
+	j, err := openFileForWriting(e, src)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 	w.BaseURL = proxy.URL
 
 	path := filepath.Join(t.TempDir(), "client.journal")
-	opts := filejournal.Options{KeyTTL: retention, Logger: quietLog}
+	opts := filejournal.Options{Logger: quietLog}
 	j, err := filejournal.Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 	tr := NewTransport()
 	tr.DisableKeepAlives = true
 	cfg := clientConfig(j, &http.Client{Transport: tr})
-	cfg.KeyTTL, cfg.MaxAttempts = retention, 1
+	cfg.Dialect.Retention, cfg.MaxAttempts = retention, 1
 	c, err := idem.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -143,7 +143,7 @@ func (j *Journal) loadIntent(read readAt, e *entry, r *Record) error {
 	}
 	switch {
 	case reason != "":
-	case r.ID != e.ID || r.Created != e.Created:
+	case r.ID != e.ID || r.Created != e.Created || r.KeyTTL != e.KeyTTL:
 		reason = fmt.Sprintf("the intent there is operation %s's, created at %d", QuoteID(r.ID), r.Created)
 	case keySum(r.Key) != e.keySum:
 		reason = "the intent there holds another key than the one indexed"
