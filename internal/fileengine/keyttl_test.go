@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,6 +40,15 @@ func TestIntentPayloadCarriesTheKeyLifetime(t *testing.T) {
 	var r Record
 	if reason := decodeIntent(got, &r); reason != "" || r.KeyTTL != int64(90*time.Minute) {
 		t.Fatalf("decodeIntent = %q, KeyTTL %v; want 1h30m", reason, time.Duration(r.KeyTTL))
+	}
+	// The longest lifetime a Duration holds is taken; one more
+	// nanosecond, which a Duration cannot hold, is refused.
+	for ttl, ok := range map[uint64]bool{math.MaxInt64: true, math.MaxInt64 + 1: false, 1: true} {
+		p := binary.AppendUvarint(append([]byte{intentVersion}, v1[1:]...), ttl)
+		reason := decodeIntent(p, &r)
+		if (reason == "") != ok || (ok && uint64(r.KeyTTL) != ttl) || (!ok && !strings.Contains(reason, "key lifetime")) {
+			t.Errorf("decodeIntent of a lifetime of %d ns: %q, KeyTTL %d; want accepted: %v", ttl, reason, r.KeyTTL, ok)
+		}
 	}
 }
 
