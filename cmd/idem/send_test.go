@@ -267,7 +267,7 @@ func TestSendRefusesAnExpiredKey(t *testing.T) {
 	if r := runAt(t, at(t0), nil, args...); r.code != exitUnknown {
 		t.Fatalf("first send: exit code %d, stderr %q", r.code, r.stderr)
 	}
-	key := oneKey(t, srv.keys(), 1)
+	oneKey(t, srv.keys(), 1)
 	srv.answer(respond(http.StatusCreated, `{"id":"re_3"}`))
 
 	r := runAt(t, at(t0.Add(24*time.Hour)), nil, args...)
@@ -293,7 +293,7 @@ func TestSendRefusesAnExpiredKey(t *testing.T) {
 	if r := runAt(t, at(t0), nil, append(args, "--ttl", "48h")...); r.code != exitUnknown {
 		t.Fatalf("first send of refund-4: exit code %d, stderr %q", r.code, r.stderr)
 	}
-	key = srv.keys()[1]
+	key := srv.keys()[1]
 	srv.answer(respond(http.StatusCreated, `{"id":"re_4"}`))
 	r = runAt(t, at(t0.Add(24*time.Hour)), nil, args...)
 	if r.code != exitOK || r.stdout != `{"id":"re_4"}` {
