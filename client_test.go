@@ -2084,7 +2084,7 @@ func TestAClaimBeginJournalsKeyTheDialectCannotTakeIsNotSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = claim.Begin(context.Background(), journal.Operation{ID: "op", Key: long, Fingerprint: journal.FingerprintOf(http.MethodPost, s.srv.URL, []byte("{}")),
-		Method: http.MethodPost, URL: s.srv.URL, State: journal.StatePending})
+		Method: http.MethodPost, URL: s.srv.URL, KeyTTL: idem.DefaultKeyTTL, State: journal.StatePending})
 	claim.Release()
 	if err != nil {
 		t.Fatal(err)
