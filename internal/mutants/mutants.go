@@ -62,6 +62,14 @@ var mutants = []mutant{
 		Pkg: "./internal/fileengine", Tests: []string{"TestCompactionKeepsAnOutcomeForItsOwnKeyLifetime"},
 	},
 	{
+		Name: "AWS SDK: a resumed token judged by the lifetime of the Operations resuming it, not the one it recorded", Rules: "C6.7, A2.5",
+		Edits: []edit{
+			{File: "idemaws/operation.go", Old: "!usable(c.o.journal.Now(), held.Created, held.KeyTTL):", New: "!usable(c.o.journal.Now(), held.Created, c.ttl):"},
+			{File: "idemaws/attempt.go", Old: "\tif !usable(c.o.journal.Now(), c.op.Created, c.op.KeyTTL) {\n", New: "\tif !usable(c.o.journal.Now(), c.op.Created, c.ttl) {\n"},
+		},
+		Pkg: "./idemaws", Tests: []string{"TestAResumedTokenIsJudgedByTheLifetimeItRecorded"},
+	},
+	{
 		Name: "the command line judges a pending key by 24 hours, not its recorded lifetime", Rules: "C6.7",
 		Edits: []edit{{File: "cmd/idem/journal_list.go", Old: "\t\tExpired:     op.Expired(now),\n",
 			New: "\t\tExpired:     op.State == journal.StatePending && now.Sub(op.Created) >= 24*time.Hour,\n"}},
