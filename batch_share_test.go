@@ -35,7 +35,7 @@ func TestABatchTakesOtherWorkFirst(t *testing.T) {
 				t.Fatal(err)
 			}
 			url := b.srv.URL + "/charges/op-0"
-			op := journal.Operation{ID: "op-0", Key: "11111111-1111-4111-8111-111111111111", State: journal.StatePending,
+			op := journal.Operation{ID: "op-0", Key: "11111111-1111-4111-8111-111111111111", KeyTTL: 24 * time.Hour, State: journal.StatePending,
 				Method: "POST", URL: url, Fingerprint: journal.FingerprintOf("POST", url, []byte("op-0"))}
 			if err := held.Begin(ctx, op); err != nil {
 				t.Fatal(err)

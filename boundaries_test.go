@@ -38,7 +38,7 @@ func TestBatchSummaryTotalCountsEveryOutcome(t *testing.T) {
 func TestRunBatchCountsAnExpiredOperationOnce(t *testing.T) {
 	b := newBatchServer(t, "op-0")
 	now := newTestClock()
-	c := newClientAt(t, fast(idem.Config{KeyTTL: time.Hour, MaxAttempts: 1}), now.Now)
+	c := newClientAt(t, fast(idem.Config{Dialect: idem.Dialect{Retention: time.Hour}, MaxAttempts: 1}), now.Now)
 	sum, err := c.RunBatch(context.Background(), b.ops(ids(3)...), idem.BatchOptions{Concurrency: 1})
 	if err != nil || sum != (idem.BatchSummary{Done: 2, Unknown: 1}) {
 		t.Fatalf("first run: %+v, %v; want 2 done, 1 unknown", sum, err)

@@ -55,11 +55,6 @@ type Config struct {
 	// at most 1; negative turns it off.
 	Jitter float64
 
-	// KeyTTL is how long the server keeps a key (see Keys and expiry).
-	// Default, the first set of: Dialect.Retention, the Journal's KeyTTL,
-	// DefaultKeyTTL.
-	KeyTTL time.Duration
-
 	// RetryBudget bounds retries across the Client's operations (on by default).
 	RetryBudget RetryBudget
 	// Dialect is how the API speaks idempotency: the zero Dialect sends
@@ -122,18 +117,11 @@ const (
 	DefaultKeyTTL = journalkit.DefaultKeyTTL
 )
 
-// keyTTL returns the Client's key lifetime: Config.KeyTTL's default chain,
-// stated in its documentation, in the one place it is applied.
-func keyTTL(cfg Config, d Dialect) time.Duration {
-	switch {
-	case cfg.KeyTTL != 0:
-		return cfg.KeyTTL
-	case d.Retention != 0:
+// keyTTL returns the key lifetime the Client records with each operation
+// it begins: the Dialect's Retention, else DefaultKeyTTL.
+func keyTTL(d Dialect) time.Duration {
+	if d.Retention > 0 {
 		return d.Retention
-	case cfg.Journal != nil:
-		if ttl := cfg.Journal.KeyTTL(); ttl != 0 {
-			return ttl
-		}
 	}
 	return DefaultKeyTTL
 }
@@ -146,7 +134,8 @@ const errorBodyLimit = 4 << 10
 // use.
 type Client struct {
 	cfg     Config
-	dialect Dialect // cfg.Dialect, its signals copied
+	dialect Dialect       // cfg.Dialect, its signals copied
+	ttl     time.Duration // the key lifetime recorded with each operation begun
 	journal journal.Journal
 	hc      *http.Client
 	budget  *budget
@@ -176,10 +165,10 @@ func newClient(cfg Config, now func() time.Time) (*Client, error) {
 	case now == nil:
 		now = time.Now
 	}
-	c := &Client{cfg: cfg, dialect: d, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget),
+	c := &Client{cfg: cfg, dialect: d, ttl: keyTTL(d), journal: cfg.Journal, budget: newBudget(cfg.RetryBudget),
 		secrets: newSecrets(cfg), log: cfg.Logger, now: now}
 	if c.journal == nil {
-		c.journal = newMemoryJournalFor(cfg.KeyTTL, now, cfg.MaxOperations) // journal_memory.go
+		c.journal = newMemoryJournalFor(c.ttl, now, cfg.MaxOperations) // journal_memory.go
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -191,7 +180,7 @@ func newClient(cfg Config, now func() time.Time) (*Client, error) {
 // check returns an error matching ErrInvalidConfig if New cannot use cfg.
 func (cfg *Config) check() error {
 	if cfg.MaxAttempts < 0 || cfg.AttemptTimeout < 0 || cfg.MaxElapsed < 0 || cfg.InitialWait < 0 ||
-		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxOperations < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.MaxRecordedHeader < 0 ||
+		cfg.MaxWait < 0 || cfg.MaxOperations < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.MaxRecordedHeader < 0 ||
 		!(cfg.Jitter <= 1) || math.IsInf(cfg.Jitter, -1) {
 		return fmt.Errorf("idem: %w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
 	}
@@ -212,7 +201,6 @@ func (cfg *Config) setDefaults(d Dialect) {
 	setDefault(&cfg.InitialWait, DefaultInitialWait)
 	setDefault(&cfg.MaxWait, DefaultMaxWait)
 	setDefault(&cfg.MaxOperations, defaultMaxOperations)
-	cfg.KeyTTL = keyTTL(*cfg, d)
 	setDefault(&cfg.MaxBufferedBody, DefaultMaxBufferedBody)
 	setDefault(&cfg.MaxRecordedBody, DefaultMaxRecordedBody)
 	setDefault(&cfg.MaxRecordedHeader, DefaultMaxRecordedHeader)
@@ -400,7 +388,7 @@ func (c *Client) run(id string, req *http.Request, claim journal.Claim) (result,
 		if err != nil {
 			return result{}, err
 		}
-		op = journal.Operation{Key: key, Fingerprint: fp, Created: c.now(), State: journal.StatePending}
+		op = journal.Operation{Key: key, Fingerprint: fp, Created: c.now(), KeyTTL: c.ttl, State: journal.StatePending}
 	} else {
 		if claim == nil {
 			if _, err := c.resendBeforeClaim(ctx, id); err != nil { // resend.go
@@ -446,7 +434,7 @@ func (c *Client) runClaimBegin(ctx context.Context, cb journal.ClaimBeginner, id
 	}
 	mine := journal.Operation{
 		ID: id, Key: key, Fingerprint: body.fingerprint, Method: req.Method, URL: c.journaledURL(req, body),
-		Created: c.now(), State: journal.StatePending,
+		Created: c.now(), KeyTTL: c.ttl, State: journal.StatePending,
 	}
 	claim, err := cb.ClaimBegin(ctx, mine)
 	if err != nil {
@@ -496,7 +484,7 @@ func (c *Client) admit(ctx context.Context, claim journal.Claim, id string, req 
 		}
 		op = journal.Operation{
 			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: c.journaledURL(req, body),
-			Created: c.now(), State: journal.StatePending,
+			Created: c.now(), KeyTTL: c.ttl, State: journal.StatePending,
 		}
 		err = claim.Begin(ctx, op)
 		if err == nil {
@@ -520,7 +508,7 @@ func (c *Client) judge(op journal.Operation, id string, req *http.Request, body 
 	switch {
 	case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go
 		return op, fmt.Errorf("idem: operation %s (key %s): %w: %s", journalkit.QuoteID(id), op.Key, ErrMismatch, c.difference(op, req, body))
-	case op.State == journal.StatePending && !c.keyUsable(op.Created, c.now()):
+	case op.State == journal.StatePending && !c.keyUsable(op.Created, op.KeyTTL, c.now()):
 		return op, fmt.Errorf("idem: operation %s (key %s, minted %s): %w",
 			journalkit.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
 	}
@@ -686,11 +674,12 @@ func (c *Client) unknown(a *attempts, resp *http.Response, err error) error {
 }
 
 // keyUsable reports whether an attempt sent at the given time with a key
-// minted at created is sure to be done with before the key is KeyTTL old:
+// minted at created, which the server keeps ttl (the lifetime its
+// operation records), is sure to be done with before the key is ttl old:
 // the attempt may take AttemptTimeout to reach the server and be answered,
 // and a server that has swept the key by then would apply it as new.
-func (c *Client) keyUsable(created, at time.Time) bool {
-	return at.Add(c.cfg.AttemptTimeout).Sub(created) < c.cfg.KeyTTL
+func (c *Client) keyUsable(created time.Time, ttl time.Duration, at time.Time) bool {
+	return at.Add(c.cfg.AttemptTimeout).Sub(created) < ttl
 }
 
 // keyValue formats a key for the key header.

@@ -256,7 +256,7 @@ func BenchmarkDoRules(b *testing.B) {
 				b.Fatal(err)
 			}
 			op := journal.Operation{ID: ids[i], Key: "5f0c2a8e-3b1d-4e6f-9a7b-1c2d3e4f5a6b", Method: http.MethodPost,
-				URL: "http://api.example.test/reservations", Created: time.Now(), State: journal.StatePending}
+				URL: "http://api.example.test/reservations", Created: time.Now(), KeyTTL: 24 * time.Hour, State: journal.StatePending}
 			if err := claim.Begin(ctx, op); err != nil {
 				b.Fatal(err)
 			}

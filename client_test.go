@@ -322,12 +322,12 @@ func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
 	now := newTestClock()
 	clock := now.Now
 
-	j, err := filejournal.Open(path, filejournal.Options{KeyTTL: time.Hour, Now: clock})
+	j, err := filejournal.Open(path, filejournal.Options{Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	c := newClient(t, fast(idem.Config{Journal: j, KeyTTL: time.Hour, MaxAttempts: 1}))
+	c := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.Dialect{Retention: time.Hour}, MaxAttempts: 1}))
 	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrUnknown) {
 		t.Fatalf("err = %v, want ErrUnknown", err)
 	}
@@ -1273,7 +1273,7 @@ func TestKeyTTLCrossedWhileRetrying(t *testing.T) {
 		now.Advance(25 * time.Minute) // every attempt takes 25 minutes
 		w.WriteHeader(503)
 	})
-	c := newClientAt(t, fast(idem.Config{KeyTTL: time.Hour, MaxElapsed: 24 * time.Hour}), clock)
+	c := newClientAt(t, fast(idem.Config{Dialect: idem.Dialect{Retention: time.Hour}, MaxElapsed: 24 * time.Hour}), clock)
 	_, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	var oe *idem.OutcomeError
 	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, idem.ErrKeyExpired) || oe.Attempts != 3 || s.count() != 3 {
@@ -1294,7 +1294,7 @@ func TestRetryAfterPastKeyTTLStopsTheRetries(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var seen []idem.Attempt
-	c := newClient(t, fast(idem.Config{KeyTTL: 30 * time.Minute, MaxWait: 2 * time.Hour, MaxElapsed: 3 * time.Hour,
+	c := newClient(t, fast(idem.Config{Dialect: idem.Dialect{Retention: 30 * time.Minute}, MaxWait: 2 * time.Hour, MaxElapsed: 3 * time.Hour,
 		OnAttempt: func(a idem.Attempt) {
 			seen = append(seen, a)
 			if a.Retry {
@@ -1469,22 +1469,60 @@ func TestClientsSharingAJournalSendOnce(t *testing.T) {
 	}
 }
 
-// The Client takes its KeyTTL from the journal unless told otherwise, so
-// the two cannot disagree by accident.
-func TestKeyTTLFromJournal(t *testing.T) {
+// TestAKeyIsJudgedByTheLifetimeRecordedWithIt is C6.7: a Client whose
+// Dialect keeps keys an hour leaves an operation pending; two hours later
+// another Client on the same journal, whose Dialect keeps them a day, does
+// not send it under the key the server forgot an hour ago: it gets
+// ErrKeyExpired, nothing sent, and the journal lists it expired. The two
+// Clients cannot act as if they agreed.
+func TestAKeyIsJudgedByTheLifetimeRecordedWithIt(t *testing.T) {
 	now := newTestClock()
-	clock := now.Now
-	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{KeyTTL: time.Minute, Now: clock})
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{Now: now.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
 	s := newScript(t, status(503, ""))
-	c := newClient(t, fast(idem.Config{Journal: j, MaxAttempts: 1}))
-	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
-	now.Advance(time.Minute)
-	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrKeyExpired) {
-		t.Fatalf("err = %v, want ErrKeyExpired after the journal's one-minute KeyTTL", err)
+	hour := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.Dialect{Retention: time.Hour}, MaxAttempts: 1}))
+	day := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.Dialect{Retention: 24 * time.Hour}, MaxAttempts: 1}))
+	if _, err := hour.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("first Do: %v, want ErrUnknown", err)
+	}
+	now.Advance(2 * time.Hour)
+	if _, err := day.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrKeyExpired) {
+		t.Fatalf("the day-retention Client two hours later: %v, want ErrKeyExpired by the operation's one-hour lifetime", err)
+	}
+	if n := s.count(); n != 1 {
+		t.Fatalf("server saw %d requests, want the first only", n)
+	}
+	if ops := list(j, journal.ListExpired); len(ops) != 1 || ops[0].ID != "op" || ops[0].KeyTTL != time.Hour {
+		t.Fatalf("expired listing %+v, want op with its one-hour KeyTTL", ops)
+	}
+}
+
+// TestTheIntentRecordsTheDialectsRetention is C6.6: each operation's
+// intent records the Client's key lifetime, its Dialect's Retention or
+// DefaultKeyTTL.
+func TestTheIntentRecordsTheDialectsRetention(t *testing.T) {
+	for _, tc := range []struct {
+		dialect idem.Dialect
+		want    time.Duration
+	}{
+		{idem.Dialect{}, idem.DefaultKeyTTL},
+		{idem.Dialect{Retention: 90 * time.Minute}, 90 * time.Minute},
+		{idem.Dialect{Name: "long", Retention: 31 * 24 * time.Hour}, 31 * 24 * time.Hour},
+	} {
+		j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newScript(t, status(503, ""))
+		c := newClient(t, fast(idem.Config{Journal: j, Dialect: tc.dialect, MaxAttempts: 1}))
+		c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+		if op, ok := lookup(j, "op"); !ok || op.KeyTTL != tc.want {
+			t.Errorf("retention %v: recorded KeyTTL %v (found %v), want %v", tc.dialect.Retention, op.KeyTTL, ok, tc.want)
+		}
+		j.Close()
 	}
 }
 
@@ -1539,7 +1577,7 @@ func TestNoAttemptWithinAttemptTimeoutOfKeyTTL(t *testing.T) {
 	now := newTestClock()
 	clock := now.Now
 	s := newScript(t, status(503, ""))
-	c := newClientAt(t, fast(idem.Config{KeyTTL: time.Hour, AttemptTimeout: 10 * time.Second, MaxAttempts: 1}), clock)
+	c := newClientAt(t, fast(idem.Config{Dialect: idem.Dialect{Retention: time.Hour}, AttemptTimeout: 10 * time.Second, MaxAttempts: 1}), clock)
 	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	now.Advance(time.Hour - 10*time.Second - time.Nanosecond)
 	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
@@ -2046,7 +2084,7 @@ func TestAClaimBeginJournalsKeyTheDialectCannotTakeIsNotSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = claim.Begin(context.Background(), journal.Operation{ID: "op", Key: long, Fingerprint: journal.FingerprintOf(http.MethodPost, s.srv.URL, []byte("{}")),
-		Method: http.MethodPost, URL: s.srv.URL, State: journal.StatePending})
+		Method: http.MethodPost, URL: s.srv.URL, KeyTTL: idem.DefaultKeyTTL, State: journal.StatePending})
 	claim.Release()
 	if err != nil {
 		t.Fatal(err)

@@ -69,7 +69,7 @@ var (
 	// of the JSON body, of up to 45 characters (CreatePayment's bound, the
 	// tightest); the first answer returned for the same request; the error
 	// code IDEMPOTENCY_KEY_REUSED for the key reused with another request.
-	// Square publishes no retention, so KeyTTL keeps its default.
+	// Square publishes no retention, so keys take DefaultKeyTTL.
 	square = Dialect{
 		Name: "square", KeyField: "idempotency_key", MaxKeyLength: 45,
 		Signals: []Signal{

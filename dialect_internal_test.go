@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/journal"
 )
@@ -125,7 +126,7 @@ func TestDialectRefusesAJournaledKeyItCannotTake(t *testing.T) {
 	}
 	long := strings.Repeat("k", 41)
 	err = claim.Begin(context.Background(), journal.Operation{ID: "op", Key: long, Fingerprint: journal.FingerprintOf(http.MethodPost, srv.URL, []byte("{}")),
-		Method: http.MethodPost, URL: srv.URL, Created: c.now(), State: journal.StatePending})
+		Method: http.MethodPost, URL: srv.URL, Created: c.now(), KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	claim.Release()
 	if err != nil {
 		t.Fatal(err)

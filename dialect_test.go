@@ -406,7 +406,7 @@ func TestDialectRetentionIsTheDefaultKeyTTL(t *testing.T) {
 	} {
 		w := newWire(t, hangUp, nil)
 		now := newTestClock()
-		j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{Now: now.Now, KeyTTL: 48 * time.Hour})
+		j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{Now: now.Now})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,9 +65,11 @@
 // A key is minted once, when an operation is first seen, and journaled before
 // the first attempt. Do refuses an operation ID already used with another
 // request (ErrMismatch). A server forgets a key after its retention window
-// (Config.KeyTTL), and a resend would then be applied as new: no attempt is
-// sent that could still be in flight when its key turns KeyTTL old (ErrKeyExpired);
-// the journal lists such an operation for a person to reconcile with Settle.
+// (Dialect.Retention, else DefaultKeyTTL), recorded with each operation
+// (Operation.KeyTTL) and judged by that record, and a resend would then be
+// applied as new: no attempt is sent that could still be in flight when its
+// key turns KeyTTL old (ErrKeyExpired); the journal lists such an operation
+// for a person to reconcile with Settle.
 //
 // A refusal is final, even after its cause is fixed; CallOptions.Resend may
 // send one that cannot have applied anything again under a new key.

@@ -93,6 +93,7 @@ type memoryEntry struct {
 	status                 int32
 	fingerprint            journal.Fingerprint
 	created, completed     int64 // Unix nanoseconds
+	keyTTL                 int64 // nanoseconds: the operation's KeyTTL
 	// outcome is the recorded header and body, encoded as a file journal
 	// encodes them (journalkit.EncodeHeaderBody).
 	outcome []byte
@@ -268,13 +269,13 @@ func (j *memoryJournal) List(_ context.Context, which journal.Listing) ([]journa
 	j.expire(now.UnixNano())
 	var out []journal.Operation
 	for _, e := range j.ops { // a completed one is listed from the store
-		if e.begun && !final(e.state) && which.Selects(journal.Operation{State: e.state, Created: time.Unix(0, e.created)}, now, j.ttl) {
+		if e.begun && !final(e.state) && which.Selects(journal.Operation{State: e.state, Created: time.Unix(0, e.created), KeyTTL: time.Duration(e.keyTTL)}, now) {
 			out = append(out, e.operation())
 		}
 	}
 	for i := range j.store.recs {
 		r := &j.store.recs[i]
-		if !r.gone && which.Selects(journal.Operation{State: r.state, Created: time.Unix(0, r.created)}, now, j.ttl) {
+		if !r.gone && which.Selects(journal.Operation{State: r.state, Created: time.Unix(0, r.created), KeyTTL: time.Duration(r.keyTTL)}, now) {
 			out = append(out, j.store.operation(r))
 		}
 	}
@@ -290,9 +291,6 @@ func (j *memoryJournal) List(_ context.Context, which journal.Listing) ([]journa
 	return out, nil
 }
 
-// KeyTTL returns how long a key lives on the server.
-func (j *memoryJournal) KeyTTL() time.Duration { return j.ttl }
-
 // Now returns the journal's clock.
 func (j *memoryJournal) Now() time.Time { return j.now() }
 
@@ -301,7 +299,7 @@ func (j *memoryJournal) Now() time.Time { return j.now() }
 func (e *memoryEntry) operation() journal.Operation {
 	op := journal.Operation{
 		ID: e.id(), Key: e.key(), Fingerprint: e.fingerprint, Method: e.method(), URL: e.url(),
-		Created: time.Unix(0, e.created).UTC(), State: e.state,
+		Created: time.Unix(0, e.created).UTC(), KeyTTL: time.Duration(e.keyTTL), State: e.state,
 	}
 	if final(e.state) {
 		op.Completed, op.Status = time.Unix(0, e.completed).UTC(), int(e.status)
@@ -372,7 +370,8 @@ func (c *memoryClaim) Begin(_ context.Context, op journal.Operation) error {
 		op.Created = now
 	}
 	e.setIntent(&op)
-	e.fingerprint, e.created, e.state, e.begun = op.Fingerprint, op.Created.UnixNano(), journal.StatePending, true
+	e.fingerprint, e.created, e.keyTTL = op.Fingerprint, op.Created.UnixNano(), int64(op.KeyTTL)
+	e.state, e.begun = journal.StatePending, true
 	// Assigning an existing key stores the new key string: the map then
 	// holds the ID in the entry's intent rather than in memory of its own.
 	j.ops[e.id()] = e

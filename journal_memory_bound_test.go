@@ -140,7 +140,7 @@ func TestMemoryJournalBoundCountsEveryOperationRemembered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Begin(context.Background(), journal.Operation{ID: "fifth", Key: "key-fifth", Method: "POST", URL: "https://api.example/x"})
+	err = c.Begin(context.Background(), journal.Operation{ID: "fifth", Key: "key-fifth", Method: "POST", URL: "https://api.example/x", KeyTTL: time.Hour})
 	c.Release()
 	if !errors.Is(err, ErrTooManyOperations) {
 		t.Fatalf("Begin of a fifth operation: %v, want ErrTooManyOperations", err)

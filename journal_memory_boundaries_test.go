@@ -58,7 +58,7 @@ func TestMemoryJournalReleasedClaimNeverReplacesAnIntent(t *testing.T) {
 	if op, ok := c.Operation(); !ok || op.Key != first.Key {
 		t.Fatalf("the released claim reads %+v, %v; want the intent under %s", op, ok, first.Key)
 	}
-	other := journal.Operation{ID: "op", Key: "key-other", Method: http.MethodPost, URL: "https://api.example/x"}
+	other := journal.Operation{ID: "op", Key: "key-other", Method: http.MethodPost, URL: "https://api.example/x", KeyTTL: time.Hour}
 	if err := c.Begin(context.Background(), other); !errors.Is(err, journal.ErrOperationExists) {
 		t.Fatalf("Begin under a released claim of a begun ID: %v, want ErrOperationExists", err)
 	}
@@ -82,7 +82,7 @@ func TestMemoryJournalBoundsAnIntentByAllItsParts(t *testing.T) {
 			t.Fatal(err)
 		}
 		url := "https://api.example/" + strings.Repeat("u", tt.size-len(tt.id)-len(key)-len(http.MethodPost)-len("https://api.example/"))
-		err = c.Begin(context.Background(), journal.Operation{ID: tt.id, Key: key, Method: http.MethodPost, URL: url})
+		err = c.Begin(context.Background(), journal.Operation{ID: tt.id, Key: key, Method: http.MethodPost, URL: url, KeyTTL: time.Hour})
 		c.Release()
 		if (err == nil) != tt.ok || err != nil && !errors.Is(err, journal.ErrInvalidOperation) {
 			t.Fatalf("Begin of an intent of %d bytes: %v, want accepted: %v", tt.size, err, tt.ok)

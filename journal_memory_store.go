@@ -50,6 +50,7 @@ type storedOp struct {
 	digest                        uint64
 	end                           int64 // the end of its time slice: forgotten KeyTTL after
 	created, completed            int64 // Unix nanoseconds
+	keyTTL                        int64 // nanoseconds: the operation's KeyTTL
 	chunk                         int
 	at                            uint32
 	keyAt, methodAt, urlAt, outAt uint32
@@ -103,7 +104,7 @@ func (s *memoryStore) put(d uint64, e *memoryEntry, end int64) int {
 		s.recs = s.base
 	}
 	s.recs = append(s.recs, storedOp{
-		digest: d, end: end, created: e.created, completed: e.completed, chunk: s.firstChunk + last, at: uint32(at),
+		digest: d, end: end, created: e.created, completed: e.completed, keyTTL: e.keyTTL, chunk: s.firstChunk + last, at: uint32(at),
 		keyAt: e.keyAt, methodAt: e.methodAt, urlAt: e.urlAt, outAt: uint32(len(e.intent)), n: uint32(n),
 		fingerprint: e.fingerprint, status: e.status, state: e.state,
 		bodyTruncated: e.bodyTruncated, headerTruncated: e.headerTruncated,
@@ -176,7 +177,7 @@ func (s *memoryStore) entry(r *storedOp, seq int) *memoryEntry {
 	b := s.bytesOf(r)
 	return &memoryEntry{
 		intent: string(b[:r.outAt]), keyAt: r.keyAt, methodAt: r.methodAt, urlAt: r.urlAt,
-		status: r.status, fingerprint: r.fingerprint, created: r.created, completed: r.completed,
+		status: r.status, fingerprint: r.fingerprint, created: r.created, completed: r.completed, keyTTL: r.keyTTL,
 		outcome: append([]byte(nil), b[r.outAt:]...), seq: seq,
 		state: r.state, bodyTruncated: r.bodyTruncated, headerTruncated: r.headerTruncated, begun: true,
 	}
@@ -188,7 +189,7 @@ func (s *memoryStore) operation(r *storedOp) journal.Operation {
 	op := journal.Operation{
 		ID: string(b[:r.keyAt]), Key: string(b[r.keyAt:r.methodAt]), Method: string(b[r.methodAt:r.urlAt]),
 		URL: string(b[r.urlAt:r.outAt]), Fingerprint: r.fingerprint, State: r.state,
-		Created: time.Unix(0, r.created).UTC(), Completed: time.Unix(0, r.completed).UTC(), Status: int(r.status),
+		Created: time.Unix(0, r.created).UTC(), KeyTTL: time.Duration(r.keyTTL), Completed: time.Unix(0, r.completed).UTC(), Status: int(r.status),
 		BodyTruncated: r.bodyTruncated, HeaderTruncated: r.headerTruncated,
 	}
 	op.Header, op.Body = journalkit.DecodeHeaderBody(string(b[r.outAt:]))

@@ -25,7 +25,7 @@ func memoryBegin(t *testing.T, j *memoryJournal, id string, created time.Time) j
 		t.Fatal(err)
 	}
 	defer c.Release()
-	op := journal.Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/x", Created: created, State: journal.StatePending}
+	op := journal.Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/x", Created: created, KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +122,11 @@ func TestMemoryJournalRefusesWhatAFileJournalCannotHold(t *testing.T) {
 	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
 	c, _ := j.Claim(context.Background(), "op")
 	defer c.Release()
-	big := journal.Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: strings.Repeat("u", memoryMaxRecord)}
+	big := journal.Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: strings.Repeat("u", memoryMaxRecord), KeyTTL: time.Hour}
 	if err := c.Begin(context.Background(), big); !errors.Is(err, journal.ErrInvalidOperation) {
 		t.Fatalf("Begin of an intent over the record limit: %v, want ErrInvalidOperation", err)
 	}
-	op := journal.Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: "https://api.example/x"}
+	op := journal.Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: "https://api.example/x", KeyTTL: time.Hour}
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +205,57 @@ func TestMemoryJournalListsNoClaimWithoutAnIntent(t *testing.T) {
 		ops, err := j.List(context.Background(), which)
 		if err != nil || len(ops) != 0 {
 			t.Fatalf("List(%s) while a claim without Begin is held: %v, %v; want nothing", which, ops, err)
+		}
+	}
+}
+
+// TestMemoryJournalListsEachOperationOnceAndOnlyBegunOnes: a claim of an
+// ID that holds nothing lists nothing, a claim holding a completed
+// operation lists it once (from the store, not also from the claim's
+// entry), and each pending one is listed by its own key lifetime (C6.7):
+// expired by its hour, pending within its day.
+func TestMemoryJournalListsEachOperationOnceAndOnlyBegunOnes(t *testing.T) {
+	clock := &memoryClock{t: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
+	j := newMemoryJournalFor(24*time.Hour, clock.now, defaultMaxOperations)
+	created := clock.t
+	memoryBegin(t, j, "daily", created)
+	c, err := j.Claim(context.Background(), "hourly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hourly := journal.Operation{ID: "hourly", Key: "key-hourly", Method: http.MethodPost, URL: "https://api.example/x", Created: created, KeyTTL: time.Hour}
+	if err := c.Begin(context.Background(), hourly); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	memoryComplete(t, j, memoryBegin(t, j, "done", created), created)
+	empty, err := j.Claim(context.Background(), "claimed-only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Release()
+	held, err := j.Claim(context.Background(), "done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	clock.t = created.Add(2 * time.Hour)
+	for which, want := range map[journal.Listing][]string{
+		journal.ListAll:       {"daily", "done", "hourly"},
+		journal.ListCompleted: {"done"},
+		journal.ListPending:   {"daily"},
+		journal.ListExpired:   {"hourly"},
+	} {
+		ops, err := j.List(context.Background(), which)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, op := range ops {
+			got = append(got, op.ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("List(%s) = %q, want %q, each once, and no ID only claimed", which, got, want)
 		}
 	}
 }

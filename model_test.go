@@ -384,7 +384,7 @@ func (m *machine) open(t *rapid.T) {
 	t.Helper()
 	fault := &syncFault{}
 	j, err := filejournal.Open(m.path(), filefaults.WrapFiles(filejournal.Options{
-		KeyTTL: modelTTL, Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
+		Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
 	}, func(f fileengine.File) fileengine.File {
 		if fi, err := f.Stat(); err == nil {
 			m.synced.Store(fi.Size())
@@ -397,7 +397,7 @@ func (m *machine) open(t *rapid.T) {
 	c, err := idem.New(idem.Config{
 		Journal: j, HTTPClient: &http.Client{Transport: m.net},
 		MaxAttempts: 3, InitialWait: time.Microsecond, MaxWait: time.Microsecond,
-		AttemptTimeout: modelAttemptTimeout, KeyTTL: modelTTL,
+		AttemptTimeout: modelAttemptTimeout, Dialect: idem.Dialect{Retention: modelTTL},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -664,7 +664,7 @@ func (m *machine) corrupt(t *rapid.T) {
 	}
 
 	j, err := filejournal.Open(m.path(), filejournal.Options{
-		KeyTTL: modelTTL, Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
+		Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err == nil {
 		n := len(list(j, journal.ListAll))

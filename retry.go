@@ -103,7 +103,8 @@ type Attempt struct {
 type attempts struct {
 	c       *Client
 	op, key string
-	created time.Time // when the key was minted: it must not outlive KeyTTL
+	created time.Time     // when the key was minted: it must not outlive ttl,
+	ttl     time.Duration // the key lifetime its operation records
 	backoff backoff.ExponentialBackOff
 	started time.Time
 
@@ -180,7 +181,7 @@ func (a *attempts) openBody() (io.Reader, error) {
 }
 
 func (c *Client) newAttempts(op journal.Operation, lim limits) *attempts {
-	a := &attempts{c: c, op: op.ID, key: op.Key, created: op.Created, lim: lim}
+	a := &attempts{c: c, op: op.ID, key: op.Key, created: op.Created, ttl: op.KeyTTL, lim: lim}
 	// What backoff.NewExponentialBackOff builds, in place: one allocation
 	// for the attempts and their backoff together.
 	a.backoff = backoff.ExponentialBackOff{
@@ -366,7 +367,7 @@ func (a *attempts) nextWait(resp *http.Response) (time.Duration, error) {
 			return 0, ErrMaxElapsed
 		}
 	}
-	if !a.c.keyUsable(a.created, a.c.now().Add(wait)) {
+	if !a.c.keyUsable(a.created, a.ttl, a.c.now().Add(wait)) {
 		return 0, ErrKeyExpired
 	}
 	return wait, nil

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
@@ -187,7 +188,7 @@ func TestExtraDenials(t *testing.T) {
 func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
 	j := openJournal(t, path)
-	old := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", State: journal.StatePending,
+	old := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", KeyTTL: 24 * time.Hour, State: journal.StatePending,
 		URL: "https://user:xxxxx@api.example/charges?access_token=t0k3n-s3cret&n=1"}
 	old.Fingerprint[0] = 7
 	if err := journalhelp.Begin(j, old); err != nil {
@@ -224,7 +225,7 @@ func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 func TestCompactionScrubsPendingOperations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
 	j := openJournal(t, path)
-	old := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", State: journal.StatePending,
+	old := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", KeyTTL: 24 * time.Hour, State: journal.StatePending,
 		URL: "https://user:pa55@api.example/charges?n=1&clientSecret=s3cret-v4lue"}
 	old.Fingerprint[0] = 7
 	if err := journalhelp.Begin(j, old); err != nil {
@@ -246,7 +247,7 @@ func TestCompactionScrubsPendingOperations(t *testing.T) {
 func TestCompactionKeepsTheNamesARecordGaveBefore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
 	j := openJournal(t, path)
-	op := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", State: journal.StatePending, URL: "https://api.example/charges"}
+	op := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", KeyTTL: 24 * time.Hour, State: journal.StatePending, URL: "https://api.example/charges"}
 	if err := journalhelp.Begin(j, op); err != nil {
 		t.Fatal(err)
 	}

@@ -191,8 +191,7 @@ func (n noForget) Lookup(ctx context.Context, id string) (journal.Operation, boo
 func (n noForget) List(ctx context.Context, w journal.Listing) ([]journal.Operation, error) {
 	return n.j.List(ctx, w)
 }
-func (n noForget) KeyTTL() time.Duration { return n.j.KeyTTL() }
-func (n noForget) Now() time.Time        { return n.j.Now() }
+func (n noForget) Now() time.Time { return n.j.Now() }
 
 // Forget drops a pending operation only; ForgetCompleted a completed one,
 // and only under the key it was seen with, so that an operation forgotten

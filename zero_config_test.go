@@ -82,7 +82,7 @@ func TestAForgottenOperationIsRefusedAndNothingSent(t *testing.T) {
 func TestTooManyOperationsAreRefusedUntilKeyTTLPasses(t *testing.T) {
 	s := newScript(t, status(201, "created"))
 	clock := &settableClock{t: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
-	c := newClientAt(t, fast(idem.Config{MaxOperations: 2, KeyTTL: 8 * time.Hour}), clock.now)
+	c := newClientAt(t, fast(idem.Config{MaxOperations: 2, Dialect: idem.Dialect{Retention: 8 * time.Hour}}), clock.now)
 	idem.SetOutcomeBudget(c, 0)
 	do := func(id string) (*http.Response, error) {
 		return c.Do(id, post(t, context.Background(), s.srv.URL, id))

@@ -42,15 +42,6 @@ type Options struct {
 	// and the writer goes on with its file.) Default false.
 	ReadOnly bool
 
-	// KeyTTL is how long a key lives on the server. A pending operation
-	// older than KeyTTL is expired (listed by ListExpired, kept forever
-	// by compaction). A completed operation whose Completed time is KeyTTL or
-	// more in the past is summarized by compaction: its response header
-	// and body are dropped (the server has forgotten them too), the rest
-	// is kept (see ForgetAfter). It is the journal's KeyTTL (see
-	// idem.Config.KeyTTL). Default 24 hours.
-	KeyTTL time.Duration
-
 	// ForgetAfter is how long after its completion a completed operation
 	// is remembered at all. Until then, even as a summary, Lookup finds it
 	// and a Client answers its ID from the journal, so an operation ID
@@ -59,7 +50,7 @@ type Options struct {
 	// 0: never forget, the safe choice for batch jobs; a service whose
 	// operation IDs never repeat may set it to bound the journal's size.
 	// (A Client without a Journal forgets completed operations after
-	// KeyTTL.)
+	// their KeyTTL.)
 	ForgetAfter time.Duration
 
 	// CompactMinSize is the file size below which the journal never
@@ -110,7 +101,6 @@ func init() {
 func (o Options) engine() fileengine.Options {
 	eo := fileengine.Options{
 		ReadOnly:       o.ReadOnly,
-		KeyTTL:         o.KeyTTL,
 		ForgetAfter:    o.ForgetAfter,
 		CompactMinSize: o.CompactMinSize,
 		FileMode:       o.FileMode,
@@ -144,7 +134,7 @@ type Stats struct {
 	// Operations is the number of operations the journal holds.
 	Operations int
 	// Live is the number of operations a compaction now would keep:
-	// pending ones, completed ones inside KeyTTL, and summaries of older
+	// pending ones, completed ones inside their KeyTTL, and summaries of older
 	// completed ones (see ForgetAfter).
 	Live int
 	// LiveBytes is the size of those operations' records.
@@ -221,6 +211,7 @@ func (j *Journal) begin(op journal.Operation) error {
 		Method:      op.Method,
 		URL:         op.URL,
 		Created:     op.Created,
+		KeyTTL:      op.KeyTTL,
 	})
 }
 
@@ -256,8 +247,11 @@ func (j *Journal) complete(op journal.Operation) error {
 func (j *Journal) Sync() error { return j.eng.Sync() }
 
 // Compact rewrites the journal with only its live operations, whole, and
-// summaries of the completed ones past KeyTTL (see Options.KeyTTL and
-// ForgetAfter). Appends wait while it runs.
+// summaries of the completed ones past their KeyTTL: the response header
+// and body of an outcome recorded its operation's KeyTTL or more ago are
+// dropped (the server has forgotten them too), the rest is kept (see
+// ForgetAfter). Pending operations, expired or not, are kept whole.
+// Appends wait while it runs.
 func (j *Journal) Compact() error { return j.eng.Compact() }
 
 // Close makes every appended record durable (one fsync), closes the file
@@ -282,23 +276,20 @@ func (j *Journal) Lookup(_ context.Context, id string) (journal.Operation, bool,
 }
 
 // List returns the operations the listing selects, ordered by Created then
-// ID; pending and expired are judged by Options.KeyTTL and Now. The
+// ID; pending and expired are judged by each operation's KeyTTL and Now. The
 // selected operations are read from the file, and List fails as Lookup
 // does.
 func (j *Journal) List(_ context.Context, which journal.Listing) ([]journal.Operation, error) {
-	now, ttl := j.eng.Now(), j.eng.KeyTTL()
-	keep := func(m *fileengine.Meta) bool { return selectsRecord(which, m, now, ttl) }
+	now := j.eng.Now()
+	keep := func(m *fileengine.Meta) bool { return selectsRecord(which, m, now) }
 	return fileengine.List(j.eng, keep, operationOf)
 }
 
 // selectsRecord is Listing.Selects on what the journal's engine keeps of
 // an operation in memory.
-func selectsRecord(l journal.Listing, r *fileengine.Meta, now time.Time, ttl time.Duration) bool {
-	return l.Selects(journal.Operation{State: journal.State(r.State), Created: time.Unix(0, r.Created)}, now, ttl)
+func selectsRecord(l journal.Listing, r *fileengine.Meta, now time.Time) bool {
+	return l.Selects(journal.Operation{State: journal.State(r.State), Created: time.Unix(0, r.Created), KeyTTL: time.Duration(r.KeyTTL)}, now)
 }
-
-// KeyTTL returns Options.KeyTTL.
-func (j *Journal) KeyTTL() time.Duration { return j.eng.KeyTTL() }
 
 // Now returns the time by Options.Now.
 func (j *Journal) Now() time.Time { return j.eng.Now() }
@@ -318,6 +309,7 @@ func operationOf(r *fileengine.Record) journal.Operation {
 		Method:      r.Method,
 		URL:         r.URL,
 		Created:     time.Unix(0, r.Created).UTC(),
+		KeyTTL:      time.Duration(r.KeyTTL),
 		State:       journal.State(r.State),
 	}
 	if final(op.State) {

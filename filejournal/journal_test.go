@@ -46,6 +46,7 @@ func testIntent(i int) journal.Operation {
 		Method:      http.MethodPost,
 		URL:         url,
 		Created:     testNow.Add(-time.Duration(i) * time.Second),
+		KeyTTL:      24 * time.Hour,
 		State:       journal.StatePending,
 	}
 }
@@ -130,6 +131,7 @@ func TestJournalReopenRoundTripsEveryField(t *testing.T) {
 		ID:      strings.Repeat("x", fileengine.MaxIDLen),
 		Key:     "k\x00with\xffbytes",
 		Created: time.Date(1700, 1, 1, 0, 0, 0, 1, time.UTC),
+		KeyTTL:  1, // the shortest lifetime
 	}
 	for _, op := range []journal.Operation{pending, done, rejected, truncated, odd} {
 		mustBegin(t, j, op)
@@ -223,15 +225,15 @@ func TestJournalCompletionReplacesOutcome(t *testing.T) {
 // Clause: J8.3.
 func TestJournalListings(t *testing.T) {
 	o := quietOptions()
-	o.KeyTTL = time.Hour
 	path := journalPath(t)
 	j := openTestJournal(t, path, o)
-	fresh := testIntent(10)     // 10s old
-	expired := testIntent(3600) // exactly KeyTTL old: expired
-	young := testIntent(3599)   // one second short of KeyTTL
-	done := testOutcome(testIntent(20), 200, "")
-	rejected := testIntent(30)
-	for _, op := range []journal.Operation{fresh, expired, young, testIntent(20), rejected} {
+	hourly := func(i int) journal.Operation { op := testIntent(i); op.KeyTTL = time.Hour; return op }
+	fresh := hourly(10)     // 10s old
+	expired := hourly(3600) // exactly KeyTTL old: expired
+	young := hourly(3599)   // one second short of KeyTTL
+	done := testOutcome(hourly(20), 200, "")
+	rejected := hourly(30)
+	for _, op := range []journal.Operation{fresh, expired, young, hourly(20), rejected} {
 		mustBegin(t, j, op)
 	}
 	mustComplete(t, j, done)
@@ -264,7 +266,7 @@ func TestJournalListings(t *testing.T) {
 			t.Fatalf("%s: Lookup(missing) found an operation", stage)
 		}
 	}
-	if !expired.Expired(testNow, time.Hour) || young.Expired(testNow, time.Hour) || done.Expired(testNow.Add(48*time.Hour), time.Hour) {
+	if !expired.Expired(testNow) || young.Expired(testNow) || done.Expired(testNow.Add(48*time.Hour)) {
 		t.Fatal("Operation.Expired disagrees with its definition")
 	}
 }
@@ -362,9 +364,9 @@ func TestJournalReportsItsStateBeforeAnInvalidOperation(t *testing.T) {
 func TestJournalFillsZeroTimesFromItsClock(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
-	mustBegin(t, j, journal.Operation{ID: "a", Key: "k"})
+	mustBegin(t, j, journal.Operation{ID: "a", Key: "k", KeyTTL: time.Hour})
 	mustComplete(t, j, journal.Operation{ID: "a", State: journal.StateRejected, Status: 400})
-	want := []journal.Operation{{ID: "a", Key: "k", Created: testNow, State: journal.StateRejected, Completed: testNow, Status: 400}}
+	want := []journal.Operation{{ID: "a", Key: "k", Created: testNow, KeyTTL: time.Hour, State: journal.StateRejected, Completed: testNow, Status: 400}}
 	sameOperations(t, "Operations", journalhelp.MustList(j, journal.ListAll), want)
 	mustClose(t, j)
 	sameOperations(t, "after reopen", journalhelp.MustList(openTestJournal(t, path, quietOptions()), journal.ListAll), want)

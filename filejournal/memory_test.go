@@ -116,7 +116,7 @@ func writeHeapJournal(t *testing.T, path string, o Options, ops, bodySize int) {
 					return
 				}
 				op := journal.Operation{ID: heapOpID(i), Key: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
-					Method: http.MethodPost, URL: "https://api.example.test/charges", Created: testNow}
+					Method: http.MethodPost, URL: "https://api.example.test/charges", Created: testNow, KeyTTL: time.Hour}
 				op.Fingerprint[0] = byte(i)
 				if err := j.begin(op); err != nil {
 					t.Error(err)

@@ -37,7 +37,7 @@ func (m *attemptMiddleware) HandleDeserialize(ctx context.Context, in middleware
 	}
 	// The SDK's retries are attempts of the operation too: none is sent
 	// once the API may have forgotten its token.
-	if !c.usable(c.op.Created) {
+	if !usable(c.o.journal.Now(), c.op.Created, c.op.KeyTTL) {
 		return middleware.DeserializeOutput{}, middleware.Metadata{}, notRetryable{fmt.Errorf("idemaws: operation %q (token %s, minted %s): %w",
 			c.op.ID, c.op.Key, c.op.Created.Format(time.RFC3339), idem.ErrKeyExpired)}
 	}

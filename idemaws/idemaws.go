@@ -29,7 +29,9 @@ type Config struct {
 	// again. Each operation's own is the lifetime AWS documents for its
 	// token (TokenFor), which KeyTTL caps when set. An operation without
 	// a documented lifetime takes KeyTTL, else the Dialect's Retention,
-	// else the journal's KeyTTL.
+	// else idem.DefaultKeyTTL. The lifetime is recorded with the
+	// operation's intent, and a resumed operation is judged by the one
+	// it recorded.
 	KeyTTL time.Duration
 
 	// Tokens names the idempotency token member of operations, by
@@ -96,7 +98,7 @@ func New(o Config) (*Operations, error) {
 		ops.defaultTTL = o.Dialect.Retention
 	}
 	if ops.defaultTTL == 0 {
-		ops.defaultTTL = o.Journal.KeyTTL()
+		ops.defaultTTL = idem.DefaultKeyTTL
 	}
 	if ops.maxBody == 0 {
 		ops.maxBody = idem.DefaultMaxRecordedBody

@@ -548,6 +548,40 @@ func TestTheSDKsRetriesStopWhenTheTokenExpires(t *testing.T) {
 	}
 }
 
+// TestAResumedTokenIsJudgedByTheLifetimeItRecorded is C6.7 through the
+// SDK: Operations whose tokens live an hour leave an operation pending;
+// two hours later, Operations configured with a day's lifetime do not
+// send its token again: the lifetime recorded with the operation says the
+// API forgot it an hour ago.
+func TestAResumedTokenIsJudgedByTheLifetimeItRecorded(t *testing.T) {
+	f := newFakeAWS(t)
+	f.fail = []int{500}
+	clock := newTestClock()
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "journal"), filejournal.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	create := func(ttl time.Duration) error {
+		ops, err := idemaws.New(idemaws.Config{Journal: j, KeyTTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cloudcontrol.NewFromConfig(awsConfig(f, ops, 1)).CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
+		return err
+	}
+	if err := create(time.Hour); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("first call: %v, want unknown", err)
+	}
+	if op := lookup(t, j, "bucket-1"); op.State != journal.StatePending || op.KeyTTL != time.Hour {
+		t.Fatalf("journal holds %s with KeyTTL %v, want pending with 1h", op.State, op.KeyTTL)
+	}
+	clock.advance(2 * time.Hour)
+	if err := create(24 * time.Hour); !errors.Is(err, idem.ErrKeyExpired) || f.requests() != 1 {
+		t.Fatalf("two hours later with a day's lifetime: %v after %d requests, want ErrKeyExpired after the first only", err, f.requests())
+	}
+}
+
 // waits is a backoff that, before each retry, moves the clock on by the
 // next of waits and has the SDK wait no real time.
 func (c *testClock) waits(waits ...time.Duration) retry.BackoffDelayer {

@@ -195,7 +195,7 @@ func (c *call) admit(ctx context.Context, fp journal.Fingerprint, what string) e
 			return fmt.Errorf("idemaws: %w: operation %q: minting a token for %s: %w", idem.ErrInvalidConfig, c.id, c.api, err)
 		}
 		c.op = journal.Operation{ID: c.id, Key: key, Fingerprint: fp, Method: "AWS", URL: what,
-			Created: c.o.journal.Now(), State: journal.StatePending}
+			Created: c.o.journal.Now(), KeyTTL: c.ttl, State: journal.StatePending}
 		err = c.claim.Begin(ctx, c.op)
 		if err == nil {
 			return nil
@@ -213,7 +213,7 @@ func (c *call) admit(ctx context.Context, fp journal.Fingerprint, what string) e
 			c.id, held.Key, idem.ErrMismatch, what)
 	case c.caller != "" && c.caller != held.Key:
 		return fmt.Errorf("%w: operation %q: the input's token is %q, the operation's %s", ErrTokenSet, c.id, c.caller, held.Key)
-	case held.State == journal.StatePending && !c.usable(held.Created):
+	case held.State == journal.StatePending && !usable(c.o.journal.Now(), held.Created, held.KeyTTL):
 		return fmt.Errorf("idemaws: operation %q (token %s, minted %s): %w",
 			c.id, held.Key, held.Created.Format(time.RFC3339), idem.ErrKeyExpired)
 	case held.State == journal.StatePending:
@@ -234,11 +234,11 @@ func (c *call) admit(ctx context.Context, fp journal.Fingerprint, what string) e
 	return nil
 }
 
-// usable reports whether a token minted at created may still be sent: the
-// API keeps it for the key TTL, and an attempt needs time to reach it
-// (attemptAllowance).
-func (c *call) usable(created time.Time) bool {
-	return c.o.journal.Now().Add(attemptAllowance(c.ttl)).Sub(created) < c.ttl
+// usable reports whether a token minted at created may still be sent at
+// now: the API keeps it for ttl, the lifetime its operation records, and
+// an attempt needs time to reach it (attemptAllowance).
+func usable(now, created time.Time, ttl time.Duration) bool {
+	return now.Add(attemptAllowance(ttl)).Sub(created) < ttl
 }
 
 // attemptAllowance is how long before the key TTL ends a token is no longer

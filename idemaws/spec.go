@@ -33,7 +33,7 @@ type Token struct {
 	Pattern string
 
 	// KeyTTL is how long the API keeps a token. 0: Config.KeyTTL, else
-	// the journal's KeyTTL.
+	// the Dialect's Retention, else idem.DefaultKeyTTL.
 	KeyTTL time.Duration
 }
 
@@ -229,7 +229,7 @@ func (p tokenPath) field(input any) (reflect.Value, bool) {
 // resolvedTTL is the key TTL of an operation with spec s of service: the
 // caller's for the operation, else the documented lifetime capped by
 // Config.KeyTTL, else Config.KeyTTL, else the default (the dialect's
-// retention, or the journal's KeyTTL).
+// retention, or idem.DefaultKeyTTL).
 func (o *Operations) resolvedTTL(service string, s tokenSpec, callers bool) time.Duration {
 	if callers && s.ttl > 0 {
 		return s.ttl

@@ -63,7 +63,7 @@ func TestObserveAsksAPendingCounter(t *testing.T) {
 
 // TestObservePgjournalPending: a *pgjournal.Journal's idem.journal.pending
 // is its own count: the namespace's pending operations whose key has not
-// expired, as many as its List of pending operations, not those done,
+// expired by its own recorded lifetime, as many as its List of pending operations, not those done,
 // expired or of another namespace.
 func TestObservePgjournalPending(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
@@ -80,22 +80,27 @@ func TestObservePgjournalPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	now := j.Now().UnixNano()
-	expired := j.Now().Add(-j.KeyTTL() - time.Minute).UnixNano()
+	// Each key is judged by the lifetime recorded with it: an hour-old key
+	// of half an hour has expired, a 30-hour-old key of 48 hours has not.
+	day := 24 * time.Hour
+	at := func(age time.Duration) int64 { return j.Now().Add(-age).UnixNano() }
 	for _, row := range []struct {
 		namespace, id string
 		created       int64
+		ttl           time.Duration
 		state         journal.State
 	}{
-		{"billing", "pending-1", now, journal.StatePending},
-		{"billing", "pending-2", now, journal.StatePending},
-		{"billing", "expired", expired, journal.StatePending},
-		{"billing", "done", now, journal.StateDone},
-		{"billing", "rejected", now, journal.StateRejected},
-		{"other", "pending-elsewhere", now, journal.StatePending},
+		{"billing", "pending-1", at(0), day, journal.StatePending},
+		{"billing", "pending-2", at(0), day, journal.StatePending},
+		{"billing", "pending-long", at(30 * time.Hour), 2 * day, journal.StatePending},
+		{"billing", "expired", at(day + time.Minute), day, journal.StatePending},
+		{"billing", "expired-short", at(time.Hour), 30 * time.Minute, journal.StatePending},
+		{"billing", "done", at(0), day, journal.StateDone},
+		{"billing", "rejected", at(0), day, journal.StateRejected},
+		{"other", "pending-elsewhere", at(0), day, journal.StatePending},
 	} {
-		if _, err := conn.Exec(ctx, `INSERT INTO idem_operations (namespace, op_id, op_key, fingerprint, created_ns, state)
-			VALUES ($1, $2, $2, $3, $4, $5)`, row.namespace, row.id, make([]byte, len(journal.Fingerprint{})), row.created, int16(row.state)); err != nil {
+		if _, err := conn.Exec(ctx, `INSERT INTO idem_operations (namespace, op_id, op_key, fingerprint, created_ns, key_ttl_ns, state)
+			VALUES ($1, $2, $2, $3, $4, $5, $6)`, row.namespace, row.id, make([]byte, len(journal.Fingerprint{})), row.created, int64(row.ttl), int16(row.state)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,8 +108,8 @@ func TestObservePgjournalPending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(listed) != 2 {
-		t.Fatalf("List of pending operations: %d, want 2", len(listed))
+	if len(listed) != 3 {
+		t.Fatalf("List of pending operations: %d, want 3", len(listed))
 	}
 
 	tel := newTelemetry()

@@ -20,6 +20,9 @@ func CheckIntent(op Operation) error {
 		op.BodyTruncated || op.HeaderTruncated || op.Summarized:
 		return fmt.Errorf("%w: outcome fields are set on an intent", ErrInvalidOperation)
 	}
+	if err := journalkit.CheckKeyTTL(op.KeyTTL); err != nil {
+		return err
+	}
 	return journalkit.CheckTime("created", op.Created)
 }
 

@@ -10,14 +10,15 @@ import (
 	"github.com/idemkit/idem/journal"
 )
 
-// CheckIntent refuses an intent with any outcome field set, or a state
-// other than pending, each field on its own; CheckOutcome refuses a state
+// CheckIntent refuses an intent with any outcome field set, a state other
+// than pending, or a key lifetime that is not positive (C6.6), each field
+// on its own, and takes the shortest lifetime; CheckOutcome refuses a state
 // that is not final, a status outside 0..999, a truncated body that is
 // kept, and a summary, and takes each limit's last value.
 func TestCheckIntentAndCheckOutcomeFieldByField(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	intent := func(f func(*journal.Operation)) journal.Operation {
-		op := journal.Operation{ID: "op", Key: "key"}
+		op := journal.Operation{ID: "op", Key: "key", KeyTTL: time.Nanosecond}
 		f(&op)
 		return op
 	}
@@ -37,6 +38,8 @@ func TestCheckIntentAndCheckOutcomeFieldByField(t *testing.T) {
 		{"body truncated", intent(func(o *journal.Operation) { o.BodyTruncated = true }), false},
 		{"header truncated", intent(func(o *journal.Operation) { o.HeaderTruncated = true }), false},
 		{"summarized", intent(func(o *journal.Operation) { o.Summarized = true }), false},
+		{"no key lifetime", intent(func(o *journal.Operation) { o.KeyTTL = 0 }), false},
+		{"negative key lifetime", intent(func(o *journal.Operation) { o.KeyTTL = -time.Nanosecond }), false},
 	}
 	for _, tt := range intents {
 		if err := journal.CheckIntent(tt.op); (err == nil) != tt.ok || err != nil && !errors.Is(err, journal.ErrInvalidOperation) {

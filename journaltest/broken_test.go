@@ -34,7 +34,6 @@ type breaks struct {
 	begin         func(c *brokenClaim, ctx context.Context, op journal.Operation) error
 	complete      func(c *brokenClaim, ctx context.Context, op journal.Operation) error
 	release       func(c *brokenClaim)
-	keyTTL        func(ttl time.Duration) time.Duration
 	freshOnReopen bool // Reopen opens empty storage
 }
 
@@ -169,12 +168,15 @@ var brokenJournals = []struct {
 		}
 		return ops
 	}}},
-	{"KeyTTLMisreported", "ExpiryFollowsKeyTTL", breaks{keyTTL: func(ttl time.Duration) time.Duration { return ttl + time.Second }}},
-	{"ExpiryByAnotherTTL", "ExpiryFollowsKeyTTL", breaks{list: func(_ []journal.Operation, which journal.Listing, j *brokenJournal) []journal.Operation {
+	{"KeyTTLChangedOnRead", "BeginIsReadBackWhole", breaks{read: func(op *journal.Operation) { op.KeyTTL += time.Second }}},
+	{"KeyTTLReadAsOneForAll", "ExpiryFollowsEachOperationsKeyTTL", breaks{read: func(op *journal.Operation) { op.KeyTTL = time.Hour }}},
+	{"ExpiryByAnotherTTL", "ExpiryFollowsEachOperationsKeyTTL", breaks{list: func(_ []journal.Operation, which journal.Listing, j *brokenJournal) []journal.Operation {
 		all, _ := j.inner().List(context.Background(), journal.ListAll)
 		var out []journal.Operation
 		for _, op := range all {
-			if which.Selects(op, j.Now(), 2*j.KeyTTL()) {
+			op.KeyTTL *= 2
+			if which.Selects(op, j.Now()) {
+				op.KeyTTL /= 2
 				out = append(out, op)
 			}
 		}
@@ -314,13 +316,6 @@ func (j *brokenJournal) List(ctx context.Context, which journal.Listing) ([]jour
 	return ops, nil
 }
 
-func (j *brokenJournal) KeyTTL() time.Duration {
-	if j.b.keyTTL != nil {
-		return j.b.keyTTL(j.in.KeyTTL())
-	}
-	return j.in.KeyTTL()
-}
-
 func (j *brokenJournal) Now() time.Time { return j.in.Now() }
 
 // brokenClaim is a claim of a brokenJournal.
@@ -401,15 +396,15 @@ func (s *store) put(op journal.Operation) {
 
 // openBroken opens, for each check, a map journal broken by b.
 func openBroken(b breaks) journaltest.Open {
-	return func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
+	return func(t *testing.T) journaltest.Backend {
 		s := newStore()
 		return journaltest.Backend{
-			Journal: &brokenJournal{in: openMapJournal(s, keyTTL), b: b},
+			Journal: &brokenJournal{in: openMapJournal(s), b: b},
 			Reopen: func(*testing.T) journal.Journal {
 				if b.freshOnReopen {
 					s = newStore()
 				}
-				return &brokenJournal{in: openMapJournal(s, keyTTL), b: b}
+				return &brokenJournal{in: openMapJournal(s), b: b}
 			},
 		}
 	}

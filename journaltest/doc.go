@@ -10,7 +10,8 @@
 //   - Begin and Complete refuse what journal.CheckIntent and journal.CheckOutcome
 //     refuse, and an operation of an ID other than the claim's;
 //   - Lookup, List and a claim's Operation read what was recorded, and the
-//     listings select by state and KeyTTL, ordered by created time and then
+//     listings select by state and by each operation's own KeyTTL, ordered
+//     by created time and then
 //     by the bytes of the ID;
 //   - one claim of an ID is held at a time, and Claim waits for it within
 //     its context;
@@ -33,23 +34,23 @@
 // each check:
 //
 //	func TestConforms(t *testing.T) {
-//		journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
+//		journaltest.Run(t, func(t *testing.T) journaltest.Backend {
 //			db := newTestDatabase(t)
-//			j := myjournal.Open(db, keyTTL)
+//			j := myjournal.Open(db)
 //			t.Cleanup(func() { j.Close() })
 //			return journaltest.Backend{
 //				Journal: j,
 //				Reopen: func(t *testing.T) journal.Journal {
 //					j.Close()
-//					j = myjournal.Open(db, keyTTL)
+//					j = myjournal.Open(db)
 //					return j
 //				},
 //			}
 //		})
 //	}
 //
-// The journal must be safe for concurrent use, return KeyTTL as it was
-// given, keep times to the nanosecond and read them back in UTC, and read
+// The journal must be safe for concurrent use, keep each operation's
+// KeyTTL as it was begun with, keep times to the nanosecond and read them back in UTC, and read
 // an empty header or body back as nil (see journal.Operation). A journal
 // that keeps nothing, such as one in memory, leaves Backend.Reopen nil.
 // The check that reopens is then skipped, and so is the check of

@@ -24,12 +24,12 @@ import (
 // package it is a test function, func TestConforms(t *testing.T); here
 // TestMapJournalConforms runs it.
 func testConforms(t *testing.T) {
-	journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
+	journaltest.Run(t, func(t *testing.T) journaltest.Backend {
 		s := newStore() // the journal's storage, as a database would be
 		return journaltest.Backend{
-			Journal: openMapJournal(s, keyTTL),
+			Journal: openMapJournal(s),
 			// The next process opens the same storage.
-			Reopen: func(*testing.T) journal.Journal { return openMapJournal(s, keyTTL) },
+			Reopen: func(*testing.T) journal.Journal { return openMapJournal(s) },
 		}
 	})
 }
@@ -53,8 +53,7 @@ func newStore() *store { return &store{ops: make(map[string]journal.Operation)} 
 // mapJournal is a journal opened on a store. Its claims hold within this
 // process.
 type mapJournal struct {
-	s   *store
-	ttl time.Duration
+	s *store
 
 	mu    sync.Mutex
 	locks map[string]chan struct{} // by ID; full while a claim holds the ID
@@ -65,9 +64,9 @@ var (
 	_ journal.ClaimBeginner = (*mapJournal)(nil)
 )
 
-// openMapJournal opens a journal on s whose keys live ttl.
-func openMapJournal(s *store, ttl time.Duration) *mapJournal {
-	return &mapJournal{s: s, ttl: ttl, locks: make(map[string]chan struct{})}
+// openMapJournal opens a journal on s.
+func openMapJournal(s *store) *mapJournal {
+	return &mapJournal{s: s, locks: make(map[string]chan struct{})}
 }
 
 // lock returns the claim lock of id.
@@ -153,7 +152,7 @@ func (j *mapJournal) List(_ context.Context, which journal.Listing) ([]journal.O
 	j.s.mu.Lock()
 	var ops []journal.Operation
 	for _, op := range j.s.ops {
-		if which.Selects(op, now, j.ttl) {
+		if which.Selects(op, now) {
 			ops = append(ops, clone(op))
 		}
 	}
@@ -166,9 +165,6 @@ func (j *mapJournal) List(_ context.Context, which journal.Listing) ([]journal.O
 	})
 	return ops, nil
 }
-
-// KeyTTL returns how long a key lives.
-func (j *mapJournal) KeyTTL() time.Duration { return j.ttl }
 
 // Now returns the machine's clock.
 func (j *mapJournal) Now() time.Time { return time.Now() }

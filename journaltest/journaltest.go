@@ -17,8 +17,7 @@ import (
 
 // Backend is a journal under test, opened for one check of the suite.
 type Backend struct {
-	// Journal is a fresh, empty journal whose KeyTTL is the keyTTL Open
-	// was given.
+	// Journal is a fresh, empty journal.
 	Journal journal.Journal
 	// Reopen closes Journal and opens its storage again, as the next
 	// process would, and returns the journal it opened. The suite calls it
@@ -35,10 +34,9 @@ type Backend struct {
 	KeptOutcomes int
 }
 
-// Open opens a fresh Backend for one check, with a journal whose KeyTTL is
-// keyTTL. The t it is given is the check's: Open may fail it, and closes
-// what it opened with t.Cleanup.
-type Open func(t *testing.T, keyTTL time.Duration) Backend
+// Open opens a fresh Backend for one check. The t it is given is the
+// check's: Open may fail it, and closes what it opened with t.Cleanup.
+type Open func(t *testing.T) Backend
 
 // Run runs every check of the suite, each in a subtest of t that calls
 // open once.
@@ -61,7 +59,7 @@ var cases = []struct {
 	{"ClaimOfACompletedOperation", testClaimOfACompletedOperation},
 	{"ReleaseWithoutBeginLeavesNothing", testReleaseWithoutBeginLeavesNothing},
 	{"ListingsSelectAndOrder", testListingsSelectAndOrder},
-	{"ExpiryFollowsKeyTTL", testExpiryFollowsKeyTTL},
+	{"ExpiryFollowsEachOperationsKeyTTL", testExpiryFollowsEachOperationsKeyTTL},
 	{"OneClaimAtATime", testOneClaimAtATime},
 	{"ClaimWaitsWithinItsContext", testClaimWaitsWithinItsContext},
 	{"TryClaimDoesNotWait", testTryClaimDoesNotWait},
@@ -70,14 +68,17 @@ var cases = []struct {
 	{"OutcomesAreKeptOrRefused", testOutcomesAreKeptOrRefused},
 }
 
+// ttl is the key lifetime of the suite's operations.
 const ttl = time.Hour
 
-// intent returns a pending operation named id, created at created.
+// intent returns a pending operation named id, created at created, whose
+// key lives ttl.
 func intent(id string, created time.Time) journal.Operation {
 	return journal.Operation{
 		ID: id, Key: "key-" + id, Fingerprint: sha256.Sum256([]byte(id)),
 		Method: http.MethodPost, URL: "https://api.example/charges/" + id,
 		Created: created.Truncate(time.Microsecond).Add(123), // nanoseconds survive
+		KeyTTL:  ttl,
 		State:   journal.StatePending,
 	}
 }
@@ -161,6 +162,8 @@ func diff(got, want journal.Operation) string {
 		return "method or URL differ"
 	case !got.Created.Equal(want.Created) || got.Created.Location() != time.UTC:
 		return fmt.Sprintf("created %v, want %v in UTC", got.Created, want.Created)
+	case got.KeyTTL != want.KeyTTL:
+		return fmt.Sprintf("key lifetime %v, want %v", got.KeyTTL, want.KeyTTL)
 	case got.State != want.State:
 		return fmt.Sprintf("state %s, want %s", got.State, want.State)
 	case !got.Completed.Equal(want.Completed) || (!got.Completed.IsZero() && got.Completed.Location() != time.UTC):
@@ -200,7 +203,7 @@ func ids(ops []journal.Operation) []string {
 }
 
 func testBeginIsReadBackWhole(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	c := claim(t, j, "op")
 	if _, ok := c.Operation(); ok {
 		t.Fatal("a claim on a new ID found an operation")
@@ -226,7 +229,7 @@ func testBeginIsReadBackWhole(t *testing.T, open Open) {
 }
 
 func testCompleteIsReadBackWhole(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	for i, tc := range []struct {
 		status                       int
 		headerTruncated, bodyNotKept bool
@@ -255,7 +258,7 @@ func testCompleteIsReadBackWhole(t *testing.T, open Open) {
 }
 
 func testEmptyOutcomeReadsBackAsNil(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	op := intent("op", j.Now())
 	begin(t, j, op)
 	done := op
@@ -280,7 +283,7 @@ func testEmptyOutcomeReadsBackAsNil(t *testing.T, open Open) {
 }
 
 func testAnIntentIsRecordedOnce(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	op := intent("op", j.Now())
 	begin(t, j, op)
 	c := claim(t, j, "op")
@@ -296,7 +299,7 @@ func testAnIntentIsRecordedOnce(t *testing.T, open Open) {
 }
 
 func testAnOutcomeNeedsAnIntent(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	c := claim(t, j, "op")
 	defer c.Release()
 	if err := c.Complete(context.Background(), outcome(intent("op", j.Now()), 200)); !errors.Is(err, journal.ErrNoSuchOperation) {
@@ -308,10 +311,11 @@ func testAnOutcomeNeedsAnIntent(t *testing.T, open Open) {
 }
 
 func testInvalidOperationsAreRefused(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	now := j.Now()
 	intents := map[string]func(*journal.Operation){
 		"no key":           func(op *journal.Operation) { op.Key = "" },
+		"no key lifetime":  func(op *journal.Operation) { op.KeyTTL = 0 },
 		"state done":       func(op *journal.Operation) { op.State = journal.StateDone },
 		"an outcome field": func(op *journal.Operation) { op.Status = 200 },
 		"another ID":       func(op *journal.Operation) { op.ID = "elsewhere" },
@@ -354,7 +358,7 @@ func testInvalidOperationsAreRefused(t *testing.T, open Open) {
 }
 
 func testClaimOfACompletedOperation(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	op := intent("op", j.Now())
 	begin(t, j, op)
 	done := outcome(op, 200)
@@ -369,7 +373,7 @@ func testClaimOfACompletedOperation(t *testing.T, open Open) {
 }
 
 func testReleaseWithoutBeginLeavesNothing(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	claim(t, j, "op").Release()
 	if _, ok := lookup(t, j, "op"); ok {
 		t.Fatal("a claim released without Begin left an operation")
@@ -384,7 +388,7 @@ func testReleaseWithoutBeginLeavesNothing(t *testing.T, open Open) {
 }
 
 func testListingsSelectAndOrder(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	now := j.Now()
 	// Equal Created times are ordered by the IDs' bytes: "B" before "a",
 	// whatever a database's collation says.
@@ -410,21 +414,27 @@ func testListingsSelectAndOrder(t *testing.T, open Open) {
 	}
 }
 
-func testExpiryFollowsKeyTTL(t *testing.T, open Open) {
+// testExpiryFollowsEachOperationsKeyTTL begins operations with different
+// key lifetimes: each is read back with its own, and judged expired by it
+// (C6).
+func testExpiryFollowsEachOperationsKeyTTL(t *testing.T, open Open) {
 	const short = 2 * time.Second
-	j := open(t, short).Journal
-	if j.KeyTTL() != short {
-		t.Fatalf("KeyTTL() = %s, want %s", j.KeyTTL(), short)
-	}
+	j := open(t).Journal
 	now := j.Now()
-	young, old := intent("young", now), intent("old", now.Add(-short-time.Millisecond))
-	begin(t, j, young)
-	begin(t, j, old)
+	// young and old were created at once; old's key lives 2s, young's an
+	// hour, and young2's 2s, created now.
+	young, old, young2 := intent("young", now.Add(-short-time.Millisecond)), intent("old", now.Add(-short-time.Millisecond)), intent("young2", now)
+	old.KeyTTL, young2.KeyTTL = short, short
+	for _, op := range []journal.Operation{young, old, young2} {
+		begin(t, j, op)
+		got, _ := lookup(t, j, op.ID)
+		same(t, "an operation of key lifetime "+op.KeyTTL.String(), got, op)
+	}
 	if got := ids(list(t, j, journal.ListExpired)); !slices.Equal(got, []string{"old"}) {
 		t.Fatalf("expired %q, want [old]", got)
 	}
-	if got := ids(list(t, j, journal.ListPending)); !slices.Equal(got, []string{"young"}) {
-		t.Fatalf("pending %q, want [young]", got)
+	if got := ids(list(t, j, journal.ListPending)); !slices.Equal(got, []string{"young", "young2"}) {
+		t.Fatalf("pending %q, want [young young2]", got)
 	}
 	// A completed operation never expires.
 	complete(t, j, outcome(old, 200))
@@ -434,7 +444,7 @@ func testExpiryFollowsKeyTTL(t *testing.T, open Open) {
 }
 
 func testOneClaimAtATime(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	const n = 8
 	var (
 		inside, began atomic.Int32
@@ -482,7 +492,7 @@ func testOneClaimAtATime(t *testing.T, open Open) {
 }
 
 func testClaimWaitsWithinItsContext(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	held := claim(t, j, "op")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -511,7 +521,7 @@ func testClaimWaitsWithinItsContext(t *testing.T, open Open) {
 // its context, a TryClaim that waited would never return); once the claim
 // is released, TryClaim takes it, and it reads the operation as Claim does.
 func testTryClaimDoesNotWait(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	op := intent("op", j.Now())
 	held := claim(t, j, "op")
 	if err := held.Begin(context.Background(), op); err != nil {
@@ -559,7 +569,7 @@ func testTryClaimDoesNotWait(t *testing.T, open Open) {
 // while another claim holds it; an intent it refuses leaves nothing, and
 // no claim.
 func testClaimBeginIsClaimThenBegin(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	cb, ok := j.(journal.ClaimBeginner)
 	if !ok {
 		t.Skip("the journal is not an journal.ClaimBeginner")
@@ -634,7 +644,7 @@ func testClaimBeginIsClaimThenBegin(t *testing.T, open Open) {
 }
 
 func testReopenKeepsEverything(t *testing.T, open Open) {
-	b := open(t, ttl)
+	b := open(t)
 	if b.Reopen == nil {
 		t.Skip("Backend.Reopen is nil: the journal keeps nothing to reopen")
 	}
@@ -667,7 +677,7 @@ func testReopenKeepsEverything(t *testing.T, open Open) {
 // journal.ErrOutcomeForgotten, and it is not listed. None reads as absent,
 // which would let a Client send it again under a new key.
 func testOutcomesAreKeptOrRefused(t *testing.T, open Open) {
-	b := open(t, ttl)
+	b := open(t)
 	j := b.Journal
 	kept := b.KeptOutcomes
 	n := kept + 12

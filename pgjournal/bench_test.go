@@ -83,7 +83,7 @@ func benchmarkIntentCommit(b *testing.B, j *pgjournal.Journal, callers int, oneS
 					break
 				}
 				id := fmt.Sprint("op-", n)
-				op := journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: journal.StatePending}
+				op := journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 				t0 := time.Now()
 				var (
 					c   journal.Claim

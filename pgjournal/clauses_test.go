@@ -88,7 +88,7 @@ func TestTheDatabasesClockIsReadAtEveryClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Begin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: journal.StatePending}); err != nil {
+	if err := c.Begin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	c.Release()
@@ -147,7 +147,7 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	pending := journal.Operation{ID: "pending-in-a", Key: "a-key", Method: "POST", URL: srv.URL + "/charges", State: journal.StatePending}
+	pending := journal.Operation{ID: "pending-in-a", Key: "a-key", Method: "POST", URL: srv.URL + "/charges", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(ctx, pending); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestALateRenewalAnswerMovesTheLeaseFromWhenItWasSent(t *testing.T) {
 	tr.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ca, err := a.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-a", State: journal.StatePending})
+	ca, err := a.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestAFailedRenewalIsTriedAgainAndMovesNothing(t *testing.T) {
 			tr.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			c, err := j.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-a", State: journal.StatePending})
+			c, err := j.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,7 +21,7 @@ func beginOp(t *testing.T, j *pgjournal.Journal, id string) {
 		t.Fatal(err)
 	}
 	defer c.Release()
-	if err := c.Begin(ctx, journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "https://api.example.test/x"}); err != nil {
+	if err := c.Begin(ctx, journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "https://api.example.test/x", KeyTTL: 24 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 }

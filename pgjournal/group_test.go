@@ -153,7 +153,7 @@ func TestConcurrentBeginsShareACommit(t *testing.T) {
 	g := watchGroups(j, "intent", "first")
 	ctx := context.Background()
 	begin := func(id string) (journal.Claim, error) {
-		return j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, State: journal.StatePending})
+		return j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	}
 	first := make(chan error, 1)
 	go func() {
@@ -258,7 +258,7 @@ func TestAQueuedBeginWhoseContextEndsLeavesNoRow(t *testing.T) {
 	j := openJournal(t, dsn, pgjournal.Options{})
 	g := watchGroups(j, "intent", "first")
 	begin := func(ctx context.Context, id string) error {
-		c, err := j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, State: journal.StatePending})
+		c, err := j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err == nil {
 			c.Release()
 		}
@@ -319,7 +319,7 @@ func TestACarriedBeginWhoseContextEndsGetsItsStatementsResult(t *testing.T) {
 		}
 	})
 	begin := func(ctx context.Context, id string) error {
-		c, err := j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, State: journal.StatePending})
+		c, err := j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err == nil {
 			c.Release()
 		}
@@ -369,7 +369,7 @@ func TestClaimBeginClaimsWhatTheJournalHolds(t *testing.T) {
 	b := openJournal(t, dsn, pgjournal.Options{Owner: "b"})
 	ctx := context.Background()
 	intent := func(id, key string) journal.Operation {
-		return journal.Operation{ID: id, Key: key, State: journal.StatePending}
+		return journal.Operation{ID: id, Key: key, KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	}
 	claimBegin := func(j *pgjournal.Journal, ctx context.Context, id, key string) journal.Claim {
 		t.Helper()

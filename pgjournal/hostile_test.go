@@ -177,7 +177,7 @@ func TestCloseHandsTheLeasesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	if err := ca.Begin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: journal.StatePending}); err != nil {
+	if err := ca.Begin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
@@ -217,7 +217,7 @@ func TestACloseThatCannotEndItsLifeSaysSo(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := claimWithin(t, j, owner)
-		if err := c.Begin(ctx, journal.Operation{ID: owner, Key: "k", Method: "POST", URL: "http://x/", State: journal.StatePending}); err != nil {
+		if err := c.Begin(ctx, journal.Operation{ID: owner, Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 			t.Fatal(err)
 		}
 		c.Release()
@@ -263,7 +263,7 @@ func TestRecordsEveryByteOfAHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := journal.Operation{ID: "op", Key: "k", Method: "POST", URL: "http://x/", State: journal.StatePending}
+	op := journal.Operation{ID: "op", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := c.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}

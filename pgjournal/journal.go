@@ -84,11 +84,6 @@ type Options struct {
 	// DefaultLiveness (5s).
 	Liveness time.Duration
 
-	// KeyTTL is how long a key lives on the server (Journal.KeyTTL):
-	// pending operations older than it are expired, judged by the
-	// database's clock. Default 24 hours.
-	KeyTTL time.Duration
-
 	// Timeout bounds each statement the Journal sends, so that a database
 	// that stopped answering fails a Do with journal.ErrUnavailable
 	// instead of hanging it. Default DefaultTimeout (5s).
@@ -227,7 +222,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*Journal, error) {
 // Migrate). Close leaves the pool open.
 func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error) {
 	switch {
-	case opt.LeaseTTL < 0 || opt.KeyTTL < 0 || opt.Timeout < 0 || opt.Liveness < 0:
+	case opt.LeaseTTL < 0 || opt.Timeout < 0 || opt.Liveness < 0:
 		return nil, fmt.Errorf("%w: pgjournal.Options has a negative duration", ErrInvalidOptions)
 	case opt.LeaseTTL > 0 && opt.LeaseTTL < 30*time.Millisecond:
 		return nil, fmt.Errorf("%w: pgjournal.Options.LeaseTTL %s is too short to renew", ErrInvalidOptions, opt.LeaseTTL)
@@ -254,9 +249,6 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 	}
 	if opt.Liveness == 0 {
 		opt.Liveness = DefaultLiveness
-	}
-	if opt.KeyTTL == 0 {
-		opt.KeyTTL = journalkit.DefaultKeyTTL
 	}
 	if opt.Timeout == 0 {
 		opt.Timeout = DefaultTimeout
@@ -471,9 +463,6 @@ func (j *Journal) Namespace() string { return j.opt.Namespace }
 // Owner returns the name this Journal gives its leases.
 func (j *Journal) Owner() string { return j.opt.Owner }
 
-// KeyTTL returns Options.KeyTTL.
-func (j *Journal) KeyTTL() time.Duration { return j.opt.KeyTTL }
-
 // Now returns the database's time: its clock as last read (at open and
 // at every claim) advanced by this machine's monotonic clock since.
 func (j *Journal) Now() time.Time { return j.clock.now() }
@@ -508,15 +497,15 @@ func (j *Journal) List(ctx context.Context, which journal.Listing) ([]journal.Op
 	if err := j.usable(); err != nil {
 		return nil, err
 	}
-	cutoff := j.Now().Add(-j.opt.KeyTTL).UnixNano() // created at or before it: expired
+	now := j.Now().UnixNano() // a key created key_ttl_ns or more before it: expired
 	var where string
 	switch which {
 	case journal.ListAll:
 		where = `true`
 	case journal.ListPending:
-		where = `state = 1 AND created_ns > $2`
+		where = `state = 1 AND created_ns > $2 - key_ttl_ns`
 	case journal.ListExpired:
-		where = `state = 1 AND created_ns <= $2`
+		where = `state = 1 AND created_ns <= $2 - key_ttl_ns`
 	case journal.ListCompleted:
 		where = `state > 1`
 	default:
@@ -524,7 +513,7 @@ func (j *Journal) List(ctx context.Context, which journal.Listing) ([]journal.Op
 	}
 	args := []any{j.opt.Namespace}
 	if strings.Contains(where, "$2") {
-		args = append(args, cutoff)
+		args = append(args, now)
 	}
 	var ops []journal.Operation
 	err := j.statement(ctx, func(ctx context.Context) error {
@@ -550,7 +539,7 @@ func (j *Journal) List(ctx context.Context, which journal.Listing) ([]journal.Op
 }
 
 // operationColumns are the columns scanOperation reads, in its order.
-const operationColumns = `op_id, op_key, fingerprint, method, url, created_ns, state,
+const operationColumns = `op_id, op_key, fingerprint, method, url, created_ns, key_ttl_ns, state,
 	completed_ns, status, flags, header, body`
 
 // opRow holds a row of operationColumns as scanned.
@@ -559,13 +548,14 @@ type opRow struct {
 	key                string
 	fp, header, body   []byte
 	created, completed int64
+	keyTTL             int64
 	state, flags       int16
 	status             int32
 }
 
 // dest returns the scan destinations of operationColumns.
 func (r *opRow) dest() []any {
-	return []any{&r.opID, &r.key, &r.fp, &r.method, &r.url, &r.created, &r.state,
+	return []any{&r.opID, &r.key, &r.fp, &r.method, &r.url, &r.created, &r.keyTTL, &r.state,
 		&r.completed, &r.status, &r.flags, &r.header, &r.body}
 }
 
@@ -578,6 +568,7 @@ func (r *opRow) operation() (journal.Operation, error) {
 	op.ID, op.Key, op.Method, op.URL = r.opID, r.key, r.method, r.url
 	copy(op.Fingerprint[:], r.fp)
 	op.Created = time.Unix(0, r.created).UTC()
+	op.KeyTTL = time.Duration(r.keyTTL)
 	op.State = journal.State(r.state)
 	if op.State == journal.StateDone || op.State == journal.StateRejected {
 		op.Completed = time.Unix(0, r.completed).UTC()

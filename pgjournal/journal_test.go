@@ -74,8 +74,8 @@ func exec(t testing.TB, dsn, sql string, args ...any) {
 func TestConforms(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	var n atomic.Int64
-	journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
-		o := pgjournal.Options{Namespace: fmt.Sprint("conformance-", n.Add(1)), KeyTTL: keyTTL}
+	journaltest.Run(t, func(t *testing.T) journaltest.Backend {
+		o := pgjournal.Options{Namespace: fmt.Sprint("conformance-", n.Add(1))}
 		j := openJournal(t, dsn, o)
 		return journaltest.Backend{Journal: j, Reopen: func(t *testing.T) journal.Journal {
 			j.Close()
@@ -306,7 +306,7 @@ func heldElsewhere(t *testing.T) (*pgjournal.Journal, *tracer) {
 	t.Helper()
 	dsn := pgtest.NewDatabase(t)
 	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
-	held, err := a.ClaimBegin(context.Background(), journal.Operation{ID: "op", Key: "key-a", State: journal.StatePending})
+	held, err := a.ClaimBegin(context.Background(), journal.Operation{ID: "op", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func pendingElsewhere(t *testing.T) (a, b *pgjournal.Journal, tr *tracer) {
 	t.Helper()
 	dsn := pgtest.NewDatabase(t)
 	a = openJournal(t, dsn, pgjournal.Options{Owner: "a"})
-	first, err := a.ClaimBegin(context.Background(), journal.Operation{ID: "op", Key: "key-a", State: journal.StatePending})
+	first, err := a.ClaimBegin(context.Background(), journal.Operation{ID: "op", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func TestAClaimBeginThatFindsTheRowForgottenInsertsAgain(t *testing.T) {
 		}
 	}
 	tr.mu.Unlock()
-	c, err := b.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-b", State: journal.StatePending})
+	c, err := b.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-b", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatalf("ClaimBegin of an operation forgotten after its insert lost (%d reads): %v; want the claim of a new operation", reads.Load(), err)
 	}
@@ -472,7 +472,7 @@ func TestAnInsertThatFoundARowLeavesTheClockAsItWas(t *testing.T) {
 		}
 	}
 	tr.mu.Unlock()
-	c, err := b.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-b", State: journal.StatePending})
+	c, err := b.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-b", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +488,7 @@ func TestAnInsertThatFoundARowLeavesTheClockAsItWas(t *testing.T) {
 func TestAWaitEndingAsItTakesTheLeaseNamesNoHolder(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
-	held, err := a.ClaimBegin(context.Background(), journal.Operation{ID: "op", Key: "key-a", State: journal.StatePending})
+	held, err := a.ClaimBegin(context.Background(), journal.Operation{ID: "op", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +534,7 @@ func TestADeadHoldersLeaseLapses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := journal.Operation{ID: "charge", Key: "the-first-key", Method: "POST", URL: "http://x/charges", State: journal.StatePending}
+	op := journal.Operation{ID: "charge", Key: "the-first-key", Method: "POST", URL: "http://x/charges", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -572,13 +572,17 @@ func TestExpiryByTheDatabasesClock(t *testing.T) {
 	if !strings.Contains(dsn, "?") {
 		skewed = dsn + "?options=-c%20search_path%3Dpublic,pg_catalog"
 	}
-	j := openJournal(t, skewed, pgjournal.Options{KeyTTL: 90 * time.Minute})
+	j := openJournal(t, skewed, pgjournal.Options{})
 	if ahead := time.Until(j.Now()); ahead < 2*time.Hour-time.Minute || ahead > 2*time.Hour+time.Minute {
 		t.Fatalf("journal clock %s ahead of this machine's, want the database's 2h", ahead)
 	}
 	srv := newServer(t)
 	srv.hold = func(*http.Request) int { return http.StatusServiceUnavailable }
-	c := client(t, j) // no Config.Now: the journal's clock
+	// No Config.Now: the journal's clock. Keys live 90m.
+	c, err := idem.New(idem.Config{Journal: j, MaxAttempts: 1, Logger: quiet, Dialect: idem.Dialect{Retention: 90 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Do("charge", srv.post(t, context.Background())); !errors.Is(err, idem.ErrUnknown) {
 		t.Fatalf("first Do: %v, want an unknown outcome", err)
 	}
@@ -616,7 +620,7 @@ func TestALapsedHolderCannotOverwrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	op := journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: journal.StatePending}
+	op := journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -668,7 +672,7 @@ func TestALapsedHolderCannotCompleteTheOperationBegunAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	op := journal.Operation{ID: "charge", Key: "k1", Method: "POST", URL: "http://x/", State: journal.StatePending}
+	op := journal.Operation{ID: "charge", Key: "k1", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -814,7 +818,6 @@ func TestEachBadOptionIsRefused(t *testing.T) {
 	ctx := context.Background()
 	for name, o := range map[string]pgjournal.Options{
 		"negative LeaseTTL":           {LeaseTTL: -time.Nanosecond},
-		"negative KeyTTL":             {KeyTTL: -time.Nanosecond},
 		"negative Timeout":            {Timeout: -time.Nanosecond},
 		"negative Liveness":           {Liveness: -time.Nanosecond},
 		"LeaseTTL too short to renew": {LeaseTTL: 30*time.Millisecond - 1},
@@ -854,7 +857,7 @@ func TestNamespacesListsEachNamespaceHoldingOperations(t *testing.T) {
 	ctx := context.Background()
 	for i, ns := range []string{"b", "a", "b"} {
 		j := openJournal(t, dsn, pgjournal.Options{Namespace: ns})
-		c, err := j.ClaimBegin(ctx, journal.Operation{ID: fmt.Sprint("op-", i), Key: "key", State: journal.StatePending})
+		c, err := j.ClaimBegin(ctx, journal.Operation{ID: fmt.Sprint("op-", i), Key: "key", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -902,7 +905,7 @@ func TestTheLoserOfARaceToBeginACompletedOperationTakesItsOutcome(t *testing.T) 
 		t.Fatal(err)
 	}
 	defer cb.Release()
-	ca, err := a.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: journal.StatePending})
+	ca, err := a.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -912,7 +915,7 @@ func TestTheLoserOfARaceToBeginACompletedOperationTakesItsOutcome(t *testing.T) 
 		t.Fatal(err)
 	}
 	ca.Release()
-	err = cb.Begin(ctx, journal.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", State: journal.StatePending})
+	err = cb.Begin(ctx, journal.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if !errors.Is(err, journal.ErrOperationExists) {
 		t.Fatalf("Begin of an operation a began and completed since the claim: %v, want ErrOperationExists", err)
 	}
@@ -942,13 +945,13 @@ func TestTheLoserOfARaceToBeginTakesTheWinnersOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	won := journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: journal.StatePending}
+	won := journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(ctx, won); err != nil {
 		t.Fatal(err)
 	}
 	lost := make(chan error, 1)
 	go func() {
-		lost <- cb.Begin(ctx, journal.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", State: journal.StatePending})
+		lost <- cb.Begin(ctx, journal.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	}()
 	select {
 	case err := <-lost:

@@ -50,7 +50,7 @@ func TestALapsedLifeIsDeclaredDeadAndNotRenewed(t *testing.T) {
 	begin := func(id string) journal.Claim {
 		t.Helper()
 		c := claimWithin(t, a, id)
-		if err := c.Begin(ctx, journal.Operation{ID: id, Key: "a-key-" + id, Method: "POST", URL: "http://x/", State: journal.StatePending}); err != nil {
+		if err := c.Begin(ctx, journal.Operation{ID: id, Key: "a-key-" + id, Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 			t.Fatal(err)
 		}
 		return c
@@ -119,7 +119,7 @@ func TestASlowButLiveJournalIsNotDeclaredDead(t *testing.T) {
 	defer cancel()
 	ca := claimWithin(t, a, "charge")
 	defer ca.Release()
-	if err := ca.Begin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: journal.StatePending}); err != nil {
+	if err := ca.Begin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(ctx, dsn)
@@ -234,7 +234,7 @@ func TestAVersion1DatabaseIsUpgraded(t *testing.T) {
 	}
 
 	c := claimWithin(t, n, "new")
-	if err := c.Begin(ctx, journal.Operation{ID: "new", Key: "new-key", Method: "POST", URL: "http://x/", State: journal.StatePending}); err != nil {
+	if err := c.Begin(ctx, journal.Operation{ID: "new", Key: "new-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	n.Close() // its liveness ends: the lease is free
@@ -362,7 +362,7 @@ func TestALeaseTakenAsTheLivenessEndsIsLost(t *testing.T) {
 	}
 	j := tracedJournal(t, via, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Liveness: 300 * time.Millisecond, Logger: slog.New(log)}, tr)
 	ctx := context.Background()
-	c, err := j.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: journal.StatePending})
+	c, err := j.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatalf("ClaimBegin as the liveness lapsed: %v", err)
 	}
@@ -392,7 +392,7 @@ func TestALapsedLifeIsNotRenewed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := claimWithin(t, a, "x")
-	if err := c.Begin(ctx, journal.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", State: journal.StatePending}); err != nil {
+	if err := c.Begin(ctx, journal.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	exec(t, dsn, `UPDATE idem_lives SET alive_until = clock_timestamp() - interval '1 second' WHERE owner = 'a'`)
@@ -469,7 +469,7 @@ func TestAPoolOfOneConnectionIsSharedWithTheRenewals(t *testing.T) {
 	ctx := context.Background()
 	begin := func(id string) journal.Claim {
 		t.Helper()
-		c, err := j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: journal.StatePending})
+		c, err := j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err != nil {
 			t.Fatalf("ClaimBegin of %s: %v", id, err)
 		}
@@ -508,7 +508,7 @@ func TestARenewalWhoseConnectionBrokeIsTriedAgainOnAnother(t *testing.T) {
 	defer cancel()
 	c := claimWithin(t, a, "x")
 	defer c.Release()
-	if err := c.Begin(ctx, journal.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", State: journal.StatePending}); err != nil {
+	if err := c.Begin(ctx, journal.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	waitRenewals := func(n uint64) {

@@ -217,7 +217,7 @@ func TestF12TheJournalsCommitsWaitWhateverTheSessionSays(t *testing.T) {
 		doneKey           string
 	}
 	op := func(id string) journal.Operation {
-		return journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: journal.StatePending}
+		return journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	}
 	var ms []*machine
 	for i, dsn := range lazySessions(t, primary.DSN()) {

@@ -55,7 +55,7 @@ func TestTryClaimDoesNotWaitForAnotherMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Release()
-	op := journal.Operation{ID: "charge", Key: "key-1", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, State: journal.StatePending}
+	op := journal.Operation{ID: "charge", Key: "key-1", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := held.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestAKeptLeaseTakenSinceIsForgotten(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			j := openJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Timeout: time.Second})
-			first, err := j.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "key-a", State: journal.StatePending})
+			first, err := j.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +183,7 @@ func TestAKeptLeaseTakenSinceIsForgotten(t *testing.T) {
 				t.Fatal(err)
 			}
 			twin := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour})
-			held, err := twin.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "key-twin", State: journal.StatePending}) // fence 1 again
+			held, err := twin.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "key-twin", KeyTTL: 24 * time.Hour, State: journal.StatePending}) // fence 1 again
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func TestBeginUnderTryClaimDoesNotWait(t *testing.T) {
 	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	op := journal.Operation{ID: "charge", Key: "key-a", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, State: journal.StatePending}
+	op := journal.Operation{ID: "charge", Key: "key-a", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, KeyTTL: 24 * time.Hour, State: journal.StatePending}
 
 	tried, err := a.TryClaim(ctx, "charge")
 	if err != nil {

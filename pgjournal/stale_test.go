@@ -175,7 +175,7 @@ func TestAStaleHolderWakesAfterATakeover(t *testing.T) {
 
 	ca := claimWithin(t, a, "charge")
 	defer ca.Release()
-	op := journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: journal.StatePending}
+	op := journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestThreeMachinesTwoStaleHolders(t *testing.T) {
 
 	ca := claimWithin(t, a, "charge")
 	defer ca.Release()
-	op := journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: journal.StatePending}
+	op := journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -142,7 +143,7 @@ func TestAnOperationIsOneStatementEachWay(t *testing.T) {
 	g := watchGroups(b, "intent", "hold")
 	held := make(chan error, 1)
 	go func() {
-		c, err := b.ClaimBegin(ctx, journal.Operation{ID: "hold", Key: "key-hold", State: journal.StatePending})
+		c, err := b.ClaimBegin(ctx, journal.Operation{ID: "hold", Key: "key-hold", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err == nil {
 			c.Release()
 		}
@@ -151,7 +152,7 @@ func TestAnOperationIsOneStatementEachWay(t *testing.T) {
 	<-g.leading
 	done := make(chan journal.Claim, 1)
 	go func() {
-		c, err := b.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-b", State: journal.StatePending})
+		c, err := b.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-b", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err != nil {
 			t.Error(err)
 		}
@@ -159,7 +160,7 @@ func TestAnOperationIsOneStatementEachWay(t *testing.T) {
 	}()
 	fresh := make(chan error, 1)
 	go func() {
-		c, err := b.ClaimBegin(ctx, journal.Operation{ID: "new", Key: "key-new", State: journal.StatePending})
+		c, err := b.ClaimBegin(ctx, journal.Operation{ID: "new", Key: "key-new", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err == nil {
 			c.Release()
 		}

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/fileengine"
@@ -38,7 +37,7 @@ type journalAction struct {
 var journalActions = []journalAction{
 	listAction("ls", "every operation", journal.ListAll),
 	listAction("pending", "pending operations whose key has not expired (what a rerun resumes)", journal.ListPending),
-	listAction("expired", "pending operations whose key is older than --ttl (to reconcile by hand)", journal.ListExpired),
+	listAction("expired", "pending operations whose key is older than its recorded lifetime (to reconcile by hand)", journal.ListExpired),
 	listAction("completed", "done and rejected operations", journal.ListCompleted),
 	{name: "show", args: "PATH ID", summary: "one operation in full, with its recorded response", run: runJournalShow},
 	{name: "compact", args: "PATH", summary: "rewrite the journal with only its live operations", run: runJournalCompact},
@@ -92,18 +91,14 @@ its flags.
 	writeExitCodes(w)
 }
 
-// ttlUsage documents the --ttl flag of the journal subcommands that read.
-const ttlUsage = "how long the server keeps a key: a pending operation with an older key is expired"
-
 // openForReading opens the journal at path read-only, so that nothing in the
 // file or beside it changes, and notes on stderr a torn tail it ignored.
-func openForReading(ctx context.Context, e env, path string, ttl time.Duration) (openedJournal, error) {
+func openForReading(ctx context.Context, e env, path string) (openedJournal, error) {
 	if isShared(path) {
-		return openShared(ctx, e, path, ttl, false, false)
+		return openShared(ctx, e, path, false, false)
 	}
 	j, err := filejournal.Open(path, filejournal.Options{
 		ReadOnly: true,
-		KeyTTL:   ttl,
 		Now:      e.now,
 		Logger:   warnLogger(e.stderr),
 	})

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/journal"
 )
 
@@ -31,7 +30,7 @@ func runJournalCopy(ctx context.Context, e env, args []string) int {
 	if srcLoc == dstLoc {
 		return usageError(e, cmd, "SRC and DST are the same journal")
 	}
-	src, err := openForReading(ctx, e, srcLoc, idem.DefaultKeyTTL)
+	src, err := openForReading(ctx, e, srcLoc)
 	if err != nil {
 		return reportJournalError(e, cmd, srcLoc, err)
 	}

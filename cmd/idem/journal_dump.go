@@ -30,6 +30,7 @@ type dumpedOperation struct {
 	Method          string      `json:"method"`
 	URL             string      `json:"url"`
 	Created         time.Time   `json:"created"`
+	KeyTTL          string      `json:"key_ttl,omitempty"`
 	State           string      `json:"state"`
 	Completed       *time.Time  `json:"completed,omitempty"`
 	Status          *int        `json:"status,omitempty"`
@@ -49,6 +50,10 @@ Each line is one JSON object, oldest operation first:
   id, key, method, url  string  as journaled
   fingerprint           string  SHA-256 of method, URL and body, hex
   created               string  when the key was minted, RFC 3339 to the ns
+  key_ttl               string  how long the server keeps the key, as
+                                recorded with the operation ("24h0m0s");
+                                absent, in a dump of an earlier release,
+                                it loads as 24h
   state                 string  "pending", "done" or "rejected"
   completed, status             when the outcome was recorded, and its
                                 status (absent while pending)
@@ -63,7 +68,7 @@ Each line is one JSON object, oldest operation first:
 func dumped(op journal.Operation) dumpedOperation {
 	d := dumpedOperation{
 		ID: op.ID, Key: op.Key, Fingerprint: op.Fingerprint.String(), Method: op.Method, URL: op.URL,
-		Created: op.Created.UTC(), State: op.State.String(),
+		Created: op.Created.UTC(), KeyTTL: op.KeyTTL.String(), State: op.State.String(),
 		Header: op.Header, Body: op.Body,
 		BodyTruncated: op.BodyTruncated, HeaderTruncated: op.HeaderTruncated, Summarized: op.Summarized,
 	}
@@ -174,6 +179,12 @@ func (d dumpedOperation) operation() (journal.Operation, error) {
 	if d.ID == "" || d.Key == "" || d.Created.IsZero() {
 		return op, errors.New("id, key and created are required")
 	}
+	op.KeyTTL = idem.DefaultKeyTTL
+	if d.KeyTTL != "" {
+		if op.KeyTTL, err = time.ParseDuration(d.KeyTTL); err != nil || op.KeyTTL <= 0 {
+			return op, fmt.Errorf("key_ttl %q is not a positive duration", d.KeyTTL)
+		}
+	}
 	switch d.State {
 	case "pending":
 		op.State = journal.StatePending
@@ -211,7 +222,7 @@ func runJournalDump(ctx context.Context, e env, args []string) int {
 		return usageError(e, cmd, "want one journal PATH, got %d arguments", len(pos))
 	}
 	path := pos[0]
-	j, err := openForReading(ctx, e, path, idem.DefaultKeyTTL)
+	j, err := openForReading(ctx, e, path)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
@@ -301,9 +312,9 @@ func runJournalLoad(ctx context.Context, e env, args []string) int {
 // journal file.
 func openDestination(ctx context.Context, e env, loc string) (openedJournal, error) {
 	if isShared(loc) {
-		return openShared(ctx, e, loc, idem.DefaultKeyTTL, true, true)
+		return openShared(ctx, e, loc, true, true)
 	}
-	return openFileForWriting(e, loc, idem.DefaultKeyTTL)
+	return openFileForWriting(e, loc)
 }
 
 // writeOperations writes ops into dst (see loadHelp), reports what it did,
@@ -350,7 +361,7 @@ func loadOperation(ctx context.Context, j journal.Journal, op journal.Operation)
 	outcome.Summarized = false // only compaction summarizes; a summary is an outcome without header and body
 	if have, ok := claim.Operation(); ok {
 		switch {
-		case have.Key != op.Key || have.Fingerprint != op.Fingerprint || !have.Created.Equal(op.Created):
+		case have.Key != op.Key || have.Fingerprint != op.Fingerprint || !have.Created.Equal(op.Created) || have.KeyTTL != op.KeyTTL:
 			return false, fmt.Errorf("%w (key %s, created %s; the input has key %s, created %s)", errConflict,
 				have.Key, have.Created.UTC().Format(time.RFC3339Nano), op.Key, op.Created.UTC().Format(time.RFC3339Nano))
 		case have.State == op.State && (!final || have.Status == op.Status && have.Completed.Equal(op.Completed)):
@@ -362,7 +373,7 @@ func loadOperation(ctx context.Context, j journal.Journal, op journal.Operation)
 			have.State, have.Status, op.State, op.Status)
 	}
 	intent := journal.Operation{ID: op.ID, Key: op.Key, Fingerprint: op.Fingerprint, Method: op.Method, URL: op.URL,
-		Created: op.Created, State: journal.StatePending}
+		Created: op.Created, KeyTTL: op.KeyTTL, State: journal.StatePending}
 	if err := claim.Begin(ctx, intent); err != nil {
 		return false, err
 	}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/journal"
 )
 
@@ -49,7 +48,7 @@ never chosen. A library caller does the same with BatchOptions.Resend.
 		only[n] = true
 	}
 	path := pos[0]
-	j, err := openForWriting(ctx, e, path, idem.DefaultKeyTTL)
+	j, err := openForWriting(ctx, e, path)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
@@ -86,7 +85,7 @@ an unknown ID and an operation already done or rejected (exit code 1).
 	}
 	s.Note = *note
 	path, id := pos[0], pos[1]
-	j, err := openForWriting(ctx, e, path, idem.DefaultKeyTTL)
+	j, err := openForWriting(ctx, e, path)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
@@ -118,21 +117,20 @@ an unknown ID and an operation already done or rejected (exit code 1).
 // PostgreSQL journal whose tables must exist already (a mistyped database
 // is not a new journal either). A file journal is locked while it is open, so this
 // fails with filejournal.ErrLocked while another process writes it.
-func openForWriting(ctx context.Context, e env, loc string, ttl time.Duration) (openedJournal, error) {
+func openForWriting(ctx context.Context, e env, loc string) (openedJournal, error) {
 	if isShared(loc) {
-		return openShared(ctx, e, loc, ttl, false, true)
+		return openShared(ctx, e, loc, false, true)
 	}
 	if err := requireFile(loc); err != nil {
 		return nil, err
 	}
-	return openFileForWriting(e, loc, ttl)
+	return openFileForWriting(e, loc)
 }
 
 // openFileForWriting opens (or creates) the file journal at path for
 // writing, compacting only when asked.
-func openFileForWriting(e env, path string, ttl time.Duration) (*filejournal.Journal, error) {
+func openFileForWriting(e env, path string) (*filejournal.Journal, error) {
 	return filejournal.Open(path, filejournal.Options{
-		KeyTTL:         ttl,
 		Now:            e.now,
 		CompactMinSize: -1,
 		Logger:         warnLogger(e.stderr),

@@ -158,10 +158,9 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 	if o.journal != "" {
 		var err error
 		if isShared(o.journal) {
-			j, err = openShared(req.Context(), e, o.journal, o.ttl, true, true)
+			j, err = openShared(req.Context(), e, o.journal, true, true)
 		} else {
 			j, err = openWaiting(req.Context(), o.journal, filejournal.Options{
-				KeyTTL: o.ttl,
 				Now:    e.now,
 				Logger: warnLogger(e.stderr),
 			}, o.wait)
@@ -195,13 +194,13 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 		d.KeyHeader = o.keyHeader
 	}
 	d.QuotedKey = d.QuotedKey || o.quotedKey
+	d.Retention = o.ttl // recorded with the operation, which every later reader judges by
 	cfg := idem.Config{
 		Dialect:        d,
 		HTTPClient:     &http.Client{Transport: tr},
 		AttemptTimeout: o.timeout,
 		MaxAttempts:    o.attempts,
 		MaxElapsed:     o.maxElapsed,
-		KeyTTL:         o.ttl,
 	}
 	if j != nil {
 		cfg.Journal = j

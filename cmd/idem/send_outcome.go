@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
@@ -30,7 +31,7 @@ func reportNotDone(e env, cmd string, o sendOptions, j journal.Journal, req *htt
 		return exitRefused
 	case errors.Is(err, idem.ErrKeyExpired):
 		fmt.Fprintf(e.stderr, "%s: refused, nothing sent: %v\n", cmd, err)
-		fmt.Fprintf(e.stderr, "%s: the server keeps keys for --ttl (%s), so a resend could apply the request twice: check with the server whether operation %s was applied, and send anything still needed under a new --op\n", cmd, o.ttl, cell(o.op))
+		fmt.Fprintf(e.stderr, "%s: the server keeps keys for %s (recorded with the operation when it was first sent), so a resend could apply the request twice: check with the server whether operation %s was applied, and send anything still needed under a new --op\n", cmd, recordedTTL(j, o, req), cell(o.op))
 		return exitRefused
 	case errors.Is(err, idem.ErrInvalidRequest):
 		fmt.Fprintf(e.stderr, "%s: refused, nothing sent: %v\n", cmd, err)
@@ -91,6 +92,17 @@ func reportUnknown(e env, cmd string, o sendOptions, oe *idem.OutcomeError) int 
 
 // difference says how req differs from the request the operation id was
 // first sent with, as the journal recorded it.
+// recordedTTL is the key lifetime the journal recorded with operation
+// o.op, or --ttl if it cannot be read.
+func recordedTTL(j journal.Journal, o sendOptions, req *http.Request) time.Duration {
+	if j != nil {
+		if op, ok, err := j.Lookup(req.Context(), o.op); err == nil && ok {
+			return op.KeyTTL
+		}
+	}
+	return o.ttl
+}
+
 func difference(j journal.Journal, id string, req *http.Request) string {
 	if j == nil {
 		return "with a different method, URL or body"

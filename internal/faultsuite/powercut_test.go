@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/filefaults"
@@ -43,7 +44,7 @@ func TestCutPowerLeavesTheTornTailItReports(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			begun[i] = journal.Operation{ID: OperationID(i), Key: fmt.Sprintf("key-%d", i), State: journal.StatePending,
+			begun[i] = journal.Operation{ID: OperationID(i), Key: fmt.Sprintf("key-%d", i), KeyTTL: 24 * time.Hour, State: journal.StatePending,
 				Method: "POST", URL: "http://example.test/" + strings.Repeat("x", (seed+i)*7%50)}
 			if err := c.Begin(ctx, begun[i]); err != nil { // fsync'd
 				t.Fatal(err)

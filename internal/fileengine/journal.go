@@ -50,7 +50,6 @@ const (
 // same default.
 type Options struct {
 	ReadOnly       bool
-	KeyTTL         time.Duration
 	ForgetAfter    time.Duration
 	CompactMinSize int64
 	FileMode       os.FileMode
@@ -182,9 +181,6 @@ const readOnlyTries = 3
 
 // newJournal returns an empty Journal with o's defaults filled in.
 func newJournal(o Options) *Journal {
-	if o.KeyTTL <= 0 {
-		o.KeyTTL = DefaultKeyTTL
-	}
 	if o.CompactMinSize == 0 {
 		o.CompactMinSize = DefaultCompactMinSize
 	}
@@ -490,9 +486,6 @@ func List[T any](j *Journal, keep func(*Meta) bool, conv func(*Record) T) ([]T, 
 	return out, nil
 }
 
-// KeyTTL returns Options.KeyTTL, its default filled in.
-func (j *Journal) KeyTTL() time.Duration { return j.opt.KeyTTL }
-
 // Now returns the time by Options.Now.
 func (j *Journal) Now() time.Time { return j.opt.Now() }
 
@@ -523,7 +516,7 @@ func (j *Journal) Stats() Stats {
 func (j *Journal) pending(now time.Time) int {
 	n := 0
 	for e := range j.idx.all() {
-		if e.State == Pending && now.Sub(time.Unix(0, e.Created)) < j.opt.KeyTTL {
+		if e.State == Pending && !e.Expired(now) {
 			n++
 		}
 	}

@@ -6,6 +6,7 @@ package journalhelp
 import (
 	"context"
 
+	"github.com/idemkit/idem/internal/journalkit"
 	"github.com/idemkit/idem/journal"
 )
 
@@ -30,9 +31,12 @@ func MustLookup(j journal.Journal, id string) (journal.Operation, bool) {
 }
 
 // Begin journals op's intent in j under a claim of its own, as a Client
-// does before its first attempt. It is for tests that set a journal up by
-// hand.
+// does before its first attempt; a zero KeyTTL is the Client's default,
+// 24 hours. It is for tests that set a journal up by hand.
 func Begin(j journal.Journal, op journal.Operation) error {
+	if op.KeyTTL == 0 {
+		op.KeyTTL = journalkit.DefaultKeyTTL
+	}
 	c, err := j.Claim(context.Background(), op.ID)
 	if err != nil {
 		return err

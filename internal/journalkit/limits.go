@@ -73,6 +73,15 @@ func CheckTime(what string, t time.Time) error {
 	return nil
 }
 
+// CheckKeyTTL returns an error matching ErrInvalidOperation if ttl is not
+// a key lifetime an intent may record: it must be positive.
+func CheckKeyTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: key lifetime %v is not positive", ErrInvalidOperation, ttl)
+	}
+	return nil
+}
+
 // QuoteID quotes an operation ID for a message, shortened if it is long.
 func QuoteID(id string) string {
 	if len(id) > 64 {

@@ -23,6 +23,59 @@ type edit struct {
 
 var mutants = []mutant{
 	{
+		Name: "a pending key judged by the reader's lifetime, not the one its operation records", Rules: "C6.7",
+		Edits: []edit{{File: "client.go", Old: "!c.keyUsable(op.Created, op.KeyTTL, c.now()):",
+			New: "!c.keyUsable(op.Created, c.ttl, c.now()):"}},
+		Pkg: ".", Tests: []string{"TestAKeyIsJudgedByTheLifetimeRecordedWithIt"},
+	},
+	{
+		Name: "a shared journal's listings judge every row by 24 hours, not its key_ttl_ns", Rules: "F4.6, C6.7",
+		Edits: []edit{{File: "pgjournal/journal.go", Old: "where = `state = 1 AND created_ns <= $2 - key_ttl_ns`",
+			New: "where = `state = 1 AND created_ns <= $2 - 86400000000000`"}},
+		Pkg: "./pgjournal", Tests: []string{"TestMachinesWithDifferentRetentionsJudgeAKeyByItsRecord"},
+	},
+	{
+		Name: "a shared journal's intent dropped the key lifetime column", Rules: "F4.6, C6.6",
+		Edits: []edit{
+			{File: "pgjournal/commit.go", Old: "url, created_ns, key_ttl_ns, state, lease_owner, lease_until,",
+				New: "url, created_ns, state, lease_owner, lease_until,"},
+			{File: "pgjournal/commit.go", Old: "SELECT namespace, op_id, op_key, fingerprint, method, url, created_ns, key_ttl_ns,",
+				New: "SELECT namespace, op_id, op_key, fingerprint, method, url, created_ns,"},
+		},
+		Pkg: "./pgjournal", Tests: []string{"TestMachinesWithDifferentRetentionsJudgeAKeyByItsRecord"},
+	},
+	{
+		Name: "migration 3 gives an earlier release's rows no key lifetime", Rules: "F4.7",
+		Edits: []edit{{File: "pgjournal/schema.go", Old: "key_ttl_ns bigint NOT NULL DEFAULT 86400000000000",
+			New: "key_ttl_ns bigint NOT NULL DEFAULT 0"}},
+		Pkg: "./pgjournal", Tests: []string{"TestAVersion2DatabaseIsUpgraded"},
+	},
+	{
+		Name: "a version 2 intent read as version 1, its key lifetime ignored", Rules: "J10.2",
+		Edits: []edit{{File: "internal/fileengine/codec.go", Old: "\t\t\ts.keyTTL = int64(ttl)\n", New: ""}},
+		Pkg:   "./internal/fileengine", Tests: []string{"TestJournalKeepsEachOperationsKeyLifetime", "TestIntentPayloadCarriesTheKeyLifetime"},
+	},
+	{
+		Name: "compaction keeps an outcome whole for 24 hours, not its own key lifetime", Rules: "J10.3",
+		Edits: []edit{{File: "internal/fileengine/compact.go", Old: "e.completedWithin(now, time.Duration(e.KeyTTL))",
+			New: "e.completedWithin(now, DefaultKeyTTL)"}},
+		Pkg: "./internal/fileengine", Tests: []string{"TestCompactionKeepsAnOutcomeForItsOwnKeyLifetime"},
+	},
+	{
+		Name: "AWS SDK: a resumed token judged by the lifetime of the Operations resuming it, not the one it recorded", Rules: "C6.7, A2.5",
+		Edits: []edit{
+			{File: "idemaws/operation.go", Old: "!usable(c.o.journal.Now(), held.Created, held.KeyTTL):", New: "!usable(c.o.journal.Now(), held.Created, c.ttl):"},
+			{File: "idemaws/attempt.go", Old: "\tif !usable(c.o.journal.Now(), c.op.Created, c.op.KeyTTL) {\n", New: "\tif !usable(c.o.journal.Now(), c.op.Created, c.ttl) {\n"},
+		},
+		Pkg: "./idemaws", Tests: []string{"TestAResumedTokenIsJudgedByTheLifetimeItRecorded"},
+	},
+	{
+		Name: "the command line judges a pending key by 24 hours, not its recorded lifetime", Rules: "C6.7",
+		Edits: []edit{{File: "cmd/idem/journal_list.go", Old: "\t\tExpired:     op.Expired(now),\n",
+			New: "\t\tExpired:     op.State == journal.StatePending && now.Sub(op.Created) >= 24*time.Hour,\n"}},
+		Pkg: "./cmd/idem", Tests: []string{"TestListShowsAKeyExpiredByItsOwnLifetime"},
+	},
+	{
 		Name: "a fresh key on the wire, the journaled one reported", Rules: "C1.1",
 		Edits: []edit{{File: "client.go", Old: "\t\ta.keyHeader[0] = c.keyValue(op.Key)\n",
 			New: "\t\twireKey, _ := newKey()\n\t\ta.keyHeader[0] = c.keyValue(wireKey)\n"}},
@@ -185,8 +238,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a completed operation past KeyTTL refused as expired", Rules: "C6.5",
-		Edits: []edit{{File: "client.go", Old: "case op.State == journal.StatePending && !c.keyUsable(op.Created, c.now()):",
-			New: "case !c.keyUsable(op.Created, c.now()):"}},
+		Edits: []edit{{File: "client.go", Old: "case op.State == journal.StatePending && !c.keyUsable(op.Created, op.KeyTTL, c.now()):",
+			New: "case !c.keyUsable(op.Created, op.KeyTTL, c.now()):"}},
 		Pkg: ".", Tests: []string{"TestCompletedOperationAnsweredAfterCompaction"},
 	},
 	{
@@ -511,14 +564,14 @@ var mutants = []mutant{
 	},
 	{
 		Name: "no KeyTTL check between retries", Rules: "C6.3",
-		Edits: []edit{{File: "retry.go", Old: "\tif !a.c.keyUsable(a.created, a.c.now().Add(wait)) {\n",
+		Edits: []edit{{File: "retry.go", Old: "\tif !a.c.keyUsable(a.created, a.ttl, a.c.now().Add(wait)) {\n",
 			New: "\tif false {\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestRetriesStopAtKeyTTL", "TestExpiryEndToEnd"},
 	},
 	{
 		Name: "no AttemptTimeout margin before KeyTTL", Rules: "C6.2",
-		Edits: []edit{{File: "client.go", Old: "\treturn at.Add(c.cfg.AttemptTimeout).Sub(created) < c.cfg.KeyTTL\n",
-			New: "\treturn at.Sub(created) < c.cfg.KeyTTL\n"}},
+		Edits: []edit{{File: "client.go", Old: "\treturn at.Add(c.cfg.AttemptTimeout).Sub(created) < ttl\n",
+			New: "\treturn at.Sub(created) < ttl\n"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestRetriesStopAtKeyTTL", "TestExpiryEndToEnd"},
 	},
 	{
@@ -1000,8 +1053,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the wait before the next attempt not counted against KeyTTL", Rules: "C6.3",
-		Edits: []edit{{File: "retry.go", Old: "if !a.c.keyUsable(a.created, a.c.now().Add(wait)) {",
-			New: "if !a.c.keyUsable(a.created, a.c.now()) {"}},
+		Edits: []edit{{File: "retry.go", Old: "if !a.c.keyUsable(a.created, a.ttl, a.c.now().Add(wait)) {",
+			New: "if !a.c.keyUsable(a.created, a.ttl, a.c.now()) {"}},
 		Pkg: ".", Tests: []string{"TestRetryAfterPastKeyTTLStopsTheRetries"},
 	},
 	{
@@ -1270,7 +1323,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the SDK's retries sent whatever the token's age", Rules: "A2.5",
-		Edits: []edit{{File: "idemaws/attempt.go", Old: "\tif !c.usable(c.op.Created) {\n", New: "\tif false {\n"}},
+		Edits: []edit{{File: "idemaws/attempt.go", Old: "\tif !usable(c.o.journal.Now(), c.op.Created, c.op.KeyTTL) {\n", New: "\tif false {\n"}},
 		Pkg:   "./idemaws", Tests: []string{"TestTheSDKsRetriesStopWhenTheTokenExpires", "TestNoAttemptCarriesATokenPastItsTTL"},
 	},
 	{
