@@ -230,7 +230,7 @@ func recordedResponse(op journal.Operation, req *http.Request) *http.Response {
 	if header == nil {
 		header = make(http.Header)
 	}
-	return &http.Response{
+	resp := &http.Response{
 		Status:        fmt.Sprintf("%d %s", op.Status, http.StatusText(op.Status)),
 		StatusCode:    op.Status,
 		Proto:         "HTTP/1.1",
@@ -241,4 +241,8 @@ func recordedResponse(op journal.Operation, req *http.Request) *http.Response {
 		ContentLength: length,
 		Request:       req,
 	}
+	if op.Applied {
+		markApplied(resp)
+	}
+	return resp
 }

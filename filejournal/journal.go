@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -237,7 +238,7 @@ func (j *Journal) complete(op journal.Operation) error {
 		Completed: op.Completed,
 		Status:    op.Status,
 		Flags:     flags(&op),
-		Header:    op.Header,
+		Header:    storedHeader(&op),
 		Body:      op.Body,
 	})
 }
@@ -316,6 +317,7 @@ func operationOf(r *fileengine.Record) journal.Operation {
 		op.Completed = time.Unix(0, r.Completed).UTC()
 		op.Status = int(r.Status)
 		op.Header, op.Body = fileengine.DecodeHeaderBody(r.Raw)
+		readMarks(&op)
 		op.BodyTruncated = r.Flags&fileengine.FlagBodyTruncated != 0
 		op.HeaderTruncated = r.Flags&fileengine.FlagHeaderTruncated != 0
 		op.Summarized = r.Flags&fileengine.FlagSummarized != 0
@@ -384,3 +386,18 @@ func (j *Journal) ForgetCompleted(ctx context.Context, id, key string) error {
 
 // final reports whether s is an outcome: Done or Rejected.
 func final(s journal.State) bool { return s == journal.StateDone || s == journal.StateRejected }
+
+// storedHeader is op's header as the journal stores it, with op's marks.
+func storedHeader(op *journal.Operation) http.Header {
+	return journalkit.StoredHeader(op.Header, journalkit.Marks{Applied: op.Applied, KeyReused: op.KeyReused,
+		Settled: op.Settled, SettledNote: op.SettledNote, Unrecorded: op.Unrecorded})
+}
+
+// readMarks moves the marks stored in op's header into op's fields: the
+// way every record is read, those written before the marks were fields
+// among them.
+func readMarks(op *journal.Operation) {
+	var m journalkit.Marks
+	op.Header, m = journalkit.SplitMarks(op.Header)
+	op.Applied, op.KeyReused, op.Settled, op.SettledNote, op.Unrecorded = m.Applied, m.KeyReused, m.Settled, m.SettledNote, m.Unrecorded
+}
