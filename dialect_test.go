@@ -343,7 +343,7 @@ func TestDialectAppliedFlagIsIdemsOwn(t *testing.T) {
 	}
 }
 
-// D2.7: the applied flag is no header: an applied answer's response, live
+// C16.1: the applied flag is no header: an applied answer's response, live
 // and from the journal, carries only the server's header fields, and
 // AlreadyApplied says it is applied.
 func TestAnAppliedResponseCarriesNoInventedHeader(t *testing.T) {

@@ -23,7 +23,7 @@ func noInventedHeader(t *testing.T, what string, h http.Header) {
 	}
 }
 
-// C15.1: an outcome settled by hand is recorded with the marks as fields
+// C16.2: an outcome settled by hand is recorded with the marks as fields
 // (Settled, SettledNote), and the response a later Do answers from the
 // journal carries no header field for them.
 func TestASettledOutcomeCarriesNoInventedHeader(t *testing.T) {
@@ -54,7 +54,7 @@ func TestASettledOutcomeCarriesNoInventedHeader(t *testing.T) {
 	}
 }
 
-// C15.2: a record written before the marks were fields holds them as
+// C16.3: a record written before the marks were fields holds them as
 // header fields (Idem-Already-Applied, Idem-Settled, Idem-Settled-Note,
 // Idem-Key-Reused, Idem-Unrecorded-Headers): it reads back with the marks
 // in the fields and the fields gone from the header, and a Do answered

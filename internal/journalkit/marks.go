@@ -43,7 +43,7 @@ func StoredHeader(h http.Header, m Marks) http.Header {
 		out[name] = values
 	}
 	for _, name := range markNames {
-		delete(out, name)
+		delete(out, name) // a field of a mark's name is not the mark
 	}
 	if m.Applied {
 		out[AppliedHeader] = []string{"true"}
