@@ -671,8 +671,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the response header recorded whole", Rules: "C3.2",
-		Edits: []edit{{File: "client.go", Old: "op.Header, op.HeaderTruncated = redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
-			New: "op.Header, op.HeaderTruncated = c.secrets.RecordedHeader(resp.Header), false"}},
+		Edits: []edit{{File: "client.go", Old: "h, truncated := redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
+			New: "h, truncated := c.secrets.RecordedHeader(resp.Header), false"}},
 		Pkg: "./internal/faultsuite", Tests: []string{"TestHostileHugeResponseHeader"},
 	},
 	{
@@ -1369,8 +1369,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the response header recorded whole, less its secrets", Rules: "A2.1, C3.2",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.HeaderTruncated = journal.RecordedHeader(h, c.o.maxHead)\n",
-			New: "\top.Header, _ = journal.RecordedHeader(h, 1<<62)\n"}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.Unrecorded, op.HeaderTruncated = journal.RecordedHeader(v.resp.Header, c.o.maxHead)\n",
+			New: "\top.Header, op.Unrecorded, _ = journal.RecordedHeader(v.resp.Header, 1<<62)\n"}},
 		Pkg: "./idemaws", Tests: []string{"TestAHugeResponseHeaderIsRecordedWithinItsBound"},
 	},
 	{
@@ -1546,7 +1546,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a refusal of a key held for another request taken for one without effect", Rules: "V2.4",
-		Edits: []edit{{File: "journal/check.go", Old: "o.Header.Get(journalkit.SettledHeader) == \"\" && o.Header.Get(journalkit.KeyReusedHeader) == \"\"", New: "o.Header.Get(journalkit.SettledHeader) == \"\""}},
+		Edits: []edit{{File: "journal/check.go", Old: "return !o.Settled && o.KeyReused == \"\"", New: "return !o.Settled"}},
 		Pkg:   ".", Tests: []string{"TestRefusedWithoutEffect"},
 	},
 	{
