@@ -115,3 +115,20 @@ func TestAnOldRecordsHeaderMarksReadAsFields(t *testing.T) {
 		t.Fatalf("the server saw %d attempts, want 1", n)
 	}
 }
+
+// C16.1: AlreadyApplied and Recorded say no of a nil response, and of a
+// response a Client did not return, whatever its header says.
+func TestTheAccessorsOfAResponseNotFromAClient(t *testing.T) {
+	if idem.AlreadyApplied(nil) || idem.Recorded(nil) {
+		t.Fatal("a nil response reported applied or recorded")
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://example.test/", nil)
+	for _, resp := range []*http.Response{
+		{Header: http.Header{"Idem-Already-Applied": {"true"}}, Body: http.NoBody},
+		{Header: http.Header{"Idem-Already-Applied": {"true"}}, Body: http.NoBody, Request: req},
+	} {
+		if idem.AlreadyApplied(resp) || idem.Recorded(resp) {
+			t.Fatalf("a response not from a Client (request %v) reported applied or recorded", resp.Request != nil)
+		}
+	}
+}
