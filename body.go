@@ -191,8 +191,8 @@ func (b *recordedBody) Read(p []byte) (int, error) {
 
 // Why a recorded body is missing, as reading it says.
 var (
-	errBodyOverLimit  = fmt.Errorf("%w: it was larger than the client's recording limit (Config.MaxRecordedBody) when received", ErrBodyNotRecorded)
-	errBodySummarized = fmt.Errorf("%w: compaction summarized the operation once its outcome was KeyTTL old, keeping its status only", ErrBodyNotRecorded)
+	errBodyOverLimit  = fmt.Errorf("idem: %w: it was larger than the client's recording limit (Config.MaxRecordedBody) when received", ErrBodyNotRecorded)
+	errBodySummarized = fmt.Errorf("idem: %w: compaction summarized the operation once its outcome was KeyTTL old, keeping its status only", ErrBodyNotRecorded)
 )
 
 // whyNotRecorded returns the error reading op's recorded body fails with,

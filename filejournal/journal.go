@@ -30,6 +30,15 @@ const (
 
 // Options tunes a Journal. The zero value is the default for every field.
 type Options struct {
+	// MustExist makes Open refuse to create a missing journal file: it
+	// returns an error matching fs.ErrNotExist, and creates nothing (no
+	// journal, no lock file). It is for a program that must tell its first
+	// start from a lost journal: the first start creates the journal
+	// without it, and every later start sets it, so a journal deleted, or
+	// a disk mounted empty, stops the program instead of starting a new
+	// journal that has forgotten every pending operation. Default false.
+	MustExist bool
+
 	// ReadOnly opens the journal for inspection while another process may
 	// be writing it: no lock is taken, nothing is written or truncated (a
 	// torn tail, such as a record the writer is appending at that moment,
@@ -161,7 +170,7 @@ type Journal struct {
 }
 
 // Open opens the journal at path, creating it if it does
-// not exist (unless o.ReadOnly), and rebuilds its index.
+// not exist (unless o.ReadOnly or o.MustExist), and rebuilds its index.
 //
 // A symlink at path is followed: the journal is the file it points at, and
 // every file below sits beside that file. A writable journal is locked
@@ -174,6 +183,11 @@ type Journal struct {
 // truncation fsync'd; any other damage is a *CorruptError matching
 // journal.ErrCorrupt, and the file is left untouched.
 func Open(path string, o Options) (*Journal, error) {
+	if o.MustExist {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("filejournal: opening %s: the journal must exist: %w", path, err)
+		}
+	}
 	eng, err := fileengine.Open(path, o.engine())
 	if err != nil {
 		return nil, err
@@ -298,6 +312,13 @@ func (j *Journal) Now() time.Time { return j.eng.Now() }
 // Stats returns the journal's counters. Live and LiveBytes cost a pass over
 // the index.
 func (j *Journal) Stats() Stats { return Stats(j.eng.Stats()) }
+
+// Pending returns the number of pending operations whose key has not
+// expired, judged by each operation's KeyTTL and Now: as many as
+// List(ctx, journal.ListPending) returns. It counts them in the index in
+// memory, under the journal's lock, without reading the file, and never
+// fails; like Stats, it keeps answering after Close.
+func (j *Journal) Pending(context.Context) (int, error) { return j.eng.Pending(), nil }
 
 // operationOf returns r as an Operation. The header and body are decoded
 // from their encoded form into fresh memory, so the caller may keep and

@@ -9,7 +9,24 @@ import (
 
 // CheckIntent returns an error matching ErrInvalidOperation if a journal
 // must refuse op as an intent (Claim.Begin), or nil. Every Journal applies it.
-func CheckIntent(op Operation) error {
+func CheckIntent(op Operation) error { return checked(checkIntent(op)) }
+
+// CheckOutcome returns an error matching ErrInvalidOperation if a journal
+// must refuse op as an outcome (Claim.Complete), or nil. Every Journal applies
+// it.
+func CheckOutcome(op Operation) error { return checked(checkOutcome(op)) }
+
+// checked returns err, the refusal of a check, in the package's words, or
+// nil.
+func checked(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("journal: %w", err)
+}
+
+// checkIntent is CheckIntent's refusal, without the package's name.
+func checkIntent(op Operation) error {
 	if err := journalkit.CheckIDKey(op.ID, op.Key, true); err != nil {
 		return err
 	}
@@ -27,10 +44,8 @@ func CheckIntent(op Operation) error {
 	return journalkit.CheckTime("created", op.Created)
 }
 
-// CheckOutcome returns an error matching ErrInvalidOperation if a journal
-// must refuse op as an outcome (Claim.Complete), or nil. Every Journal applies
-// it.
-func CheckOutcome(op Operation) error {
+// checkOutcome is CheckOutcome's refusal, without the package's name.
+func checkOutcome(op Operation) error {
 	if err := journalkit.CheckIDKey(op.ID, op.Key, false); err != nil {
 		return err
 	}

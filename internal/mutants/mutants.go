@@ -1574,4 +1574,14 @@ var mutants = []mutant{
 		Edits: []edit{{File: "idemaws/internal/gentokens/main.go", Old: "\t\t\tr.max, r.pattern, r.guide = g.max, g.pattern, true\n", New: "\t\t\t_ = g\n"}},
 		Pkg:   "./idemaws/internal/gentokens", Tests: []string{"TestTheRuleReadsGoSource", "TestEC2IsReadFromItsSDKModule"},
 	},
+	{
+		Name: "a file journal opened with MustExist created when missing", Rules: "J7.8",
+		Edits: []edit{{File: "filejournal/journal.go", Old: "\tif o.MustExist {\n", New: "\tif false {\n"}},
+		Pkg:   "./filejournal", Tests: []string{"TestJournalMustExistCreatesNothing"},
+	},
+	{
+		Name: "a file journal's Pending counting pending operations whose key has expired", Rules: "J8.4",
+		Edits: []edit{{File: "internal/fileengine/journal.go", Old: "\treturn j.pending(now)\n", New: "\treturn j.pending(now.AddDate(-100, 0, 0))\n"}},
+		Pkg:   "./filejournal", Tests: []string{"TestJournalPendingCountsThePendingListing"},
+	},
 }
