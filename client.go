@@ -28,11 +28,11 @@ import (
 type Config struct {
 	// Journal keeps operations across restarts; without one, a Client
 	// remembers them in this process only: the pending ones, the outcomes
-	// of its latest within 16 MiB, and at most MaxOperations in all, until
-	// KeyTTL (to 9/8 KeyTTL) after each completed. A Do it cannot answer
-	// is refused before sending (journal.ErrOutcomeForgotten,
-	// ErrTooManyOperations),
-	// never sent again under a new key. Clients may share a Journal.
+	// of its latest within 16 MiB, and at most MaxOperations in all, each
+	// until its key lifetime (to 9/8 of it) after it completed. A Do it
+	// cannot answer is refused before sending (journal.ErrOutcomeForgotten,
+	// ErrTooManyOperations), never sent again under a new key. Clients may
+	// share a Journal.
 	Journal journal.Journal
 	// MaxOperations bounds a Client without a Journal (see Journal). Default 1<<23.
 	MaxOperations int
