@@ -12,7 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/journalhelp"
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 )
 
 func TestJournalDumpLoadRoundTrip(t *testing.T) {
