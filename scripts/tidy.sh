@@ -7,7 +7,7 @@
 # dropped afterwards, so that no go.mod keeps one.
 #
 #   scripts/tidy.sh                       # every module
-#   IDEM_VERSION=v0.2.0 scripts/tidy.sh   # and require that version
+#   IDEM_VERSION=v0.2.0 scripts/tidy.sh   # and require that version (go.work too)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${IDEM_VERSION:-v0.1.0}
@@ -50,3 +50,5 @@ for mod in "${mods[@]}"; do
   )
 done
 (GOWORK=off go mod tidy)
+# go.work answers the version each module requires from the tree.
+sed -i "s#^\(\tgithub\.com/idemkit/idem[^ ]*\) v[^ ]* =>#\1 $version =>#" go.work

@@ -29,7 +29,7 @@
 //	TestDisk*                         failing writes and fsyncs under the journal
 //	TestHostile*                      hostile peers: redirects, bare 409s, a journal reached
 //	                                  by a second name, megabyte headers, stalling clients
-//	TestModel, FuzzModel (package idem)  random Do, crash, reopen, compact and clock sequences
+//	TestModel, FuzzModel (lab/model)  random Do, crash, reopen, compact and clock sequences
 //
 // The batch client of the crash scenarios is the test binary itself,
 // re-executed with IDEM_FAULTSUITE_BATCH_CHILD set; the server's binary is
@@ -57,7 +57,7 @@
 // cut) run. The large run:
 //
 //	IDEM_CHAOS_OPS=100000 IDEM_CRASH_OPS=5000 IDEM_CLIENT_KILLS=25 IDEM_SERVER_KILLS=10 \
-//	    go test -v -timeout 2h ./internal/faultsuite/
+//	    go test -v -timeout 2h ./lab/faultsuite/
 //
 // regressions_test.go keeps the reproductions of the bugs the suite found
 // in the client and its journal, fixed since.
