@@ -543,7 +543,7 @@ var mutants = []mutant{
 		Name: "mid-file damage cut as a torn tail", Rules: "J3",
 		Edits: []edit{{File: "internal/fileengine/recover.go", Old: "\tif err != nil || !found {\n\t\treturn \"\", err\n\t}\n",
 			New: "\tif err != nil || !found || true {\n\t\treturn \"\", err\n\t}\n"}},
-		Pkg: ".", Tests: []string{"TestModel"},
+		Pkg: "./lab/model", Tests: []string{"TestModel"},
 	},
 	{
 		Name: "redirects followed as net/http would", Rules: "C13.3, C13.4",
