@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idem/journal"
 )
 
 // The attempt deadline: how Config.AttemptTimeout bounds each attempt.
@@ -37,7 +39,7 @@ func (t attemptDeadline) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if a.claimLost() {
 		closeBody(r)
-		return nil, ErrClaimLost // no attempt once the claim lapsed (F3)
+		return nil, journal.ErrClaimLost // no attempt once the claim lapsed (F3)
 	}
 	ctx, cancel := context.WithDeadline(r.Context(), a.deadline)
 	if a.lost != nil {

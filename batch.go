@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/idemkit/idem/journal"
 )
 
 // defaultMaxJournalOutage is BatchOptions.MaxJournalOutage's default: a
@@ -32,12 +33,12 @@ type BatchOptions struct {
 	// Concurrency is how many operations run at once. Default 8.
 	Concurrency int
 
-	Resend func(Operation) bool // as CallOptions.Resend
+	Resend func(journal.Operation) bool // as CallOptions.Resend
 
 	// Progress, when set, is called, serialized, after each operation ends.
 	Progress func(BatchResult, BatchSummary)
 
-	MaxJournalOutage time.Duration // how long operations wait for a journal that does not answer (F13); negative: not at all; default 1m
+	MaxJournalOutage time.Duration // how long operations wait for a journal that does not answer; negative: not at all; default 1m
 }
 
 // BatchResult is how one operation of a batch ended.
@@ -70,10 +71,8 @@ func (s BatchSummary) Total() int {
 // RunBatch runs ops, Concurrency at a time, as a job that may have been
 // interrupted before: completed operations are answered from the journal,
 // pending ones run first under their journaled keys, then the rest in order.
-//
 // Machines running the same batch on a shared journal split the work: an
-// operation another Do holds is set aside and waited for at the end, so every
-// machine's summary accounts for the whole batch.
+// operation another Do holds is set aside and waited for at the end.
 //
 // When ctx ends, no further operation starts, and RunBatch returns the
 // summary and ctx's error. Otherwise it returns an error only for an invalid
@@ -107,17 +106,8 @@ func (c *Client) RunBatch(ctx context.Context, ops []BatchOp, opts BatchOptions)
 	return summary, err
 }
 
-// RunBatchSeq is RunBatch for a batch too large to hold in memory: ops is
-// read only as fast as workers take them. Since the batch is never seen
-// whole, pending operations are not moved first, an invalid operation is a
-// failed result (ErrInvalidRequest), a repeated ID runs again, and Skipped
-// counts only operations read but not run.
-func (c *Client) RunBatchSeq(ctx context.Context, ops iter.Seq[BatchOp], opts BatchOptions) (BatchSummary, error) {
-	return c.runBatch(ctx, ops, opts)
-}
-
 // runBatch runs the operations ops yields, opts.Concurrency at a time,
-// in two passes (F7). The first takes every operation it can claim at once
+// in two passes. The first takes every operation it can claim at once
 // and sets aside those another Do holds; the second runs the ones set
 // aside, each waiting for its claim within ctx. A batch shared by many
 // machines thus splits the work between them: each takes what the others
@@ -225,12 +215,12 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 		return r, false
 	}
 	r.Resent = resent
-	var claim Claim
+	var claim journal.Claim
 	if wait {
 		claim, err = c.journal.Claim(ctx, op.ID)
 	} else {
 		claim, err = c.journal.TryClaim(ctx, op.ID)
-		if he := (*HeldError)(nil); errors.As(err, &he) && he.Err == nil {
+		if he := (*journal.HeldError)(nil); errors.As(err, &he) && he.Err == nil {
 			return r, true
 		}
 	}
@@ -240,7 +230,7 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 	}
 	// An operation completed before (by an earlier run, or by another
 	// machine sharing the journal) goes through Do too: its request is
-	// judged against the journaled one (C5) before its outcome is
+	// judged against the journaled one before its outcome is
 	// answered from the journal, and counted as Recorded.
 	req, err := op.Request(ctx)
 	if err != nil {
@@ -249,7 +239,7 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 		return r, false
 	}
 	resp, err := c.doClaimed(op.ID, req, claim)
-	if he := (*HeldError)(nil); !wait && errors.As(err, &he) && he.Err == nil {
+	if he := (*journal.HeldError)(nil); !wait && errors.As(err, &he) && he.Err == nil {
 		return r, true // another machine began it since the claim (Claim.Begin)
 	}
 	if err != nil {
@@ -270,7 +260,7 @@ func (c *Client) runOne(ctx context.Context, op BatchOp, wait bool) (r BatchResu
 
 // add counts r, which ended while the batch's context was ctx: an
 // operation is Skipped only when its error is ctx's, ended; a journal that
-// did not answer in time (ErrJournalUnavailable, which may wrap
+// did not answer in time (journal.ErrUnavailable, which may wrap
 // context.DeadlineExceeded) is Failed.
 func (s *BatchSummary) add(ctx context.Context, r BatchResult) {
 	switch {
@@ -282,7 +272,7 @@ func (s *BatchSummary) add(ctx context.Context, r BatchResult) {
 		s.Unknown++
 	case errors.Is(r.Err, ErrKeyExpired):
 		s.Expired++
-	case ctx.Err() != nil && errors.Is(r.Err, ctx.Err()) && !errors.Is(r.Err, ErrJournalUnavailable):
+	case ctx.Err() != nil && errors.Is(r.Err, ctx.Err()) && !errors.Is(r.Err, journal.ErrUnavailable):
 		s.Skipped++
 	default:
 		s.Failed++
@@ -292,7 +282,7 @@ func (s *BatchSummary) add(ctx context.Context, r BatchResult) {
 	}
 }
 
-// outage is a batch's view of its journal's outages (F13): since when no
+// outage is a batch's view of its journal's outages: since when no
 // operation got an answer from it.
 type outage struct {
 	max   time.Duration // MaxJournalOutage; negative: no wait
@@ -339,10 +329,10 @@ func (o *outage) ride(ctx context.Context, op BatchOp, wait bool,
 
 // list lists j's pending operations, again after a pause while j does
 // not answer, as ride runs an operation.
-func (o *outage) list(ctx context.Context, j Journal) ([]Operation, error) {
+func (o *outage) list(ctx context.Context, j journal.Journal) ([]journal.Operation, error) {
 	var pause *backoff.ExponentialBackOff
 	for {
-		ops, err := j.List(ctx, ListPending)
+		ops, err := j.List(ctx, journal.ListPending)
 		if !o.outOfJournal(BatchResult{Err: err}) {
 			return ops, err
 		}
@@ -367,14 +357,14 @@ func newPause() *backoff.ExponentialBackOff {
 }
 
 // outOfJournal reports whether r should run again: it ended for a
-// journal that did not answer, before sending (ErrJournalUnavailable) or
+// journal that did not answer, before sending (journal.ErrUnavailable) or
 // by losing its claim (ErrClaimLost), within max of the outage's start.
 // Any other result ends the outage.
 func (o *outage) outOfJournal(r BatchResult) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := r.Outcome != OutcomeDone && r.Outcome != OutcomeRejected &&
-		(errors.Is(r.Err, ErrJournalUnavailable) || errors.Is(r.Err, ErrClaimLost))
+		(errors.Is(r.Err, journal.ErrUnavailable) || errors.Is(r.Err, journal.ErrClaimLost))
 	switch {
 	case !out:
 		o.since = time.Time{}

@@ -15,14 +15,15 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // outageJournal is a journal whose database is out while down says so
 // for the call ("list" or "claim"): the call fails with
-// ErrJournalUnavailable, and refused counts it. The first claim of each
+// journal.ErrUnavailable, and refused counts it. The first claim of each
 // ID in lose is lost when its channel closes.
 type outageJournal struct {
-	idem.Journal
+	journal.Journal
 	down    func(call string) bool
 	refused atomic.Int64
 
@@ -42,14 +43,14 @@ func (j *outageJournal) refuse(call string) error {
 	return nil
 }
 
-func (j *outageJournal) List(ctx context.Context, which idem.Listing) ([]idem.Operation, error) {
+func (j *outageJournal) List(ctx context.Context, which journal.Listing) ([]journal.Operation, error) {
 	if err := j.refuse("list"); err != nil {
 		return nil, err
 	}
 	return j.Journal.List(ctx, which)
 }
 
-func (j *outageJournal) Claim(ctx context.Context, id string) (idem.Claim, error) {
+func (j *outageJournal) Claim(ctx context.Context, id string) (journal.Claim, error) {
 	if err := j.refuse("claim"); err != nil {
 		return nil, err
 	}
@@ -57,7 +58,7 @@ func (j *outageJournal) Claim(ctx context.Context, id string) (idem.Claim, error
 	return j.wrap(id, c), err
 }
 
-func (j *outageJournal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
+func (j *outageJournal) TryClaim(ctx context.Context, id string) (journal.Claim, error) {
 	if err := j.refuse("claim"); err != nil {
 		return nil, err
 	}
@@ -67,7 +68,7 @@ func (j *outageJournal) TryClaim(ctx context.Context, id string) (idem.Claim, er
 
 // wrap returns c, or, for the first claim of an ID in lose, c lost when
 // the ID's channel closes.
-func (j *outageJournal) wrap(id string, c idem.Claim) idem.Claim {
+func (j *outageJournal) wrap(id string, c journal.Claim) journal.Claim {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	lost := j.lose[id]
@@ -80,7 +81,7 @@ func (j *outageJournal) wrap(id string, c idem.Claim) idem.Claim {
 
 // losingClaim is a claim lost when its channel closes.
 type losingClaim struct {
-	idem.Claim
+	journal.Claim
 	lost chan struct{}
 }
 
@@ -90,7 +91,7 @@ func (c losingClaim) Lost() <-chan struct{} { return c.lost }
 // whose journal is out from its start (its listing too) waits for it,
 // trying each operation again, and once the journal answers every
 // operation is done in the same pass, sent once; none failed. A Do
-// outside a batch fails at once with ErrJournalUnavailable.
+// outside a batch fails at once with journal.ErrUnavailable.
 func TestF13ABatchRidesThroughAJournalOutage(t *testing.T) {
 	b := newBatchServer(t)
 	var lists, claims atomic.Int64 // back after 2 listings and 16 claims
@@ -106,8 +107,8 @@ func TestF13ABatchRidesThroughAJournalOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Do("alone", req); !errors.Is(err, idem.ErrJournalUnavailable) {
-		t.Fatalf("Do while the journal is out: %v, want ErrJournalUnavailable at once", err)
+	if _, err := c.Do("alone", req); !errors.Is(err, journal.ErrUnavailable) {
+		t.Fatalf("Do while the journal is out: %v, want journal.ErrUnavailable at once", err)
 	}
 	var failed []idem.BatchResult
 	progress := func(r idem.BatchResult, _ idem.BatchSummary) {
@@ -134,7 +135,7 @@ func TestF13ABatchRidesThroughAJournalOutage(t *testing.T) {
 // is the batch's, not each operation's: once it has passed, every
 // operation still to run is tried once. A negative bound tries each
 // once, as Do does; so is the listing of pending operations, which
-// fails the batch with ErrJournalUnavailable.
+// fails the batch with journal.ErrUnavailable.
 func TestF13TheOutageIsBoundedForTheWholeBatch(t *testing.T) {
 	b := newBatchServer(t)
 	for _, bound := range []time.Duration{-1, time.Second} {
@@ -155,8 +156,8 @@ func TestF13TheOutageIsBoundedForTheWholeBatch(t *testing.T) {
 		j = newOutageJournal(t, func(string) bool { return true })
 		c = newClient(t, fast(idem.Config{Journal: j}))
 		sum, err = c.RunBatch(context.Background(), b.ops(ids(4)...), idem.BatchOptions{MaxJournalOutage: bound})
-		if !errors.Is(err, idem.ErrJournalUnavailable) || sum != (idem.BatchSummary{}) {
-			t.Fatalf("bound %v, the listing refused: summary %+v, %v; want ErrJournalUnavailable", bound, sum, err)
+		if !errors.Is(err, journal.ErrUnavailable) || sum != (idem.BatchSummary{}) {
+			t.Fatalf("bound %v, the listing refused: summary %+v, %v; want journal.ErrUnavailable", bound, sum, err)
 		}
 		if n := j.refused.Load(); bound < 0 && n != 1 || bound > 0 && (n < 2 || n > 1+6) {
 			t.Fatalf("bound %v: the listing was refused %d times", bound, n)
@@ -227,7 +228,7 @@ func TestF13AContextEndingInAnOutageSkipsWhatWaited(t *testing.T) {
 	}
 	named := 0
 	for _, r := range results {
-		if !errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, idem.ErrJournalUnavailable) {
+		if !errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, journal.ErrUnavailable) {
 			t.Errorf("%s: %v, want the context's end", r.ID, r.Err)
 		}
 		if strings.Contains(r.Err.Error(), "while the journal did not answer") {

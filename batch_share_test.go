@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // TestABatchTakesOtherWorkFirst is F7.2, F7.3 and F7.4: an operation
@@ -18,10 +19,9 @@ import (
 // first (with one worker, a batch that waited for it would never reach
 // them), and it comes back at the end, waited for within the context;
 // that Do completed it meanwhile, so it is counted as done and Recorded.
-// RunBatch and RunBatchSeq alike.
 func TestABatchTakesOtherWorkFirst(t *testing.T) {
-	for _, seq := range []bool{false, true} {
-		t.Run(fmt.Sprint("seq=", seq), func(t *testing.T) {
+	{
+		t.Run("RunBatch", func(t *testing.T) {
 			b := newBatchServer(t)
 			j := openJournal(t, filepath.Join(t.TempDir(), "batch.journal"))
 			c := newClient(t, fast(idem.Config{Journal: j}))
@@ -35,8 +35,8 @@ func TestABatchTakesOtherWorkFirst(t *testing.T) {
 				t.Fatal(err)
 			}
 			url := b.srv.URL + "/charges/op-0"
-			op := idem.Operation{ID: "op-0", Key: "11111111-1111-4111-8111-111111111111", State: idem.StatePending,
-				Method: "POST", URL: url, Fingerprint: idem.FingerprintOf("POST", url, []byte("op-0"))}
+			op := journal.Operation{ID: "op-0", Key: "11111111-1111-4111-8111-111111111111", KeyTTL: 24 * time.Hour, State: journal.StatePending,
+				Method: "POST", URL: url, Fingerprint: journal.FingerprintOf("POST", url, []byte("op-0"))}
 			if err := held.Begin(ctx, op); err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +49,7 @@ func TestABatchTakesOtherWorkFirst(t *testing.T) {
 				order = append(order, r.ID)
 				mu.Unlock()
 				if s.Total() == 4 { // every other operation ended: the holder finishes
-					op.State, op.Status, op.Completed = idem.StateDone, 201, time.Now()
+					op.State, op.Status, op.Completed = journal.StateDone, 201, time.Now()
 					if err := held.Complete(ctx, op); err != nil {
 						t.Error(err)
 					}
@@ -58,11 +58,7 @@ func TestABatchTakesOtherWorkFirst(t *testing.T) {
 			}
 			opts := idem.BatchOptions{Concurrency: 1, Progress: progress}
 			var sum idem.BatchSummary
-			if seq {
-				sum, err = c.RunBatchSeq(ctx, slices.Values(b.ops(ids(5)...)), opts)
-			} else {
-				sum, err = c.RunBatch(ctx, b.ops(ids(5)...), opts)
-			}
+			sum, err = c.RunBatch(ctx, b.ops(ids(5)...), opts)
 			if err != nil || sum != (idem.BatchSummary{Done: 5, Recorded: 1}) {
 				t.Fatalf("summary %+v, %v; want 5 done, 1 of them recorded", sum, err)
 			}
@@ -79,11 +75,11 @@ func TestABatchTakesOtherWorkFirst(t *testing.T) {
 // waitingJournal tells, on waiting, that a Claim (the waiting kind) has
 // started.
 type waitingJournal struct {
-	idem.Journal
+	journal.Journal
 	waiting chan string
 }
 
-func (j waitingJournal) Claim(ctx context.Context, id string) (idem.Claim, error) {
+func (j waitingJournal) Claim(ctx context.Context, id string) (journal.Claim, error) {
 	j.waiting <- id
 	return j.Journal.Claim(ctx, id)
 }
@@ -122,17 +118,17 @@ func TestABatchWaitsForAHeldOperationWithinItsContext(t *testing.T) {
 }
 
 // unreachableJournal is a journal whose database does not answer in time:
-// every claim fails with ErrJournalUnavailable wrapping the statement's
+// every claim fails with journal.ErrUnavailable wrapping the statement's
 // context.DeadlineExceeded.
-type unreachableJournal struct{ idem.Journal }
+type unreachableJournal struct{ journal.Journal }
 
-var errUnreachable = fmt.Errorf("%w: %w", idem.ErrJournalUnavailable, context.DeadlineExceeded)
+var errUnreachable = fmt.Errorf("%w: %w", journal.ErrUnavailable, context.DeadlineExceeded)
 
-func (unreachableJournal) Claim(context.Context, string) (idem.Claim, error) {
+func (unreachableJournal) Claim(context.Context, string) (journal.Claim, error) {
 	return nil, errUnreachable
 }
 
-func (unreachableJournal) TryClaim(context.Context, string) (idem.Claim, error) {
+func (unreachableJournal) TryClaim(context.Context, string) (journal.Claim, error) {
 	return nil, errUnreachable
 }
 

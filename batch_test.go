@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -169,92 +168,6 @@ func TestRunBatchInvalid(t *testing.T) {
 	}
 }
 
-// RunBatchSeq reads its operations only as workers take them, runs a
-// repeated ID again as another call of one operation, fails an invalid
-// operation alone, and reads no further once its context ends.
-func TestRunBatchSeq(t *testing.T) {
-	b := newBatchServer(t)
-	c, err := idem.New(idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n, concurrency = 200, 4
-	var mu sync.Mutex
-	read, ended, lead := 0, 0, 0
-	// The repeat of op-1 is read once op-1 has ended: were its first run
-	// still going (a retry's wait), the repeat would be set aside until
-	// the end, read but not ended, and the bound below would not hold.
-	op1Ended, op1Closed := make(chan struct{}), false
-	ops := func(yield func(idem.BatchOp) bool) {
-		for i := range n {
-			var op idem.BatchOp
-			switch i {
-			case 50:
-				op = idem.BatchOp{ID: ""} // invalid
-			case 60:
-				select {
-				case <-op1Ended:
-				case <-time.After(10 * time.Second):
-					t.Error("op-1 had not ended 10 s after the batch read it")
-				}
-				op = b.ops("op-1")[0] // repeated
-			default:
-				op = b.ops(fmt.Sprint("op-", i))[0]
-			}
-			mu.Lock()
-			read++
-			lead = max(lead, read-ended)
-			mu.Unlock()
-			if !yield(op) {
-				return
-			}
-		}
-	}
-	progress := func(r idem.BatchResult, _ idem.BatchSummary) {
-		mu.Lock()
-		ended++
-		if r.ID == "op-1" && !op1Closed {
-			op1Closed = true
-			close(op1Ended)
-		}
-		mu.Unlock()
-	}
-	sum, err := c.RunBatchSeq(context.Background(), ops, idem.BatchOptions{Concurrency: concurrency, Progress: progress})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Done != n-1 || sum.Failed != 1 || sum.Recorded != 1 || sum.Total() != n {
-		t.Fatalf("summary %+v; want %d done (one of them recorded) and 1 failed", sum, n-1)
-	}
-	// At most one operation in each worker and one being handed over.
-	if lead > concurrency+1 {
-		t.Fatalf("the sequence was read %d operations ahead of those ended; want at most %d", lead, concurrency+1)
-	}
-	if keys := b.keys["op-1"]; len(keys) != 1 {
-		t.Fatalf("op-1 was sent %d times, want once (the repeat answered from the journal)", len(keys))
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	readAfter := 0
-	endless := func(yield func(idem.BatchOp) bool) {
-		for i := 0; ; i++ {
-			if ctx.Err() != nil {
-				readAfter++
-			}
-			if i == 10 {
-				cancel()
-			}
-			if !yield(b.ops(fmt.Sprint("endless-", i))[0]) {
-				return
-			}
-		}
-	}
-	sum, err = c.RunBatchSeq(ctx, endless, idem.BatchOptions{Concurrency: concurrency})
-	if !errors.Is(err, context.Canceled) || readAfter != 0 || sum.Done < 1 || sum.Skipped < 1 {
-		t.Fatalf("cancelled run: %+v, %v; read %d operations after the cancel, want none", sum, err, readAfter)
-	}
-}
-
 // C5 in a batch: an operation the journal holds as completed, re-run with
 // another request, is refused as Do refuses it (ErrMismatch, counted as
 // Failed), not answered with the old outcome for new data; the same
@@ -308,45 +221,6 @@ func TestRunBatchRefusesAChangedRequestForACompletedOperation(t *testing.T) {
 	}
 	if n := len(b.keys["op-1"]) + len(b.keys["bad"]); n != 2 {
 		t.Fatalf("server saw %d requests, want 2: one each in the first run", n)
-	}
-}
-
-// RunBatchSeq: an operation read from the sequence after the batch's
-// context ended is not started and is counted Skipped, once; the
-// sequence is read no further.
-func TestRunBatchSeqCountsAnOperationReadButNotStartedSkipped(t *testing.T) {
-	b := newBatchServer(t)
-	c := newClient(t, fast(idem.Config{}))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	read := 0
-	ops := func(yield func(idem.BatchOp) bool) {
-		for i := range 3 {
-			if i == 1 {
-				<-ctx.Done() // op-0 has ended and, with it, the context
-			}
-			read++
-			if !yield(b.ops(fmt.Sprint("op-", i))[0]) {
-				return
-			}
-		}
-	}
-	progress := func(r idem.BatchResult, _ idem.BatchSummary) {
-		if r.ID == "op-0" {
-			cancel()
-		}
-	}
-	sum, err := c.RunBatchSeq(ctx, ops, idem.BatchOptions{Concurrency: 1, Progress: progress})
-	if want := (idem.BatchSummary{Done: 1, Skipped: 1}); !errors.Is(err, context.Canceled) || sum != want {
-		t.Fatalf("summary %+v, %v; want %+v, context.Canceled", sum, err, want)
-	}
-	if read != 2 {
-		t.Fatalf("the sequence was read for %d operations, want 2: none after the one not started", read)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.keys) != 1 || len(b.keys["op-0"]) != 1 {
-		t.Fatalf("server saw %v, want op-0 once", b.keys)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/idemkit/idem/journal"
 )
 
 // Bodies. A request body must go out byte-identical on every attempt, and
@@ -27,7 +29,7 @@ import (
 type requestBody struct {
 	rewind      any
 	length      int64
-	fingerprint Fingerprint
+	fingerprint journal.Fingerprint
 	url         string
 }
 
@@ -52,7 +54,7 @@ func (g getBody) open() (io.ReadCloser, error) {
 func captureBody(req *http.Request, limit int64) (requestBody, error) {
 	url := req.URL.String()
 	if req.Body == nil || req.Body == http.NoBody {
-		return requestBody{fingerprint: FingerprintOf(req.Method, url, nil), url: url}, nil
+		return requestBody{fingerprint: journal.FingerprintOf(req.Method, url, nil), url: url}, nil
 	}
 	if req.GetBody != nil {
 		req.Body.Close()
@@ -67,7 +69,7 @@ func captureBody(req *http.Request, limit int64) (requestBody, error) {
 		if err != nil {
 			return requestBody{}, fmt.Errorf("reading request body: %w", err)
 		}
-		return requestBody{get, req.ContentLength, fp.sum(), url}, nil
+		return requestBody{get, req.ContentLength, fp.Sum(), url}, nil
 	}
 	defer req.Body.Close()
 	length := req.ContentLength
@@ -81,7 +83,7 @@ func captureBody(req *http.Request, limit int64) (requestBody, error) {
 	if !complete {
 		return requestBody{}, fmt.Errorf("%w (%d bytes; set Request.GetBody to stream it)", ErrBodyTooLarge, limit)
 	}
-	return requestBody{buf, int64(len(buf)), FingerprintOf(req.Method, url, buf), url}, nil
+	return requestBody{buf, int64(len(buf)), journal.FingerprintOf(req.Method, url, buf), url}, nil
 }
 
 // object returns b with its bytes in memory (read through GetBody, up to
@@ -195,7 +197,7 @@ var (
 
 // whyNotRecorded returns the error reading op's recorded body fails with,
 // or nil when the body was kept.
-func whyNotRecorded(op Operation) error {
+func whyNotRecorded(op journal.Operation) error {
 	switch {
 	case !op.BodyTruncated:
 		return nil
@@ -218,7 +220,7 @@ func Recorded(resp *http.Response) bool {
 }
 
 // recordedResponse rebuilds the response an operation completed with.
-func recordedResponse(op Operation, req *http.Request) *http.Response {
+func recordedResponse(op journal.Operation, req *http.Request) *http.Response {
 	body := &recordedBody{r: bytes.NewReader(op.Body), notRecorded: whyNotRecorded(op)}
 	length := int64(len(op.Body))
 	if op.BodyTruncated {

@@ -3,7 +3,6 @@ package idem_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // RunBatch summary: Total counts every outcome once (Done, Rejected,
@@ -38,7 +38,7 @@ func TestBatchSummaryTotalCountsEveryOutcome(t *testing.T) {
 func TestRunBatchCountsAnExpiredOperationOnce(t *testing.T) {
 	b := newBatchServer(t, "op-0")
 	now := newTestClock()
-	c := newClient(t, fast(idem.Config{KeyTTL: time.Hour, MaxAttempts: 1, Now: now.Now}))
+	c := newClientAt(t, fast(idem.Config{Dialect: idem.Dialect{Retention: time.Hour}, MaxAttempts: 1}), now.Now)
 	sum, err := c.RunBatch(context.Background(), b.ops(ids(3)...), idem.BatchOptions{Concurrency: 1})
 	if err != nil || sum != (idem.BatchSummary{Done: 2, Unknown: 1}) {
 		t.Fatalf("first run: %+v, %v; want 2 done, 1 unknown", sum, err)
@@ -56,55 +56,18 @@ func TestRunBatchCountsAnExpiredOperationOnce(t *testing.T) {
 	}
 }
 
-// RunBatchSeq: an operation with an empty ID, or with no Request, is a
-// failed result matching ErrInvalidRequest, nothing sent, and the rest of
-// the batch runs.
-func TestRunBatchSeqFailsEachInvalidOperationAlone(t *testing.T) {
-	b := newBatchServer(t)
-	c := newClient(t, fast(idem.Config{}))
-	valid := b.ops("op-1")[0]
-	ops := []idem.BatchOp{
-		{ID: "", Request: valid.Request}, // a request, but no ID
-		{ID: "op-2"},                     // an ID, but no Request
-		valid,
-	}
-	var (
-		mu      sync.Mutex
-		results = map[string]idem.BatchResult{}
-	)
-	progress := func(r idem.BatchResult, _ idem.BatchSummary) {
-		mu.Lock()
-		results[r.ID] = r
-		mu.Unlock()
-	}
-	sum, err := c.RunBatchSeq(context.Background(), slices.Values(ops), idem.BatchOptions{Concurrency: 1, Progress: progress})
-	if err != nil || sum != (idem.BatchSummary{Done: 1, Failed: 2}) {
-		t.Fatalf("summary %+v, %v; want 1 done, 2 failed", sum, err)
-	}
-	for _, id := range []string{"", "op-2"} {
-		if r := results[id]; !errors.Is(r.Err, idem.ErrInvalidRequest) || r.Outcome != 0 || r.Status != 0 {
-			t.Errorf("operation %q: %+v, want ErrInvalidRequest and no outcome", id, r)
-		}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.keys) != 1 || len(b.keys["op-1"]) != 1 {
-		t.Fatalf("server saw %v, want op-1 once", b.keys)
-	}
-}
-
 // beganElsewhereJournal is a shared journal on which another machine
 // begins operation id between the batch's TryClaim and its Begin, once:
 // that Begin returns the *HeldError TryClaim would have (Claim.Begin).
 type beganElsewhereJournal struct {
-	idem.Journal
+	journal.Journal
 	id string
 
 	mu   sync.Mutex
 	done bool
 }
 
-func (j *beganElsewhereJournal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
+func (j *beganElsewhereJournal) TryClaim(ctx context.Context, id string) (journal.Claim, error) {
 	claim, err := j.Journal.TryClaim(ctx, id)
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -115,10 +78,10 @@ func (j *beganElsewhereJournal) TryClaim(ctx context.Context, id string) (idem.C
 	return beganElsewhereClaim{claim}, nil
 }
 
-type beganElsewhereClaim struct{ idem.Claim }
+type beganElsewhereClaim struct{ journal.Claim }
 
-func (beganElsewhereClaim) Begin(_ context.Context, op idem.Operation) error {
-	return &idem.HeldError{ID: op.ID, Holder: "machine-b"}
+func (beganElsewhereClaim) Begin(_ context.Context, op journal.Operation) error {
+	return &journal.HeldError{ID: op.ID, Holder: "machine-b"}
 }
 
 // F7.2, F7.3: an operation another machine began after the batch's claim
@@ -140,28 +103,23 @@ func TestABatchSetsAsideAnOperationBegunElsewhereAfterItsClaim(t *testing.T) {
 		errs = append(errs, r.Err)
 		mu.Unlock()
 	}
-	for _, seq := range []bool{false, true} {
-		ended, errs, j.done = nil, nil, false
-		ops := b.ops(fmt.Sprint(seq, "-op-0"), fmt.Sprint(seq, "-op-1"), fmt.Sprint(seq, "-op-2"))
+	{
+		ops := b.ops("op-0", "op-1", "op-2")
 		j.id = ops[0].ID
 		opts := idem.BatchOptions{Concurrency: 1, Progress: progress}
 		var (
 			sum idem.BatchSummary
 			err error
 		)
-		if seq {
-			sum, err = c.RunBatchSeq(context.Background(), slices.Values(ops), opts)
-		} else {
-			sum, err = c.RunBatch(context.Background(), ops, opts)
-		}
+		sum, err = c.RunBatch(context.Background(), ops, opts)
 		if err != nil || sum != (idem.BatchSummary{Done: 3}) {
-			t.Fatalf("seq=%v: summary %+v, %v (results' errors %v); want 3 done", seq, sum, err, errs)
+			t.Fatalf("summary %+v, %v (results' errors %v); want 3 done", sum, err, errs)
 		}
 		if want := []string{ops[1].ID, ops[2].ID, ops[0].ID}; !slices.Equal(ended, want) {
-			t.Fatalf("seq=%v: operations ended in the order %v, want %v (the one begun elsewhere set aside)", seq, ended, want)
+			t.Fatalf("operations ended in the order %v, want %v (the one begun elsewhere set aside)", ended, want)
 		}
 		if n := len(b.keys[ops[0].ID]); n != 1 {
-			t.Fatalf("seq=%v: %s was sent %d times, want once", seq, ops[0].ID, n)
+			t.Fatalf("%s was sent %d times, want once", ops[0].ID, n)
 		}
 	}
 }
@@ -181,7 +139,7 @@ func TestAnOperationEndedByTheBatchsContextIsSkipped(t *testing.T) {
 	}})
 	var last idem.BatchSummary
 	progress := func(_ idem.BatchResult, s idem.BatchSummary) { last = s }
-	sum, err := c.RunBatchSeq(ctx, slices.Values(ops), idem.BatchOptions{Concurrency: 1, Progress: progress})
+	sum, err := c.RunBatch(ctx, ops, idem.BatchOptions{Concurrency: 1, Progress: progress})
 	want := idem.BatchSummary{Done: 1, Skipped: 1}
 	if !errors.Is(err, context.Canceled) || sum != want || last != want {
 		t.Fatalf("summary %+v (in Progress %+v), %v; want %+v, context.Canceled", sum, last, err, want)
@@ -260,7 +218,7 @@ func TestKeyHeaderTokenCharacters(t *testing.T) {
 	}))
 	defer srv.Close()
 	for _, name := range []string{"X-Key~", "!X-Key"} {
-		c := newClient(t, fast(idem.Config{KeyHeader: name}))
+		c := newClient(t, fast(idem.Config{Dialect: idem.Dialect{KeyHeader: name}}))
 		resp, err := c.Do("op-"+name, post(t, context.Background(), srv.URL, "x"))
 		if err != nil {
 			t.Fatal(err)
@@ -274,8 +232,8 @@ func TestKeyHeaderTokenCharacters(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"X-Key\x7f", "X Key"} {
-		if _, err := idem.New(idem.Config{KeyHeader: name}); !errors.Is(err, idem.ErrInvalidConfig) {
-			t.Errorf("New with KeyHeader %q: %v, want ErrInvalidConfig", name, err)
+		if _, err := idem.New(idem.Config{Dialect: idem.Dialect{KeyHeader: name}}); !errors.Is(err, idem.ErrInvalidConfig) {
+			t.Errorf("New with Dialect.KeyHeader %q: %v, want ErrInvalidConfig", name, err)
 		}
 	}
 }

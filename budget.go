@@ -2,12 +2,10 @@ package idem
 
 import "sync"
 
-// RetryBudget bounds the retries of all operations of a Client together, as
-// gRPC's retry throttling does: a token bucket of size MaxTokens, initially
-// full. A retryable failure spends one token, a final answer refunds Refund,
-// and a retry is allowed only while more than half the tokens remain. First
-// attempts are never throttled; a retry stopped ends unknown with
-// ErrRetryBudgetExhausted.
+// RetryBudget bounds the retries of a Client's operations together, as
+// gRPC's retry throttling does: a retryable failure spends one of MaxTokens,
+// a final answer refunds Refund, and a retry needs over half the tokens. A
+// retry stopped ends unknown (ErrRetryBudgetExhausted).
 type RetryBudget struct {
 	// MaxTokens is the size of the budget. Default 100.
 	MaxTokens float64

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/idemkit/idem/journal"
 )
 
 // CallOptions override, for the calls whose request context carries them,
@@ -15,7 +17,7 @@ type CallOptions struct {
 	MaxElapsed time.Duration
 	// Resend, when set, is asked about a recorded refusal that
 	// RefusedWithoutEffect allows: true sends it again under a new key.
-	Resend func(Operation) bool
+	Resend func(journal.Operation) bool
 }
 
 type callOptionsKey struct{}

@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/internal/redact"
+	"github.com/idemkit/idem/journal"
 )
 
 // Config configures a Client, which without a Journal remembers its
@@ -28,9 +30,10 @@ type Config struct {
 	// remembers them in this process only: the pending ones, the outcomes
 	// of its latest within 16 MiB, and at most MaxOperations in all, until
 	// KeyTTL (to 9/8 KeyTTL) after each completed. A Do it cannot answer
-	// is refused before sending (ErrOutcomeForgotten, ErrTooManyOperations),
+	// is refused before sending (journal.ErrOutcomeForgotten,
+	// ErrTooManyOperations),
 	// never sent again under a new key. Clients may share a Journal.
-	Journal Journal
+	Journal journal.Journal
 	// MaxOperations bounds a Client without a Journal (see Journal). Default 1<<23.
 	MaxOperations int
 
@@ -52,20 +55,12 @@ type Config struct {
 	// at most 1; negative turns it off.
 	Jitter float64
 
-	// KeyTTL is how long the server keeps a key (see Keys and expiry).
-	// Default, the first set of: Dialect.Retention, the Journal's KeyTTL,
-	// DefaultKeyTTL.
-	KeyTTL time.Duration
-
 	// RetryBudget bounds retries across the Client's operations (on by default).
 	RetryBudget RetryBudget
-	// Dialect is how the API speaks idempotency.
+	// Dialect is how the API speaks idempotency: the zero Dialect sends
+	// the key in Idempotency-Key, as the IETF draft does. Set its
+	// KeyHeader for another header.
 	Dialect Dialect
-	// KeyHeader, when set, carries the key in place of Dialect.KeyHeader.
-	// Default "Idempotency-Key" unless the dialect names a header or field.
-	KeyHeader string
-	// QuotedKey sends the key quoted, as Dialect.QuotedKey does.
-	QuotedKey bool
 
 	// MaxBufferedBody bounds a request body without GetBody, held in
 	// memory to be replayed (ErrBodyTooLarge).
@@ -78,13 +73,10 @@ type Config struct {
 	MaxRecordedHeader int64
 
 	// UnrecordedHeaders names response header fields never recorded,
-	// besides DefaultUnrecordedHeaders. Default nil.
+	// besides cookies and credentials (see Secrets). Default nil.
 	UnrecordedHeaders []string
-	// RecordedHeaders, when set, is the only header fields recorded: an
-	// allow list in place of the deny list. Default nil.
-	RecordedHeaders []string
 	// RedactedParams names query parameters whose values are never
-	// written, besides DefaultRedactedParams. Default nil.
+	// written, besides credential-like ones (see Secrets). Default nil.
 	RedactedParams []string
 
 	// CheckRetry, when set, amends DefaultCheckRetry (see Retries).
@@ -102,10 +94,6 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	// Now is the clock for key ages and backoff. Default: the Journal's
-	// Now, or time.Now without a journal.
-	Now func() time.Time
-
 	// BaseURLMoves lets journaled operations resume under their keys after
 	// their API moved: old URL prefix -> new prefix. Default nil.
 	BaseURLMoves map[string]string
@@ -119,7 +107,6 @@ const (
 	DefaultInitialWait     = 250 * time.Millisecond
 	DefaultMaxWait         = 30 * time.Second
 	DefaultJitter          = 0.5
-	DefaultKeyHeader       = "Idempotency-Key"
 	DefaultMaxBufferedBody = 1 << 20
 	DefaultMaxRecordedBody = 64 << 10
 
@@ -130,18 +117,11 @@ const (
 	DefaultKeyTTL = journalkit.DefaultKeyTTL
 )
 
-// keyTTL returns the Client's key lifetime: Config.KeyTTL's default chain,
-// stated in its documentation, in the one place it is applied.
-func keyTTL(cfg Config, d Dialect) time.Duration {
-	switch {
-	case cfg.KeyTTL != 0:
-		return cfg.KeyTTL
-	case d.Retention != 0:
+// keyTTL returns the key lifetime the Client records with each operation
+// it begins: the Dialect's Retention, else DefaultKeyTTL.
+func keyTTL(d Dialect) time.Duration {
+	if d.Retention > 0 {
 		return d.Retention
-	case cfg.Journal != nil:
-		if ttl := cfg.Journal.KeyTTL(); ttl != 0 {
-			return ttl
-		}
 	}
 	return DefaultKeyTTL
 }
@@ -154,11 +134,12 @@ const errorBodyLimit = 4 << 10
 // use.
 type Client struct {
 	cfg     Config
-	dialect Dialect // cfg.Dialect, its signals copied
-	journal Journal
+	dialect Dialect       // cfg.Dialect, its signals copied
+	ttl     time.Duration // the key lifetime recorded with each operation begun
+	journal journal.Journal
 	hc      *http.Client
 	budget  *budget
-	secrets secrets
+	secrets redact.Rules
 	log     *slog.Logger
 	now     func() time.Time
 
@@ -168,41 +149,58 @@ type Client struct {
 }
 
 // New returns a Client for cfg, with defaults filled in.
-func New(cfg Config) (*Client, error) {
-	if cfg.MaxAttempts < 0 || cfg.AttemptTimeout < 0 || cfg.MaxElapsed < 0 || cfg.InitialWait < 0 ||
-		cfg.MaxWait < 0 || cfg.KeyTTL < 0 || cfg.MaxOperations < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.MaxRecordedHeader < 0 ||
-		!(cfg.Jitter <= 1) || math.IsInf(cfg.Jitter, -1) {
-		return nil, fmt.Errorf("idem: %w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
+func New(cfg Config) (*Client, error) { return newClient(cfg, nil) }
+
+// newClient is New with a clock for a Client without a journal (nil:
+// time.Now); a Client with a journal uses the journal's.
+func newClient(cfg Config, now func() time.Time) (*Client, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
-	if cfg.KeyHeader != "" && !validHeaderName(cfg.KeyHeader) {
-		return nil, fmt.Errorf("idem: %w: KeyHeader %q is not a header name", ErrInvalidConfig, cfg.KeyHeader)
+	d := cfg.Dialect.resolved()
+	cfg.setDefaults(d)
+	switch {
+	case cfg.Journal != nil:
+		now = cfg.Journal.Now
+	case now == nil:
+		now = time.Now
+	}
+	c := &Client{cfg: cfg, dialect: d, ttl: keyTTL(d), journal: cfg.Journal, budget: newBudget(cfg.RetryBudget),
+		secrets: newSecrets(cfg), log: cfg.Logger, now: now}
+	if c.journal == nil {
+		c.journal = newMemoryJournalFor(c.ttl, now, cfg.MaxOperations) // journal_memory.go
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	c.hc, c.callerRedirect = attemptClient(cfg.HTTPClient)
+	return c, nil
+}
+
+// check returns an error matching ErrInvalidConfig if New cannot use cfg.
+func (cfg *Config) check() error {
+	if cfg.MaxAttempts < 0 || cfg.AttemptTimeout < 0 || cfg.MaxElapsed < 0 || cfg.InitialWait < 0 ||
+		cfg.MaxWait < 0 || cfg.MaxOperations < 0 || cfg.MaxBufferedBody < 0 || cfg.MaxRecordedBody < 0 || cfg.MaxRecordedHeader < 0 ||
+		!(cfg.Jitter <= 1) || math.IsInf(cfg.Jitter, -1) {
+		return fmt.Errorf("idem: %w: Config has a negative limit, or a Jitter that is not a number at most 1", ErrInvalidConfig)
 	}
 	if err := cfg.Dialect.check(); err != nil {
-		return nil, fmt.Errorf("%w: dialect %q: %w", ErrInvalidConfig, cfg.Dialect.Name, err)
+		return fmt.Errorf("idem: %w: dialect %q: %w", ErrInvalidConfig, cfg.Dialect.Name, err)
 	}
-	d := cfg.Dialect
-	d.Signals = slices.Clone(d.Signals)
-	switch {
-	case d.KeyField != "" && cfg.KeyHeader != "":
-		return nil, fmt.Errorf("%w: dialect %q puts the key in the body field %q, and KeyHeader names a header", ErrInvalidConfig, d.Name, d.KeyField)
-	case d.KeyField == "" && cfg.KeyHeader == "":
-		cfg.KeyHeader = d.KeyHeader
-	}
-	cfg.QuotedKey = cfg.QuotedKey || d.QuotedKey
 	if v := reflect.ValueOf(cfg.Journal); v.Kind() == reflect.Pointer && v.IsNil() {
-		return nil, fmt.Errorf("idem: %w: Journal is a nil %T", ErrInvalidConfig, cfg.Journal)
+		return fmt.Errorf("idem: %w: Journal is a nil %T", ErrInvalidConfig, cfg.Journal)
 	}
+	return nil
+}
+
+// setDefaults fills in cfg's zero fields, for a Client of dialect d.
+func (cfg *Config) setDefaults(d Dialect) {
 	setDefault(&cfg.AttemptTimeout, DefaultAttemptTimeout)
 	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&cfg.MaxElapsed, DefaultMaxElapsed)
 	setDefault(&cfg.InitialWait, DefaultInitialWait)
 	setDefault(&cfg.MaxWait, DefaultMaxWait)
 	setDefault(&cfg.MaxOperations, defaultMaxOperations)
-	cfg.KeyTTL = keyTTL(cfg, d)
-	if d.KeyField == "" {
-		setDefault(&cfg.KeyHeader, DefaultKeyHeader)
-	}
-	cfg.KeyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
 	setDefault(&cfg.MaxBufferedBody, DefaultMaxBufferedBody)
 	setDefault(&cfg.MaxRecordedBody, DefaultMaxRecordedBody)
 	setDefault(&cfg.MaxRecordedHeader, DefaultMaxRecordedHeader)
@@ -212,20 +210,26 @@ func New(cfg Config) (*Client, error) {
 	case cfg.Jitter < 0:
 		cfg.Jitter = 0
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-		if cfg.Journal != nil {
-			cfg.Now = cfg.Journal.Now
-		}
+}
+
+// resolved returns d as a Client sends it: its signals copied, and its
+// key header, unless the key goes in a body field, named in canonical
+// form (Idempotency-Key by default).
+func (d Dialect) resolved() Dialect {
+	d.Signals = slices.Clone(d.Signals)
+	if d.KeyField == "" {
+		setDefault(&d.KeyHeader, defaultKeyHeader)
+		d.KeyHeader = http.CanonicalHeaderKey(d.KeyHeader)
 	}
-	c := &Client{cfg: cfg, dialect: d, journal: cfg.Journal, budget: newBudget(cfg.RetryBudget), secrets: newSecrets(cfg), log: cfg.Logger, now: cfg.Now}
-	if c.journal == nil {
-		c.journal = newMemoryJournalFor(cfg.KeyTTL, cfg.Now, cfg.MaxOperations) // journal_memory.go
-	}
-	if c.log == nil {
-		c.log = slog.Default()
-	}
-	hc := cfg.HTTPClient
+	return d
+}
+
+// defaultKeyHeader carries the key when the dialect names no header.
+const defaultKeyHeader = "Idempotency-Key"
+
+// attemptClient returns the client that sends attempts, made from hc (nil:
+// go-cleanhttp's pooled client), and hc's own CheckRedirect.
+func attemptClient(hc *http.Client) (*http.Client, func(*http.Request, []*http.Request) error) {
 	if hc == nil {
 		hc = cleanhttp.DefaultPooledClient()
 	}
@@ -240,9 +244,7 @@ func New(cfg Config) (*Client, error) {
 	// transport itself.
 	attempt.Transport = attemptDeadline{keepIdle{attempt.Transport}}
 	attempt.CheckRedirect = followRedirect(hc.CheckRedirect)
-	c.callerRedirect = hc.CheckRedirect
-	c.hc = &attempt
-	return c, nil
+	return &attempt, hc.CheckRedirect
 }
 
 // keepIdle hides its transport's CloseIdleConnections.
@@ -274,7 +276,9 @@ func setDefault[T comparable](field *T, def T) {
 
 // Do sends req as the operation named id and returns the server's final
 // response, or an *OutcomeError (see Outcomes). req.Context() bounds the whole
-// Do. Do closes req.Body, as http.Client.Do does.
+// Do. Do closes req.Body, as http.Client.Do does. When the journal cannot
+// be reached, Do sends nothing and returns an error matching
+// [journal.ErrUnavailable].
 func (c *Client) Do(id string, req *http.Request) (*http.Response, error) {
 	if id == "" {
 		closeBody(req)
@@ -285,7 +289,7 @@ func (c *Client) Do(id string, req *http.Request) (*http.Response, error) {
 
 // doClaimed is Do of an operation whose claim the caller may have taken
 // (nil: Do takes it), released when it returns.
-func (c *Client) doClaimed(id string, req *http.Request, claim Claim) (*http.Response, error) {
+func (c *Client) doClaimed(id string, req *http.Request, claim journal.Claim) (*http.Response, error) {
 	res, err := c.do(id, req, claim)
 	if err != nil {
 		return nil, err
@@ -300,7 +304,7 @@ func (c *Client) doClaimed(id string, req *http.Request, claim Claim) (*http.Res
 // result is what one do ended with: a response with its outcome (Done or
 // Rejected), which the caller owns and must close.
 type result struct {
-	op      Operation
+	op      journal.Operation
 	outcome Outcome
 	resp    *http.Response
 	n       int // attempts; 0 for an outcome answered from the journal
@@ -322,10 +326,10 @@ func (r result) rejection() *OutcomeError {
 }
 
 // recordedResult is the result of an operation answered from the journal.
-func recordedResult(op Operation, req *http.Request) result {
+func recordedResult(op journal.Operation, req *http.Request) result {
 	res := result{op: op, outcome: OutcomeDone, resp: recordedResponse(op, req), body: op.Body,
 		bodyTruncated: op.BodyTruncated, headerTruncated: op.HeaderTruncated}
-	if op.State == StateRejected {
+	if op.State == journal.StateRejected {
 		res.outcome = OutcomeRejected
 	}
 	return res
@@ -333,7 +337,7 @@ func recordedResult(op Operation, req *http.Request) result {
 
 // do runs an operation, under claim if the caller took it, and tells
 // Config.OnOperationStart and OnOperation how it starts and ends.
-func (c *Client) do(id string, req *http.Request, claim Claim) (result, error) {
+func (c *Client) do(id string, req *http.Request, claim journal.Claim) (result, error) {
 	if start := c.cfg.OnOperationStart; start != nil && req != nil {
 		req = req.WithContext(start(req.Context(), id))
 	}
@@ -356,7 +360,7 @@ func (c *Client) RetryBudgetTokens() float64 { return c.budget.available() }
 // run runs an operation; an empty id is a request without one, whose key
 // lives only as long as this call. A claim the caller took is released
 // when run returns; without one, run takes it.
-func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) {
+func (c *Client) run(id string, req *http.Request, claim journal.Claim) (result, error) {
 	if claim != nil {
 		defer claim.Release()
 	}
@@ -378,19 +382,19 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 		return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 	}
 	fp := body.fingerprint
-	var op Operation
+	var op journal.Operation
 	if id == "" {
 		key, err := newKey()
 		if err != nil {
 			return result{}, err
 		}
-		op = Operation{Key: key, Fingerprint: fp, Created: c.now(), State: StatePending}
+		op = journal.Operation{Key: key, Fingerprint: fp, Created: c.now(), KeyTTL: c.ttl, State: journal.StatePending}
 	} else {
 		if claim == nil {
 			if _, err := c.resendBeforeClaim(ctx, id); err != nil { // resend.go
 				return result{}, err
 			}
-			if cb, ok := c.journal.(ClaimBeginner); ok {
+			if cb, ok := c.journal.(journal.ClaimBeginner); ok {
 				return c.runClaimBegin(ctx, cb, id, req, body, lim)
 			}
 			if claim, err = c.journal.Claim(ctx, id); err != nil {
@@ -405,7 +409,7 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 		if err != nil {
 			return result{op: op}, err // op holds the key of a refused operation, if known
 		}
-		if op.State != StatePending {
+		if op.State != journal.StatePending {
 			c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
 			return recordedResult(op, req), nil
 		}
@@ -420,7 +424,7 @@ func (c *Client) run(id string, req *http.Request, claim Claim) (result, error) 
 // runClaimBegin is run's operation with an ID through a journal that
 // claims and begins in one step: the key is minted before the claim, and
 // what the journal held instead is judged as admit judges it.
-func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string, req *http.Request, body requestBody, lim limits) (result, error) {
+func (c *Client) runClaimBegin(ctx context.Context, cb journal.ClaimBeginner, id string, req *http.Request, body requestBody, lim limits) (result, error) {
 	if err := ctx.Err(); err != nil { // nothing is journaled for a Do given up on
 		return result{}, wrapf(err, "operation %s", journalkit.QuoteID(id))
 	}
@@ -428,9 +432,9 @@ func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string,
 	if err != nil {
 		return result{}, err
 	}
-	mine := Operation{
+	mine := journal.Operation{
 		ID: id, Key: key, Fingerprint: body.fingerprint, Method: req.Method, URL: c.journaledURL(req, body),
-		Created: c.now(), State: StatePending,
+		Created: c.now(), KeyTTL: c.ttl, State: journal.StatePending,
 	}
 	claim, err := cb.ClaimBegin(ctx, mine)
 	if err != nil {
@@ -440,13 +444,13 @@ func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string,
 	op, ok := claim.Operation()
 	switch {
 	case !ok:
-		return result{}, fmt.Errorf("idem: operation %s: journaling intent: %w", journalkit.QuoteID(id), ErrNoSuchOperation)
+		return result{}, fmt.Errorf("idem: operation %s: journaling intent: %w", journalkit.QuoteID(id), journal.ErrNoSuchOperation)
 	case op.Key != mine.Key: // what the journal held: judged as admit judges it
 		if op, err = c.judge(op, id, req, body); err != nil {
 			return result{op: op}, err
 		}
 	}
-	if op.State != StatePending {
+	if op.State != journal.StatePending {
 		c.log.Debug("idem: returning recorded outcome", "op", id, "key", op.Key, "state", op.State)
 		return recordedResult(op, req), nil
 	}
@@ -460,9 +464,9 @@ func (c *Client) runClaimBegin(ctx context.Context, cb ClaimBeginner, id string,
 // waiting for another Do of the operation, or asking the journal.
 func claimFailure(ctx context.Context, err error) string {
 	switch {
-	case errors.Is(err, ErrClaimed), ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	case errors.Is(err, journal.ErrClaimed), ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return "waiting for a concurrent Do"
-	case errors.Is(err, ErrInvalidOperation):
+	case errors.Is(err, journal.ErrInvalidOperation):
 		return "the journal refuses its ID"
 	}
 	return "claiming it in the journal"
@@ -470,17 +474,17 @@ func claimFailure(ctx context.Context, err error) string {
 
 // admit finds the operation in the journal, or mints its key and journals
 // its intent. The intent is durable when admit returns (C2).
-func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Request, body requestBody) (Operation, error) {
+func (c *Client) admit(ctx context.Context, claim journal.Claim, id string, req *http.Request, body requestBody) (journal.Operation, error) {
 	fp := body.fingerprint
 	op, ok := claim.Operation()
 	if !ok {
 		key, err := newKey()
 		if err != nil {
-			return Operation{}, err
+			return journal.Operation{}, err
 		}
-		op = Operation{
+		op = journal.Operation{
 			ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: c.journaledURL(req, body),
-			Created: c.now(), State: StatePending,
+			Created: c.now(), KeyTTL: c.ttl, State: journal.StatePending,
 		}
 		err = claim.Begin(ctx, op)
 		if err == nil {
@@ -490,8 +494,8 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 		// machines' until Begin: the loser's claim ends up holding what
 		// the winner began (Claim.Begin), which is judged below like any
 		// operation found in the journal. Its key is the one sent.
-		if op, ok = claim.Operation(); !ok || !errors.Is(err, ErrOperationExists) {
-			return Operation{}, wrapf(err, "operation %s: journaling intent", journalkit.QuoteID(id))
+		if op, ok = claim.Operation(); !ok || !errors.Is(err, journal.ErrOperationExists) {
+			return journal.Operation{}, wrapf(err, "operation %s: journaling intent", journalkit.QuoteID(id))
 		}
 	}
 	return c.judge(op, id, req, body)
@@ -499,12 +503,12 @@ func (c *Client) admit(ctx context.Context, claim Claim, id string, req *http.Re
 
 // judge refuses an operation the journal held whose fingerprint is not
 // the request's (C5), or whose key has expired (C6).
-func (c *Client) judge(op Operation, id string, req *http.Request, body requestBody) (Operation, error) {
+func (c *Client) judge(op journal.Operation, id string, req *http.Request, body requestBody) (journal.Operation, error) {
 	fp := body.fingerprint
 	switch {
 	case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go
 		return op, fmt.Errorf("idem: operation %s (key %s): %w: %s", journalkit.QuoteID(id), op.Key, ErrMismatch, c.difference(op, req, body))
-	case op.State == StatePending && !c.keyUsable(op.Created, c.now()):
+	case op.State == journal.StatePending && !c.keyUsable(op.Created, op.KeyTTL, c.now()):
 		return op, fmt.Errorf("idem: operation %s (key %s, minted %s): %w",
 			journalkit.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)
 	}
@@ -516,7 +520,7 @@ func (c *Client) judge(op Operation, id string, req *http.Request, body requestB
 // replaced; a URL with none of them is the fingerprint's as it is.
 func (c *Client) journaledURL(req *http.Request, body requestBody) string {
 	if req.URL.User != nil || req.URL.RawQuery != "" || req.URL.Fragment != "" {
-		return c.secrets.url(req.URL)
+		return c.secrets.URL(req.URL)
 	}
 	return body.url
 }
@@ -524,7 +528,7 @@ func (c *Client) journaledURL(req *http.Request, body requestBody) string {
 // difference says how req differs from the request op was journaled with,
 // for ErrMismatch: its method, its URL, or else its body (or a secret of
 // its URL, which the journal does not hold).
-func (c *Client) difference(op Operation, req *http.Request, body requestBody) string {
+func (c *Client) difference(op journal.Operation, req *http.Request, body requestBody) string {
 	switch url := c.journaledURL(req, body); {
 	case op.Method != req.Method:
 		return fmt.Sprintf("the method differs (journaled %s, now %s)", op.Method, req.Method)
@@ -537,7 +541,30 @@ func (c *Client) difference(op Operation, req *http.Request, body requestBody) s
 }
 
 // send makes the attempts of a pending operation and records its outcome.
-func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.Request, body requestBody, lim limits) (result, error) {
+func (c *Client) send(ctx context.Context, claim journal.Claim, op journal.Operation, req *http.Request, body requestBody, lim limits) (result, error) {
+	a, err := c.prepare(ctx, claim, op, req, body, lim)
+	if err != nil {
+		return result{}, err
+	}
+	resp, err := c.sendAttempts(&a.rreq, a) // retry.go
+	if err != nil {
+		err = c.secrets.Error(err)
+		if a.claimLost() && !errors.Is(err, journal.ErrClaimLost) {
+			err = fmt.Errorf("%w: %w", journal.ErrClaimLost, err)
+		}
+		return result{}, c.unknown(a, resp, err)
+	}
+	res := c.record(ctx, claim, op, resp, a)
+	if c.log.Enabled(ctx, slog.LevelDebug) { // spares the arguments' allocations when off
+		c.log.Debug("idem: operation ended", "op", op.ID, "key", op.Key, "outcome", res.outcome,
+			"status", resp.StatusCode, "attempts", a.n)
+	}
+	return res, nil
+}
+
+// prepare returns the attempts of op: the request every attempt sends,
+// with the key in its header or body, and its body to replay.
+func (c *Client) prepare(ctx context.Context, claim journal.Claim, op journal.Operation, req *http.Request, body requestBody, lim limits) (*attempts, error) {
 	var length int64
 	a := c.newAttempts(op, lim)
 	if claim != nil {
@@ -557,14 +584,14 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 		// A key the caller set itself, under a name Set does not replace
 		// (the map written directly, not in canonical form), would go out
 		// beside the journaled one (C1).
-		if name != c.cfg.KeyHeader && strings.EqualFold(name, c.cfg.KeyHeader) {
+		if name != c.dialect.KeyHeader && strings.EqualFold(name, c.dialect.KeyHeader) {
 			continue
 		}
 		out.Header[name] = values
 	}
-	if c.cfg.KeyHeader != "" { // canonical (New): what Header.Set would write
+	if c.dialect.KeyHeader != "" { // canonical (New): what Header.Set would write
 		a.keyHeader[0] = c.keyValue(op.Key)
-		out.Header[c.cfg.KeyHeader] = a.keyHeader[:]
+		out.Header[c.dialect.KeyHeader] = a.keyHeader[:]
 	}
 	a.content, length = body.rewind, body.length
 	if field := c.dialect.KeyField; field != "" { // the key in the body (D1), on every attempt
@@ -581,52 +608,45 @@ func (c *Client) send(ctx context.Context, claim Claim, op Operation, req *http.
 	err := rreq.SetBody(content)
 	a.probing = false
 	if err != nil {
-		return result{}, wrapf(err, "preparing request")
+		return nil, wrapf(err, "preparing request")
 	}
 	rreq.ContentLength = length
+	return a, nil
+}
 
-	resp, err := c.sendAttempts(rreq, a) // retry.go
-	if err != nil {
-		err = c.secrets.error(err)
-		if a.claimLost() && !errors.Is(err, ErrClaimLost) {
-			err = fmt.Errorf("%w: %w", ErrClaimLost, err)
-		}
-		return result{}, c.unknown(a, resp, err)
-	}
-
+// record returns the result of op's final answer resp, done or rejected,
+// and records it under claim when the caller holds one.
+func (c *Client) record(ctx context.Context, claim journal.Claim, op journal.Operation, resp *http.Response, a *attempts) result {
 	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
-	state := StateDone
-	resp.Header.Del(AppliedHeader) // only idem says so
+	state := journal.StateDone
+	resp.Header.Del(journal.HeaderAlreadyApplied) // only idem says so
 	if a.answer == AnswerApplied {
-		resp.Header.Set(AppliedHeader, "true")
+		resp.Header.Set(journal.HeaderAlreadyApplied, "true")
 	}
 	if a.answer == AnswerRefused || a.answer != AnswerApplied && rejects(resp.StatusCode) {
-		res.outcome, state = OutcomeRejected, StateRejected
+		res.outcome, state = OutcomeRejected, journal.StateRejected
 		res.body, res.bodyTruncated = a.final[:min(len(a.final), int(c.cfg.MaxRecordedBody))], !a.fits
 	}
-	if claim != nil {
-		op.State, op.Completed = state, c.now()
-		// Complete encodes the header: no copy is needed.
-		op.Status = resp.StatusCode
-		op.Header, op.HeaderTruncated = recordableHeader(c.secrets.recordedHeader(resp.Header), c.cfg.MaxRecordedHeader)
-		if a.fits {
-			op.Body = a.final
-		} else {
-			op.BodyTruncated = true
-		}
-		// The completion is not waited for (C3): were it lost, the next
-		// Do would resend under the same key and get the server's replay.
-		// It is recorded even when ctx ended just after the answer came.
-		if err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {
-			c.log.Error("idem: recording outcome", "op", op.ID, "key", op.Key, "err", err)
-		}
-		res.op = op
+	if claim == nil {
+		return res
 	}
-	if c.log.Enabled(ctx, slog.LevelDebug) { // spares the arguments' allocations when off
-		c.log.Debug("idem: operation ended", "op", op.ID, "key", op.Key, "outcome", res.outcome,
-			"status", resp.StatusCode, "attempts", a.n)
+	op.State, op.Completed = state, c.now()
+	// Complete encodes the header: no copy is needed.
+	op.Status = resp.StatusCode
+	op.Header, op.HeaderTruncated = redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)
+	if a.fits {
+		op.Body = a.final
+	} else {
+		op.BodyTruncated = true
 	}
-	return res, nil
+	// The completion is not waited for (C3): were it lost, the next Do
+	// would resend under the same key and get the server's replay. It is
+	// recorded even when ctx ended just after the answer came.
+	if err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {
+		c.log.Error("idem: recording outcome", "op", op.ID, "key", op.Key, "err", err)
+	}
+	res.op = op
+	return res
 }
 
 // rejects reports whether a final status says the server did not apply the
@@ -654,16 +674,17 @@ func (c *Client) unknown(a *attempts, resp *http.Response, err error) error {
 }
 
 // keyUsable reports whether an attempt sent at the given time with a key
-// minted at created is sure to be done with before the key is KeyTTL old:
+// minted at created, which the server keeps ttl (the lifetime its
+// operation records), is sure to be done with before the key is ttl old:
 // the attempt may take AttemptTimeout to reach the server and be answered,
 // and a server that has swept the key by then would apply it as new.
-func (c *Client) keyUsable(created, at time.Time) bool {
-	return at.Add(c.cfg.AttemptTimeout).Sub(created) < c.cfg.KeyTTL
+func (c *Client) keyUsable(created time.Time, ttl time.Duration, at time.Time) bool {
+	return at.Add(c.cfg.AttemptTimeout).Sub(created) < ttl
 }
 
 // keyValue formats a key for the key header.
 func (c *Client) keyValue(key string) string {
-	if c.cfg.QuotedKey {
+	if c.dialect.QuotedKey {
 		return strconv.Quote(key)
 	}
 	return key
@@ -713,14 +734,11 @@ func OperationFrom(ctx context.Context) (string, bool) {
 }
 
 // RoundTripper returns an http.RoundTripper that sends each request as an
-// operation of c. A request named by WithOperation is that operation, as with
-// Do. A mutating request without one gets a key of its own, kept in memory.
-// A GET, HEAD or OPTIONS request without one is sent once, without a key.
-//
-// Unlike Do, a rejection is returned as the server's response, not as an
-// error. Other errors report false from their RetryableError method, so an
-// SDK's own retry loop does not retry them. An *http.Client on it must not
-// follow a redirect the redirect rule refused (ErrInvalidRequest).
+// operation of c: the one WithOperation names, or, for a mutating request
+// without one, an operation of its own; a GET, HEAD or OPTIONS request
+// without one is sent once, without a key. Unlike Do, a rejection is
+// returned as the server's response. Errors report false from their
+// RetryableError method, so an SDK's own retry loop does not retry them.
 func (c *Client) RoundTripper() http.RoundTripper { return roundTripper{c} }
 
 // StandardClient returns an *http.Client whose transport is

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/idemkit/idem/journal"
 )
 
 // stubTransport answers every request with 201 and a small JSON body,
@@ -78,7 +79,7 @@ func BenchmarkClientOverhead(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			req := newStubRequest(b)
-			req.Header.Set(DefaultKeyHeader, uuid.NewString())
+			req.Header.Set(defaultKeyHeader, uuid.NewString())
 			if err := readAnswer(hc.Do(req)); err != nil {
 				b.Fatal(err)
 			}
@@ -94,7 +95,7 @@ func BenchmarkClientOverhead(b *testing.B) {
 				b.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set(DefaultKeyHeader, uuid.NewString())
+			req.Header.Set(defaultKeyHeader, uuid.NewString())
 			if err := readAnswer(rc.Do(req)); err != nil {
 				b.Fatal(err)
 			}
@@ -159,7 +160,7 @@ func BenchmarkClientLoopback(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			req := newRequest()
-			req.Header.Set(DefaultKeyHeader, uuid.NewString())
+			req.Header.Set(defaultKeyHeader, uuid.NewString())
 			if err := readAnswer(hc.Do(req)); err != nil {
 				b.Fatal(err)
 			}
@@ -254,12 +255,12 @@ func BenchmarkDoRules(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			op := Operation{ID: ids[i], Key: "5f0c2a8e-3b1d-4e6f-9a7b-1c2d3e4f5a6b", Method: http.MethodPost,
-				URL: "http://api.example.test/reservations", Created: time.Now(), State: StatePending}
+			op := journal.Operation{ID: ids[i], Key: "5f0c2a8e-3b1d-4e6f-9a7b-1c2d3e4f5a6b", Method: http.MethodPost,
+				URL: "http://api.example.test/reservations", Created: time.Now(), KeyTTL: 24 * time.Hour, State: journal.StatePending}
 			if err := claim.Begin(ctx, op); err != nil {
 				b.Fatal(err)
 			}
-			op.State, op.Completed, op.Status, op.Header, op.Body = StateDone, time.Now(), resp.StatusCode, resp.Header, stubAnswer
+			op.State, op.Completed, op.Status, op.Header, op.Body = journal.StateDone, time.Now(), resp.StatusCode, resp.Header, stubAnswer
 			if err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {
 				b.Fatal(err)
 			}
@@ -274,7 +275,7 @@ func BenchmarkDoRules(b *testing.B) {
 			out := req.WithContext(ctx)
 			out.Header = make(http.Header, len(req.Header)+1)
 			maps.Copy(out.Header, req.Header)
-			out.Header[DefaultKeyHeader] = []string{"5f0c2a8e-3b1d-4e6f-9a7b-1c2d3e4f5a6b"}
+			out.Header[defaultKeyHeader] = []string{"5f0c2a8e-3b1d-4e6f-9a7b-1c2d3e4f5a6b"}
 			sinkRequest = out
 		}
 	})

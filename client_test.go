@@ -27,7 +27,10 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
+	"github.com/idemkit/idem/internal/filefaults"
 	"github.com/idemkit/idem/internal/leakcheck"
+	"github.com/idemkit/idem/journal"
 )
 
 func TestMain(m *testing.M) {
@@ -128,6 +131,17 @@ func newClient(t *testing.T, cfg idem.Config) *idem.Client {
 	return c
 }
 
+// newClientAt is newClient for a Client without a journal whose clock is
+// now.
+func newClientAt(t *testing.T, cfg idem.Config, now func() time.Time) *idem.Client {
+	t.Helper()
+	c, err := idem.NewWithClock(cfg, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func openJournal(t *testing.T, path string) *filejournal.Journal {
 	t.Helper()
 	j, err := filejournal.Open(path, filejournal.Options{})
@@ -200,7 +214,7 @@ func TestKeySurvivesReopen(t *testing.T) {
 	j = openJournal(t, path)
 	defer j.Close()
 	op, ok := lookup(j, "op-1")
-	if !ok || op.State != idem.StatePending {
+	if !ok || op.State != journal.StatePending {
 		t.Fatalf("after reopen: Lookup = %+v, %v; want pending", op, ok)
 	}
 	c = newClient(t, fast(idem.Config{Journal: j}))
@@ -307,17 +321,17 @@ func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
 	now := newTestClock()
 	clock := now.Now
 
-	j, err := filejournal.Open(path, filejournal.Options{KeyTTL: time.Hour, Now: clock})
+	j, err := filejournal.Open(path, filejournal.Options{Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	c := newClient(t, fast(idem.Config{Journal: j, KeyTTL: time.Hour, MaxAttempts: 1, Now: clock}))
+	c := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.Dialect{Retention: time.Hour}, MaxAttempts: 1}))
 	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrUnknown) {
 		t.Fatalf("err = %v, want ErrUnknown", err)
 	}
 	now.Advance(time.Hour - time.Nanosecond)
-	if len(list(j, idem.ListExpired)) != 0 {
+	if len(list(j, journal.ListExpired)) != 0 {
 		t.Fatal("listed as expired before KeyTTL")
 	}
 	now.Advance(time.Nanosecond)
@@ -328,7 +342,7 @@ func TestExpiredKeyRefusedWithoutSending(t *testing.T) {
 	if n := s.count(); n != 1 {
 		t.Fatalf("server saw %d attempts, want 1", n)
 	}
-	if exp := list(j, idem.ListExpired); len(exp) != 1 || exp[0].ID != "op" {
+	if exp := list(j, journal.ListExpired); len(exp) != 1 || exp[0].ID != "op" {
 		t.Fatalf("Expired() = %+v, want op", exp)
 	}
 }
@@ -520,7 +534,7 @@ func TestContextEndsWait(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, context.Canceled) || oe.Status != 503 || string(oe.Body) != "busy" {
 			t.Fatalf("err = %v, want Unknown, canceled, last status 503 busy", err)
 		}
-		if op, _ := lookup(j, "op"); op.State != idem.StatePending || op.Key != oe.Key {
+		if op, _ := lookup(j, "op"); op.State != journal.StatePending || op.Key != oe.Key {
 			t.Fatalf("journal holds %+v, want pending under %s", op, oe.Key)
 		}
 	case <-time.After(10 * time.Second):
@@ -996,8 +1010,8 @@ func TestManyConcurrentOperations(t *testing.T) {
 	for _, k := range keys {
 		distinct[k] = true
 	}
-	if len(keys) != 100 || len(distinct) != 100 || len(list(j, idem.ListCompleted)) != 100 {
-		t.Fatalf("%d operations answered under %d distinct keys, %d completed; want 100", len(keys), len(distinct), len(list(j, idem.ListCompleted)))
+	if len(keys) != 100 || len(distinct) != 100 || len(list(j, journal.ListCompleted)) != 100 {
+		t.Fatalf("%d operations answered under %d distinct keys, %d completed; want 100", len(keys), len(distinct), len(list(j, journal.ListCompleted)))
 	}
 	for body, n := range attempts {
 		if n != 2 {
@@ -1013,7 +1027,7 @@ func TestKeyHeaderOptions(t *testing.T) {
 		got.Store(r.Header.Get("X-Request-Key") + "|" + r.Header.Get("Idempotency-Key"))
 	}))
 	defer srv.Close()
-	c := newClient(t, idem.Config{KeyHeader: "X-Request-Key", QuotedKey: true})
+	c := newClient(t, idem.Config{Dialect: idem.Dialect{KeyHeader: "X-Request-Key", QuotedKey: true}})
 	resp, err := c.Do("op", post(t, context.Background(), srv.URL, "x"))
 	if err != nil {
 		t.Fatal(err)
@@ -1087,9 +1101,9 @@ func TestIntentDurableBeforeFirstAttempt(t *testing.T) {
 	}))
 	defer srv.Close()
 	hold := &heldSync{entered: make(chan struct{}), release: make(chan struct{})}
-	j, err := filejournal.Open(path, filejournal.Options{WrapFile: func(f filejournal.File) filejournal.File {
+	j, err := filejournal.Open(path, filefaults.WrapFiles(filejournal.Options{}, func(f fileengine.File) fileengine.File {
 		return &heldSyncFile{File: f, hold: hold}
-	}})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1144,7 +1158,7 @@ type heldSync struct {
 }
 
 type heldSyncFile struct {
-	filejournal.File
+	fileengine.File
 	hold *heldSync
 }
 
@@ -1162,9 +1176,8 @@ func TestIntentNotDurableNothingSent(t *testing.T) {
 	s := newScript(t)
 	broken := errors.New("injected fsync failure")
 	var armed atomic.Bool
-	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{
-		WrapFile: func(f filejournal.File) filejournal.File { return &syncFailer{File: f, armed: &armed, err: broken} },
-	})
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filefaults.WrapFiles(filejournal.Options{},
+		func(f fileengine.File) fileengine.File { return &syncFailer{File: f, armed: &armed, err: broken} }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1182,7 +1195,7 @@ func TestIntentNotDurableNothingSent(t *testing.T) {
 }
 
 type syncFailer struct {
-	filejournal.File
+	fileengine.File
 	armed *atomic.Bool
 	err   error
 }
@@ -1259,7 +1272,7 @@ func TestKeyTTLCrossedWhileRetrying(t *testing.T) {
 		now.Advance(25 * time.Minute) // every attempt takes 25 minutes
 		w.WriteHeader(503)
 	})
-	c := newClient(t, fast(idem.Config{KeyTTL: time.Hour, MaxElapsed: 24 * time.Hour, Now: clock}))
+	c := newClientAt(t, fast(idem.Config{Dialect: idem.Dialect{Retention: time.Hour}, MaxElapsed: 24 * time.Hour}), clock)
 	_, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	var oe *idem.OutcomeError
 	if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, idem.ErrKeyExpired) || oe.Attempts != 3 || s.count() != 3 {
@@ -1280,7 +1293,7 @@ func TestRetryAfterPastKeyTTLStopsTheRetries(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var seen []idem.Attempt
-	c := newClient(t, fast(idem.Config{KeyTTL: 30 * time.Minute, MaxWait: 2 * time.Hour, MaxElapsed: 3 * time.Hour,
+	c := newClient(t, fast(idem.Config{Dialect: idem.Dialect{Retention: 30 * time.Minute}, MaxWait: 2 * time.Hour, MaxElapsed: 3 * time.Hour,
 		OnAttempt: func(a idem.Attempt) {
 			seen = append(seen, a)
 			if a.Retry {
@@ -1343,8 +1356,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{AttemptTimeout: -time.Second},
 		{Jitter: math.NaN()},
 		{Jitter: 1.5},
-		{KeyHeader: "Bad Header"},
-		{KeyHeader: "X-Key\n"},
+		{Dialect: idem.Dialect{KeyHeader: "Bad Header"}},
+		{Dialect: idem.Dialect{KeyHeader: "X-Key\n"}},
 		{MaxRecordedBody: -1},
 		{Journal: (*filejournal.Journal)(nil)}, // a nil journal of any type, not a panic on its first call
 	} {
@@ -1454,22 +1467,60 @@ func TestClientsSharingAJournalSendOnce(t *testing.T) {
 	}
 }
 
-// The Client takes its KeyTTL from the journal unless told otherwise, so
-// the two cannot disagree by accident.
-func TestKeyTTLFromJournal(t *testing.T) {
+// TestAKeyIsJudgedByTheLifetimeRecordedWithIt is C6.7: a Client whose
+// Dialect keeps keys an hour leaves an operation pending; two hours later
+// another Client on the same journal, whose Dialect keeps them a day, does
+// not send it under the key the server forgot an hour ago: it gets
+// ErrKeyExpired, nothing sent, and the journal lists it expired. The two
+// Clients cannot act as if they agreed.
+func TestAKeyIsJudgedByTheLifetimeRecordedWithIt(t *testing.T) {
 	now := newTestClock()
-	clock := now.Now
-	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{KeyTTL: time.Minute, Now: clock})
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{Now: now.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
 	s := newScript(t, status(503, ""))
-	c := newClient(t, fast(idem.Config{Journal: j, MaxAttempts: 1, Now: clock}))
-	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
-	now.Advance(time.Minute)
-	if _, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrKeyExpired) {
-		t.Fatalf("err = %v, want ErrKeyExpired after the journal's one-minute KeyTTL", err)
+	hour := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.Dialect{Retention: time.Hour}, MaxAttempts: 1}))
+	day := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.Dialect{Retention: 24 * time.Hour}, MaxAttempts: 1}))
+	if _, err := hour.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("first Do: %v, want ErrUnknown", err)
+	}
+	now.Advance(2 * time.Hour)
+	if _, err := day.Do("op", post(t, context.Background(), s.srv.URL, "x")); !errors.Is(err, idem.ErrKeyExpired) {
+		t.Fatalf("the day-retention Client two hours later: %v, want ErrKeyExpired by the operation's one-hour lifetime", err)
+	}
+	if n := s.count(); n != 1 {
+		t.Fatalf("server saw %d requests, want the first only", n)
+	}
+	if ops := list(j, journal.ListExpired); len(ops) != 1 || ops[0].ID != "op" || ops[0].KeyTTL != time.Hour {
+		t.Fatalf("expired listing %+v, want op with its one-hour KeyTTL", ops)
+	}
+}
+
+// TestTheIntentRecordsTheDialectsRetention is C6.6: each operation's
+// intent records the Client's key lifetime, its Dialect's Retention or
+// DefaultKeyTTL.
+func TestTheIntentRecordsTheDialectsRetention(t *testing.T) {
+	for _, tc := range []struct {
+		dialect idem.Dialect
+		want    time.Duration
+	}{
+		{idem.Dialect{}, idem.DefaultKeyTTL},
+		{idem.Dialect{Retention: 90 * time.Minute}, 90 * time.Minute},
+		{idem.Dialect{Name: "long", Retention: 31 * 24 * time.Hour}, 31 * 24 * time.Hour},
+	} {
+		j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newScript(t, status(503, ""))
+		c := newClient(t, fast(idem.Config{Journal: j, Dialect: tc.dialect, MaxAttempts: 1}))
+		c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
+		if op, ok := lookup(j, "op"); !ok || op.KeyTTL != tc.want {
+			t.Errorf("retention %v: recorded KeyTTL %v (found %v), want %v", tc.dialect.Retention, op.KeyTTL, ok, tc.want)
+		}
+		j.Close()
 	}
 }
 
@@ -1484,7 +1535,7 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, fast(idem.Config{Journal: j, Now: clock}))
+	c := newClient(t, fast(idem.Config{Journal: j}))
 	resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	if err != nil {
 		t.Fatal(err)
@@ -1500,7 +1551,7 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	c = newClient(t, fast(idem.Config{Journal: j, Now: clock}))
+	c = newClient(t, fast(idem.Config{Journal: j}))
 	resp, err = c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	if err != nil {
 		t.Fatal(err)
@@ -1524,7 +1575,7 @@ func TestNoAttemptWithinAttemptTimeoutOfKeyTTL(t *testing.T) {
 	now := newTestClock()
 	clock := now.Now
 	s := newScript(t, status(503, ""))
-	c := newClient(t, fast(idem.Config{KeyTTL: time.Hour, AttemptTimeout: 10 * time.Second, MaxAttempts: 1, Now: clock}))
+	c := newClientAt(t, fast(idem.Config{Dialect: idem.Dialect{Retention: time.Hour}, AttemptTimeout: 10 * time.Second, MaxAttempts: 1}), clock)
 	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
 	now.Advance(time.Hour - 10*time.Second - time.Nanosecond)
 	c.Do("op", post(t, context.Background(), s.srv.URL, "x"))
@@ -1663,8 +1714,8 @@ func TestResumedIntentIsDurableBeforeItIsSent(t *testing.T) {
 		t.Helper()
 		fault := &syncFault{}
 		fault.armed.Store(failSync)
-		j, err := filejournal.Open(path, filejournal.Options{Logger: slog.New(slog.DiscardHandler),
-			WrapFile: func(f filejournal.File) filejournal.File { return syncedFile{File: f, size: &synced, fault: fault} }})
+		j, err := filejournal.Open(path, filefaults.WrapFiles(filejournal.Options{Logger: slog.New(slog.DiscardHandler)},
+			func(f fileengine.File) fileengine.File { return syncedFile{File: f, size: &synced, fault: fault} }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1732,10 +1783,10 @@ func TestALostCompletionIsResentUnderTheSameKey(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ops.journal")
 	var synced atomic.Int64 // the file's length at its last fsync
-	j, err := filejournal.Open(path, filejournal.Options{
-		WrapFile: func(f filejournal.File) filejournal.File {
+	j, err := filejournal.Open(path, filefaults.WrapFiles(filejournal.Options{},
+		func(f fileengine.File) fileengine.File {
 			return syncedFile{File: f, size: &synced, fault: &syncFault{}}
-		}})
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1756,7 +1807,7 @@ func TestALostCompletionIsResentUnderTheSameKey(t *testing.T) {
 	}
 	j = openJournal(t, cut)
 	defer j.Close()
-	if op, _ := lookup(j, "op"); op.State != idem.StatePending {
+	if op, _ := lookup(j, "op"); op.State != journal.StatePending {
 		t.Fatalf("after the cut the operation is %v, want pending: the completion was made durable before Do returned", op.State)
 	}
 	resp, err = newClient(t, fast(idem.Config{Journal: j})).Do("op", post(t, context.Background(), s.srv.URL, "x"))
@@ -1765,7 +1816,7 @@ func TestALostCompletionIsResentUnderTheSameKey(t *testing.T) {
 	}
 	resp.Body.Close()
 	op, _ := lookup(j, "op")
-	if got := s.attempts(); len(got) != 2 || got[0].Key != op.Key || got[1].Key != op.Key || op.State != idem.StateDone {
+	if got := s.attempts(); len(got) != 2 || got[0].Key != op.Key || got[1].Key != op.Key || op.State != journal.StateDone {
 		t.Fatalf("requests %v, journal %v under %s: want two requests under the journaled key, then done", got, op.State, op.Key)
 	}
 }
@@ -1779,18 +1830,18 @@ func TestABeginThatFailsSendsNothingWhateverTheClaimHolds(t *testing.T) {
 	unconfirmed := errors.New("injected: the intent's commit was not confirmed")
 	for _, tc := range []struct {
 		name  string
-		begin func(inner idem.Claim, ctx context.Context, op idem.Operation) error
+		begin func(inner journal.Claim, ctx context.Context, op journal.Operation) error
 		want  error
 	}{
-		{"written, then an error", func(inner idem.Claim, ctx context.Context, op idem.Operation) error {
+		{"written, then an error", func(inner journal.Claim, ctx context.Context, op journal.Operation) error {
 			if err := inner.Begin(ctx, op); err != nil {
 				return err
 			}
 			return unconfirmed
 		}, unconfirmed},
-		{"ErrOperationExists, nothing held", func(idem.Claim, context.Context, idem.Operation) error {
-			return fmt.Errorf("injected: %w", idem.ErrOperationExists)
-		}, idem.ErrOperationExists},
+		{"ErrOperationExists, nothing held", func(journal.Claim, context.Context, journal.Operation) error {
+			return fmt.Errorf("injected: %w", journal.ErrOperationExists)
+		}, journal.ErrOperationExists},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScript(t)
@@ -1809,7 +1860,7 @@ func TestABeginThatFailsSendsNothingWhateverTheClaimHolds(t *testing.T) {
 			}
 			resp.Body.Close()
 			op, _ := lookup(fj, "op")
-			if seen := s.attempts(); len(seen) != 1 || seen[0].Key != op.Key || op.State != idem.StateDone {
+			if seen := s.attempts(); len(seen) != 1 || seen[0].Key != op.Key || op.State != journal.StateDone {
 				t.Fatalf("the next Do sent %v, journal holds %+v; want one attempt under the journaled key, done", seen, op)
 			}
 		})
@@ -1819,11 +1870,11 @@ func TestABeginThatFailsSendsNothingWhateverTheClaimHolds(t *testing.T) {
 // failingBeginJournal is a journal whose claims' Begin runs begin in
 // place of the journal's own, while begin is set.
 type failingBeginJournal struct {
-	idem.Journal
-	begin func(inner idem.Claim, ctx context.Context, op idem.Operation) error
+	journal.Journal
+	begin func(inner journal.Claim, ctx context.Context, op journal.Operation) error
 }
 
-func (j *failingBeginJournal) Claim(ctx context.Context, id string) (idem.Claim, error) {
+func (j *failingBeginJournal) Claim(ctx context.Context, id string) (journal.Claim, error) {
 	claim, err := j.Journal.Claim(ctx, id)
 	if err != nil || j.begin == nil {
 		return claim, err
@@ -1832,11 +1883,11 @@ func (j *failingBeginJournal) Claim(ctx context.Context, id string) (idem.Claim,
 }
 
 type failingBeginClaim struct {
-	idem.Claim
-	begin func(inner idem.Claim, ctx context.Context, op idem.Operation) error
+	journal.Claim
+	begin func(inner journal.Claim, ctx context.Context, op journal.Operation) error
 }
 
-func (c failingBeginClaim) Begin(ctx context.Context, op idem.Operation) error {
+func (c failingBeginClaim) Begin(ctx context.Context, op journal.Operation) error {
 	return c.begin(c.Claim, ctx, op)
 }
 
@@ -1918,7 +1969,7 @@ func TestAnEmptyOperationIDNamesNoOperation(t *testing.T) {
 	if seen := s.attempts(); resp.StatusCode != 503 || len(seen) != 1 || seen[0].Key != "" {
 		t.Fatalf("%d after %d requests, keys %v: want the 503, sent once without a key", resp.StatusCode, len(seen), seen)
 	}
-	if ops := list(j, idem.ListAll); len(ops) != 0 {
+	if ops := list(j, journal.ListAll); len(ops) != 0 {
 		t.Fatalf("the journal holds %v, want nothing: no operation was named", ops)
 	}
 }
@@ -1963,7 +2014,7 @@ func TestAPlainClientAroundTheRoundTripperCannotFollowAKeyedRedirect(t *testing.
 }
 
 // C1.2, C4.1, C5.1 through a journal that claims and begins in one step
-// (idem.ClaimBeginner, as a shared journal does): a new operation is sent
+// (journal.ClaimBeginner, as a shared journal does): a new operation is sent
 // under the key journaled for it; an unknown one is resumed under it; a
 // completed one is answered from the journal; another request under its ID
 // is refused with ErrMismatch; a Do whose context has ended journals and
@@ -2013,7 +2064,7 @@ func TestAJournalThatClaimsAndBeginsInOneStepIsJudgedAsAnyOther(t *testing.T) {
 	}
 
 	j.empty = true
-	if _, err := do(context.Background(), "empty", "x"); !errors.Is(err, idem.ErrNoSuchOperation) || s.count() != 2 {
+	if _, err := do(context.Background(), "empty", "x"); !errors.Is(err, journal.ErrNoSuchOperation) || s.count() != 2 {
 		t.Fatalf("a claim holding nothing = %v after %d attempts, want ErrNoSuchOperation without sending", err, s.count())
 	}
 }
@@ -2030,8 +2081,8 @@ func TestAClaimBeginJournalsKeyTheDialectCannotTakeIsNotSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = claim.Begin(context.Background(), idem.Operation{ID: "op", Key: long, Fingerprint: idem.FingerprintOf(http.MethodPost, s.srv.URL, []byte("{}")),
-		Method: http.MethodPost, URL: s.srv.URL, State: idem.StatePending})
+	err = claim.Begin(context.Background(), journal.Operation{ID: "op", Key: long, Fingerprint: journal.FingerprintOf(http.MethodPost, s.srv.URL, []byte("{}")),
+		Method: http.MethodPost, URL: s.srv.URL, KeyTTL: idem.DefaultKeyTTL, State: journal.StatePending})
 	claim.Release()
 	if err != nil {
 		t.Fatal(err)
@@ -2043,20 +2094,20 @@ func TestAClaimBeginJournalsKeyTheDialectCannotTakeIsNotSent(t *testing.T) {
 	if s.count() != 0 {
 		t.Fatalf("server saw %d attempts, want none", s.count())
 	}
-	if op, _ := lookup(fj, "op"); op.State != idem.StatePending || op.Key != long {
+	if op, _ := lookup(fj, "op"); op.State != journal.StatePending || op.Key != long {
 		t.Fatalf("journal holds %s under %q, want pending under the journaled key", op.State, op.Key)
 	}
 }
 
-// claimBeginJournal makes a journal an idem.ClaimBeginner: Claim, then
+// claimBeginJournal makes a journal an journal.ClaimBeginner: Claim, then
 // Begin when the journal holds nothing. With empty set, its claims say
 // they hold nothing.
 type claimBeginJournal struct {
-	idem.Journal
+	journal.Journal
 	empty bool
 }
 
-func (j *claimBeginJournal) ClaimBegin(ctx context.Context, op idem.Operation) (idem.Claim, error) {
+func (j *claimBeginJournal) ClaimBegin(ctx context.Context, op journal.Operation) (journal.Claim, error) {
 	claim, err := j.Journal.Claim(ctx, op.ID)
 	if err != nil {
 		return nil, err
@@ -2073,9 +2124,9 @@ func (j *claimBeginJournal) ClaimBegin(ctx context.Context, op idem.Operation) (
 	return claim, nil
 }
 
-type emptyClaim struct{ idem.Claim }
+type emptyClaim struct{ journal.Claim }
 
-func (emptyClaim) Operation() (idem.Operation, bool) { return idem.Operation{}, false }
+func (emptyClaim) Operation() (journal.Operation, bool) { return journal.Operation{}, false }
 
 // C8.5: a Config that leaves the waits zero waits by the defaults: the
 // first wait is DefaultInitialWait (250ms), a Retry-After is capped at
@@ -2107,9 +2158,9 @@ func TestAZeroConfigWaitsByTheDefaults(t *testing.T) {
 			defer cancel()
 			var seen []idem.Attempt
 			cfg := tc.cfg
-			cfg.Jitter, cfg.Now = -1, newTestClock().Now
+			cfg.Jitter = -1
 			cfg.OnAttempt = func(a idem.Attempt) { seen = append(seen, a); cancel() }
-			_, err := newClient(t, cfg).Do("op", post(t, ctx, s.srv.URL, "x"))
+			_, err := newClientAt(t, cfg, newTestClock().Now).Do("op", post(t, ctx, s.srv.URL, "x"))
 			if len(seen) != 1 || seen[0].Retry != tc.retry || seen[0].Wait != tc.wait {
 				t.Fatalf("Do = %v, attempts %+v; want one, retry %v after %v", err, seen, tc.retry, tc.wait)
 			}
@@ -2151,12 +2202,12 @@ func TestAFailedClaimSaysWhatItWasDoing(t *testing.T) {
 // brokenClaimJournal is a journal whose Claim ends the caller's context
 // and fails with an error of its own.
 type brokenClaimJournal struct {
-	idem.Journal
+	journal.Journal
 	cancel context.CancelFunc
 	err    error
 }
 
-func (j *brokenClaimJournal) Claim(context.Context, string) (idem.Claim, error) {
+func (j *brokenClaimJournal) Claim(context.Context, string) (journal.Claim, error) {
 	j.cancel()
 	return nil, j.err
 }

@@ -146,11 +146,12 @@ func TestNoBinaryLinksTesting(t *testing.T) {
 // layer. A path ending in "/" names every package under it.
 var layers = []layer{
 	{"shared leaves", []string{"internal/journalkit", "internal/fsutil", "internal/sqlkit"}, false},
-	{"file journal engine, SQL drivers", []string{"internal/fileengine", "idemserver/internal/pgkit", "idemserver/internal/sqlitekit", "idemserver/internal/mysqlkit"}, false},
+	{"file journal engine, SQL drivers, secrets rule", []string{"internal/fileengine", "idemserver/internal/pgkit", "idemserver/internal/sqlitekit", "idemserver/internal/mysqlkit", "internal/redact"}, false},
+	{"journal contract", []string{"journal"}, false},
 	{"client and server library", []string{"", "idemserver"}, false},
 	{"journals, server databases", []string{"filejournal", "pgjournal", "idemserver/postgres", "idemserver/sqlite", "idemserver/mysql"}, false},
 	{"adapters and reference server", []string{"idemotel", "idemaws", "idemgin", "idemecho", "testserver", "testserver/chaos"}, false},
-	{"proof machinery", []string{"journaltest", "internal/journalhelp", "internal/leakcheck", "lab/",
+	{"proof machinery", []string{"journaltest", "internal/journalhelp", "internal/leakcheck", "internal/filefaults", "lab/",
 		"cmd/internal/loadbench", "cmd/idem-bench"}, true},
 	{"commands and examples", []string{"cmd/idem", "testserver/cmd/idem-testserver", "examples/", "idemaws/internal/gentokens"}, true}, // an example may import its own packages
 }
@@ -207,8 +208,9 @@ func layerOf(path string) int {
 }
 
 // TestImportsRunDownTheLayers checks the direction of every import between
-// the repository's packages: the engine below the client, the journals
-// above it and beside each other (neither imports the other), the proof
+// the repository's packages: the engine below the client, the journal
+// contract below the client, the journals above it and beside each other
+// (neither imports the other, and neither links the client), the proof
 // machinery above the product, and no package of the product (every layer
 // but the proof machinery) linking any package of the proof machinery.
 // Tests may import what they like; only the packages' own imports count.
@@ -249,6 +251,11 @@ func TestImportsRunDownTheLayers(t *testing.T) {
 				t.Errorf("%s imports %s, beside it in the layer %s", f[0], imp, layers[from].name)
 			}
 		}
+		if rel := strings.TrimPrefix(f[0], "github.com/idemkit/idem/"); rel == "filejournal" || rel == "pgjournal" || rel == "journal" {
+			if slices.Contains(strings.Fields(f[2]), "github.com/idemkit/idem") {
+				t.Errorf("%s links the client (package idem): a journal needs only package journal", f[0])
+			}
+		}
 		if from == proof {
 			continue
 		}
@@ -259,7 +266,7 @@ func TestImportsRunDownTheLayers(t *testing.T) {
 		}
 	}
 	// The check must reach a package of every layer.
-	for _, want := range []string{"internal/journalkit", "internal/fileengine", "", "filejournal", "pgjournal", "idemaws", "lab/faultsuite", "cmd/idem"} {
+	for _, want := range []string{"internal/journalkit", "internal/fileengine", "internal/redact", "journal", "", "filejournal", "pgjournal", "idemaws", "internal/filefaults", "lab/faultsuite", "cmd/idem"} {
 		if !seen[strings.TrimSuffix("github.com/idemkit/idem/"+want, "/")] {
 			t.Errorf("go list did not report %q", want)
 		}

@@ -1,11 +1,13 @@
 package idem
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/journal"
 )
 
 // Dialect says how an API speaks idempotency: where the key goes, which
@@ -14,8 +16,8 @@ import (
 //
 // The zero Dialect is the IETF idempotency-key draft with Stripe's
 // Idempotent-Replayed header: the bare key in Idempotency-Key, no key limits,
-// and the retry rule for every answer. To adapt a built-in dialect, copy it
-// and give the copy its own Signals (slices.Clone).
+// and the retry rule for every answer. To adapt a built-in dialect, change
+// the value a function such as Stripe returns: it is the caller's own.
 type Dialect struct {
 	// Name names the dialect in errors and for idem send --dialect.
 	Name string
@@ -49,20 +51,11 @@ type Answer uint8
 
 // The answers a Signal can mean.
 const (
-	// AnswerInFlight: the key is still being processed. It is retried, and
-	// ends unknown when retrying stops.
-	AnswerInFlight Answer = iota + 1
-	// AnswerReplay: the API's stored answer, replayed: read by its status,
-	// never as in flight. Replay signals are tried first.
-	AnswerReplay
-	// AnswerApplied: the API applied the key's request before and says so
-	// without replaying its answer: done, whatever the status (AlreadyApplied).
-	AnswerApplied
-	// AnswerKeyReused: the API holds the key for a different request: not
-	// retried, and unknown (ErrKeyReused).
-	AnswerKeyReused
-	// AnswerRefused: the API applied nothing: rejected, whatever the status.
-	AnswerRefused
+	AnswerInFlight  Answer = iota + 1 // the key is being processed: retried, unknown when retrying stops
+	AnswerReplay                      // the stored answer, replayed: read by its status; tried first
+	AnswerApplied                     // applied before, said without a replay: done (AlreadyApplied)
+	AnswerKeyReused                   // the key is held for another request: unknown (ErrKeyReused)
+	AnswerRefused                     // nothing applied: rejected, whatever the status
 )
 
 // String returns "in flight", "replay", "applied", "key reused" or
@@ -101,51 +94,69 @@ type Signal struct {
 	Answer Answer
 }
 
-// AppliedHeader is the response header field idem sets to "true" on an
-// AnswerApplied response, replacing a server's own.
-const AppliedHeader = "Idem-Already-Applied"
-
 // AlreadyApplied reports whether resp is an AnswerApplied: the operation is
 // done, whatever resp's status.
 func AlreadyApplied(resp *http.Response) bool {
-	return resp != nil && resp.Header.Get(AppliedHeader) == "true"
+	return resp != nil && resp.Header.Get(journal.HeaderAlreadyApplied) == "true"
 }
 
-// Errors of dialects.
-var (
-	// ErrKeyReused matches the unknown *OutcomeError of an AnswerKeyReused.
-	ErrKeyReused = errors.New("the API holds the key for a different request")
+// The built-in dialects, as read from the documentation each cites (see the
+// source). Each call returns a fresh value, its Signals a slice of its own.
 
-	// ErrBodyNotObject: the body cannot carry Dialect.KeyField. It also
-	// matches ErrInvalidRequest.
-	ErrBodyNotObject = fmt.Errorf("%w: the dialect puts the key in the body, which must be a JSON object without the key's field", ErrInvalidRequest)
-)
+// IETFDraft is the IETF draft -07: a quoted Idempotency-Key, 409 in flight.
+func IETFDraft() Dialect { return ietfDraft.clone() }
 
-// The built-in dialects, as read from the documentation each cites. An
-// endpoint may keep keys for another time: set Config.KeyTTL to it.
-var (
-	IETFDraft       = ietfDraft       // the IETF draft, -07: a quoted Idempotency-Key, 409 in flight, 422 key reused
-	Stripe          = stripe          // Idempotency-Key, kept 24h, replays flagged: https://docs.stripe.com/api/idempotent_requests
-	Adyen           = adyen           // Idempotency-Key, kept 31 days: https://docs.adyen.com/development-resources/api-idempotency
-	PayPal          = payPal          // PayPal-Request-Id, kept 6h: https://developer.paypal.com/reference/guidelines/idempotency
-	Square          = square          // the idempotency_key field: https://developer.squareup.com/docs/working-with-apis/idempotency
-	AWSCloudControl = awsCloudControl // the ClientToken field, kept 36h (under the AWS SDK, see idemaws): https://docs.aws.amazon.com/cloudcontrolapi/latest/userguide/resource-operations.html
-	CheckoutCom     = checkoutCom     // Cko-Idempotency-Key, kept 24h: https://www.checkout.com/docs/developer-resources/api/idempotency
-	MercadoPago     = mercadoPago     // X-Idempotency-Key, 409 in flight: https://www.mercadopago.com.br/developers/en/docs/wallet-connect/payment-flow/idempotency
-	Primer          = primer          // X-Idempotency-Key, a processed key read as applied: https://primer.io/docs/api/introduction/idempotency-key
-	PicPay          = picPay          // x-idempotency-key, 208 in flight: https://picpay.github.io/picpay-docs-digital-payments/en/one-click/guides/idempotency-key
-)
+// Stripe is Stripe's: Idempotency-Key, kept 24h, replays flagged.
+func Stripe() Dialect { return stripe.clone() }
 
-// Dialects returns the built-in dialects, a new slice on every call.
+// Adyen is Adyen's: Idempotency-Key, kept 31 days.
+func Adyen() Dialect { return adyen.clone() }
+
+// PayPal is PayPal's: PayPal-Request-Id, kept 6h.
+func PayPal() Dialect { return payPal.clone() }
+
+// Square is Square's: the idempotency_key field of the body.
+func Square() Dialect { return square.clone() }
+
+// AWSCloudControl is Cloud Control's: the ClientToken field, kept 36h.
+func AWSCloudControl() Dialect { return awsCloudControl.clone() }
+
+// CheckoutCom is Checkout.com's: Cko-Idempotency-Key, kept 24h.
+func CheckoutCom() Dialect { return checkoutCom.clone() }
+
+// MercadoPago is Mercado Pago's: X-Idempotency-Key, 409 in flight.
+func MercadoPago() Dialect { return mercadoPago.clone() }
+
+// Primer is Primer's: X-Idempotency-Key, a processed key read as applied.
+func Primer() Dialect { return primer.clone() }
+
+// PicPay is PicPay's: x-idempotency-key, 208 in flight.
+func PicPay() Dialect { return picPay.clone() }
+
+// clone returns d with Signals of its own.
+func (d Dialect) clone() Dialect {
+	d.Signals = slices.Clone(d.Signals)
+	return d
+}
+
+// builtinDialects are the built-in dialects, in the order Dialects returns
+// them.
+var builtinDialects = []*Dialect{&ietfDraft, &stripe, &adyen, &payPal, &square, &awsCloudControl, &checkoutCom, &mercadoPago, &primer, &picPay}
+
+// Dialects returns the built-in dialects, in a new slice.
 func Dialects() []Dialect {
-	return []Dialect{IETFDraft, Stripe, Adyen, PayPal, Square, AWSCloudControl, CheckoutCom, MercadoPago, Primer, PicPay}
+	out := make([]Dialect, len(builtinDialects))
+	for i, d := range builtinDialects {
+		out[i] = d.clone()
+	}
+	return out
 }
 
 // DialectNamed returns the built-in dialect of that name, ignoring case.
 func DialectNamed(name string) (Dialect, bool) {
-	for _, d := range Dialects() {
+	for _, d := range builtinDialects {
 		if strings.EqualFold(d.Name, name) {
-			return d, true
+			return d.clone(), true
 		}
 	}
 	return Dialect{}, false

@@ -6,8 +6,8 @@ import (
 )
 
 // The built-in dialects, as read from each provider's documentation when
-// they were written. The exported names (IETFDraft, Stripe…) are these
-// values; here is what each follows, and why each signal reads as it does.
+// they were written. The exported functions (IETFDraft, Stripe…) return
+// copies of these values; here is what each follows, and why each signal reads as it does.
 var (
 	// ietfDraft is the IETF httpapi idempotency-key draft
 	// (draft-ietf-httpapi-idempotency-key-header-07): the key as a
@@ -69,7 +69,7 @@ var (
 	// of the JSON body, of up to 45 characters (CreatePayment's bound, the
 	// tightest); the first answer returned for the same request; the error
 	// code IDEMPOTENCY_KEY_REUSED for the key reused with another request.
-	// Square publishes no retention, so KeyTTL keeps its default.
+	// Square publishes no retention, so keys take DefaultKeyTTL.
 	square = Dialect{
 		Name: "square", KeyField: "idempotency_key", MaxKeyLength: 45,
 		Signals: []Signal{

@@ -9,6 +9,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/idemkit/idem/journal"
 )
 
 // D1.3: the fingerprint journaled for an operation whose key goes in the
@@ -16,7 +19,7 @@ import (
 func TestDialectFingerprintIsTheCallersBody(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 	defer srv.Close()
-	c, err := New(Config{Dialect: Square})
+	c, err := New(Config{Dialect: Square()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +34,7 @@ func TestDialectFingerprintIsTheCallersBody(t *testing.T) {
 	if !ok {
 		t.Fatal("operation not journaled")
 	}
-	if want := FingerprintOf(http.MethodPost, srv.URL+"/v2/payments", []byte(body)); op.Fingerprint != want {
+	if want := journal.FingerprintOf(http.MethodPost, srv.URL+"/v2/payments", []byte(body)); op.Fingerprint != want {
 		t.Fatalf("fingerprint %s, want %s, the caller's body's", op.Fingerprint, want)
 	}
 }
@@ -122,8 +125,8 @@ func TestDialectRefusesAJournaledKeyItCannotTake(t *testing.T) {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("k", 41)
-	err = claim.Begin(context.Background(), Operation{ID: "op", Key: long, Fingerprint: FingerprintOf(http.MethodPost, srv.URL, []byte("{}")),
-		Method: http.MethodPost, URL: srv.URL, Created: c.now(), State: StatePending})
+	err = claim.Begin(context.Background(), journal.Operation{ID: "op", Key: long, Fingerprint: journal.FingerprintOf(http.MethodPost, srv.URL, []byte("{}")),
+		Method: http.MethodPost, URL: srv.URL, Created: c.now(), KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	claim.Release()
 	if err != nil {
 		t.Fatal(err)

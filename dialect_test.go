@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // wireAttempt is what a server saw of one attempt: its headers and body.
@@ -86,7 +88,7 @@ func TestDialectKeyInBodyOnEveryAttemptAndAcrossRestarts(t *testing.T) {
 	run := func() error {
 		j := openJournal(t, path)
 		defer j.Close()
-		c := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.Square, MaxAttempts: attemptsPerRun}))
+		c := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.Square(), MaxAttempts: attemptsPerRun}))
 		_, err := c.Do("pay-1", post(t, context.Background(), w.srv.URL, body))
 		return err
 	}
@@ -99,7 +101,7 @@ func TestDialectKeyInBodyOnEveryAttemptAndAcrossRestarts(t *testing.T) {
 	j := openJournal(t, path)
 	op, ok := lookup(j, "pay-1")
 	j.Close()
-	if !ok || op.State != idem.StatePending {
+	if !ok || op.State != journal.StatePending {
 		t.Fatalf("journal holds %+v, %v; want the operation pending", op, ok)
 	}
 	seen := w.attempts()
@@ -130,7 +132,7 @@ func TestDialectFingerprintWithoutTheKey(t *testing.T) {
 	w := newWire(t, hangUp, nil)
 	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
 	defer j.Close()
-	c := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.AWSCloudControl, MaxAttempts: 1}))
+	c := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.AWSCloudControl(), MaxAttempts: 1}))
 	const body = `{"TypeName":"AWS::S3::Bucket","DesiredState":"{}"}`
 
 	if _, err := c.Do("bucket", post(t, context.Background(), w.srv.URL, body)); !errors.Is(err, idem.ErrUnknown) {
@@ -164,7 +166,7 @@ func TestDialectBodyMustBeAJSONObject(t *testing.T) {
 	w := newWire(t)
 	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
 	defer j.Close()
-	c := newClient(t, idem.Config{Journal: j, Dialect: idem.Square})
+	c := newClient(t, idem.Config{Journal: j, Dialect: idem.Square()})
 	for _, body := range []string{"", "[]", `"x"`, "null", "{", `{"a":1} {"b":2}`, `{"idempotency_key":"mine"}`} {
 		_, err := c.Do("op", post(t, context.Background(), w.srv.URL, body))
 		if !errors.Is(err, idem.ErrBodyNotObject) || !errors.Is(err, idem.ErrInvalidRequest) {
@@ -173,14 +175,14 @@ func TestDialectBodyMustBeAJSONObject(t *testing.T) {
 	}
 	// A body that carries the key is held in memory, within
 	// MaxBufferedBody, also when the request has GetBody.
-	small := newClient(t, idem.Config{Journal: j, Dialect: idem.Square, MaxBufferedBody: 16})
+	small := newClient(t, idem.Config{Journal: j, Dialect: idem.Square(), MaxBufferedBody: 16})
 	if _, err := small.Do("big", post(t, context.Background(), w.srv.URL, `{"amount_money":{"amount":100}}`)); !errors.Is(err, idem.ErrBodyTooLarge) {
 		t.Fatalf("a body over MaxBufferedBody: err = %v, want ErrBodyTooLarge", err)
 	}
 	if n := len(w.attempts()); n != 0 {
 		t.Fatalf("server saw %d attempts, want none", n)
 	}
-	if ops := list(j, idem.ListAll); len(ops) != 0 {
+	if ops := list(j, journal.ListAll); len(ops) != 0 {
 		t.Fatalf("journal holds %+v, want nothing", ops)
 	}
 }
@@ -204,43 +206,43 @@ var refusing = idem.Dialect{Name: "maintenance", Signals: []idem.Signal{
 
 var answerCases = []answerCase{
 	// D2.1: in flight is never final, whatever its status.
-	{name: "stripe in use", dialect: idem.Stripe, answer: status(409, `{"error":{"code":"idempotency_key_in_use","type":"invalid_request_error"}}`), outcome: idem.OutcomeUnknown, retried: true},
-	{name: "adyen 704", dialect: idem.Adyen, answer: status(422, `{"status":422,"errorCode":"704","message":"request already processed or in progress","errorType":"validation"}`), outcome: idem.OutcomeUnknown, retried: true},
-	{name: "checkout 409", dialect: idem.CheckoutCom, answer: status(409, ""), outcome: idem.OutcomeUnknown, retried: true},
-	{name: "checkout 429", dialect: idem.CheckoutCom, answer: status(429, ""), outcome: idem.OutcomeUnknown, retried: true},
-	{name: "mercadopago 409", dialect: idem.MercadoPago, answer: status(409, `{"status":"409","error":"conflict"}`), outcome: idem.OutcomeUnknown, retried: true},
-	{name: "picpay 208", dialect: idem.PicPay, answer: status(208, `{}`), outcome: idem.OutcomeUnknown, retried: true},
-	{name: "ietf 409", dialect: idem.IETFDraft, answer: status(409, ""), outcome: idem.OutcomeUnknown, retried: true},
+	{name: "stripe in use", dialect: idem.Stripe(), answer: status(409, `{"error":{"code":"idempotency_key_in_use","type":"invalid_request_error"}}`), outcome: idem.OutcomeUnknown, retried: true},
+	{name: "adyen 704", dialect: idem.Adyen(), answer: status(422, `{"status":422,"errorCode":"704","message":"request already processed or in progress","errorType":"validation"}`), outcome: idem.OutcomeUnknown, retried: true},
+	{name: "checkout 409", dialect: idem.CheckoutCom(), answer: status(409, ""), outcome: idem.OutcomeUnknown, retried: true},
+	{name: "checkout 429", dialect: idem.CheckoutCom(), answer: status(429, ""), outcome: idem.OutcomeUnknown, retried: true},
+	{name: "mercadopago 409", dialect: idem.MercadoPago(), answer: status(409, `{"status":"409","error":"conflict"}`), outcome: idem.OutcomeUnknown, retried: true},
+	{name: "picpay 208", dialect: idem.PicPay(), answer: status(208, `{}`), outcome: idem.OutcomeUnknown, retried: true},
+	{name: "ietf 409", dialect: idem.IETFDraft(), answer: status(409, ""), outcome: idem.OutcomeUnknown, retried: true},
 	{name: "zero 409", dialect: idem.Dialect{}, answer: status(409, ""), outcome: idem.OutcomeUnknown, retried: true},
 
 	// D2.2: a stored replay is final as its status says, a 409 too.
-	{name: "stripe replayed 409", dialect: idem.Stripe, answer: status(409, `{"error":{"code":"idempotency_key_in_use"}}`, "Idempotent-Replayed", "true"), outcome: idem.OutcomeRejected},
-	{name: "stripe replayed 200", dialect: idem.Stripe, answer: status(200, `{"id":"ch_1"}`, "Idempotent-Replayed", "true"), outcome: idem.OutcomeDone},
+	{name: "stripe replayed 409", dialect: idem.Stripe(), answer: status(409, `{"error":{"code":"idempotency_key_in_use"}}`, "Idempotent-Replayed", "true"), outcome: idem.OutcomeRejected},
+	{name: "stripe replayed 200", dialect: idem.Stripe(), answer: status(200, `{"id":"ch_1"}`, "Idempotent-Replayed", "true"), outcome: idem.OutcomeDone},
 	// Only a 409 is made final by the replay: a replayed server error is
 	// a server error, retried, never a refusal (which would be recorded,
 	// then resent under a new key).
-	{name: "stripe replayed 500", dialect: idem.Stripe, answer: status(500, `{"error":{"type":"api_error"}}`, "Idempotent-Replayed", "true"), outcome: idem.OutcomeUnknown, retried: true},
-	{name: "stripe replayed 503", dialect: idem.Stripe, answer: status(503, "", "Idempotent-Replayed", "true"), outcome: idem.OutcomeUnknown, retried: true},
-	{name: "adyen replay", dialect: idem.Adyen, answer: status(200, `{"resultCode":"Authorised"}`, "Idempotency-Key", "k"), outcome: idem.OutcomeDone},
+	{name: "stripe replayed 500", dialect: idem.Stripe(), answer: status(500, `{"error":{"type":"api_error"}}`, "Idempotent-Replayed", "true"), outcome: idem.OutcomeUnknown, retried: true},
+	{name: "stripe replayed 503", dialect: idem.Stripe(), answer: status(503, "", "Idempotent-Replayed", "true"), outcome: idem.OutcomeUnknown, retried: true},
+	{name: "adyen replay", dialect: idem.Adyen(), answer: status(200, `{"resultCode":"Authorised"}`, "Idempotency-Key", "k"), outcome: idem.OutcomeDone},
 
 	// D2.3: already applied, without a replay: done, flagged.
-	{name: "primer 409", dialect: idem.Primer, answer: status(409, `{"error":{"errorId":"IdempotencyKeyAlreadyExists","paymentId":"gg3r3tsa3","paymentStatus":"SETTLED"}}`), outcome: idem.OutcomeDone, applied: true},
-	{name: "primer 400", dialect: idem.Primer, answer: status(400, `{"error":{"errorId":"TransactionRequestIdempotencyKeyAlreadyExists","paymentId":"6gHJtooK6"}}`), outcome: idem.OutcomeDone, applied: true},
+	{name: "primer 409", dialect: idem.Primer(), answer: status(409, `{"error":{"errorId":"IdempotencyKeyAlreadyExists","paymentId":"gg3r3tsa3","paymentStatus":"SETTLED"}}`), outcome: idem.OutcomeDone, applied: true},
+	{name: "primer 400", dialect: idem.Primer(), answer: status(400, `{"error":{"errorId":"TransactionRequestIdempotencyKeyAlreadyExists","paymentId":"6gHJtooK6"}}`), outcome: idem.OutcomeDone, applied: true},
 
 	// D2.4: the key reused with another request: unknown, ErrKeyReused,
 	// not retried.
-	{name: "stripe idempotency_error", dialect: idem.Stripe, answer: status(400, `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters"}}`), outcome: idem.OutcomeUnknown, reused: true},
-	{name: "square reused", dialect: idem.Square, answer: status(400, `{"errors":[{"category":"INVALID_REQUEST_ERROR","code":"INVALID_VALUE"},{"category":"INVALID_REQUEST_ERROR","code":"IDEMPOTENCY_KEY_REUSED"}]}`), outcome: idem.OutcomeUnknown, reused: true},
-	{name: "aws namespaced", dialect: idem.AWSCloudControl, answer: status(400, `{"__type":"com.amazonaws.cloudcontrol#ClientTokenConflictException","Message":"used"}`), outcome: idem.OutcomeUnknown, reused: true},
-	{name: "aws header", dialect: idem.AWSCloudControl, answer: status(400, `{"message":"mismatch"}`, "X-Amzn-ErrorType", "IdempotentParameterMismatchException:http://internal.amazon.com/"), outcome: idem.OutcomeUnknown, reused: true},
-	{name: "paypal duplicate", dialect: idem.PayPal, answer: status(422, `{"name":"DUPLICATE_REQUEST_ID","message":"The value of PayPal-Request-Id header has already been used."}`), outcome: idem.OutcomeUnknown, reused: true},
-	{name: "ietf 422", dialect: idem.IETFDraft, answer: status(422, `{"title":"key reused"}`), outcome: idem.OutcomeUnknown, reused: true},
+	{name: "stripe idempotency_error", dialect: idem.Stripe(), answer: status(400, `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters"}}`), outcome: idem.OutcomeUnknown, reused: true},
+	{name: "square reused", dialect: idem.Square(), answer: status(400, `{"errors":[{"category":"INVALID_REQUEST_ERROR","code":"INVALID_VALUE"},{"category":"INVALID_REQUEST_ERROR","code":"IDEMPOTENCY_KEY_REUSED"}]}`), outcome: idem.OutcomeUnknown, reused: true},
+	{name: "aws namespaced", dialect: idem.AWSCloudControl(), answer: status(400, `{"__type":"com.amazonaws.cloudcontrol#ClientTokenConflictException","Message":"used"}`), outcome: idem.OutcomeUnknown, reused: true},
+	{name: "aws header", dialect: idem.AWSCloudControl(), answer: status(400, `{"message":"mismatch"}`, "X-Amzn-ErrorType", "IdempotentParameterMismatchException:http://internal.amazon.com/"), outcome: idem.OutcomeUnknown, reused: true},
+	{name: "paypal duplicate", dialect: idem.PayPal(), answer: status(422, `{"name":"DUPLICATE_REQUEST_ID","message":"The value of PayPal-Request-Id header has already been used."}`), outcome: idem.OutcomeUnknown, reused: true},
+	{name: "ietf 422", dialect: idem.IETFDraft(), answer: status(422, `{"title":"key reused"}`), outcome: idem.OutcomeUnknown, reused: true},
 
 	// D2.5: a refusal that applied nothing is rejected.
-	{name: "stripe card declined", dialect: idem.Stripe, answer: status(402, `{"error":{"type":"card_error","code":"card_declined"}}`), outcome: idem.OutcomeRejected},
-	{name: "adyen other 422", dialect: idem.Adyen, answer: status(422, `{"status":422,"errorCode":"14_012","message":"The provided SDK token could not be parsed."}`), outcome: idem.OutcomeRejected},
-	{name: "square bad request", dialect: idem.Square, answer: status(400, `{"errors":[{"code":"INVALID_VALUE"}]}`), outcome: idem.OutcomeRejected},
-	{name: "primer other 400", dialect: idem.Primer, answer: status(400, `{"error":{"errorId":"RequestValidationError"}}`), outcome: idem.OutcomeRejected},
+	{name: "stripe card declined", dialect: idem.Stripe(), answer: status(402, `{"error":{"type":"card_error","code":"card_declined"}}`), outcome: idem.OutcomeRejected},
+	{name: "adyen other 422", dialect: idem.Adyen(), answer: status(422, `{"status":422,"errorCode":"14_012","message":"The provided SDK token could not be parsed."}`), outcome: idem.OutcomeRejected},
+	{name: "square bad request", dialect: idem.Square(), answer: status(400, `{"errors":[{"code":"INVALID_VALUE"}]}`), outcome: idem.OutcomeRejected},
+	{name: "primer other 400", dialect: idem.Primer(), answer: status(400, `{"error":{"errorId":"RequestValidationError"}}`), outcome: idem.OutcomeRejected},
 	{name: "zero 422", dialect: idem.Dialect{}, answer: status(422, ""), outcome: idem.OutcomeRejected},
 	{name: "own refusal", dialect: refusing, answer: status(503, `{"error":"maintenance"}`), outcome: idem.OutcomeRejected},
 	{name: "own dialect, other 503", dialect: refusing, answer: status(503, `{"error":"overloaded"}`), outcome: idem.OutcomeUnknown, retried: true},
@@ -275,18 +277,18 @@ func TestDialectAnswers(t *testing.T) {
 				if err != nil {
 					t.Fatalf("err = %v, want done", err)
 				}
-				if op.State != idem.StateDone {
+				if op.State != journal.StateDone {
 					t.Fatalf("journal holds %s, want done", op.State)
 				}
-				if idem.AlreadyApplied(resp) != tc.applied || (op.Header.Get(idem.AppliedHeader) == "true") != tc.applied {
-					t.Fatalf("AlreadyApplied = %v, recorded %q; want %v", idem.AlreadyApplied(resp), op.Header.Get(idem.AppliedHeader), tc.applied)
+				if idem.AlreadyApplied(resp) != tc.applied || (op.Header.Get(journal.HeaderAlreadyApplied) == "true") != tc.applied {
+					t.Fatalf("AlreadyApplied = %v, recorded %q; want %v", idem.AlreadyApplied(resp), op.Header.Get(journal.HeaderAlreadyApplied), tc.applied)
 				}
 			case idem.OutcomeRejected:
-				if !errors.Is(err, idem.ErrRejected) || op.State != idem.StateRejected {
+				if !errors.Is(err, idem.ErrRejected) || op.State != journal.StateRejected {
 					t.Fatalf("err = %v, journal %s; want rejected", err, op.State)
 				}
 			case idem.OutcomeUnknown:
-				if !errors.Is(err, idem.ErrUnknown) || op.State != idem.StatePending {
+				if !errors.Is(err, idem.ErrUnknown) || op.State != journal.StatePending {
 					t.Fatalf("err = %v, journal %s; want unknown and pending", err, op.State)
 				}
 				if errors.Is(err, idem.ErrKeyReused) != tc.reused {
@@ -316,10 +318,10 @@ func TestDialectAnswers(t *testing.T) {
 }
 
 // D2.3: a server cannot pass its own answer for one idem read as already
-// applied: a field named AppliedHeader in its response is removed.
+// applied: a field named journal.HeaderAlreadyApplied in its response is removed.
 func TestDialectAppliedFlagIsIdemsOwn(t *testing.T) {
-	w := newWire(t, status(200, "ok", idem.AppliedHeader, "true"))
-	c := newClient(t, idem.Config{Dialect: idem.Primer})
+	w := newWire(t, status(200, "ok", journal.HeaderAlreadyApplied, "true"))
+	c := newClient(t, idem.Config{Dialect: idem.Primer()})
 	resp, err := c.Do("op", post(t, context.Background(), w.srv.URL, "{}"))
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +338,7 @@ func TestDialectAppliedFlagIsIdemsOwn(t *testing.T) {
 func TestDialectInFlightComposesWithCheckRetry(t *testing.T) {
 	w := newWire(t, status(208, "{}"))
 	var asked int
-	c := newClient(t, fast(idem.Config{Dialect: idem.PicPay, MaxAttempts: 3,
+	c := newClient(t, fast(idem.Config{Dialect: idem.PicPay(), MaxAttempts: 3,
 		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
 			asked++
 			return false, nil
@@ -375,7 +377,7 @@ func TestCheckRetryDoesNotReviveAKeyReusedAnswer(t *testing.T) {
 	if n := len(w.attempts()); n != 1 || asked != 1 {
 		t.Fatalf("%d attempts, CheckRetry asked %d times; want 1 and 1", n, asked)
 	}
-	if pending, err := j.List(context.Background(), idem.ListPending); err != nil || len(pending) != 1 || pending[0].ID != "op" {
+	if pending, err := j.List(context.Background(), journal.ListPending); err != nil || len(pending) != 1 || pending[0].ID != "op" {
 		t.Fatalf("pending operations %v, %v; want op alone", pending, err)
 	}
 }
@@ -391,20 +393,20 @@ func TestDialectRetentionIsTheDefaultKeyTTL(t *testing.T) {
 		age     time.Duration
 		expired bool
 	}{
-		{idem.PayPal, 6*time.Hour - time.Minute, true}, // within AttemptTimeout of its 6 hours
-		{idem.PayPal, 5 * time.Hour, false},
-		{idem.Stripe, 24*time.Hour - time.Minute, true},
-		{idem.Stripe, 23 * time.Hour, false},
-		{idem.CheckoutCom, 24*time.Hour - time.Minute, true},
-		{idem.CheckoutCom, 23 * time.Hour, false},
-		{idem.AWSCloudControl, 36*time.Hour - time.Minute, true},
-		{idem.AWSCloudControl, 35 * time.Hour, false},
-		{idem.Adyen, 30 * 24 * time.Hour, false}, // the journal's two days would refuse it
-		{idem.Adyen, 31 * 24 * time.Hour, true},
+		{idem.PayPal(), 6*time.Hour - time.Minute, true}, // within AttemptTimeout of its 6 hours
+		{idem.PayPal(), 5 * time.Hour, false},
+		{idem.Stripe(), 24*time.Hour - time.Minute, true},
+		{idem.Stripe(), 23 * time.Hour, false},
+		{idem.CheckoutCom(), 24*time.Hour - time.Minute, true},
+		{idem.CheckoutCom(), 23 * time.Hour, false},
+		{idem.AWSCloudControl(), 36*time.Hour - time.Minute, true},
+		{idem.AWSCloudControl(), 35 * time.Hour, false},
+		{idem.Adyen(), 30 * 24 * time.Hour, false}, // the journal's two days would refuse it
+		{idem.Adyen(), 31 * 24 * time.Hour, true},
 	} {
 		w := newWire(t, hangUp, nil)
 		now := newTestClock()
-		j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{Now: now.Now, KeyTTL: 48 * time.Hour})
+		j, err := filejournal.Open(filepath.Join(t.TempDir(), "ops.journal"), filejournal.Options{Now: now.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -429,7 +431,7 @@ func TestDialectRetentionIsTheDefaultKeyTTL(t *testing.T) {
 }
 
 // D1.6: New refuses a dialect a UUIDv4 key would not fit, or that is not
-// one; Config.KeyHeader takes the place of the dialect's header, and
+// one; a KeyHeader set on the dialect value takes the place of its header, and
 // cannot be set with a dialect that puts the key in the body.
 func TestDialectChecked(t *testing.T) {
 	for _, d := range []idem.Dialect{
@@ -458,7 +460,9 @@ func TestDialectChecked(t *testing.T) {
 			t.Fatalf("dialect %q: %v, want it taken", d.Name, err)
 		}
 	}
-	if _, err := idem.New(idem.Config{Dialect: idem.Square, KeyHeader: "X-Key"}); !errors.Is(err, idem.ErrInvalidConfig) {
+	square := idem.Square()
+	square.KeyHeader = "X-Key"
+	if _, err := idem.New(idem.Config{Dialect: square}); !errors.Is(err, idem.ErrInvalidConfig) {
 		t.Fatalf("KeyHeader with a body dialect: err = %v, want ErrInvalidConfig", err)
 	}
 	for _, d := range idem.Dialects() {
@@ -477,10 +481,10 @@ func TestDialectChecked(t *testing.T) {
 		quoted     bool
 		absentFrom string
 	}{
-		{idem.Config{Dialect: idem.PayPal}, "PayPal-Request-Id", false, "Idempotency-Key"},
-		{idem.Config{Dialect: idem.PayPal, KeyHeader: "X-Own-Key"}, "X-Own-Key", false, "PayPal-Request-Id"},
-		{idem.Config{Dialect: idem.IETFDraft}, "Idempotency-Key", true, ""},
-		{idem.Config{Dialect: idem.Stripe, QuotedKey: true}, "Idempotency-Key", true, ""},
+		{idem.Config{Dialect: idem.PayPal()}, "PayPal-Request-Id", false, "Idempotency-Key"},
+		{idem.Config{Dialect: func() idem.Dialect { d := idem.PayPal(); d.KeyHeader = "X-Own-Key"; return d }()}, "X-Own-Key", false, "PayPal-Request-Id"},
+		{idem.Config{Dialect: idem.IETFDraft()}, "Idempotency-Key", true, ""},
+		{idem.Config{Dialect: func() idem.Dialect { d := idem.Stripe(); d.QuotedKey = true; return d }()}, "Idempotency-Key", true, ""},
 		{idem.Config{}, "Idempotency-Key", false, ""},
 	} {
 		c := newClient(t, tc.cfg)
@@ -515,14 +519,57 @@ func TestDialectAppliedFlagSurvivesABoundedHeader(t *testing.T) {
 	w := newWire(t, status(409, `{"error":{"errorId":"IdempotencyKeyAlreadyExists"}}`, padding...))
 	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
 	defer j.Close()
-	c := newClient(t, idem.Config{Journal: j, Dialect: idem.Primer, MaxRecordedHeader: 1024})
+	c := newClient(t, idem.Config{Journal: j, Dialect: idem.Primer(), MaxRecordedHeader: 1024})
 	resp, err := c.Do("op", post(t, context.Background(), w.srv.URL, "{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	op, _ := lookup(j, "op")
-	if !op.HeaderTruncated || op.Header.Get("A-299") != "" || op.Header.Get(idem.AppliedHeader) != "true" {
-		t.Fatalf("recorded header %v (truncated %v); want the padding left out and %s kept", op.Header, op.HeaderTruncated, idem.AppliedHeader)
+	if !op.HeaderTruncated || op.Header.Get("A-299") != "" || op.Header.Get(journal.HeaderAlreadyApplied) != "true" {
+		t.Fatalf("recorded header %v (truncated %v); want the padding left out and %s kept", op.Header, op.HeaderTruncated, journal.HeaderAlreadyApplied)
+	}
+}
+
+// D4.3: a built-in dialect is a fresh value on every call. An importer that
+// changes the one it got (a field, its Signals slice) changes neither the
+// next call's, nor what Dialects and DialectNamed return, nor a Client
+// built after.
+func TestABuiltInDialectCannotBeChangedByAnImporter(t *testing.T) {
+	want := idem.Stripe()
+	wantSignals := slices.Clone(want.Signals)
+
+	got := idem.Stripe()
+	got.KeyHeader, got.Retention = "X-Changed", time.Nanosecond
+	got.Signals[0].Status, got.Signals[0].Answer = 599, idem.AnswerRefused
+	got.Signals = append(got.Signals[:1], idem.Signal{Status: 200, Answer: idem.AnswerRefused})
+	named, _ := idem.DialectNamed("stripe")
+	named.Signals[0].Status = 598
+	all := idem.Dialects()
+	all[1].Signals[0].Status = 597
+	all[1].KeyHeader = "X-Changed-Too"
+
+	for what, d := range map[string]idem.Dialect{
+		"Stripe()":               idem.Stripe(),
+		"DialectNamed(stripe)":   func() idem.Dialect { d, _ := idem.DialectNamed("stripe"); return d }(),
+		"Dialects()[1] (stripe)": idem.Dialects()[1],
+	} {
+		if d.Name != "stripe" || d.KeyHeader != want.KeyHeader || d.Retention != want.Retention || !slices.Equal(d.Signals, wantSignals) {
+			t.Errorf("%s after an importer changed the ones it got: %+v, want %+v", what, d, want)
+		}
+	}
+
+	// A Client built after reads Stripe's key-reused answer as it was, not
+	// as the 599 an importer wrote over it.
+	for _, d := range []idem.Dialect{got, named, all[1]} {
+		d.Signals[len(d.Signals)-1].Status = 599
+	}
+	w := newWire(t, status(400, `{"error":{"type":"idempotency_error"}}`))
+	c := newClient(t, idem.Config{Dialect: idem.Stripe(), MaxAttempts: 1})
+	if _, err := c.Do("op", post(t, context.Background(), w.srv.URL, "{}")); !errors.Is(err, idem.ErrKeyReused) {
+		t.Fatalf("a Client built after the changes: %v, want ErrKeyReused", err)
+	}
+	if h := w.attempts()[0].header; h.Get("Idempotency-Key") == "" || h.Get("X-Changed") != "" {
+		t.Fatalf("a Client built after the changes sent the key in %v, want Idempotency-Key", h)
 	}
 }

@@ -19,7 +19,7 @@
 //	resp, err := c.Do("invoice-42", req)
 //
 // StandardClient gives an *http.Client; WithOperation names a request's
-// operation.
+// operation. Config.Dialect says how the API speaks idempotency.
 //
 // # Outcomes
 //
@@ -31,10 +31,9 @@
 // resumes under the same key.
 //
 // A status is final when retrying cannot change it. These final statuses end
-// rejected: a 4xx other than 408, 409 and 429 (a proxy that forwarded the
-// request and failed answers 502 or 504, not 4xx); a 409 with
-// Idempotent-Replayed: true; 501; a redirect not followed (see Redirects).
-// Every other final status is done.
+// rejected: a 4xx other than 408, 409 and 429; a 409 with Idempotent-Replayed:
+// true; 501; a redirect not followed (see Redirects). Every other final status
+// is done.
 //
 // # Retries
 //
@@ -46,65 +45,50 @@
 // retried. DefaultCheckRetry is this rule. Config.CheckRetry may amend it: it
 // may retry an answer the rule takes for final, and stopping one the rule would
 // retry ends unknown (ErrRetryDeclined), never final. A Config.Dialect's
-// signals are read first (see Dialects).
+// signals are read first (see Dialect).
 //
 // Waits are jittered exponential backoff, raised to the server's Retry-After.
 // Config.MaxAttempts and Config.MaxElapsed bound one Do, and a client-wide
 // RetryBudget stops retries when most recent attempts fail. Every wait ends
 // when the request's context ends.
 //
-// # Dialects
-//
-// APIs differ in where they want the key, how long they keep it, and how they
-// answer about it. Config.Dialect names the API's way (see Dialect).
-//
 // # Redirects
 //
-// An attempt follows only a 307 or 308 to the origin of the request the caller
-// made, under the same key: other redirects would drop the body, fetch another
-// resource or carry the key to a host the caller never named. A 303 ends done,
-// and is returned unfetched. A 301, a 302, and a 307 or 308 to another origin
-// end rejected, and the OutcomeError names the Location.
+// An attempt follows only a 307 or 308 to the origin of the request, under the
+// same key. A 303 ends done, returned unfetched. A 301, a 302, and a 307 or 308
+// to another origin end rejected, and the OutcomeError names the Location.
 // Config.HTTPClient's CheckRedirect may stop a redirect this rule allows, never
-// allow one it refuses. A safe request that names no operation follows
-// redirects as net/http does.
+// allow one it refuses.
 //
 // # Keys and expiry
 //
 // A key is minted once, when an operation is first seen, and journaled before
-// the first attempt; every process that opens the same journal sends it. Do
-// refuses an operation ID already used with another request (ErrMismatch).
-// A server forgets a key after its retention window (Config.KeyTTL), and a
-// resend would then be applied as new. So no attempt is sent that could still
-// be in flight when its key turns KeyTTL old: such a pending operation is
-// refused with ErrKeyExpired, and the journal lists it (ListExpired) for a
-// person to reconcile with Settle. Open the journal with the Client's KeyTTL.
+// the first attempt. Do refuses an operation ID already used with another
+// request (ErrMismatch). A server forgets a key after its retention window
+// (Dialect.Retention, else DefaultKeyTTL), recorded with each operation
+// (Operation.KeyTTL) and judged by that record, and a resend would then be
+// applied as new: no attempt is sent that could still be in flight when its
+// key turns KeyTTL old (ErrKeyExpired); the journal lists such an operation
+// for a person to reconcile with Settle.
 //
-// # Sending a refusal again
-//
-// A refusal is final, even after its cause is fixed: the fingerprint covers
-// method, URL and body, not headers. When the refusal cannot have applied
-// anything (RefusedWithoutEffect), CallOptions.Resend and BatchOptions.Resend
-// may send it again under a new key.
+// A refusal is final, even after its cause is fixed; CallOptions.Resend may
+// send one that cannot have applied anything again under a new key.
 //
 // # Journals
 //
-// A Journal keeps each operation's ID, key, fingerprint, state and outcome:
-// package filejournal in a file, pgjournal in PostgreSQL. Without one, a
-// Client remembers them in this process only (see Config.Journal).
+// A journal keeps each operation's ID, key, fingerprint, state and outcome:
+// package filejournal in a file, pgjournal in PostgreSQL. Package journal is
+// the contract between them and a Client.
 //
 // # Secrets
 //
 // Nothing idem writes or logs holds a session or a credential: recorded
 // headers leave out cookies and credentials (Config.UnrecordedHeaders), and
 // URLs lose user info, fragments and credential-like query values
-// (Config.RedactedParams).
-// The fingerprint still covers the real URL.
+// (Config.RedactedParams). The fingerprint still covers the real URL.
 //
 // # Logging
 //
-// A Client logs through Config.Logger, slog.Default() unless set. Routine work
-// is logged at Debug. What a person may need to know and no call returns (a
-// torn tail cut, a failed compaction, an outcome not recorded) is logged at
-// Warn or Error. To silence idem, pass slog.New(slog.DiscardHandler).
+// A Client logs routine work at Debug, and at Warn or Error what a person may
+// need to know and no call returns (an outcome not recorded, a torn tail cut).
 package idem

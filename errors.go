@@ -11,37 +11,42 @@ import (
 )
 
 // Errors of Client.Do and New, wrapped with what was being done; test for
-// them with errors.Is. All but ErrBodyNotRecorded are returned before
-// anything is sent.
+// them with errors.Is.
 var (
-	// ErrMismatch: the operation ID is known with a different method, URL
-	// or body. Use a new operation ID for a new request.
+	// ErrMismatch is returned when the operation ID is known with a
+	// different method, URL or body. Use a new operation ID for a new
+	// request.
 	ErrMismatch = errors.New("operation ID reused with a different request")
-
-	// ErrKeyExpired: the pending operation's key may be forgotten by the
-	// server before an attempt ends (see Keys and expiry).
+	// ErrKeyExpired is returned when the pending operation's key may be
+	// forgotten by the server before an attempt ends (see Keys and expiry).
 	ErrKeyExpired = errors.New("pending operation's key has outlived the server's retention")
-
-	// ErrInvalidRequest: the request or operation ID cannot be sent as an
-	// operation (no URL, an unsupported scheme, an empty ID...).
+	// ErrInvalidRequest is returned when the request or operation ID cannot
+	// be sent as an operation (no URL, an unsupported scheme, an empty ID...).
 	ErrInvalidRequest = errors.New("invalid request")
-
-	// ErrInvalidConfig: New was given a Config it cannot use.
+	// ErrInvalidConfig is returned when New is given a Config it cannot use.
 	ErrInvalidConfig = errors.New("invalid config")
-
-	// ErrBodyTooLarge: a body without GetBody is larger than
-	// Config.MaxBufferedBody. It also matches ErrInvalidRequest.
+	// ErrBodyTooLarge is returned when a body without GetBody is larger
+	// than Config.MaxBufferedBody. It also matches ErrInvalidRequest.
 	ErrBodyTooLarge = fmt.Errorf("%w: body without GetBody is larger than Config.MaxBufferedBody", ErrInvalidRequest)
-
-	// ErrBodyNotRecorded: the body of a recorded response was not kept.
+	// ErrBodyNotRecorded is returned when the body of a recorded response
+	// was not kept.
 	ErrBodyNotRecorded = errors.New("response body not recorded")
-
-	// ErrOutcomeForgotten: a Client without a Journal no longer holds the
-	// outcome of an operation it completed (see Config.Journal).
-	ErrOutcomeForgotten = errors.New("operation completed earlier, its outcome no longer held")
-	// ErrTooManyOperations: a Client without a Journal holds
-	// Config.MaxOperations operations (see Config.Journal).
+	// ErrTooManyOperations is returned when a Client without a Journal
+	// holds Config.MaxOperations operations (see Config.Journal).
 	ErrTooManyOperations = errors.New("too many operations remembered without a journal")
+	// ErrKeyReused is returned, in an unknown *OutcomeError, when the API
+	// holds the key for a different request (AnswerKeyReused).
+	ErrKeyReused = errors.New("the API holds the key for a different request")
+	// ErrBodyNotObject is returned when the body cannot carry
+	// Dialect.KeyField. It also matches ErrInvalidRequest.
+	ErrBodyNotObject = fmt.Errorf("%w: the dialect puts the key in the body, which must be a JSON object without the key's field", ErrInvalidRequest)
+	// ErrCannotResend is returned when a Resend option chose an operation
+	// the Journal cannot forget (it is not a journal.Forgetter).
+	ErrCannotResend = errors.New("journal cannot forget a refusal to send it again")
+	// ErrRejected is matched by an OutcomeRejected *OutcomeError.
+	ErrRejected = errors.New("operation rejected")
+	// ErrUnknown is matched by an OutcomeUnknown *OutcomeError.
+	ErrUnknown = errors.New("operation outcome unknown")
 )
 
 // Outcome is what became of an operation (see Outcomes).
@@ -65,14 +70,6 @@ func (o Outcome) String() string {
 	}
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
-
-// Sentinels that an *OutcomeError matches with errors.Is, by its Outcome.
-var (
-	// ErrRejected matches an OutcomeRejected *OutcomeError.
-	ErrRejected = errors.New("operation rejected")
-	// ErrUnknown matches an OutcomeUnknown *OutcomeError.
-	ErrUnknown = errors.New("operation outcome unknown")
-)
 
 // OutcomeError reports an operation that did not end done: rejected, or
 // unknown (see ErrRejected and ErrUnknown). Unwrap returns Err.

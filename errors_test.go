@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
+	"github.com/idemkit/idem/journal"
 )
 
 // TestErrorsSayIdemOnce collects the errors a user meets (refusals before
@@ -67,13 +68,13 @@ func TestErrorsSayIdemOnce(t *testing.T) {
 	notJournal := filepath.Join(dir, "not.journal")
 	os.WriteFile(notJournal, []byte("hello, this is not a journal at all"), 0o600)
 	_, errs["not a journal"] = filejournal.Open(notJournal, filejournal.Options{})
-	errs["settle unknown ID"] = idem.Settle(ctx, j, "nope", idem.Settlement{State: idem.StateDone, Status: 200})
-	errs["settle completed"] = idem.Settle(ctx, j, "op", idem.Settlement{State: idem.StateDone, Status: 200})
+	errs["settle unknown ID"] = idem.Settle(ctx, j, "nope", idem.Settlement{State: journal.StateDone, Status: 200})
+	errs["settle completed"] = idem.Settle(ctx, j, "op", idem.Settlement{State: journal.StateDone, Status: 200})
 	errs["settle invalid"] = idem.Settle(ctx, j, "op", idem.Settlement{})
 	errs["forget completed"] = idem.Settle(ctx, j, "op", idem.Settlement{Forget: true})
 	errs["forget unknown"] = j.Forget(ctx, "nope")
-	errs["begin invalid"] = journalhelp.Begin(j, idem.Operation{ID: "no-key"})
-	errs["begin twice"] = journalhelp.Begin(j, idem.Operation{ID: "op", Key: "k"})
+	errs["begin invalid"] = journalhelp.Begin(j, journal.Operation{ID: "no-key"})
+	errs["begin twice"] = journalhelp.Begin(j, journal.Operation{ID: "op", Key: "k"})
 	_, errs["batch"] = c.RunBatch(ctx, []idem.BatchOp{{ID: ""}}, idem.BatchOptions{})
 	for name, err := range errs {
 		if err == nil {
@@ -131,7 +132,7 @@ func TestRoundTripperErrorsAreNotRetryable(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, err := idem.New(idem.Config{HTTPClient: srv.Client(), MaxAttempts: 2, InitialWait: time.Millisecond, MaxWait: time.Millisecond,
-		Dialect: idem.AWSCloudControl})
+		Dialect: idem.AWSCloudControl()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // hop is one request as the client's transport sent it: each redirect the
@@ -219,7 +220,7 @@ func TestForeignConflictNotMarkedReplayedIsRetried(t *testing.T) {
 				t.Fatalf("%d hops, want 3 attempts of each operation", len(hops))
 			}
 			for _, id := range []string{"do", "standard"} {
-				if op, _ := lookup(j, id); op.State != idem.StatePending {
+				if op, _ := lookup(j, id); op.State != journal.StatePending {
 					t.Fatalf("%s: journal holds %v, want pending", id, op.State)
 				}
 			}
@@ -234,7 +235,7 @@ func TestForeignConflictNotMarkedReplayedIsRetried(t *testing.T) {
 			resp.Body.Close()
 			op, _ := lookup(j, "do")
 			if resumed := f.sent(); len(resumed) != 1 || fmt.Sprint(resumed[0].Keys) != "["+op.Key+"]" ||
-				fmt.Sprint(hops[0].Keys) != "["+op.Key+"]" || op.State != idem.StateDone {
+				fmt.Sprint(hops[0].Keys) != "["+op.Key+"]" || op.State != journal.StateDone {
 				t.Fatalf("resumed under %v, first sent under %v, journal %v %s; want one key throughout, done",
 					resumed, hops[0].Keys, op.State, op.Key)
 			}
@@ -250,7 +251,7 @@ func TestForeignConflictNotMarkedReplayedIsRetried(t *testing.T) {
 func TestForeignCallerSetsItsOwnKeyHeader(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		keyHeader string // Config.KeyHeader
+		keyHeader string // Dialect.KeyHeader
 		set       func(h http.Header)
 	}{
 		{"Set", "", func(h http.Header) { h.Set("Idempotency-Key", "vendor-1") }},
@@ -280,7 +281,7 @@ func TestForeignCallerSetsItsOwnKeyHeader(t *testing.T) {
 				defer srv.Close()
 				path := filepath.Join(t.TempDir(), "j")
 				send := func(j *filejournal.Journal, maxAttempts int) error {
-					c := newClient(t, fast(idem.Config{Journal: j, KeyHeader: tc.keyHeader, MaxAttempts: maxAttempts}))
+					c := newClient(t, fast(idem.Config{Journal: j, Dialect: idem.Dialect{KeyHeader: tc.keyHeader}, MaxAttempts: maxAttempts}))
 					req := post(t, idem.WithOperation(context.Background(), "op"), srv.URL, "x")
 					tc.set(req.Header)
 					before := fmt.Sprint(req.Header)

@@ -4,20 +4,20 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/journaltest"
 )
 
 // TestFileJournalConforms runs the journal conformance suite against the
 // file journal, reopened as the next process would open it.
 func TestFileJournalConforms(t *testing.T) {
-	journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
+	journaltest.Run(t, func(t *testing.T) journaltest.Backend {
 		path := filepath.Join(t.TempDir(), "ops.journal")
-		o := filejournal.Options{KeyTTL: keyTTL, Logger: slog.New(slog.DiscardHandler)}
-		open := func(t *testing.T) idem.Journal {
+		o := filejournal.Options{Logger: slog.New(slog.DiscardHandler)}
+		open := func(t *testing.T) journal.Journal {
 			j, err := filejournal.Open(path, o)
 			if err != nil {
 				t.Fatal(err)
@@ -26,7 +26,7 @@ func TestFileJournalConforms(t *testing.T) {
 			return j
 		}
 		j := open(t)
-		return journaltest.Backend{Journal: j, Reopen: func(t *testing.T) idem.Journal {
+		return journaltest.Backend{Journal: j, Reopen: func(t *testing.T) journal.Journal {
 			if err := j.(*filejournal.Journal).Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -41,16 +41,16 @@ func TestFileJournalConforms(t *testing.T) {
 // two of the suite's operations, which forgets all but the latest (C15.7).
 func TestMemoryJournalConforms(t *testing.T) {
 	t.Run("budget=default", func(t *testing.T) {
-		journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
-			return journaltest.Backend{Journal: idem.NewMemoryJournal(keyTTL, 0), KeptOutcomes: 1000}
+		journaltest.Run(t, func(t *testing.T) journaltest.Backend {
+			return journaltest.Backend{Journal: idem.NewMemoryJournal(idem.DefaultKeyTTL, 0), KeptOutcomes: 1000}
 		})
 	})
 	t.Run("budget=two operations", func(t *testing.T) {
 		// The suite's operations take 100 to 200 bytes each beside the
 		// record: two fit, a third does not.
 		budget := 2 * (idem.MemoryRecordBytes + 200)
-		journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
-			return journaltest.Backend{Journal: idem.NewMemoryJournal(keyTTL, budget), KeptOutcomes: 2}
+		journaltest.Run(t, func(t *testing.T) journaltest.Backend {
+			return journaltest.Backend{Journal: idem.NewMemoryJournal(idem.DefaultKeyTTL, budget), KeptOutcomes: 2}
 		})
 	})
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"sync/atomic"
 
-	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
 )
 
 // errModelFsync is the failure of an fsync a test makes fail.
@@ -14,7 +14,7 @@ var errModelFsync = errors.New("model disk: fsync failed")
 // fsync covered, so that a power cut can be modelled: what was written
 // after it may be lost. Its fsync fails when the fault is armed.
 type syncedFile struct {
-	filejournal.File
+	fileengine.File
 	size  *atomic.Int64
 	fault *syncFault
 }

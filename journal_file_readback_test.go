@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // A filejournal.Journal keeps recorded responses in its file and reads them back
@@ -74,17 +75,17 @@ func TestFileJournalChangedOnDiskIsReportedNotReplayed(t *testing.T) {
 
 	_, ok, err := j.Lookup(context.Background(), "op-1")
 	var ce *filejournal.CorruptError
-	if ok || !errors.As(err, &ce) || !errors.Is(err, idem.ErrCorrupt) || !strings.Contains(ce.Reason, "checksum") {
+	if ok || !errors.As(err, &ce) || !errors.Is(err, journal.ErrCorrupt) || !strings.Contains(ce.Reason, "checksum") {
 		t.Fatalf("Lookup of the changed record = %v, %v; want a *CorruptError", ok, err)
 	}
-	if _, err := j.List(context.Background(), idem.ListCompleted); !errors.Is(err, idem.ErrCorrupt) {
+	if _, err := j.List(context.Background(), journal.ListCompleted); !errors.Is(err, journal.ErrCorrupt) {
 		t.Fatalf("List over the changed record: err = %v, want ErrCorrupt", err)
 	}
 	resp, err = c.Do("op-1", post(t, context.Background(), s.srv.URL, "x"))
 	if err == nil {
 		resp.Body.Close()
 	}
-	if !errors.Is(err, idem.ErrCorrupt) {
+	if !errors.Is(err, journal.ErrCorrupt) {
 		t.Fatalf("Do of the operation whose record changed: err = %v, want ErrCorrupt", err)
 	}
 	if s.count() != 1 {

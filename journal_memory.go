@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 )
 
 // memoryMaxRecord bounds the intent (ID, key, method and URL) and the
@@ -90,14 +91,15 @@ type memoryEntry struct {
 	intent                 string
 	keyAt, methodAt, urlAt uint32 // where the key, method and URL start in intent
 	status                 int32
-	fingerprint            Fingerprint
+	fingerprint            journal.Fingerprint
 	created, completed     int64 // Unix nanoseconds
+	keyTTL                 int64 // nanoseconds: the operation's KeyTTL
 	// outcome is the recorded header and body, encoded as a file journal
 	// encodes them (journalkit.EncodeHeaderBody).
 	outcome []byte
 	seq     int // for a completed operation: its record in the store
 
-	state           State
+	state           journal.State
 	bodyTruncated   bool
 	headerTruncated bool
 	begun           bool          // an intent is recorded; false for an ID only claimed
@@ -114,7 +116,7 @@ func (e *memoryEntry) method() string { return e.intent[e.methodAt:e.urlAt] }
 func (e *memoryEntry) url() string    { return e.intent[e.urlAt:] }
 
 // setIntent records op's ID, key, method and URL in one allocation.
-func (e *memoryEntry) setIntent(op *Operation) {
+func (e *memoryEntry) setIntent(op *journal.Operation) {
 	e.intent = op.ID + op.Key + op.Method + op.URL
 	e.keyAt = uint32(len(op.ID))
 	e.methodAt = e.keyAt + uint32(len(op.Key))
@@ -186,25 +188,25 @@ func (j *memoryJournal) find(id string, now int64) (*memoryEntry, error) {
 	}
 	if ok || j.digests.has(d) {
 		return nil, fmt.Errorf("idem: journal in memory: operation %s: %w: a Client without a journal keeps the outcomes of its latest %d MiB of operations only",
-			journalkit.QuoteID(id), ErrOutcomeForgotten, j.budget>>20)
+			journalkit.QuoteID(id), journal.ErrOutcomeForgotten, j.budget>>20)
 	}
 	return nil, nil
 }
 
 // Claim waits until no other Do of id holds it, or ctx ends.
-func (j *memoryJournal) Claim(ctx context.Context, id string) (Claim, error) {
+func (j *memoryJournal) Claim(ctx context.Context, id string) (journal.Claim, error) {
 	return j.claim(ctx, id, true)
 }
 
 // TryClaim is Claim without the wait: a *HeldError at once when another Do
 // holds id.
-func (j *memoryJournal) TryClaim(ctx context.Context, id string) (Claim, error) {
+func (j *memoryJournal) TryClaim(ctx context.Context, id string) (journal.Claim, error) {
 	return j.claim(ctx, id, false)
 }
 
 // claim takes the claim on id, waiting for it within ctx or, unless wait,
 // not at all.
-func (j *memoryJournal) claim(ctx context.Context, id string, wait bool) (Claim, error) {
+func (j *memoryJournal) claim(ctx context.Context, id string, wait bool) (journal.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -230,7 +232,7 @@ func (j *memoryJournal) claim(ctx context.Context, id string, wait bool) (Claim,
 		}
 		if !wait {
 			j.mu.Unlock()
-			return nil, &HeldError{ID: id}
+			return nil, &journal.HeldError{ID: id}
 		}
 		if e.free == nil {
 			e.free = make(chan struct{})
@@ -247,62 +249,59 @@ func (j *memoryJournal) claim(ctx context.Context, id string, wait bool) (Claim,
 
 // Lookup returns the operation with the given ID, or an error matching
 // ErrOutcomeForgotten if the journal keeps only its digest.
-func (j *memoryJournal) Lookup(_ context.Context, id string) (Operation, bool, error) {
+func (j *memoryJournal) Lookup(_ context.Context, id string) (journal.Operation, bool, error) {
 	now := j.now().UnixNano()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e, err := j.find(id, now)
 	if e == nil || !e.begun {
-		return Operation{}, false, err
+		return journal.Operation{}, false, err
 	}
 	return e.operation(), true, nil
 }
 
 // List returns the operations the journal keeps whole that the listing
 // selects, ordered by Created then ID. It never fails.
-func (j *memoryJournal) List(_ context.Context, which Listing) ([]Operation, error) {
+func (j *memoryJournal) List(_ context.Context, which journal.Listing) ([]journal.Operation, error) {
 	now := j.now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.expire(now.UnixNano())
-	var out []Operation
+	var out []journal.Operation
 	for _, e := range j.ops { // a completed one is listed from the store
-		if e.begun && !e.state.final() && which.Selects(Operation{State: e.state, Created: time.Unix(0, e.created)}, now, j.ttl) {
+		if e.begun && !final(e.state) && which.Selects(journal.Operation{State: e.state, Created: time.Unix(0, e.created), KeyTTL: time.Duration(e.keyTTL)}, now) {
 			out = append(out, e.operation())
 		}
 	}
 	for i := range j.store.recs {
 		r := &j.store.recs[i]
-		if !r.gone && which.Selects(Operation{State: r.state, Created: time.Unix(0, r.created)}, now, j.ttl) {
+		if !r.gone && which.Selects(journal.Operation{State: r.state, Created: time.Unix(0, r.created), KeyTTL: time.Duration(r.keyTTL)}, now) {
 			out = append(out, j.store.operation(r))
 		}
 	}
-	slices.SortFunc(out, func(a, b Operation) int {
+	slices.SortFunc(out, func(a, b journal.Operation) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
 	if out == nil {
-		out = []Operation{}
+		out = []journal.Operation{}
 	}
 	return out, nil
 }
-
-// KeyTTL returns how long a key lives on the server.
-func (j *memoryJournal) KeyTTL() time.Duration { return j.ttl }
 
 // Now returns the journal's clock.
 func (j *memoryJournal) Now() time.Time { return j.now() }
 
 // operation returns what e records, its header and body in fresh memory
 // that the caller may keep and change. Called with mu held.
-func (e *memoryEntry) operation() Operation {
-	op := Operation{
+func (e *memoryEntry) operation() journal.Operation {
+	op := journal.Operation{
 		ID: e.id(), Key: e.key(), Fingerprint: e.fingerprint, Method: e.method(), URL: e.url(),
-		Created: time.Unix(0, e.created).UTC(), State: e.state,
+		Created: time.Unix(0, e.created).UTC(), KeyTTL: time.Duration(e.keyTTL), State: e.state,
 	}
-	if e.state.final() {
+	if final(e.state) {
 		op.Completed, op.Status = time.Unix(0, e.completed).UTC(), int(e.status)
 		op.BodyTruncated, op.HeaderTruncated = e.bodyTruncated, e.headerTruncated
 		op.Header, op.Body = journalkit.DecodeHeaderBody(string(e.outcome))
@@ -327,24 +326,24 @@ func (c *memoryClaim) entry(now int64) (*memoryEntry, error) {
 	return c.j.find(c.id, now)
 }
 
-func (c *memoryClaim) Operation() (Operation, bool) {
+func (c *memoryClaim) Operation() (journal.Operation, bool) {
 	now := c.j.now().UnixNano()
 	c.j.mu.Lock()
 	defer c.j.mu.Unlock()
 	e, _ := c.entry(now)
 	if e == nil || !e.begun {
-		return Operation{}, false
+		return journal.Operation{}, false
 	}
 	return e.operation(), true
 }
 
-func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
+func (c *memoryClaim) Begin(_ context.Context, op journal.Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("idem: journal in memory: Begin of %q under the claim on %q: %w", op.ID, c.id, ErrInvalidOperation)
+		return fmt.Errorf("idem: journal in memory: Begin of %q under the claim on %q: %w", op.ID, c.id, journal.ErrInvalidOperation)
 	}
-	err := checkIntent(&op)
+	err := journal.CheckIntent(op)
 	if size := len(op.ID) + len(op.Key) + len(op.Method) + len(op.URL); err == nil && size > memoryMaxRecord {
-		err = fmt.Errorf("%w: intent of %d bytes, over the %d-byte limit of a record", ErrInvalidOperation, size, memoryMaxRecord)
+		err = fmt.Errorf("%w: intent of %d bytes, over the %d-byte limit of a record", journal.ErrInvalidOperation, size, memoryMaxRecord)
 	}
 	if err != nil {
 		return fmt.Errorf("idem: journal in memory: begin %q: %w", op.ID, err)
@@ -360,7 +359,7 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 	case e == nil: // Begin after Release, of an ID no one holds
 		e = &memoryEntry{}
 	case e.begun:
-		return fmt.Errorf("idem: journal in memory: begin %q: %w", op.ID, ErrOperationExists)
+		return fmt.Errorf("idem: journal in memory: begin %q: %w", op.ID, journal.ErrOperationExists)
 	}
 	j.expire(now.UnixNano())
 	if j.remembered() >= j.maxOps {
@@ -371,7 +370,8 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 		op.Created = now
 	}
 	e.setIntent(&op)
-	e.fingerprint, e.created, e.state, e.begun = op.Fingerprint, op.Created.UnixNano(), StatePending, true
+	e.fingerprint, e.created, e.keyTTL = op.Fingerprint, op.Created.UnixNano(), int64(op.KeyTTL)
+	e.state, e.begun = journal.StatePending, true
 	// Assigning an existing key stores the new key string: the map then
 	// holds the ID in the entry's intent rather than in memory of its own.
 	j.ops[e.id()] = e
@@ -379,16 +379,16 @@ func (c *memoryClaim) Begin(_ context.Context, op Operation) error {
 	return nil
 }
 
-func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
+func (c *memoryClaim) Complete(_ context.Context, op journal.Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("idem: journal in memory: Complete of %q under the claim on %q: %w", op.ID, c.id, ErrInvalidOperation)
+		return fmt.Errorf("idem: journal in memory: Complete of %q under the claim on %q: %w", op.ID, c.id, journal.ErrInvalidOperation)
 	}
-	err := checkCompletion(&op)
+	err := journal.CheckOutcome(op)
 	var raw []byte
 	if err == nil {
 		raw = journalkit.EncodeHeaderBody(op.Header, op.Body)
 		if len(raw) > memoryMaxRecord {
-			err = fmt.Errorf("%w: outcome of %d bytes, over the %d-byte limit of a record", ErrInvalidOperation, len(raw), memoryMaxRecord)
+			err = fmt.Errorf("%w: outcome of %d bytes, over the %d-byte limit of a record", journal.ErrInvalidOperation, len(raw), memoryMaxRecord)
 		}
 	}
 	if err != nil {
@@ -403,16 +403,16 @@ func (c *memoryClaim) Complete(_ context.Context, op Operation) error {
 	case err != nil:
 		return err
 	case e == nil || !e.begun:
-		return fmt.Errorf("idem: journal in memory: complete %q: %w", op.ID, ErrNoSuchOperation)
+		return fmt.Errorf("idem: journal in memory: complete %q: %w", op.ID, journal.ErrNoSuchOperation)
 	case op.Key != "" && op.Key != e.key():
 		return fmt.Errorf("idem: journal in memory: complete %q: %w: key %q is not the operation's key %q",
-			op.ID, ErrInvalidOperation, op.Key, e.key())
+			op.ID, journal.ErrInvalidOperation, op.Key, e.key())
 	}
 	if op.Completed.IsZero() {
 		op.Completed = now
 	}
 	j.expire(now.UnixNano())
-	if e.state.final() { // a later completion replaces the earlier one
+	if final(e.state) { // a later completion replaces the earlier one
 		j.store.remove(e.seq)
 	} else {
 		j.pending--
@@ -442,7 +442,7 @@ func (c *memoryClaim) Release() {
 		close(e.free)
 		e.free = nil
 	}
-	if (!e.begun || e.state.final()) && j.ops[c.id] == e { // a completed one is in the store
+	if (!e.begun || final(e.state)) && j.ops[c.id] == e { // a completed one is in the store
 		delete(j.ops, c.id)
 	}
 	j.mu.Unlock()
@@ -452,8 +452,8 @@ func (c *memoryClaim) Release() {
 // Forget drops the pending operation id, as filejournal.Journal.Forget does.
 func (j *memoryJournal) Forget(ctx context.Context, id string) error {
 	return j.forget(ctx, id, func(e *memoryEntry) error {
-		if e.state.final() {
-			return fmt.Errorf("idem: journal in memory: forget %q: %w: it is %s with status %d", id, ErrAlreadyCompleted, e.state, e.status)
+		if final(e.state) {
+			return fmt.Errorf("idem: journal in memory: forget %q: %w: it is %s with status %d", id, journal.ErrAlreadyCompleted, e.state, e.status)
 		}
 		return nil
 	})
@@ -463,8 +463,8 @@ func (j *memoryJournal) Forget(ctx context.Context, id string) error {
 // filejournal.Journal.ForgetCompleted does.
 func (j *memoryJournal) ForgetCompleted(ctx context.Context, id, key string) error {
 	return j.forget(ctx, id, func(e *memoryEntry) error {
-		if !e.state.final() || e.key() != key {
-			return fmt.Errorf("idem: journal in memory: forget %q: %w: no completed operation under key %s", id, ErrNoSuchOperation, key)
+		if !final(e.state) || e.key() != key {
+			return fmt.Errorf("idem: journal in memory: forget %q: %w: no completed operation under key %s", id, journal.ErrNoSuchOperation, key)
 		}
 		return nil
 	})
@@ -489,16 +489,16 @@ func (c *memoryClaim) forget(check func(*memoryEntry) error) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if !c.e.begun {
-		return fmt.Errorf("idem: journal in memory: forget %q: %w", c.id, ErrNoSuchOperation)
+		return fmt.Errorf("idem: journal in memory: forget %q: %w", c.id, journal.ErrNoSuchOperation)
 	}
 	if err := check(c.e); err != nil {
 		return err
 	}
 	switch {
-	case !c.e.state.final():
+	case !final(c.e.state):
 		j.pending--
 	case !j.store.remove(c.e.seq):
-		return fmt.Errorf("idem: journal in memory: forget %q: %w: its outcome is no longer held", c.id, ErrNoSuchOperation)
+		return fmt.Errorf("idem: journal in memory: forget %q: %w: its outcome is no longer held", c.id, journal.ErrNoSuchOperation)
 	}
 	*c.e = memoryEntry{held: true, free: c.e.free} // not begun: Release removes it
 	return nil

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/journal"
 )
 
 // memoryRemembers returns what j remembers: the IDs it keeps whole,
@@ -16,7 +18,7 @@ func memoryRemembers(j *memoryJournal) ([]string, int) {
 	defer j.mu.Unlock()
 	var whole []string
 	for id, e := range j.ops {
-		if e.begun && !e.state.final() {
+		if e.begun && !final(e.state) {
 			whole = append(whole, id)
 		}
 	}
@@ -48,7 +50,7 @@ func TestMemoryJournalKeepsOutcomesWithinTheBudgetExactly(t *testing.T) {
 			if !slices.Equal(whole, tt.whole) || digests != 2-len(tt.whole) {
 				t.Fatalf("kept whole %q and %d digests, want %q and %d", whole, digests, tt.whole, 2-len(tt.whole))
 			}
-			if _, _, err := j.Lookup(context.Background(), "a"); (err != nil) != (len(tt.whole) == 1) || err != nil && !errors.Is(err, ErrOutcomeForgotten) {
+			if _, _, err := j.Lookup(context.Background(), "a"); (err != nil) != (len(tt.whole) == 1) || err != nil && !errors.Is(err, journal.ErrOutcomeForgotten) {
 				t.Fatalf("Lookup of a: %v", err)
 			}
 		})
@@ -67,7 +69,7 @@ func TestMemoryJournalClaimOfAnOperationKeptWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, err := j.TryClaim(context.Background(), "a"); !errors.Is(err, ErrClaimed) {
+	if c, err := j.TryClaim(context.Background(), "a"); !errors.Is(err, journal.ErrClaimed) {
 		if c != nil {
 			c.Release()
 		}
@@ -78,11 +80,11 @@ func TestMemoryJournalClaimOfAnOperationKeptWhole(t *testing.T) {
 	if whole, digests := memoryRemembers(j); !slices.Equal(whole, []string{"b"}) || digests != 1 {
 		t.Fatalf("kept whole %q and %d digests, want [b] and 1", whole, digests)
 	}
-	if op, ok := held.Operation(); !ok || op.State != StateDone || op.Key != "key-a" {
+	if op, ok := held.Operation(); !ok || op.State != journal.StateDone || op.Key != "key-a" {
 		t.Fatalf("the holder reads %+v, %v; want the outcome", op, ok)
 	}
 	held.Release()
-	if c, err := j.Claim(context.Background(), "a"); !errors.Is(err, ErrOutcomeForgotten) {
+	if c, err := j.Claim(context.Background(), "a"); !errors.Is(err, journal.ErrOutcomeForgotten) {
 		if c != nil {
 			c.Release()
 		}
@@ -106,12 +108,12 @@ func TestMemoryJournalDigestCollisionRefusesANewOperation(t *testing.T) {
 	memoryComplete(t, j, memoryBegin(t, j, "a", at), at)
 	memoryComplete(t, j, memoryBegin(t, j, "b", at), at) // drops a to its digest; b is kept whole
 	for _, id := range []string{"new", "new2"} {
-		for name, claim := range map[string]func(context.Context, string) (Claim, error){"Claim": j.Claim, "TryClaim": j.TryClaim} {
-			if c, err := claim(context.Background(), id); !errors.Is(err, ErrOutcomeForgotten) || c != nil {
+		for name, claim := range map[string]func(context.Context, string) (journal.Claim, error){"Claim": j.Claim, "TryClaim": j.TryClaim} {
+			if c, err := claim(context.Background(), id); !errors.Is(err, journal.ErrOutcomeForgotten) || c != nil {
 				t.Fatalf("%s of %s, whose digest is held: %v, %v; want ErrOutcomeForgotten", name, id, c, err)
 			}
 		}
-		if _, ok, err := j.Lookup(context.Background(), id); ok || !errors.Is(err, ErrOutcomeForgotten) {
+		if _, ok, err := j.Lookup(context.Background(), id); ok || !errors.Is(err, journal.ErrOutcomeForgotten) {
 			t.Fatalf("Lookup of %s, whose digest is held: %v, %v; want ErrOutcomeForgotten", id, ok, err)
 		}
 	}
@@ -138,7 +140,7 @@ func TestMemoryJournalBoundCountsEveryOperationRemembered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Begin(context.Background(), Operation{ID: "fifth", Key: "key-fifth", Method: "POST", URL: "https://api.example/x"})
+	err = c.Begin(context.Background(), journal.Operation{ID: "fifth", Key: "key-fifth", Method: "POST", URL: "https://api.example/x", KeyTTL: time.Hour})
 	c.Release()
 	if !errors.Is(err, ErrTooManyOperations) {
 		t.Fatalf("Begin of a fifth operation: %v, want ErrTooManyOperations", err)
@@ -179,12 +181,12 @@ func TestMemoryJournalALaterCompletionReplacesTheOutcome(t *testing.T) {
 	memoryComplete(t, j, op, clock.t)
 	clock.t = clock.t.Add(2 * time.Hour)
 	c, _ := j.Claim(context.Background(), "op")
-	op.State, op.Status, op.Body = StateRejected, 409, []byte("later")
+	op.State, op.Status, op.Body = journal.StateRejected, 409, []byte("later")
 	if err := c.Complete(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
 	c.Release()
-	if ops := list(j, ListAll); j.store.live != 1 || len(ops) != 1 || ops[0].Status != 409 {
+	if ops := list(j, journal.ListAll); j.store.live != 1 || len(ops) != 1 || ops[0].Status != 409 {
 		t.Fatalf("%d kept whole, listed %+v; want the later outcome alone", j.store.live, ops)
 	}
 	clock.t = time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC) // KeyTTL after the first slice's end
@@ -280,5 +282,27 @@ func TestMemoryDigestsSegmentsAndExpiry(t *testing.T) {
 	d.expire(20)
 	if len(d.segs) != 0 || d.n != 0 || d.has(7) {
 		t.Fatalf("%d segments, %d digests left, want none", len(d.segs), d.n)
+	}
+}
+
+// C15.6: a digest moves on for one farther from its home, so that a
+// probe ends at the first digest nearer its home than the probe is from
+// its start: a digest found past it was never placed there by add.
+func TestMemoryDigestsProbeEndsAtANearerDigest(t *testing.T) {
+	s := digestSegment{slots: make([]uint64, digestSegmentMin)}
+	shift := 64 - 10 // digestSegmentMin slots: a home is a digest's top 10 bits
+	at := func(home int, low uint64) uint64 { return uint64(home)<<shift | low }
+	s.insert(at(5, 3)) // slot 5
+	s.insert(at(6, 3)) // slot 6
+	s.insert(at(5, 7)) // home 5: farther than the one at 6, which moves on to 7
+	if got := s.slots[5:9]; got[0] != at(5, 3) || got[1] != at(5, 7) || got[2] != at(6, 3) || got[3] != 0 {
+		t.Fatalf("slots 5 to 8 hold %x, want homes 5, 5, 6 and empty", got)
+	}
+	if !s.has(at(5, 7)) || !s.has(at(6, 3)) || s.has(at(5, 9)) {
+		t.Fatal("a digest moved on is not found, or one never added is")
+	}
+	s.slots[8] = at(5, 9) // past the nearer digest at 7: never placed there
+	if s.has(at(5, 9)) {
+		t.Fatal("a probe went on past a digest nearer its home")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 )
 
 // C15.5: an operation held by a claim when its time is up is kept, and
@@ -25,13 +26,13 @@ func TestMemoryJournalExpiryKeepsAHeldOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.t = start.Add(2 * ttl)
-	if c, err := j.TryClaim(context.Background(), "held"); !errors.Is(err, ErrClaimed) {
+	if c, err := j.TryClaim(context.Background(), "held"); !errors.Is(err, journal.ErrClaimed) {
 		if c != nil {
 			c.Release()
 		}
 		t.Fatalf("TryClaim of an ID held past its time: %v, want ErrClaimed", err)
 	}
-	if op, ok := held.Operation(); !ok || op.State != StateDone {
+	if op, ok := held.Operation(); !ok || op.State != journal.StateDone {
 		t.Fatalf("the holder reads %+v, %v past its time; want the outcome", op, ok)
 	}
 	held.Release()
@@ -57,8 +58,8 @@ func TestMemoryJournalReleasedClaimNeverReplacesAnIntent(t *testing.T) {
 	if op, ok := c.Operation(); !ok || op.Key != first.Key {
 		t.Fatalf("the released claim reads %+v, %v; want the intent under %s", op, ok, first.Key)
 	}
-	other := Operation{ID: "op", Key: "key-other", Method: http.MethodPost, URL: "https://api.example/x"}
-	if err := c.Begin(context.Background(), other); !errors.Is(err, ErrOperationExists) {
+	other := journal.Operation{ID: "op", Key: "key-other", Method: http.MethodPost, URL: "https://api.example/x", KeyTTL: time.Hour}
+	if err := c.Begin(context.Background(), other); !errors.Is(err, journal.ErrOperationExists) {
 		t.Fatalf("Begin under a released claim of a begun ID: %v, want ErrOperationExists", err)
 	}
 	if op, _, _ := j.Lookup(context.Background(), "op"); op.Key != first.Key {
@@ -81,9 +82,9 @@ func TestMemoryJournalBoundsAnIntentByAllItsParts(t *testing.T) {
 			t.Fatal(err)
 		}
 		url := "https://api.example/" + strings.Repeat("u", tt.size-len(tt.id)-len(key)-len(http.MethodPost)-len("https://api.example/"))
-		err = c.Begin(context.Background(), Operation{ID: tt.id, Key: key, Method: http.MethodPost, URL: url})
+		err = c.Begin(context.Background(), journal.Operation{ID: tt.id, Key: key, Method: http.MethodPost, URL: url, KeyTTL: time.Hour})
 		c.Release()
-		if (err == nil) != tt.ok || err != nil && !errors.Is(err, ErrInvalidOperation) {
+		if (err == nil) != tt.ok || err != nil && !errors.Is(err, journal.ErrInvalidOperation) {
 			t.Fatalf("Begin of an intent of %d bytes: %v, want accepted: %v", tt.size, err, tt.ok)
 		}
 	}
@@ -104,13 +105,13 @@ func TestMemoryJournalBoundsAnOutcomeAtTheLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		overhead := len(journalkit.EncodeHeaderBody(nil, make([]byte, tt.size))) - tt.size
-		op.State, op.Status, op.Body = StateDone, 201, make([]byte, tt.size-overhead)
+		op.State, op.Status, op.Body = journal.StateDone, 201, make([]byte, tt.size-overhead)
 		if n := len(journalkit.EncodeHeaderBody(nil, op.Body)); n != tt.size {
 			t.Fatalf("the outcome encodes in %d bytes, want %d", n, tt.size)
 		}
 		err = c.Complete(context.Background(), op)
 		c.Release()
-		if (err == nil) != tt.ok || err != nil && !errors.Is(err, ErrInvalidOperation) {
+		if (err == nil) != tt.ok || err != nil && !errors.Is(err, journal.ErrInvalidOperation) {
 			t.Fatalf("Complete of an outcome of %d bytes: %v, want accepted: %v", tt.size, err, tt.ok)
 		}
 	}
@@ -126,7 +127,7 @@ func TestMemoryJournalForgetCompletedNeedsBothTheOutcomeAndTheKey(t *testing.T) 
 	memoryComplete(t, j, done, at)
 	pending := memoryBegin(t, j, "pending", at)
 	for _, tt := range []struct{ id, key string }{{"done", "key-other"}, {"pending", pending.Key}} {
-		if err := j.ForgetCompleted(context.Background(), tt.id, tt.key); !errors.Is(err, ErrNoSuchOperation) {
+		if err := j.ForgetCompleted(context.Background(), tt.id, tt.key); !errors.Is(err, journal.ErrNoSuchOperation) {
 			t.Fatalf("ForgetCompleted(%s, %s) = %v, want ErrNoSuchOperation", tt.id, tt.key, err)
 		}
 		if _, ok, _ := j.Lookup(context.Background(), tt.id); !ok {

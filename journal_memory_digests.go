@@ -27,7 +27,7 @@ const (
 // digestSegment is one table of memoryDigests.
 type digestSegment struct {
 	end   int64    // the latest slice end of its digests, Unix nanoseconds
-	slots []uint64 // open addressing, probed linearly from a digest's top bits; 0 is empty
+	slots []uint64 // open addressing, probed linearly from a digest's top bits, Robin Hood order; 0 is empty
 	n     int      // digests held
 }
 
@@ -88,32 +88,39 @@ func (s *digestSegment) grow() {
 	}
 }
 
-// home returns the slot where x's probe starts: x's top bits, as many as
-// index the slots (a power of two).
-func (s *digestSegment) home(x uint64) int {
-	return int(x >> (bits.LeadingZeros64(uint64(len(s.slots))) + 1))
-}
-
-// insert puts x in the first empty slot from its home. s is not full.
+// insert puts x in the first slot from its home (its top bits, as many as
+// index the slots, a power of two) that is empty or holds a digest nearer
+// its own home than x is to x's, which then moves on in x's place (Robin
+// Hood hashing). So every digest a probe passes is at least as far from
+// its home as the probe from its start: a probe for a digest not held
+// ends at the first that is nearer (see has). s is not full.
 func (s *digestSegment) insert(x uint64) {
 	mask := len(s.slots) - 1
-	for i := s.home(x); ; i = (i + 1) & mask {
-		if s.slots[i] == 0 {
+	shift := bits.LeadingZeros64(uint64(len(s.slots))) + 1
+	for i, far := int(x>>shift), 0; ; i, far = (i+1)&mask, far+1 {
+		y := s.slots[i]
+		if y == 0 {
 			s.slots[i] = x
 			s.n++
 			return
 		}
+		if yfar := (i - int(y>>shift)) & mask; yfar < far {
+			s.slots[i], x, far = x, y, yfar
+		}
 	}
 }
 
-// has reports whether x is in s: found before an empty slot.
+// has reports whether x is in s: found before an empty slot, or a digest
+// nearer its home than x would be there.
 func (s *digestSegment) has(x uint64) bool {
 	mask := len(s.slots) - 1
-	for i := s.home(x); ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case x:
+	shift := bits.LeadingZeros64(uint64(len(s.slots))) + 1
+	for i, far := int(x>>shift), 0; ; i, far = (i+1)&mask, far+1 {
+		y := s.slots[i]
+		if y == x {
 			return true
-		case 0:
+		}
+		if y == 0 || (i-int(y>>shift))&mask < far {
 			return false
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 )
 
 // memoryStore holds the completed operations a memory journal keeps whole,
@@ -17,12 +18,18 @@ import (
 // Records are only appended, and dropped from the front: the oldest when
 // the journal is over its budget, or when their time is up. A record
 // replaced, or forgotten on request, is marked gone and dropped when it
-// reaches the front. A chunk is freed once no record is left in it.
+// reaches the front. A chunk is freed once no record is left in it; the
+// last one freed is used again. The records move to the start of their
+// array when they reach its end with at least half of it dropped, or else
+// to a new array twice their number: a store that drops as many as it
+// takes allocates nothing for them.
 type memoryStore struct {
 	recs       []storedOp     // oldest first: record first+i is recs[i]
+	base       []storedOp     // recs's array from its start: recs is base[len(base)-len(recs):]
 	first      int            // the sequence number of recs[0]
 	chunks     [][]byte       // oldest first: chunk firstChunk+i is chunks[i]
 	firstChunk int            // the sequence number of chunks[0]
+	spare      []byte         // a chunk freed, empty, for the next chunk
 	index      map[uint64]int // a digest to the sequence number of its record, for records not gone
 	bytes      int            // the sizes of recs (see size)
 	live       int            // records not gone
@@ -43,13 +50,14 @@ type storedOp struct {
 	digest                        uint64
 	end                           int64 // the end of its time slice: forgotten KeyTTL after
 	created, completed            int64 // Unix nanoseconds
+	keyTTL                        int64 // nanoseconds: the operation's KeyTTL
 	chunk                         int
 	at                            uint32
 	keyAt, methodAt, urlAt, outAt uint32
 	n                             uint32
-	fingerprint                   Fingerprint
+	fingerprint                   journal.Fingerprint
 	status                        int32
-	state                         State
+	state                         journal.State
 	bodyTruncated                 bool
 	headerTruncated               bool
 	gone                          bool // replaced, or forgotten on request
@@ -77,17 +85,31 @@ func (s *memoryStore) put(d uint64, e *memoryEntry, end int64) int {
 	n := len(e.intent) + len(e.outcome)
 	last := len(s.chunks) - 1
 	if last < 0 || cap(s.chunks[last])-len(s.chunks[last]) < n {
-		s.chunks = append(s.chunks, make([]byte, 0, max(storeChunk, n)))
+		c := s.spare
+		if n <= cap(c) {
+			s.spare = nil
+		} else {
+			c = make([]byte, 0, max(storeChunk, n))
+		}
+		s.chunks = append(s.chunks, c)
 		last++
 	}
 	at := len(s.chunks[last])
 	s.chunks[last] = append(append(s.chunks[last], e.intent...), e.outcome...)
+	if len(s.recs) == cap(s.recs) { // at the end of the array
+		if s.base == nil || 2*len(s.recs) > len(s.base) { // less than half dropped: a new array, twice the records
+			s.base = make([]storedOp, 0, max(2*len(s.recs), 64))
+		}
+		s.base = append(s.base[:0], s.recs...)
+		s.recs = s.base
+	}
 	s.recs = append(s.recs, storedOp{
-		digest: d, end: end, created: e.created, completed: e.completed, chunk: s.firstChunk + last, at: uint32(at),
+		digest: d, end: end, created: e.created, completed: e.completed, keyTTL: e.keyTTL, chunk: s.firstChunk + last, at: uint32(at),
 		keyAt: e.keyAt, methodAt: e.methodAt, urlAt: e.urlAt, outAt: uint32(len(e.intent)), n: uint32(n),
 		fingerprint: e.fingerprint, status: e.status, state: e.state,
 		bodyTruncated: e.bodyTruncated, headerTruncated: e.headerTruncated,
 	})
+	s.base = s.base[:len(s.base)+1]
 	seq := s.first + len(s.recs) - 1
 	s.index[d] = seq
 	s.bytes += s.recs[len(s.recs)-1].size()
@@ -130,6 +152,9 @@ func (s *memoryStore) dropFront() (storedOp, bool) {
 	if len(s.recs) > 0 {
 		keep = s.recs[0].chunk - s.firstChunk
 	}
+	if keep > 0 && cap(s.chunks[0]) == storeChunk {
+		s.spare = s.chunks[0][:0]
+	}
 	clear(s.chunks[:keep])
 	s.chunks = s.chunks[keep:]
 	s.firstChunk += keep
@@ -152,19 +177,19 @@ func (s *memoryStore) entry(r *storedOp, seq int) *memoryEntry {
 	b := s.bytesOf(r)
 	return &memoryEntry{
 		intent: string(b[:r.outAt]), keyAt: r.keyAt, methodAt: r.methodAt, urlAt: r.urlAt,
-		status: r.status, fingerprint: r.fingerprint, created: r.created, completed: r.completed,
+		status: r.status, fingerprint: r.fingerprint, created: r.created, completed: r.completed, keyTTL: r.keyTTL,
 		outcome: append([]byte(nil), b[r.outAt:]...), seq: seq,
 		state: r.state, bodyTruncated: r.bodyTruncated, headerTruncated: r.headerTruncated, begun: true,
 	}
 }
 
 // operation returns r, its header and body in memory of their own.
-func (s *memoryStore) operation(r *storedOp) Operation {
+func (s *memoryStore) operation(r *storedOp) journal.Operation {
 	b := s.bytesOf(r)
-	op := Operation{
+	op := journal.Operation{
 		ID: string(b[:r.keyAt]), Key: string(b[r.keyAt:r.methodAt]), Method: string(b[r.methodAt:r.urlAt]),
 		URL: string(b[r.urlAt:r.outAt]), Fingerprint: r.fingerprint, State: r.state,
-		Created: time.Unix(0, r.created).UTC(), Completed: time.Unix(0, r.completed).UTC(), Status: int(r.status),
+		Created: time.Unix(0, r.created).UTC(), KeyTTL: time.Duration(r.keyTTL), Completed: time.Unix(0, r.completed).UTC(), Status: int(r.status),
 		BodyTruncated: r.bodyTruncated, HeaderTruncated: r.headerTruncated,
 	}
 	op.Header, op.Body = journalkit.DecodeHeaderBody(string(b[r.outAt:]))

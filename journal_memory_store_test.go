@@ -12,13 +12,14 @@ import (
 	"unsafe"
 
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 )
 
 // storeEntry returns a completed entry of id, its outcome a body of size
 // bytes, each id[0].
 func storeEntry(id string, size int) *memoryEntry {
-	e := &memoryEntry{created: 1, completed: 2, state: StateDone, status: 201, begun: true, fingerprint: Fingerprint{id[0]}}
-	e.setIntent(&Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/" + id})
+	e := &memoryEntry{created: 1, completed: 2, state: journal.StateDone, status: 201, begun: true, fingerprint: journal.Fingerprint{id[0]}}
+	e.setIntent(&journal.Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/" + id})
 	e.outcome = journalkit.EncodeHeaderBody(nil, bytes.Repeat([]byte{id[0]}, size))
 	return e
 }
@@ -80,7 +81,7 @@ func TestMemoryStoreRecordsAcrossChunks(t *testing.T) {
 		r, seq, ok := s.find(uint64(i + 1))
 		op := s.operation(r)
 		if !ok || seq != i || s.id(r) != id || op.ID != id || op.Key != "key-"+id || op.URL != "https://api.example/"+id ||
-			len(op.Body) != sizes[id] || op.Body[0] != id[0] || op.Body[len(op.Body)-1] != id[0] || op.Fingerprint != (Fingerprint{id[0]}) {
+			len(op.Body) != sizes[id] || op.Body[0] != id[0] || op.Body[len(op.Body)-1] != id[0] || op.Fingerprint != (journal.Fingerprint{id[0]}) {
 			t.Fatalf("%s reads back as %v, record %d, ID %q, %d body bytes", id, ok, seq, op.ID, len(op.Body))
 		}
 	}
@@ -152,16 +153,16 @@ func TestMemoryJournalReleasedClaimLeavesNoOutcomeInTheMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Release()
-	late.State, late.Status, late.Completed = StateDone, 201, at
+	late.State, late.Status, late.Completed = journal.StateDone, 201, at
 	if err := c.Complete(ctx, late); err != nil {
 		t.Fatalf("Complete of a released claim: %v", err)
 	}
-	if op, ok := c.Operation(); !ok || op.State != StateDone {
+	if op, ok := c.Operation(); !ok || op.State != journal.StateDone {
 		t.Fatalf("a released claim reads %+v, %v; want the outcome", op, ok)
 	}
 	again := late
-	again.State, again.Status, again.Completed = StatePending, 0, time.Time{}
-	if err := c.Begin(ctx, again); !errors.Is(err, ErrOperationExists) {
+	again.State, again.Status, again.Completed = journal.StatePending, 0, time.Time{}
+	if err := c.Begin(ctx, again); !errors.Is(err, journal.ErrOperationExists) {
 		t.Fatalf("Begin of a released claim over an outcome: %v, want ErrOperationExists", err)
 	}
 	if len(j.ops) != 0 || j.store.live != 1 || j.pending != 0 {
@@ -183,11 +184,11 @@ func TestMemoryJournalForgetOfAnOutcomeDroppedWhileClaimed(t *testing.T) {
 	}
 	j.budget = 0
 	memoryComplete(t, j, memoryBegin(t, j, "b", at), at) // drops a's outcome
-	if err := held.(*memoryClaim).forget(func(*memoryEntry) error { return nil }); !errors.Is(err, ErrNoSuchOperation) {
+	if err := held.(*memoryClaim).forget(func(*memoryEntry) error { return nil }); !errors.Is(err, journal.ErrNoSuchOperation) {
 		t.Fatalf("forget of an outcome dropped while claimed: %v, want ErrNoSuchOperation", err)
 	}
 	held.Release()
-	if _, _, err := j.Lookup(context.Background(), "a"); !errors.Is(err, ErrOutcomeForgotten) {
+	if _, _, err := j.Lookup(context.Background(), "a"); !errors.Is(err, journal.ErrOutcomeForgotten) {
 		t.Fatalf("Lookup after the refused forget: %v, want ErrOutcomeForgotten", err)
 	}
 }
@@ -202,7 +203,7 @@ func TestMemoryJournalManyOperationsThroughTheStore(t *testing.T) {
 	for i := range n {
 		op := memoryBegin(t, j, fmt.Sprint("op-", i), at)
 		c, _ := j.Claim(context.Background(), op.ID)
-		op.State, op.Status, op.Body = StateDone, 201, bytes.Repeat([]byte{byte(i)}, i%300)
+		op.State, op.Status, op.Body = journal.StateDone, 201, bytes.Repeat([]byte{byte(i)}, i%300)
 		if err := c.Complete(context.Background(), op); err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +219,75 @@ func TestMemoryJournalManyOperationsThroughTheStore(t *testing.T) {
 			t.Fatalf("op-%d reads back %v, %v, %d body bytes", i, ok, err, len(op.Body))
 		}
 	}
-	if _, _, err := j.Lookup(context.Background(), fmt.Sprint("op-", n-len(whole)-1)); !errors.Is(err, ErrOutcomeForgotten) {
+	if _, _, err := j.Lookup(context.Background(), fmt.Sprint("op-", n-len(whole)-1)); !errors.Is(err, journal.ErrOutcomeForgotten) {
 		t.Fatalf("the latest dropped: %v, want ErrOutcomeForgotten", err)
+	}
+}
+
+// C15.6: a store that drops a record for each it takes moves its records
+// to the start of their array once it is full and half of it dropped,
+// rather than growing it, and fills a chunk it freed rather than a new
+// one: each record still reads back whole.
+func TestMemoryStoreReusesItsRecordsArrayAndAFreedChunk(t *testing.T) {
+	var s memoryStore
+	const held = 1024
+	e := storeEntry("op", storeChunk/4-40) // four records a chunk
+	next := 0
+	step := func() {
+		if next >= held {
+			s.dropFront()
+		}
+		s.put(uint64(2*next+1), e, 100)
+		next++
+	}
+	for range 3 * held { // the records held, and twice as many through the array
+		step()
+	}
+	array := &s.base[:1][0]
+	for range 4 {
+		step() // the first starts a chunk; the fourth frees one
+	}
+	if s.spare == nil {
+		t.Fatal("no chunk kept once freed")
+	}
+	chunk := &s.spare[:1][0]
+	step() // the next record goes to the freed chunk
+	if s.spare != nil || &s.chunks[len(s.chunks)-1][:1][0] != chunk {
+		t.Fatal("the chunk freed is not the next one filled")
+	}
+	if allocs := testing.AllocsPerRun(2*held, step); allocs != 0 { // through the array, moved at least once
+		t.Fatalf("%v allocations a record taken and one dropped, want 0", allocs)
+	}
+	if &s.base[:1][0] != array || cap(s.base) > 2*held || len(s.recs) != held || s.live != held {
+		t.Fatalf("records in an array of %d (the same: %v), %d of them, %d live; want the same, of at most %d, %d", cap(s.base), &s.base[:1][0] == array, len(s.recs), s.live, 2*held, held)
+	}
+	for i := next - held; i < next; i++ {
+		r, seq, ok := s.find(uint64(2*i + 1))
+		if op := s.operation(r); !ok || seq != i || op.ID != "op" || len(op.Body) != storeChunk/4-40 {
+			t.Fatalf("record %d reads back as %v, %d, %q with %d body bytes", i, ok, seq, op.ID, len(op.Body))
+		}
+	}
+}
+
+// C15.6: a record of exactly a chunk's bytes goes to the chunk freed.
+func TestMemoryStoreFillsAFreedChunkWithARecordOfItsSize(t *testing.T) {
+	var s memoryStore
+	e := storeEntry("op", storeChunk-38)
+	if n := len(e.intent) + len(e.outcome); n != storeChunk {
+		t.Fatalf("a record of %d bytes, want %d", n, storeChunk)
+	}
+	s.put(1, e, 100)
+	s.put(3, e, 100)
+	chunk := &s.chunks[0][:1][0]
+	s.dropFront()
+	if s.spare == nil || &s.spare[:1][0] != chunk {
+		t.Fatal("the chunk freed is not kept")
+	}
+	s.put(5, e, 100)
+	if s.spare != nil || &s.chunks[len(s.chunks)-1][:1][0] != chunk {
+		t.Fatal("a record the size of the chunk freed went to a new chunk")
+	}
+	if r, _, ok := s.find(5); !ok || len(s.operation(r).Body) != storeChunk-38 {
+		t.Fatal("the record in the chunk freed does not read back")
 	}
 }

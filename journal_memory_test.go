@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/journal"
 )
 
 // memoryClock is a settable clock for the memory journal's tests.
@@ -16,28 +18,28 @@ type memoryClock struct{ t time.Time }
 
 func (c *memoryClock) now() time.Time { return c.t }
 
-func memoryBegin(t *testing.T, j *memoryJournal, id string, created time.Time) Operation {
+func memoryBegin(t *testing.T, j *memoryJournal, id string, created time.Time) journal.Operation {
 	t.Helper()
 	c, err := j.Claim(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Release()
-	op := Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/x", Created: created, State: StatePending}
+	op := journal.Operation{ID: id, Key: "key-" + id, Method: http.MethodPost, URL: "https://api.example/x", Created: created, KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
 	return op
 }
 
-func memoryComplete(t *testing.T, j *memoryJournal, op Operation, completed time.Time) {
+func memoryComplete(t *testing.T, j *memoryJournal, op journal.Operation, completed time.Time) {
 	t.Helper()
 	c, err := j.Claim(context.Background(), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Release()
-	op.State, op.Status, op.Completed = StateDone, 201, completed
+	op.State, op.Status, op.Completed = journal.StateDone, 201, completed
 	if err := c.Complete(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestMemoryJournalForgetsACompletedOperationKeyTTLAfterItsSlice(t *testing.T
 	if _, ok, err := j.Lookup(context.Background(), "kept"); !ok || err != nil {
 		t.Fatalf("Lookup a nanosecond before: %v, %v; want the operation", ok, err)
 	}
-	if _, _, err := j.Lookup(context.Background(), "digest"); !errors.Is(err, ErrOutcomeForgotten) {
+	if _, _, err := j.Lookup(context.Background(), "digest"); !errors.Is(err, journal.ErrOutcomeForgotten) {
 		t.Fatalf("Lookup of a digest a nanosecond before: %v, want ErrOutcomeForgotten", err)
 	}
 	clock.t = clock.t.Add(time.Nanosecond)
@@ -77,7 +79,7 @@ func TestMemoryJournalForgetsACompletedOperationKeyTTLAfterItsSlice(t *testing.T
 			t.Fatalf("Lookup of %s KeyTTL after its slice: %+v, %v, %v; want nothing", id, op, ok, err)
 		}
 	}
-	if op, ok, _ := j.Lookup(context.Background(), "pending"); !ok || op.State != StatePending {
+	if op, ok, _ := j.Lookup(context.Background(), "pending"); !ok || op.State != journal.StatePending {
 		t.Fatalf("the pending operation reads %+v, %v; want it kept", op, ok)
 	}
 	if got := []int{j.pending, j.store.live, j.digests.n, j.store.bytes, len(j.store.chunks)}; !slices.Equal(got, []int{1, 0, 0, 0, 0}) {
@@ -92,7 +94,7 @@ func TestMemoryJournalKeepsItsOwnCopyOfAnOutcome(t *testing.T) {
 	c, _ := j.Claim(context.Background(), "op")
 	header := http.Header{"Content-Type": {"application/json"}, "Empty": {}}
 	body := []byte(`{"ok":true}`)
-	op.State, op.Status, op.Header, op.Body = StateDone, 201, header, body
+	op.State, op.Status, op.Header, op.Body = journal.StateDone, 201, header, body
 	if err := c.Complete(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -120,23 +122,23 @@ func TestMemoryJournalRefusesWhatAFileJournalCannotHold(t *testing.T) {
 	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
 	c, _ := j.Claim(context.Background(), "op")
 	defer c.Release()
-	big := Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: strings.Repeat("u", memoryMaxRecord)}
-	if err := c.Begin(context.Background(), big); !errors.Is(err, ErrInvalidOperation) {
+	big := journal.Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: strings.Repeat("u", memoryMaxRecord), KeyTTL: time.Hour}
+	if err := c.Begin(context.Background(), big); !errors.Is(err, journal.ErrInvalidOperation) {
 		t.Fatalf("Begin of an intent over the record limit: %v, want ErrInvalidOperation", err)
 	}
-	op := Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: "https://api.example/x"}
+	op := journal.Operation{ID: "op", Key: "k", Method: http.MethodPost, URL: "https://api.example/x", KeyTTL: time.Hour}
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
-	op.State, op.Body = StateDone, make([]byte, memoryMaxRecord)
-	if err := c.Complete(context.Background(), op); !errors.Is(err, ErrInvalidOperation) {
+	op.State, op.Body = journal.StateDone, make([]byte, memoryMaxRecord)
+	if err := c.Complete(context.Background(), op); !errors.Is(err, journal.ErrInvalidOperation) {
 		t.Fatalf("Complete of an outcome over the record limit: %v, want ErrInvalidOperation", err)
 	}
 	op.Body, op.Key = nil, "another"
-	if err := c.Complete(context.Background(), op); !errors.Is(err, ErrInvalidOperation) {
+	if err := c.Complete(context.Background(), op); !errors.Is(err, journal.ErrInvalidOperation) {
 		t.Fatalf("Complete under another key: %v, want ErrInvalidOperation", err)
 	}
-	if got, _, _ := j.Lookup(context.Background(), "op"); got.State != StatePending {
+	if got, _, _ := j.Lookup(context.Background(), "op"); got.State != journal.StatePending {
 		t.Fatalf("state %s after refused outcomes, want pending", got.State)
 	}
 }
@@ -186,5 +188,74 @@ func TestMemoryJournalClaimWithAnEndedContext(t *testing.T) {
 	cancel()
 	if c, err := j.Claim(ctx, "op"); !errors.Is(err, context.Canceled) || c != nil {
 		t.Fatalf("Claim with an ended context: %v, %v; want context.Canceled", c, err)
+	}
+}
+
+// C15.8: an operation claimed and not yet begun is in no listing
+// while its claim is held: the entry that holds the claim is not an
+// intent.
+func TestMemoryJournalListsNoClaimWithoutAnIntent(t *testing.T) {
+	j := newMemoryJournalFor(time.Hour, nil, defaultMaxOperations)
+	c, err := j.Claim(context.Background(), "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	for _, which := range []journal.Listing{journal.ListAll, journal.ListPending, journal.ListExpired, journal.ListCompleted} {
+		ops, err := j.List(context.Background(), which)
+		if err != nil || len(ops) != 0 {
+			t.Fatalf("List(%s) while a claim without Begin is held: %v, %v; want nothing", which, ops, err)
+		}
+	}
+}
+
+// TestMemoryJournalListsEachOperationOnceAndOnlyBegunOnes: a claim of an
+// ID that holds nothing lists nothing, a claim holding a completed
+// operation lists it once (from the store, not also from the claim's
+// entry), and each pending one is listed by its own key lifetime (C6.7):
+// expired by its hour, pending within its day.
+func TestMemoryJournalListsEachOperationOnceAndOnlyBegunOnes(t *testing.T) {
+	clock := &memoryClock{t: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
+	j := newMemoryJournalFor(24*time.Hour, clock.now, defaultMaxOperations)
+	created := clock.t
+	memoryBegin(t, j, "daily", created)
+	c, err := j.Claim(context.Background(), "hourly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hourly := journal.Operation{ID: "hourly", Key: "key-hourly", Method: http.MethodPost, URL: "https://api.example/x", Created: created, KeyTTL: time.Hour}
+	if err := c.Begin(context.Background(), hourly); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	memoryComplete(t, j, memoryBegin(t, j, "done", created), created)
+	empty, err := j.Claim(context.Background(), "claimed-only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Release()
+	held, err := j.Claim(context.Background(), "done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	clock.t = created.Add(2 * time.Hour)
+	for which, want := range map[journal.Listing][]string{
+		journal.ListAll:       {"daily", "done", "hourly"},
+		journal.ListCompleted: {"done"},
+		journal.ListPending:   {"daily"},
+		journal.ListExpired:   {"hourly"},
+	} {
+		ops, err := j.List(context.Background(), which)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, op := range ops {
+			got = append(got, op.ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("List(%s) = %q, want %q, each once, and no ID only claimed", which, got, want)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // CallOptions bound one call's retrying in place of the Config's, and
@@ -90,7 +91,7 @@ func TestCheckRetry(t *testing.T) {
 			!strings.Contains(err.Error(), "the server said not to") || s.count() != 1 {
 			t.Fatalf("Do = %v after %d attempts; want unknown, ErrRetryDeclined, after 1", err, s.count())
 		}
-		if op, _ := lookup(j, "op"); op.State != idem.StatePending {
+		if op, _ := lookup(j, "op"); op.State != journal.StatePending {
 			t.Fatalf("journal holds %v, want pending", op.State)
 		}
 		resp, err := c.Do("op", post(t, context.Background(), s.srv.URL, "x"))

@@ -28,12 +28,14 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/idemkit/idem/journal"
 )
 
 // movedFrom reports whether req is op's request moved by one of the
 // Config.BaseURLMoves: the fingerprint of req with the new prefix replaced
 // by the old one is op's.
-func (c *Client) movedFrom(op Operation, req *http.Request, body requestBody) bool {
+func (c *Client) movedFrom(op journal.Operation, req *http.Request, body requestBody) bool {
 	moves := c.cfg.BaseURLMoves
 	if len(moves) == 0 {
 		return false
@@ -56,7 +58,7 @@ func (c *Client) movedFrom(op Operation, req *http.Request, body requestBody) bo
 
 // fingerprintAt returns the fingerprint of the request of method with body
 // had it been sent to url, and false if the body could not be read again.
-func fingerprintAt(method, url string, body requestBody) (Fingerprint, bool) {
+func fingerprintAt(method, url string, body requestBody) (journal.Fingerprint, bool) {
 	w := newFingerprintWriter(method, url)
 	switch b := body.rewind.(type) {
 	case nil:
@@ -65,15 +67,15 @@ func fingerprintAt(method, url string, body requestBody) (Fingerprint, bool) {
 	case getBody:
 		r, err := b.open()
 		if err != nil {
-			return Fingerprint{}, false
+			return journal.Fingerprint{}, false
 		}
 		_, err = io.Copy(w, r)
 		r.Close()
 		if err != nil {
-			return Fingerprint{}, false
+			return journal.Fingerprint{}, false
 		}
 	default:
-		return Fingerprint{}, false
+		return journal.Fingerprint{}, false
 	}
-	return w.sum(), true
+	return w.Sum(), true
 }

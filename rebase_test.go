@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
+	"github.com/idemkit/idem/journal"
 )
 
 const oldBase = "https://api.old.example.test/v1/"
@@ -29,7 +30,7 @@ func movedJournal(t *testing.T, body string) *filejournal.Journal {
 	}
 	t.Cleanup(func() { j.Close() })
 	url := oldBase + "charges?x=1"
-	err = journalhelp.Begin(j, idem.Operation{ID: "charge", Key: "key-charge", Method: "POST", URL: url,
+	err = journalhelp.Begin(j, journal.Operation{ID: "charge", Key: "key-charge", Method: "POST", URL: url,
 		Fingerprint: sha256.Sum256([]byte("POST\x00" + url + "\x00" + body))})
 
 	if err != nil {
@@ -40,7 +41,7 @@ func movedJournal(t *testing.T, body string) *filejournal.Journal {
 
 func keyServer(t *testing.T, keys *[]string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		*keys = append(*keys, r.URL.Path+" "+r.Header.Get(idem.DefaultKeyHeader))
+		*keys = append(*keys, r.URL.Path+" "+r.Header.Get("Idempotency-Key"))
 		w.WriteHeader(201)
 	}))
 	t.Cleanup(srv.Close)
@@ -71,7 +72,7 @@ func TestBaseURLMoveResumesUnderTheKey(t *testing.T) {
 		if len(keys) != 1 || keys[0] != "/v2/charges key-charge" {
 			t.Fatalf("streamed=%v: sent %q, want the journaled key at the new URL", streamed, keys)
 		}
-		if op, _ := lookup(j, "charge"); op.State != idem.StateDone || op.Status != 201 {
+		if op, _ := lookup(j, "charge"); op.State != journal.StateDone || op.Status != 201 {
 			t.Fatalf("after Do: %+v", op)
 		}
 	}
@@ -121,7 +122,7 @@ func TestBaseURLMoveIgnoresARequestOutsideTheNewPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	err = journalhelp.Begin(j, idem.Operation{ID: "charge", Key: "key-charge", Method: "POST", URL: url,
+	err = journalhelp.Begin(j, journal.Operation{ID: "charge", Key: "key-charge", Method: "POST", URL: url,
 		Fingerprint: sha256.Sum256([]byte("POST\x00" + url + "\x00" + body))})
 	if err != nil {
 		t.Fatal(err)

@@ -4,26 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
+
+	"github.com/idemkit/idem/journal"
 )
-
-// RefusedWithoutEffect reports whether op is a refusal that applied
-// nothing, so that sending it again under a new key cannot apply it twice:
-// a 4xx rejection but 408, 409, 429, not SettledHeader nor KeyReusedHeader.
-// A 3xx never qualifies: a redirect may answer a request that was applied.
-func RefusedWithoutEffect(op Operation) bool {
-	switch {
-	case op.State != StateRejected || op.Status < 400 || op.Status > 499:
-		return false
-	case op.Status == http.StatusRequestTimeout, op.Status == http.StatusConflict, op.Status == http.StatusTooManyRequests:
-		return false
-	}
-	return op.Header.Get(SettledHeader) == "" && op.Header.Get(KeyReusedHeader) == ""
-}
-
-// ErrCannotResend: a Resend option chose an operation the Journal cannot
-// forget (it is not a Forgetter).
-var ErrCannotResend = errors.New("journal cannot forget a refusal to send it again")
 
 // resend forgets op, a refusal found in the journal, when the call's
 // CallOptions.Resend chooses it and RefusedWithoutEffect holds, so that
@@ -31,17 +14,17 @@ var ErrCannotResend = errors.New("journal cannot forget a refusal to send it aga
 // forgotten. Another machine that resent op first, under a new key,
 // keeps its outcome: op is then not forgotten, and the call goes on
 // with what the journal holds.
-func (c *Client) resend(ctx context.Context, op Operation) (bool, error) {
+func (c *Client) resend(ctx context.Context, op journal.Operation) (bool, error) {
 	o, _ := ctx.Value(callOptionsKey{}).(CallOptions)
-	if o.Resend == nil || !RefusedWithoutEffect(op) || !o.Resend(op) {
+	if o.Resend == nil || !op.RefusedWithoutEffect() || !o.Resend(op) {
 		return false, nil
 	}
-	f, ok := c.journal.(Forgetter)
+	f, ok := c.journal.(journal.Forgetter)
 	if !ok {
 		return false, fmt.Errorf("idem: operation %q: %w (%T)", op.ID, ErrCannotResend, c.journal)
 	}
 	switch err := f.ForgetCompleted(ctx, op.ID, op.Key); {
-	case errors.Is(err, ErrNoSuchOperation):
+	case errors.Is(err, journal.ErrNoSuchOperation):
 		return false, nil
 	case err != nil:
 		return false, wrapf(err, "operation %q: forgetting its refusal to send it again", op.ID)

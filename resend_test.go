@@ -13,19 +13,22 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // RefusedWithoutEffect holds for a 4xx refusal that cannot have applied
 // anything, and for nothing else.
 func TestRefusedWithoutEffect(t *testing.T) {
-	rejected := func(status int) idem.Operation { return idem.Operation{State: idem.StateRejected, Status: status} }
+	rejected := func(status int) journal.Operation {
+		return journal.Operation{State: journal.StateRejected, Status: status}
+	}
 	settled := rejected(400)
-	settled.Header = http.Header{idem.SettledHeader: {"by hand"}}
+	settled.Header = http.Header{journal.HeaderSettled: {"by hand"}}
 	reused := rejected(400)
-	reused.Header = http.Header{idem.KeyReusedHeader: {"IdempotentParameterMismatch"}}
+	reused.Header = http.Header{journal.HeaderKeyReused: {"IdempotentParameterMismatch"}}
 	for _, tc := range []struct {
 		name string
-		op   idem.Operation
+		op   journal.Operation
 		want bool
 	}{
 		{"400", rejected(400), true},
@@ -43,12 +46,12 @@ func TestRefusedWithoutEffect(t *testing.T) {
 		{"399", rejected(399), false},
 		{"500", rejected(500), false},
 		{"501", rejected(501), false},
-		{"done", idem.Operation{State: idem.StateDone, Status: 400}, false},
-		{"pending", idem.Operation{State: idem.StatePending}, false},
+		{"done", journal.Operation{State: journal.StateDone, Status: 400}, false},
+		{"pending", journal.Operation{State: journal.StatePending}, false},
 		{"settled by hand", settled, false},
 		{"key held for another request", reused, false},
 	} {
-		if got := idem.RefusedWithoutEffect(tc.op); got != tc.want {
+		if got := tc.op.RefusedWithoutEffect(); got != tc.want {
 			t.Errorf("%s: RefusedWithoutEffect = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -129,12 +132,12 @@ func TestBatchResendsARefusalUnderANewKey(t *testing.T) {
 	if sum, _ := run(idem.BatchOptions{}); sum.Rejected != 3 || sum.Recorded != 3 {
 		t.Fatalf("rerun without Resend: %+v, want the 3 rejections from the journal", sum)
 	}
-	sum, resent := run(idem.BatchOptions{Resend: idem.RefusedWithoutEffect})
+	sum, resent := run(idem.BatchOptions{Resend: journal.Operation.RefusedWithoutEffect})
 	if sum.Done != 2 || sum.Rejected != 1 || !resent["a"] || !resent["b"] || resent["m"] {
 		t.Fatalf("rerun with Resend: %+v, resent %v; want a and b resent and done, m rejected", sum, resent)
 	}
 	a, _ := lookup(j, "a")
-	if a.State != idem.StateDone || a.Key == firstKey.Key || srv.applied[a.Key] != "/charges" {
+	if a.State != journal.StateDone || a.Key == firstKey.Key || srv.applied[a.Key] != "/charges" {
 		t.Fatalf("a after the resend: %+v, want done under a new key the server applied (first key %s)", a, firstKey.Key)
 	}
 	if srv.hits["/moved"] != 1 || len(srv.applied) != 2 {
@@ -160,7 +163,7 @@ func TestDoResendsARefusalWithCallOptions(t *testing.T) {
 	if _, err := do(context.Background(), "good"); err == nil {
 		t.Fatal("a recorded refusal was sent again without Resend")
 	}
-	ctx := idem.WithCallOptions(context.Background(), idem.CallOptions{Resend: idem.RefusedWithoutEffect})
+	ctx := idem.WithCallOptions(context.Background(), idem.CallOptions{Resend: journal.Operation.RefusedWithoutEffect})
 	resp, err := do(ctx, "good")
 	if err != nil || resp.StatusCode != http.StatusCreated || idem.Recorded(resp) {
 		t.Fatalf("call with Resend: %v, %v; want 201 from the server", resp, err)
@@ -195,7 +198,7 @@ func TestResendIsOfferedOnlyRefusalsWithoutEffect(t *testing.T) {
 	}
 	resp.Body.Close()
 	var asked []string
-	ctx := idem.WithCallOptions(context.Background(), idem.CallOptions{Resend: func(op idem.Operation) bool {
+	ctx := idem.WithCallOptions(context.Background(), idem.CallOptions{Resend: func(op journal.Operation) bool {
 		asked = append(asked, op.ID)
 		return true
 	}})

@@ -14,19 +14,21 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/idemkit/idem/journal"
 )
 
 // Reasons retrying stops before a final answer, wrapped in
 // OutcomeError.Err of an unknown outcome. ErrKeyExpired stops it too.
 var (
-	// ErrAttemptsExhausted: MaxAttempts attempts were made.
+	// ErrAttemptsExhausted is returned when MaxAttempts attempts were made.
 	ErrAttemptsExhausted = errors.New("attempts exhausted")
-	// ErrMaxElapsed: the next attempt would start after MaxElapsed.
+	// ErrMaxElapsed is returned when the next attempt would start after
+	// MaxElapsed.
 	ErrMaxElapsed = errors.New("maximum elapsed time reached")
-	// ErrRetryBudgetExhausted: the RetryBudget stopped a retry.
+	// ErrRetryBudgetExhausted is returned when the RetryBudget stopped a retry.
 	ErrRetryBudgetExhausted = errors.New("retry budget exhausted")
-	// ErrRetryDeclined: Config.CheckRetry stopped a retry the rule would
-	// make; its own error, if any, is wrapped too.
+	// ErrRetryDeclined is returned when Config.CheckRetry stopped a retry
+	// the rule would make; its own error, if any, is wrapped too.
 	ErrRetryDeclined = errors.New("Config.CheckRetry declined to retry")
 )
 
@@ -101,7 +103,8 @@ type Attempt struct {
 type attempts struct {
 	c       *Client
 	op, key string
-	created time.Time // when the key was minted: it must not outlive KeyTTL
+	created time.Time     // when the key was minted: it must not outlive ttl,
+	ttl     time.Duration // the key lifetime its operation records
 	backoff backoff.ExponentialBackOff
 	started time.Time
 
@@ -177,8 +180,8 @@ func (a *attempts) openBody() (io.Reader, error) {
 	return http.NoBody, nil
 }
 
-func (c *Client) newAttempts(op Operation, lim limits) *attempts {
-	a := &attempts{c: c, op: op.ID, key: op.Key, created: op.Created, lim: lim}
+func (c *Client) newAttempts(op journal.Operation, lim limits) *attempts {
+	a := &attempts{c: c, op: op.ID, key: op.Key, created: op.Created, ttl: op.KeyTTL, lim: lim}
 	// What backoff.NewExponentialBackOff builds, in place: one allocation
 	// for the attempts and their backoff together.
 	a.backoff = backoff.ExponentialBackOff{
@@ -239,7 +242,7 @@ func (a *attempts) begin() {
 
 // checkRetry is go-retryablehttp's CheckRetry.
 func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	err = a.c.secrets.error(err) // the secrets rule (secrets.go): the error names the URL
+	err = a.c.secrets.Error(err) // the secrets rule (secrets.go): the error names the URL
 	if rerr := a.readAnswer(resp, err); rerr != nil {
 		resp, err = nil, fmt.Errorf("reading response body: %w", rerr)
 	}
@@ -265,7 +268,7 @@ func (a *attempts) checkRetry(ctx context.Context, resp *http.Response, err erro
 	a.c.budget.fail()
 	switch {
 	case a.claimLost():
-		a.stop = ErrClaimLost
+		a.stop = journal.ErrClaimLost
 	case a.n >= a.lim.attempts:
 		a.stop = ErrAttemptsExhausted
 	case !a.c.budget.allowRetry():
@@ -364,7 +367,7 @@ func (a *attempts) nextWait(resp *http.Response) (time.Duration, error) {
 			return 0, ErrMaxElapsed
 		}
 	}
-	if !a.c.keyUsable(a.created, a.c.now().Add(wait)) {
+	if !a.c.keyUsable(a.created, a.ttl, a.c.now().Add(wait)) {
 		return 0, ErrKeyExpired
 	}
 	return wait, nil

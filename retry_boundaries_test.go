@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // The wait before the next attempt: a Retry-After longer than the
@@ -40,10 +41,10 @@ func TestRetryAfterAgainstTheBackoffsWait(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var seen []idem.Attempt
-			c := newClient(t, idem.Config{
-				InitialWait: tt.initial, MaxWait: tt.max, MaxElapsed: tt.within, Jitter: -1, Now: now.Now,
+			c := newClientAt(t, idem.Config{
+				InitialWait: tt.initial, MaxWait: tt.max, MaxElapsed: tt.within, Jitter: -1,
 				OnAttempt: func(a idem.Attempt) { seen = append(seen, a); cancel() },
-			})
+			}, now.Now)
 			_, err := c.Do("op", post(t, ctx, s.srv.URL, "x"))
 			if !errors.Is(err, context.Canceled) || len(seen) != 1 || !seen[0].Retry || seen[0].Wait != tt.want {
 				t.Fatalf("Do = %v, attempts %+v; want one retry after %v, then canceled", err, seen, tt.want)
@@ -185,7 +186,7 @@ func TestAnAnswerAfterTheContextEndedIsUnknownWhateverTheDialectSays(t *testing.
 			if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || !errors.Is(err, context.Canceled) || oe.Attempts != 1 {
 				t.Fatalf("Do = %v, want unknown, canceled, after 1 attempt", err)
 			}
-			if op, ok := lookup(j, id); !ok || op.State != idem.StatePending {
+			if op, ok := lookup(j, id); !ok || op.State != journal.StatePending {
 				t.Fatalf("journal holds %+v, want the operation pending", op)
 			}
 		})

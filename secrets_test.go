@@ -12,10 +12,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
+	"github.com/idemkit/idem/journal"
 )
 
 // TestNoSecretsAtRest is the secrets rule (secrets.go): a response that
@@ -99,7 +101,7 @@ func TestNoSecretsAtRest(t *testing.T) {
 	body, _ := io.ReadAll(replay.Body)
 	replay.Body.Close()
 	if !idem.Recorded(replay) || replay.StatusCode != 201 || string(body) != `{"id":"ch_1"}` ||
-		replay.Header.Get("Set-Cookie") != "" || replay.Header.Get(idem.UnrecordedHeadersField) != "Set-Cookie" ||
+		replay.Header.Get("Set-Cookie") != "" || replay.Header.Get(journal.HeaderUnrecorded) != "Set-Cookie" ||
 		replay.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("replay: recorded %v, %d %q, header %v", idem.Recorded(replay), replay.StatusCode, body, replay.Header)
 	}
@@ -130,10 +132,9 @@ func TestNoSecretsAtRest(t *testing.T) {
 	}
 }
 
-// TestRecordedHeadersAllowListAndExtraDenials: Config.RecordedHeaders
-// records only the fields it names; Config.UnrecordedHeaders adds to the
-// fields never recorded; Config.RedactedParams adds parameters.
-func TestRecordedHeadersAllowListAndExtraDenials(t *testing.T) {
+// TestExtraDenials: Config.UnrecordedHeaders adds to the fields never
+// recorded; Config.RedactedParams adds parameters.
+func TestExtraDenials(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Session", "s")
 		w.Header().Set("X-Request-Id", "r")
@@ -150,8 +151,6 @@ func TestRecordedHeadersAllowListAndExtraDenials(t *testing.T) {
 	}{
 		{"deny", idem.Config{UnrecordedHeaders: []string{"x-session"}, RedactedParams: []string{"session"}},
 			[]string{"X-Request-Id", "Content-Type"}, "X-Session", "/c?session=xxxxx&n=1"},
-		{"allow", idem.Config{RecordedHeaders: []string{"content-type"}},
-			[]string{"Content-Type"}, "Content-Length, Date, X-Request-Id, X-Session", "/c?session=s&n=1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Journal = openJournal(t, filepath.Join(t.TempDir(), "j"))
@@ -173,8 +172,8 @@ func TestRecordedHeadersAllowListAndExtraDenials(t *testing.T) {
 					t.Errorf("%s not recorded: %v", name, op.Header)
 				}
 			}
-			if got := op.Header.Get(idem.UnrecordedHeadersField); got != tc.withheld {
-				t.Errorf("%s = %q, want %q", idem.UnrecordedHeadersField, got, tc.withheld)
+			if got := op.Header.Get(journal.HeaderUnrecorded); got != tc.withheld {
+				t.Errorf("%s = %q, want %q", journal.HeaderUnrecorded, got, tc.withheld)
 			}
 			if op.URL != srv.URL+tc.url {
 				t.Errorf("URL %q, want %q", op.URL, srv.URL+tc.url)
@@ -189,14 +188,14 @@ func TestRecordedHeadersAllowListAndExtraDenials(t *testing.T) {
 func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
 	j := openJournal(t, path)
-	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending,
+	old := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", KeyTTL: 24 * time.Hour, State: journal.StatePending,
 		URL: "https://user:xxxxx@api.example/charges?access_token=t0k3n-s3cret&n=1"}
 	old.Fingerprint[0] = 7
 	if err := journalhelp.Begin(j, old); err != nil {
 		t.Fatal(err)
 	}
 	done := old
-	done.State, done.Status, done.Body = idem.StateDone, 201, []byte(`{"id":"ch_1"}`)
+	done.State, done.Status, done.Body = journal.StateDone, 201, []byte(`{"id":"ch_1"}`)
 	done.Header = http.Header{"Set-Cookie": {"session=c00k1e-s3cret"}, "Content-Type": {"application/json"}}
 	if err := journalhelp.Complete(j, done); err != nil {
 		t.Fatal(err)
@@ -206,7 +205,7 @@ func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 	got, _ := lookup(j, "charge")
 	if got.URL != "https://api.example/charges?access_token=xxxxx&n=1" || got.Key != "k-1" || got.Fingerprint != old.Fingerprint ||
 		got.Status != 201 || string(got.Body) != `{"id":"ch_1"}` || got.Header.Get("Set-Cookie") != "" ||
-		got.Header.Get("Content-Type") != "application/json" || got.Header.Get(idem.UnrecordedHeadersField) != "Set-Cookie" {
+		got.Header.Get("Content-Type") != "application/json" || got.Header.Get(journal.HeaderUnrecorded) != "Set-Cookie" {
 		t.Fatalf("after compaction: %+v", got)
 	}
 	// A second compaction changes nothing more.
@@ -226,7 +225,7 @@ func TestCompactionScrubsWhatOlderVersionsRecorded(t *testing.T) {
 func TestCompactionScrubsPendingOperations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
 	j := openJournal(t, path)
-	old := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending,
+	old := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", KeyTTL: 24 * time.Hour, State: journal.StatePending,
 		URL: "https://user:pa55@api.example/charges?n=1&clientSecret=s3cret-v4lue"}
 	old.Fingerprint[0] = 7
 	if err := journalhelp.Begin(j, old); err != nil {
@@ -236,7 +235,7 @@ func TestCompactionScrubsPendingOperations(t *testing.T) {
 	defer j.Close()
 	got, _ := lookup(j, "charge")
 	if got.URL != "https://api.example/charges?n=1&clientSecret=xxxxx" || got.Key != "k-1" ||
-		got.Fingerprint != old.Fingerprint || got.State != idem.StatePending {
+		got.Fingerprint != old.Fingerprint || got.State != journal.StatePending {
 		t.Fatalf("after compaction: %+v", got)
 	}
 }
@@ -248,12 +247,12 @@ func TestCompactionScrubsPendingOperations(t *testing.T) {
 func TestCompactionKeepsTheNamesARecordGaveBefore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.journal")
 	j := openJournal(t, path)
-	op := idem.Operation{ID: "charge", Key: "k-1", Method: "POST", State: idem.StatePending, URL: "https://api.example/charges"}
+	op := journal.Operation{ID: "charge", Key: "k-1", Method: "POST", KeyTTL: 24 * time.Hour, State: journal.StatePending, URL: "https://api.example/charges"}
 	if err := journalhelp.Begin(j, op); err != nil {
 		t.Fatal(err)
 	}
-	op.State, op.Status, op.Body = idem.StateDone, 201, []byte(`{"id":"ch_1"}`)
-	op.Header = http.Header{idem.UnrecordedHeadersField: {"Set-Cookie"}, "Authentication-Info": {"nextnonce=n0nce-s3cret"},
+	op.State, op.Status, op.Body = journal.StateDone, 201, []byte(`{"id":"ch_1"}`)
+	op.Header = http.Header{journal.HeaderUnrecorded: {"Set-Cookie"}, "Authentication-Info": {"nextnonce=n0nce-s3cret"},
 		"Content-Type": {"application/json"}}
 	if err := journalhelp.Complete(j, op); err != nil {
 		t.Fatal(err)
@@ -261,10 +260,10 @@ func TestCompactionKeepsTheNamesARecordGaveBefore(t *testing.T) {
 	j = compactedAndReopened(t, j, path, "n0nce-s3cret")
 	defer j.Close()
 	got, _ := lookup(j, "charge")
-	if names := got.Header.Values(idem.UnrecordedHeadersField); len(names) != 1 || names[0] != "Authentication-Info, Set-Cookie" ||
+	if names := got.Header.Values(journal.HeaderUnrecorded); len(names) != 1 || names[0] != "Authentication-Info, Set-Cookie" ||
 		got.Header.Get("Content-Type") != "application/json" || len(got.Header) != 2 {
 		t.Fatalf("after compaction the header is %v; want Content-Type and %s: Authentication-Info, Set-Cookie",
-			got.Header, idem.UnrecordedHeadersField)
+			got.Header, journal.HeaderUnrecorded)
 	}
 }
 

@@ -8,14 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/idemkit/idem/journal"
 )
 
 // Settlement is what a person found on the server for a pending operation,
 // for Settle: an outcome, or Forget.
 type Settlement struct {
-	State  State  // Done or Rejected; zero with Forget
-	Status int    // the status code the server answered
-	Note   string // recorded as SettledNoteHeader; optional
+	State  journal.State // Done or Rejected; zero with Forget
+	Status int           // the status code the server answered
+	Note   string        // recorded with the outcome; optional
 
 	// Forget drops the operation instead of recording an outcome. The
 	// next Do of its ID mints a new key, and may apply it a second time.
@@ -23,39 +25,15 @@ type Settlement struct {
 	ForgetCompleted bool // allows Forget of a completed operation
 }
 
-// The response header fields that mark how an outcome was recorded.
-const (
-	// SettledHeader marks an outcome Settle recorded, with "by hand".
-	SettledHeader = "Idem-Settled"
-	// SettledNoteHeader holds Settlement.Note.
-	SettledNoteHeader = "Idem-Settled-Note"
-	// KeyReusedHeader marks a refusal of a key held for another request.
-	KeyReusedHeader = "Idem-Key-Reused"
-)
-
-// ErrAlreadyCompleted: Settle was asked to settle a completed operation.
-var ErrAlreadyCompleted = errors.New("operation already completed")
-
-// Forgetter is a Journal that can drop an operation. Both methods claim the
-// operation as Do does.
-type Forgetter interface {
-	// Forget drops the pending operation id (ErrNoSuchOperation,
-	// ErrAlreadyCompleted).
-	Forget(ctx context.Context, id string) error
-	// ForgetCompleted drops the completed operation id if its key is key
-	// (ErrNoSuchOperation otherwise).
-	ForgetCompleted(ctx context.Context, id, key string) error
-}
-
 // Settle resolves operation id, which a person reconciled with the server:
-// it records s's outcome, marked with SettledHeader, or with s.Forget drops the
+// it records s's outcome, marked as settled by hand, or with s.Forget drops the
 // operation. It claims the operation as Do does.
 //
 // Settle returns an error matching ErrNoSuchOperation for an ID the journal
 // does not hold, ErrAlreadyCompleted for a completed operation (unless
 // s.ForgetCompleted), and ErrInvalidOperation for a Settlement that is neither
 // one outcome nor Forget, or a journal that cannot forget.
-func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
+func Settle(ctx context.Context, j journal.Journal, id string, s Settlement) error {
 	if err := s.check(); err != nil {
 		return wrapf(err, "settling %q", id)
 	}
@@ -70,15 +48,15 @@ func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
 	op, ok := claim.Operation()
 	switch {
 	case !ok:
-		return fmt.Errorf("idem: settling %q: %w", id, ErrNoSuchOperation)
-	case op.State.final():
-		return fmt.Errorf("idem: settling %q: %w: it is %s with status %d", id, ErrAlreadyCompleted, op.State, op.Status)
+		return fmt.Errorf("idem: settling %q: %w", id, journal.ErrNoSuchOperation)
+	case final(op.State):
+		return fmt.Errorf("idem: settling %q: %w: it is %s with status %d", id, journal.ErrAlreadyCompleted, op.State, op.Status)
 	}
-	h := http.Header{SettledHeader: {"by hand"}}
+	h := http.Header{journal.HeaderSettled: {"by hand"}}
 	if s.Note != "" {
-		h[SettledNoteHeader] = []string{s.Note}
+		h[journal.HeaderSettledNote] = []string{s.Note}
 	}
-	out := Operation{
+	out := journal.Operation{
 		ID: op.ID, Key: op.Key, Fingerprint: op.Fingerprint, Method: op.Method, URL: op.URL,
 		Created: op.Created, State: s.State, Status: s.Status, Header: h,
 	}
@@ -88,17 +66,17 @@ func Settle(ctx context.Context, j Journal, id string, s Settlement) error {
 	return nil
 }
 
-func forget(ctx context.Context, j Journal, id string, s Settlement) error {
-	f, ok := j.(Forgetter)
+func forget(ctx context.Context, j journal.Journal, id string, s Settlement) error {
+	f, ok := j.(journal.Forgetter)
 	if !ok {
-		return fmt.Errorf("idem: settling %q: %w: the journal (%T) cannot forget an operation", id, ErrInvalidOperation, j)
+		return fmt.Errorf("idem: settling %q: %w: the journal (%T) cannot forget an operation", id, journal.ErrInvalidOperation, j)
 	}
 	err := f.Forget(ctx, id)
-	if errors.Is(err, ErrAlreadyCompleted) && s.ForgetCompleted {
-		var op Operation
+	if errors.Is(err, journal.ErrAlreadyCompleted) && s.ForgetCompleted {
+		var op journal.Operation
 		var ok bool
 		if op, ok, err = j.Lookup(ctx, id); err == nil {
-			err = ErrNoSuchOperation
+			err = journal.ErrNoSuchOperation
 			if ok {
 				err = f.ForgetCompleted(ctx, id, op.Key)
 			}
@@ -114,22 +92,25 @@ func forget(ctx context.Context, j Journal, id string, s Settlement) error {
 func (s Settlement) check() error {
 	if s.Forget {
 		if s.State != 0 || s.Status != 0 || s.Note != "" {
-			return fmt.Errorf("%w: a settlement that forgets records no outcome", ErrInvalidOperation)
+			return fmt.Errorf("%w: a settlement that forgets records no outcome", journal.ErrInvalidOperation)
 		}
 		return nil
 	}
 	switch {
 	case s.ForgetCompleted:
-		return fmt.Errorf("%w: ForgetCompleted without Forget", ErrInvalidOperation)
-	case !s.State.final():
-		return fmt.Errorf("%w: a settlement is done, rejected or forget, not %s", ErrInvalidOperation, s.State)
+		return fmt.Errorf("%w: ForgetCompleted without Forget", journal.ErrInvalidOperation)
+	case !final(s.State):
+		return fmt.Errorf("%w: a settlement is done, rejected or forget, not %s", journal.ErrInvalidOperation, s.State)
 	case s.Status < 0 || s.Status > 999:
-		return fmt.Errorf("%w: status %d is outside 0..999", ErrInvalidOperation, s.Status)
+		return fmt.Errorf("%w: status %d is outside 0..999", journal.ErrInvalidOperation, s.Status)
 	}
 	for _, r := range s.Note {
 		if r < 0x20 && r != '\t' || r == 0x7f {
-			return fmt.Errorf("%w: the note has a control character %q", ErrInvalidOperation, r)
+			return fmt.Errorf("%w: the note has a control character %q", journal.ErrInvalidOperation, r)
 		}
 	}
 	return nil
 }
+
+// final reports whether s is an outcome: Done or Rejected.
+func final(s journal.State) bool { return s == journal.StateDone || s == journal.StateRejected }

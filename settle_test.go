@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
+	"github.com/idemkit/idem/journal"
 )
 
 // pendingJournal returns a file journal holding a pending operation "op-1"
@@ -27,12 +28,12 @@ func pendingJournal(t *testing.T) *filejournal.Journal {
 	}
 	t.Cleanup(func() { j.Close() })
 	for _, id := range []string{"op-1", "op-2"} {
-		if err := journalhelp.Begin(j, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "https://api.example.test/x",
+		if err := journalhelp.Begin(j, journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "https://api.example.test/x",
 			Fingerprint: sha256.Sum256([]byte("POST\x00https://api.example.test/x\x00"))}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := journalhelp.Complete(j, idem.Operation{ID: "op-2", Key: "key-op-2", State: idem.StateDone, Status: 201}); err != nil {
+	if err := journalhelp.Complete(j, journal.Operation{ID: "op-2", Key: "key-op-2", State: journal.StateDone, Status: 201}); err != nil {
 		t.Fatal(err)
 	}
 	return j
@@ -41,19 +42,19 @@ func pendingJournal(t *testing.T) *filejournal.Journal {
 func TestSettleDoneRecordsStatusAndNote(t *testing.T) {
 	j := pendingJournal(t)
 	ctx := context.Background()
-	err := idem.Settle(ctx, j, "op-1", idem.Settlement{State: idem.StateDone, Status: 201, Note: "ticket 42: charge ch_1 exists"})
+	err := idem.Settle(ctx, j, "op-1", idem.Settlement{State: journal.StateDone, Status: 201, Note: "ticket 42: charge ch_1 exists"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	op, ok := lookup(j, "op-1")
-	if !ok || op.State != idem.StateDone || op.Status != 201 || op.Key != "key-op-1" {
+	if !ok || op.State != journal.StateDone || op.Status != 201 || op.Key != "key-op-1" {
 		t.Fatalf("after Settle: %+v", op)
 	}
-	if got := op.Header.Get(idem.SettledHeader); got != "by hand" {
-		t.Fatalf("%s = %q", idem.SettledHeader, got)
+	if got := op.Header.Get(journal.HeaderSettled); got != "by hand" {
+		t.Fatalf("%s = %q", journal.HeaderSettled, got)
 	}
-	if got := op.Header.Get(idem.SettledNoteHeader); got != "ticket 42: charge ch_1 exists" {
-		t.Fatalf("%s = %q", idem.SettledNoteHeader, got)
+	if got := op.Header.Get(journal.HeaderSettledNote); got != "ticket 42: charge ch_1 exists" {
+		t.Fatalf("%s = %q", journal.HeaderSettledNote, got)
 	}
 	// A Do of the settled ID is answered from the journal, not sent.
 	var hits atomic.Int32
@@ -76,11 +77,11 @@ func TestSettleDoneRecordsStatusAndNote(t *testing.T) {
 
 func TestSettleRejected(t *testing.T) {
 	j := pendingJournal(t)
-	if err := idem.Settle(context.Background(), j, "op-1", idem.Settlement{State: idem.StateRejected, Status: 409}); err != nil {
+	if err := idem.Settle(context.Background(), j, "op-1", idem.Settlement{State: journal.StateRejected, Status: 409}); err != nil {
 		t.Fatal(err)
 	}
 	op, _ := lookup(j, "op-1")
-	if op.State != idem.StateRejected || op.Status != 409 || op.Header.Get(idem.SettledNoteHeader) != "" {
+	if op.State != journal.StateRejected || op.Status != 409 || op.Header.Get(journal.HeaderSettledNote) != "" {
 		t.Fatalf("after Settle: %+v", op)
 	}
 }
@@ -94,16 +95,16 @@ func TestSettleRefusals(t *testing.T) {
 		s    idem.Settlement
 		want error
 	}{
-		{"unknown ID", "nope", idem.Settlement{State: idem.StateDone, Status: 200}, idem.ErrNoSuchOperation},
-		{"completed", "op-2", idem.Settlement{State: idem.StateDone, Status: 200}, idem.ErrAlreadyCompleted},
-		{"forget completed", "op-2", idem.Settlement{Forget: true}, idem.ErrAlreadyCompleted},
-		{"forget unknown", "nope", idem.Settlement{Forget: true}, idem.ErrNoSuchOperation},
-		{"pending state", "op-1", idem.Settlement{State: idem.StatePending}, idem.ErrInvalidOperation},
-		{"no state", "op-1", idem.Settlement{}, idem.ErrInvalidOperation},
-		{"bad status", "op-1", idem.Settlement{State: idem.StateDone, Status: 1000}, idem.ErrInvalidOperation},
-		{"note with newline", "op-1", idem.Settlement{State: idem.StateDone, Note: "a\r\nX: y"}, idem.ErrInvalidOperation},
-		{"forget with outcome", "op-1", idem.Settlement{Forget: true, State: idem.StateDone}, idem.ErrInvalidOperation},
-		{"forget completed alone", "op-1", idem.Settlement{ForgetCompleted: true}, idem.ErrInvalidOperation},
+		{"unknown ID", "nope", idem.Settlement{State: journal.StateDone, Status: 200}, journal.ErrNoSuchOperation},
+		{"completed", "op-2", idem.Settlement{State: journal.StateDone, Status: 200}, journal.ErrAlreadyCompleted},
+		{"forget completed", "op-2", idem.Settlement{Forget: true}, journal.ErrAlreadyCompleted},
+		{"forget unknown", "nope", idem.Settlement{Forget: true}, journal.ErrNoSuchOperation},
+		{"pending state", "op-1", idem.Settlement{State: journal.StatePending}, journal.ErrInvalidOperation},
+		{"no state", "op-1", idem.Settlement{}, journal.ErrInvalidOperation},
+		{"bad status", "op-1", idem.Settlement{State: journal.StateDone, Status: 1000}, journal.ErrInvalidOperation},
+		{"note with newline", "op-1", idem.Settlement{State: journal.StateDone, Note: "a\r\nX: y"}, journal.ErrInvalidOperation},
+		{"forget with outcome", "op-1", idem.Settlement{Forget: true, State: journal.StateDone}, journal.ErrInvalidOperation},
+		{"forget completed alone", "op-1", idem.Settlement{ForgetCompleted: true}, journal.ErrInvalidOperation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := idem.Settle(ctx, j, tc.id, tc.s); !errors.Is(err, tc.want) {
@@ -111,7 +112,7 @@ func TestSettleRefusals(t *testing.T) {
 			}
 		})
 	}
-	if op, _ := lookup(j, "op-1"); op.State != idem.StatePending {
+	if op, _ := lookup(j, "op-1"); op.State != journal.StatePending {
 		t.Fatalf("a refused Settle changed op-1: %+v", op)
 	}
 }
@@ -130,7 +131,7 @@ func TestSettleForgetMintsANewKey(t *testing.T) {
 	}
 	var keys []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		keys = append(keys, r.Header.Get(idem.DefaultKeyHeader))
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
 	}))
 	defer srv.Close()
 	c, err := idem.New(idem.Config{Journal: j})
@@ -156,14 +157,14 @@ func TestSettleWaitsForARunningDo(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := idem.Settle(ctx, j, "op-1", idem.Settlement{State: idem.StateDone}); !errors.Is(err, context.Canceled) {
+	if err := idem.Settle(ctx, j, "op-1", idem.Settlement{State: journal.StateDone}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Settle while claimed = %v, want context.Canceled", err)
 	}
 	if err := idem.Settle(ctx, j, "op-1", idem.Settlement{Forget: true}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Settle Forget while claimed = %v, want context.Canceled", err)
 	}
 	claim.Release()
-	if err := idem.Settle(context.Background(), j, "op-1", idem.Settlement{State: idem.StateDone}); err != nil {
+	if err := idem.Settle(context.Background(), j, "op-1", idem.Settlement{State: journal.StateDone}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -171,27 +172,26 @@ func TestSettleWaitsForARunningDo(t *testing.T) {
 func TestSettleJournalThatCannotForget(t *testing.T) {
 	j := noForget{pendingJournal(t)}
 	err := idem.Settle(context.Background(), j, "op-1", idem.Settlement{Forget: true})
-	if !errors.Is(err, idem.ErrInvalidOperation) {
+	if !errors.Is(err, journal.ErrInvalidOperation) {
 		t.Fatalf("Settle = %v, want ErrInvalidOperation", err)
 	}
 }
 
 type noForget struct{ j *filejournal.Journal }
 
-func (n noForget) Claim(ctx context.Context, id string) (idem.Claim, error) {
+func (n noForget) Claim(ctx context.Context, id string) (journal.Claim, error) {
 	return n.j.Claim(ctx, id)
 }
-func (n noForget) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
+func (n noForget) TryClaim(ctx context.Context, id string) (journal.Claim, error) {
 	return n.j.TryClaim(ctx, id)
 }
-func (n noForget) Lookup(ctx context.Context, id string) (idem.Operation, bool, error) {
+func (n noForget) Lookup(ctx context.Context, id string) (journal.Operation, bool, error) {
 	return n.j.Lookup(ctx, id)
 }
-func (n noForget) List(ctx context.Context, w idem.Listing) ([]idem.Operation, error) {
+func (n noForget) List(ctx context.Context, w journal.Listing) ([]journal.Operation, error) {
 	return n.j.List(ctx, w)
 }
-func (n noForget) KeyTTL() time.Duration { return n.j.KeyTTL() }
-func (n noForget) Now() time.Time        { return n.j.Now() }
+func (n noForget) Now() time.Time { return n.j.Now() }
 
 // Forget drops a pending operation only; ForgetCompleted a completed one,
 // and only under the key it was seen with, so that an operation forgotten
@@ -199,13 +199,13 @@ func (n noForget) Now() time.Time        { return n.j.Now() }
 func TestForgetAndForgetCompletedEachDropTheirOwn(t *testing.T) {
 	j := pendingJournal(t)
 	ctx := context.Background()
-	if err := j.Forget(ctx, "op-2"); !errors.Is(err, idem.ErrAlreadyCompleted) {
+	if err := j.Forget(ctx, "op-2"); !errors.Is(err, journal.ErrAlreadyCompleted) {
 		t.Fatalf("Forget of a done operation = %v, want ErrAlreadyCompleted", err)
 	}
-	if err := j.ForgetCompleted(ctx, "op-1", "key-op-1"); !errors.Is(err, idem.ErrNoSuchOperation) {
+	if err := j.ForgetCompleted(ctx, "op-1", "key-op-1"); !errors.Is(err, journal.ErrNoSuchOperation) {
 		t.Fatalf("ForgetCompleted of a pending operation = %v, want ErrNoSuchOperation", err)
 	}
-	if err := j.ForgetCompleted(ctx, "op-2", "key-op-1"); !errors.Is(err, idem.ErrNoSuchOperation) {
+	if err := j.ForgetCompleted(ctx, "op-2", "key-op-1"); !errors.Is(err, journal.ErrNoSuchOperation) {
 		t.Fatalf("ForgetCompleted under another key = %v, want ErrNoSuchOperation", err)
 	}
 	if err := j.ForgetCompleted(ctx, "op-2", "key-op-2"); err != nil {
@@ -214,7 +214,7 @@ func TestForgetAndForgetCompletedEachDropTheirOwn(t *testing.T) {
 	if err := j.Forget(ctx, "op-1"); err != nil {
 		t.Fatal(err)
 	}
-	if ops := list(j, idem.ListAll); len(ops) != 0 {
+	if ops := list(j, journal.ListAll); len(ops) != 0 {
 		t.Fatalf("journal after both forgets holds %d operations, want 0", len(ops))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // C5.1, C5.2, C4.1: an operation ID presented with another method, URL or
@@ -24,12 +25,12 @@ import (
 // and rejected from the journal, pending by a resend).
 func TestMismatchRefusedInEveryState(t *testing.T) {
 	for _, tc := range []struct {
-		state  idem.State
+		state  journal.State
 		answer step
 	}{
-		{idem.StatePending, status(503, "busy")},
-		{idem.StateDone, status(201, "made")},
-		{idem.StateRejected, status(422, "invalid")},
+		{journal.StatePending, status(503, "busy")},
+		{journal.StateDone, status(201, "made")},
+		{journal.StateRejected, status(422, "invalid")},
 	} {
 		for _, restart := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v, restarted %v", tc.state, restart), func(t *testing.T) {
@@ -77,7 +78,7 @@ func TestMismatchRefusedInEveryState(t *testing.T) {
 					resp.Body.Close()
 				}
 				want := 1 // answered from the journal
-				if tc.state == idem.StatePending {
+				if tc.state == journal.StatePending {
 					want = 2 // resent
 				}
 				if errors.Is(err, idem.ErrMismatch) || s.count() != want {
@@ -124,7 +125,7 @@ func TestSafeMethodsPassThroughWithoutAKey(t *testing.T) {
 				} else if resp.StatusCode != 200 || len(seen) != 2 || !uuidV4.MatchString(seen[0].Key) || seen[1].Key != seen[0].Key {
 					t.Fatalf("%d after %d requests, keys %v: want two attempts under one key", resp.StatusCode, len(seen), seen)
 				}
-				if ops := list(j, idem.ListAll); len(ops) != 0 {
+				if ops := list(j, journal.ListAll); len(ops) != 0 {
 					t.Fatalf("the journal holds %v, want nothing: no operation was named", ops)
 				}
 			})
@@ -147,7 +148,7 @@ func TestSafeMethodsPassThroughWithoutAKey(t *testing.T) {
 		}
 		seen := s.attempts()
 		op, _ := lookup(j, "read")
-		if len(seen) != 2 || seen[0].Key != op.Key || seen[1].Key != op.Key || op.State != idem.StateDone {
+		if len(seen) != 2 || seen[0].Key != op.Key || seen[1].Key != op.Key || op.State != journal.StateDone {
 			t.Fatalf("keys %v, journal %v %s: want two attempts under the journaled key, then the answer from the journal", seen, op.State, op.Key)
 		}
 	})
@@ -180,8 +181,8 @@ func TestEveryCredentialHeaderUnrecorded(t *testing.T) {
 					}
 				}
 				sorted := slices.Sorted(slices.Values(credentials))
-				if got := h.Get(idem.UnrecordedHeadersField); got != strings.Join(sorted, ", ") {
-					t.Errorf("%s: %s = %q, want %q", when, idem.UnrecordedHeadersField, got, strings.Join(sorted, ", "))
+				if got := h.Get(journal.HeaderUnrecorded); got != strings.Join(sorted, ", ") {
+					t.Errorf("%s: %s = %q, want %q", when, journal.HeaderUnrecorded, got, strings.Join(sorted, ", "))
 				}
 				if h.Get("WWW-Authenticate") != "Bearer" || h.Get("X-Request-Id") != "r-1" {
 					t.Errorf("%s: the other fields are not all kept: %v", when, h)
@@ -212,7 +213,7 @@ func TestEveryCredentialHeaderUnrecorded(t *testing.T) {
 }
 
 func TestStateString(t *testing.T) {
-	for s, want := range map[idem.State]string{idem.StatePending: "pending", idem.StateDone: "done", idem.StateRejected: "rejected", 0: "State(0)", 9: "State(9)"} {
+	for s, want := range map[journal.State]string{journal.StatePending: "pending", journal.StateDone: "done", journal.StateRejected: "rejected", 0: "State(0)", 9: "State(9)"} {
 		if got := s.String(); got != want {
 			t.Errorf("State(%d).String() = %q, want %q", uint8(s), got, want)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // settableClock is a clock a test moves by hand.
@@ -49,10 +50,10 @@ func TestAForgottenOperationIsRefusedAndNothingSent(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	resend := idem.WithCallOptions(context.Background(), idem.CallOptions{Resend: func(idem.Operation) bool { return true }})
+	resend := idem.WithCallOptions(context.Background(), idem.CallOptions{Resend: func(journal.Operation) bool { return true }})
 	forgotten := func(how string, err error) {
 		t.Helper()
-		if !errors.Is(err, idem.ErrOutcomeForgotten) || !strings.Contains(err.Error(), "without a journal") {
+		if !errors.Is(err, journal.ErrOutcomeForgotten) || !strings.Contains(err.Error(), "without a journal") {
 			t.Fatalf("%s: %v, want ErrOutcomeForgotten saying a Client without a journal forgets", how, err)
 		}
 	}
@@ -81,7 +82,7 @@ func TestAForgottenOperationIsRefusedAndNothingSent(t *testing.T) {
 func TestTooManyOperationsAreRefusedUntilKeyTTLPasses(t *testing.T) {
 	s := newScript(t, status(201, "created"))
 	clock := &settableClock{t: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
-	c := newClient(t, fast(idem.Config{MaxOperations: 2, KeyTTL: 8 * time.Hour, Now: clock.now}))
+	c := newClientAt(t, fast(idem.Config{MaxOperations: 2, Dialect: idem.Dialect{Retention: 8 * time.Hour}}), clock.now)
 	idem.SetOutcomeBudget(c, 0)
 	do := func(id string) (*http.Response, error) {
 		return c.Do(id, post(t, context.Background(), s.srv.URL, id))
@@ -102,7 +103,7 @@ func TestTooManyOperationsAreRefusedUntilKeyTTLPasses(t *testing.T) {
 		t.Fatalf("the operation kept whole: %v, want its recorded outcome", err)
 	}
 	resp.Body.Close()
-	if _, err := do("a"); !errors.Is(err, idem.ErrOutcomeForgotten) {
+	if _, err := do("a"); !errors.Is(err, journal.ErrOutcomeForgotten) {
 		t.Fatalf("the operation kept as a digest: %v, want ErrOutcomeForgotten", err)
 	}
 	if n := s.count(); n != 2 {
@@ -188,7 +189,7 @@ func TestConcurrentOperationsWithinTheBoundsAreSentOnce(t *testing.T) {
 				switch {
 				case err == nil:
 					resp.Body.Close()
-				case !errors.Is(err, idem.ErrOutcomeForgotten):
+				case !errors.Is(err, journal.ErrOutcomeForgotten):
 					t.Errorf("Do(%s): %v, want an answer or ErrOutcomeForgotten", id, err)
 				}
 			}

@@ -9,15 +9,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 )
 
 // Claim waits until no other Do of id runs through this journal, or ctx
 // ends. Only one process writes a file journal, so a claim on it is
 // an in-process lock, and never lapses. The operation is looked up once
 // the claim is held, and Claim returns Lookup's error, if any.
-func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
+func (j *Journal) Claim(ctx context.Context, id string) (journal.Claim, error) {
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
 		return nil, err
@@ -25,22 +25,22 @@ func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 	return j.claimed(id, unlock)
 }
 
-// TryClaim is Claim without the wait: a *idem.HeldError at once when another Do
+// TryClaim is Claim without the wait: a *journal.HeldError at once when another Do
 // of id runs through this journal.
-func (j *Journal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
+func (j *Journal) TryClaim(ctx context.Context, id string) (journal.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	unlock := j.running.TryLock(id)
 	if unlock == nil {
-		return nil, &idem.HeldError{ID: id}
+		return nil, &journal.HeldError{ID: id}
 	}
 	return j.claimed(id, unlock)
 }
 
 // claimed returns the claim on id, whose lock unlock releases, with the
 // operation looked up.
-func (j *Journal) claimed(id string, unlock func()) (idem.Claim, error) {
+func (j *Journal) claimed(id string, unlock func()) (journal.Claim, error) {
 	c := &fileClaim{j: j, id: id, unlock: unlock}
 	if err := c.load(); err != nil {
 		c.Release()
@@ -55,7 +55,7 @@ type fileClaim struct {
 	j      *Journal
 	id     string
 	unlock func()
-	op     idem.Operation
+	op     journal.Operation
 	ok     bool
 }
 
@@ -69,11 +69,11 @@ func (c *fileClaim) load() error {
 	return nil
 }
 
-func (c *fileClaim) Operation() (idem.Operation, bool) { return c.op, c.ok }
+func (c *fileClaim) Operation() (journal.Operation, bool) { return c.op, c.ok }
 
-func (c *fileClaim) Begin(_ context.Context, op idem.Operation) error {
+func (c *fileClaim) Begin(_ context.Context, op journal.Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("idem: journal %s: Begin of %s under the claim on %s: %w", c.j.Path(), journalkit.QuoteID(op.ID), journalkit.QuoteID(c.id), idem.ErrInvalidOperation)
+		return fmt.Errorf("idem: journal %s: Begin of %s under the claim on %s: %w", c.j.Path(), journalkit.QuoteID(op.ID), journalkit.QuoteID(c.id), journal.ErrInvalidOperation)
 	}
 	if op.Created.IsZero() {
 		// As Begin would: the journal's clock, so the claim holds the
@@ -84,10 +84,10 @@ func (c *fileClaim) Begin(_ context.Context, op idem.Operation) error {
 	switch {
 	case err == nil:
 		// What Lookup would now return.
-		op.State = idem.StatePending
+		op.State = journal.StatePending
 		op.Created = time.Unix(0, op.Created.UnixNano()).UTC()
 		c.op, c.ok = op, true
-	case errors.Is(err, idem.ErrOperationExists):
+	case errors.Is(err, journal.ErrOperationExists):
 		// Begun outside this claim (Journal.begin is not fenced by
 		// it): hold what the journal holds.
 		if lerr := c.load(); lerr != nil {
@@ -97,9 +97,9 @@ func (c *fileClaim) Begin(_ context.Context, op idem.Operation) error {
 	return err
 }
 
-func (c *fileClaim) Complete(_ context.Context, op idem.Operation) error {
+func (c *fileClaim) Complete(_ context.Context, op journal.Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("idem: journal %s: Complete of %s under the claim on %s: %w", c.j.Path(), journalkit.QuoteID(op.ID), journalkit.QuoteID(c.id), idem.ErrInvalidOperation)
+		return fmt.Errorf("idem: journal %s: Complete of %s under the claim on %s: %w", c.j.Path(), journalkit.QuoteID(op.ID), journalkit.QuoteID(c.id), journal.ErrInvalidOperation)
 	}
 	return c.j.complete(op)
 }

@@ -1,4 +1,4 @@
-// Package filejournal is the idem.Journal in one file on one machine's
+// Package filejournal is the journal.Journal in one file on one machine's
 // disk, written by one process at a time:
 //
 //	j, err := filejournal.Open("charges.journal", filejournal.Options{})
@@ -17,6 +17,5 @@
 // the file on open; keys, URLs and responses stay in the file, and are
 // read and checked when an operation is looked up or listed. A journal
 // meant to hold many millions of operations, or to be shared by machines,
-// is pgjournal's. The byte format, recovery and group commit are its
-// engine's, stated in the repository's DESIGN.md (J1 to J9).
+// is pgjournal's.
 package filejournal

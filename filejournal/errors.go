@@ -24,6 +24,6 @@ var (
 // CorruptError describes where and why a journal file failed a check: the
 // journal file (Path), the byte offset of the record that failed the check,
 // or 0 for the file header (Offset), and which check failed (Reason). It
-// matches idem.ErrCorrupt with errors.Is. The journal never skips or truncates
+// matches journal.ErrCorrupt with errors.Is. The journal never skips or truncates
 // the damaged region: the file is left as found for a person to inspect.
 type CorruptError = fileengine.CorruptError

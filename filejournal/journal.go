@@ -8,26 +8,15 @@ package filejournal
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"time"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/fileengine"
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/internal/redact"
+	"github.com/idemkit/idem/journal"
 )
-
-// File is the journal's view of an open file: the seam through which
-// Options.WrapFile injects faults. *os.File implements it.
-type File interface {
-	io.ReaderAt
-	io.Writer
-	Sync() error
-	Truncate(size int64) error
-	Stat() (os.FileInfo, error)
-	Close() error
-}
 
 // Defaults of Options.
 const (
@@ -53,15 +42,6 @@ type Options struct {
 	// and the writer goes on with its file.) Default false.
 	ReadOnly bool
 
-	// KeyTTL is how long a key lives on the server. A pending operation
-	// older than KeyTTL is expired (listed by ListExpired, kept forever
-	// by compaction). A completed operation whose Completed time is KeyTTL or
-	// more in the past is summarized by compaction: its response header
-	// and body are dropped (the server has forgotten them too), the rest
-	// is kept (see ForgetAfter). It is the journal's KeyTTL (see
-	// idem.Config.KeyTTL). Default idem.DefaultKeyTTL (24h).
-	KeyTTL time.Duration
-
 	// ForgetAfter is how long after its completion a completed operation
 	// is remembered at all. Until then, even as a summary, Lookup finds it
 	// and a Client answers its ID from the journal, so an operation ID
@@ -70,7 +50,7 @@ type Options struct {
 	// 0: never forget, the safe choice for batch jobs; a service whose
 	// operation IDs never repeat may set it to bound the journal's size.
 	// (A Client without a Journal forgets completed operations after
-	// KeyTTL.)
+	// their KeyTTL.)
 	ForgetAfter time.Duration
 
 	// CompactMinSize is the file size below which the journal never
@@ -89,12 +69,6 @@ type Options struct {
 	// compaction. Default time.Now.
 	Now func() time.Time
 
-	// WrapFile, when set, wraps every file the journal opens (the journal
-	// and its compaction file, and the file a read-only journal reads)
-	// before it is used: the seam for injecting read, write and fsync
-	// failures. Default nil (files are used as opened).
-	WrapFile func(File) File
-
 	// Logger receives the journal's records, by the logging rule of the
 	// package documentation: compactions at Debug; a torn tail cut, an
 	// unfinished compaction removed, or an automatic compaction that failed
@@ -108,6 +82,18 @@ type Options struct {
 	// commit, without the journal's lock, so it must not call the journal.
 	// Package idemotel turns it into metrics. Default nil.
 	OnSync func(took time.Duration, records int, err error)
+
+	// wrapFile, when set, wraps every file the journal opens (the journal
+	// and its compaction file, and the file a read-only journal reads)
+	// before it is used: the seam through which tests inject read, write
+	// and fsync failures (fileengine.SetWrapFile).
+	wrapFile func(fileengine.File) fileengine.File
+}
+
+func init() {
+	fileengine.SetWrapFile = func(o any, wrap func(fileengine.File) fileengine.File) {
+		o.(*Options).wrapFile = wrap
+	}
 }
 
 // engine returns o as the journal's engine takes it; the engine fills in
@@ -115,7 +101,6 @@ type Options struct {
 func (o Options) engine() fileengine.Options {
 	eo := fileengine.Options{
 		ReadOnly:       o.ReadOnly,
-		KeyTTL:         o.KeyTTL,
 		ForgetAfter:    o.ForgetAfter,
 		CompactMinSize: o.CompactMinSize,
 		FileMode:       o.FileMode,
@@ -124,12 +109,10 @@ func (o Options) engine() fileengine.Options {
 		OnSync:         o.OnSync,
 		// The secrets rule, as a Client with no extra names
 		// applies it: compaction drops what older versions recorded.
-		ScrubURL:    idem.RedactRawURL,
-		ScrubHeader: idem.RedactHeader,
+		ScrubURL:    redact.Default.URLString,
+		ScrubHeader: redact.Default.Header,
 	}
-	if wrap := o.WrapFile; wrap != nil {
-		eo.WrapFile = func(f fileengine.File) fileengine.File { return wrap(f) }
-	}
+	eo.WrapFile = o.wrapFile
 	return eo
 }
 
@@ -151,7 +134,7 @@ type Stats struct {
 	// Operations is the number of operations the journal holds.
 	Operations int
 	// Live is the number of operations a compaction now would keep:
-	// pending ones, completed ones inside KeyTTL, and summaries of older
+	// pending ones, completed ones inside their KeyTTL, and summaries of older
 	// completed ones (see ForgetAfter).
 	Live int
 	// LiveBytes is the size of those operations' records.
@@ -166,7 +149,7 @@ type Stats struct {
 	Pending int
 }
 
-// Journal is the idem.Journal in one file (see the package
+// Journal is the journal.Journal in one file (see the package
 // documentation). Open one with Open.
 type Journal struct {
 	eng *fileengine.Journal
@@ -188,7 +171,7 @@ type Journal struct {
 // is refused with ErrHardLinked. A compaction file path+".compact" left by
 // a crash before its rename is removed. A torn tail is truncated and the
 // truncation fsync'd; any other damage is a *CorruptError matching
-// idem.ErrCorrupt, and the file is left untouched.
+// journal.ErrCorrupt, and the file is left untouched.
 func Open(path string, o Options) (*Journal, error) {
 	eng, err := fileengine.Open(path, o.engine())
 	if err != nil {
@@ -207,8 +190,8 @@ func (j *Journal) Path() string { return j.eng.Path() }
 // journal's clock. op.State must be zero or Pending, and the outcome fields
 // must be zero.
 //
-// begin refuses an empty or over-long ID or key (idem.ErrInvalidOperation) and an
-// ID the journal already holds (idem.ErrOperationExists). After a failed write or
+// begin refuses an empty or over-long ID or key (journal.ErrInvalidOperation) and an
+// ID the journal already holds (journal.ErrOperationExists). After a failed write or
 // fsync it returns that failure, as does every later append. When begin
 // returns an error the operation is not in the journal: Lookup does not
 // find it, and it must not be sent.
@@ -217,8 +200,8 @@ func (j *Journal) Path() string { return j.eng.Path() }
 // record is written, while begin still waits for the fsync; callers that
 // may begin and Lookup the same ID concurrently must order those calls
 // themselves.
-func (j *Journal) begin(op idem.Operation) error {
-	if err := idem.CheckIntent(op); err != nil {
+func (j *Journal) begin(op journal.Operation) error {
+	if err := journal.CheckIntent(op); err != nil {
 		return j.eng.Refuse("begin", op.ID, err)
 	}
 	return j.eng.Begin(fileengine.Intent{
@@ -228,6 +211,7 @@ func (j *Journal) begin(op idem.Operation) error {
 		Method:      op.Method,
 		URL:         op.URL,
 		Created:     op.Created,
+		KeyTTL:      op.KeyTTL,
 	})
 }
 
@@ -239,11 +223,11 @@ func (j *Journal) begin(op idem.Operation) error {
 // for the same ID replaces the outcome.
 //
 // If op.Key is set it must be the operation's key. complete refuses an ID
-// the journal does not hold (idem.ErrNoSuchOperation), a body kept although
+// the journal does not hold (journal.ErrNoSuchOperation), a body kept although
 // BodyTruncated is set, Summarized set, and a status outside 0..999
-// (idem.ErrInvalidOperation).
-func (j *Journal) complete(op idem.Operation) error {
-	if err := idem.CheckOutcome(op); err != nil {
+// (journal.ErrInvalidOperation).
+func (j *Journal) complete(op journal.Operation) error {
+	if err := journal.CheckOutcome(op); err != nil {
 		return j.eng.Refuse("complete", op.ID, err)
 	}
 	return j.eng.Complete(fileengine.Completion{
@@ -263,13 +247,16 @@ func (j *Journal) complete(op idem.Operation) error {
 func (j *Journal) Sync() error { return j.eng.Sync() }
 
 // Compact rewrites the journal with only its live operations, whole, and
-// summaries of the completed ones past KeyTTL (see Options.KeyTTL and
-// ForgetAfter). Appends wait while it runs.
+// summaries of the completed ones past their KeyTTL: the response header
+// and body of an outcome recorded its operation's KeyTTL or more ago are
+// dropped (the server has forgotten them too), the rest is kept (see
+// ForgetAfter). Pending operations, expired or not, are kept whole.
+// Appends wait while it runs.
 func (j *Journal) Compact() error { return j.eng.Compact() }
 
 // Close makes every appended record durable (one fsync), closes the file
 // and releases the lock. A second Close returns nil; every other method
-// returns an error matching idem.ErrClosed afterwards (Lookup and List too,
+// returns an error matching journal.ErrClosed afterwards (Lookup and List too,
 // since they read the file), except Stats. If the journal had latched a
 // failure, Close releases everything and returns that failure.
 func (j *Journal) Close() error { return j.eng.Close() }
@@ -278,34 +265,31 @@ func (j *Journal) Close() error { return j.eng.Close() }
 // finds it; its key, URL, fingerprint and recorded response are read from
 // the file, and checked as they were when the journal was opened. Lookup
 // fails only on that read: a failed read, a record that changed on disk
-// since the journal was opened (a *CorruptError matching idem.ErrCorrupt: never
-// a wrong response), or a file journal used after Close (idem.ErrClosed).
-func (j *Journal) Lookup(_ context.Context, id string) (idem.Operation, bool, error) {
+// since the journal was opened (a *CorruptError matching journal.ErrCorrupt: never
+// a wrong response), or a file journal used after Close (journal.ErrClosed).
+func (j *Journal) Lookup(_ context.Context, id string) (journal.Operation, bool, error) {
 	r, ok, err := j.eng.Lookup(id)
 	if !ok || err != nil {
-		return idem.Operation{}, false, err
+		return journal.Operation{}, false, err
 	}
 	return operationOf(&r), true, nil
 }
 
 // List returns the operations the listing selects, ordered by Created then
-// ID; pending and expired are judged by Options.KeyTTL and Now. The
+// ID; pending and expired are judged by each operation's KeyTTL and Now. The
 // selected operations are read from the file, and List fails as Lookup
 // does.
-func (j *Journal) List(_ context.Context, which idem.Listing) ([]idem.Operation, error) {
-	now, ttl := j.eng.Now(), j.eng.KeyTTL()
-	keep := func(m *fileengine.Meta) bool { return selectsRecord(which, m, now, ttl) }
+func (j *Journal) List(_ context.Context, which journal.Listing) ([]journal.Operation, error) {
+	now := j.eng.Now()
+	keep := func(m *fileengine.Meta) bool { return selectsRecord(which, m, now) }
 	return fileengine.List(j.eng, keep, operationOf)
 }
 
 // selectsRecord is Listing.Selects on what the journal's engine keeps of
 // an operation in memory.
-func selectsRecord(l idem.Listing, r *fileengine.Meta, now time.Time, ttl time.Duration) bool {
-	return l.Selects(idem.Operation{State: idem.State(r.State), Created: time.Unix(0, r.Created)}, now, ttl)
+func selectsRecord(l journal.Listing, r *fileengine.Meta, now time.Time) bool {
+	return l.Selects(journal.Operation{State: journal.State(r.State), Created: time.Unix(0, r.Created), KeyTTL: time.Duration(r.KeyTTL)}, now)
 }
-
-// KeyTTL returns Options.KeyTTL.
-func (j *Journal) KeyTTL() time.Duration { return j.eng.KeyTTL() }
 
 // Now returns the time by Options.Now.
 func (j *Journal) Now() time.Time { return j.eng.Now() }
@@ -317,15 +301,16 @@ func (j *Journal) Stats() Stats { return Stats(j.eng.Stats()) }
 // operationOf returns r as an Operation. The header and body are decoded
 // from their encoded form into fresh memory, so the caller may keep and
 // change them.
-func operationOf(r *fileengine.Record) idem.Operation {
-	op := idem.Operation{
+func operationOf(r *fileengine.Record) journal.Operation {
+	op := journal.Operation{
 		ID:          r.ID,
 		Key:         r.Key,
 		Fingerprint: r.Fingerprint,
 		Method:      r.Method,
 		URL:         r.URL,
 		Created:     time.Unix(0, r.Created).UTC(),
-		State:       idem.State(r.State),
+		KeyTTL:      time.Duration(r.KeyTTL),
+		State:       journal.State(r.State),
 	}
 	if final(op.State) {
 		op.Completed = time.Unix(0, r.Completed).UTC()
@@ -339,7 +324,7 @@ func operationOf(r *fileengine.Record) idem.Operation {
 }
 
 // flags returns the completion flags op's outcome is recorded with.
-func flags(op *idem.Operation) uint8 {
+func flags(op *journal.Operation) uint8 {
 	var f uint8
 	if op.BodyTruncated {
 		f |= fileengine.FlagBodyTruncated
@@ -358,18 +343,19 @@ func flags(op *idem.Operation) uint8 {
 // sending it again under the new key may apply it twice. It waits for a
 // running Do of id in this process, as Claim does, then rewrites the
 // journal without the operation (a compaction that keeps everything
-// else), durably. It returns an error matching idem.ErrNoSuchOperation if the
-// journal does not hold id, and idem.ErrAlreadyCompleted if its outcome is
-// recorded. idem.Settle with idem.Settlement.Forget is the checked way in.
+// else), durably. It returns an error matching journal.ErrNoSuchOperation if the
+// journal does not hold id, and journal.ErrAlreadyCompleted if its outcome is
+// recorded. Forget and ForgetCompleted implement journal.Forgetter, for a
+// Client; programs call idem.Settle, which checks what it is asked first.
 func (j *Journal) Forget(ctx context.Context, id string) error {
 	unlock, err := j.running.Lock(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if r, ok := j.eng.LookupMeta(id); ok && final(idem.State(r.State)) {
+	if r, ok := j.eng.LookupMeta(id); ok && final(journal.State(r.State)) {
 		return fmt.Errorf("idem: journal %s: forget %s: %w: it is %s with status %d",
-			j.Path(), journalkit.QuoteID(id), idem.ErrAlreadyCompleted, idem.State(r.State), r.Status)
+			j.Path(), journalkit.QuoteID(id), journal.ErrAlreadyCompleted, journal.State(r.State), r.Status)
 	}
 	return j.eng.Forget(id)
 }
@@ -377,7 +363,7 @@ func (j *Journal) Forget(ctx context.Context, id string) error {
 // ForgetCompleted drops the completed operation id, as Forget drops a
 // pending one, if its key is still key: an operation forgotten and sent
 // again meanwhile, under a new key, is kept. It returns an error matching
-// idem.ErrNoSuchOperation if the journal holds no completed operation id under
+// journal.ErrNoSuchOperation if the journal holds no completed operation id under
 // key.
 func (j *Journal) ForgetCompleted(ctx context.Context, id, key string) error {
 	unlock, err := j.running.Lock(ctx, id)
@@ -389,12 +375,12 @@ func (j *Journal) ForgetCompleted(ctx context.Context, id, key string) error {
 	switch {
 	case err != nil:
 		return err
-	case !ok || !final(idem.State(r.State)) || r.Key != key:
+	case !ok || !final(journal.State(r.State)) || r.Key != key:
 		return fmt.Errorf("idem: journal %s: forget %s: %w: no completed operation under key %s",
-			j.Path(), journalkit.QuoteID(id), idem.ErrNoSuchOperation, key)
+			j.Path(), journalkit.QuoteID(id), journal.ErrNoSuchOperation, key)
 	}
 	return j.eng.Forget(id)
 }
 
 // final reports whether s is an outcome: Done or Rejected.
-func final(s idem.State) bool { return s == idem.StateDone || s == idem.StateRejected }
+func final(s journal.State) bool { return s == journal.StateDone || s == journal.StateRejected }

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/fileengine"
 	"github.com/idemkit/idem/internal/journalhelp"
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 )
 
-// The public behaviour of Journal: what it keeps of an idem.Operation, how
+// The public behaviour of Journal: what it keeps of an journal.Operation, how
 // it lists them, what it refuses. Its engine's own tests (framing,
 // recovery, group commit, compaction, locking) are in internal/fileengine.
 
@@ -36,23 +36,24 @@ func quietOptions() Options {
 
 // testIntent returns the intent of operation i, with Created i seconds
 // before testNow.
-func testIntent(i int) idem.Operation {
+func testIntent(i int) journal.Operation {
 	url := fmt.Sprintf("https://api.example.test/charges?n=%d", i)
 	body := fmt.Appendf(nil, `{"amount":%d}`, i)
-	return idem.Operation{
+	return journal.Operation{
 		ID:          fmt.Sprintf("op-%04d", i),
 		Key:         fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
-		Fingerprint: idem.FingerprintOf(http.MethodPost, url, body),
+		Fingerprint: journal.FingerprintOf(http.MethodPost, url, body),
 		Method:      http.MethodPost,
 		URL:         url,
 		Created:     testNow.Add(-time.Duration(i) * time.Second),
-		State:       idem.StatePending,
+		KeyTTL:      24 * time.Hour,
+		State:       journal.StatePending,
 	}
 }
 
 // testOutcome returns op completed as done with a response.
-func testOutcome(op idem.Operation, status int, body string) idem.Operation {
-	op.State = idem.StateDone
+func testOutcome(op journal.Operation, status int, body string) journal.Operation {
+	op.State = journal.StateDone
 	op.Completed = op.Created.Add(1500 * time.Millisecond)
 	op.Status = status
 	op.Header = http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"a", "b"}}
@@ -74,14 +75,14 @@ func openTestJournal(t testing.TB, path string, o Options) *Journal {
 	return j
 }
 
-func mustBegin(t testing.TB, j *Journal, op idem.Operation) {
+func mustBegin(t testing.TB, j *Journal, op journal.Operation) {
 	t.Helper()
 	if err := j.begin(op); err != nil {
 		t.Fatalf("Begin(%s): %v", op.ID, err)
 	}
 }
 
-func mustComplete(t testing.TB, j *Journal, op idem.Operation) {
+func mustComplete(t testing.TB, j *Journal, op journal.Operation) {
 	t.Helper()
 	if err := j.complete(op); err != nil {
 		t.Fatalf("Complete(%s): %v", op.ID, err)
@@ -104,7 +105,7 @@ func writeFile(t testing.TB, path string, b []byte) {
 
 // sameOperations fails the test unless got and want are equal field by
 // field.
-func sameOperations(t testing.TB, what string, got, want []idem.Operation) {
+func sameOperations(t testing.TB, what string, got, want []journal.Operation) {
 	t.Helper()
 	if len(got) == 0 && len(want) == 0 {
 		return
@@ -126,40 +127,41 @@ func TestJournalReopenRoundTripsEveryField(t *testing.T) {
 	done := testIntent(2)
 	rejected := testIntent(3)
 	truncated := testIntent(4)
-	odd := idem.Operation{ // empty method and URL, zero fingerprint, a time far from now
+	odd := journal.Operation{ // empty method and URL, zero fingerprint, a time far from now
 		ID:      strings.Repeat("x", fileengine.MaxIDLen),
 		Key:     "k\x00with\xffbytes",
 		Created: time.Date(1700, 1, 1, 0, 0, 0, 1, time.UTC),
+		KeyTTL:  1, // the shortest lifetime
 	}
-	for _, op := range []idem.Operation{pending, done, rejected, truncated, odd} {
+	for _, op := range []journal.Operation{pending, done, rejected, truncated, odd} {
 		mustBegin(t, j, op)
 	}
 	done = testOutcome(done, 201, `{"id":"ch_1"}`)
 	mustComplete(t, j, done)
-	rejected.State = idem.StateRejected
+	rejected.State = journal.StateRejected
 	rejected.Completed = time.Date(2031, 5, 6, 7, 8, 9, 999999999, time.UTC)
 	rejected.Status = 409
 	rejected.Header = http.Header{"Content-Type": {"application/problem+json"}, "Empty": nil, "Retry-After": {"3"}}
 	rejected.Body = []byte("{\"type\":\"https://x/insufficient-stock\"}\x00\xff")
 	mustComplete(t, j, rejected)
-	truncated.State = idem.StateDone
+	truncated.State = journal.StateDone
 	truncated.Completed = testNow
 	truncated.Status = 200
 	truncated.BodyTruncated = true
 	mustComplete(t, j, truncated)
-	odd.State = idem.StateDone
+	odd.State = journal.StateDone
 	odd.Completed = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
 	odd.BodyTruncated, odd.HeaderTruncated = true, true // both flags a Complete records
 	mustComplete(t, j, odd)
 
 	// Ordered by Created.
-	want := []idem.Operation{odd, truncated, rejected, done, pending}
+	want := []journal.Operation{odd, truncated, rejected, done, pending}
 
-	sameOperations(t, "before reopen", journalhelp.MustList(j, idem.ListAll), want)
+	sameOperations(t, "before reopen", journalhelp.MustList(j, journal.ListAll), want)
 	mustClose(t, j)
 
 	j2 := openTestJournal(t, path, quietOptions())
-	sameOperations(t, "after reopen", journalhelp.MustList(j2, idem.ListAll), want)
+	sameOperations(t, "after reopen", journalhelp.MustList(j2, journal.ListAll), want)
 	for _, op := range want {
 		got, ok := journalhelp.MustLookup(j2, op.ID)
 		if !ok || !reflect.DeepEqual(got, op) {
@@ -203,18 +205,18 @@ func TestJournalCompletionReplacesOutcome(t *testing.T) {
 	second := testOutcome(op, 201, "second")
 	mustComplete(t, j, second)
 	rejected := testOutcome(other, 422, "refused")
-	rejected.State = idem.StateRejected
+	rejected.State = journal.StateRejected
 	mustComplete(t, j, rejected)
-	want := []idem.Operation{rejected, second}
-	sameOperations(t, "as written", journalhelp.MustList(j, idem.ListAll), want)
+	want := []journal.Operation{rejected, second}
+	sameOperations(t, "as written", journalhelp.MustList(j, journal.ListAll), want)
 	mustClose(t, j)
 
 	j2 := openTestJournal(t, path, quietOptions())
-	sameOperations(t, "after reopen", journalhelp.MustList(j2, idem.ListAll), want)
+	sameOperations(t, "after reopen", journalhelp.MustList(j2, journal.ListAll), want)
 	if err := j2.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	sameOperations(t, "after compaction", journalhelp.MustList(j2, idem.ListAll), want)
+	sameOperations(t, "after compaction", journalhelp.MustList(j2, journal.ListAll), want)
 }
 
 // J8.1, J8.2: the listings and lookups answer the same as written, after
@@ -223,19 +225,19 @@ func TestJournalCompletionReplacesOutcome(t *testing.T) {
 // Clause: J8.3.
 func TestJournalListings(t *testing.T) {
 	o := quietOptions()
-	o.KeyTTL = time.Hour
 	path := journalPath(t)
 	j := openTestJournal(t, path, o)
-	fresh := testIntent(10)     // 10s old
-	expired := testIntent(3600) // exactly KeyTTL old: expired
-	young := testIntent(3599)   // one second short of KeyTTL
-	done := testOutcome(testIntent(20), 200, "")
-	rejected := testIntent(30)
-	for _, op := range []idem.Operation{fresh, expired, young, testIntent(20), rejected} {
+	hourly := func(i int) journal.Operation { op := testIntent(i); op.KeyTTL = time.Hour; return op }
+	fresh := hourly(10)     // 10s old
+	expired := hourly(3600) // exactly KeyTTL old: expired
+	young := hourly(3599)   // one second short of KeyTTL
+	done := testOutcome(hourly(20), 200, "")
+	rejected := hourly(30)
+	for _, op := range []journal.Operation{fresh, expired, young, hourly(20), rejected} {
 		mustBegin(t, j, op)
 	}
 	mustComplete(t, j, done)
-	rejected.State, rejected.Completed, rejected.Status = idem.StateRejected, testNow, 422
+	rejected.State, rejected.Completed, rejected.Status = journal.StateRejected, testNow, 422
 	mustComplete(t, j, rejected)
 	done.Body = nil // an empty body reads back as nil
 
@@ -251,11 +253,11 @@ func TestJournalListings(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		sameOperations(t, stage+": Pending", journalhelp.MustList(j, idem.ListPending), []idem.Operation{young, fresh})
-		sameOperations(t, stage+": Expired", journalhelp.MustList(j, idem.ListExpired), []idem.Operation{expired})
-		sameOperations(t, stage+": Completed", journalhelp.MustList(j, idem.ListCompleted), []idem.Operation{rejected, done})
-		sameOperations(t, stage+": Operations", journalhelp.MustList(j, idem.ListAll), []idem.Operation{expired, young, rejected, done, fresh})
-		for _, op := range []idem.Operation{expired, young, rejected, done, fresh} {
+		sameOperations(t, stage+": Pending", journalhelp.MustList(j, journal.ListPending), []journal.Operation{young, fresh})
+		sameOperations(t, stage+": Expired", journalhelp.MustList(j, journal.ListExpired), []journal.Operation{expired})
+		sameOperations(t, stage+": Completed", journalhelp.MustList(j, journal.ListCompleted), []journal.Operation{rejected, done})
+		sameOperations(t, stage+": Operations", journalhelp.MustList(j, journal.ListAll), []journal.Operation{expired, young, rejected, done, fresh})
+		for _, op := range []journal.Operation{expired, young, rejected, done, fresh} {
 			if got, ok := journalhelp.MustLookup(j, op.ID); !ok || !reflect.DeepEqual(got, op) {
 				t.Fatalf("%s: Lookup(%s) = %+v, %v; want %+v", stage, op.ID, got, ok, op)
 			}
@@ -264,7 +266,7 @@ func TestJournalListings(t *testing.T) {
 			t.Fatalf("%s: Lookup(missing) found an operation", stage)
 		}
 	}
-	if !expired.Expired(testNow, time.Hour) || young.Expired(testNow, time.Hour) || done.Expired(testNow.Add(48*time.Hour), time.Hour) {
+	if !expired.Expired(testNow) || young.Expired(testNow) || done.Expired(testNow.Add(48*time.Hour)) {
 		t.Fatal("Operation.Expired disagrees with its definition")
 	}
 }
@@ -277,7 +279,7 @@ func TestJournalOrdersEqualCreatedTimesByID(t *testing.T) {
 	a.Created = b.Created
 	mustBegin(t, j, b)
 	mustBegin(t, j, a)
-	sameOperations(t, "Operations", journalhelp.MustList(j, idem.ListAll), []idem.Operation{a, b})
+	sameOperations(t, "Operations", journalhelp.MustList(j, journal.ListAll), []journal.Operation{a, b})
 }
 
 // --- validation -----------------------------------------------------------
@@ -288,12 +290,12 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 	mustBegin(t, j, testIntent(1))
 	okOutcome := testOutcome(testIntent(1), 200, "ok")
 
-	begins := map[string]idem.Operation{
+	begins := map[string]journal.Operation{
 		"empty ID":         {Key: "k"},
 		"long ID":          {ID: strings.Repeat("i", fileengine.MaxIDLen+1), Key: "k"},
 		"empty key":        {ID: "x"},
 		"long key":         {ID: "x", Key: strings.Repeat("k", fileengine.MaxKeyLen+1)},
-		"done state":       {ID: "x", Key: "k", State: idem.StateDone},
+		"done state":       {ID: "x", Key: "k", State: journal.StateDone},
 		"invalid state":    {ID: "x", Key: "k", State: 7},
 		"outcome set":      {ID: "x", Key: "k", Status: 200},
 		"body set":         {ID: "x", Key: "k", Body: []byte{}},
@@ -302,32 +304,32 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 		"record too large": {ID: "x", Key: "k", Method: "POST", URL: strings.Repeat("u", fileengine.MaxPayload)},
 	}
 	for name, op := range begins {
-		if err := j.begin(op); !errors.Is(err, idem.ErrInvalidOperation) {
-			t.Errorf("Begin with %s: err = %v, want idem.ErrInvalidOperation", name, err)
+		if err := j.begin(op); !errors.Is(err, journal.ErrInvalidOperation) {
+			t.Errorf("Begin with %s: err = %v, want journal.ErrInvalidOperation", name, err)
 		}
 	}
-	completes := map[string]idem.Operation{
-		"empty ID":        {State: idem.StateDone},
-		"pending state":   {ID: "op-0001", State: idem.StatePending},
+	completes := map[string]journal.Operation{
+		"empty ID":        {State: journal.StateDone},
+		"pending state":   {ID: "op-0001", State: journal.StatePending},
 		"zero state":      {ID: "op-0001"},
-		"negative status": {ID: "op-0001", State: idem.StateDone, Status: -1},
-		"status 1000":     {ID: "op-0001", State: idem.StateDone, Status: 1000},
-		"truncated body":  {ID: "op-0001", State: idem.StateDone, BodyTruncated: true, Body: []byte("x")},
-		"summarized":      {ID: "op-0001", State: idem.StateDone, Summarized: true},
-		"wrong key":       {ID: "op-0001", Key: "other", State: idem.StateDone},
-		"body too large":  {ID: "op-0001", State: idem.StateDone, Body: make([]byte, fileengine.MaxPayload+1)},
-		"time too late":   {ID: "op-0001", State: idem.StateDone, Completed: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"negative status": {ID: "op-0001", State: journal.StateDone, Status: -1},
+		"status 1000":     {ID: "op-0001", State: journal.StateDone, Status: 1000},
+		"truncated body":  {ID: "op-0001", State: journal.StateDone, BodyTruncated: true, Body: []byte("x")},
+		"summarized":      {ID: "op-0001", State: journal.StateDone, Summarized: true},
+		"wrong key":       {ID: "op-0001", Key: "other", State: journal.StateDone},
+		"body too large":  {ID: "op-0001", State: journal.StateDone, Body: make([]byte, fileengine.MaxPayload+1)},
+		"time too late":   {ID: "op-0001", State: journal.StateDone, Completed: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
 	}
 	for name, op := range completes {
-		if err := j.complete(op); !errors.Is(err, idem.ErrInvalidOperation) {
-			t.Errorf("Complete with %s: err = %v, want idem.ErrInvalidOperation", name, err)
+		if err := j.complete(op); !errors.Is(err, journal.ErrInvalidOperation) {
+			t.Errorf("Complete with %s: err = %v, want journal.ErrInvalidOperation", name, err)
 		}
 	}
-	if err := j.begin(testIntent(1)); !errors.Is(err, idem.ErrOperationExists) {
-		t.Errorf("second Begin of op-0001: err = %v, want idem.ErrOperationExists", err)
+	if err := j.begin(testIntent(1)); !errors.Is(err, journal.ErrOperationExists) {
+		t.Errorf("second Begin of op-0001: err = %v, want journal.ErrOperationExists", err)
 	}
-	if err := j.complete(idem.Operation{ID: "never-begun", State: idem.StateDone}); !errors.Is(err, idem.ErrNoSuchOperation) {
-		t.Errorf("Complete of unknown ID: err = %v, want idem.ErrNoSuchOperation", err)
+	if err := j.complete(journal.Operation{ID: "never-begun", State: journal.StateDone}); !errors.Is(err, journal.ErrNoSuchOperation) {
+		t.Errorf("Complete of unknown ID: err = %v, want journal.ErrNoSuchOperation", err)
 	}
 	if st := j.Stats(); st.Appends != 1 || st.Records != 1 {
 		t.Fatalf("refused calls wrote records: %+v", st)
@@ -336,7 +338,7 @@ func TestJournalRefusesInvalidOperations(t *testing.T) {
 }
 
 // A journal that refuses every append says so before it looks at the
-// operation: an invalid one gets idem.ErrClosed or ErrReadOnly too.
+// operation: an invalid one gets journal.ErrClosed or ErrReadOnly too.
 func TestJournalReportsItsStateBeforeAnInvalidOperation(t *testing.T) {
 	path := journalPath(t)
 	w := openTestJournal(t, path, quietOptions())
@@ -349,11 +351,11 @@ func TestJournalReportsItsStateBeforeAnInvalidOperation(t *testing.T) {
 		name string
 		j    *Journal
 		want error
-	}{{"closed", w, idem.ErrClosed}, {"read-only", r, ErrReadOnly}} {
-		if err := c.j.begin(idem.Operation{Key: "k"}); !errors.Is(err, c.want) || errors.Is(err, idem.ErrInvalidOperation) {
+	}{{"closed", w, journal.ErrClosed}, {"read-only", r, ErrReadOnly}} {
+		if err := c.j.begin(journal.Operation{Key: "k"}); !errors.Is(err, c.want) || errors.Is(err, journal.ErrInvalidOperation) {
 			t.Errorf("%s: Begin without an ID: err = %v, want %v", c.name, err, c.want)
 		}
-		if err := c.j.complete(idem.Operation{ID: testIntent(1).ID}); !errors.Is(err, c.want) || errors.Is(err, idem.ErrInvalidOperation) {
+		if err := c.j.complete(journal.Operation{ID: testIntent(1).ID}); !errors.Is(err, c.want) || errors.Is(err, journal.ErrInvalidOperation) {
 			t.Errorf("%s: Complete without a state: err = %v, want %v", c.name, err, c.want)
 		}
 	}
@@ -362,12 +364,12 @@ func TestJournalReportsItsStateBeforeAnInvalidOperation(t *testing.T) {
 func TestJournalFillsZeroTimesFromItsClock(t *testing.T) {
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
-	mustBegin(t, j, idem.Operation{ID: "a", Key: "k"})
-	mustComplete(t, j, idem.Operation{ID: "a", State: idem.StateRejected, Status: 400})
-	want := []idem.Operation{{ID: "a", Key: "k", Created: testNow, State: idem.StateRejected, Completed: testNow, Status: 400}}
-	sameOperations(t, "Operations", journalhelp.MustList(j, idem.ListAll), want)
+	mustBegin(t, j, journal.Operation{ID: "a", Key: "k", KeyTTL: time.Hour})
+	mustComplete(t, j, journal.Operation{ID: "a", State: journal.StateRejected, Status: 400})
+	want := []journal.Operation{{ID: "a", Key: "k", Created: testNow, KeyTTL: time.Hour, State: journal.StateRejected, Completed: testNow, Status: 400}}
+	sameOperations(t, "Operations", journalhelp.MustList(j, journal.ListAll), want)
 	mustClose(t, j)
-	sameOperations(t, "after reopen", journalhelp.MustList(openTestJournal(t, path, quietOptions()), idem.ListAll), want)
+	sameOperations(t, "after reopen", journalhelp.MustList(openTestJournal(t, path, quietOptions()), journal.ListAll), want)
 }
 
 // --- J7, creation ---------------------------------------------------------
@@ -378,7 +380,7 @@ func TestJournalTreatsAnEmptyFileAsNew(t *testing.T) {
 	j := openTestJournal(t, path, quietOptions())
 	mustBegin(t, j, testIntent(1))
 	mustClose(t, j)
-	if n := len(journalhelp.MustList(openTestJournal(t, path, quietOptions()), idem.ListAll)); n != 1 {
+	if n := len(journalhelp.MustList(openTestJournal(t, path, quietOptions()), journal.ListAll)); n != 1 {
 		t.Fatalf("reopened journal holds %d operations, want 1", n)
 	}
 }
@@ -395,7 +397,7 @@ func TestJournalOpenRefusesEmptyPathAndMissingDirectory(t *testing.T) {
 // readFailer fails every ReadAt while armed: a journal file that can no
 // longer be read.
 type readFailer struct {
-	File
+	fileengine.File
 	armed *atomic.Bool
 }
 
@@ -410,12 +412,12 @@ func (f readFailer) ReadAt(p []byte, off int64) (int, error) {
 
 // TestABeginThatFindsTheOperationSaysWhyItCannotReadIt: a Begin under a
 // claim of an operation the journal holds already returns
-// idem.ErrOperationExists, and, when reading back what the journal holds
+// journal.ErrOperationExists, and, when reading back what the journal holds
 // fails, that failure too.
 func TestABeginThatFindsTheOperationSaysWhyItCannotReadIt(t *testing.T) {
 	var armed atomic.Bool
 	o := quietOptions()
-	o.WrapFile = func(f File) File { return readFailer{File: f, armed: &armed} }
+	o.wrapFile = func(f fileengine.File) fileengine.File { return readFailer{File: f, armed: &armed} }
 	j := openTestJournal(t, journalPath(t), o)
 	ctx := t.Context()
 	op := testIntent(1)
@@ -428,7 +430,7 @@ func TestABeginThatFindsTheOperationSaysWhyItCannotReadIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	armed.Store(true)
-	if err := c.Begin(ctx, op); !errors.Is(err, idem.ErrOperationExists) || !errors.Is(err, errUnreadable) {
-		t.Fatalf("second Begin of %s with the file unreadable = %v; want idem.ErrOperationExists and the read's error", op.ID, err)
+	if err := c.Begin(ctx, op); !errors.Is(err, journal.ErrOperationExists) || !errors.Is(err, errUnreadable) {
+		t.Fatalf("second Begin of %s with the file unreadable = %v; want journal.ErrOperationExists and the read's error", op.ID, err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // The heap an open Journal holds per operation it remembers, measured
@@ -91,7 +91,7 @@ func TestFileJournalHeapPerOperation(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("Lookup(%s) = %v, %v", heapOpID(i), ok, err)
 		}
-		if want := heapBody(i, bodySize); op.State != idem.StateDone || op.Status != 201 || !bytes.Equal(op.Body, want) ||
+		if want := heapBody(i, bodySize); op.State != journal.StateDone || op.Status != 201 || !bytes.Equal(op.Body, want) ||
 			op.Header.Get("Content-Type") != "application/octet-stream" {
 			t.Fatalf("Lookup(%s) = %s %d %q, %d-byte body; want done 201 with its %d-byte body", heapOpID(i), op.State, op.Status, op.Header, len(op.Body), len(want))
 		}
@@ -115,14 +115,14 @@ func writeHeapJournal(t *testing.T, path string, o Options, ops, bodySize int) {
 				if i >= ops || t.Failed() {
 					return
 				}
-				op := idem.Operation{ID: heapOpID(i), Key: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
-					Method: http.MethodPost, URL: "https://api.example.test/charges", Created: testNow}
+				op := journal.Operation{ID: heapOpID(i), Key: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
+					Method: http.MethodPost, URL: "https://api.example.test/charges", Created: testNow, KeyTTL: time.Hour}
 				op.Fingerprint[0] = byte(i)
 				if err := j.begin(op); err != nil {
 					t.Error(err)
 					return
 				}
-				op.State, op.Completed, op.Status = idem.StateDone, testNow, 201
+				op.State, op.Completed, op.Status = journal.StateDone, testNow, 201
 				op.Header = http.Header{"Content-Type": {"application/octet-stream"}}
 				op.Body = heapBody(i, bodySize)
 				if err := j.complete(op); err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemaws"
+	"github.com/idemkit/idem/journal"
 )
 
 // apisConfig is a program's configuration against the fake APIs: the
@@ -120,7 +122,7 @@ func TestEC2CreateVpcEndpoint(t *testing.T) {
 	}
 	op := lookup(t, j, "vpce-a")
 	tokens := f.tokens("a.example.com")
-	if len(tokens) != 1 || tokens[0] != op.Key || f.count() != 2 || f.creations("a.example.com") != 1 || op.State != idem.StateDone {
+	if len(tokens) != 1 || tokens[0] != op.Key || f.count() != 2 || f.creations("a.example.com") != 1 || op.State != journal.StateDone {
 		t.Fatalf("tokens %q, %d requests, %d endpoints, journal %s; want %s alone, 2 requests, 1, done", tokens, f.count(), f.creations("a.example.com"), op.State, op.Key)
 	}
 	if len(op.Key) > 64 || !regexp.MustCompile(`^[\x00-\x7F]+$`).MatchString(op.Key) {
@@ -132,11 +134,16 @@ func TestEC2CreateVpcEndpoint(t *testing.T) {
 
 	// A program killed once its request was applied, its answer lost.
 	journal := filepath.Join(t.TempDir(), "journal")
-	reached := make(chan struct{})
+	// The request is answered only once the program is dead, so that
+	// its answer is lost however fast the program would read it.
+	reached, killed := make(chan struct{}), make(chan struct{})
+	dead := sync.OnceFunc(func() { close(killed) })
+	t.Cleanup(dead)
 	f.mu.Lock()
 	f.onRequest = func(n int) {
 		if n == 3 {
 			close(reached)
+			<-killed
 		}
 	}
 	f.mu.Unlock()
@@ -147,6 +154,7 @@ func TestEC2CreateVpcEndpoint(t *testing.T) {
 	case <-reached:
 		cmd.Process.Signal(syscall.SIGKILL)
 		<-ended
+		dead()
 	case err := <-ended:
 		t.Fatalf("the program ended (%v) before it was killed: %s %s", err, out, errOut)
 	}
@@ -202,7 +210,7 @@ func TestRoute53CreateHostedZone(t *testing.T) {
 	if applied.Key != op.Key || applied.Code != "HostedZoneAlreadyExists" || applied.ResourceID != "" || applied.Recorded || !errors.As(err, &exists) {
 		t.Fatalf("%+v; want token %s, HostedZoneAlreadyExists, no ID, the SDK's error within", applied, op.Key)
 	}
-	if aws.ToString(in.CallerReference) != op.Key || op.State != idem.StateDone || op.Header.Get(idem.AppliedHeader) != "true" {
+	if aws.ToString(in.CallerReference) != op.Key || op.State != journal.StateDone || op.Header.Get(journal.HeaderAlreadyApplied) != "true" {
 		t.Fatalf("CallerReference %q; journal %s %v; want %s, done, flagged applied", aws.ToString(in.CallerReference), op.State, op.Header, op.Key)
 	}
 	// The zone is found by its CallerReference.
@@ -245,21 +253,21 @@ func TestEFSAlreadyExistsIsAnAppliedOperation(t *testing.T) {
 	if f.count() != 2 || f.creations("fs-1") != 1 || len(f.tokens("fs-1")) != 1 {
 		t.Fatalf("%d requests, %d file systems, tokens %q; want 2, 1, one", f.count(), f.creations("fs-1"), f.tokens("fs-1"))
 	}
-	if op := lookup(t, j, "fs-1"); op.State != idem.StateDone || op.Status != 409 {
+	if op := lookup(t, j, "fs-1"); op.State != journal.StateDone || op.Status != 409 {
 		t.Fatalf("journal holds %s %d, want done 409", op.State, op.Status)
 	}
 }
 
-// V2.3: an answer Options.Dialect reads as applied is done whatever its
+// V2.3: an answer Config.Dialect reads as applied is done whatever its
 // status, and every later call answers it as applied from the journal:
 // never "rejected after 0 attempt(s)", never unknown.
 func TestADialectsAppliedAnswerIsNeverARejection(t *testing.T) {
 	f := newFakeAWS(t)
 	f.reject = "AlreadyExistsException"
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	d := idem.AWSCloudControl
+	d := idem.AWSCloudControl()
 	d.Signals = append(slices.Clone(d.Signals), idem.Signal{Field: "__type", Value: "AlreadyExistsException", Answer: idem.AnswerApplied})
-	ops, err := idemaws.New(idemaws.Options{Journal: j, Dialect: &d})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, Dialect: &d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +283,7 @@ func TestADialectsAppliedAnswerIsNeverARejection(t *testing.T) {
 			t.Fatalf("call %d: %+v; want AlreadyExistsException, recorded %v, no ID", i, applied, recorded)
 		}
 	}
-	if op := lookup(t, j, "bucket-1"); op.State != idem.StateDone || op.Status != 400 || f.requests() != 1 {
+	if op := lookup(t, j, "bucket-1"); op.State != journal.StateDone || op.Status != 400 || f.requests() != 1 {
 		t.Fatalf("journal holds %s %d after %d requests; want done 400 after 1", op.State, op.Status, f.requests())
 	}
 }
@@ -293,7 +301,7 @@ func TestAHandSettledOperationHasNoOutput(t *testing.T) {
 		if _, err := client.CreateFileSystem(ctx, fileSystem("fs-1")); !errors.Is(err, idem.ErrUnknown) {
 			t.Fatalf("err = %v, want unknown after a 503", err)
 		}
-		if err := idem.Settle(ctx, j, "fs-1", idem.Settlement{State: idem.StateDone, Status: status, Note: "fs-9 in the console"}); err != nil {
+		if err := idem.Settle(ctx, j, "fs-1", idem.Settlement{State: journal.StateDone, Status: status, Note: "fs-9 in the console"}); err != nil {
 			t.Fatal(err)
 		}
 		out, err := client.CreateFileSystem(ctx, fileSystem("fs-1"))
@@ -311,7 +319,7 @@ func TestAHandSettledOperationHasNoOutput(t *testing.T) {
 func TestAnOperationRecordedWithoutItsBodyHasNoOutput(t *testing.T) {
 	f := newFakeAPIs(t, 0, 1)
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	ops, err := idemaws.New(idemaws.Options{Journal: j, MaxRecordedBody: 16})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, MaxRecordedBody: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,12 +334,12 @@ func TestAnOperationRecordedWithoutItsBodyHasNoOutput(t *testing.T) {
 	}
 }
 
-// V1.4: Options.Tokens names an operation's token member and format, in
+// V1.4: Config.Tokens names an operation's token member and format, in
 // place of what idemaws knows; New refuses an entry it cannot use.
 func TestACallerNamesTheTokenMember(t *testing.T) {
 	f := newFakeAPIs(t, 0, 1)
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	ops, err := idemaws.New(idemaws.Options{Journal: j, Tokens: map[string]idemaws.Token{
+	ops, err := idemaws.New(idemaws.Config{Journal: j, Tokens: map[string]idemaws.Token{
 		"ACM.RequestCertificate": {Member: "IdempotencyToken", MaxLength: 20, Pattern: `^[0-9a-f]+$`},
 	}})
 	if err != nil {
@@ -352,12 +360,12 @@ func TestACallerNamesTheTokenMember(t *testing.T) {
 		{Member: "T", MinLength: 9, MaxLength: 8}, // no length
 		{Member: "T", KeyTTL: -time.Second},
 	} {
-		if _, err := idemaws.New(idemaws.Options{Journal: j, Tokens: map[string]idemaws.Token{"X.Y": tok}}); !errors.Is(err, idem.ErrInvalidConfig) {
+		if _, err := idemaws.New(idemaws.Config{Journal: j, Tokens: map[string]idemaws.Token{"X.Y": tok}}); !errors.Is(err, idem.ErrInvalidConfig) {
 			t.Errorf("Tokens entry %+v: err = %v, want ErrInvalidConfig", tok, err)
 		}
 	}
 	// A member the input type lacks is refused before anything is sent.
-	ops, _ = idemaws.New(idemaws.Options{Journal: j, Tokens: map[string]idemaws.Token{"ACM.RequestCertificate": {Member: "NoSuchField"}}})
+	ops, _ = idemaws.New(idemaws.Config{Journal: j, Tokens: map[string]idemaws.Token{"ACM.RequestCertificate": {Member: "NoSuchField"}}})
 	sent := f.count()
 	_, err = acm.NewFromConfig(apisConfig(f, ops, 0)).RequestCertificate(idem.WithOperation(context.Background(), "cert-2"), certificate("b.example.com"))
 	if !errors.Is(err, idemaws.ErrNoClientToken) || f.count() != sent {
@@ -368,7 +376,7 @@ func TestACallerNamesTheTokenMember(t *testing.T) {
 // V1.5: each operation's token lives as long as its API documents: ACM's
 // an hour, so a pending ACM operation is not sent again once its token is
 // within a minute of that hour, while an EFS one, whose token lives with
-// the file system, still is; Options.KeyTTL caps both.
+// the file system, still is; Config.KeyTTL caps both.
 func TestEachOperationHasItsTokensLifetime(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
@@ -392,7 +400,7 @@ func TestEachOperationHasItsTokensLifetime(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { j.Close() })
-		ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: tc.keyTTL})
+		ops, err := idemaws.New(idemaws.Config{Journal: j, KeyTTL: tc.keyTTL})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // attemptMiddleware is next to the transport: every attempt of a named
@@ -31,12 +32,12 @@ func (m *attemptMiddleware) HandleDeserialize(ctx context.Context, in middleware
 	}
 	select {
 	case <-c.lost:
-		return middleware.DeserializeOutput{}, middleware.Metadata{}, notRetryable{fmt.Errorf("idemaws: operation %q: %w", c.op.ID, idem.ErrClaimLost)}
+		return middleware.DeserializeOutput{}, middleware.Metadata{}, notRetryable{fmt.Errorf("idemaws: operation %q: %w", c.op.ID, journal.ErrClaimLost)}
 	default:
 	}
 	// The SDK's retries are attempts of the operation too: none is sent
 	// once the API may have forgotten its token.
-	if !c.usable(c.op.Created) {
+	if !usable(c.o.journal.Now(), c.op.Created, c.op.KeyTTL) {
 		return middleware.DeserializeOutput{}, middleware.Metadata{}, notRetryable{fmt.Errorf("idemaws: operation %q (token %s, minted %s): %w",
 			c.op.ID, c.op.Key, c.op.Created.Format(time.RFC3339), idem.ErrKeyExpired)}
 	}
@@ -93,7 +94,7 @@ func keep(resp *http.Response, limit int64) (body []byte, fits bool) {
 // recorded is the response the journal holds for a completed operation,
 // without its Date: the SDK corrects its signing clock by the Date of what
 // it reads, and a recorded one is as old as the record.
-func recorded(op *idem.Operation) *http.Response {
+func recorded(op *journal.Operation) *http.Response {
 	h := op.Header.Clone()
 	if h == nil {
 		h = http.Header{}

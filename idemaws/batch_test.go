@@ -28,6 +28,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemaws"
+	"github.com/idemkit/idem/journal"
 )
 
 // The environment of a batch child: which API (acm, efs, route53 or ec2)
@@ -53,7 +54,7 @@ func batchChild() int {
 		return 2
 	}
 	defer j.Close()
-	ops, err := idemaws.New(idemaws.Options{Journal: j})
+	ops, err := idemaws.New(idemaws.Config{Journal: j})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -161,7 +162,7 @@ func TestABatchFinishesOnEachAPIWithFaultsAndKills(t *testing.T) {
 	for i, api := range []string{"acm", "efs", "route53", "ec2"} {
 		t.Run(api, func(t *testing.T) {
 			f := newFakeAPIs(t, 0.2, uint64(49+i))
-			journal := filepath.Join(t.TempDir(), "journal")
+			journalPath := filepath.Join(t.TempDir(), "journal")
 			for _, after := range []int{12, 9} {
 				killAt := f.count() + after
 				reached := make(chan struct{})
@@ -172,7 +173,7 @@ func TestABatchFinishesOnEachAPIWithFaultsAndKills(t *testing.T) {
 					}
 				}
 				f.mu.Unlock()
-				cmd, out, errOut := startBatchChild(t, api, journal, f.srv.URL, n)
+				cmd, out, errOut := startBatchChild(t, api, journalPath, f.srv.URL, n)
 				ended := make(chan error, 1)
 				go func() { ended <- cmd.Wait() }()
 				select {
@@ -192,7 +193,7 @@ func TestABatchFinishesOnEachAPIWithFaultsAndKills(t *testing.T) {
 				if run == 20 {
 					t.Fatalf("the batch did not finish in 20 runs")
 				}
-				cmd, out, errOut := startBatchChild(t, api, journal, f.srv.URL, n)
+				cmd, out, errOut := startBatchChild(t, api, journalPath, f.srv.URL, n)
 				err := cmd.Wait()
 				var exit *exec.ExitError
 				if errors.As(err, &exit) && exit.ExitCode() == 3 {
@@ -214,7 +215,7 @@ func TestABatchFinishesOnEachAPIWithFaultsAndKills(t *testing.T) {
 			if len(results) != n {
 				t.Fatalf("the finished batch reported %d operations, want %d", len(results), n)
 			}
-			j, err := filejournal.Open(journal, filejournal.Options{ReadOnly: true})
+			j, err := filejournal.Open(journalPath, filejournal.Options{ReadOnly: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +233,7 @@ func TestABatchFinishesOnEachAPIWithFaultsAndKills(t *testing.T) {
 				f.mu.Unlock()
 				want := map[string]string{"acm": "arn:aws:acm:us-east-1:123456789012:certificate/" + m.id, "efs": "fs-" + m.id,
 					"route53": "/hostedzone/Z" + m.id, "ec2": "vpce-" + m.id}[api]
-				if op := lookup(t, j, r.Op); r.ID != want || op.State != idem.StateDone || op.Key != tokens[0] {
+				if op := lookup(t, j, r.Op); r.ID != want || op.State != journal.StateDone || op.Key != tokens[0] {
 					t.Errorf("%s: the job got %q, the journal holds %s under %s; want %q, done under %s", r.Op, r.ID, op.State, op.Key, want, tokens[0])
 				}
 			}

@@ -15,7 +15,7 @@
 // every operation of a client. For a call whose context names an operation
 // (idem.WithOperation), once the SDK has validated the input, they:
 //
-//   - find the operation's token member: the one Options.Tokens names,
+//   - find the operation's token member: the one Config.Tokens names,
 //     else the one of the table generated from AWS's models (TokenFor),
 //     else the one the SDK's own token middleware fills; an empty member
 //     holds its place through the SDK's validation, so that a required
@@ -46,8 +46,8 @@
 // # Outcomes
 //
 // The outcome is read from how the SDK ended the call, and from the answer
-// of its last attempt only when that answer is what ended it. Options.Dialect
-// (idem.AWSCloudControl by default) and the SDK's error code, whatever the
+// of its last attempt only when that answer is what ended it. Config.Dialect
+// (idem.AWSCloudControl() by default) and the SDK's error code, whatever the
 // protocol, tell a token held for another request
 // (ClientTokenConflictException, IdempotentParameterMismatch) and an
 // answer that the operation was applied before:
@@ -83,7 +83,7 @@
 // idem.ErrMismatch when the operation's input, service, operation or region
 // differs from the one first journaled (the token aside); idem.ErrKeyExpired
 // when its token has outlived its lifetime (the one AWS documents for the
-// operation's token, capped by Options.KeyTTL), less the time an attempt
+// operation's token, capped by Config.KeyTTL), less the time an attempt
 // needs (a minute, or a tenth of a shorter TTL); ErrNoClientToken when
 // idemaws knows no token member of the AWS operation; ErrTokenSet when the
 // input carries a token other than the operation's. The expiry is checked before each of

@@ -14,7 +14,7 @@ var (
 	// ErrNoClientToken: the call names an operation (idem.WithOperation),
 	// but idemaws knows no idempotency token member of the AWS operation:
 	// the AWS models it carries give it none, the SDK fills none, and
-	// Options.Tokens names none.
+	// Config.Tokens names none.
 	ErrNoClientToken = errors.New("idemaws: the AWS operation takes no client token idemaws knows")
 
 	// ErrTokenSet: the input already carries a client token, and it is not
@@ -36,7 +36,7 @@ var (
 // AppliedError is the answer of an operation the API says it applied
 // before under its token, with an error instead of the operation's output:
 // "already exists" (EFS's FileSystemAlreadyExists, Route 53's
-// HostedZoneAlreadyExists), or an answer Options.Dialect reads as applied.
+// HostedZoneAlreadyExists), or an answer Config.Dialect reads as applied.
 // The operation is done: the journal records it so, and answers every
 // later call with this error again, Recorded. errors.Is(err,
 // ErrAlreadyApplied) holds, and errors.As reaches the SDK's own error (a

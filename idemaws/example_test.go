@@ -45,7 +45,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer journal.Close()
-	ops, err := idemaws.New(idemaws.Options{Journal: journal})
+	ops, err := idemaws.New(idemaws.Config{Journal: journal})
 	if err != nil {
 		log.Fatal(err)
 	}

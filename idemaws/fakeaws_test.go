@@ -1,7 +1,6 @@
 package idemaws_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -145,11 +144,4 @@ func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
 			answer(http.StatusOK, fmt.Sprintf(api.answer, id, token))
 		}
 	}
-}
-
-// compact is a JSON document with insignificant space removed.
-func compact(s string) string {
-	var b bytes.Buffer
-	json.Compact(&b, []byte(s))
-	return b.String()
 }

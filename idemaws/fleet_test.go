@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudcontrol"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -70,7 +71,7 @@ func TestAFleetSendsOneTokenPerOperation(t *testing.T) {
 	for i := range operations {
 		id := fmt.Sprintf("bucket-%d", i)
 		op := lookup(t, journals[0], id)
-		if len(got[id]) != 1 || op.State != idem.StateDone || !tokens[op.Key] {
+		if len(got[id]) != 1 || op.State != journal.StateDone || !tokens[op.Key] {
 			t.Errorf("%s: callers got %v; journal holds %s under %s", id, got[id], op.State, op.Key)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudcontrol"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // attempts counts the attempts the SDK makes: a middleware next to the
@@ -43,7 +44,7 @@ func sdkOverIdem(t *testing.T, f *fakeAWS, cfg idem.Config) (*cloudcontrol.Clien
 
 func TestTheBodyDialectUnderTheSDKFailsClearlyAndOnce(t *testing.T) {
 	f := newFakeAWS(t)
-	client, count := sdkOverIdem(t, f, idem.Config{Dialect: idem.AWSCloudControl, HTTPClient: f.srv.Client()})
+	client, count := sdkOverIdem(t, f, idem.Config{Dialect: idem.AWSCloudControl(), HTTPClient: f.srv.Client()})
 	_, err := client.CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
 	if !errors.Is(err, idem.ErrBodyNotObject) || !strings.Contains(err.Error(), "package idemaws") {
 		t.Fatalf("err = %v, want ErrBodyNotObject naming idemaws", err)
@@ -88,8 +89,8 @@ func TestAnIdemHTTPClientBelowIdemawsDoesNotClaimTheOperationAgain(t *testing.T)
 	if _, err := cloudcontrol.NewFromConfig(cfg).CreateResource(ctx, bucket("b1")); err != nil {
 		t.Fatal(err)
 	}
-	ops, err := j.List(ctx, idem.ListAll)
-	if err != nil || len(ops) != 1 || ops[0].ID != "bucket-1" || ops[0].State != idem.StateDone {
+	ops, err := j.List(ctx, journal.ListAll)
+	if err != nil || len(ops) != 1 || ops[0].ID != "bucket-1" || ops[0].State != journal.StateDone {
 		t.Fatalf("journal lists %+v (%v), want bucket-1 done alone", ops, err)
 	}
 }

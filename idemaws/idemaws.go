@@ -7,18 +7,19 @@ import (
 
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
-// Options configures Operations. The zero value of every field but Journal
+// Config configures Operations. The zero value of every field but Journal
 // is its default.
-type Options struct {
+type Config struct {
 	// Journal keeps each operation's token and outcome. Required: a file
 	// journal (filejournal.Open) or a shared one (pgjournal).
-	Journal idem.Journal
+	Journal journal.Journal
 
 	// Dialect reads the API's answers: which errors mean the token was
 	// reused with other parameters, or that the operation was applied
-	// before. Default idem.AWSCloudControl. Its key placement is not used:
+	// before. Default idem.AWSCloudControl(). Its key placement is not used:
 	// the SDK places the token. Its Retention, when Dialect is set, is the
 	// KeyTTL of an operation whose token lifetime AWS does not document.
 	Dialect *idem.Dialect
@@ -28,7 +29,9 @@ type Options struct {
 	// again. Each operation's own is the lifetime AWS documents for its
 	// token (TokenFor), which KeyTTL caps when set. An operation without
 	// a documented lifetime takes KeyTTL, else the Dialect's Retention,
-	// else the journal's KeyTTL.
+	// else idem.DefaultKeyTTL. The lifetime is recorded with the
+	// operation's intent, and a resumed operation is judged by the one
+	// it recorded.
 	KeyTTL time.Duration
 
 	// Tokens names the idempotency token member of operations, by
@@ -58,9 +61,9 @@ type Options struct {
 // idempotent through a journal: see the package documentation. It is safe
 // for concurrent use, by any number of clients.
 type Operations struct {
-	journal    idem.Journal
+	journal    journal.Journal
 	dialect    idem.Dialect
-	ttl        time.Duration // Options.KeyTTL; 0 unset
+	ttl        time.Duration // Config.KeyTTL; 0 unset
 	defaultTTL time.Duration // for an operation without a documented lifetime
 	tokens     map[string]Token
 	maxBody    int64
@@ -72,30 +75,30 @@ type Operations struct {
 // New returns Operations configured by o. It refuses, with an error
 // matching idem.ErrInvalidConfig, a nil Journal, a negative limit, or a
 // Token it cannot mint a token for.
-func New(o Options) (*Operations, error) {
+func New(o Config) (*Operations, error) {
 	switch {
 	case o.Journal == nil:
-		return nil, fmt.Errorf("idemaws: %w: Options.Journal is required", idem.ErrInvalidConfig)
+		return nil, fmt.Errorf("idemaws: %w: Config.Journal is required", idem.ErrInvalidConfig)
 	case o.KeyTTL < 0:
-		return nil, fmt.Errorf("idemaws: %w: Options.KeyTTL %v is negative", idem.ErrInvalidConfig, o.KeyTTL)
+		return nil, fmt.Errorf("idemaws: %w: Config.KeyTTL %v is negative", idem.ErrInvalidConfig, o.KeyTTL)
 	case o.MaxRecordedBody < 0:
-		return nil, fmt.Errorf("idemaws: %w: Options.MaxRecordedBody %d is negative", idem.ErrInvalidConfig, o.MaxRecordedBody)
+		return nil, fmt.Errorf("idemaws: %w: Config.MaxRecordedBody %d is negative", idem.ErrInvalidConfig, o.MaxRecordedBody)
 	case o.MaxRecordedHeader < 0:
-		return nil, fmt.Errorf("idemaws: %w: Options.MaxRecordedHeader %d is negative", idem.ErrInvalidConfig, o.MaxRecordedHeader)
+		return nil, fmt.Errorf("idemaws: %w: Config.MaxRecordedHeader %d is negative", idem.ErrInvalidConfig, o.MaxRecordedHeader)
 	}
 	for key, t := range o.Tokens {
 		if err := t.check(); err != nil {
-			return nil, fmt.Errorf("idemaws: %w: Options.Tokens[%q]: %w", idem.ErrInvalidConfig, key, err)
+			return nil, fmt.Errorf("idemaws: %w: Config.Tokens[%q]: %w", idem.ErrInvalidConfig, key, err)
 		}
 	}
-	ops := &Operations{journal: o.Journal, dialect: idem.AWSCloudControl, ttl: o.KeyTTL, tokens: o.Tokens,
+	ops := &Operations{journal: o.Journal, dialect: idem.AWSCloudControl(), ttl: o.KeyTTL, tokens: o.Tokens,
 		maxBody: o.MaxRecordedBody, maxHead: o.MaxRecordedHeader, log: o.Logger}
 	if o.Dialect != nil {
 		ops.dialect = *o.Dialect
 		ops.defaultTTL = o.Dialect.Retention
 	}
 	if ops.defaultTTL == 0 {
-		ops.defaultTTL = o.Journal.KeyTTL()
+		ops.defaultTTL = idem.DefaultKeyTTL
 	}
 	if ops.maxBody == 0 {
 		ops.maxBody = idem.DefaultMaxRecordedBody
@@ -121,7 +124,7 @@ const (
 
 // Install adds the Operations' middlewares to an operation's stack. It is
 // an API option: append it to aws.Config.APIOptions, or to a client's
-// Options.APIOptions, so that every operation of the client gets it.
+// Config.APIOptions, so that every operation of the client gets it.
 //
 // Four middlewares: in the Initialize step, one first finds the token
 // member, notes the caller's token and, when the member is empty, holds

@@ -22,6 +22,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemaws"
+	"github.com/idemkit/idem/journal"
 )
 
 // noWait is a retry backoff that does not wait, so that tests do not
@@ -89,9 +90,9 @@ func (c *testClock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func newOperations(t *testing.T, j idem.Journal) *idemaws.Operations {
+func newOperations(t *testing.T, j journal.Journal) *idemaws.Operations {
 	t.Helper()
-	ops, err := idemaws.New(idemaws.Options{Journal: j})
+	ops, err := idemaws.New(idemaws.Config{Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func bucket(name string) *cloudcontrol.CreateResourceInput {
 	}
 }
 
-func lookup(t *testing.T, j idem.Journal, id string) idem.Operation {
+func lookup(t *testing.T, j journal.Journal, id string) journal.Operation {
 	t.Helper()
 	op, ok, err := j.Lookup(context.Background(), id)
 	if err != nil || !ok {
@@ -124,7 +125,7 @@ func TestA500ThenSuccessSendsOneToken(t *testing.T) {
 	// first byte is sent.
 	f.seen = func(token string) {
 		op, ok, err := j.Lookup(context.Background(), "bucket-1")
-		if err != nil || !ok || op.Key != token || op.State != idem.StatePending {
+		if err != nil || !ok || op.Key != token || op.State != journal.StatePending {
 			t.Errorf("when the endpoint saw token %q, the journal held %+v, %v, %v", token, op, ok, err)
 		}
 	}
@@ -140,7 +141,7 @@ func TestA500ThenSuccessSendsOneToken(t *testing.T) {
 		t.Fatalf("created %q, %d creations; want res-1, 1", got, f.creations())
 	}
 	op := lookup(t, j, "bucket-1")
-	if op.State != idem.StateDone || op.Key != wire[0] || op.Status != 200 || !bytes.Contains(op.Body, []byte(`"Identifier":"res-1"`)) {
+	if op.State != journal.StateDone || op.Key != wire[0] || op.Status != 200 || !bytes.Contains(op.Body, []byte(`"Identifier":"res-1"`)) {
 		t.Fatalf("journal holds %s key %s status %d body %s; want done under %s, 200, res-1", op.State, op.Key, op.Status, op.Body, wire[0])
 	}
 	if op.Method != "AWS" || op.URL != "CloudControl.CreateResource in us-east-1" {
@@ -193,7 +194,7 @@ func TestARejectionIsRecordedAndAnsweredFromTheJournal(t *testing.T) {
 	if f.requests() != 1 {
 		t.Fatalf("%d requests reached the endpoint, want 1: a 400 is not retried, and the rejection is recorded", f.requests())
 	}
-	if op := lookup(t, j, "bucket-1"); op.State != idem.StateRejected || op.Status != 400 {
+	if op := lookup(t, j, "bucket-1"); op.State != journal.StateRejected || op.Status != 400 {
 		t.Fatalf("journal holds %s %d, want rejected 400", op.State, op.Status)
 	}
 }
@@ -214,7 +215,7 @@ func TestAttemptsPerCallAreTheRetryersMaxAttempts(t *testing.T) {
 			t.Fatalf("MaxAttempts %d: %d requests reached the endpoint, want %d", tc.maxAttempts, f.requests(), tc.want)
 		}
 		op := lookup(t, j, "bucket-1")
-		if op.State != idem.StatePending {
+		if op.State != journal.StatePending {
 			t.Fatalf("journal holds %s, want pending", op.State)
 		}
 		// The next call resumes under the same token.
@@ -270,10 +271,10 @@ func TestATokenHeldForAnotherRequestIsFinal(t *testing.T) {
 		}
 	}
 	op := lookup(t, j, "bucket-1")
-	if op.State != idem.StateRejected || op.Key != key || op.Header.Get(idem.KeyReusedHeader) != "ClientTokenConflictException" {
-		t.Fatalf("journal holds %s %s %v, want rejected under %s, marked %s", op.State, op.Key, op.Header, key, idem.KeyReusedHeader)
+	if op.State != journal.StateRejected || op.Key != key || op.Header.Get(journal.HeaderKeyReused) != "ClientTokenConflictException" {
+		t.Fatalf("journal holds %s %s %v, want rejected under %s, marked %s", op.State, op.Key, op.Header, key, journal.HeaderKeyReused)
 	}
-	if idem.RefusedWithoutEffect(op) {
+	if op.RefusedWithoutEffect() {
 		t.Fatal("a token held for another request is RefusedWithoutEffect: a resend under a new token could apply it twice")
 	}
 }
@@ -339,7 +340,7 @@ func TestAnotherTokenThanTheJournaledOneIsRefused(t *testing.T) {
 		t.Fatalf("err = %v, want unknown after one 503", err)
 	}
 	journaled := lookup(t, j, "bucket-1")
-	for _, state := range []idem.State{idem.StatePending, idem.StateDone} {
+	for _, state := range []journal.State{journal.StatePending, journal.StateDone} {
 		sent := f.requests()
 		in := bucket("b1")
 		in.ClientToken = aws.String("mine")
@@ -355,7 +356,7 @@ func TestAnotherTokenThanTheJournaledOneIsRefused(t *testing.T) {
 		if op := lookup(t, j, "bucket-1"); op.Key != journaled.Key || op.State != state {
 			t.Fatalf("journal holds %s under %s, want %s under %s", op.State, op.Key, state, journaled.Key)
 		}
-		if state == idem.StatePending { // finish it under its own token
+		if state == journal.StatePending { // finish it under its own token
 			if _, err := client.CreateResource(ctx, bucket("b1")); err != nil {
 				t.Fatal(err)
 			}
@@ -379,7 +380,7 @@ func TestCallsWithoutAnOperationAreTheSDKs(t *testing.T) {
 	if len(wire) != 2 || wire[0] == wire[1] || f.creations() != 2 {
 		t.Fatalf("tokens %q, %d creations: want the SDK's own token per call", wire, f.creations())
 	}
-	if ops, err := j.List(context.Background(), idem.ListAll); err != nil || len(ops) != 0 {
+	if ops, err := j.List(context.Background(), journal.ListAll); err != nil || len(ops) != 0 {
 		t.Fatalf("journal lists %d operations (%v), want none", len(ops), err)
 	}
 }
@@ -427,11 +428,11 @@ func TestECSRunTask(t *testing.T) {
 
 // lapsing is a journal whose claims lapse once the first attempt was sent.
 type lapsing struct {
-	idem.Journal
+	journal.Journal
 	f *fakeAWS
 }
 
-func (l lapsing) Claim(ctx context.Context, id string) (idem.Claim, error) {
+func (l lapsing) Claim(ctx context.Context, id string) (journal.Claim, error) {
 	c, err := l.Journal.Claim(ctx, id)
 	if err != nil {
 		return nil, err
@@ -445,7 +446,7 @@ func (l lapsing) Claim(ctx context.Context, id string) (idem.Claim, error) {
 }
 
 type lapsingClaim struct {
-	idem.Claim
+	journal.Claim
 	lost chan struct{}
 }
 
@@ -457,20 +458,20 @@ func TestNoAttemptAfterTheClaimLapses(t *testing.T) {
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	client := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, lapsing{j, f}), 0))
 	_, err := client.CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
-	if !errors.Is(err, idem.ErrClaimLost) || !errors.Is(err, idem.ErrUnknown) {
+	if !errors.Is(err, journal.ErrClaimLost) || !errors.Is(err, idem.ErrUnknown) {
 		t.Fatalf("err = %v, want ErrClaimLost, unknown", err)
 	}
 	if f.requests() != 1 {
 		t.Fatalf("%d requests reached the endpoint, want 1: none after the claim lapsed", f.requests())
 	}
-	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending {
+	if op := lookup(t, j, "bucket-1"); op.State != journal.StatePending {
 		t.Fatalf("journal holds %s, want pending", op.State)
 	}
 }
 
 func TestNewRefusesABadConfig(t *testing.T) {
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	for _, o := range []idemaws.Options{
+	for _, o := range []idemaws.Config{
 		{},
 		{Journal: j, KeyTTL: -time.Second},
 		{Journal: j, MaxRecordedBody: -1},
@@ -491,7 +492,7 @@ func TestAnExpiredTokenIsNotSentAgain(t *testing.T) {
 	f.fail = []int{500, 500, 500}
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 	const ttl = 200 * time.Millisecond
-	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: ttl})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, KeyTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,7 +527,7 @@ func TestTheSDKsRetriesStopWhenTheTokenExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: time.Hour})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, KeyTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,8 +543,42 @@ func TestTheSDKsRetriesStopWhenTheTokenExpires(t *testing.T) {
 	if !errors.Is(err, idem.ErrKeyExpired) || !errors.Is(err, idem.ErrUnknown) || f.requests() != 2 {
 		t.Fatalf("err = %v after %d requests; want unknown with ErrKeyExpired after 2, the third due past the TTL", err, f.requests())
 	}
-	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending {
+	if op := lookup(t, j, "bucket-1"); op.State != journal.StatePending {
 		t.Fatalf("journal holds %s, want pending", op.State)
+	}
+}
+
+// TestAResumedTokenIsJudgedByTheLifetimeItRecorded is C6.7 through the
+// SDK: Operations whose tokens live an hour leave an operation pending;
+// two hours later, Operations configured with a day's lifetime do not
+// send its token again: the lifetime recorded with the operation says the
+// API forgot it an hour ago.
+func TestAResumedTokenIsJudgedByTheLifetimeItRecorded(t *testing.T) {
+	f := newFakeAWS(t)
+	f.fail = []int{500}
+	clock := newTestClock()
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "journal"), filejournal.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	create := func(ttl time.Duration) error {
+		ops, err := idemaws.New(idemaws.Config{Journal: j, KeyTTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cloudcontrol.NewFromConfig(awsConfig(f, ops, 1)).CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
+		return err
+	}
+	if err := create(time.Hour); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("first call: %v, want unknown", err)
+	}
+	if op := lookup(t, j, "bucket-1"); op.State != journal.StatePending || op.KeyTTL != time.Hour {
+		t.Fatalf("journal holds %s with KeyTTL %v, want pending with 1h", op.State, op.KeyTTL)
+	}
+	clock.advance(2 * time.Hour)
+	if err := create(24 * time.Hour); !errors.Is(err, idem.ErrKeyExpired) || f.requests() != 1 {
+		t.Fatalf("two hours later with a day's lifetime: %v after %d requests, want ErrKeyExpired after the first only", err, f.requests())
 	}
 }
 

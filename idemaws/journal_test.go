@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudcontrol"
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemaws"
+	"github.com/idemkit/idem/journal"
 )
 
 // Many goroutines of one process call one operation at once: one token,
@@ -47,11 +48,11 @@ func TestConcurrentCallsInOneProcessSendOneToken(t *testing.T) {
 }
 
 type failingJournal struct {
-	idem.Journal
+	journal.Journal
 	begin, complete error
 }
 
-func (fj failingJournal) Claim(ctx context.Context, id string) (idem.Claim, error) {
+func (fj failingJournal) Claim(ctx context.Context, id string) (journal.Claim, error) {
 	c, err := fj.Journal.Claim(ctx, id)
 	if err != nil {
 		return nil, err
@@ -60,17 +61,17 @@ func (fj failingJournal) Claim(ctx context.Context, id string) (idem.Claim, erro
 }
 
 type failingClaim struct {
-	idem.Claim
+	journal.Claim
 	begin, complete error
 }
 
-func (c failingClaim) Begin(ctx context.Context, op idem.Operation) error {
+func (c failingClaim) Begin(ctx context.Context, op journal.Operation) error {
 	if c.begin != nil {
 		return c.begin
 	}
 	return c.Claim.Begin(ctx, op)
 }
-func (c failingClaim) Complete(ctx context.Context, op idem.Operation) error {
+func (c failingClaim) Complete(ctx context.Context, op journal.Operation) error {
 	if c.complete != nil {
 		return c.complete
 	}
@@ -91,7 +92,7 @@ func TestBeginAndCompleteErrors(t *testing.T) {
 	if _, err := c2.CreateResource(idem.WithOperation(context.Background(), "b"), bucket("b1")); err != nil {
 		t.Fatal(err)
 	}
-	if op := lookup(t, j, "b"); op.State != idem.StatePending {
+	if op := lookup(t, j, "b"); op.State != journal.StatePending {
 		t.Fatalf("state %s", op.State)
 	}
 	c3 := cloudcontrol.NewFromConfig(awsConfig(f, newOperations(t, j), 0))
@@ -124,7 +125,7 @@ func TestSecretHeadersAreNotRecorded(t *testing.T) {
 }
 
 // A hostile answer's header cannot grow the journal without bound: it is
-// recorded within Options.MaxRecordedHeader, as Do records one within
+// recorded within Config.MaxRecordedHeader, as Do records one within
 // idem.Config.MaxRecordedHeader, and the operation is still answered from
 // the journal (A2.1).
 func TestAHugeResponseHeaderIsRecordedWithinItsBound(t *testing.T) {
@@ -140,7 +141,7 @@ func TestAHugeResponseHeaderIsRecordedWithinItsBound(t *testing.T) {
 	t.Cleanup(srv.Close)
 	f.srv = srv
 	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
-	ops, err := idemaws.New(idemaws.Options{Journal: j, MaxRecordedHeader: 4 << 10})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, MaxRecordedHeader: 4 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // tokenMiddleware goes first in the Initialize step: it finds which
@@ -44,11 +45,11 @@ type call struct {
 	// holds its place; tokenSet: start set the operation's token.
 	placeholder, tokenSet bool
 
-	claim idem.Claim
-	op    idem.Operation // the operation, its intent journaled
+	claim journal.Claim
+	op    journal.Operation // the operation, its intent journaled
 	// replay is the recorded outcome of a completed operation, answered
 	// in place of sending.
-	replay *idem.Operation
+	replay *journal.Operation
 	lost   <-chan struct{}
 
 	attempts int
@@ -79,7 +80,7 @@ func (m *tokenMiddleware) HandleInitialize(ctx context.Context, in middleware.In
 	}
 	path, err := m.o.fields.path(in.Parameters, spec.member)
 	if err != nil {
-		return out, md, fmt.Errorf("idemaws: %w: %s (operation %q): its token member %s: %w; name it in Options.Tokens",
+		return out, md, fmt.Errorf("idemaws: %w: %s (operation %q): its token member %s: %w; name it in Config.Tokens",
 			ErrNoClientToken, api, id, spec.member, err)
 	}
 	c := &call{o: m.o, id: id, api: api, spec: spec, ttl: m.o.resolvedTTL(service, spec, callers),
@@ -101,7 +102,7 @@ func (m *tokenMiddleware) HandleInitialize(ctx context.Context, in middleware.In
 }
 
 // spec returns what is known of the token of operation api: the caller's
-// Options.Tokens entry (callers), else the AWS models', else the member the
+// Config.Tokens entry (callers), else the AWS models', else the member the
 // SDK's token middleware fills.
 func (o *Operations) spec(ctx context.Context, sdk middleware.InitializeMiddleware, api string, input any) (s tokenSpec, callers bool, err error) {
 	if t, ok := o.tokens[api]; ok {
@@ -141,7 +142,7 @@ func (m *operationMiddleware) HandleInitialize(ctx context.Context, in middlewar
 		go func() {
 			select {
 			case <-c.lost:
-				cancel(idem.ErrClaimLost)
+				cancel(journal.ErrClaimLost)
 			case <-ctx.Done():
 			}
 		}()
@@ -183,7 +184,7 @@ func (c *call) start(ctx context.Context, input any) error {
 // journals its intent, and judges what it finds as Do does: another input
 // is a mismatch, an old pending token has expired, a completed operation
 // is answered from the journal.
-func (c *call) admit(ctx context.Context, fp idem.Fingerprint, what string) error {
+func (c *call) admit(ctx context.Context, fp journal.Fingerprint, what string) error {
 	held, found := c.claim.Operation()
 	if !found {
 		if c.caller != "" {
@@ -193,8 +194,8 @@ func (c *call) admit(ctx context.Context, fp idem.Fingerprint, what string) erro
 		if err != nil {
 			return fmt.Errorf("idemaws: %w: operation %q: minting a token for %s: %w", idem.ErrInvalidConfig, c.id, c.api, err)
 		}
-		c.op = idem.Operation{ID: c.id, Key: key, Fingerprint: fp, Method: "AWS", URL: what,
-			Created: c.o.journal.Now(), State: idem.StatePending}
+		c.op = journal.Operation{ID: c.id, Key: key, Fingerprint: fp, Method: "AWS", URL: what,
+			Created: c.o.journal.Now(), KeyTTL: c.ttl, State: journal.StatePending}
 		err = c.claim.Begin(ctx, c.op)
 		if err == nil {
 			return nil
@@ -202,7 +203,7 @@ func (c *call) admit(ctx context.Context, fp idem.Fingerprint, what string) erro
 		// A shared journal's claim on a new ID races with other machines'
 		// until Begin: the loser's claim holds what the winner began,
 		// judged below like any operation found in the journal.
-		if held, found = c.claim.Operation(); !found || !errors.Is(err, idem.ErrOperationExists) {
+		if held, found = c.claim.Operation(); !found || !errors.Is(err, journal.ErrOperationExists) {
 			return fmt.Errorf("idemaws: operation %q: journaling intent: %w", c.id, err)
 		}
 	}
@@ -212,14 +213,14 @@ func (c *call) admit(ctx context.Context, fp idem.Fingerprint, what string) erro
 			c.id, held.Key, idem.ErrMismatch, what)
 	case c.caller != "" && c.caller != held.Key:
 		return fmt.Errorf("%w: operation %q: the input's token is %q, the operation's %s", ErrTokenSet, c.id, c.caller, held.Key)
-	case held.State == idem.StatePending && !c.usable(held.Created):
+	case held.State == journal.StatePending && !usable(c.o.journal.Now(), held.Created, held.KeyTTL):
 		return fmt.Errorf("idemaws: operation %q (token %s, minted %s): %w",
 			c.id, held.Key, held.Created.Format(time.RFC3339), idem.ErrKeyExpired)
-	case held.State == idem.StatePending:
+	case held.State == journal.StatePending:
 		c.op = held
-	case held.State == idem.StateRejected && held.Header.Get(idem.KeyReusedHeader) != "":
-		return &TokenReusedError{ID: c.id, Key: held.Key, Code: held.Header.Get(idem.KeyReusedHeader), Status: held.Status, Recorded: true}
-	case held.BodyTruncated && held.State == idem.StateRejected:
+	case held.State == journal.StateRejected && held.Header.Get(journal.HeaderKeyReused) != "":
+		return &TokenReusedError{ID: c.id, Key: held.Key, Code: held.Header.Get(journal.HeaderKeyReused), Status: held.Status, Recorded: true}
+	case held.BodyTruncated && held.State == journal.StateRejected:
 		return &idem.OutcomeError{ID: c.id, Key: held.Key, Outcome: idem.OutcomeRejected,
 			Recorded: true, Status: held.Status, Header: held.Header, HeaderTruncated: held.HeaderTruncated, BodyTruncated: true,
 			Err: fmt.Errorf("idemaws: operation %q was rejected with %d, and its response was not recorded whole, so the SDK cannot read it again: %w",
@@ -233,11 +234,11 @@ func (c *call) admit(ctx context.Context, fp idem.Fingerprint, what string) erro
 	return nil
 }
 
-// usable reports whether a token minted at created may still be sent: the
-// API keeps it for the key TTL, and an attempt needs time to reach it
-// (attemptAllowance).
-func (c *call) usable(created time.Time) bool {
-	return c.o.journal.Now().Add(attemptAllowance(c.ttl)).Sub(created) < c.ttl
+// usable reports whether a token minted at created may still be sent at
+// now: the API keeps it for ttl, the lifetime its operation records, and
+// an attempt needs time to reach it (attemptAllowance).
+func usable(now, created time.Time, ttl time.Duration) bool {
+	return now.Add(attemptAllowance(ttl)).Sub(created) < ttl
 }
 
 // attemptAllowance is how long before the key TTL ends a token is no longer

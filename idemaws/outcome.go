@@ -14,6 +14,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // end records how the call ended, and returns the call's error: err, or
@@ -27,13 +28,13 @@ func (c *call) end(ctx context.Context, result any, err error) error {
 		return err // nothing was sent (the request could not be built, say): the operation stays as it was
 	}
 	v := c.judge(err)
-	if v.state == idem.StatePending {
+	if v.state == journal.StatePending {
 		oe := c.outcomeError(idem.OutcomeUnknown, v.resp, err)
 		switch {
 		case v.why != nil:
 			oe.Err = fmt.Errorf("%w: %w", v.why, err)
-		case errors.Is(context.Cause(ctx), idem.ErrClaimLost) && !errors.Is(err, idem.ErrClaimLost):
-			oe.Err = fmt.Errorf("%w: %w", idem.ErrClaimLost, err)
+		case errors.Is(context.Cause(ctx), journal.ErrClaimLost) && !errors.Is(err, journal.ErrClaimLost):
+			oe.Err = fmt.Errorf("%w: %w", journal.ErrClaimLost, err)
 		}
 		return oe
 	}
@@ -43,15 +44,15 @@ func (c *call) end(ctx context.Context, result any, err error) error {
 	// Only idemaws marks how it read the answer: a server's own marks
 	// are dropped.
 	h := v.resp.Header.Clone()
-	h.Del(idem.AppliedHeader)
-	h.Del(idem.KeyReusedHeader)
+	h.Del(journal.HeaderAlreadyApplied)
+	h.Del(journal.HeaderKeyReused)
 	switch {
 	case v.applied:
-		h.Set(idem.AppliedHeader, "true")
+		h.Set(journal.HeaderAlreadyApplied, "true")
 	case v.reused:
-		h.Set(idem.KeyReusedHeader, v.code)
+		h.Set(journal.HeaderKeyReused, v.code)
 	}
-	op.Header, op.HeaderTruncated = idem.RecordedHeader(h, c.o.maxHead)
+	op.Header, op.HeaderTruncated = journal.RecordedHeader(h, c.o.maxHead)
 	if c.fits {
 		op.Body = c.body
 	} else {
@@ -67,7 +68,7 @@ func (c *call) end(ctx context.Context, result any, err error) error {
 		return c.appliedError(err, false)
 	case v.reused:
 		return &TokenReusedError{ID: c.op.ID, Key: c.op.Key, Code: v.code, Status: op.Status, Err: err}
-	case v.state == idem.StateRejected:
+	case v.state == journal.StateRejected:
 		return c.outcomeError(idem.OutcomeRejected, v.resp, err)
 	}
 	return err
@@ -82,13 +83,13 @@ func (c *call) end(ctx context.Context, result any, err error) error {
 func (c *call) replayed(result any, err error) error {
 	op := c.replay
 	switch {
-	case op.State == idem.StateDone && err != nil && op.Header.Get(idem.AppliedHeader) == "true":
+	case op.State == journal.StateDone && err != nil && op.Header.Get(journal.HeaderAlreadyApplied) == "true":
 		return c.appliedError(err, true)
-	case op.State == idem.StateDone && (err != nil || len(op.Body) == 0 && emptyOutput(result)):
+	case op.State == journal.StateDone && (err != nil || len(op.Body) == 0 && emptyOutput(result)):
 		how := ""
-		if op.Header.Get(idem.SettledHeader) != "" {
+		if op.Header.Get(journal.HeaderSettled) != "" {
 			how = ", settled by hand"
-			if note := op.Header.Get(idem.SettledNoteHeader); note != "" {
+			if note := op.Header.Get(journal.HeaderSettledNote); note != "" {
 				how += ": " + note
 			}
 		}
@@ -139,7 +140,7 @@ var metadataType = reflect.TypeFor[middleware.Metadata]()
 
 // verdict is how a call that sent its operation ended.
 type verdict struct {
-	state idem.State
+	state journal.State
 	resp  *http.Response // the final response; nil if none ended the call
 	why   error          // for a pending one, a reason to wrap
 	// applied: done by an answer that is not the output ("already
@@ -157,11 +158,11 @@ type verdict struct {
 // is unknown, whatever an earlier attempt was answered.
 func (c *call) judge(err error) verdict {
 	if err == nil {
-		return verdict{state: idem.StateDone, resp: c.resp}
+		return verdict{state: journal.StateDone, resp: c.resp}
 	}
 	var re *smithyhttp.ResponseError
 	if !errors.As(err, &re) || re.Response == nil || re.Response.Response != c.resp || c.resp == nil {
-		return verdict{state: idem.StatePending}
+		return verdict{state: journal.StatePending}
 	}
 	resp := c.resp
 	code := apiCode(err)
@@ -170,26 +171,26 @@ func (c *call) judge(err error) verdict {
 	var exhausted *retry.MaxAttemptsError
 	switch {
 	case answer == idem.AnswerKeyReused || slices.Contains(keyReusedCodes, code):
-		return verdict{state: idem.StateRejected, resp: resp, reused: true, code: code}
+		return verdict{state: journal.StateRejected, resp: resp, reused: true, code: code}
 	case answer == idem.AnswerInFlight:
-		return verdict{state: idem.StatePending, resp: resp}
+		return verdict{state: journal.StatePending, resp: resp}
 	case answer == idem.AnswerApplied, existed:
-		return verdict{state: idem.StateDone, resp: resp, applied: true}
+		return verdict{state: journal.StateDone, resp: resp, applied: true}
 	case answer == idem.AnswerRefused:
-		return verdict{state: idem.StateRejected, resp: resp}
+		return verdict{state: journal.StateRejected, resp: resp}
 	case errors.As(err, &exhausted),
 		retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary:
-		return verdict{state: idem.StatePending, resp: resp} // the retryer would have sent again
+		return verdict{state: journal.StatePending, resp: resp} // the retryer would have sent again
 	case slices.Contains(unauthenticatedCodes, code) || strings.HasSuffix(code, "SignatureException"):
 		// Refused before the API looked at the request; an earlier attempt
 		// may still have been applied, so the next call sends again.
-		return verdict{state: idem.StatePending, resp: resp}
+		return verdict{state: journal.StatePending, resp: resp}
 	case resp.StatusCode == http.StatusConflict:
-		return verdict{state: idem.StatePending, resp: resp} // a request with the token may be in progress
+		return verdict{state: journal.StatePending, resp: resp} // a request with the token may be in progress
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
-		return verdict{state: idem.StateRejected, resp: resp}
+		return verdict{state: journal.StateRejected, resp: resp}
 	}
-	return verdict{state: idem.StatePending, resp: resp}
+	return verdict{state: journal.StatePending, resp: resp}
 }
 
 // keyReusedCodes are AWS's error codes for a token sent again with other
@@ -210,7 +211,7 @@ func (c *call) outcomeError(outcome idem.Outcome, resp *http.Response, err error
 	oe := &idem.OutcomeError{ID: c.op.ID, Key: c.op.Key, Outcome: outcome, Attempts: c.attempts, Err: err}
 	if resp != nil {
 		oe.Status, oe.Body, oe.BodyTruncated = resp.StatusCode, c.body, !c.fits
-		oe.Header, oe.HeaderTruncated = idem.RecordedHeader(resp.Header, c.o.maxHead)
+		oe.Header, oe.HeaderTruncated = journal.RecordedHeader(resp.Header, c.o.maxHead)
 	}
 	return oe
 }

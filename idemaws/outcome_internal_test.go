@@ -10,6 +10,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // TestATokenReusedIsKnownByItsCodeWhateverTheProtocol proves V2.4 for
@@ -22,7 +23,7 @@ func TestATokenReusedIsKnownByItsCodeWhateverTheProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	o, err := New(Options{Journal: j})
+	o, err := New(Config{Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,13 +37,13 @@ func TestATokenReusedIsKnownByItsCodeWhateverTheProtocol(t *testing.T) {
 	sdkErr := &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: resp},
 		Err: &smithy.GenericAPIError{Code: "IdempotentParameterMismatch", Message: "inconsistent"}}
 	v := c.judge(sdkErr)
-	if v.state != idem.StateRejected || v.resp != resp || !v.reused || v.code != "IdempotentParameterMismatch" {
+	if v.state != journal.StateRejected || v.resp != resp || !v.reused || v.code != "IdempotentParameterMismatch" {
 		t.Fatalf("judge = %+v; want rejected, the response, the token reused with its code", v)
 	}
 	// Another 400 of the same answer is a plain rejection, so the code
 	// decided.
 	sdkErr.Err = &smithy.GenericAPIError{Code: "InvalidParameterValue"}
-	if v := c.judge(sdkErr); v.state != idem.StateRejected || v.reused {
+	if v := c.judge(sdkErr); v.state != journal.StateRejected || v.reused {
 		t.Fatalf("an InvalidParameterValue is %+v, want a plain rejection", v)
 	}
 }
@@ -62,22 +63,22 @@ func TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	o, err := New(Options{Journal: j})
+	o, err := New(Config{Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		status int
 		code   string
-		want   idem.State
+		want   journal.State
 	}{
-		{http.StatusConflict, "ConflictException", idem.StatePending},
-		{http.StatusConflict, "", idem.StatePending},
-		{http.StatusForbidden, "InvalidSignatureException", idem.StatePending},
-		{http.StatusForbidden, "SignatureDoesNotMatch", idem.StatePending},
-		{http.StatusBadRequest, "ExpiredTokenException", idem.StatePending},
-		{http.StatusBadRequest, "ValidationException", idem.StateRejected},
-		{http.StatusForbidden, "AccessDeniedException", idem.StateRejected},
+		{http.StatusConflict, "ConflictException", journal.StatePending},
+		{http.StatusConflict, "", journal.StatePending},
+		{http.StatusForbidden, "InvalidSignatureException", journal.StatePending},
+		{http.StatusForbidden, "SignatureDoesNotMatch", journal.StatePending},
+		{http.StatusBadRequest, "ExpiredTokenException", journal.StatePending},
+		{http.StatusBadRequest, "ValidationException", journal.StateRejected},
+		{http.StatusForbidden, "AccessDeniedException", journal.StateRejected},
 	} {
 		body := []byte(`{"__type":"` + tc.code + `","message":"m"}`)
 		resp := &http.Response{StatusCode: tc.status, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}}}
@@ -101,11 +102,11 @@ func TestADoneRecordReadAsAnErrorIsAppliedOnlyWhenMarked(t *testing.T) {
 		header  http.Header
 		applied bool
 	}{
-		{http.Header{idem.AppliedHeader: {"true"}}, true},
+		{http.Header{journal.HeaderAlreadyApplied: {"true"}}, true},
 		{http.Header{}, false},
-		{http.Header{idem.SettledHeader: {"by hand"}}, false},
+		{http.Header{journal.HeaderSettled: {"by hand"}}, false},
 	} {
-		op := idem.Operation{ID: "fs-1", Key: "k", State: idem.StateDone, Status: 409, Header: tc.header, Body: []byte(`{"ErrorCode":"FileSystemAlreadyExists"}`)}
+		op := journal.Operation{ID: "fs-1", Key: "k", State: journal.StateDone, Status: 409, Header: tc.header, Body: []byte(`{"ErrorCode":"FileSystemAlreadyExists"}`)}
 		c := &call{api: "EFS.CreateFileSystem", op: op, replay: &op}
 		err := c.replayed(nil, sdkErr)
 		if errors.Is(err, ErrAlreadyApplied) != tc.applied || errors.Is(err, ErrNoOutput) == tc.applied || errors.Is(err, idem.ErrRejected) {
@@ -113,7 +114,7 @@ func TestADoneRecordReadAsAnErrorIsAppliedOnlyWhenMarked(t *testing.T) {
 		}
 	}
 	// A done record read as an output is the output.
-	op := idem.Operation{ID: "fs-1", Key: "k", State: idem.StateDone, Status: 201, Body: []byte(`{}`)}
+	op := journal.Operation{ID: "fs-1", Key: "k", State: journal.StateDone, Status: 201, Body: []byte(`{}`)}
 	c := &call{op: op, replay: &op}
 	if err := c.replayed(&struct{ FileSystemId *string }{}, nil); err != nil {
 		t.Errorf("a recorded body read as an output: %v", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemaws"
+	"github.com/idemkit/idem/journal"
 )
 
 // countAttempts counts the SDK's attempts in the Finalize step, after the
@@ -70,7 +71,7 @@ func TestAThrottleThenACancelIsUnknown(t *testing.T) {
 	if errors.Is(err, idem.ErrRejected) || !errors.Is(err, idem.ErrUnknown) || !errors.Is(err, context.Canceled) || f.requests() != 1 {
 		t.Errorf("the caller gave up during the SDK's backoff after a throttle: %v after %d requests; want unknown, not rejected, after 1", err, f.requests())
 	}
-	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending {
+	if op := lookup(t, j, "bucket-1"); op.State != journal.StatePending {
 		t.Errorf("journal holds %s %d after a throttle and a cancel; want pending", op.State, op.Status)
 	}
 	// Throttling is over: the operation should now be applied.
@@ -86,11 +87,11 @@ func TestAThrottleThenACancelIsUnknown(t *testing.T) {
 // lostOnBackoff is a journal whose claims lapse when the SDK starts
 // waiting before a retry (as a lease not renewed during a long backoff).
 type lostOnBackoff struct {
-	idem.Journal
+	journal.Journal
 	lost chan struct{}
 }
 
-func (l *lostOnBackoff) Claim(ctx context.Context, id string) (idem.Claim, error) {
+func (l *lostOnBackoff) Claim(ctx context.Context, id string) (journal.Claim, error) {
 	c, err := l.Journal.Claim(ctx, id)
 	if err != nil {
 		return nil, err
@@ -122,10 +123,10 @@ func TestAThrottleThenALapsedClaimIsUnknown(t *testing.T) {
 		})
 	}
 	_, err := cloudcontrol.NewFromConfig(cfg).CreateResource(idem.WithOperation(context.Background(), "bucket-1"), bucket("b1"))
-	if !errors.Is(err, idem.ErrClaimLost) || !errors.Is(err, idem.ErrUnknown) {
+	if !errors.Is(err, journal.ErrClaimLost) || !errors.Is(err, idem.ErrUnknown) {
 		t.Errorf("claim lapsed during the backoff after a throttle: err = %v; want ErrClaimLost, unknown", err)
 	}
-	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending {
+	if op := lookup(t, j, "bucket-1"); op.State != journal.StatePending {
 		t.Errorf("journal holds %s; want pending", op.State)
 	}
 }
@@ -150,7 +151,7 @@ func TestAnErrorTheRetryerRetriesIsUnknown(t *testing.T) {
 	if !errors.Is(err, idem.ErrUnknown) || f.requests() != 3 {
 		t.Errorf("after the retryer's 3 attempts on a retryable error: err = %v, %d requests; want unknown", err, f.requests())
 	}
-	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending {
+	if op := lookup(t, j, "bucket-1"); op.State != journal.StatePending {
 		t.Errorf("journal holds %s %d; want pending", op.State, op.Status)
 	}
 	f.mu.Lock()
@@ -188,7 +189,7 @@ func TestNoAttemptCarriesATokenPastItsTTL(t *testing.T) {
 		clock.advance(300 * time.Millisecond)
 	}
 	j := openJournalWith(t, filepath.Join(t.TempDir(), "journal"), filejournal.Options{Now: clock.Now})
-	ops, err := idemaws.New(idemaws.Options{Journal: j, KeyTTL: ttl})
+	ops, err := idemaws.New(idemaws.Config{Journal: j, KeyTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +360,7 @@ func TestAnAppliedThenThrottledCallIsUnknown(t *testing.T) {
 	_, err := cloudcontrol.NewFromConfig(cfg).CreateResource(ctx, bucket("b1"))
 	op := lookup(t, j, "bucket-1")
 	t.Logf("err = %v; requests %d, creations %d", err, f.requests(), f.creations())
-	if op.State != idem.StatePending || errors.Is(err, idem.ErrRejected) {
+	if op.State != journal.StatePending || errors.Is(err, idem.ErrRejected) {
 		t.Errorf("API created %d resource(s) under %s; the journal holds %s, the caller got: %v", f.creations(), op.Key, op.State, err)
 	}
 }
@@ -395,7 +396,7 @@ func TestAnAuthErrorOnResumeIsNotARejection(t *testing.T) {
 	f.hang, f.reject = nil, "ExpiredTokenException"
 	f.mu.Unlock()
 	_, err := cloudcontrol.NewFromConfig(cfg).CreateResource(ctx, bucket("b1"))
-	if op := lookup(t, j, "bucket-1"); op.State != idem.StatePending {
+	if op := lookup(t, j, "bucket-1"); op.State != journal.StatePending {
 		t.Errorf("applied once (%d creation); resumed with expired credentials, the journal holds %s: %v", f.creations(), op.State, err)
 	}
 }
@@ -407,8 +408,8 @@ func TestAServersOwnMarksAreDropped(t *testing.T) {
 	f := newFakeAWS(t)
 	f.reject = "InvalidRequestException"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(idem.KeyReusedHeader, "IdempotentParameterMismatch")
-		w.Header().Set(idem.AppliedHeader, "true")
+		w.Header().Set(journal.HeaderKeyReused, "IdempotentParameterMismatch")
+		w.Header().Set(journal.HeaderAlreadyApplied, "true")
 		f.serve(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -422,7 +423,7 @@ func TestAServersOwnMarksAreDropped(t *testing.T) {
 			t.Fatalf("call %d: err = %v; want a plain rejection", i, err)
 		}
 	}
-	if op := lookup(t, j, "bucket-1"); op.Header.Get(idem.KeyReusedHeader) != "" || op.Header.Get(idem.AppliedHeader) != "" || !idem.RefusedWithoutEffect(op) {
+	if op := lookup(t, j, "bucket-1"); op.Header.Get(journal.HeaderKeyReused) != "" || op.Header.Get(journal.HeaderAlreadyApplied) != "" || !op.RefusedWithoutEffect() {
 		t.Fatalf("journal holds %v; want the refusal without the server's marks", op.Header)
 	}
 }

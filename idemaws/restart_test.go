@@ -61,7 +61,7 @@ func child() int {
 		return 2
 	}
 	defer j.Close()
-	ops, err := idemaws.New(idemaws.Options{Journal: j})
+	ops, err := idemaws.New(idemaws.Config{Journal: j})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -16,7 +16,7 @@ import (
 )
 
 // Token describes the idempotency token member of an AWS operation, for
-// Options.Tokens: an operation the table idemaws carries does not know,
+// Config.Tokens: an operation the table idemaws carries does not know,
 // or knows wrongly.
 type Token struct {
 	// Member is the input's field that holds the token ("CallerReference"),
@@ -32,8 +32,8 @@ type Token struct {
 	// API documents it; "" is none.
 	Pattern string
 
-	// KeyTTL is how long the API keeps a token. 0: Options.KeyTTL, else
-	// the journal's KeyTTL.
+	// KeyTTL is how long the API keeps a token. 0: Config.KeyTTL, else
+	// the Dialect's Retention, else idem.DefaultKeyTTL.
 	KeyTTL time.Duration
 }
 
@@ -54,7 +54,7 @@ type tokenSpec struct {
 // it): the member, its format, and the token's lifetime (KeyTTL) where
 // AWS documents one. It reports false for an
 // operation those models do not give a token; such an operation is still
-// covered when the SDK fills a token for it, or when Options.Tokens names
+// covered when the SDK fills a token for it, or when Config.Tokens names
 // its member.
 func TokenFor(service, operation string) (Token, bool) {
 	s, ok := sdkTokens[service+"."+operation]
@@ -228,8 +228,8 @@ func (p tokenPath) field(input any) (reflect.Value, bool) {
 
 // resolvedTTL is the key TTL of an operation with spec s of service: the
 // caller's for the operation, else the documented lifetime capped by
-// Options.KeyTTL, else Options.KeyTTL, else the default (the dialect's
-// retention, or the journal's KeyTTL).
+// Config.KeyTTL, else Config.KeyTTL, else the default (the dialect's
+// retention, or idem.DefaultKeyTTL).
 func (o *Operations) resolvedTTL(service string, s tokenSpec, callers bool) time.Duration {
 	if callers && s.ttl > 0 {
 		return s.ttl

@@ -101,14 +101,17 @@ func TestATokenInANestedStructure(t *testing.T) {
 type outputWithMembers struct {
 	FileSystemId   *string
 	ResultMetadata middleware.Metadata
+	//lint:ignore U1000 the SDK's outputs embed it; emptyOutput must pass over an unexported field
 	noSmithyDocumentSerde
 }
 
 type outputWithout struct {
 	ResultMetadata middleware.Metadata
+	//lint:ignore U1000 the SDK's outputs embed it; emptyOutput must pass over an unexported field
 	noSmithyDocumentSerde
 }
 
+//lint:ignore U1000 embedded as the SDK's outputs embed it, to be passed over
 type noSmithyDocumentSerde struct{}
 
 // V3: an output of nil members is empty; one with a member set, or one
@@ -133,7 +136,7 @@ func TestEmptyOutput(t *testing.T) {
 
 // V1.5: an operation's KeyTTL is the caller's for it, else the lifetime
 // AWS documents for its token (its model's, else its service guide's),
-// capped by Options.KeyTTL, else Options.KeyTTL, else the default.
+// capped by Config.KeyTTL, else Config.KeyTTL, else the default.
 func TestResolvedTTL(t *testing.T) {
 	const def = 7 * time.Hour
 	acmSpec := sdkTokens["ACM.RequestCertificate"]

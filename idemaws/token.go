@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/smithy-go/middleware"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // tokenFields remembers, per input type, where the token member is.
@@ -120,14 +121,14 @@ func clearToken(input any, p tokenPath) {
 // service, the operation and the region) and its input without its client
 // token, written canonically (canonical): the same input has the same
 // fingerprint in every process and under any later version of the SDK.
-func fingerprint(what string, input any, p tokenPath) (idem.Fingerprint, error) {
+func fingerprint(what string, input any, p tokenPath) (journal.Fingerprint, error) {
 	c := withoutToken(reflect.ValueOf(input).Elem(), p)
 	var b []byte
 	b, err := canonical(b, c)
 	if err != nil {
-		return idem.Fingerprint{}, fmt.Errorf("idemaws: %w: fingerprinting the input of %s: %w", idem.ErrInvalidRequest, what, err)
+		return journal.Fingerprint{}, fmt.Errorf("idemaws: %w: fingerprinting the input of %s: %w", idem.ErrInvalidRequest, what, err)
 	}
-	return idem.FingerprintOf("AWS", what, b), nil
+	return journal.FingerprintOf("AWS", what, b), nil
 }
 
 // withoutToken returns a copy of the struct v with the field at p zero,

@@ -64,7 +64,7 @@ func ExampleInstrument() {
 
 	for _, s := range spans.GetSpans() { // in the order they ended
 		set := attribute.NewSet(s.Attributes...)
-		get := func(k attribute.Key) string { v, _ := set.Value(k); return v.Emit() }
+		get := func(k attribute.Key) string { v, _ := set.Value(k); return v.String() }
 		if s.Name == idemotel.OperationSpanName {
 			fmt.Println(s.Name, get(idemotel.KeyOperationID), get(idemotel.KeyOutcome), "attempts:", get(idemotel.KeyAttempts))
 			continue

@@ -12,11 +12,21 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
-// PendingListTimeout bounds each List a collection of idem.journal.pending
-// makes on a journal other than a *filejournal.Journal.
+// PendingListTimeout bounds each count or List a collection of
+// idem.journal.pending makes on a journal other than a
+// *filejournal.Journal.
 const PendingListTimeout = 5 * time.Second
+
+// PendingCounter is a journal that counts its pending operations without
+// listing them. A *pgjournal.Journal is one.
+type PendingCounter interface {
+	// Pending returns the number of pending operations whose key has not
+	// expired.
+	Pending(ctx context.Context) (int, error)
+}
 
 // SyncRecorder returns a function for filejournal.Options.OnSync that records
 // each group commit's fsync: its duration in idem.journal.fsync.duration
@@ -64,15 +74,16 @@ func SyncRecorder(opts Options) func(took time.Duration, records int, err error)
 //
 // The gauges are read at each collection. The budget costs a lock. The
 // pending count of a *filejournal.Journal is its Stats, a pass over the
-// journal's index in memory, under the journal's lock. Any other Journal
-// (a shared one, such as pgjournal's) is asked List(ctx, idem.ListPending)
-// within PendingListTimeout: one query that returns every pending
-// operation, whole, at each collection; a failed one is reported as the
-// callback's error, and the gauge has no value for that collection.
+// journal's index in memory, under the journal's lock. A PendingCounter
+// (a *pgjournal.Journal: one count in the database) is asked Pending,
+// and any other Journal List(ctx, journal.ListPending), which returns every
+// pending operation whole, each within PendingListTimeout at each
+// collection; a failed one is reported as the callback's error, and the
+// gauge has no value for that collection.
 //
 // The gauges carry no attributes: observe one Client and one Journal per
 // MeterProvider, or their values share one series.
-func Observe(c *idem.Client, j idem.Journal, opts Options) (unregister func() error, err error) {
+func Observe(c *idem.Client, j journal.Journal, opts Options) (unregister func() error, err error) {
 	if fj, ok := j.(*filejournal.Journal); ok && fj == nil {
 		j = nil
 	}
@@ -105,13 +116,20 @@ func Observe(c *idem.Client, j idem.Journal, opts Options) (unregister func() er
 }
 
 // pendingOf counts j's pending operations whose key has not expired.
-func pendingOf(ctx context.Context, j idem.Journal) (int, error) {
+func pendingOf(ctx context.Context, j journal.Journal) (int, error) {
 	if fj, ok := j.(*filejournal.Journal); ok {
 		return fj.Stats().Pending, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, PendingListTimeout)
 	defer cancel()
-	ops, err := j.List(ctx, idem.ListPending)
+	if pc, ok := j.(PendingCounter); ok {
+		n, err := pc.Pending(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("idemotel: counting the journal's pending operations: %w", err)
+		}
+		return n, nil
+	}
+	ops, err := j.List(ctx, journal.ListPending)
 	if err != nil {
 		return 0, fmt.Errorf("idemotel: listing the journal's pending operations: %w", err)
 	}

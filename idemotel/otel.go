@@ -42,7 +42,7 @@
 // otherwise the classes of idem.attempt.cause below). It also carries
 // idem.attempt, the attempt number idem counts (a redirect followed within
 // an attempt is a request of its own with the same number). url.full is
-// written by idem's secrets rule (idem.RedactURL, plus Config.RedactedParams):
+// written by idem's secrets rule (plus Config.RedactedParams):
 // no user info or fragment, and credential-like query values replaced. The span lasts
 // until the response body is read to its end or closed, so the body's
 // transfer is part of it; a body never closed leaves its span unended, as
@@ -69,7 +69,7 @@
 //     idem.recorded.
 //   - idem.retry_budget.tokens ({token}), gauge: Client.RetryBudgetTokens.
 //   - idem.journal.pending ({operation}), gauge: pending operations whose
-//     key has not expired (what List(ctx, idem.ListPending) returns).
+//     key has not expired (what List(ctx, journal.ListPending) returns).
 //   - idem.journal.fsync.duration (s), histogram: each group commit's fsync.
 //   - idem.journal.fsync.group_size ({record}), histogram: records each of
 //     those fsyncs made durable.

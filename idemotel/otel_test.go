@@ -28,9 +28,17 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemotel"
+	"github.com/idemkit/idem/journal"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// withPostgres runs the tests with the shared PostgreSQL server of
+// pgtest available, which pgjournal's tests need.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int { return pgtest.Run(w.m) }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
 
 // telemetry is an SDK that keeps what it is given in memory.
 type telemetry struct {
@@ -81,7 +89,7 @@ func counts(t *testing.T, data metricdata.Aggregation) map[string]int64 {
 	for _, p := range sum.DataPoints {
 		var kv []string
 		for _, a := range p.Attributes.ToSlice() {
-			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			kv = append(kv, string(a.Key)+"="+a.Value.String())
 		}
 		out[strings.Join(kv, ",")] = p.Value
 	}
@@ -131,12 +139,12 @@ func wantAttrs(t *testing.T, what string, s tracetest.SpanStub, want map[attribu
 			same = ok && g.Type() == attribute.STRING && g.AsString() == v
 		}
 		if !same {
-			t.Errorf("%s: %s = %v (present %v), want %v", what, k, g.Emit(), ok, v)
+			t.Errorf("%s: %s = %v (present %v), want %v", what, k, g.String(), ok, v)
 		}
 	}
 	for _, k := range absent {
 		if v, ok := got[k]; ok {
-			t.Errorf("%s: %s = %v, want it absent", what, k, v.Emit())
+			t.Errorf("%s: %s = %v, want it absent", what, k, v.String())
 		}
 	}
 }
@@ -312,7 +320,7 @@ func TestInstrument(t *testing.T) {
 		}
 		wantAttrs(t, what, s, want, absent...)
 		for _, a := range s.Attributes {
-			if v := a.Value.Emit(); strings.Contains(v, "secret") || strings.Contains(v, "hush") {
+			if v := a.Value.String(); strings.Contains(v, "secret") || strings.Contains(v, "hush") {
 				t.Errorf("%s: %s = %q carries a credential", what, a.Key, v)
 			}
 		}
@@ -424,7 +432,7 @@ func TestInstrument(t *testing.T) {
 
 	// A journal other than a *filejournal.Journal is counted by List.
 	other := newTelemetry()
-	unregisterOther, err := idemotel.Observe(nil, struct{ idem.Journal }{j}, other.opts)
+	unregisterOther, err := idemotel.Observe(nil, struct{ journal.Journal }{j}, other.opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/redact"
+	"github.com/idemkit/idem/journal"
 )
 
 // transport makes a client span of each request it sends through next.
@@ -33,7 +35,7 @@ type transport struct {
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx := r.Context()
 	name, attrs := methodAttributes(r.Method)
-	attrs = append(attrs, semconv.URLFull(idem.RedactURL(r.URL, t.extra...)))
+	attrs = append(attrs, semconv.URLFull(redact.New(nil, nil, t.extra).URL(r.URL)))
 	if host, port := serverOf(r.URL); host != "" {
 		attrs = append(attrs, semconv.ServerAddress(host))
 		if port > 0 {
@@ -98,7 +100,7 @@ func (t *transport) fail(span trace.Span, err error) {
 // redactError rewrites the URLs err names by the secrets rule, as idem
 // does with every attempt's error before it returns or logs it (a wrapped
 // transport may name the request's URL).
-func (t *transport) redactError(err error) error { return idem.RedactError(err, t.extra...) }
+func (t *transport) redactError(err error) error { return redact.New(nil, nil, t.extra).Error(err) }
 
 // spanBody ends its request's span when the body is read to its end, fails,
 // or is closed, whichever comes first.
@@ -182,7 +184,7 @@ func errorClass(err error) string {
 		invalid x509.CertificateInvalidError
 	)
 	switch {
-	case errors.Is(err, idem.ErrClaimLost):
+	case errors.Is(err, journal.ErrClaimLost):
 		return "claim_lost"
 	case errors.Is(err, context.Canceled):
 		return "canceled"

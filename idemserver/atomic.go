@@ -163,29 +163,9 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 		err = k.inTx(tctx, req.level, run)
 	}
 	st.tx = nil
-	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		err = fmt.Errorf("%w: %w", err, context.Cause(ctx)) // Config.WorkTimeout passed: 503
-	}
-	var p *panicked
 	switch {
-	case errors.As(err, &p):
-		k.stats.rolledBack.Add(1)
-		k.panicked(w, r, p)
-	case errors.Is(err, errAnsweredAround):
-		k.answeredAround(w, r, err)
-	case err != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
-		if errors.Is(err, errRolledBack) {
-			k.stats.rolledBack.Add(1)
-		}
-		k.timedOut(w, r, err, pool)
-	case errors.Is(err, errNoAnswer):
-		k.stats.rolledBack.Add(1)
-		k.noAnswer(w, r, err)
-	case errors.Is(err, errRolledBack):
-		k.stats.rolledBack.Add(1)
-		buf.send(w)
 	case err != nil:
-		k.fail(w, r, err)
+		k.atomicFailed(ctx, w, r, err, buf, pool)
 	case found:
 		v := judge(row, req.fingerprint, now)
 		if v == verdictResume {
@@ -198,5 +178,36 @@ func (k *Keys) serveAtomic(w http.ResponseWriter, r *http.Request, req *request,
 			k.stats.stored.Add(1)
 		}
 		buf.send(w)
+	}
+}
+
+// atomicFailed answers an atomic request whose transaction committed
+// nothing, err saying why: ctx, the request's work context, tells
+// whether Config.WorkTimeout passed; buf holds the handler's answer, if
+// it ran; pool tells whether the handler waited for the pool.
+func (k *Keys) atomicFailed(ctx context.Context, w http.ResponseWriter, r *http.Request, err error, buf *buffer, pool *poolWatch) {
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w: %w", err, context.Cause(ctx)) // Config.WorkTimeout passed: 503
+	}
+	var p *panicked
+	switch {
+	case errors.As(err, &p):
+		k.stats.rolledBack.Add(1)
+		k.panicked(w, r, p)
+	case errors.Is(err, errAnsweredAround):
+		k.answeredAround(w, r, err)
+	case errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		if errors.Is(err, errRolledBack) {
+			k.stats.rolledBack.Add(1)
+		}
+		k.timedOut(w, r, err, pool)
+	case errors.Is(err, errNoAnswer):
+		k.stats.rolledBack.Add(1)
+		k.noAnswer(w, r, err)
+	case errors.Is(err, errRolledBack):
+		k.stats.rolledBack.Add(1)
+		buf.send(w)
+	default:
+		k.fail(w, r, err)
 	}
 }

@@ -45,7 +45,7 @@ type counters struct {
 // and a database of a kind none of the imported database packages speaks
 // (ErrUnsupportedDatabase).
 func New(ctx context.Context, cfg Config) (*Keys, error) {
-	if cfg.DB == nil && cfg.Store == nil {
+	if cfg.DB == nil && !cfg.Store.set {
 		return nil, errors.New("idemserver: Config.DB (or Config.Store) is required")
 	}
 	if cfg.Table == "" {

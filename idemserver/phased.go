@@ -41,32 +41,62 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 	defer cancel()
 	start := time.Now()
 	token := newToken()
-	var (
-		row   keyRow
-		found bool
-		v     verdict
-		now   time.Time
-	)
+	c, err := k.claimPhased(ctx, req, token)
+	switch {
+	case err != nil:
+		k.fail(w, r, err)
+		return
+	case c.found && c.v != verdictResume:
+		k.answerExisting(w, r, c.v, c.row, c.now)
+		return
+	case c.found:
+		k.stats.resumed.Add(1)
+		k.log.InfoContext(ctx, "idemserver: resuming a request", "key", req.key, "lapsed", c.row.lockToken.Valid)
+	}
+
+	l := newLease(context.WithoutCancel(r.Context()), k.cfg.LockTimeout-time.Since(start))
+	defer l.end()
+	st := &state{k: k, req: req, seed: c.row.seed, phased: true, id: c.row.id, token: token, lease: l,
+		resumed: c.found, lapsed: c.found && c.row.lockToken.Valid}
+	k.runPhased(w, r, h, st)
+}
+
+// phasedClaim is what a phased request found under its key when it
+// claimed it: no row (found false: it inserted one, claimed), or a row
+// judged at now (v), which it took over if v is verdictResume.
+type phasedClaim struct {
+	row   keyRow
+	found bool
+	v     verdict
+	now   time.Time
+}
+
+// claimPhased claims req's key with token, in its own transaction: it
+// inserts the key row claimed, or takes over a row whose claim was
+// released or whose lease has ended; any other row it leaves as it is,
+// judged. An insert that loses the race to another connection's claims
+// again, once.
+func (k *Keys) claimPhased(ctx context.Context, req *request, token string) (phasedClaim, error) {
+	var c phasedClaim
 	claim := func(tx sqlkit.Tx) error {
-		now = k.cfg.Now()
-		found = false
-		until := now.Add(k.cfg.LockTimeout).UnixNano()
+		c = phasedClaim{now: k.cfg.Now()}
+		until := c.now.Add(k.cfg.LockTimeout).UnixNano()
 		var err error
-		if row, found, err = k.load(ctx, tx, req.principal, req.key); err != nil {
+		if c.row, c.found, err = k.load(ctx, tx, req.principal, req.key); err != nil {
 			return err
 		}
-		if !found {
-			row = keyRow{seed: req.seed}
-			row.id, err = k.insert(ctx, tx, req, now, nil, token, until)
+		if !c.found {
+			c.row = keyRow{seed: req.seed}
+			c.row.id, err = k.insert(ctx, tx, req, c.now, nil, token, until)
 			return err
 		}
-		if v = judge(row, req.fingerprint, now); v != verdictResume {
+		if c.v = judge(c.row, req.fingerprint, c.now); c.v != verdictResume {
 			return nil
 		}
 		// Take over a claim that was released or whose lease has ended:
 		// the new token fences the old holder from this statement on.
 		if _, err := k.exec(ctx, tx, `UPDATE {{t}} SET lock_token = ?, lease_until = ? WHERE id = ?`,
-			token, until, row.id); err != nil {
+			token, until, c.row.id); err != nil {
 			return k.dbError("taking the claim over", err)
 		}
 		return nil
@@ -77,82 +107,27 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 		k.stats.reruns.Add(1)
 		err = k.inTx(ctx, sql.LevelReadCommitted, claim)
 	}
-	switch {
-	case err != nil:
-		k.fail(w, r, err)
-		return
-	case found && v != verdictResume:
-		k.answerExisting(w, r, v, row, now)
-		return
-	case found:
-		k.stats.resumed.Add(1)
-		k.log.InfoContext(ctx, "idemserver: resuming a request", "key", req.key, "lapsed", row.lockToken.Valid)
-	}
+	return c, err
+}
 
-	l := newLease(context.WithoutCancel(r.Context()), k.cfg.LockTimeout-time.Since(start))
-	defer l.end()
-	st := &state{k: k, req: req, seed: row.seed, phased: true, id: row.id, token: token, lease: l,
-		resumed: found, lapsed: found && row.lockToken.Valid}
-	hctx := st.context(l.ctx)
+// runPhased runs the handler of a claimed phased request and answers:
+// it stores the answer and ends the claim in the final transaction, or
+// releases the claim for an answer it does not store, or runs the
+// handler again when the final transaction is lost to a conflict.
+func (k *Keys) runPhased(w http.ResponseWriter, r *http.Request, h http.Handler, st *state) {
+	hctx := st.context(st.lease.ctx)
 	for run := 0; ; run++ {
 		buf := newBuffer(k.cfg.MaxResponseBytes)
-		err := call(h, w, buf, withBody(r.WithContext(hctx), req.body))
-		var p *panicked
-		if errors.As(err, &p) {
-			st.rollback()
-			k.stats.rolledBack.Add(1)
-			if st.beginErr() == nil {
-				k.panicked(w, r, p) // the claim is kept, as after a crash
-			}
-			// Most likely the nil Tx of a final transaction that
-			// could not begin: answered as that failure below.
-		}
-		resp := buf.response()
-		failed := st.failed()
-		if met := st.conflicted(); met != nil {
-			failed = met // the final transaction is lost, whatever the handler made of it
-		}
-		switch {
-		case st.rowGone.Load():
-			st.rollback()
-			k.rowGone(w, r, req, ErrKeyRowGone)
-			return
-		case st.lostClaim.Load() || errors.Is(context.Cause(l.ctx), ErrLockLost):
-			st.rollback()
-			k.lockLost(w, r)
-			return
-		case st.beginErr() != nil:
-			k.release(st)
-			k.fail(w, r, st.beginErr())
-			return
-		case errors.Is(err, errAnsweredAround):
-			st.rollback()
-			k.release(st)
-			k.answeredAround(w, r, err)
-			return
-		case errors.Is(err, errNoAnswer) && failed == nil:
-			st.rollback()
-			k.release(st)
-			k.stats.rolledBack.Add(1)
-			k.noAnswer(w, r, err)
-			return
-		case buf.over:
-			st.rollback()
-			k.release(st)
-			k.fail(w, r, errResponseTooLarge)
-			return
-		case failed == nil && resp.Status >= 500:
-			st.rollback()
-			k.release(st)
-			k.stats.rolledBack.Add(1)
-			buf.send(w)
+		err := call(h, w, buf, withBody(r.WithContext(hctx), st.req.body))
+		failed, answered := k.phasedRunEnded(w, r, st, buf, err)
+		if answered {
 			return
 		}
 		if failed != nil {
 			st.rollback()
 			err = k.dbError("the handler's work", failed)
 		} else {
-			err = k.finish(st, resp)
+			err = k.finish(st, buf.response())
 		}
 		switch {
 		case err == nil:
@@ -163,7 +138,7 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 			// The handler runs again: its Steps answer from their
 			// recovery points, its final transaction begins anew.
 			k.stats.reruns.Add(1)
-			if err := sqlkit.Wait(l.ctx, run); err != nil {
+			if err := sqlkit.Wait(st.lease.ctx, run); err != nil {
 				k.lockLost(w, r)
 				return
 			}
@@ -175,13 +150,69 @@ func (k *Keys) servePhased(w http.ResponseWriter, r *http.Request, req *request,
 			k.lockLost(w, r)
 			return
 		case errors.Is(err, ErrKeyRowGone):
-			k.rowGone(w, r, req, err)
+			k.rowGone(w, r, st.req, err)
 			return
 		}
 		k.release(st)
 		k.fail(w, r, err)
 		return
 	}
+}
+
+// phasedRunEnded settles what one run of a phased handler left, err
+// being what calling it returned: it answers the request (answered) when
+// the run can store nothing, its work rolled back and the claim released
+// or, after a panic or a lost claim, kept; otherwise it returns the
+// failure the handler's final transaction met (a statement's error it
+// observed, or the one the handler reported with Fail), nil if none.
+func (k *Keys) phasedRunEnded(w http.ResponseWriter, r *http.Request, st *state, buf *buffer, err error) (failed error, answered bool) {
+	var p *panicked
+	if errors.As(err, &p) {
+		st.rollback()
+		k.stats.rolledBack.Add(1)
+		if st.beginErr() == nil {
+			k.panicked(w, r, p) // the claim is kept, as after a crash
+		}
+		// Most likely the nil Tx of a final transaction that
+		// could not begin: answered as that failure below.
+	}
+	resp := buf.response()
+	failed = st.failed()
+	if met := st.conflicted(); met != nil {
+		failed = met // the final transaction is lost, whatever the handler made of it
+	}
+	switch {
+	case st.rowGone.Load():
+		st.rollback()
+		k.rowGone(w, r, st.req, ErrKeyRowGone)
+	case st.lostClaim.Load() || errors.Is(context.Cause(st.lease.ctx), ErrLockLost):
+		st.rollback()
+		k.lockLost(w, r)
+	case st.beginErr() != nil:
+		k.release(st)
+		k.fail(w, r, st.beginErr())
+	case errors.Is(err, errAnsweredAround):
+		st.rollback()
+		k.release(st)
+		k.answeredAround(w, r, err)
+	case errors.Is(err, errNoAnswer) && failed == nil:
+		st.rollback()
+		k.release(st)
+		k.stats.rolledBack.Add(1)
+		k.noAnswer(w, r, err)
+	case buf.over:
+		st.rollback()
+		k.release(st)
+		k.fail(w, r, errResponseTooLarge)
+	case failed == nil && resp.Status >= 500:
+		st.rollback()
+		k.release(st)
+		k.stats.rolledBack.Add(1)
+		buf.send(w)
+	default:
+		return failed, false
+	}
+	return nil, true
 }
 
 // finish commits the final transaction with the answer stored and the

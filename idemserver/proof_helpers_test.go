@@ -207,7 +207,7 @@ func (e *proofEnv) config() idemserver.Config {
 // if unset), closed when the test ends.
 func (e *proofEnv) keys(cfg idemserver.Config) *idemserver.Keys {
 	e.t.Helper()
-	if cfg.DB == nil && cfg.Store == nil {
+	if cfg.DB == nil && cfg.Store == (idemserver.Store{}) {
 		cfg = e.store(cfg)
 	}
 	if cfg.Logger == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/journal"
 )
 
 // L4.1: two principals using one key for one request are two requests:
@@ -268,7 +269,7 @@ func clientReq(t *testing.T, url, body string) *http.Request {
 
 // endToEndClient is an idem client on j over transport, with one attempt
 // per Do.
-func endToEndClient(t *testing.T, j idem.Journal, transport http.RoundTripper) *idem.Client {
+func endToEndClient(t *testing.T, j journal.Journal, transport http.RoundTripper) *idem.Client {
 	t.Helper()
 	c, err := idem.New(idem.Config{Journal: j, HTTPClient: &http.Client{Transport: transport}, MaxAttempts: 1})
 	if err != nil {

@@ -13,10 +13,14 @@ import (
 
 // Store is a database Keys runs on through its driver's own interface
 // rather than database/sql: postgres.Pool makes one of a pgxpool.Pool.
-// Only this module's database packages make one.
-type Store interface {
-	// Database is the store as the SQL substrate sees it.
-	Database() sqlkit.DB
+// Only this module's database packages make one; the zero Store is none.
+type Store struct {
+	db  sqlkit.DB // the store as the SQL substrate sees it
+	set bool      // made by a database package, db maybe nil
+}
+
+func init() {
+	sqlkit.MakeStore = func(db sqlkit.DB) any { return Store{db: db, set: true} }
 }
 
 // openStore returns the database of cfg: Config.Store, or Config.DB with
@@ -24,11 +28,11 @@ type Store interface {
 // imports: by its driver, or, behind a wrapping driver, by asking the
 // database.
 func openStore(ctx context.Context, cfg Config) (sqlkit.DB, error) {
-	if cfg.Store != nil {
+	if cfg.Store.set {
 		if cfg.DB != nil {
 			return nil, errors.New("idemserver: Config.DB and Config.Store are both set; set one")
 		}
-		db := cfg.Store.Database()
+		db := cfg.Store.db
 		if db == nil {
 			return nil, errors.New("idemserver: Config.Store has no database")
 		}

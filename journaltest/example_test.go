@@ -1,6 +1,6 @@
 package journaltest_test
 
-// mapJournal is a minimal idem.Journal, written only against idem's public
+// mapJournal is a minimal journal.Journal, written only against idem's public
 // API as a journal outside this module would be: its operations live in a
 // map under a mutex, and each operation ID has a lock that its claim holds.
 // It passes the whole conformance suite.
@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/journaltest"
 )
 
@@ -24,12 +24,12 @@ import (
 // package it is a test function, func TestConforms(t *testing.T); here
 // TestMapJournalConforms runs it.
 func testConforms(t *testing.T) {
-	journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
+	journaltest.Run(t, func(t *testing.T) journaltest.Backend {
 		s := newStore() // the journal's storage, as a database would be
 		return journaltest.Backend{
-			Journal: openMapJournal(s, keyTTL),
+			Journal: openMapJournal(s),
 			// The next process opens the same storage.
-			Reopen: func(*testing.T) idem.Journal { return openMapJournal(s, keyTTL) },
+			Reopen: func(*testing.T) journal.Journal { return openMapJournal(s) },
 		}
 	})
 }
@@ -44,30 +44,29 @@ func Example() {}
 // it; one journal at a time uses it.
 type store struct {
 	mu  sync.Mutex
-	ops map[string]idem.Operation // by ID, as Lookup returns them
+	ops map[string]journal.Operation // by ID, as Lookup returns them
 }
 
 // newStore returns an empty store.
-func newStore() *store { return &store{ops: make(map[string]idem.Operation)} }
+func newStore() *store { return &store{ops: make(map[string]journal.Operation)} }
 
 // mapJournal is a journal opened on a store. Its claims hold within this
 // process.
 type mapJournal struct {
-	s   *store
-	ttl time.Duration
+	s *store
 
 	mu    sync.Mutex
 	locks map[string]chan struct{} // by ID; full while a claim holds the ID
 }
 
 var (
-	_ idem.Journal       = (*mapJournal)(nil)
-	_ idem.ClaimBeginner = (*mapJournal)(nil)
+	_ journal.Journal       = (*mapJournal)(nil)
+	_ journal.ClaimBeginner = (*mapJournal)(nil)
 )
 
-// openMapJournal opens a journal on s whose keys live ttl.
-func openMapJournal(s *store, ttl time.Duration) *mapJournal {
-	return &mapJournal{s: s, ttl: ttl, locks: make(map[string]chan struct{})}
+// openMapJournal opens a journal on s.
+func openMapJournal(s *store) *mapJournal {
+	return &mapJournal{s: s, locks: make(map[string]chan struct{})}
 }
 
 // lock returns the claim lock of id.
@@ -83,7 +82,7 @@ func (j *mapJournal) lock(id string) chan struct{} {
 }
 
 // Claim waits for id's lock within ctx.
-func (j *mapJournal) Claim(ctx context.Context, id string) (idem.Claim, error) {
+func (j *mapJournal) Claim(ctx context.Context, id string) (journal.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -97,7 +96,7 @@ func (j *mapJournal) Claim(ctx context.Context, id string) (idem.Claim, error) {
 }
 
 // TryClaim takes id's lock if it is free.
-func (j *mapJournal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
+func (j *mapJournal) TryClaim(ctx context.Context, id string) (journal.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -106,14 +105,14 @@ func (j *mapJournal) TryClaim(ctx context.Context, id string) (idem.Claim, error
 	case l <- struct{}{}:
 		return j.claimed(id, l), nil
 	default:
-		return nil, &idem.HeldError{ID: id}
+		return nil, &journal.HeldError{ID: id}
 	}
 }
 
 // ClaimBegin claims op.ID and begins op if the store holds nothing for it.
-// A journal need not have it (idem.ClaimBeginner); one that does is
+// A journal need not have it (journal.ClaimBeginner); one that does is
 // checked by the suite.
-func (j *mapJournal) ClaimBegin(ctx context.Context, op idem.Operation) (idem.Claim, error) {
+func (j *mapJournal) ClaimBegin(ctx context.Context, op journal.Operation) (journal.Claim, error) {
 	c, err := j.Claim(ctx, op.ID)
 	if err != nil {
 		return nil, err
@@ -134,7 +133,7 @@ func (j *mapJournal) claimed(id string, l chan struct{}) *mapClaim {
 }
 
 // read returns a copy of what the store holds for id.
-func (j *mapJournal) read(id string) (idem.Operation, bool) {
+func (j *mapJournal) read(id string) (journal.Operation, bool) {
 	j.s.mu.Lock()
 	defer j.s.mu.Unlock()
 	op, ok := j.s.ops[id]
@@ -142,23 +141,23 @@ func (j *mapJournal) read(id string) (idem.Operation, bool) {
 }
 
 // Lookup returns what the store holds for id.
-func (j *mapJournal) Lookup(_ context.Context, id string) (idem.Operation, bool, error) {
+func (j *mapJournal) Lookup(_ context.Context, id string) (journal.Operation, bool, error) {
 	op, ok := j.read(id)
 	return op, ok, nil
 }
 
 // List returns the operations which selects, by Created and then by ID.
-func (j *mapJournal) List(_ context.Context, which idem.Listing) ([]idem.Operation, error) {
+func (j *mapJournal) List(_ context.Context, which journal.Listing) ([]journal.Operation, error) {
 	now := j.Now()
 	j.s.mu.Lock()
-	var ops []idem.Operation
+	var ops []journal.Operation
 	for _, op := range j.s.ops {
-		if which.Selects(op, now, j.ttl) {
+		if which.Selects(op, now) {
 			ops = append(ops, clone(op))
 		}
 	}
 	j.s.mu.Unlock()
-	slices.SortFunc(ops, func(a, b idem.Operation) int {
+	slices.SortFunc(ops, func(a, b journal.Operation) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
@@ -166,9 +165,6 @@ func (j *mapJournal) List(_ context.Context, which idem.Listing) ([]idem.Operati
 	})
 	return ops, nil
 }
-
-// KeyTTL returns how long a key lives.
-func (j *mapJournal) KeyTTL() time.Duration { return j.ttl }
 
 // Now returns the machine's clock.
 func (j *mapJournal) Now() time.Time { return time.Now() }
@@ -178,31 +174,31 @@ type mapClaim struct {
 	j    *mapJournal
 	id   string
 	lock chan struct{} // nil once released
-	op   idem.Operation
+	op   journal.Operation
 	ok   bool // op is what the store held, or what Begin recorded
 }
 
 // Operation returns what the store held when the claim was taken, or
 // what Begin recorded.
-func (c *mapClaim) Operation() (idem.Operation, bool) { return clone(c.op), c.ok }
+func (c *mapClaim) Operation() (journal.Operation, bool) { return clone(c.op), c.ok }
 
 // Begin records op's intent, unless the store holds the ID already.
-func (c *mapClaim) Begin(_ context.Context, op idem.Operation) error {
+func (c *mapClaim) Begin(_ context.Context, op journal.Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("mapjournal: Begin of %q under the claim on %q: %w", op.ID, c.id, idem.ErrInvalidOperation)
+		return fmt.Errorf("mapjournal: Begin of %q under the claim on %q: %w", op.ID, c.id, journal.ErrInvalidOperation)
 	}
-	if err := idem.CheckIntent(op); err != nil {
+	if err := journal.CheckIntent(op); err != nil {
 		return fmt.Errorf("mapjournal: begin %q: %w", op.ID, err)
 	}
 	if op.Created.IsZero() {
 		op.Created = c.j.Now()
 	}
-	op.Created, op.State = op.Created.UTC(), idem.StatePending
+	op.Created, op.State = op.Created.UTC(), journal.StatePending
 	s := c.j.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.ops[op.ID]; ok {
-		return fmt.Errorf("mapjournal: begin %q: %w", op.ID, idem.ErrOperationExists)
+		return fmt.Errorf("mapjournal: begin %q: %w", op.ID, journal.ErrOperationExists)
 	}
 	s.ops[op.ID] = op
 	c.op, c.ok = op, true
@@ -210,11 +206,11 @@ func (c *mapClaim) Begin(_ context.Context, op idem.Operation) error {
 }
 
 // Complete records op's outcome on the intent the store holds.
-func (c *mapClaim) Complete(_ context.Context, op idem.Operation) error {
+func (c *mapClaim) Complete(_ context.Context, op journal.Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("mapjournal: Complete of %q under the claim on %q: %w", op.ID, c.id, idem.ErrInvalidOperation)
+		return fmt.Errorf("mapjournal: Complete of %q under the claim on %q: %w", op.ID, c.id, journal.ErrInvalidOperation)
 	}
-	if err := idem.CheckOutcome(op); err != nil {
+	if err := journal.CheckOutcome(op); err != nil {
 		return fmt.Errorf("mapjournal: complete %q: %w", op.ID, err)
 	}
 	if op.Completed.IsZero() {
@@ -226,9 +222,9 @@ func (c *mapClaim) Complete(_ context.Context, op idem.Operation) error {
 	rec, ok := s.ops[op.ID]
 	switch {
 	case !ok:
-		return fmt.Errorf("mapjournal: complete %q: %w", op.ID, idem.ErrNoSuchOperation)
+		return fmt.Errorf("mapjournal: complete %q: %w", op.ID, journal.ErrNoSuchOperation)
 	case op.Key != "" && op.Key != rec.Key:
-		return fmt.Errorf("mapjournal: complete %q under another key: %w", op.ID, idem.ErrInvalidOperation)
+		return fmt.Errorf("mapjournal: complete %q under another key: %w", op.ID, journal.ErrInvalidOperation)
 	}
 	rec.State, rec.Status, rec.Completed = op.State, op.Status, op.Completed.UTC()
 	rec.Header, rec.HeaderTruncated = kept(op.Header), op.HeaderTruncated
@@ -252,7 +248,7 @@ func (c *mapClaim) Release() {
 }
 
 // clone returns op with a header and body of its own.
-func clone(op idem.Operation) idem.Operation {
+func clone(op journal.Operation) journal.Operation {
 	op.Header, op.Body = op.Header.Clone(), bytes.Clone(op.Body)
 	return op
 }

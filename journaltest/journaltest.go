@@ -12,33 +12,31 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // Backend is a journal under test, opened for one check of the suite.
 type Backend struct {
-	// Journal is a fresh, empty journal whose KeyTTL is the keyTTL Open
-	// was given.
-	Journal idem.Journal
+	// Journal is a fresh, empty journal.
+	Journal journal.Journal
 	// Reopen closes Journal and opens its storage again, as the next
 	// process would, and returns the journal it opened. The suite calls it
 	// at most once, when no claim is held, and then no longer uses
 	// Journal. Leave it nil for a journal that keeps nothing: the check
 	// that reopens is then skipped, and says so.
-	Reopen func(t *testing.T) idem.Journal
+	Reopen func(t *testing.T) journal.Journal
 	// KeptOutcomes is zero for a journal that keeps every outcome it
 	// records. A journal that keeps the outcomes of its latest operations
 	// only, as a Client without a journal does, sets it to how many it
 	// keeps at least: it may then forget an older outcome, and must refuse
 	// Lookup, Claim and TryClaim of that operation with an error matching
-	// idem.ErrOutcomeForgotten, never read it as absent.
+	// journal.ErrOutcomeForgotten, never read it as absent.
 	KeptOutcomes int
 }
 
-// Open opens a fresh Backend for one check, with a journal whose KeyTTL is
-// keyTTL. The t it is given is the check's: Open may fail it, and closes
-// what it opened with t.Cleanup.
-type Open func(t *testing.T, keyTTL time.Duration) Backend
+// Open opens a fresh Backend for one check. The t it is given is the
+// check's: Open may fail it, and closes what it opened with t.Cleanup.
+type Open func(t *testing.T) Backend
 
 // Run runs every check of the suite, each in a subtest of t that calls
 // open once.
@@ -61,7 +59,7 @@ var cases = []struct {
 	{"ClaimOfACompletedOperation", testClaimOfACompletedOperation},
 	{"ReleaseWithoutBeginLeavesNothing", testReleaseWithoutBeginLeavesNothing},
 	{"ListingsSelectAndOrder", testListingsSelectAndOrder},
-	{"ExpiryFollowsKeyTTL", testExpiryFollowsKeyTTL},
+	{"ExpiryFollowsEachOperationsKeyTTL", testExpiryFollowsEachOperationsKeyTTL},
 	{"OneClaimAtATime", testOneClaimAtATime},
 	{"ClaimWaitsWithinItsContext", testClaimWaitsWithinItsContext},
 	{"TryClaimDoesNotWait", testTryClaimDoesNotWait},
@@ -70,23 +68,26 @@ var cases = []struct {
 	{"OutcomesAreKeptOrRefused", testOutcomesAreKeptOrRefused},
 }
 
+// ttl is the key lifetime of the suite's operations.
 const ttl = time.Hour
 
-// intent returns a pending operation named id, created at created.
-func intent(id string, created time.Time) idem.Operation {
-	return idem.Operation{
+// intent returns a pending operation named id, created at created, whose
+// key lives ttl.
+func intent(id string, created time.Time) journal.Operation {
+	return journal.Operation{
 		ID: id, Key: "key-" + id, Fingerprint: sha256.Sum256([]byte(id)),
 		Method: http.MethodPost, URL: "https://api.example/charges/" + id,
 		Created: created.Truncate(time.Microsecond).Add(123), // nanoseconds survive
-		State:   idem.StatePending,
+		KeyTTL:  ttl,
+		State:   journal.StatePending,
 	}
 }
 
 // outcome returns op completed with the given status and a body.
-func outcome(op idem.Operation, status int) idem.Operation {
-	op.State, op.Status = idem.StateDone, status
+func outcome(op journal.Operation, status int) journal.Operation {
+	op.State, op.Status = journal.StateDone, status
 	if status >= 400 {
-		op.State = idem.StateRejected
+		op.State = journal.StateRejected
 	}
 	op.Completed = op.Created.Add(1500 * time.Millisecond)
 	op.Header = http.Header{"Content-Type": {"application/json"}, "X-Many": {"a", "b"}}
@@ -95,7 +96,7 @@ func outcome(op idem.Operation, status int) idem.Operation {
 }
 
 // claim claims id, failing t on error.
-func claim(t *testing.T, j idem.Journal, id string) idem.Claim {
+func claim(t *testing.T, j journal.Journal, id string) journal.Claim {
 	t.Helper()
 	c, err := j.Claim(context.Background(), id)
 	if err != nil {
@@ -105,7 +106,7 @@ func claim(t *testing.T, j idem.Journal, id string) idem.Claim {
 }
 
 // begin claims op.ID, records op's intent and releases the claim.
-func begin(t *testing.T, j idem.Journal, op idem.Operation) {
+func begin(t *testing.T, j journal.Journal, op journal.Operation) {
 	t.Helper()
 	c := claim(t, j, op.ID)
 	defer c.Release()
@@ -115,7 +116,7 @@ func begin(t *testing.T, j idem.Journal, op idem.Operation) {
 }
 
 // complete claims op.ID, records op's outcome and releases the claim.
-func complete(t *testing.T, j idem.Journal, op idem.Operation) {
+func complete(t *testing.T, j journal.Journal, op journal.Operation) {
 	t.Helper()
 	c := claim(t, j, op.ID)
 	defer c.Release()
@@ -125,7 +126,7 @@ func complete(t *testing.T, j idem.Journal, op idem.Operation) {
 }
 
 // lookup returns what j holds for id, failing t on error.
-func lookup(t *testing.T, j idem.Journal, id string) (idem.Operation, bool) {
+func lookup(t *testing.T, j journal.Journal, id string) (journal.Operation, bool) {
 	t.Helper()
 	op, ok, err := j.Lookup(context.Background(), id)
 	if err != nil {
@@ -135,7 +136,7 @@ func lookup(t *testing.T, j idem.Journal, id string) (idem.Operation, bool) {
 }
 
 // list returns j's listing, failing t on error.
-func list(t *testing.T, j idem.Journal, which idem.Listing) []idem.Operation {
+func list(t *testing.T, j journal.Journal, which journal.Listing) []journal.Operation {
 	t.Helper()
 	ops, err := j.List(context.Background(), which)
 	if err != nil {
@@ -145,7 +146,7 @@ func list(t *testing.T, j idem.Journal, which idem.Listing) []idem.Operation {
 }
 
 // same fails t unless got equals want in every field.
-func same(t *testing.T, what string, got, want idem.Operation) {
+func same(t *testing.T, what string, got, want journal.Operation) {
 	t.Helper()
 	if d := diff(got, want); d != "" {
 		t.Fatalf("%s: %s\n got %+v\nwant %+v", what, d, got, want)
@@ -153,7 +154,7 @@ func same(t *testing.T, what string, got, want idem.Operation) {
 }
 
 // diff names the first field in which got and want differ, or "".
-func diff(got, want idem.Operation) string {
+func diff(got, want journal.Operation) string {
 	switch {
 	case got.ID != want.ID || got.Key != want.Key || got.Fingerprint != want.Fingerprint:
 		return "ID, key or fingerprint differ"
@@ -161,6 +162,8 @@ func diff(got, want idem.Operation) string {
 		return "method or URL differ"
 	case !got.Created.Equal(want.Created) || got.Created.Location() != time.UTC:
 		return fmt.Sprintf("created %v, want %v in UTC", got.Created, want.Created)
+	case got.KeyTTL != want.KeyTTL:
+		return fmt.Sprintf("key lifetime %v, want %v", got.KeyTTL, want.KeyTTL)
 	case got.State != want.State:
 		return fmt.Sprintf("state %s, want %s", got.State, want.State)
 	case !got.Completed.Equal(want.Completed) || (!got.Completed.IsZero() && got.Completed.Location() != time.UTC):
@@ -191,7 +194,7 @@ func equalHeader(a, b http.Header) bool {
 }
 
 // ids returns the IDs of ops, in order.
-func ids(ops []idem.Operation) []string {
+func ids(ops []journal.Operation) []string {
 	out := make([]string, len(ops))
 	for i, op := range ops {
 		out[i] = op.ID
@@ -200,7 +203,7 @@ func ids(ops []idem.Operation) []string {
 }
 
 func testBeginIsReadBackWhole(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	c := claim(t, j, "op")
 	if _, ok := c.Operation(); ok {
 		t.Fatal("a claim on a new ID found an operation")
@@ -226,7 +229,7 @@ func testBeginIsReadBackWhole(t *testing.T, open Open) {
 }
 
 func testCompleteIsReadBackWhole(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	for i, tc := range []struct {
 		status                       int
 		headerTruncated, bodyNotKept bool
@@ -255,11 +258,11 @@ func testCompleteIsReadBackWhole(t *testing.T, open Open) {
 }
 
 func testEmptyOutcomeReadsBackAsNil(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	op := intent("op", j.Now())
 	begin(t, j, op)
 	done := op
-	done.State, done.Status, done.Completed, done.BodyTruncated = idem.StateDone, 204, op.Created.Add(time.Second), true
+	done.State, done.Status, done.Completed, done.BodyTruncated = journal.StateDone, 204, op.Created.Add(time.Second), true
 	done.Header = http.Header{}
 	complete(t, j, done)
 	got, _ := lookup(t, j, "op")
@@ -270,7 +273,7 @@ func testEmptyOutcomeReadsBackAsNil(t *testing.T, open Open) {
 	op = intent("op-2", j.Now())
 	begin(t, j, op)
 	done = op
-	done.State, done.Status, done.Completed = idem.StateDone, 200, op.Created.Add(time.Second)
+	done.State, done.Status, done.Completed = journal.StateDone, 200, op.Created.Add(time.Second)
 	done.Header = http.Header{"Content-Type": {"text/plain"}, "X-Empty": {}}
 	done.Body = []byte{}
 	complete(t, j, done)
@@ -280,14 +283,14 @@ func testEmptyOutcomeReadsBackAsNil(t *testing.T, open Open) {
 }
 
 func testAnIntentIsRecordedOnce(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	op := intent("op", j.Now())
 	begin(t, j, op)
 	c := claim(t, j, "op")
 	defer c.Release()
 	other := op
 	other.Key = "another-key"
-	if err := c.Begin(context.Background(), other); !errors.Is(err, idem.ErrOperationExists) {
+	if err := c.Begin(context.Background(), other); !errors.Is(err, journal.ErrOperationExists) {
 		t.Fatalf("a second Begin of one ID: %v, want ErrOperationExists", err)
 	}
 	if got, _ := lookup(t, j, "op"); got.Key != op.Key {
@@ -296,10 +299,10 @@ func testAnIntentIsRecordedOnce(t *testing.T, open Open) {
 }
 
 func testAnOutcomeNeedsAnIntent(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	c := claim(t, j, "op")
 	defer c.Release()
-	if err := c.Complete(context.Background(), outcome(intent("op", j.Now()), 200)); !errors.Is(err, idem.ErrNoSuchOperation) {
+	if err := c.Complete(context.Background(), outcome(intent("op", j.Now()), 200)); !errors.Is(err, journal.ErrNoSuchOperation) {
 		t.Fatalf("Complete without an intent: %v, want ErrNoSuchOperation", err)
 	}
 	if _, ok := lookup(t, j, "op"); ok {
@@ -308,13 +311,14 @@ func testAnOutcomeNeedsAnIntent(t *testing.T, open Open) {
 }
 
 func testInvalidOperationsAreRefused(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	now := j.Now()
-	intents := map[string]func(*idem.Operation){
-		"no key":           func(op *idem.Operation) { op.Key = "" },
-		"state done":       func(op *idem.Operation) { op.State = idem.StateDone },
-		"an outcome field": func(op *idem.Operation) { op.Status = 200 },
-		"another ID":       func(op *idem.Operation) { op.ID = "elsewhere" },
+	intents := map[string]func(*journal.Operation){
+		"no key":           func(op *journal.Operation) { op.Key = "" },
+		"no key lifetime":  func(op *journal.Operation) { op.KeyTTL = 0 },
+		"state done":       func(op *journal.Operation) { op.State = journal.StateDone },
+		"an outcome field": func(op *journal.Operation) { op.Status = 200 },
+		"another ID":       func(op *journal.Operation) { op.ID = "elsewhere" },
 	}
 	for what, change := range intents {
 		op := intent("op", now)
@@ -322,19 +326,19 @@ func testInvalidOperationsAreRefused(t *testing.T, open Open) {
 		c := claim(t, j, "op")
 		err := c.Begin(context.Background(), op)
 		c.Release()
-		if !errors.Is(err, idem.ErrInvalidOperation) {
+		if !errors.Is(err, journal.ErrInvalidOperation) {
 			t.Errorf("Begin with %s: %v, want ErrInvalidOperation", what, err)
 		}
 	}
-	if ops := list(t, j, idem.ListAll); len(ops) != 0 {
+	if ops := list(t, j, journal.ListAll); len(ops) != 0 {
 		t.Fatalf("refused intents left %d operations", len(ops))
 	}
 	op := intent("op", now)
 	begin(t, j, op)
-	outcomes := map[string]func(*idem.Operation){
-		"state pending": func(o *idem.Operation) { o.State = idem.StatePending },
-		"status 1000":   func(o *idem.Operation) { o.Status = 1000 },
-		"a kept body marked truncated": func(o *idem.Operation) {
+	outcomes := map[string]func(*journal.Operation){
+		"state pending": func(o *journal.Operation) { o.State = journal.StatePending },
+		"status 1000":   func(o *journal.Operation) { o.Status = 1000 },
+		"a kept body marked truncated": func(o *journal.Operation) {
 			o.BodyTruncated = true
 		},
 	}
@@ -344,17 +348,17 @@ func testInvalidOperationsAreRefused(t *testing.T, open Open) {
 		c := claim(t, j, "op")
 		err := c.Complete(context.Background(), o)
 		c.Release()
-		if !errors.Is(err, idem.ErrInvalidOperation) {
+		if !errors.Is(err, journal.ErrInvalidOperation) {
 			t.Errorf("Complete with %s: %v, want ErrInvalidOperation", what, err)
 		}
 	}
-	if got, _ := lookup(t, j, "op"); got.State != idem.StatePending {
+	if got, _ := lookup(t, j, "op"); got.State != journal.StatePending {
 		t.Fatalf("state %s after refused outcomes, want pending", got.State)
 	}
 }
 
 func testClaimOfACompletedOperation(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	op := intent("op", j.Now())
 	begin(t, j, op)
 	done := outcome(op, 200)
@@ -369,12 +373,12 @@ func testClaimOfACompletedOperation(t *testing.T, open Open) {
 }
 
 func testReleaseWithoutBeginLeavesNothing(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	claim(t, j, "op").Release()
 	if _, ok := lookup(t, j, "op"); ok {
 		t.Fatal("a claim released without Begin left an operation")
 	}
-	if ops := list(t, j, idem.ListAll); len(ops) != 0 {
+	if ops := list(t, j, journal.ListAll); len(ops) != 0 {
 		t.Fatalf("a claim released without Begin left %d listed operations", len(ops))
 	}
 	op := intent("op", j.Now())
@@ -384,7 +388,7 @@ func testReleaseWithoutBeginLeavesNothing(t *testing.T, open Open) {
 }
 
 func testListingsSelectAndOrder(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	now := j.Now()
 	// Equal Created times are ordered by the IDs' bytes: "B" before "a",
 	// whatever a database's collation says.
@@ -392,16 +396,16 @@ func testListingsSelectAndOrder(t *testing.T, open Open) {
 	expired := intent("old", now.Add(-2*ttl))
 	d := intent("done", now.Add(-2*time.Minute))
 	r := intent("rejected", now.Add(-3*time.Minute))
-	for _, op := range []idem.Operation{p1, p2, p3, expired, d, r} {
+	for _, op := range []journal.Operation{p1, p2, p3, expired, d, r} {
 		begin(t, j, op)
 	}
 	complete(t, j, outcome(d, 200))
 	complete(t, j, outcome(r, 409))
-	want := map[idem.Listing][]string{
-		idem.ListAll:       {"old", "rejected", "done", "c", "B", "a"},
-		idem.ListPending:   {"c", "B", "a"},
-		idem.ListExpired:   {"old"},
-		idem.ListCompleted: {"rejected", "done"},
+	want := map[journal.Listing][]string{
+		journal.ListAll:       {"old", "rejected", "done", "c", "B", "a"},
+		journal.ListPending:   {"c", "B", "a"},
+		journal.ListExpired:   {"old"},
+		journal.ListCompleted: {"rejected", "done"},
 	}
 	for which, w := range want {
 		if got := ids(list(t, j, which)); !slices.Equal(got, w) {
@@ -410,31 +414,37 @@ func testListingsSelectAndOrder(t *testing.T, open Open) {
 	}
 }
 
-func testExpiryFollowsKeyTTL(t *testing.T, open Open) {
+// testExpiryFollowsEachOperationsKeyTTL begins operations with different
+// key lifetimes: each is read back with its own, and judged expired by it
+// (C6).
+func testExpiryFollowsEachOperationsKeyTTL(t *testing.T, open Open) {
 	const short = 2 * time.Second
-	j := open(t, short).Journal
-	if j.KeyTTL() != short {
-		t.Fatalf("KeyTTL() = %s, want %s", j.KeyTTL(), short)
-	}
+	j := open(t).Journal
 	now := j.Now()
-	young, old := intent("young", now), intent("old", now.Add(-short-time.Millisecond))
-	begin(t, j, young)
-	begin(t, j, old)
-	if got := ids(list(t, j, idem.ListExpired)); !slices.Equal(got, []string{"old"}) {
+	// young and old were created at once; old's key lives 2s, young's an
+	// hour, and young2's 2s, created now.
+	young, old, young2 := intent("young", now.Add(-short-time.Millisecond)), intent("old", now.Add(-short-time.Millisecond)), intent("young2", now)
+	old.KeyTTL, young2.KeyTTL = short, short
+	for _, op := range []journal.Operation{young, old, young2} {
+		begin(t, j, op)
+		got, _ := lookup(t, j, op.ID)
+		same(t, "an operation of key lifetime "+op.KeyTTL.String(), got, op)
+	}
+	if got := ids(list(t, j, journal.ListExpired)); !slices.Equal(got, []string{"old"}) {
 		t.Fatalf("expired %q, want [old]", got)
 	}
-	if got := ids(list(t, j, idem.ListPending)); !slices.Equal(got, []string{"young"}) {
-		t.Fatalf("pending %q, want [young]", got)
+	if got := ids(list(t, j, journal.ListPending)); !slices.Equal(got, []string{"young", "young2"}) {
+		t.Fatalf("pending %q, want [young young2]", got)
 	}
 	// A completed operation never expires.
 	complete(t, j, outcome(old, 200))
-	if got := list(t, j, idem.ListExpired); len(got) != 0 {
+	if got := list(t, j, journal.ListExpired); len(got) != 0 {
 		t.Fatalf("a completed operation is listed as expired: %q", ids(got))
 	}
 }
 
 func testOneClaimAtATime(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	const n = 8
 	var (
 		inside, began atomic.Int32
@@ -482,7 +492,7 @@ func testOneClaimAtATime(t *testing.T, open Open) {
 }
 
 func testClaimWaitsWithinItsContext(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	held := claim(t, j, "op")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -511,15 +521,15 @@ func testClaimWaitsWithinItsContext(t *testing.T, open Open) {
 // its context, a TryClaim that waited would never return); once the claim
 // is released, TryClaim takes it, and it reads the operation as Claim does.
 func testTryClaimDoesNotWait(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
+	j := open(t).Journal
 	op := intent("op", j.Now())
 	held := claim(t, j, "op")
 	if err := held.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
 	c, err := j.TryClaim(context.Background(), "op")
-	var he *idem.HeldError
-	if !errors.As(err, &he) || !errors.Is(err, idem.ErrClaimed) || he.ID != "op" || he.Err != nil {
+	var he *journal.HeldError
+	if !errors.As(err, &he) || !errors.Is(err, journal.ErrClaimed) || he.ID != "op" || he.Err != nil {
 		if c != nil {
 			c.Release()
 		}
@@ -553,18 +563,18 @@ func testTryClaimDoesNotWait(t *testing.T, open Open) {
 	}
 }
 
-// testClaimBeginIsClaimThenBegin checks an idem.ClaimBeginner: ClaimBegin
+// testClaimBeginIsClaimThenBegin checks an journal.ClaimBeginner: ClaimBegin
 // of a new ID records the intent under its claim; of an ID the journal
 // holds, it claims the operation as it is, waiting within its context
 // while another claim holds it; an intent it refuses leaves nothing, and
 // no claim.
 func testClaimBeginIsClaimThenBegin(t *testing.T, open Open) {
-	j := open(t, ttl).Journal
-	cb, ok := j.(idem.ClaimBeginner)
+	j := open(t).Journal
+	cb, ok := j.(journal.ClaimBeginner)
 	if !ok {
-		t.Skip("the journal is not an idem.ClaimBeginner")
+		t.Skip("the journal is not an journal.ClaimBeginner")
 	}
-	claimBegin := func(op idem.Operation) idem.Claim {
+	claimBegin := func(op journal.Operation) journal.Claim {
 		t.Helper()
 		c, err := cb.ClaimBegin(context.Background(), op)
 		if err != nil {
@@ -574,7 +584,7 @@ func testClaimBeginIsClaimThenBegin(t *testing.T, open Open) {
 	}
 	op := intent("op", j.Now())
 	c := claimBegin(op)
-	if got, ok := c.Operation(); !ok || got.Key != op.Key || got.State != idem.StatePending {
+	if got, ok := c.Operation(); !ok || got.Key != op.Key || got.State != journal.StatePending {
 		c.Release()
 		t.Fatalf("ClaimBegin of a new ID: the claim's Operation is %+v, %v; want the intent begun", got, ok)
 	}
@@ -617,7 +627,7 @@ func testClaimBeginIsClaimThenBegin(t *testing.T, open Open) {
 
 	bad := intent("bad", j.Now())
 	bad.Key = ""
-	if c, err := cb.ClaimBegin(context.Background(), bad); !errors.Is(err, idem.ErrInvalidOperation) {
+	if c, err := cb.ClaimBegin(context.Background(), bad); !errors.Is(err, journal.ErrInvalidOperation) {
 		if c != nil {
 			c.Release()
 		}
@@ -634,7 +644,7 @@ func testClaimBeginIsClaimThenBegin(t *testing.T, open Open) {
 }
 
 func testReopenKeepsEverything(t *testing.T, open Open) {
-	b := open(t, ttl)
+	b := open(t)
 	if b.Reopen == nil {
 		t.Skip("Backend.Reopen is nil: the journal keeps nothing to reopen")
 	}
@@ -646,7 +656,7 @@ func testReopenKeepsEverything(t *testing.T, open Open) {
 	done := outcome(d, 201)
 	complete(t, j, done)
 	j = b.Reopen(t)
-	got := list(t, j, idem.ListAll)
+	got := list(t, j, journal.ListAll)
 	if len(got) != 2 {
 		t.Fatalf("%d operations after reopening, want 2", len(got))
 	}
@@ -664,14 +674,14 @@ func testReopenKeepsEverything(t *testing.T, open Open) {
 // keeps them all). The latest KeptOutcomes, or all, read back whole, and
 // are listed. Each older one reads back whole, or is forgotten: Lookup,
 // Claim and TryClaim of it fail with an error matching
-// idem.ErrOutcomeForgotten, and it is not listed. None reads as absent,
+// journal.ErrOutcomeForgotten, and it is not listed. None reads as absent,
 // which would let a Client send it again under a new key.
 func testOutcomesAreKeptOrRefused(t *testing.T, open Open) {
-	b := open(t, ttl)
+	b := open(t)
 	j := b.Journal
 	kept := b.KeptOutcomes
 	n := kept + 12
-	done := make([]idem.Operation, n)
+	done := make([]journal.Operation, n)
 	for i := range done {
 		op := intent(fmt.Sprintf("op-%03d", i), j.Now())
 		begin(t, j, op)
@@ -679,7 +689,7 @@ func testOutcomesAreKeptOrRefused(t *testing.T, open Open) {
 		complete(t, j, done[i])
 	}
 	listed := map[string]bool{}
-	for _, op := range list(t, j, idem.ListCompleted) {
+	for _, op := range list(t, j, journal.ListCompleted) {
 		listed[op.ID] = true
 	}
 	for i, want := range done {
@@ -693,17 +703,17 @@ func testOutcomesAreKeptOrRefused(t *testing.T, open Open) {
 			continue
 		case kept == 0 || i >= n-kept:
 			t.Fatalf("Lookup of %s, among the latest %d completed: %v, %v; want it whole", want.ID, kept, ok, err)
-		case !errors.Is(err, idem.ErrOutcomeForgotten):
-			t.Fatalf("Lookup of %s, not kept: %v, %v; want an error matching idem.ErrOutcomeForgotten", want.ID, ok, err)
+		case !errors.Is(err, journal.ErrOutcomeForgotten):
+			t.Fatalf("Lookup of %s, not kept: %v, %v; want an error matching journal.ErrOutcomeForgotten", want.ID, ok, err)
 		case listed[want.ID]:
 			t.Fatalf("%s is forgotten and listed", want.ID)
 		}
-		for name, claim := range map[string]func(context.Context, string) (idem.Claim, error){"Claim": j.Claim, "TryClaim": j.TryClaim} {
-			if c, err := claim(context.Background(), want.ID); !errors.Is(err, idem.ErrOutcomeForgotten) {
+		for name, claim := range map[string]func(context.Context, string) (journal.Claim, error){"Claim": j.Claim, "TryClaim": j.TryClaim} {
+			if c, err := claim(context.Background(), want.ID); !errors.Is(err, journal.ErrOutcomeForgotten) {
 				if c != nil {
 					c.Release()
 				}
-				t.Fatalf("%s of %s, forgotten: %v; want an error matching idem.ErrOutcomeForgotten", name, want.ID, err)
+				t.Fatalf("%s of %s, forgotten: %v; want an error matching journal.ErrOutcomeForgotten", name, want.ID, err)
 			}
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -83,10 +83,10 @@ func benchmarkIntentCommit(b *testing.B, j *pgjournal.Journal, callers int, oneS
 					break
 				}
 				id := fmt.Sprint("op-", n)
-				op := idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: idem.StatePending}
+				op := journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 				t0 := time.Now()
 				var (
-					c   idem.Claim
+					c   journal.Claim
 					err error
 				)
 				t1 := t0

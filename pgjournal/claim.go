@@ -1,6 +1,6 @@
 package pgjournal
 
-// The lease (F3) and the fencing token (F5).
+// The lease and the fencing token.
 //
 // A claim is a lease on the operation's row: lease_owner, lease_until (set
 // and compared by the database's clock) and fence, a counter that every
@@ -29,8 +29,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -54,26 +54,26 @@ const (
 // operation is claimed without a lease: there is nothing left to send. An
 // ID the journal does not hold is claimed without a lease too: Begin takes
 // it with the intent, in one commit (see Begin). When ctx ends while
-// another machine holds the lease, Claim returns a *idem.HeldError naming
-// it (matching idem.ErrClaimed and ctx's error). An operation ID must be
+// another machine holds the lease, Claim returns a *journal.HeldError naming
+// it (matching journal.ErrClaimed and ctx's error). An operation ID must be
 // PostgreSQL text (valid UTF-8 without NUL bytes; the file journal takes
 // any bytes) of 1 to MaxIDLen bytes; another is refused with
-// idem.ErrInvalidOperation before anything is sent to the database.
-func (j *Journal) Claim(ctx context.Context, id string) (idem.Claim, error) {
+// journal.ErrInvalidOperation before anything is sent to the database.
+func (j *Journal) Claim(ctx context.Context, id string) (journal.Claim, error) {
 	return j.claim(ctx, id, true)
 }
 
 // TryClaim is Claim without the wait: when another Do of id holds it, in
 // this process or on another machine, it returns at once a
-// *idem.HeldError (matching idem.ErrClaimed) with a nil Err; one that
+// *journal.HeldError (matching journal.ErrClaimed) with a nil Err; one that
 // another machine holds names it and its lease's end.
-func (j *Journal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
+func (j *Journal) TryClaim(ctx context.Context, id string) (journal.Claim, error) {
 	return j.claim(ctx, id, false)
 }
 
 // ClaimBegin is Claim of op.ID followed by Begin of op, in one step
-// (idem.ClaimBeginner): it inserts the intent with the lease in one
-// statement, shared with concurrent Begins (F10), without reading the row
+// (journal.ClaimBeginner): it inserts the intent with the lease in one
+// statement, shared with concurrent Begins, without reading the row
 // first. When the journal holds the ID already, the insert takes nothing:
 // a completed operation is reported by that same statement, and claimed
 // with no second round trip; a pending one ClaimBegin claims as Claim
@@ -82,7 +82,7 @@ func (j *Journal) TryClaim(ctx context.Context, id string) (idem.Claim, error) {
 // idem.Client calls it for every Do of an operation ID: a new operation,
 // and the replay of a completed one, cost one round trip (for a new one,
 // a share of one commit) before the first byte.
-func (j *Journal) ClaimBegin(ctx context.Context, op idem.Operation) (idem.Claim, error) {
+func (j *Journal) ClaimBegin(ctx context.Context, op journal.Operation) (journal.Claim, error) {
 	if err := j.usable(); err != nil {
 		return nil, err
 	}
@@ -99,9 +99,9 @@ func (j *Journal) ClaimBegin(ctx context.Context, op idem.Operation) (idem.Claim
 		switch {
 		case err == nil:
 			return c, nil
-		case errors.Is(err, idem.ErrOperationExists) && c.state == stateNew:
+		case errors.Is(err, journal.ErrOperationExists) && c.state == stateNew:
 			continue // the row was there, and was forgotten since: insert again
-		case errors.Is(err, idem.ErrOperationExists) && c.found:
+		case errors.Is(err, journal.ErrOperationExists) && c.found:
 			return c, nil // what the journal held, claimed
 		}
 		unlock()
@@ -111,7 +111,7 @@ func (j *Journal) ClaimBegin(ctx context.Context, op idem.Operation) (idem.Claim
 
 // claim takes the claim on id, waiting for it within ctx or, unless wait,
 // not at all.
-func (j *Journal) claim(ctx context.Context, id string, wait bool) (idem.Claim, error) {
+func (j *Journal) claim(ctx context.Context, id string, wait bool) (journal.Claim, error) {
 	if err := j.usable(); err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (j *Journal) claim(ctx context.Context, id string, wait bool) (idem.Claim, 
 			return nil, err
 		}
 	} else if unlock = j.running.TryLock(id); unlock == nil {
-		return nil, &idem.HeldError{ID: id, Holder: j.opt.Owner}
+		return nil, &journal.HeldError{ID: id, Holder: j.opt.Owner}
 	}
 	c := &claim{j: j, id: id, unlock: unlock, wait: wait}
 	if err := c.acquire(ctx, wait); err != nil {
@@ -138,13 +138,13 @@ func (j *Journal) claim(ctx context.Context, id string, wait bool) (idem.Claim, 
 // acquire waits until the operation's lease is free, then takes it (or,
 // for a new or completed operation, notes that there is none to take).
 // Unless wait, a lease held elsewhere ends it at once with the holder.
-// A wait whose context ends is the last holder seen (F3), whether it
+// A wait whose context ends is the last holder seen, whether it
 // ends in a sleep or in the read that looks again. One that ends as it
 // takes a lease it found free is that statement's error: the holder is
 // gone, and the lease may be this Journal's until it lapses.
 func (c *claim) acquire(ctx context.Context, wait bool) error {
 	poll := firstPoll
-	var last *idem.HeldError
+	var last *journal.HeldError
 	for {
 		held, err := c.try(ctx)
 		if err != nil && last != nil && !c.leasing && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -175,7 +175,7 @@ func (c *claim) acquire(ctx context.Context, wait bool) error {
 }
 
 // readSQL reads an operation's row, its lease, the life the lease was
-// taken under (F11) and the database's clock. The lease ends at its
+// taken under and the database's clock. The lease ends at its
 // lease_until, or at its life's end if that is sooner: a life declared
 // dead, or gone, has ended. A life is the lease's only when the lease
 // was taken at the fence the row holds: a lease taken since by a writer
@@ -195,7 +195,7 @@ const readSQL = `SELECT fence, clock_timestamp(), ` + operationColumns + `,
 // its lease_until is ahead, it is not this Journal's release that failed
 // (fence $6, F8), and the life it was taken under, $7 as read, is alive.
 // A life that lapsed is declared dead here, by the statement that frees
-// its lease (F11), and one declared dead or gone has ended; the
+// its lease, and one declared dead or gone has ended; the
 // declaration, a write of the life's row, is ordered with the life's
 // renewal by the database.
 const leaseSQL = `WITH dead AS (
@@ -218,15 +218,15 @@ const leaseSQL = `WITH dead AS (
 //
 // A lease this Journal holds in the database with no claim to renew it
 // (its release failed: the database was unreachable) is free to this
-// Journal (F8): the in-process lock on the ID, which the claim holds, says
+// Journal: the in-process lock on the ID, which the claim holds, says
 // no other claim of this Journal holds it, and the fence the release left
 // says no other machine took the lease since. Matching on the fence as well
 // as the owner keeps two Journals given one Options.Owner apart.
-func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
+func (c *claim) try(ctx context.Context) (*journal.HeldError, error) {
 	j := c.j
 	c.state, c.leasing = stateUnknown, false
 	kept := j.keptFence(c.id)
-	var held *idem.HeldError
+	var held *journal.HeldError
 	err := j.statement(ctx, func(ctx context.Context) error {
 		rows, err := j.pool.Query(ctx, readSQL, j.opt.Namespace, c.id)
 		if err != nil {
@@ -256,7 +256,7 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 			c.state = stateCompleted
 			return nil
 		case live != nil && *live && owner != nil && until != nil && !(*owner == j.opt.Owner && fence == kept):
-			held = &idem.HeldError{ID: c.id, Holder: *owner, Until: until.UTC()}
+			held = &journal.HeldError{ID: c.id, Holder: *owner, Until: until.UTC()}
 			return nil
 		}
 		l, err := j.live(ctx)
@@ -291,7 +291,7 @@ func (c *claim) try(ctx context.Context) (*idem.HeldError, error) {
 }
 
 // keep notes the lease on id, fence fence, that a failed release left in
-// the database (F8); keptFence returns it, or 0 (fences start at 1), and
+// the database; keptFence returns it, or 0 (fences start at 1), and
 // forgetKept drops it.
 func (j *Journal) keep(id string, fence int64) {
 	j.mu.Lock()
@@ -349,7 +349,7 @@ const (
 	stateReleased         // Complete or Release gave the lease back
 )
 
-// claim is a Journal's idem.Claim.
+// claim is a Journal's journal.Claim.
 type claim struct {
 	j      *Journal
 	id     string
@@ -359,8 +359,8 @@ type claim struct {
 	state   int
 	leasing bool // try's last attempt sent the statement that takes the lease
 	fence   int64
-	life    *life // the Journal's life the lease was taken under (F11)
-	op      idem.Operation
+	life    *life // the Journal's life the lease was taken under
+	op      journal.Operation
 	found   bool // an intent is recorded (Operation's second result)
 	done    bool // the operation is completed
 
@@ -450,39 +450,39 @@ func (c *claim) renew() {
 	}
 }
 
-func (c *claim) Operation() (idem.Operation, bool) { return c.op, c.found }
+func (c *claim) Operation() (journal.Operation, bool) { return c.op, c.found }
 
 func (c *claim) Lost() <-chan struct{} { return c.lost }
 
 // errLost is the error of a write refused because the lease was lost.
 func (c *claim) errLost(verb string) error {
-	return fmt.Errorf("pgjournal: %s %s: %w (another machine claimed it, or the lease lapsed)", verb, journalkit.QuoteID(c.id), idem.ErrClaimLost)
+	return fmt.Errorf("pgjournal: %s %s: %w (another machine claimed it, or the lease lapsed)", verb, journalkit.QuoteID(c.id), journal.ErrClaimLost)
 }
 
-// Begin records the intent: the commit is durable when Begin returns nil
-// (F1), as PostgreSQL's commits are with synchronous_commit on, its
+// Begin records the intent: the commit is durable when Begin returns nil,
+// as PostgreSQL's commits are with synchronous_commit on, its
 // default. For a new ID, the same commit inserts the row and takes its
 // lease. If another machine inserted it first, Begin waits for that
 // machine's lease as Claim does, takes it, and returns an error matching
-// idem.ErrOperationExists; Operation then returns what the other machine
+// journal.ErrOperationExists; Operation then returns what the other machine
 // began, which this claim now holds. Under a claim taken by TryClaim,
-// Begin does not wait either: it returns a *idem.HeldError while the other
+// Begin does not wait either: it returns a *journal.HeldError while the other
 // machine holds the lease.
-func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
+func (c *claim) Begin(ctx context.Context, op journal.Operation) error {
 	if err := c.writable("recording the intent of", op.ID); err != nil {
 		return err
 	}
 	if c.state != stateNew {
-		return fmt.Errorf("pgjournal: recording the intent of %s: %w", journalkit.QuoteID(op.ID), idem.ErrOperationExists)
+		return fmt.Errorf("pgjournal: recording the intent of %s: %w", journalkit.QuoteID(op.ID), journal.ErrOperationExists)
 	}
 	if op.Created.IsZero() {
 		op.Created = c.j.Now()
 	}
-	if err := idem.CheckIntent(op); err != nil {
+	if err := journal.CheckIntent(op); err != nil {
 		return fmt.Errorf("pgjournal: recording the intent of %s: %w", journalkit.QuoteID(op.ID), err)
 	}
 	// The row rides the group's next statement with the rows of
-	// concurrent Begins (F10): one round trip and one commit for all.
+	// concurrent Begins: one round trip and one commit for all.
 	l, err := c.j.live(ctx)
 	if err != nil {
 		return fmt.Errorf("pgjournal: recording the intent of %s: %w", journalkit.QuoteID(op.ID), err)
@@ -500,13 +500,13 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 		}
 		c.j.forgetKept(c.id)
 		c.state = stateCompleted
-		return fmt.Errorf("pgjournal: recording the intent of %s: it is completed: %w", journalkit.QuoteID(op.ID), idem.ErrOperationExists)
+		return fmt.Errorf("pgjournal: recording the intent of %s: it is completed: %w", journalkit.QuoteID(op.ID), journal.ErrOperationExists)
 	case !out.won:
 		// Another machine began the operation since the claim read it.
 		if err := c.acquire(ctx, c.wait); err != nil {
 			return err
 		}
-		return fmt.Errorf("pgjournal: recording the intent of %s: another machine began it first: %w", journalkit.QuoteID(op.ID), idem.ErrOperationExists)
+		return fmt.Errorf("pgjournal: recording the intent of %s: another machine began it first: %w", journalkit.QuoteID(op.ID), journal.ErrOperationExists)
 	}
 	sent := out.sent
 	c.state, c.fence, c.life = stateLeased, 1, l
@@ -516,18 +516,18 @@ func (c *claim) Begin(ctx context.Context, op idem.Operation) error {
 }
 
 // Complete records the outcome, unless another machine has claimed the
-// operation since (F5). It gives the lease back.
-func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
+// operation since. It gives the lease back.
+func (c *claim) Complete(ctx context.Context, op journal.Operation) error {
 	if err := c.writable("recording the outcome of", op.ID); err != nil {
 		return err
 	}
 	if !c.found {
-		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", journalkit.QuoteID(op.ID), idem.ErrNoSuchOperation)
+		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", journalkit.QuoteID(op.ID), journal.ErrNoSuchOperation)
 	}
 	if op.Completed.IsZero() {
 		op.Completed = c.j.Now()
 	}
-	if err := idem.CheckOutcome(op); err != nil {
+	if err := journal.CheckOutcome(op); err != nil {
 		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", journalkit.QuoteID(op.ID), err)
 	}
 	header := encodeHeader(op.Header)
@@ -538,7 +538,7 @@ func (c *claim) Complete(ctx context.Context, op idem.Operation) error {
 	if op.HeaderTruncated {
 		flags |= flagHeaderTruncated
 	}
-	// The outcome rides the group's next statement (F10); Complete
+	// The outcome rides the group's next statement; Complete
 	// waits for it, so that when Do returns the outcome is committed and
 	// the lease given back, on every machine's view of the row.
 	took, err := c.j.outcomes.do(ctx, outcomeIn{id: c.id, fence: c.fence, op: op, header: header, flags: flags})
@@ -560,9 +560,9 @@ func (c *claim) writable(verb, id string) error {
 	}
 	switch {
 	case id != c.id:
-		return fmt.Errorf("pgjournal: %s %s under the claim on %s: %w", verb, journalkit.QuoteID(id), journalkit.QuoteID(c.id), idem.ErrInvalidOperation)
+		return fmt.Errorf("pgjournal: %s %s under the claim on %s: %w", verb, journalkit.QuoteID(id), journalkit.QuoteID(c.id), journal.ErrInvalidOperation)
 	case c.state == stateCompleted:
-		return fmt.Errorf("pgjournal: %s %s: %w: it is completed", verb, journalkit.QuoteID(id), idem.ErrOperationExists)
+		return fmt.Errorf("pgjournal: %s %s: %w: it is completed", verb, journalkit.QuoteID(id), journal.ErrOperationExists)
 	case c.state == stateReleased:
 		return c.errLost(verb)
 	}
@@ -597,7 +597,7 @@ func (c *claim) abandon() {
 // stays, pending, with no lease. A release that fails (the database is
 // unreachable) is logged; the lease then lapses by itself after LeaseTTL
 // for other machines, and this Journal's next claim of the ID takes it
-// back at once (F8). Then it unlocks the ID for this process's other Do
+// back at once. Then it unlocks the ID for this process's other Do
 // calls.
 func (c *claim) Release() {
 	if c.unlock == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -58,11 +59,11 @@ func TestALeaseIsRenewedWhileTheAttemptRuns(t *testing.T) {
 		t.Fatalf("a Do whose attempt outlived LeaseTTL: %v", err)
 	}
 	resp.Body.Close()
-	var held *idem.HeldError
+	var held *journal.HeldError
 	if err := <-heldByA; !errors.As(err, &held) || held.Holder != "a" {
 		t.Fatalf("another machine's claim during the renewed attempt: %v, want a *HeldError naming a", err)
 	}
-	if got, _, _ := b.Lookup(context.Background(), "charge"); got.State != idem.StateDone {
+	if got, _, _ := b.Lookup(context.Background(), "charge"); got.State != journal.StateDone {
 		t.Fatalf("state %s, want done", got.State)
 	}
 }
@@ -87,11 +88,11 @@ func TestTheDatabasesClockIsReadAtEveryClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Begin(ctx, idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+	if err := c.Begin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	c.Release()
-	if d := j.Now().Sub(time.Now()); d > time.Minute || d < -time.Minute {
+	if d := time.Until(j.Now()); d > time.Minute || d < -time.Minute {
 		t.Fatalf("before the step the journal's clock is %s off this machine's", d)
 	}
 	exec(t, dsn, `UPDATE clock_step SET d = '2 hours'`)
@@ -100,14 +101,14 @@ func TestTheDatabasesClockIsReadAtEveryClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Release()
-	if d := j.Now().Sub(time.Now()); d < 2*time.Hour-time.Minute || d > 2*time.Hour+time.Minute {
+	if d := time.Until(j.Now()); d < 2*time.Hour-time.Minute || d > 2*time.Hour+time.Minute {
 		t.Fatalf("after the step and a claim the journal's clock is %s ahead, want the database's 2h", d)
 	}
 }
 
 // TestADatabaseThatStopsAnsweringFailsDoBeforeSending is F6.2 on Do: a
 // database that stops answering (no error, no close) makes Do fail within
-// Options.Timeout with ErrJournalUnavailable, nothing sent.
+// Options.Timeout with journal.ErrUnavailable, nothing sent.
 func TestADatabaseThatStopsAnsweringFailsDoBeforeSending(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	openJournal(t, dsn, pgjournal.Options{}) // the tables exist
@@ -117,8 +118,8 @@ func TestADatabaseThatStopsAnsweringFailsDoBeforeSending(t *testing.T) {
 	p.Freeze(true)
 	_, err := client(t, j).Do("charge", srv.post(t, context.Background()))
 	p.Freeze(false)
-	if !errors.Is(err, idem.ErrJournalUnavailable) {
-		t.Fatalf("Do with the database not answering: %v, want ErrJournalUnavailable", err)
+	if !errors.Is(err, journal.ErrUnavailable) {
+		t.Fatalf("Do with the database not answering: %v, want journal.ErrUnavailable", err)
 	}
 	if n, _ := srv.requests(); n != 0 {
 		t.Fatalf("%d requests sent while the database did not answer", n)
@@ -146,7 +147,7 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	pending := idem.Operation{ID: "pending-in-a", Key: "a-key", Method: "POST", URL: srv.URL + "/charges", State: idem.StatePending}
+	pending := journal.Operation{ID: "pending-in-a", Key: "a-key", Method: "POST", URL: srv.URL + "/charges", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(ctx, pending); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestANamespaceIsAJournalOfItsOwn(t *testing.T) {
 		t.Fatalf("%d requests under %d keys, want 3 under 3: each namespace mints its own", n, len(keys))
 	}
 	got, ok, err := a.Lookup(ctx, "pending-in-a")
-	if err != nil || !ok || got.State != idem.StatePending || got.Key != "a-key" {
+	if err != nil || !ok || got.State != journal.StatePending || got.Key != "a-key" {
 		t.Fatalf("namespace a's pending operation is now %+v (%v, %v), want it pending under a-key", got, ok, err)
 	}
 }
@@ -230,7 +231,7 @@ func TestALateRenewalAnswerMovesTheLeaseFromWhenItWasSent(t *testing.T) {
 	tr.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ca, err := a.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	ca, err := a.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestAFailedRenewalIsTriedAgainAndMovesNothing(t *testing.T) {
 			tr.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			c, err := j.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+			c, err := j.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -100,17 +100,18 @@ func (s statement) sql(n int, args []any) (string, []any) {
 // operations' too, about twice the database's work. A row of u not
 // returned lost to a pending row: the claim reads it again.
 var intentStatement = shared(`INSERT INTO idem_operations
-		(namespace, op_id, op_key, fingerprint, method, url, created_ns, state, lease_owner, lease_until, fence,
-			lease_life, lease_life_fence)
-	SELECT namespace, op_id, op_key, fingerprint, method, url, created_ns,
-		pending, $9, clock_timestamp() + $10 * interval '1 microsecond', 1, life, 1
+		(namespace, op_id, op_key, fingerprint, method, url, created_ns, key_ttl_ns, state, lease_owner, lease_until,
+			fence, lease_life, lease_life_fence)
+	SELECT namespace, op_id, op_key, fingerprint, method, url, created_ns, key_ttl_ns,
+		pending, $10, clock_timestamp() + $11 * interval '1 microsecond', 1, life, 1
 	FROM %s AS u
 	ON CONFLICT (namespace, op_id) DO UPDATE SET fence = idem_operations.fence WHERE idem_operations.state > 1
 	RETURNING fence, clock_timestamp(), `+operationColumns,
-	"op_id text", "op_key text", "fingerprint bytea", "method text", "url text", "created_ns bigint", "life text")
+	"op_id text", "op_key text", "fingerprint bytea", "method text", "url text", "created_ns bigint", "key_ttl_ns bigint",
+	"life text")
 
 // outcomeStatement records each outcome of u on its row, and gives the
-// lease back, where the row still holds the writer's fence (F5) and is
+// lease back, where the row still holds the writer's fence and is
 // pending, under the same key if one is given; it returns the IDs it
 // updated.
 var outcomeStatement = shared(`UPDATE idem_operations AS o
@@ -137,8 +138,8 @@ var releaseStatement = shared(`UPDATE idem_operations AS o SET lease_owner = NUL
 type (
 	intentIn struct {
 		id   string
-		op   idem.Operation
-		life *life // the Journal's life the lease is taken under (F11)
+		op   journal.Operation
+		life *life // the Journal's life the lease is taken under
 	}
 	intentOut struct {
 		won  bool
@@ -153,7 +154,7 @@ type (
 type outcomeIn struct {
 	id     string
 	fence  int64
-	op     idem.Operation
+	op     journal.Operation
 	header []byte
 	flags  int16
 }
@@ -177,12 +178,12 @@ func (j *Journal) commitIntents(batch []*member[intentIn, intentOut]) error {
 		ids, keys, methods, urls = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		lives                    = make([]string, n)
 		fps                      = make([][]byte, n)
-		created                  = make([]int64, n)
+		created, keyTTLs         = make([]int64, n), make([]int64, n)
 	)
 	for i, m := range batch {
 		op := &m.in.op
 		ids[i], keys[i], methods[i], urls[i] = m.in.id, op.Key, op.Method, op.URL
-		fps[i], created[i], lives[i] = op.Fingerprint[:], op.Created.UnixNano(), m.in.life.id
+		fps[i], created[i], keyTTLs[i], lives[i] = op.Fingerprint[:], op.Created.UnixNano(), int64(op.KeyTTL), m.in.life.id
 	}
 	var (
 		out   map[string]intentOut
@@ -190,7 +191,7 @@ func (j *Journal) commitIntents(batch []*member[intentIn, intentOut]) error {
 		dbNow time.Time
 		won   int
 	)
-	sql, args := intentStatement.sql(n, []any{j.opt.Namespace, ids, keys, fps, methods, urls, created, lives,
+	sql, args := intentStatement.sql(n, []any{j.opt.Namespace, ids, keys, fps, methods, urls, created, keyTTLs, lives,
 		j.opt.Owner, j.opt.LeaseTTL.Microseconds()})
 	err := j.statement(context.Background(), func(ctx context.Context) error {
 		return again(func() error {

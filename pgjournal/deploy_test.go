@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -153,7 +154,7 @@ func TestF9Pgbouncer(t *testing.T) {
 			other := openJournal(t, via, o)
 			for _, id := range ids {
 				op, ok, err := other.Lookup(ctx, id)
-				if err != nil || !ok || op.State != idem.StateDone || op.Key != keys[id] {
+				if err != nil || !ok || op.State != journal.StateDone || op.Key != keys[id] {
 					t.Fatalf("Lookup(%s) through pgbouncer: %v %v %v %s, want done under %s", id, ok, err, op.State, op.Key, keys[id])
 				}
 			}
@@ -294,7 +295,7 @@ func TestF9Failover(t *testing.T) {
 							}
 							break
 						}
-						if errors.Is(err, idem.ErrJournalUnavailable) || errors.Is(err, idem.ErrClaimLost) || errors.Is(err, idem.ErrClaimed) {
+						if errors.Is(err, journal.ErrUnavailable) || errors.Is(err, journal.ErrClaimLost) || errors.Is(err, journal.ErrClaimed) {
 							typed.Add(1)
 							time.Sleep(20 * time.Millisecond) // a caller's pause before trying again
 							continue
@@ -360,7 +361,7 @@ func TestF9Failover(t *testing.T) {
 		if !ok || r.Key != key {
 			t.Errorf("operation %s, sent under %s: on the new primary %+v (found %v), want that key", id, key, r, ok)
 		}
-		if r.State == int16(idem.StatePending) {
+		if r.State == int16(journal.StatePending) {
 			pending++ // answered, its completion lost with the primary (C3)
 		}
 	}
@@ -377,7 +378,7 @@ func TestF9Failover(t *testing.T) {
 
 // F9.5: a server that takes no writes (a standby, which a multi-host DSN
 // without target_session_attrs=read-write can land on) fails a Do with
-// idem.ErrJournalUnavailable (25006), before sending, never with an
+// journal.ErrUnavailable (25006), before sending, never with an
 // untyped error.
 func TestF9AReadOnlyServerIsUnavailable(t *testing.T) {
 	primary := pgtest.Own(t)
@@ -385,14 +386,14 @@ func TestF9AReadOnlyServerIsUnavailable(t *testing.T) {
 	standby := pgtest.OwnStandby(t, primary)
 	ctx := context.Background()
 	_, err := pgjournal.Open(ctx, standby.DSN(), pgjournal.Options{Logger: quiet})
-	if !errors.Is(err, idem.ErrJournalUnavailable) || !strings.Contains(err.Error(), "25006") {
-		t.Fatalf("Open (migrating) on a standby: %v, want ErrJournalUnavailable for 25006", err)
+	if !errors.Is(err, journal.ErrUnavailable) || !strings.Contains(err.Error(), "25006") {
+		t.Fatalf("Open (migrating) on a standby: %v, want journal.ErrUnavailable for 25006", err)
 	}
 	j := openJournal(t, standby.DSN(), pgjournal.Options{NoMigrate: true})
 	l := newLedger(t, 0)
 	err = l.do(ctx, client(t, j), "charge")
-	if !errors.Is(err, idem.ErrJournalUnavailable) || !strings.Contains(err.Error(), "25006") {
-		t.Fatalf("Do on a standby: %v, want ErrJournalUnavailable for 25006", err)
+	if !errors.Is(err, journal.ErrUnavailable) || !strings.Contains(err.Error(), "25006") {
+		t.Fatalf("Do on a standby: %v, want journal.ErrUnavailable for 25006", err)
 	}
 	if len(l.keys) != 0 {
 		t.Fatalf("Do on a standby sent %v", l.keys)
@@ -406,7 +407,7 @@ func TestF9AReadOnlyServerIsUnavailable(t *testing.T) {
 // only once it is down, so their outcomes cannot be recorded). Every
 // operation is done, none failed; the server got each once, under one
 // key, and the journal holds each under that key. A Do outside the
-// batch fails at once during the outage, with ErrJournalUnavailable.
+// batch fails at once during the outage, with journal.ErrUnavailable.
 func TestF13ABatchRidesThroughAFifteenSecondOutage(t *testing.T) {
 	const outage = 15 * time.Second
 	srv := pgtest.Own(t)
@@ -485,8 +486,8 @@ func TestF13ABatchRidesThroughAFifteenSecondOutage(t *testing.T) {
 	if err != nil || sum != (idem.BatchSummary{Done: 300}) {
 		t.Fatalf("one pass through the outage: %+v, %v; want 300 done (failed: %v)", sum, err, failed)
 	}
-	if !errors.Is(aloneErr, idem.ErrJournalUnavailable) {
-		t.Errorf("a Do outside the batch during the outage: %v, want ErrJournalUnavailable", aloneErr)
+	if !errors.Is(aloneErr, journal.ErrUnavailable) {
+		t.Errorf("a Do outside the batch during the outage: %v, want journal.ErrUnavailable", aloneErr)
 	}
 	sent := map[string]string{}
 	for _, id := range ids {

@@ -3,12 +3,12 @@ package pgjournal
 import (
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // LeaseDeadline returns the time by which c, a claim of a Journal that
 // holds a lease, believes its lease may lapse: when Lost is closed.
-func LeaseDeadline(c idem.Claim) time.Time {
+func LeaseDeadline(c journal.Claim) time.Time {
 	cl := c.(*claim)
 	cl.mu.Lock()
 	defer cl.mu.Unlock()

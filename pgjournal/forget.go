@@ -4,18 +4,19 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 )
 
 // Forget deletes the pending operation id from the journal, so that the
 // next Do of id, on any machine, mints a NEW key: if the server applied
 // the operation, sending it again under the new key may apply it twice. It
 // claims the operation first, as Do does, so it waits for a machine
-// running it, and deletes the row under the lease taken (fenced, F5). It
-// returns an error matching idem.ErrNoSuchOperation if the journal does
-// not hold id, and idem.ErrAlreadyCompleted for a completed operation.
-// idem.Settle with Settlement.Forget is the checked way in.
+// running it, and deletes the row under the lease taken (fenced). It
+// returns an error matching journal.ErrNoSuchOperation if the journal does
+// not hold id, and journal.ErrAlreadyCompleted for a completed operation.
+// Forget and ForgetCompleted implement journal.Forgetter, for a Client;
+// programs call idem.Settle, which checks what it is asked first.
 func (j *Journal) Forget(ctx context.Context, id string) error {
 	return j.forget(ctx, id, "")
 }
@@ -23,11 +24,11 @@ func (j *Journal) Forget(ctx context.Context, id string) error {
 // ForgetCompleted deletes the completed operation id, as Forget deletes a
 // pending one, if it is still completed under key: an operation forgotten
 // and sent again meanwhile, under a new key, is kept. It returns an error
-// matching idem.ErrNoSuchOperation when the journal holds no completed
+// matching journal.ErrNoSuchOperation when the journal holds no completed
 // operation id under key.
 func (j *Journal) ForgetCompleted(ctx context.Context, id, key string) error {
 	if key == "" {
-		return fmt.Errorf("pgjournal: forgetting %s: %w: no key given", journalkit.QuoteID(id), idem.ErrNoSuchOperation)
+		return fmt.Errorf("pgjournal: forgetting %s: %w: no key given", journalkit.QuoteID(id), journal.ErrNoSuchOperation)
 	}
 	return j.forget(ctx, id, key)
 }
@@ -47,13 +48,13 @@ func (j *Journal) forget(ctx context.Context, id, key string) error {
 	)
 	switch c.state {
 	case stateNew:
-		return fmt.Errorf("pgjournal: forgetting %s: %w", journalkit.QuoteID(id), idem.ErrNoSuchOperation)
+		return fmt.Errorf("pgjournal: forgetting %s: %w", journalkit.QuoteID(id), journal.ErrNoSuchOperation)
 	case stateLeased, stateCompleted:
 		if completed != (c.state == stateCompleted) || completed && c.op.Key != key {
 			if completed {
-				return fmt.Errorf("pgjournal: forgetting %s: %w: no completed operation under key %s", journalkit.QuoteID(id), idem.ErrNoSuchOperation, key)
+				return fmt.Errorf("pgjournal: forgetting %s: %w: no completed operation under key %s", journalkit.QuoteID(id), journal.ErrNoSuchOperation, key)
 			}
-			return fmt.Errorf("pgjournal: forgetting %s: %w: it is %s with status %d", journalkit.QuoteID(id), idem.ErrAlreadyCompleted, c.op.State, c.op.Status)
+			return fmt.Errorf("pgjournal: forgetting %s: %w: it is %s with status %d", journalkit.QuoteID(id), journal.ErrAlreadyCompleted, c.op.State, c.op.Status)
 		}
 	}
 	switch c.state {
@@ -78,7 +79,7 @@ func (j *Journal) forget(ctx context.Context, id, key string) error {
 	case n == 0 && completed:
 		// Forgotten since the claim read it, and perhaps begun again
 		// under another key, which is kept.
-		return fmt.Errorf("pgjournal: forgetting %s: %w: no completed operation under key %s", journalkit.QuoteID(id), idem.ErrNoSuchOperation, key)
+		return fmt.Errorf("pgjournal: forgetting %s: %w: no completed operation under key %s", journalkit.QuoteID(id), journal.ErrNoSuchOperation, key)
 	case n == 0:
 		return c.errLost("forgetting")
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -20,7 +21,7 @@ func beginOp(t *testing.T, j *pgjournal.Journal, id string) {
 		t.Fatal(err)
 	}
 	defer c.Release()
-	if err := c.Begin(ctx, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "https://api.example.test/x"}); err != nil {
+	if err := c.Begin(ctx, journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "https://api.example.test/x", KeyTTL: 24 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -35,31 +36,31 @@ func TestForgetAndSettle(t *testing.T) {
 	for _, id := range []string{"p", "d", "keep", "held"} {
 		beginOp(t, a, id)
 	}
-	if err := idem.Settle(ctx, a, "d", idem.Settlement{State: idem.StateDone, Status: 201, Note: "seen in the dashboard"}); err != nil {
+	if err := idem.Settle(ctx, a, "d", idem.Settlement{State: journal.StateDone, Status: 201, Note: "seen in the dashboard"}); err != nil {
 		t.Fatal(err)
 	}
 	op, ok, err := b.Lookup(ctx, "d")
-	if err != nil || !ok || op.State != idem.StateDone || op.Status != 201 || op.Header.Get(idem.SettledNoteHeader) != "seen in the dashboard" {
+	if err != nil || !ok || op.State != journal.StateDone || op.Status != 201 || op.Header.Get(journal.HeaderSettledNote) != "seen in the dashboard" {
 		t.Fatalf("settled op on another machine: %+v %v %v", op, ok, err)
 	}
-	if err := idem.Settle(ctx, b, "d", idem.Settlement{State: idem.StateRejected, Status: 400}); !errors.Is(err, idem.ErrAlreadyCompleted) {
+	if err := idem.Settle(ctx, b, "d", idem.Settlement{State: journal.StateRejected, Status: 400}); !errors.Is(err, journal.ErrAlreadyCompleted) {
 		t.Fatalf("Settle of a completed op = %v, want ErrAlreadyCompleted", err)
 	}
 	if err := b.Forget(ctx, "p"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Forget(ctx, "d"); !errors.Is(err, idem.ErrAlreadyCompleted) {
+	if err := b.Forget(ctx, "d"); !errors.Is(err, journal.ErrAlreadyCompleted) {
 		t.Fatalf("Forget of a completed op = %v, want ErrAlreadyCompleted", err)
 	}
 	// F5: a completed operation is deleted only under the key it was
 	// seen with.
-	if err := b.ForgetCompleted(ctx, "d", "another-key"); !errors.Is(err, idem.ErrNoSuchOperation) {
+	if err := b.ForgetCompleted(ctx, "d", "another-key"); !errors.Is(err, journal.ErrNoSuchOperation) {
 		t.Fatalf("ForgetCompleted under another key = %v, want ErrNoSuchOperation", err)
 	}
 	if err := b.ForgetCompleted(ctx, "d", op.Key); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Forget(ctx, "nope"); !errors.Is(err, idem.ErrNoSuchOperation) {
+	if err := b.Forget(ctx, "nope"); !errors.Is(err, journal.ErrNoSuchOperation) {
 		t.Fatalf("Forget of an unknown ID = %v, want ErrNoSuchOperation", err)
 	}
 	for id, want := range map[string]bool{"p": false, "d": false, "keep": true} {
@@ -74,7 +75,7 @@ func TestForgetAndSettle(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if err := b.Forget(short, "held"); !errors.Is(err, idem.ErrClaimed) {
+	if err := b.Forget(short, "held"); !errors.Is(err, journal.ErrClaimed) {
 		t.Fatalf("Forget while another machine holds the lease = %v, want ErrClaimed", err)
 	}
 	held.Release()

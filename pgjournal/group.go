@@ -1,6 +1,6 @@
 package pgjournal
 
-// Group commit (F10).
+// Group commit.
 //
 // Every write of an operation's row that a caller waits for (an intent, an
 // outcome, a release) goes through a group: the callers that arrive while

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -135,7 +135,7 @@ func TestAFailedGroupCommitFailsItsGroupOnly(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"first", "after"} {
-		if op, ok, err := j.Lookup(context.Background(), id); !ok || err != nil || op.State != idem.StateDone {
+		if op, ok, err := j.Lookup(context.Background(), id); !ok || err != nil || op.State != journal.StateDone {
 			t.Errorf("Lookup(%s) = %v %v, %v; want it done", id, op.State, ok, err)
 		}
 	}
@@ -152,8 +152,8 @@ func TestConcurrentBeginsShareACommit(t *testing.T) {
 	j := openJournal(t, dsn, pgjournal.Options{Owner: "grouped"})
 	g := watchGroups(j, "intent", "first")
 	ctx := context.Background()
-	begin := func(id string) (idem.Claim, error) {
-		return j.ClaimBegin(ctx, idem.Operation{ID: id, Key: "key-" + id, State: idem.StatePending})
+	begin := func(id string) (journal.Claim, error) {
+		return j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	}
 	first := make(chan error, 1)
 	go func() {
@@ -166,7 +166,7 @@ func TestConcurrentBeginsShareACommit(t *testing.T) {
 	<-g.leading
 	const n = 20
 	var ids []string
-	claims := make(chan idem.Claim, n)
+	claims := make(chan journal.Claim, n)
 	for i := range n {
 		id := fmt.Sprintf("op-%02d", i)
 		ids = append(ids, id)
@@ -183,7 +183,7 @@ func TestConcurrentBeginsShareACommit(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	var held []idem.Claim
+	var held []journal.Claim
 	for range n {
 		if c := <-claims; c != nil {
 			held = append(held, c)
@@ -204,7 +204,7 @@ func TestConcurrentBeginsShareACommit(t *testing.T) {
 	}
 	for _, c := range held {
 		op, _ := c.Operation()
-		op.State, op.Status = idem.StateDone, 201
+		op.State, op.Status = journal.StateDone, 201
 		if err := c.Complete(ctx, op); err != nil {
 			t.Error(err)
 		}
@@ -258,7 +258,7 @@ func TestAQueuedBeginWhoseContextEndsLeavesNoRow(t *testing.T) {
 	j := openJournal(t, dsn, pgjournal.Options{})
 	g := watchGroups(j, "intent", "first")
 	begin := func(ctx context.Context, id string) error {
-		c, err := j.ClaimBegin(ctx, idem.Operation{ID: id, Key: "key-" + id, State: idem.StatePending})
+		c, err := j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err == nil {
 			c.Release()
 		}
@@ -319,7 +319,7 @@ func TestACarriedBeginWhoseContextEndsGetsItsStatementsResult(t *testing.T) {
 		}
 	})
 	begin := func(ctx context.Context, id string) error {
-		c, err := j.ClaimBegin(ctx, idem.Operation{ID: id, Key: "key-" + id, State: idem.StatePending})
+		c, err := j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err == nil {
 			c.Release()
 		}
@@ -368,8 +368,10 @@ func TestClaimBeginClaimsWhatTheJournalHolds(t *testing.T) {
 	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
 	b := openJournal(t, dsn, pgjournal.Options{Owner: "b"})
 	ctx := context.Background()
-	intent := func(id, key string) idem.Operation { return idem.Operation{ID: id, Key: key, State: idem.StatePending} }
-	claimBegin := func(j *pgjournal.Journal, ctx context.Context, id, key string) idem.Claim {
+	intent := func(id, key string) journal.Operation {
+		return journal.Operation{ID: id, Key: key, KeyTTL: 24 * time.Hour, State: journal.StatePending}
+	}
+	claimBegin := func(j *pgjournal.Journal, ctx context.Context, id, key string) journal.Claim {
 		t.Helper()
 		c, err := j.ClaimBegin(ctx, intent(id, key))
 		if err != nil {
@@ -379,7 +381,7 @@ func TestClaimBeginClaimsWhatTheJournalHolds(t *testing.T) {
 	}
 	c := claimBegin(a, ctx, "done", "key-a")
 	op, _ := c.Operation()
-	op.State, op.Status = idem.StateDone, 201
+	op.State, op.Status = journal.StateDone, 201
 	if err := c.Complete(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +391,7 @@ func TestClaimBeginClaimsWhatTheJournalHolds(t *testing.T) {
 	defer held.Release()
 
 	c = claimBegin(b, ctx, "done", "key-b")
-	if op, ok := c.Operation(); !ok || op.Key != "key-a" || op.State != idem.StateDone || op.Status != 201 || c.Lost() != nil {
+	if op, ok := c.Operation(); !ok || op.Key != "key-a" || op.State != journal.StateDone || op.Status != 201 || c.Lost() != nil {
 		t.Errorf("ClaimBegin of a completed operation: %+v %v, lost %v; want a's outcome under key-a, no lease", op, ok, c.Lost())
 	}
 	c.Release()
@@ -399,7 +401,7 @@ func TestClaimBeginClaimsWhatTheJournalHolds(t *testing.T) {
 		fence int64
 	)
 	queryRow(t, dsn, `SELECT lease_owner, fence FROM idem_operations WHERE op_id = 'pending'`, &owner, &fence)
-	if op, ok := c.Operation(); !ok || op.Key != "key-a" || op.State != idem.StatePending || owner != "b" || fence != 2 {
+	if op, ok := c.Operation(); !ok || op.Key != "key-a" || op.State != journal.StatePending || owner != "b" || fence != 2 {
 		t.Errorf("ClaimBegin of a pending operation: %+v %v, lease %s fence %d; want a's intent under key-a, leased by b, fence 2", op, ok, owner, fence)
 	}
 	c.Release()
@@ -408,7 +410,7 @@ func TestClaimBeginClaimsWhatTheJournalHolds(t *testing.T) {
 	wait, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	_, err := b.ClaimBegin(wait, intent("held", "key-b"))
-	var he *idem.HeldError
+	var he *journal.HeldError
 	if !errors.As(err, &he) || he.Holder != "a" || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("ClaimBegin of an operation a holds: %v, want a *HeldError naming a, after the context's deadline", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -78,7 +79,7 @@ func partitionedHolder(t *testing.T, o pgjournal.Options) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	defer srv.Close()
-	client := func(j idem.Journal, name string) *idem.Client {
+	client := func(j journal.Journal, name string) *idem.Client {
 		c, err := idem.New(idem.Config{Journal: j, Logger: quiet, MaxAttempts: 100000, MaxElapsed: time.Hour,
 			InitialWait: time.Millisecond, MaxWait: time.Millisecond, RetryBudget: idem.RetryBudget{Disabled: true},
 			HTTPClient: &http.Client{Transport: machineTransport{name}}})
@@ -109,7 +110,7 @@ func partitionedHolder(t *testing.T, o pgjournal.Options) {
 		t.Fatal("a never stopped")
 	}
 	p.Freeze(false)
-	if !errors.Is(err, idem.ErrClaimLost) {
+	if !errors.Is(err, journal.ErrClaimLost) {
 		t.Fatalf("a ended with %v, want ErrClaimLost", err)
 	}
 	mu.Lock()
@@ -176,7 +177,7 @@ func TestCloseHandsTheLeasesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	if err := ca.Begin(ctx, idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+	if err := ca.Begin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
@@ -191,7 +192,7 @@ func TestCloseHandsTheLeasesBack(t *testing.T) {
 		t.Fatalf("a claim of an operation a closed journal held: %v, want it free at once", err)
 	}
 	defer cb.Release()
-	if op, ok := cb.Operation(); !ok || op.Key != "k" || op.State != idem.StatePending {
+	if op, ok := cb.Operation(); !ok || op.Key != "k" || op.State != journal.StatePending {
 		t.Fatalf("b took %+v (%v), want the pending operation under key k", op, ok)
 	}
 }
@@ -216,7 +217,7 @@ func TestACloseThatCannotEndItsLifeSaysSo(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := claimWithin(t, j, owner)
-		if err := c.Begin(ctx, idem.Operation{ID: owner, Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+		if err := c.Begin(ctx, journal.Operation{ID: owner, Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 			t.Fatal(err)
 		}
 		c.Release()
@@ -246,8 +247,8 @@ func TestOpenOfADatabaseThatDoesNotAnswer(t *testing.T) {
 	p.Freeze(true)
 	for _, noMigrate := range []bool{false, true} {
 		_, err := pgjournal.Open(context.Background(), via, pgjournal.Options{Timeout: 300 * time.Millisecond, NoMigrate: noMigrate, Logger: quiet})
-		if !errors.Is(err, idem.ErrJournalUnavailable) {
-			t.Errorf("Open (NoMigrate %v) of a database that does not answer: %v, want ErrJournalUnavailable", noMigrate, err)
+		if !errors.Is(err, journal.ErrUnavailable) {
+			t.Errorf("Open (NoMigrate %v) of a database that does not answer: %v, want journal.ErrUnavailable", noMigrate, err)
 		}
 	}
 }
@@ -262,11 +263,11 @@ func TestRecordsEveryByteOfAHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := idem.Operation{ID: "op", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}
+	op := journal.Operation{ID: "op", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := c.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
-	op.State, op.Status, op.Header = idem.StateDone, 201, http.Header{"Content-Disposition": {"attachment; filename=caf\xe9.pdf"}, "X-Empty": {""}}
+	op.State, op.Status, op.Header = journal.StateDone, 201, http.Header{"Content-Disposition": {"attachment; filename=caf\xe9.pdf"}, "X-Empty": {""}}
 	if err := c.Complete(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestRecordsEveryByteOfAHeader(t *testing.T) {
 		t.Fatalf("replayed header %q (%v)", got.Header, err)
 	}
 	for _, id := range []string{"a\x00b", "caf\xe9"} {
-		if _, err := j.Claim(ctx, id); !errors.Is(err, idem.ErrInvalidOperation) {
+		if _, err := j.Claim(ctx, id); !errors.Is(err, journal.ErrInvalidOperation) {
 			t.Errorf("Claim(%q): %v, want ErrInvalidOperation", id, err)
 		}
 	}

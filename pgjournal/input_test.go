@@ -11,13 +11,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
 
 // F9.6: a namespace or an owner PostgreSQL cannot store (NUL, invalid
 // UTF-8, a namespace over MaxNamespaceLen) is refused at Open with
-// idem.ErrInvalidConfig, before anything is written.
+// pgjournal.ErrInvalidOptions, before anything is written.
 func TestF9NamespaceCheckedAtOpen(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	ctx := context.Background()
@@ -29,7 +30,7 @@ func TestF9NamespaceCheckedAtOpen(t *testing.T) {
 	} {
 		o.Logger = quiet
 		j, err := pgjournal.Open(ctx, dsn, o)
-		if !errors.Is(err, idem.ErrInvalidConfig) {
+		if !errors.Is(err, pgjournal.ErrInvalidOptions) {
 			if j != nil {
 				j.Close()
 			}
@@ -47,7 +48,7 @@ func TestF9NamespaceCheckedAtOpen(t *testing.T) {
 // F9.7: an ID is checked at Claim against what the index can hold, the
 // same whatever the ID's bytes compress to: MaxIDLen random bytes under
 // the longest namespace are journaled and sent (no 54000); one byte more
-// is refused with idem.ErrInvalidOperation before anything is sent, and
+// is refused with journal.ErrInvalidOperation before anything is sent, and
 // the error names the ID once, shortened.
 func TestF9IDCheckedAtClaim(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
@@ -62,7 +63,7 @@ func TestF9IDCheckedAtClaim(t *testing.T) {
 		t.Fatalf("Do of a %d-byte ID: %v", len(longest), err)
 	}
 	op, ok, err := j.Lookup(ctx, longest)
-	if err != nil || !ok || op.State != idem.StateDone {
+	if err != nil || !ok || op.State != journal.StateDone {
 		t.Fatalf("Lookup of the %d-byte ID: %v %v %v", len(longest), ok, err, op.State)
 	}
 
@@ -72,7 +73,7 @@ func TestF9IDCheckedAtClaim(t *testing.T) {
 		"invalid UTF8":  "charge\xff",
 	} {
 		err := l.do(ctx, c, id)
-		if !errors.Is(err, idem.ErrInvalidOperation) {
+		if !errors.Is(err, journal.ErrInvalidOperation) {
 			t.Errorf("%s: Do: %v, want ErrInvalidOperation", name, err)
 			continue
 		}

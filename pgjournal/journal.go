@@ -17,8 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/journalkit"
+	"github.com/idemkit/idem/journal"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -64,7 +64,7 @@ type Options struct {
 	Owner string
 
 	// LeaseTTL is how long a claim on an operation lasts without being
-	// renewed (F3). A Journal renews the claims it holds every LeaseTTL/3
+	// renewed. A Journal renews the claims it holds every LeaseTTL/3
 	// while their attempts run. A claim whose renewal fails for LeaseTTL
 	// is lost: its attempts stop. A machine that died frees its claims
 	// after Liveness, or LeaseTTL if that is shorter. Default
@@ -72,7 +72,7 @@ type Options struct {
 	LeaseTTL time.Duration
 
 	// Liveness is how long the Journal stays alive in the database
-	// without renewing its liveness (F11): it renews it every Liveness/3
+	// without renewing its liveness: it renews it every Liveness/3
 	// with one statement for all its claims, and when it has not for
 	// Liveness (the process was killed, paused, starved or cut off from
 	// the database) every claim it holds is free to other machines at
@@ -84,14 +84,9 @@ type Options struct {
 	// DefaultLiveness (5s).
 	Liveness time.Duration
 
-	// KeyTTL is how long a key lives on the server (Journal.KeyTTL):
-	// pending operations older than it are expired, judged by the
-	// database's clock (F4). Default idem.DefaultKeyTTL (24h).
-	KeyTTL time.Duration
-
 	// Timeout bounds each statement the Journal sends, so that a database
-	// that stopped answering fails a Do with idem.ErrJournalUnavailable
-	// (F6) instead of hanging it. Default DefaultTimeout (5s).
+	// that stopped answering fails a Do with journal.ErrUnavailable
+	// instead of hanging it. Default DefaultTimeout (5s).
 	Timeout time.Duration
 
 	// NoMigrate makes Open and New refuse a database whose schema is not at
@@ -103,7 +98,7 @@ type Options struct {
 
 	// AllowAsyncReplication opens a Journal on a primary that streams to
 	// standbys none of which is synchronous, which Open otherwise refuses
-	// with a *ReplicationError (F12). A failover to such a standby can
+	// with a *ReplicationError. A failover to such a standby can
 	// lose the last intents the primary committed, after their requests
 	// were sent: the new primary does not know those operations, and their
 	// next Do sends them again under new keys, which the API applies
@@ -117,7 +112,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Journal is an idem.Journal kept in a PostgreSQL database, shared by every
+// Journal is an journal.Journal kept in a PostgreSQL database, shared by every
 // machine that opens the same database and namespace. It is safe for
 // concurrent use.
 type Journal struct {
@@ -131,7 +126,7 @@ type Journal struct {
 	// database's lease does it across machines.
 	running journalkit.Set
 
-	// The group commits of intents, outcomes and releases (F10), and the
+	// The group commits of intents, outcomes and releases, and the
 	// intents inserted.
 	intents    group[intentIn, intentOut]
 	outcomes   group[outcomeIn, bool]
@@ -150,10 +145,10 @@ type Journal struct {
 	closed bool
 	life   *life               // the current life, nil before the first claim
 	held   map[*claim]struct{} // leased claims, abandoned by Close
-	kept   map[string]int64    // leases a failed release left in the database: ID to fence (F8)
+	kept   map[string]int64    // leases a failed release left in the database: ID to fence
 }
 
-var _ idem.Journal = (*Journal)(nil)
+var _ journal.Journal = (*Journal)(nil)
 
 // Open connects to the database at dsn (a postgres:// URL or a key=value
 // connection string, as pgx reads it), creates or upgrades the journal's
@@ -177,11 +172,11 @@ var _ idem.Journal = (*Journal)(nil)
 // A DSN may list several hosts (host=a,b or postgres://a,b/db) for a
 // failover to a promoted standby; with target_session_attrs=read-write a
 // new connection skips a server that is in recovery. A statement refused
-// by a read-only server (25006) matches idem.ErrJournalUnavailable, as a
+// by a read-only server (25006) matches journal.ErrUnavailable, as a
 // server that cannot be reached does.
 //
 // Before it writes anything, Open checks that a failover cannot lose what
-// the Journal commits (F12): a primary that streams to standbys none of
+// the Journal commits: a primary that streams to standbys none of
 // which is synchronous (synchronous_standby_names empty) is refused with
 // a *ReplicationError, matching ErrAsyncReplication, unless
 // Options.AllowAsyncReplication is set. A server with no standby passes.
@@ -227,21 +222,21 @@ func Open(ctx context.Context, dsn string, opt Options) (*Journal, error) {
 // Migrate). Close leaves the pool open.
 func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error) {
 	switch {
-	case opt.LeaseTTL < 0 || opt.KeyTTL < 0 || opt.Timeout < 0 || opt.Liveness < 0:
-		return nil, fmt.Errorf("%w: pgjournal.Options has a negative duration", idem.ErrInvalidConfig)
+	case opt.LeaseTTL < 0 || opt.Timeout < 0 || opt.Liveness < 0:
+		return nil, fmt.Errorf("%w: pgjournal.Options has a negative duration", ErrInvalidOptions)
 	case opt.LeaseTTL > 0 && opt.LeaseTTL < 30*time.Millisecond:
-		return nil, fmt.Errorf("%w: pgjournal.Options.LeaseTTL %s is too short to renew", idem.ErrInvalidConfig, opt.LeaseTTL)
+		return nil, fmt.Errorf("%w: pgjournal.Options.LeaseTTL %s is too short to renew", ErrInvalidOptions, opt.LeaseTTL)
 	case opt.Liveness > 0 && opt.Liveness < 30*time.Millisecond:
-		return nil, fmt.Errorf("%w: pgjournal.Options.Liveness %s is too short to renew", idem.ErrInvalidConfig, opt.Liveness)
+		return nil, fmt.Errorf("%w: pgjournal.Options.Liveness %s is too short to renew", ErrInvalidOptions, opt.Liveness)
 	case !isText(opt.Namespace):
 		return nil, fmt.Errorf("%w: pgjournal.Options.Namespace %s is not PostgreSQL text (UTF-8 without NUL)",
-			idem.ErrInvalidConfig, journalkit.QuoteID(opt.Namespace))
+			ErrInvalidOptions, journalkit.QuoteID(opt.Namespace))
 	case len(opt.Namespace) > MaxNamespaceLen:
 		return nil, fmt.Errorf("%w: pgjournal.Options.Namespace is %d bytes, over %d",
-			idem.ErrInvalidConfig, len(opt.Namespace), MaxNamespaceLen)
+			ErrInvalidOptions, len(opt.Namespace), MaxNamespaceLen)
 	case !isText(opt.Owner):
 		return nil, fmt.Errorf("%w: pgjournal.Options.Owner %s is not PostgreSQL text (UTF-8 without NUL)",
-			idem.ErrInvalidConfig, journalkit.QuoteID(opt.Owner))
+			ErrInvalidOptions, journalkit.QuoteID(opt.Owner))
 	}
 	if opt.Namespace == "" {
 		opt.Namespace = DefaultNamespace
@@ -254,9 +249,6 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 	}
 	if opt.Liveness == 0 {
 		opt.Liveness = DefaultLiveness
-	}
-	if opt.KeyTTL == 0 {
-		opt.KeyTTL = idem.DefaultKeyTTL
 	}
 	if opt.Timeout == 0 {
 		opt.Timeout = DefaultTimeout
@@ -271,7 +263,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 	sctx, cancel := context.WithTimeout(ctx, opt.Timeout)
 	defer cancel()
 	// Before anything is written: a commit a failover can lose is no
-	// commit to send after (F12).
+	// commit to send after.
 	if err := j.checkReplication(sctx); err != nil {
 		if errors.Is(err, ErrAsyncReplication) {
 			return nil, err
@@ -311,17 +303,17 @@ func New(ctx context.Context, pool *pgxpool.Pool, opt Options) (*Journal, error)
 // NUL bytes.
 func isText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
-// checkID returns an error matching idem.ErrInvalidOperation if id cannot
+// checkID returns an error matching journal.ErrInvalidOperation if id cannot
 // be an operation ID here. It does not repeat the ID: the caller's error
 // names it.
 func checkID(id string) error {
 	switch {
 	case id == "":
-		return fmt.Errorf("%w: empty operation ID", idem.ErrInvalidOperation)
+		return fmt.Errorf("%w: empty operation ID", journal.ErrInvalidOperation)
 	case !isText(id):
-		return fmt.Errorf("%w: an operation ID in PostgreSQL is text: UTF-8, without NUL", idem.ErrInvalidOperation)
+		return fmt.Errorf("%w: an operation ID in PostgreSQL is text: UTF-8, without NUL", journal.ErrInvalidOperation)
 	case len(id) > MaxIDLen:
-		return fmt.Errorf("%w: an operation ID of %d bytes, over pgjournal's %d (MaxIDLen)", idem.ErrInvalidOperation, len(id), MaxIDLen)
+		return fmt.Errorf("%w: an operation ID of %d bytes, over pgjournal's %d (MaxIDLen)", journal.ErrInvalidOperation, len(id), MaxIDLen)
 	}
 	return nil
 }
@@ -340,7 +332,7 @@ func defaultOwner() string {
 
 // Close stops the Journal. Claims still held stop renewing their leases
 // and report them lost (their attempts stop), and the Journal ends its
-// liveness (F11) in the database, so that every lease it holds is free to
+// liveness in the database, so that every lease it holds is free to
 // other machines at once; if the database does not answer within
 // Options.Timeout, they are free when the liveness lapses. A pool the
 // Journal opened is closed; one
@@ -368,7 +360,7 @@ func (j *Journal) Close() error {
 }
 
 // hold and unhold keep the set of leased claims. A claim whose life
-// (F11) is over when it is held is lost at once.
+// is over when it is held is lost at once.
 func (j *Journal) hold(c *claim) {
 	j.mu.Lock()
 	if j.held == nil {
@@ -389,7 +381,7 @@ func (j *Journal) unhold(c *claim) {
 	j.mu.Unlock()
 }
 
-// usable returns idem.ErrClosed after Close.
+// usable returns journal.ErrClosed after Close.
 func (j *Journal) usable() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -399,7 +391,7 @@ func (j *Journal) usable() error {
 // usableLocked is usable with j.mu held.
 func (j *Journal) usableLocked() error {
 	if j.closed {
-		return fmt.Errorf("pgjournal: %w", idem.ErrClosed)
+		return fmt.Errorf("pgjournal: %w", journal.ErrClosed)
 	}
 	return nil
 }
@@ -433,7 +425,7 @@ type Stats struct {
 	// or ClaimBegin.
 	Intents uint64
 	// IntentCommits is the number of statements, each one commit, that
-	// carried intents and committed. Concurrent Begins share one (F10),
+	// carried intents and committed. Concurrent Begins share one,
 	// so at many callers it is well below Intents.
 	IntentCommits uint64
 	// Outcomes is the number of outcomes sent (Complete) in statements
@@ -442,7 +434,7 @@ type Stats struct {
 	// ReleaseCommits is the number of statements that gave leases back
 	// (Release without Complete) and committed.
 	ReleaseCommits uint64
-	// Lives is the number of lives the Journal started (F11): one at
+	// Lives is the number of lives the Journal started: one at
 	// its first claim, and one more after each that lapsed.
 	Lives uint64
 	// LivenessRenewals is the number of statements that renewed its
@@ -471,19 +463,16 @@ func (j *Journal) Namespace() string { return j.opt.Namespace }
 // Owner returns the name this Journal gives its leases.
 func (j *Journal) Owner() string { return j.opt.Owner }
 
-// KeyTTL returns Options.KeyTTL.
-func (j *Journal) KeyTTL() time.Duration { return j.opt.KeyTTL }
-
-// Now returns the database's time (F4): its clock as last read (at open and
+// Now returns the database's time: its clock as last read (at open and
 // at every claim) advanced by this machine's monotonic clock since.
 func (j *Journal) Now() time.Time { return j.clock.now() }
 
 // Lookup returns the operation with the given ID.
-func (j *Journal) Lookup(ctx context.Context, id string) (idem.Operation, bool, error) {
+func (j *Journal) Lookup(ctx context.Context, id string) (journal.Operation, bool, error) {
 	if err := j.usable(); err != nil {
-		return idem.Operation{}, false, err
+		return journal.Operation{}, false, err
 	}
-	var op idem.Operation
+	var op journal.Operation
 	err := j.statement(ctx, func(ctx context.Context) error {
 		rows, err := j.pool.Query(ctx, `SELECT `+operationColumns+` FROM idem_operations
 			WHERE namespace = $1 AND op_id = $2`, j.opt.Namespace, id)
@@ -495,38 +484,38 @@ func (j *Journal) Lookup(ctx context.Context, id string) (idem.Operation, bool, 
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return idem.Operation{}, false, nil
+		return journal.Operation{}, false, nil
 	case err != nil:
-		return idem.Operation{}, false, fmt.Errorf("pgjournal: looking up %s: %w", journalkit.QuoteID(id), err)
+		return journal.Operation{}, false, fmt.Errorf("pgjournal: looking up %s: %w", journalkit.QuoteID(id), err)
 	}
 	return op, true, nil
 }
 
 // List returns the operations the listing selects, ordered by Created then
-// ID; pending and expired are judged by the database's clock (F4).
-func (j *Journal) List(ctx context.Context, which idem.Listing) ([]idem.Operation, error) {
+// ID; pending and expired are judged by the database's clock.
+func (j *Journal) List(ctx context.Context, which journal.Listing) ([]journal.Operation, error) {
 	if err := j.usable(); err != nil {
 		return nil, err
 	}
-	cutoff := j.Now().Add(-j.opt.KeyTTL).UnixNano() // created at or before it: expired
+	now := j.Now().UnixNano() // a key created key_ttl_ns or more before it: expired
 	var where string
 	switch which {
-	case idem.ListAll:
+	case journal.ListAll:
 		where = `true`
-	case idem.ListPending:
-		where = `state = 1 AND created_ns > $2`
-	case idem.ListExpired:
-		where = `state = 1 AND created_ns <= $2`
-	case idem.ListCompleted:
+	case journal.ListPending:
+		where = `state = 1 AND created_ns > $2 - key_ttl_ns`
+	case journal.ListExpired:
+		where = `state = 1 AND created_ns <= $2 - key_ttl_ns`
+	case journal.ListCompleted:
 		where = `state > 1`
 	default:
 		return nil, fmt.Errorf("pgjournal: listing: unknown %v", which)
 	}
 	args := []any{j.opt.Namespace}
 	if strings.Contains(where, "$2") {
-		args = append(args, cutoff)
+		args = append(args, now)
 	}
-	var ops []idem.Operation
+	var ops []journal.Operation
 	err := j.statement(ctx, func(ctx context.Context) error {
 		rows, err := j.pool.Query(ctx, `SELECT `+operationColumns+` FROM idem_operations WHERE namespace = $1 AND `+where, args...)
 		if err != nil {
@@ -540,7 +529,7 @@ func (j *Journal) List(ctx context.Context, which idem.Listing) ([]idem.Operatio
 	}
 	// Sorted here, not by ORDER BY: the database would order IDs by its
 	// collation, and every journal orders them by their bytes.
-	slices.SortFunc(ops, func(a, b idem.Operation) int {
+	slices.SortFunc(ops, func(a, b journal.Operation) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
@@ -550,7 +539,7 @@ func (j *Journal) List(ctx context.Context, which idem.Listing) ([]idem.Operatio
 }
 
 // operationColumns are the columns scanOperation reads, in its order.
-const operationColumns = `op_id, op_key, fingerprint, method, url, created_ns, state,
+const operationColumns = `op_id, op_key, fingerprint, method, url, created_ns, key_ttl_ns, state,
 	completed_ns, status, flags, header, body`
 
 // opRow holds a row of operationColumns as scanned.
@@ -559,27 +548,29 @@ type opRow struct {
 	key                string
 	fp, header, body   []byte
 	created, completed int64
+	keyTTL             int64
 	state, flags       int16
 	status             int32
 }
 
 // dest returns the scan destinations of operationColumns.
 func (r *opRow) dest() []any {
-	return []any{&r.opID, &r.key, &r.fp, &r.method, &r.url, &r.created, &r.state,
+	return []any{&r.opID, &r.key, &r.fp, &r.method, &r.url, &r.created, &r.keyTTL, &r.state,
 		&r.completed, &r.status, &r.flags, &r.header, &r.body}
 }
 
 // operation returns the row as an Operation.
-func (r *opRow) operation() (idem.Operation, error) {
-	var op idem.Operation
+func (r *opRow) operation() (journal.Operation, error) {
+	var op journal.Operation
 	if len(r.fp) != len(op.Fingerprint) {
 		return op, fmt.Errorf("pgjournal: operation %s: row has a %d-byte fingerprint", journalkit.QuoteID(r.opID), len(r.fp))
 	}
 	op.ID, op.Key, op.Method, op.URL = r.opID, r.key, r.method, r.url
 	copy(op.Fingerprint[:], r.fp)
 	op.Created = time.Unix(0, r.created).UTC()
-	op.State = idem.State(r.state)
-	if op.State == idem.StateDone || op.State == idem.StateRejected {
+	op.KeyTTL = time.Duration(r.keyTTL)
+	op.State = journal.State(r.state)
+	if op.State == journal.StateDone || op.State == journal.StateRejected {
 		op.Completed = time.Unix(0, r.completed).UTC()
 		op.Status = int(r.status)
 		if len(r.header) > 0 {
@@ -599,10 +590,10 @@ func (r *opRow) operation() (idem.Operation, error) {
 }
 
 // scanOperation reads a row of operationColumns.
-func scanOperation(row pgx.CollectableRow) (idem.Operation, error) {
+func scanOperation(row pgx.CollectableRow) (journal.Operation, error) {
 	var r opRow
 	if err := row.Scan(r.dest()...); err != nil {
-		return idem.Operation{}, err
+		return journal.Operation{}, err
 	}
 	return r.operation()
 }

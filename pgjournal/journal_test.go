@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/journaltest"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
@@ -73,10 +74,10 @@ func exec(t testing.TB, dsn, sql string, args ...any) {
 func TestConforms(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	var n atomic.Int64
-	journaltest.Run(t, func(t *testing.T, keyTTL time.Duration) journaltest.Backend {
-		o := pgjournal.Options{Namespace: fmt.Sprint("conformance-", n.Add(1)), KeyTTL: keyTTL}
+	journaltest.Run(t, func(t *testing.T) journaltest.Backend {
+		o := pgjournal.Options{Namespace: fmt.Sprint("conformance-", n.Add(1))}
 		j := openJournal(t, dsn, o)
-		return journaltest.Backend{Journal: j, Reopen: func(t *testing.T) idem.Journal {
+		return journaltest.Backend{Journal: j, Reopen: func(t *testing.T) journal.Journal {
 			j.Close()
 			return openJournal(t, dsn, o)
 		}}
@@ -134,7 +135,7 @@ func (s *server) post(t testing.TB, ctx context.Context) *http.Request {
 }
 
 // client returns a Client of j that tries once per Do.
-func client(t testing.TB, j idem.Journal) *idem.Client {
+func client(t testing.TB, j journal.Journal) *idem.Client {
 	t.Helper()
 	c, err := idem.New(idem.Config{Journal: j, MaxAttempts: 1, Logger: quiet})
 	if err != nil {
@@ -270,8 +271,8 @@ func TestOneSenderAtATime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := client(t, b).Do("charge", srv.post(t, ctx))
-	var held *idem.HeldError
-	if !errors.As(err, &held) || !errors.Is(err, idem.ErrClaimed) || !errors.Is(err, context.DeadlineExceeded) ||
+	var held *journal.HeldError
+	if !errors.As(err, &held) || !errors.Is(err, journal.ErrClaimed) || !errors.Is(err, context.DeadlineExceeded) ||
 		held.Holder != "machine-a" || !held.Until.After(b.Now()) {
 		t.Fatalf("second machine's Do while the first sends: %v; want a *HeldError naming machine-a with a lease in the future", err)
 	}
@@ -305,7 +306,7 @@ func heldElsewhere(t *testing.T) (*pgjournal.Journal, *tracer) {
 	t.Helper()
 	dsn := pgtest.NewDatabase(t)
 	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
-	held, err := a.ClaimBegin(context.Background(), idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	held, err := a.ClaimBegin(context.Background(), journal.Operation{ID: "op", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func pendingElsewhere(t *testing.T) (a, b *pgjournal.Journal, tr *tracer) {
 	t.Helper()
 	dsn := pgtest.NewDatabase(t)
 	a = openJournal(t, dsn, pgjournal.Options{Owner: "a"})
-	first, err := a.ClaimBegin(context.Background(), idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	first, err := a.ClaimBegin(context.Background(), journal.Operation{ID: "op", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func TestAWaitEndingInAStatementNamesTheHolder(t *testing.T) {
 	}
 	tr.mu.Unlock()
 	_, err := b.Claim(ctx, "op")
-	var he *idem.HeldError
+	var he *journal.HeldError
 	if !errors.As(err, &he) || he.ID != "op" || he.Holder != "a" || !he.Until.After(time.Now()) || !errors.Is(err, context.Canceled) || reads.Load() != 2 {
 		t.Fatalf("Claim whose context ended in its second read (%d reads): %v; want a *HeldError naming a and its lease's end, and context.Canceled", reads.Load(), err)
 	}
@@ -376,8 +377,8 @@ func TestAWaitingClaimLooksAgainLessAndLessOften(t *testing.T) {
 	}
 	tr.mu.Unlock()
 	_, err := b.Claim(ctx, "op")
-	if !errors.Is(err, idem.ErrClaimed) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("Claim of a held operation whose context ended: %v; want idem.ErrClaimed and context.Canceled", err)
+	if !errors.Is(err, journal.ErrClaimed) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Claim of a held operation whose context ended: %v; want journal.ErrClaimed and context.Canceled", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -402,7 +403,7 @@ func TestALeaseTakenBetweenTheReadAndTheTakeIsWaitedFor(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var reads, takes atomic.Int32
-	var taken idem.Claim
+	var taken journal.Claim
 	tr.mu.Lock()
 	tr.before = func(sql string) {
 		switch {
@@ -420,7 +421,7 @@ func TestALeaseTakenBetweenTheReadAndTheTakeIsWaitedFor(t *testing.T) {
 	if taken != nil {
 		defer taken.Release()
 	}
-	var he *idem.HeldError
+	var he *journal.HeldError
 	if !errors.As(err, &he) || he.Holder != "a" || !errors.Is(err, context.Canceled) || reads.Load() != 3 || takes.Load() != 1 {
 		t.Fatalf("Claim whose take lost to a's (%d reads, %d takes): %v; want a *HeldError naming a, and context.Canceled", reads.Load(), takes.Load(), err)
 	}
@@ -443,13 +444,13 @@ func TestAClaimBeginThatFindsTheRowForgottenInsertsAgain(t *testing.T) {
 		}
 	}
 	tr.mu.Unlock()
-	c, err := b.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-b", State: idem.StatePending})
+	c, err := b.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-b", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatalf("ClaimBegin of an operation forgotten after its insert lost (%d reads): %v; want the claim of a new operation", reads.Load(), err)
 	}
 	defer c.Release()
 	stored, _, err := a.Lookup(ctx, "op")
-	var he *idem.HeldError
+	var he *journal.HeldError
 	_, terr := a.TryClaim(ctx, "op")
 	if op, ok := c.Operation(); !ok || op.Key != "key-b" || err != nil || stored.Key != "key-b" || !errors.As(terr, &he) || he.Holder != "b" || reads.Load() != 1 {
 		t.Fatalf("ClaimBegin after the row was forgotten (%d reads): %+v %v, the row under %s (%v), a's TryClaim %v; want b's intent under key-b, leased by b", reads.Load(), op, ok, stored.Key, err, terr)
@@ -471,7 +472,7 @@ func TestAnInsertThatFoundARowLeavesTheClockAsItWas(t *testing.T) {
 		}
 	}
 	tr.mu.Unlock()
-	c, err := b.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-b", State: idem.StatePending})
+	c, err := b.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-b", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +488,7 @@ func TestAnInsertThatFoundARowLeavesTheClockAsItWas(t *testing.T) {
 func TestAWaitEndingAsItTakesTheLeaseNamesNoHolder(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	a := openJournal(t, dsn, pgjournal.Options{Owner: "a"})
-	held, err := a.ClaimBegin(context.Background(), idem.Operation{ID: "op", Key: "key-a", State: idem.StatePending})
+	held, err := a.ClaimBegin(context.Background(), journal.Operation{ID: "op", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +508,7 @@ func TestAWaitEndingAsItTakesTheLeaseNamesNoHolder(t *testing.T) {
 	}
 	tr.mu.Unlock()
 	_, err = b.Claim(ctx, "op")
-	var he *idem.HeldError
+	var he *journal.HeldError
 	if errors.As(err, &he) || !errors.Is(err, context.Canceled) || reads.Load() != 2 || takes.Load() != 1 {
 		t.Fatalf("Claim whose context ended as it took the lease (%d reads, %d takes): %v; want context.Canceled and no *HeldError", reads.Load(), takes.Load(), err)
 	}
@@ -533,7 +534,7 @@ func TestADeadHoldersLeaseLapses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := idem.Operation{ID: "charge", Key: "the-first-key", Method: "POST", URL: "http://x/charges", State: idem.StatePending}
+	op := journal.Operation{ID: "charge", Key: "the-first-key", Method: "POST", URL: "http://x/charges", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := c.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -550,7 +551,7 @@ func TestADeadHoldersLeaseLapses(t *testing.T) {
 	}
 	defer c2.Release()
 	got, ok := c2.Operation()
-	if !ok || got.Key != "the-first-key" || got.State != idem.StatePending {
+	if !ok || got.Key != "the-first-key" || got.State != journal.StatePending {
 		t.Fatalf("after the lapse the next machine finds %+v (%v); want the pending operation under the-first-key", got, ok)
 	}
 	if took < lease/2 || took > lease+2*time.Second {
@@ -571,28 +572,32 @@ func TestExpiryByTheDatabasesClock(t *testing.T) {
 	if !strings.Contains(dsn, "?") {
 		skewed = dsn + "?options=-c%20search_path%3Dpublic,pg_catalog"
 	}
-	j := openJournal(t, skewed, pgjournal.Options{KeyTTL: 90 * time.Minute})
-	if ahead := j.Now().Sub(time.Now()); ahead < 2*time.Hour-time.Minute || ahead > 2*time.Hour+time.Minute {
+	j := openJournal(t, skewed, pgjournal.Options{})
+	if ahead := time.Until(j.Now()); ahead < 2*time.Hour-time.Minute || ahead > 2*time.Hour+time.Minute {
 		t.Fatalf("journal clock %s ahead of this machine's, want the database's 2h", ahead)
 	}
 	srv := newServer(t)
 	srv.hold = func(*http.Request) int { return http.StatusServiceUnavailable }
-	c := client(t, j) // no Config.Now: the journal's clock
+	// No Config.Now: the journal's clock. Keys live 90m.
+	c, err := idem.New(idem.Config{Journal: j, MaxAttempts: 1, Logger: quiet, Dialect: idem.Dialect{Retention: 90 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Do("charge", srv.post(t, context.Background())); !errors.Is(err, idem.ErrUnknown) {
 		t.Fatalf("first Do: %v, want an unknown outcome", err)
 	}
 	op, _, _ := j.Lookup(context.Background(), "charge")
-	if d := op.Created.Sub(time.Now()); d < 2*time.Hour-time.Minute {
+	if d := time.Until(op.Created); d < 2*time.Hour-time.Minute {
 		t.Fatalf("key minted at %s, %s from this machine's clock; want the database's, 2h ahead", op.Created, d)
 	}
 	// Say this machine's clock had minted it an hour ago: fresh by this
 	// machine's clock (KeyTTL 90m), 3h old by the database's.
 	exec(t, skewed, `UPDATE idem_operations SET created_ns = $1`, time.Now().Add(-time.Hour).UnixNano())
-	ops, err := j.List(context.Background(), idem.ListExpired)
+	ops, err := j.List(context.Background(), journal.ListExpired)
 	if err != nil || len(ops) != 1 {
 		t.Fatalf("expired listing: %d operations (%v), want the one", len(ops), err)
 	}
-	if ops, _ := j.List(context.Background(), idem.ListPending); len(ops) != 0 {
+	if ops, _ := j.List(context.Background(), journal.ListPending); len(ops) != 0 {
 		t.Fatalf("pending listing holds %d operations, want none", len(ops))
 	}
 	if _, err := c.Do("charge", srv.post(t, context.Background())); !errors.Is(err, idem.ErrKeyExpired) {
@@ -615,7 +620,7 @@ func TestALapsedHolderCannotOverwrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	op := idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}
+	op := journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
@@ -627,21 +632,21 @@ func TestALapsedHolderCannotOverwrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := op
-	done.State, done.Status, done.Body = idem.StateDone, 201, []byte("b's answer")
+	done.State, done.Status, done.Body = journal.StateDone, 201, []byte("b's answer")
 	if err := cb.Complete(context.Background(), done); err != nil {
 		t.Fatal(err)
 	}
 	cb.Release()
 	late := op
-	late.State, late.Status, late.Body = idem.StateRejected, 500, []byte("a's late answer")
-	if err := ca.Complete(context.Background(), late); !errors.Is(err, idem.ErrClaimLost) {
+	late.State, late.Status, late.Body = journal.StateRejected, 500, []byte("a's late answer")
+	if err := ca.Complete(context.Background(), late); !errors.Is(err, journal.ErrClaimLost) {
 		t.Fatalf("the lapsed holder's Complete: %v, want ErrClaimLost", err)
 	}
 	got, _, _ := b.Lookup(context.Background(), "charge")
-	if got.State != idem.StateDone || got.Status != 201 || string(got.Body) != "b's answer" {
+	if got.State != journal.StateDone || got.Status != 201 || string(got.Body) != "b's answer" {
 		t.Fatalf("recorded %s %d %q, want b's done 201", got.State, got.Status, got.Body)
 	}
-	if err := ca.Begin(context.Background(), op); !errors.Is(err, idem.ErrOperationExists) {
+	if err := ca.Begin(context.Background(), op); !errors.Is(err, journal.ErrOperationExists) {
 		t.Fatalf("the lapsed holder's Begin: %v, want ErrOperationExists", err)
 	}
 	select {
@@ -667,7 +672,7 @@ func TestALapsedHolderCannotCompleteTheOperationBegunAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Release()
-	op := idem.Operation{ID: "charge", Key: "k1", Method: "POST", URL: "http://x/", State: idem.StatePending}
+	op := journal.Operation{ID: "charge", Key: "k1", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -688,13 +693,13 @@ func TestALapsedHolderCannotCompleteTheOperationBegunAgain(t *testing.T) {
 		t.Fatalf("the operation begun again has fence %d, want 1 as the forgotten one had", fence)
 	}
 	late := op
-	late.State, late.Status, late.Body = idem.StateDone, 201, []byte("a's late answer")
-	if err := ca.Complete(ctx, late); !errors.Is(err, idem.ErrClaimLost) {
+	late.State, late.Status, late.Body = journal.StateDone, 201, []byte("a's late answer")
+	if err := ca.Complete(ctx, late); !errors.Is(err, journal.ErrClaimLost) {
 		t.Fatalf("the lapsed holder's Complete: %v, want ErrClaimLost", err)
 	}
 	cb.Release()
 	got, ok, err := b.Lookup(ctx, "charge")
-	if err != nil || !ok || got.State != idem.StatePending || got.Key != "k2" || got.Body != nil {
+	if err != nil || !ok || got.State != journal.StatePending || got.Key != "k2" || got.Body != nil {
 		t.Fatalf("journal holds %s under %q, body %q (%v, %v); want pending under k2", got.State, got.Key, got.Body, ok, err)
 	}
 }
@@ -723,19 +728,19 @@ func TestALostLeaseStopsTheAttempts(t *testing.T) {
 	select {
 	case err := <-done:
 		var oe *idem.OutcomeError
-		if !errors.Is(err, idem.ErrClaimLost) || !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown {
+		if !errors.Is(err, journal.ErrClaimLost) || !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown {
 			t.Fatalf("Do whose lease was taken: %v, want an unknown outcome matching ErrClaimLost", err)
 		}
 	case <-time.After(10 * lease):
 		t.Fatal("the attempt went on after the lease was taken over")
 	}
-	if got, _, _ := a.Lookup(context.Background(), "charge"); got.State != idem.StatePending {
+	if got, _, _ := a.Lookup(context.Background(), "charge"); got.State != journal.StatePending {
 		t.Fatalf("state %s, want pending", got.State)
 	}
 }
 
 // TestDatabaseDownFailsBeforeSending is F6.1 and F6.3: with the database
-// stopped, Do fails with ErrJournalUnavailable and sends nothing; once it
+// stopped, Do fails with journal.ErrUnavailable and sends nothing; once it
 // is back, the same Client works.
 func TestDatabaseDownFailsBeforeSending(t *testing.T) {
 	pg := pgtest.Own(t)
@@ -747,8 +752,8 @@ func TestDatabaseDownFailsBeforeSending(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := c.Do("charge", srv.post(t, ctx))
-	if !errors.Is(err, idem.ErrJournalUnavailable) {
-		t.Fatalf("Do with the database down: %v, want ErrJournalUnavailable", err)
+	if !errors.Is(err, journal.ErrUnavailable) {
+		t.Fatalf("Do with the database down: %v, want journal.ErrUnavailable", err)
 	}
 	if n, _ := srv.requests(); n != 0 {
 		t.Fatalf("%d requests sent with the database down", n)
@@ -806,14 +811,13 @@ func TestMigrate(t *testing.T) {
 }
 
 // TestEachBadOptionIsRefused: each field New checks is refused on its
-// own with idem.ErrInvalidConfig, before anything is sent, and each bound
+// own with pgjournal.ErrInvalidOptions, before anything is sent, and each bound
 // is taken at its edge.
 func TestEachBadOptionIsRefused(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	for name, o := range map[string]pgjournal.Options{
 		"negative LeaseTTL":           {LeaseTTL: -time.Nanosecond},
-		"negative KeyTTL":             {KeyTTL: -time.Nanosecond},
 		"negative Timeout":            {Timeout: -time.Nanosecond},
 		"negative Liveness":           {Liveness: -time.Nanosecond},
 		"LeaseTTL too short to renew": {LeaseTTL: 30*time.Millisecond - 1},
@@ -824,8 +828,8 @@ func TestEachBadOptionIsRefused(t *testing.T) {
 		"Owner not text":              {Owner: "\xff"},
 	} {
 		o.Logger = quiet
-		if _, err := pgjournal.Open(ctx, dsn, o); !errors.Is(err, idem.ErrInvalidConfig) {
-			t.Errorf("%s: Open = %v; want idem.ErrInvalidConfig", name, err)
+		if _, err := pgjournal.Open(ctx, dsn, o); !errors.Is(err, pgjournal.ErrInvalidOptions) {
+			t.Errorf("%s: Open = %v; want pgjournal.ErrInvalidOptions", name, err)
 		}
 	}
 	edge := pgjournal.Options{LeaseTTL: 30 * time.Millisecond, Liveness: 30 * time.Millisecond,
@@ -847,13 +851,13 @@ func TestEachBadOptionIsRefused(t *testing.T) {
 
 // TestNamespacesListsEachNamespaceHoldingOperations: Namespaces names
 // every namespace of the database that holds an operation, once, in
-// byte order, and a closed Journal refuses with idem.ErrClosed.
+// byte order, and a closed Journal refuses with journal.ErrClosed.
 func TestNamespacesListsEachNamespaceHoldingOperations(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	for i, ns := range []string{"b", "a", "b"} {
 		j := openJournal(t, dsn, pgjournal.Options{Namespace: ns})
-		c, err := j.ClaimBegin(ctx, idem.Operation{ID: fmt.Sprint("op-", i), Key: "key", State: idem.StatePending})
+		c, err := j.ClaimBegin(ctx, journal.Operation{ID: fmt.Sprint("op-", i), Key: "key", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -864,8 +868,8 @@ func TestNamespacesListsEachNamespaceHoldingOperations(t *testing.T) {
 		t.Fatalf("Namespaces = %q, %v; want [a b]", names, err)
 	}
 	j.Close()
-	if names, err := j.Namespaces(ctx); !errors.Is(err, idem.ErrClosed) {
-		t.Fatalf("Namespaces of a closed Journal = %q, %v; want idem.ErrClosed", names, err)
+	if names, err := j.Namespaces(ctx); !errors.Is(err, journal.ErrClosed) {
+		t.Fatalf("Namespaces of a closed Journal = %q, %v; want journal.ErrClosed", names, err)
 	}
 }
 
@@ -877,12 +881,12 @@ func TestBadOptionsAndDSN(t *testing.T) {
 		t.Fatalf("Open of a DSN that does not parse: %v; want an error without the password, wrapping the parser's reason", err)
 	}
 	dsn := pgtest.NewDatabase(t)
-	if _, err := pgjournal.Open(ctx, dsn, pgjournal.Options{LeaseTTL: -time.Second}); !errors.Is(err, idem.ErrInvalidConfig) {
+	if _, err := pgjournal.Open(ctx, dsn, pgjournal.Options{LeaseTTL: -time.Second}); !errors.Is(err, pgjournal.ErrInvalidOptions) {
 		t.Fatalf("negative LeaseTTL: %v, want ErrInvalidConfig", err)
 	}
 	j := openJournal(t, dsn, pgjournal.Options{})
 	j.Close()
-	if _, err := j.Claim(ctx, "x"); !errors.Is(err, idem.ErrClosed) {
+	if _, err := j.Claim(ctx, "x"); !errors.Is(err, journal.ErrClosed) {
 		t.Fatalf("Claim after Close: %v, want ErrClosed", err)
 	}
 }
@@ -901,24 +905,24 @@ func TestTheLoserOfARaceToBeginACompletedOperationTakesItsOutcome(t *testing.T) 
 		t.Fatal(err)
 	}
 	defer cb.Release()
-	ca, err := a.ClaimBegin(ctx, idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.StatePending})
+	ca, err := a.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done, _ := ca.Operation()
-	done.State, done.Status = idem.StateDone, 201
+	done.State, done.Status = journal.StateDone, 201
 	if err := ca.Complete(ctx, done); err != nil {
 		t.Fatal(err)
 	}
 	ca.Release()
-	err = cb.Begin(ctx, idem.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", State: idem.StatePending})
-	if !errors.Is(err, idem.ErrOperationExists) {
+	err = cb.Begin(ctx, journal.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending})
+	if !errors.Is(err, journal.ErrOperationExists) {
 		t.Fatalf("Begin of an operation a began and completed since the claim: %v, want ErrOperationExists", err)
 	}
-	if got, ok := cb.Operation(); !ok || got.Key != "a-key" || got.State != idem.StateDone || got.Status != 201 {
+	if got, ok := cb.Operation(); !ok || got.Key != "a-key" || got.State != journal.StateDone || got.Status != 201 {
 		t.Fatalf("the loser's claim holds %+v (%v), want a's outcome under a-key", got, ok)
 	}
-	if err := cb.Complete(ctx, done); !errors.Is(err, idem.ErrOperationExists) {
+	if err := cb.Complete(ctx, done); !errors.Is(err, journal.ErrOperationExists) {
 		t.Fatalf("Complete under the loser's claim: %v, want ErrOperationExists: the operation is completed", err)
 	}
 }
@@ -941,13 +945,13 @@ func TestTheLoserOfARaceToBeginTakesTheWinnersOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	won := idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.StatePending}
+	won := journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(ctx, won); err != nil {
 		t.Fatal(err)
 	}
 	lost := make(chan error, 1)
 	go func() {
-		lost <- cb.Begin(ctx, idem.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", State: idem.StatePending})
+		lost <- cb.Begin(ctx, journal.Operation{ID: "charge", Key: "b-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	}()
 	select {
 	case err := <-lost:
@@ -955,16 +959,16 @@ func TestTheLoserOfARaceToBeginTakesTheWinnersOperation(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	done := won
-	done.State, done.Status = idem.StateDone, 201
+	done.State, done.Status = journal.StateDone, 201
 	if err := ca.Complete(ctx, done); err != nil {
 		t.Fatal(err)
 	}
 	ca.Release()
-	if err := <-lost; !errors.Is(err, idem.ErrOperationExists) {
+	if err := <-lost; !errors.Is(err, journal.ErrOperationExists) {
 		t.Fatalf("the loser's Begin: %v, want ErrOperationExists", err)
 	}
 	got, ok := cb.Operation()
-	if !ok || got.Key != "a-key" || got.State != idem.StateDone {
+	if !ok || got.Key != "a-key" || got.State != journal.StateDone {
 		t.Fatalf("the loser's claim holds %+v (%v), want the winner's done operation under a-key", got, ok)
 	}
 	if op, _, _ := b.Lookup(ctx, "charge"); op.Key != "a-key" {

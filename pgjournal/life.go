@@ -1,7 +1,7 @@
 package pgjournal
 
-// The liveness of a Journal (F11), apart from the leases of its
-// operations (F3).
+// The liveness of a Journal, apart from the leases of its
+// operations.
 //
 // A Journal that takes a lease first starts a life: a row of idem_lives
 // with a random ID, its owner's name and alive_until, set by the

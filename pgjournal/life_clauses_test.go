@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -47,10 +47,10 @@ func TestALapsedLifeIsDeclaredDeadAndNotRenewed(t *testing.T) {
 	b := tracedJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: time.Hour}, tr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	begin := func(id string) idem.Claim {
+	begin := func(id string) journal.Claim {
 		t.Helper()
 		c := claimWithin(t, a, id)
-		if err := c.Begin(ctx, idem.Operation{ID: id, Key: "a-key-" + id, Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+		if err := c.Begin(ctx, journal.Operation{ID: id, Key: "a-key-" + id, Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 			t.Fatal(err)
 		}
 		return c
@@ -90,8 +90,8 @@ func TestALapsedLifeIsDeclaredDeadAndNotRenewed(t *testing.T) {
 	}
 	by.Release()
 
-	late := idem.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", State: idem.StateDone, Status: 201, Body: []byte("a's late answer")}
-	if err := ax.Complete(ctx, late); !errors.Is(err, idem.ErrClaimLost) {
+	late := journal.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", State: journal.StateDone, Status: 201, Body: []byte("a's late answer")}
+	if err := ax.Complete(ctx, late); !errors.Is(err, journal.ErrClaimLost) {
 		t.Fatalf("a's Complete of x after b took it: %v, want ErrClaimLost", err)
 	}
 	wantLease(t, dsn, "x", "a's Complete", bs)
@@ -119,7 +119,7 @@ func TestASlowButLiveJournalIsNotDeclaredDead(t *testing.T) {
 	defer cancel()
 	ca := claimWithin(t, a, "charge")
 	defer ca.Release()
-	if err := ca.Begin(ctx, idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+	if err := ca.Begin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(ctx, dsn)
@@ -155,7 +155,7 @@ func TestASlowButLiveJournalIsNotDeclaredDead(t *testing.T) {
 			continue
 		}
 		ends = append(ends, end)
-		var held *idem.HeldError
+		var held *journal.HeldError
 		if _, err := b.TryClaim(ctx, "charge"); !errors.As(err, &held) || held.Holder != "a" {
 			t.Fatalf("b's claim while a is slow but alive (renewal %d): %v, want a *HeldError naming a", len(ends), err)
 		}
@@ -225,16 +225,16 @@ func TestAVersion1DatabaseIsUpgraded(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT version FROM idem_schema`).Scan(&v); err != nil || v != pgjournal.SchemaVersion {
 		t.Fatalf("schema version %d (%v) after Open, want %d", v, err, pgjournal.SchemaVersion)
 	}
-	var held *idem.HeldError
+	var held *journal.HeldError
 	if _, err := n.TryClaim(ctx, "old"); !errors.As(err, &held) || held.Holder != "v1" {
 		t.Fatalf("a claim of an operation a version 1 journal holds: %v, want a *HeldError naming v1", err)
 	}
-	if op, ok, err := n.Lookup(ctx, "old"); err != nil || !ok || op.Key != "old-key" || op.State != idem.StatePending {
+	if op, ok, err := n.Lookup(ctx, "old"); err != nil || !ok || op.Key != "old-key" || op.State != journal.StatePending {
 		t.Fatalf("the version 1 row after the upgrade: %+v %v %v; want it pending under old-key", op, ok, err)
 	}
 
 	c := claimWithin(t, n, "new")
-	if err := c.Begin(ctx, idem.Operation{ID: "new", Key: "new-key", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+	if err := c.Begin(ctx, journal.Operation{ID: "new", Key: "new-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	n.Close() // its liveness ends: the lease is free
@@ -362,7 +362,7 @@ func TestALeaseTakenAsTheLivenessEndsIsLost(t *testing.T) {
 	}
 	j := tracedJournal(t, via, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Liveness: 300 * time.Millisecond, Logger: slog.New(log)}, tr)
 	ctx := context.Background()
-	c, err := j.ClaimBegin(ctx, idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending})
+	c, err := j.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 	if err != nil {
 		t.Fatalf("ClaimBegin as the liveness lapsed: %v", err)
 	}
@@ -392,7 +392,7 @@ func TestALapsedLifeIsNotRenewed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := claimWithin(t, a, "x")
-	if err := c.Begin(ctx, idem.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+	if err := c.Begin(ctx, journal.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	exec(t, dsn, `UPDATE idem_lives SET alive_until = clock_timestamp() - interval '1 second' WHERE owner = 'a'`)
@@ -467,9 +467,9 @@ func TestAPoolOfOneConnectionIsSharedWithTheRenewals(t *testing.T) {
 	const w = 300 * time.Millisecond
 	j := openJournal(t, u.String(), pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Liveness: w, Timeout: 3 * time.Second})
 	ctx := context.Background()
-	begin := func(id string) idem.Claim {
+	begin := func(id string) journal.Claim {
 		t.Helper()
-		c, err := j.ClaimBegin(ctx, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: idem.StatePending})
+		c, err := j.ClaimBegin(ctx, journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err != nil {
 			t.Fatalf("ClaimBegin of %s: %v", id, err)
 		}
@@ -481,9 +481,9 @@ func TestAPoolOfOneConnectionIsSharedWithTheRenewals(t *testing.T) {
 			t.Fatalf("%d renewals of the liveness in twenty Liveness; want 2", j.Stats().LivenessRenewals)
 		}
 	}
-	done := func(c idem.Claim, id string) {
+	done := func(c journal.Claim, id string) {
 		t.Helper()
-		err := c.Complete(ctx, idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: idem.StateDone, Status: 201})
+		err := c.Complete(ctx, journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: journal.StateDone, Status: 201})
 		if err != nil {
 			t.Fatalf("Complete of %s after the liveness was renewed: %v", id, err)
 		}
@@ -508,7 +508,7 @@ func TestARenewalWhoseConnectionBrokeIsTriedAgainOnAnother(t *testing.T) {
 	defer cancel()
 	c := claimWithin(t, a, "x")
 	defer c.Release()
-	if err := c.Begin(ctx, idem.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", State: idem.StatePending}); err != nil {
+	if err := c.Begin(ctx, journal.Operation{ID: "x", Key: "a-key-x", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 	waitRenewals := func(n uint64) {

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -308,7 +309,7 @@ func TestAStoppedProcessIsDeclaredDeadAndFencedOut(t *testing.T) {
 			before := make([]leaseRow, len(ids))
 			for i, id := range ids {
 				before[i] = readLease(t, direct, id)
-				if before[i].owner != nil || before[i].state != int16(idem.StateDone) || before[i].fence != 2 {
+				if before[i].owner != nil || before[i].state != int16(journal.StateDone) || before[i].fence != 2 {
 					t.Fatalf("operation %s after b's batch: %s; want done by b at fence 2, no lease", id, before[i])
 				}
 			}
@@ -358,7 +359,7 @@ func TestASIGTERMedBatchHandsItsLeasesBack(t *testing.T) {
 		}
 		op, ok := c.Operation()
 		c.Release()
-		if !ok || op.State != idem.StatePending || len(sent[id]) != 1 || op.Key != sent[id][0] {
+		if !ok || op.State != journal.StatePending || len(sent[id]) != 1 || op.Key != sent[id][0] {
 			t.Fatalf("%s after a's SIGTERM: %+v (%v); want pending under the key a sent, %q", id, op, ok, sent[id])
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -76,7 +76,7 @@ func TestALifeEndsBeforeItsEndInTheDatabase(t *testing.T) {
 				Timeout: time.Minute, Logger: slog.New(log)})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			op := idem.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", State: idem.StatePending}
+			op := journal.Operation{ID: "charge", Key: "k", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 			var before time.Time // alive_until before the statement measured
 			if renewed {
 				c, err := j.ClaimBegin(ctx, op)

@@ -18,6 +18,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 	"github.com/idemkit/idem/testserver"
@@ -244,7 +245,7 @@ func (f *fleet) settle(t *rapid.T, m *machine, id string, wasDone bool, sent int
 		if wasDone {
 			t.Fatalf("machine %d: Do of done %s ended unknown: %v", m.i, id, err)
 		}
-	case m.dead.Load() && (errors.Is(err, idem.ErrClosed) || errors.Is(err, idem.ErrJournalUnavailable)):
+	case m.dead.Load() && (errors.Is(err, journal.ErrClosed) || errors.Is(err, journal.ErrUnavailable)):
 	default:
 		t.Fatalf("machine %d: Do of %s: %v", m.i, id, err)
 	}
@@ -329,7 +330,7 @@ func (f *fleet) check(t *rapid.T) {
 			t.Fatal(err)
 		case len(f.keys[id]) == 1 && (!ok || op.Key != f.keys[id][0]):
 			t.Fatalf("%s was sent under %s, the journal holds %q (found %v)", id, f.keys[id][0], op.Key, ok)
-		case f.done[id] && op.State != idem.StateDone:
+		case f.done[id] && op.State != journal.StateDone:
 			t.Fatalf("%s is done, the journal holds it %s", id, op.State)
 		}
 	}

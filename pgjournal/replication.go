@@ -1,8 +1,8 @@
 package pgjournal
 
-// What a failover does to a commit (F12).
+// What a failover does to a commit.
 //
-// An intent is committed before the first byte is sent (F1). On a primary
+// An intent is committed before the first byte is sent. On a primary
 // that streams to standbys asynchronously, a commit returns before any
 // standby has it: a failover to a standby that was behind loses the
 // intents it had not received, and the new primary, asked for those
@@ -37,7 +37,7 @@ import (
 
 // ErrAsyncReplication is matched by the error of Open (a *ReplicationError)
 // when the database is a primary whose commits do not wait for any of its
-// standbys, so that a failover can lose intents already sent (F12).
+// standbys, so that a failover can lose intents already sent.
 var ErrAsyncReplication = errors.New("pgjournal: the primary's standbys are asynchronous: a failover can lose intents already sent")
 
 // ReplicationError is the error of Open on a primary that streams to

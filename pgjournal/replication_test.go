@@ -18,7 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -212,12 +212,12 @@ func TestF12TheJournalsCommitsWaitWhateverTheSessionSays(t *testing.T) {
 		dsn               string
 		j, fresh, beating *pgjournal.Journal
 		log, beatLog      *logMessages
-		held, renewing    idem.Claim // leased: to complete, to watch renew
-		releasing         idem.Claim // leased: to release
+		held, renewing    journal.Claim // leased: to complete, to watch renew
+		releasing         journal.Claim // leased: to release
 		doneKey           string
 	}
-	op := func(id string) idem.Operation {
-		return idem.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", State: idem.StatePending}
+	op := func(id string) journal.Operation {
+		return journal.Operation{ID: id, Key: "key-" + id, Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	}
 	var ms []*machine
 	for i, dsn := range lazySessions(t, primary.DSN()) {
@@ -231,7 +231,7 @@ func TestF12TheJournalsCommitsWaitWhateverTheSessionSays(t *testing.T) {
 		m.fresh = openJournal(t, dsn, pgjournal.Options{Namespace: ns, Timeout: 300 * time.Millisecond, Logger: quiet})
 		m.beating = openJournal(t, dsn, pgjournal.Options{Namespace: ns + "-beat", Timeout: 300 * time.Millisecond,
 			Liveness: 1500 * time.Millisecond, Logger: slog.New(m.beatLog)})
-		begin := func(j *pgjournal.Journal, id string) idem.Claim {
+		begin := func(j *pgjournal.Journal, id string) journal.Claim {
 			c, err := j.ClaimBegin(ctx, op(id))
 			if err != nil {
 				t.Fatal(err)
@@ -242,7 +242,7 @@ func TestF12TheJournalsCommitsWaitWhateverTheSessionSays(t *testing.T) {
 		begin(m.j, "pending").Release()
 		done := begin(m.j, "done")
 		d := op("done")
-		d.State, d.Status = idem.StateDone, 201
+		d.State, d.Status = journal.StateDone, 201
 		if err := done.Complete(ctx, d); err != nil {
 			t.Fatal(err)
 		}
@@ -273,12 +273,12 @@ func TestF12TheJournalsCommitsWaitWhateverTheSessionSays(t *testing.T) {
 
 		unavailable := func(what string, err error) {
 			t.Helper()
-			if !errors.Is(err, idem.ErrJournalUnavailable) {
-				t.Errorf("machine %d, the standby down: %s: %v, want ErrJournalUnavailable", i, what, err)
+			if !errors.Is(err, journal.ErrUnavailable) {
+				t.Errorf("machine %d, the standby down: %s: %v, want journal.ErrUnavailable", i, what, err)
 			}
 		}
 		d := op("held")
-		d.State, d.Status = idem.StateDone, 201
+		d.State, d.Status = journal.StateDone, 201
 		unavailable("the outcome", m.held.Complete(ctx, d))
 		_, err = m.j.Claim(ctx, "pending")
 		unavailable("the lease taken", err)
@@ -318,7 +318,7 @@ const logReleaseFailed = "pgjournal: releasing a lease failed; this Journal take
 // falls behind, as far as a standby can (it is down); the primary dies
 // and the standby, started again, is promoted. Every key sent is on the
 // new primary: an intent the standby did not have was never sent, its
-// Do failing with ErrJournalUnavailable.
+// Do failing with journal.ErrUnavailable.
 func TestF12NoSentIntentIsLostInAFailover(t *testing.T) {
 	ctx := context.Background()
 	primary := pgtest.Own(t)
@@ -335,8 +335,8 @@ func TestF12NoSentIntentIsLostInAFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, err := range runAll(ctx, c, l, after, 4) {
-		if !errors.Is(err, idem.ErrJournalUnavailable) {
-			t.Fatalf("with the standby down: %v, want ErrJournalUnavailable", err)
+		if !errors.Is(err, journal.ErrUnavailable) {
+			t.Fatalf("with the standby down: %v, want journal.ErrUnavailable", err)
 		}
 	}
 	if err := primary.KillPostmaster(ctx); err != nil {

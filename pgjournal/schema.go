@@ -12,7 +12,7 @@ import (
 
 // SchemaVersion is the version of the tables this package reads and
 // writes. Migrate brings a database to it.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // ErrSchemaTooNew: the database was migrated by a newer release of idem,
 // whose tables this one may not read correctly. Upgrade idem.
@@ -23,6 +23,10 @@ var ErrSchemaTooNew = errors.New("pgjournal: database schema is newer than this 
 // which creates and upgrades nothing. Run Migrate, or `idem journal
 // migrate URL`, once the DSN is known to name the right database.
 var ErrNotMigrated = errors.New("pgjournal: the database's journal tables are missing or older than this idem: run Migrate")
+
+// ErrInvalidOptions is returned when Open is given Options it cannot use.
+// Nothing is written.
+var ErrInvalidOptions = errors.New("pgjournal: invalid options")
 
 // migrations[i] takes the schema from version i to i+1. Each runs in the
 // transaction that records the new version, so a migration is applied
@@ -68,6 +72,12 @@ var migrations = []string{
 	);
 	ALTER TABLE idem_operations ADD COLUMN IF NOT EXISTS lease_life text;
 	ALTER TABLE idem_operations ADD COLUMN IF NOT EXISTS lease_life_fence bigint`,
+	// 2 -> 3: each operation's key lifetime, in nanoseconds, stored with
+	// its intent, by which every machine judges the operation expired
+	// (C6). The rows of earlier releases were judged by a lifetime the
+	// journal was opened with, 24 hours unless set: they get 24 hours. A
+	// constant default rewrites no row.
+	`ALTER TABLE idem_operations ADD COLUMN IF NOT EXISTS key_ttl_ns bigint NOT NULL DEFAULT 86400000000000`,
 }
 
 // Migrate creates the journal's tables in the database, or upgrades them to

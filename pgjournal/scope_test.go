@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -32,7 +33,7 @@ func postBody(t testing.TB, ctx context.Context, s *server, body string) *http.R
 // machine a reads x completed under K1 and, before a's delete reaches the
 // database, machine b forgets x under K1 and runs it again to completion
 // under K2: a's delete then finds no completed x under K1, keeps b's
-// outcome, and says so with idem.ErrNoSuchOperation.
+// outcome, and says so with journal.ErrNoSuchOperation.
 func TestAForgetIsScopedByTheKey(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	tr := &tracer{}
@@ -41,7 +42,7 @@ func TestAForgetIsScopedByTheKey(t *testing.T) {
 	s := newServer(t)
 	cb := client(t, b)
 	ctx := context.Background()
-	do := func() idem.Operation {
+	do := func() journal.Operation {
 		t.Helper()
 		resp, err := cb.Do("x", s.post(t, ctx))
 		if err != nil {
@@ -49,7 +50,7 @@ func TestAForgetIsScopedByTheKey(t *testing.T) {
 		}
 		resp.Body.Close()
 		op, ok, err := b.Lookup(ctx, "x")
-		if err != nil || !ok || op.State != idem.StateDone {
+		if err != nil || !ok || op.State != journal.StateDone {
 			t.Fatalf("Lookup(x) after Do = %+v, %v, %v; want it done", op, ok, err)
 		}
 		return op
@@ -57,7 +58,7 @@ func TestAForgetIsScopedByTheKey(t *testing.T) {
 	first := do()
 	var (
 		once   sync.Once
-		second idem.Operation
+		second journal.Operation
 	)
 	tr.before = func(sql string) {
 		if !isForget(sql) {
@@ -71,14 +72,14 @@ func TestAForgetIsScopedByTheKey(t *testing.T) {
 		})
 	}
 	err := a.ForgetCompleted(ctx, "x", first.Key)
-	if !errors.Is(err, idem.ErrNoSuchOperation) {
+	if !errors.Is(err, journal.ErrNoSuchOperation) {
 		t.Errorf("a's ForgetCompleted(x, K1) after b ran x again under K2 = %v, want ErrNoSuchOperation", err)
 	}
 	if second.Key == "" || second.Key == first.Key {
 		t.Fatalf("b ran x again under key %q, want a new key (the first was %q)", second.Key, first.Key)
 	}
 	op, ok, err := a.Lookup(ctx, "x")
-	if err != nil || !ok || op.Key != second.Key || op.State != idem.StateDone || op.Status != http.StatusCreated {
+	if err != nil || !ok || op.Key != second.Key || op.State != journal.StateDone || op.Status != http.StatusCreated {
 		t.Fatalf("x after a's ForgetCompleted under K1 = %+v, %v, %v; want b's outcome under K2 %s, kept", op, ok, err, second.Key)
 	}
 	if n, _ := s.requests(); n != 2 {
@@ -105,12 +106,12 @@ func TestAResendIsScopedByTheKey(t *testing.T) {
 	}
 	ca, cb := client(t, a), client(t, b)
 	ctx := context.Background()
-	resend := idem.WithCallOptions(ctx, idem.CallOptions{Resend: func(idem.Operation) bool { return true }})
+	resend := idem.WithCallOptions(ctx, idem.CallOptions{Resend: func(journal.Operation) bool { return true }})
 	if _, err := cb.Do("x", s.post(t, ctx)); !errors.Is(err, idem.ErrRejected) {
 		t.Fatalf("the first Do of x = %v, want it rejected (400)", err)
 	}
 	refused, ok, err := b.Lookup(ctx, "x")
-	if err != nil || !ok || refused.State != idem.StateRejected {
+	if err != nil || !ok || refused.State != journal.StateRejected {
 		t.Fatalf("Lookup(x) = %+v, %v, %v; want it rejected", refused, ok, err)
 	}
 	var once sync.Once
@@ -136,7 +137,7 @@ func TestAResendIsScopedByTheKey(t *testing.T) {
 		t.Errorf("a's resend of x answered %d, recorded %v; want b's 201 from the journal", resp.StatusCode, idem.Recorded(resp))
 	}
 	op, ok, err := a.Lookup(ctx, "x")
-	if err != nil || !ok || op.Key == refused.Key || op.State != idem.StateDone || op.Status != http.StatusCreated {
+	if err != nil || !ok || op.Key == refused.Key || op.State != journal.StateDone || op.Status != http.StatusCreated {
 		t.Fatalf("x after both resends = %+v, %v, %v; want b's 201 under a new key", op, ok, err)
 	}
 	if n, keys := s.requests(); n != 2 || len(keys) != 2 {
@@ -169,11 +170,11 @@ func TestAnotherRequestUnderAnOperationIsAMismatch(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		id, answer string
-		state      idem.State
+		state      journal.State
 	}{
-		{"done", "", idem.StateDone},
-		{"rejected", "400", idem.StateRejected},
-		{"pending", "503", idem.StatePending},
+		{"done", "", journal.StateDone},
+		{"rejected", "400", journal.StateRejected},
+		{"pending", "503", journal.StatePending},
 	} {
 		req := postBody(t, ctx, s, `{"amount":1}`)
 		req.Header.Set("X-Answer", tc.answer)

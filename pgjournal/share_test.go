@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/journalhelp"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -55,14 +55,14 @@ func TestTryClaimDoesNotWaitForAnotherMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Release()
-	op := idem.Operation{ID: "charge", Key: "key-1", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, State: idem.StatePending}
+	op := journal.Operation{ID: "charge", Key: "key-1", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := held.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
 
 	_, err = b.TryClaim(ctx, "charge")
-	var he *idem.HeldError
-	if !errors.As(err, &he) || !errors.Is(err, idem.ErrClaimed) || he.Holder != "a" || he.Err != nil || he.Until.IsZero() {
+	var he *journal.HeldError
+	if !errors.As(err, &he) || !errors.Is(err, journal.ErrClaimed) || he.Holder != "a" || he.Err != nil || he.Until.IsZero() {
 		t.Fatalf("b.TryClaim = %v (%+v), want a *HeldError naming a, its lease's end, and no Err", err, he)
 	}
 	// Another Do of this process holds it too: the same answer, at once.
@@ -111,7 +111,7 @@ func TestAJournalTakesBackItsOwnLeaseAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	twin := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour})
-	var he *idem.HeldError
+	var he *journal.HeldError
 	if _, err := twin.TryClaim(ctx, "charge"); !errors.As(err, &he) || he.Holder != "a" {
 		t.Fatalf("another Journal named a: TryClaim = %v, want a *HeldError: the lease is not its own", err)
 	}
@@ -124,7 +124,7 @@ func TestAJournalTakesBackItsOwnLeaseAtOnce(t *testing.T) {
 	if n, keys := srv.requests(); n != 2 || len(keys) != 1 {
 		t.Fatalf("the server got %d requests with keys %v, want 2 with one key", n, keys)
 	}
-	if op, ok := journalhelp.MustLookup(j, "charge"); !ok || op.State != idem.StateDone {
+	if op, ok := journalhelp.MustLookup(j, "charge"); !ok || op.State != journal.StateDone {
 		t.Fatalf("after the second Do the journal holds %+v, %v; want it done", op, ok)
 	}
 }
@@ -143,7 +143,7 @@ func TestAKeptLeaseTakenSinceIsForgotten(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			j := openJournal(t, viaProxy, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour, Timeout: time.Second})
-			first, err := j.ClaimBegin(ctx, idem.Operation{ID: "charge", Key: "key-a", State: idem.StatePending})
+			first, err := j.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "key-a", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +163,7 @@ func TestAKeptLeaseTakenSinceIsForgotten(t *testing.T) {
 			forget := func() error { return x.Forget(ctx, "charge") }
 			if completed {
 				op, _ := taken.Operation()
-				op.State, op.Status = idem.StateDone, 201
+				op.State, op.Status = journal.StateDone, 201
 				if err := taken.Complete(ctx, op); err != nil {
 					t.Fatal(err)
 				}
@@ -175,20 +175,20 @@ func TestAKeptLeaseTakenSinceIsForgotten(t *testing.T) {
 				read.Release()
 			case completed:
 				t.Fatal(err)
-			case !errors.Is(err, idem.ErrClaimed):
-				t.Fatalf("TryClaim of an operation x holds = %v; want idem.ErrClaimed", err)
+			case !errors.Is(err, journal.ErrClaimed):
+				t.Fatalf("TryClaim of an operation x holds = %v; want journal.ErrClaimed", err)
 			}
 			taken.Release()
 			if err := forget(); err != nil {
 				t.Fatal(err)
 			}
 			twin := openJournal(t, dsn, pgjournal.Options{Owner: "a", LeaseTTL: time.Hour})
-			held, err := twin.ClaimBegin(ctx, idem.Operation{ID: "charge", Key: "key-twin", State: idem.StatePending}) // fence 1 again
+			held, err := twin.ClaimBegin(ctx, journal.Operation{ID: "charge", Key: "key-twin", KeyTTL: 24 * time.Hour, State: journal.StatePending}) // fence 1 again
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer held.Release()
-			var he *idem.HeldError
+			var he *journal.HeldError
 			if c, err := j.TryClaim(ctx, "charge"); !errors.As(err, &he) || he.Holder != "a" {
 				if c != nil {
 					c.Release()
@@ -209,7 +209,7 @@ func TestBeginUnderTryClaimDoesNotWait(t *testing.T) {
 	b := openJournal(t, dsn, pgjournal.Options{Owner: "b", LeaseTTL: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	op := idem.Operation{ID: "charge", Key: "key-a", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, State: idem.StatePending}
+	op := journal.Operation{ID: "charge", Key: "key-a", Fingerprint: sha256.Sum256(nil), Method: http.MethodPost, KeyTTL: 24 * time.Hour, State: journal.StatePending}
 
 	tried, err := a.TryClaim(ctx, "charge")
 	if err != nil {
@@ -228,7 +228,7 @@ func TestBeginUnderTryClaimDoesNotWait(t *testing.T) {
 	}
 
 	err = tried.Begin(ctx, op)
-	var he *idem.HeldError
+	var he *journal.HeldError
 	if !errors.As(err, &he) || he.Holder != "b" || he.Err != nil {
 		t.Fatalf("Begin under TryClaim of an ID b began = %v, want a *HeldError naming b, without Err", err)
 	}

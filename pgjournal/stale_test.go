@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -128,7 +128,7 @@ func wantLease(t *testing.T, dsn, id, after string, want leaseRow) {
 
 // claimWithin claims id on j, failing the test if that takes a minute:
 // the lease it takes over has lapsed by its clock, so it must not wait.
-func claimWithin(t *testing.T, j *pgjournal.Journal, id string) idem.Claim {
+func claimWithin(t *testing.T, j *pgjournal.Journal, id string) journal.Claim {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -144,7 +144,7 @@ func claimWithin(t *testing.T, j *pgjournal.Journal, id string) idem.Claim {
 // leaves the lease lapsed for the others, so the first renewal after the
 // takeover is refused; the log tells that refusal from the machine's own
 // deadline passing.
-func waitTakenOver(t *testing.T, who string, c idem.Claim, log *logMessages) {
+func waitTakenOver(t *testing.T, who string, c journal.Claim, log *logMessages) {
 	t.Helper()
 	select {
 	case <-c.Lost():
@@ -175,7 +175,7 @@ func TestAStaleHolderWakesAfterATakeover(t *testing.T) {
 
 	ca := claimWithin(t, a, "charge")
 	defer ca.Release()
-	op := idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.StatePending}
+	op := journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -193,25 +193,25 @@ func TestAStaleHolderWakesAfterATakeover(t *testing.T) {
 	wantLease(t, dsn, "charge", "a's renewal", bs)
 
 	late := op
-	late.State, late.Status, late.Body = idem.StateRejected, 500, []byte("a's late answer")
-	if err := ca.Complete(ctx, late); !errors.Is(err, idem.ErrClaimLost) {
+	late.State, late.Status, late.Body = journal.StateRejected, 500, []byte("a's late answer")
+	if err := ca.Complete(ctx, late); !errors.Is(err, journal.ErrClaimLost) {
 		t.Fatalf("a's Complete after the takeover: %v, want ErrClaimLost", err)
 	}
 	wantLease(t, dsn, "charge", "a's Complete", bs)
 
 	ca.Release()
 	wantLease(t, dsn, "charge", "a's Release", bs)
-	if err := ca.Complete(ctx, late); !errors.Is(err, idem.ErrClaimLost) {
+	if err := ca.Complete(ctx, late); !errors.Is(err, journal.ErrClaimLost) {
 		t.Fatalf("a's Complete after its Release: %v, want ErrClaimLost", err)
 	}
 
 	done := op
-	done.State, done.Status, done.Body = idem.StateDone, 201, []byte("b's answer")
+	done.State, done.Status, done.Body = journal.StateDone, 201, []byte("b's answer")
 	if err := cb.Complete(ctx, done); err != nil {
 		t.Fatalf("b's Complete after a woke: %v", err)
 	}
 	if got := readLease(t, dsn, "charge"); got.owner != nil || got.until != nil || got.fence != 2 ||
-		got.state != int16(idem.StateDone) || got.status != 201 || got.body != "b's answer" {
+		got.state != int16(journal.StateDone) || got.status != 201 || got.body != "b's answer" {
 		t.Fatalf("b's outcome recorded as %s; want done 201 with b's answer, no lease", got)
 	}
 }
@@ -231,7 +231,7 @@ func TestThreeMachinesTwoStaleHolders(t *testing.T) {
 
 	ca := claimWithin(t, a, "charge")
 	defer ca.Release()
-	op := idem.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", State: idem.StatePending}
+	op := journal.Operation{ID: "charge", Key: "a-key", Method: "POST", URL: "http://x/", KeyTTL: 24 * time.Hour, State: journal.StatePending}
 	if err := ca.Begin(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -254,11 +254,11 @@ func TestThreeMachinesTwoStaleHolders(t *testing.T) {
 	waitTakenOver(t, "b", cb, bLog)
 	wantLease(t, dsn, "charge", "a's and b's renewals", cs)
 
-	stale := func(who string, cl idem.Claim, body string) {
+	stale := func(who string, cl journal.Claim, body string) {
 		t.Helper()
 		late := op
-		late.State, late.Status, late.Body = idem.StateRejected, 500, []byte(body)
-		if err := cl.Complete(ctx, late); !errors.Is(err, idem.ErrClaimLost) {
+		late.State, late.Status, late.Body = journal.StateRejected, 500, []byte(body)
+		if err := cl.Complete(ctx, late); !errors.Is(err, journal.ErrClaimLost) {
 			t.Fatalf("%s's Complete after the takeovers: %v, want ErrClaimLost", who, err)
 		}
 	}
@@ -269,12 +269,12 @@ func TestThreeMachinesTwoStaleHolders(t *testing.T) {
 	wantLease(t, dsn, "charge", "a's Release", cs)
 
 	done := op
-	done.State, done.Status, done.Body = idem.StateDone, 201, []byte("c's answer")
+	done.State, done.Status, done.Body = journal.StateDone, 201, []byte("c's answer")
 	if err := cc.Complete(ctx, done); err != nil {
 		t.Fatalf("c's Complete: %v", err)
 	}
 	cs = readLease(t, dsn, "charge")
-	if cs.owner != nil || cs.until != nil || cs.fence != 3 || cs.state != int16(idem.StateDone) || cs.body != "c's answer" {
+	if cs.owner != nil || cs.until != nil || cs.fence != 3 || cs.state != int16(journal.StateDone) || cs.body != "c's answer" {
 		t.Fatalf("c's outcome recorded as %s; want done with c's answer, no lease", cs)
 	}
 	stale("b", cb, "b's later answer")

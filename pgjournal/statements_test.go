@@ -8,11 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
@@ -142,16 +143,16 @@ func TestAnOperationIsOneStatementEachWay(t *testing.T) {
 	g := watchGroups(b, "intent", "hold")
 	held := make(chan error, 1)
 	go func() {
-		c, err := b.ClaimBegin(ctx, idem.Operation{ID: "hold", Key: "key-hold", State: idem.StatePending})
+		c, err := b.ClaimBegin(ctx, journal.Operation{ID: "hold", Key: "key-hold", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err == nil {
 			c.Release()
 		}
 		held <- err
 	}()
 	<-g.leading
-	done := make(chan idem.Claim, 1)
+	done := make(chan journal.Claim, 1)
 	go func() {
-		c, err := b.ClaimBegin(ctx, idem.Operation{ID: "op", Key: "key-b", State: idem.StatePending})
+		c, err := b.ClaimBegin(ctx, journal.Operation{ID: "op", Key: "key-b", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err != nil {
 			t.Error(err)
 		}
@@ -159,7 +160,7 @@ func TestAnOperationIsOneStatementEachWay(t *testing.T) {
 	}()
 	fresh := make(chan error, 1)
 	go func() {
-		c, err := b.ClaimBegin(ctx, idem.Operation{ID: "new", Key: "key-new", State: idem.StatePending})
+		c, err := b.ClaimBegin(ctx, journal.Operation{ID: "new", Key: "key-new", KeyTTL: 24 * time.Hour, State: journal.StatePending})
 		if err == nil {
 			c.Release()
 		}
@@ -177,7 +178,7 @@ func TestAnOperationIsOneStatementEachWay(t *testing.T) {
 	}
 	op, ok := claim.Operation()
 	claim.Release()
-	if !ok || op.State != idem.StateDone || op.Key == "key-b" || op.Status != http.StatusCreated {
+	if !ok || op.State != journal.StateDone || op.Key == "key-b" || op.Status != http.StatusCreated {
 		t.Errorf("ClaimBegin(op) in a batch: %+v %v; want a's outcome under a's key", op, ok)
 	}
 	var intents []string

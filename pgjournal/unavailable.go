@@ -9,25 +9,25 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/sqlkit"
+	"github.com/idemkit/idem/journal"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// classify marks an error of the database as idem.ErrJournalUnavailable
-// when it says the database could not be reached or did not answer in time
-// (F6): a connection that failed or broke, a statement past
+// classify marks an error of the database as journal.ErrUnavailable
+// when it says the database could not be reached or did not answer in time:
+// a connection that failed or broke, a statement past
 // Options.Timeout, a server shutting down or refusing connections. Other
 // errors (a constraint, a permission, a schema mismatch, a row that does not
 // decode) are left as they are: they will not clear by themselves. When
 // ctx, the caller's context, has ended, the error is the caller's doing and
 // is left alone too.
 func classify(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() != nil || errors.Is(err, idem.ErrJournalUnavailable) {
+	if err == nil || ctx.Err() != nil || errors.Is(err, journal.ErrUnavailable) {
 		return err
 	}
 	if unreachable(err) {
-		return fmt.Errorf("%w: %w", idem.ErrJournalUnavailable, err)
+		return fmt.Errorf("%w: %w", journal.ErrUnavailable, err)
 	}
 	return err
 }

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // F6, F9.5: what the server says when it cannot serve now is typed as
-// idem.ErrJournalUnavailable: a protocol violation (08P01, which
+// journal.ErrUnavailable: a protocol violation (08P01, which
 // pgbouncer also sends), a read-only server (25006), too many
 // connections (53300); what will not clear by itself is left as it is.
 func TestClassify(t *testing.T) {
@@ -22,7 +22,7 @@ func TestClassify(t *testing.T) {
 		"23505": false, "42501": false, "42P01": false, "22021": false, "54000": false,
 	} {
 		err := classify(context.Background(), fmt.Errorf("statement: %w", &pgconn.PgError{Code: code}))
-		if got := errors.Is(err, idem.ErrJournalUnavailable); got != want {
+		if got := errors.Is(err, journal.ErrUnavailable); got != want {
 			t.Errorf("%s: unavailable %v, want %v", code, got, want)
 		}
 	}
@@ -34,7 +34,7 @@ func TestClassify(t *testing.T) {
 	}
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := classify(ended, &pgconn.PgError{Code: "08006"}); errors.Is(err, idem.ErrJournalUnavailable) {
+	if err := classify(ended, &pgconn.PgError{Code: "08006"}); errors.Is(err, journal.ErrUnavailable) {
 		t.Errorf("with the caller's context ended: %v, want the error left alone", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -90,15 +91,15 @@ func runDemoBatch(ctx context.Context, e env, args []string) int {
 // process opened it.
 func reportJournal(w io.Writer, j *filejournal.Journal) error {
 	var done, rejected, pending int
-	ops, err := j.List(context.Background(), idem.ListAll)
+	ops, err := j.List(context.Background(), journal.ListAll)
 	if err != nil {
 		return err
 	}
 	for _, op := range ops {
 		switch op.State {
-		case idem.StateDone:
+		case journal.StateDone:
 			done++
-		case idem.StateRejected:
+		case journal.StateRejected:
 			rejected++
 		default:
 			pending++

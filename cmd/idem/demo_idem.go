@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // idemRun is how the idem batch went, as the batch processes reported it.
@@ -181,12 +181,12 @@ func journalSplit(ctx context.Context, path string) (killSplit, error) {
 		return s, fmt.Errorf("reading the journal after the kill: %w", err)
 	}
 	defer j.Close()
-	ops, err := j.List(ctx, idem.ListAll)
+	ops, err := j.List(ctx, journal.ListAll)
 	if err != nil {
 		return s, fmt.Errorf("reading the journal after the kill: %w", err)
 	}
 	for _, op := range ops {
-		if op.State == idem.StatePending {
+		if op.State == journal.StatePending {
 			s.InFlight[op.ID] = true
 		} else {
 			s.Recorded++

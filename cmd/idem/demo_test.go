@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 func TestDemoRefusesBadFlags(t *testing.T) {
@@ -483,13 +484,13 @@ func journalKeys(t *testing.T, path string, n int) []string {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	ops := list(j, idem.ListAll)
+	ops := list(j, journal.ListAll)
 	if len(ops) != n {
 		t.Errorf("the journal holds %d operations, want %d", len(ops), n)
 	}
 	var keys []string
 	for _, op := range ops {
-		if op.State != idem.StateDone || op.Status != 201 {
+		if op.State != journal.StateDone || op.Status != 201 {
 			t.Errorf("journal: %s is %s with status %d, want done with 201", op.ID, op.State, op.Status)
 		}
 		keys = append(keys, op.Key)

@@ -77,7 +77,9 @@
 // --journal the key lives in memory and is lost with the process; send warns.
 // --dialect names the API's idempotency dialect (stripe, adyen, paypal,
 // square...): where the key goes, how long the API keeps it (the default of
-// --ttl) and how its answers read.
+// --ttl) and how its answers read. The key lifetime is recorded with the
+// operation when it is first sent, and a rerun judges the key by that
+// record, whatever its own --ttl.
 //
 // The method is POST unless -X says otherwise, with or without -d: an
 // idempotency key is for requests that change something. -d sends its
@@ -87,8 +89,8 @@
 //
 // # idem journal
 //
-//	idem journal ls|pending|expired|completed PATH|URL [--json] [--ttl 24h]
-//	idem journal show PATH|URL ID [--json] [--ttl 24h]
+//	idem journal ls|pending|expired|completed PATH|URL [--json]
+//	idem journal show PATH|URL ID [--json]
 //	idem journal settle PATH|URL ID --done STATUS|--rejected STATUS [--note TEXT]
 //	idem journal settle PATH|URL ID --forget --i-understand-a-new-key [--completed]
 //	idem journal dump PATH|URL        (JSON lines)
@@ -96,7 +98,7 @@
 //	idem journal copy SRC DST
 //	idem journal verify PATH
 //	idem journal salvage SRC DST
-//	idem journal compact PATH [--ttl 24h] [--forget-after 0]
+//	idem journal compact PATH [--forget-after 0]
 //	idem journal migrate URL
 //
 // A journal is a file PATH, or a postgres:// URL naming a shared journal
@@ -107,12 +109,14 @@
 // takes out before it connects).
 //
 // ls lists every operation, pending those a rerun resumes, expired the
-// pending ones whose key is older than --ttl (the server has forgotten the
-// key: resending could apply them twice, so a person reconciles them), and
+// pending ones whose key is older than the key lifetime recorded with the
+// operation (the server's retention when it was first sent: the server has
+// forgotten the key, resending could apply them twice, so a person
+// reconciles them), and
 // completed the done and rejected ones, oldest first, as a table with the
 // columns ID, STATE, KEY, CREATED, AGE, STATUS, METHOD and URL. With --json
 // the output is a JSON array of objects with the fields id, state
-// ("pending", "done" or "rejected"), expired, key, fingerprint, method, url,
+// ("pending", "done" or "rejected"), expired, key_ttl, key, fingerprint, method, url,
 // created, completed (null while pending) and status (null while pending).
 // Show prints one operation in full with its recorded response header and
 // body (binary bodies in base64); its --json object adds response (null
@@ -132,7 +136,7 @@
 // included, so they may run beside a process that is writing the journal.
 // settle, load and copy take its lock, as compact does. Compact takes the
 // journal's lock and rewrites it with its live operations: pending ones and
-// those completed less than --ttl ago, whole; older completed ones keep a
+// those completed less than their key lifetime ago, whole; older completed ones keep a
 // summary without response header and body, so their IDs are still answered
 // and never sent again, until --forget-after (default never).
 //
@@ -145,7 +149,7 @@
 //	3  send: rejected, the server answered without applying the request
 //	4  send: outcome unknown, the operation stays pending; rerun to resume
 //	5  send: refused before sending (operation ID reused with a different
-//	   request, key older than --ttl)
+//	   request, key older than its recorded lifetime)
 //	6  journal locked by another process, or its database down: wait and
 //	   run the command again
 //	7  journal corrupt (the message gives the offset of the damage) or not

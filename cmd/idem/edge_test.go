@@ -14,6 +14,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
+	"github.com/idemkit/idem/journal"
 )
 
 // A response body larger than the recording limit is printed in full the
@@ -64,11 +65,11 @@ func TestJournalQuotesControlCharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "row\t7\x1b[31m"
-	op := idem.Operation{ID: id, Key: "k-1", Method: "POST", URL: "http://a.test/x\ny"}
+	op := journal.Operation{ID: id, Key: "k-1", Method: "POST", URL: "http://a.test/x\ny"}
 	if err := journalhelp.Begin(j, op); err != nil {
 		t.Fatal(err)
 	}
-	op.State, op.Status = idem.StateDone, 200
+	op.State, op.Status = journal.StateDone, 200
 	op.Header = http.Header{"X-Note": {"a\x1bb"}}
 	op.Body = []byte("text with an escape \x1b[2J")
 	if err := journalhelp.Complete(j, op); err != nil {
@@ -109,11 +110,11 @@ func TestJournalShowSaysCompactionDroppedTheBody(t *testing.T) {
 		return j
 	}
 	j := open(t0)
-	op := idem.Operation{ID: "charge-1", Key: "k-1", Method: "POST", URL: "http://a.test/charges"}
+	op := journal.Operation{ID: "charge-1", Key: "k-1", Method: "POST", URL: "http://a.test/charges"}
 	if err := journalhelp.Begin(j, op); err != nil {
 		t.Fatal(err)
 	}
-	op.State, op.Status, op.Header, op.Body = idem.StateDone, 201, http.Header{"X-Charge": {"ch_1"}}, []byte("hello world")
+	op.State, op.Status, op.Header, op.Body = journal.StateDone, 201, http.Header{"X-Charge": {"ch_1"}}, []byte("hello world")
 	if err := journalhelp.Complete(j, op); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // Exit codes. The package documentation lists them for users; keep the two
@@ -61,9 +61,9 @@ func writeExitCodes(w io.Writer) {
 // one whose database did not answer, and exitFailure for any other error.
 func journalExitCode(err error) int {
 	switch {
-	case errors.Is(err, idem.ErrCorrupt):
+	case errors.Is(err, journal.ErrCorrupt):
 		return exitDamaged
-	case errors.Is(err, filejournal.ErrLocked) || errors.Is(err, idem.ErrJournalUnavailable):
+	case errors.Is(err, filejournal.ErrLocked) || errors.Is(err, journal.ErrUnavailable):
 		return exitJournal
 	}
 	return exitFailure

@@ -11,11 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/fileengine"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -36,10 +35,10 @@ type journalAction struct {
 // journalActions are the subcommands of idem journal, in the order usage
 // lists them. The listing ones are in journal_list.go.
 var journalActions = []journalAction{
-	listAction("ls", "every operation", idem.ListAll),
-	listAction("pending", "pending operations whose key has not expired (what a rerun resumes)", idem.ListPending),
-	listAction("expired", "pending operations whose key is older than --ttl (to reconcile by hand)", idem.ListExpired),
-	listAction("completed", "done and rejected operations", idem.ListCompleted),
+	listAction("ls", "every operation", journal.ListAll),
+	listAction("pending", "pending operations whose key has not expired (what a rerun resumes)", journal.ListPending),
+	listAction("expired", "pending operations whose key is older than its recorded lifetime (to reconcile by hand)", journal.ListExpired),
+	listAction("completed", "done and rejected operations", journal.ListCompleted),
 	{name: "show", args: "PATH ID", summary: "one operation in full, with its recorded response", run: runJournalShow},
 	{name: "compact", args: "PATH", summary: "rewrite the journal with only its live operations", run: runJournalCompact},
 	{name: "verify", args: "PATH", summary: "read the whole journal and report every damaged record", run: runJournalVerify},
@@ -92,18 +91,14 @@ its flags.
 	writeExitCodes(w)
 }
 
-// ttlUsage documents the --ttl flag of the journal subcommands that read.
-const ttlUsage = "how long the server keeps a key: a pending operation with an older key is expired"
-
 // openForReading opens the journal at path read-only, so that nothing in the
 // file or beside it changes, and notes on stderr a torn tail it ignored.
-func openForReading(ctx context.Context, e env, path string, ttl time.Duration) (openedJournal, error) {
+func openForReading(ctx context.Context, e env, path string) (openedJournal, error) {
 	if isShared(path) {
-		return openShared(ctx, e, path, ttl, false, false)
+		return openShared(ctx, e, path, false, false)
 	}
 	j, err := filejournal.Open(path, filejournal.Options{
 		ReadOnly: true,
-		KeyTTL:   ttl,
 		Now:      e.now,
 		Logger:   warnLogger(e.stderr),
 	})
@@ -199,7 +194,7 @@ func reportJournalError(e env, cmd, path string, err error) int {
 		return exitFailure
 	case errors.Is(err, errBadNamespace):
 		return usageError(e, cmd, "%v", err)
-	case errors.Is(err, idem.ErrJournalUnavailable):
+	case errors.Is(err, journal.ErrUnavailable):
 		// pgx lists each address it tried on a line of its own.
 		msg := strings.Join(strings.Fields(err.Error()), " ")
 		fmt.Fprintf(e.stderr, "%s: journal %s: the database did not answer: %s\n", cmd, displayLocation(path), msg)

@@ -7,20 +7,19 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 )
 
 func runJournalCompact(_ context.Context, e env, args []string) int {
 	const cmd = "idem journal compact"
 	fs := newFlagSet(cmd)
-	ttl := fs.Duration("ttl", idem.DefaultKeyTTL, "how long the server keeps a key: completed operations recorded longer ago keep only a summary")
 	forget := fs.Duration("forget-after", 0, "drop completed operations recorded longer ago, summaries included (0: never)")
 	usage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: %s PATH [--ttl 24h]\n\n", cmd)
+		fmt.Fprintf(w, "Usage: %s PATH [--forget-after 0]\n\n", cmd)
 		fmt.Fprint(w, `Rewrites the journal at PATH with only its live operations: pending ones
 (expired included: they wait for a person) and completed ones recorded less
-than --ttl ago, whole. Completed operations recorded longer ago keep a
+than their key lifetime ago (the server's retention, recorded with each
+operation), whole. Completed operations recorded longer ago keep a
 summary without their response header and body, so their IDs are still
 answered and never sent again, until --forget-after. It takes the journal's
 lock, so it fails while another process writes the journal. A torn tail
@@ -35,9 +34,6 @@ left by a crash is cut first.
 	if len(pos) != 1 {
 		return usageError(e, cmd, "want one journal PATH, got %d arguments", len(pos))
 	}
-	if *ttl <= 0 {
-		return usageError(e, cmd, "--ttl must be positive")
-	}
 	if *forget < 0 {
 		return usageError(e, cmd, "--forget-after must not be negative")
 	}
@@ -51,7 +47,6 @@ left by a crash is cut first.
 		return reportJournalError(e, cmd, path, err)
 	}
 	j, err := filejournal.Open(path, filejournal.Options{
-		KeyTTL:         *ttl,
 		ForgetAfter:    *forget,
 		Now:            e.now,
 		CompactMinSize: -1, // only the compaction asked for

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 func runJournalCopy(ctx context.Context, e env, args []string) int {
@@ -30,12 +30,12 @@ func runJournalCopy(ctx context.Context, e env, args []string) int {
 	if srcLoc == dstLoc {
 		return usageError(e, cmd, "SRC and DST are the same journal")
 	}
-	src, err := openForReading(ctx, e, srcLoc, idem.DefaultKeyTTL)
+	src, err := openForReading(ctx, e, srcLoc)
 	if err != nil {
 		return reportJournalError(e, cmd, srcLoc, err)
 	}
 	defer src.Close()
-	ops, err := src.List(ctx, idem.ListAll)
+	ops, err := src.List(ctx, journal.ListAll)
 	if err != nil {
 		return reportJournalError(e, cmd, srcLoc, err)
 	}

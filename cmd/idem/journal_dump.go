@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 // dumpedOperation is one line of a dump: every field of an operation.
@@ -29,6 +30,7 @@ type dumpedOperation struct {
 	Method          string      `json:"method"`
 	URL             string      `json:"url"`
 	Created         time.Time   `json:"created"`
+	KeyTTL          string      `json:"key_ttl,omitempty"`
 	State           string      `json:"state"`
 	Completed       *time.Time  `json:"completed,omitempty"`
 	Status          *int        `json:"status,omitempty"`
@@ -48,6 +50,10 @@ Each line is one JSON object, oldest operation first:
   id, key, method, url  string  as journaled
   fingerprint           string  SHA-256 of method, URL and body, hex
   created               string  when the key was minted, RFC 3339 to the ns
+  key_ttl               string  how long the server keeps the key, as
+                                recorded with the operation ("24h0m0s");
+                                absent, in a dump of an earlier release,
+                                it loads as 24h
   state                 string  "pending", "done" or "rejected"
   completed, status             when the outcome was recorded, and its
                                 status (absent while pending)
@@ -59,14 +65,14 @@ Each line is one JSON object, oldest operation first:
                                 base64 because they are not valid UTF-8
 `
 
-func dumped(op idem.Operation) dumpedOperation {
+func dumped(op journal.Operation) dumpedOperation {
 	d := dumpedOperation{
 		ID: op.ID, Key: op.Key, Fingerprint: op.Fingerprint.String(), Method: op.Method, URL: op.URL,
-		Created: op.Created.UTC(), State: op.State.String(),
+		Created: op.Created.UTC(), KeyTTL: op.KeyTTL.String(), State: op.State.String(),
 		Header: op.Header, Body: op.Body,
 		BodyTruncated: op.BodyTruncated, HeaderTruncated: op.HeaderTruncated, Summarized: op.Summarized,
 	}
-	if op.State != idem.StatePending {
+	if op.State != journal.StatePending {
 		completed, status := op.Completed.UTC(), op.Status
 		d.Completed, d.Status = &completed, &status
 	}
@@ -156,11 +162,11 @@ func (d *dumpedOperation) decodeBase64() error {
 }
 
 // operation returns the operation d describes.
-func (d dumpedOperation) operation() (idem.Operation, error) {
+func (d dumpedOperation) operation() (journal.Operation, error) {
 	if err := d.decodeBase64(); err != nil {
-		return idem.Operation{}, err
+		return journal.Operation{}, err
 	}
-	op := idem.Operation{
+	op := journal.Operation{
 		ID: d.ID, Key: d.Key, Method: d.Method, URL: d.URL, Created: d.Created.UTC(),
 		Header: d.Header, Body: d.Body,
 		BodyTruncated: d.BodyTruncated, HeaderTruncated: d.HeaderTruncated, Summarized: d.Summarized,
@@ -173,17 +179,23 @@ func (d dumpedOperation) operation() (idem.Operation, error) {
 	if d.ID == "" || d.Key == "" || d.Created.IsZero() {
 		return op, errors.New("id, key and created are required")
 	}
+	op.KeyTTL = idem.DefaultKeyTTL
+	if d.KeyTTL != "" {
+		if op.KeyTTL, err = time.ParseDuration(d.KeyTTL); err != nil || op.KeyTTL <= 0 {
+			return op, fmt.Errorf("key_ttl %q is not a positive duration", d.KeyTTL)
+		}
+	}
 	switch d.State {
 	case "pending":
-		op.State = idem.StatePending
+		op.State = journal.StatePending
 		if d.Completed != nil || d.Status != nil || d.Header != nil || d.Body != nil {
 			return op, errors.New("a pending operation has no outcome")
 		}
 		return op, nil
 	case "done":
-		op.State = idem.StateDone
+		op.State = journal.StateDone
 	case "rejected":
-		op.State = idem.StateRejected
+		op.State = journal.StateRejected
 	default:
 		return op, fmt.Errorf("state %q is not pending, done or rejected", d.State)
 	}
@@ -210,12 +222,12 @@ func runJournalDump(ctx context.Context, e env, args []string) int {
 		return usageError(e, cmd, "want one journal PATH, got %d arguments", len(pos))
 	}
 	path := pos[0]
-	j, err := openForReading(ctx, e, path, idem.DefaultKeyTTL)
+	j, err := openForReading(ctx, e, path)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
 	defer j.Close()
-	ops, err := j.List(ctx, idem.ListAll)
+	ops, err := j.List(ctx, journal.ListAll)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
@@ -267,7 +279,7 @@ func runJournalLoad(ctx context.Context, e env, args []string) int {
 		return usageError(e, cmd, "want one journal PATH, got %d arguments", len(pos))
 	}
 	// Read the whole input first: a malformed line writes nothing.
-	var ops []idem.Operation
+	var ops []journal.Operation
 	dec := json.NewDecoder(e.stdin)
 	dec.DisallowUnknownFields()
 	for line := 1; ; line++ {
@@ -300,14 +312,14 @@ func runJournalLoad(ctx context.Context, e env, args []string) int {
 // journal file.
 func openDestination(ctx context.Context, e env, loc string) (openedJournal, error) {
 	if isShared(loc) {
-		return openShared(ctx, e, loc, idem.DefaultKeyTTL, true, true)
+		return openShared(ctx, e, loc, true, true)
 	}
-	return openFileForWriting(e, loc, idem.DefaultKeyTTL)
+	return openFileForWriting(e, loc)
 }
 
 // writeOperations writes ops into dst (see loadHelp), reports what it did,
 // and returns the exit code.
-func writeOperations(ctx context.Context, e env, cmd string, dst idem.Journal, loc string, ops []idem.Operation) int {
+func writeOperations(ctx context.Context, e env, cmd string, dst journal.Journal, loc string, ops []journal.Operation) int {
 	var written, same, conflicts int
 	for _, op := range ops {
 		wrote, err := loadOperation(ctx, dst, op)
@@ -338,30 +350,30 @@ var errConflict = errors.New("the journal holds a different operation under this
 
 // loadOperation writes op into j under a claim, and reports whether it
 // wrote anything.
-func loadOperation(ctx context.Context, j idem.Journal, op idem.Operation) (bool, error) {
+func loadOperation(ctx context.Context, j journal.Journal, op journal.Operation) (bool, error) {
 	claim, err := j.Claim(ctx, op.ID)
 	if err != nil {
 		return false, err
 	}
 	defer claim.Release()
-	final := op.State != idem.StatePending
+	final := op.State != journal.StatePending
 	outcome := op
 	outcome.Summarized = false // only compaction summarizes; a summary is an outcome without header and body
 	if have, ok := claim.Operation(); ok {
 		switch {
-		case have.Key != op.Key || have.Fingerprint != op.Fingerprint || !have.Created.Equal(op.Created):
+		case have.Key != op.Key || have.Fingerprint != op.Fingerprint || !have.Created.Equal(op.Created) || have.KeyTTL != op.KeyTTL:
 			return false, fmt.Errorf("%w (key %s, created %s; the input has key %s, created %s)", errConflict,
 				have.Key, have.Created.UTC().Format(time.RFC3339Nano), op.Key, op.Created.UTC().Format(time.RFC3339Nano))
 		case have.State == op.State && (!final || have.Status == op.Status && have.Completed.Equal(op.Completed)):
 			return false, nil
-		case have.State == idem.StatePending && final:
+		case have.State == journal.StatePending && final:
 			return true, claim.Complete(ctx, outcome)
 		}
 		return false, fmt.Errorf("%w (it is %s, status %d; the input's is %s, status %d)", errConflict,
 			have.State, have.Status, op.State, op.Status)
 	}
-	intent := idem.Operation{ID: op.ID, Key: op.Key, Fingerprint: op.Fingerprint, Method: op.Method, URL: op.URL,
-		Created: op.Created, State: idem.StatePending}
+	intent := journal.Operation{ID: op.ID, Key: op.Key, Fingerprint: op.Fingerprint, Method: op.Method, URL: op.URL,
+		Created: op.Created, KeyTTL: op.KeyTTL, State: journal.StatePending}
 	if err := claim.Begin(ctx, intent); err != nil {
 		return false, err
 	}

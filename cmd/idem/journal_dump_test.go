@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/journalhelp"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 )
 
@@ -62,11 +62,11 @@ func TestJournalLoadConflictsAndBadInput(t *testing.T) {
 
 	// A journal holding another operation under "charge-1".
 	dst := filepath.Join(t.TempDir(), "other.journal")
-	j, err := openFileForWriting(env{stderr: new(bytes.Buffer), now: at(listNow)}, dst, idem.DefaultKeyTTL)
+	j, err := openFileForWriting(env{stderr: new(bytes.Buffer), now: at(listNow)}, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := journalhelp.Begin(j, idem.Operation{ID: "charge-1", Key: "another-key", Method: "POST", URL: "https://x.test/"}); err != nil {
+	if err := journalhelp.Begin(j, journal.Operation{ID: "charge-1", Key: "another-key", Method: "POST", URL: "https://x.test/"}); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()
@@ -96,7 +96,7 @@ func TestJournalLoadConflictsAndBadInput(t *testing.T) {
 	if r := runAt(t, at(listNow), strings.NewReader(dump), "journal", "load", pend); r.code != exitOK || !strings.Contains(r.stdout, "wrote 5") {
 		t.Fatalf("load completing a pending operation: %+v", r)
 	}
-	if op, _ := readOp(t, pend, "charge-1"); op.State != idem.StateDone || op.Status != f.ops["charge-1"].Status {
+	if op, _ := readOp(t, pend, "charge-1"); op.State != journal.StateDone || op.Status != f.ops["charge-1"].Status {
 		t.Fatalf("pending operation not completed by load: %+v", op)
 	}
 
@@ -168,15 +168,15 @@ func TestJournalCopyThroughPostgres(t *testing.T) {
 func TestJournalDumpKeepsBytesThatAreNotUTF8(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src.journal")
 	e := env{stderr: new(bytes.Buffer), now: at(listNow)}
-	j, err := openFileForWriting(e, src, idem.DefaultKeyTTL)
+	j, err := openFileForWriting(e, src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := idem.Operation{ID: "op-\xff", Key: "key-\xfe", Method: "POST", URL: "https://x.test/\xe9", Created: listNow.Add(-time.Hour).UTC()}
+	want := journal.Operation{ID: "op-\xff", Key: "key-\xfe", Method: "POST", URL: "https://x.test/\xe9", Created: listNow.Add(-time.Hour).UTC()}
 	if err := journalhelp.Begin(j, want); err != nil {
 		t.Fatal(err)
 	}
-	want.State, want.Status, want.Completed = idem.StateDone, 200, listNow.UTC()
+	want.State, want.Status, want.Completed = journal.StateDone, 200, listNow.UTC()
 	want.Header = http.Header{"X-Name": {"caf\xe9"}}
 	want.Body = []byte{0, 0xff}
 	if err := journalhelp.Complete(j, want); err != nil {
@@ -198,5 +198,39 @@ func TestJournalDumpKeepsBytesThatAreNotUTF8(t *testing.T) {
 	}
 	if again := runAt(t, at(listNow), nil, "journal", "dump", dst).stdout; again != dump.stdout {
 		t.Fatalf("dumps differ:\n%s\n%s", again, dump.stdout)
+	}
+}
+
+// TestJournalLoadKeepsEachKeyLifetime: a dump carries each operation's key
+// lifetime, and load keeps it; a line without one, from a dump of an
+// earlier release, loads as 24 hours, the lifetime it was judged by; a
+// lifetime that is not a positive duration is refused.
+func TestJournalLoadKeepsEachKeyLifetime(t *testing.T) {
+	line := func(id, ttl string) string {
+		s := `{"id":"` + id + `","key":"key-` + id + `","fingerprint":"` + strings.Repeat("00", 32) +
+			`","method":"POST","url":"https://x.test/","created":"2030-01-02T03:04:05Z",`
+		if ttl != "" {
+			s += `"key_ttl":"` + ttl + `",`
+		}
+		return s + `"state":"pending"}` + "\n"
+	}
+	dst := filepath.Join(t.TempDir(), "dst.journal")
+	in := line("hourly", "1h0m0s") + line("old", "")
+	if r := runAt(t, at(listNow), strings.NewReader(in), "journal", "load", dst); r.code != exitOK {
+		t.Fatalf("load: %+v", r)
+	}
+	for id, want := range map[string]time.Duration{"hourly": time.Hour, "old": 24 * time.Hour} {
+		if got, ok := readOp(t, dst, id); !ok || got.KeyTTL != want {
+			t.Errorf("%s loaded with KeyTTL %v (found %v), want %v", id, got.KeyTTL, ok, want)
+		}
+	}
+	if dump := runAt(t, at(listNow), nil, "journal", "dump", dst).stdout; !strings.Contains(dump, `"key_ttl":"1h0m0s"`) || !strings.Contains(dump, `"key_ttl":"24h0m0s"`) {
+		t.Errorf("dump lacks the key lifetimes:\n%s", dump)
+	}
+	for _, bad := range []string{"0s", "-1h", "soon"} {
+		r := runAt(t, at(listNow), strings.NewReader(line("bad", bad)), "journal", "load", filepath.Join(t.TempDir(), "bad.journal"))
+		if r.code == exitOK || !strings.Contains(r.stderr, `key_ttl "`+bad+`" is not a positive duration`) {
+			t.Errorf("load of key_ttl %q: %+v, want it refused", bad, r)
+		}
 	}
 }

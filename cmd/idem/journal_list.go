@@ -16,13 +16,13 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/pgjournal"
 )
 
 // listAction returns the journal subcommand name, which lists the
 // operations of the listing which.
-func listAction(name, what string, which idem.Listing) journalAction {
+func listAction(name, what string, which journal.Listing) journalAction {
 	a := journalAction{name: name, args: "PATH", summary: what}
 	a.run = func(ctx context.Context, e env, args []string) int {
 		return runJournalList(ctx, e, "idem journal "+name, what, which, args)
@@ -30,12 +30,11 @@ func listAction(name, what string, which idem.Listing) journalAction {
 	return a
 }
 
-func runJournalList(ctx context.Context, e env, cmd, what string, which idem.Listing, args []string) int {
+func runJournalList(ctx context.Context, e env, cmd, what string, which journal.Listing, args []string) int {
 	fs := newFlagSet(cmd)
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
-	ttl := fs.Duration("ttl", idem.DefaultKeyTTL, ttlUsage)
 	usage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: %s PATH [--json] [--ttl 24h]\n\nLists %s, oldest first, from the journal at PATH,\nwhich it opens read-only.\n", cmd, what)
+		fmt.Fprintf(w, "Usage: %s PATH [--json]\n\nLists %s, oldest first, from the journal at PATH,\nwhich it opens read-only.\n", cmd, what)
 		writeFlags(w, fs)
 		fmt.Fprint(w, listFormatHelp)
 	}
@@ -46,11 +45,8 @@ func runJournalList(ctx context.Context, e env, cmd, what string, which idem.Lis
 	if len(pos) != 1 {
 		return usageError(e, cmd, "want one journal PATH, got %d arguments", len(pos))
 	}
-	if *ttl <= 0 {
-		return usageError(e, cmd, "--ttl must be positive")
-	}
 	path := pos[0]
-	j, err := openForReading(ctx, e, path, *ttl)
+	j, err := openForReading(ctx, e, path)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
@@ -68,11 +64,11 @@ func runJournalList(ctx context.Context, e env, cmd, what string, which idem.Lis
 	if *asJSON {
 		out := make([]operationJSON, len(ops))
 		for i, op := range ops {
-			out[i] = summarize(op, now, *ttl)
+			out[i] = summarize(op, now)
 		}
 		return writeJSON(e, cmd, out)
 	}
-	writeTable(e.stdout, ops, now, *ttl)
+	writeTable(e.stdout, ops, now)
 	return exitOK
 }
 
@@ -103,15 +99,19 @@ func unknownNamespace(ctx context.Context, e env, cmd, loc string, j *pgjournal.
 
 const listFormatHelp = `
 The table has the columns ID, STATE, KEY, CREATED, AGE, STATUS, METHOD and
-URL. STATE is pending, expired (pending with a key older than --ttl: the
-server has forgotten the key, so resending could apply the operation twice),
+URL. STATE is pending, expired (pending with a key older than the key
+lifetime recorded with the operation, the server's retention when it was
+begun: the server has forgotten the key, so resending could apply the
+operation twice),
 done or rejected. STATUS is the recorded response status, "-" while pending.
 Values with control characters are printed Go-quoted.
 
 With --json, the output is one JSON array of objects with these fields:
   id           string  the operation ID
   state        string  "pending", "done" or "rejected"
-  expired      bool    pending with a key older than --ttl
+  expired      bool    pending with a key older than key_ttl
+  key_ttl      string  how long the server keeps the key, as recorded
+                       with the operation (e.g. "24h0m0s")
   key          string  the Idempotency-Key
   fingerprint  string  SHA-256 of method, URL and body, hex
   method, url  string  the request's
@@ -126,6 +126,7 @@ type operationJSON struct {
 	ID          string     `json:"id"`
 	State       string     `json:"state"`
 	Expired     bool       `json:"expired"`
+	KeyTTL      string     `json:"key_ttl"`
 	Key         string     `json:"key"`
 	Fingerprint string     `json:"fingerprint"`
 	Method      string     `json:"method"`
@@ -136,18 +137,19 @@ type operationJSON struct {
 }
 
 // summarize returns the JSON form of op at now.
-func summarize(op idem.Operation, now time.Time, ttl time.Duration) operationJSON {
+func summarize(op journal.Operation, now time.Time) operationJSON {
 	s := operationJSON{
 		ID:          op.ID,
 		State:       op.State.String(),
-		Expired:     op.Expired(now, ttl),
+		Expired:     op.Expired(now),
+		KeyTTL:      op.KeyTTL.String(),
 		Key:         op.Key,
 		Fingerprint: op.Fingerprint.String(),
 		Method:      op.Method,
 		URL:         op.URL,
 		Created:     op.Created.UTC(),
 	}
-	if op.State != idem.StatePending {
+	if op.State != journal.StatePending {
 		completed, status := op.Completed.UTC(), op.Status
 		s.Completed, s.Status = &completed, &status
 	}
@@ -170,25 +172,25 @@ func writeJSON(e env, cmd string, v any) int {
 }
 
 // writeTable writes ops as an aligned table.
-func writeTable(w io.Writer, ops []idem.Operation, now time.Time, ttl time.Duration) {
+func writeTable(w io.Writer, ops []journal.Operation, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tKEY\tCREATED\tAGE\tSTATUS\tMETHOD\tURL")
 	for _, op := range ops {
 		status := "-"
-		if op.State != idem.StatePending {
+		if op.State != journal.StatePending {
 			status = strconv.Itoa(op.Status)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			cell(op.ID), displayState(op, now, ttl), cell(op.Key), op.Created.UTC().Format(time.RFC3339),
+			cell(op.ID), displayState(op, now), cell(op.Key), op.Created.UTC().Format(time.RFC3339),
 			age(now, op.Created), status, cell(op.Method), cell(op.URL))
 	}
 	tw.Flush()
 }
 
 // displayState is op's state for people: "expired" for a pending operation
-// whose key is older than ttl.
-func displayState(op idem.Operation, now time.Time, ttl time.Duration) string {
-	if op.Expired(now, ttl) {
+// whose key is older than its KeyTTL.
+func displayState(op journal.Operation, now time.Time) string {
+	if op.Expired(now) {
 		return "expired"
 	}
 	return op.State.String()

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -21,7 +21,7 @@ import (
 
 // openedJournal is a journal a command opened and must close.
 type openedJournal interface {
-	idem.Journal
+	journal.Journal
 	Close() error
 }
 
@@ -38,7 +38,7 @@ func isShared(loc string) bool {
 // refused, unless the URL says allow_async_replication=true, and then the
 // journal warns. A command that only reads has no commit to lose, and
 // neither checks nor warns.
-func openShared(ctx context.Context, e env, loc string, ttl time.Duration, migrate, writes bool) (*pgjournal.Journal, error) {
+func openShared(ctx context.Context, e env, loc string, migrate, writes bool) (*pgjournal.Journal, error) {
 	dsn, namespace, err := splitShared(loc)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,6 @@ func openShared(ctx context.Context, e env, loc string, ttl time.Duration, migra
 	defer cancel()
 	return pgjournal.Open(ctx, dsn, pgjournal.Options{
 		Namespace:             namespace,
-		KeyTTL:                ttl,
 		NoMigrate:             !migrate,
 		AllowAsyncReplication: allow,
 		Logger:                log,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -35,7 +34,7 @@ It is safe to run again, and from several machines at once.
 	if !isShared(loc) {
 		return usageError(e, cmd, "%s is not a postgres:// URL; a journal file needs no migration", loc)
 	}
-	j, err := openShared(ctx, e, loc, idem.DefaultKeyTTL, true, true)
+	j, err := openShared(ctx, e, loc, true, true)
 	if err != nil {
 		return reportJournalError(e, cmd, loc, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 func runJournalResend(ctx context.Context, e env, args []string) int {
@@ -48,23 +48,23 @@ never chosen. A library caller does the same with BatchOptions.Resend.
 		only[n] = true
 	}
 	path := pos[0]
-	j, err := openForWriting(ctx, e, path, idem.DefaultKeyTTL)
+	j, err := openForWriting(ctx, e, path)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
 	defer j.Close()
-	f, ok := j.(idem.Forgetter)
+	f, ok := j.(journal.Forgetter)
 	if !ok {
 		fmt.Fprintf(e.stderr, "%s: journal %s cannot forget operations\n", cmd, displayLocation(path))
 		return exitFailure
 	}
-	ops, err := j.List(ctx, idem.ListCompleted)
+	ops, err := j.List(ctx, journal.ListCompleted)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
 	n := 0
 	for _, op := range ops {
-		if !idem.RefusedWithoutEffect(op) || len(only) > 0 && !only[op.Status] {
+		if !op.RefusedWithoutEffect() || len(only) > 0 && !only[op.Status] {
 			continue
 		}
 		if !*dryRun {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // fixtureRecords returns the offset of every record of the journal file b,
@@ -173,10 +173,10 @@ func TestJournalSalvage(t *testing.T) {
 				wantState := want.State
 				for _, p := range tc.pending {
 					if p == id {
-						wantState = idem.StatePending
+						wantState = journal.StatePending
 					}
 				}
-				if got.State != wantState || (wantState != idem.StatePending && got.Status != want.Status) {
+				if got.State != wantState || (wantState != journal.StatePending && got.Status != want.Status) {
 					t.Errorf("%s: salvaged %v %d, want %v %d", id, got.State, got.Status, wantState, want.Status)
 				}
 			}

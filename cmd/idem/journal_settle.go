@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 func runJournalSettle(ctx context.Context, e env, args []string) int {
@@ -20,7 +20,7 @@ func runJournalSettle(ctx context.Context, e env, args []string) int {
 	fs := newFlagSet(cmd)
 	done := fs.String("done", "", "record the operation as done, with this response `STATUS`")
 	rejected := fs.String("rejected", "", "record the operation as rejected, with this response `STATUS`")
-	note := fs.String("note", "", "a note kept with the outcome (header field "+idem.SettledNoteHeader+")")
+	note := fs.String("note", "", "a note kept with the outcome (header field "+journal.HeaderSettledNote+")")
 	forget := fs.Bool("forget", false, "drop the operation from the journal: its next run mints a NEW key")
 	understood := fs.Bool("i-understand-a-new-key", false, "confirm --forget")
 	completed := fs.Bool("completed", false, "with --forget: forget an operation whose outcome is recorded")
@@ -57,8 +57,8 @@ an unknown ID and an operation already done or rejected (exit code 1).
 	chosen := 0
 	for _, o := range []struct {
 		value string
-		state idem.State
-	}{{*done, idem.StateDone}, {*rejected, idem.StateRejected}} {
+		state journal.State
+	}{{*done, journal.StateDone}, {*rejected, journal.StateRejected}} {
 		if o.value == "" {
 			continue
 		}
@@ -85,21 +85,21 @@ an unknown ID and an operation already done or rejected (exit code 1).
 	}
 	s.Note = *note
 	path, id := pos[0], pos[1]
-	j, err := openForWriting(ctx, e, path, idem.DefaultKeyTTL)
+	j, err := openForWriting(ctx, e, path)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
 	defer j.Close()
 	err = idem.Settle(ctx, j, id, s)
 	switch {
-	case errors.Is(err, idem.ErrNoSuchOperation):
+	case errors.Is(err, journal.ErrNoSuchOperation):
 		fmt.Fprintf(e.stderr, "%s: no operation %s in %s\n", cmd, cell(id), displayLocation(path))
 		return exitFailure
-	case errors.Is(err, idem.ErrAlreadyCompleted):
+	case errors.Is(err, journal.ErrAlreadyCompleted):
 		fmt.Fprintf(e.stderr, "%s: operation %s in %s is already completed; nothing changed (to drop it anyway: --forget --i-understand-a-new-key --completed)\n",
 			cmd, cell(id), displayLocation(path))
 		return exitFailure
-	case errors.Is(err, idem.ErrInvalidOperation):
+	case errors.Is(err, journal.ErrInvalidOperation):
 		return usageError(e, cmd, "%v", err)
 	case err != nil:
 		return reportJournalError(e, cmd, path, err)
@@ -117,21 +117,20 @@ an unknown ID and an operation already done or rejected (exit code 1).
 // PostgreSQL journal whose tables must exist already (a mistyped database
 // is not a new journal either). A file journal is locked while it is open, so this
 // fails with filejournal.ErrLocked while another process writes it.
-func openForWriting(ctx context.Context, e env, loc string, ttl time.Duration) (openedJournal, error) {
+func openForWriting(ctx context.Context, e env, loc string) (openedJournal, error) {
 	if isShared(loc) {
-		return openShared(ctx, e, loc, ttl, false, true)
+		return openShared(ctx, e, loc, false, true)
 	}
 	if err := requireFile(loc); err != nil {
 		return nil, err
 	}
-	return openFileForWriting(e, loc, ttl)
+	return openFileForWriting(e, loc)
 }
 
 // openFileForWriting opens (or creates) the file journal at path for
 // writing, compacting only when asked.
-func openFileForWriting(e env, path string, ttl time.Duration) (*filejournal.Journal, error) {
+func openFileForWriting(e env, path string) (*filejournal.Journal, error) {
 	return filejournal.Open(path, filejournal.Options{
-		KeyTTL:         ttl,
 		Now:            e.now,
 		CompactMinSize: -1,
 		Logger:         warnLogger(e.stderr),

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // readOp returns what the journal file at path holds for id.
-func readOp(t *testing.T, path, id string) (idem.Operation, bool) {
+func readOp(t *testing.T, path, id string) (journal.Operation, bool) {
 	t.Helper()
 	j, err := filejournal.Open(path, filejournal.Options{ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -33,8 +33,8 @@ func TestJournalSettle(t *testing.T) {
 		t.Fatalf("settle --done: %+v", r)
 	}
 	op, _ := readOp(t, f.path, "charge-3")
-	if op.State != idem.StateDone || op.Status != 201 || op.Key != f.ops["charge-3"].Key ||
-		op.Header.Get(idem.SettledHeader) != "by hand" || op.Header.Get(idem.SettledNoteHeader) != "found ch_3 in the dashboard" {
+	if op.State != journal.StateDone || op.Status != 201 || op.Key != f.ops["charge-3"].Key ||
+		op.Header.Get(journal.HeaderSettled) != "by hand" || op.Header.Get(journal.HeaderSettledNote) != "found ch_3 in the dashboard" {
 		t.Fatalf("after settle --done: %+v", op)
 	}
 
@@ -94,7 +94,7 @@ func TestJournalSettleUsage(t *testing.T) {
 			t.Errorf("settle %q: exit %d, want %d; stderr %s", args, r.code, exitUsage, r.stderr)
 		}
 	}
-	if op, _ := readOp(t, f.path, "charge-3"); op.State != idem.StatePending {
+	if op, _ := readOp(t, f.path, "charge-3"); op.State != journal.StatePending {
 		t.Fatalf("a refused settle changed the operation: %+v", op)
 	}
 }

@@ -15,16 +15,15 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/journal"
 )
 
 func runJournalShow(ctx context.Context, e env, args []string) int {
 	const cmd = "idem journal show"
 	fs := newFlagSet(cmd)
 	asJSON := fs.Bool("json", false, "print a JSON object instead of text")
-	ttl := fs.Duration("ttl", idem.DefaultKeyTTL, ttlUsage)
 	usage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: %s PATH ID [--json] [--ttl 24h]\n\nShows the operation ID of the journal at PATH in full, read-only.\n", cmd)
+		fmt.Fprintf(w, "Usage: %s PATH ID [--json]\n\nShows the operation ID of the journal at PATH in full, read-only.\n", cmd)
 		writeFlags(w, fs)
 		fmt.Fprint(w, showFormatHelp)
 	}
@@ -35,11 +34,8 @@ func runJournalShow(ctx context.Context, e env, args []string) int {
 	if len(pos) != 2 {
 		return usageError(e, cmd, "want a journal PATH and an operation ID, got %d arguments", len(pos))
 	}
-	if *ttl <= 0 {
-		return usageError(e, cmd, "--ttl must be positive")
-	}
 	path, id := pos[0], pos[1]
-	j, err := openForReading(ctx, e, path, *ttl)
+	j, err := openForReading(ctx, e, path)
 	if err != nil {
 		return reportJournalError(e, cmd, path, err)
 	}
@@ -54,9 +50,9 @@ func runJournalShow(ctx context.Context, e env, args []string) int {
 	}
 	now := e.now()
 	if *asJSON {
-		return writeJSON(e, cmd, detail(op, now, *ttl))
+		return writeJSON(e, cmd, detail(op, now))
 	}
-	writeOperation(e.stdout, op, now, *ttl)
+	writeOperation(e.stdout, op, now)
 	return exitOK
 }
 
@@ -96,9 +92,9 @@ type responseJSON struct {
 	Body            string      `json:"body"`
 }
 
-func detail(op idem.Operation, now time.Time, ttl time.Duration) operationDetailJSON {
-	d := operationDetailJSON{operationJSON: summarize(op, now, ttl)}
-	if op.State == idem.StatePending {
+func detail(op journal.Operation, now time.Time) operationDetailJSON {
+	d := operationDetailJSON{operationJSON: summarize(op, now)}
+	if op.State == journal.StatePending {
 		return d
 	}
 	r := &responseJSON{
@@ -122,15 +118,15 @@ func detail(op idem.Operation, now time.Time, ttl time.Duration) operationDetail
 
 // writeOperation writes op for people: its fields, then the recorded
 // response's header and body.
-func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Duration) {
+func writeOperation(w io.Writer, op journal.Operation, now time.Time) {
 	field := func(name, value string) { fmt.Fprintf(w, "%-12s %s\n", name+":", value) }
 	field("ID", cell(op.ID))
 	state := op.State.String()
 	switch {
-	case op.Expired(now, ttl):
-		state += ", expired: the key is older than " + ttl.String() +
+	case op.Expired(now):
+		state += ", expired: the key is older than " + op.KeyTTL.String() +
 			"; resending could apply it twice, so check with the server whether it was applied"
-	case op.State == idem.StatePending:
+	case op.State == journal.StatePending:
 		state += ": no outcome recorded; rerunning its command resumes it under this key"
 	}
 	field("State", state)
@@ -138,7 +134,7 @@ func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Dura
 	field("Fingerprint", op.Fingerprint.String())
 	field("Request", cell(op.Method)+" "+cell(op.URL))
 	field("Created", fmt.Sprintf("%s (%s ago)", op.Created.UTC().Format(time.RFC3339Nano), age(now, op.Created)))
-	if op.State == idem.StatePending {
+	if op.State == journal.StatePending {
 		return
 	}
 	field("Completed", fmt.Sprintf("%s (%s ago)", op.Completed.UTC().Format(time.RFC3339Nano), age(now, op.Completed)))
@@ -185,7 +181,7 @@ func writeOperation(w io.Writer, op idem.Operation, now time.Time, ttl time.Dura
 
 // whyBodyNotRecorded says why a completed operation's body is not in the
 // journal.
-func whyBodyNotRecorded(op idem.Operation) string {
+func whyBodyNotRecorded(op journal.Operation) string {
 	if op.Summarized {
 		return "compaction summarized the operation once its outcome was older than the key retention"
 	}
@@ -194,7 +190,7 @@ func whyBodyNotRecorded(op idem.Operation) string {
 
 // whyHeaderTruncated says why some of a completed operation's header
 // fields are not in the journal.
-func whyHeaderTruncated(op idem.Operation) string {
+func whyHeaderTruncated(op journal.Operation) string {
 	if op.Summarized {
 		return "compaction summarized the operation once its outcome was older than the key retention"
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 // listNow is when the fixture journal is listed: 25h after t0.
@@ -29,8 +30,8 @@ var binaryBody = []byte{0x00, 0x01, 0xfe, 0xff, 'x', '\n'}
 // fixture is a journal built through the client with a fake clock.
 type fixture struct {
 	path string
-	url  string                    // the server's URL, gone by the time the tests run
-	ops  map[string]idem.Operation // by ID, as the journal holds them
+	url  string                       // the server's URL, gone by the time the tests run
+	ops  map[string]journal.Operation // by ID, as the journal holds them
 }
 
 // newFixture builds a journal holding, at listNow with a 24h TTL:
@@ -72,7 +73,7 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := idem.New(idem.Config{Journal: j, HTTPClient: &http.Client{Transport: tr}, MaxAttempts: 1, Now: clock.Now})
+	c, err := idem.New(idem.Config{Journal: j, HTTPClient: &http.Client{Transport: tr}, MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +99,8 @@ func newFixture(t *testing.T) fixture {
 	do(day.Add(time.Minute), "charge-2", "/rejected", `{"n":2}`, idem.ErrRejected)
 	do(day.Add(2*time.Minute), "charge-3", "/unavailable", `{"n":3}`, idem.ErrUnknown)
 	do(day.Add(3*time.Minute), "blob", "/binary", `{"n":4}`, nil)
-	ops := map[string]idem.Operation{}
-	for _, op := range list(j, idem.ListAll) {
+	ops := map[string]journal.Operation{}
+	for _, op := range list(j, journal.ListAll) {
 		ops[op.ID] = op
 	}
 	if err := j.Close(); err != nil {
@@ -112,7 +113,7 @@ func newFixture(t *testing.T) fixture {
 func listed(f fixture, id, state string, expired bool, path string, created time.Time, status any) map[string]any {
 	op := f.ops[id]
 	m := map[string]any{
-		"id": id, "state": state, "expired": expired, "key": op.Key,
+		"id": id, "state": state, "expired": expired, "key_ttl": op.KeyTTL.String(), "key": op.Key,
 		"fingerprint": op.Fingerprint.String(), "method": "POST", "url": f.url + path,
 		"created": created.Format(time.RFC3339Nano), "completed": nil, "status": nil,
 	}
@@ -151,16 +152,49 @@ func TestJournalListJSON(t *testing.T) {
 			t.Errorf("journal %s --json:\n got %v\nwant %v", tc.sub, got, tc.want)
 		}
 	}
+}
 
-	// Listed a day later with a TTL of 30m, every pending one is expired.
-	r := runAt(t, at(listNow), nil, "journal", "expired", "--ttl", "30m", "--json", f.path)
-	var got []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != exitOK {
-		t.Fatalf("exit code %d, %v in:\n%s", r.code, err, r.stdout)
+// TestListShowsAKeyExpiredByItsOwnLifetime is C6.7 for the command line: a
+// Client whose Dialect keeps keys an hour leaves an operation pending; two
+// hours later the command, which has no lifetime of its own, lists it
+// expired, with the lifetime recorded, and not pending; show says so.
+func TestListShowsAKeyExpiredByItsOwnLifetime(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "ops.journal")
+	j, err := filejournal.Open(path, filejournal.Options{Now: at(t0), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	c3["expired"] = true
-	if want := []map[string]any{old, c3}; !reflect.DeepEqual(got, want) {
-		t.Errorf("journal expired --ttl 30m:\n got %v\nwant %v", got, want)
+	c, err := idem.New(idem.Config{Journal: j, MaxAttempts: 1, Dialect: idem.Dialect{Retention: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Do("hourly", req); !errors.Is(err, idem.ErrUnknown) {
+		t.Fatalf("Do: %v, want ErrUnknown", err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	later := at(t0.Add(2 * time.Hour))
+	for sub, want := range map[string]int{"expired": 1, "pending": 0} {
+		r := runAt(t, later, nil, "journal", sub, path, "--json")
+		var got []map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != exitOK {
+			t.Fatalf("journal %s: exit code %d, %v in:\n%s", sub, r.code, err, r.stdout)
+		}
+		if len(got) != want || (want == 1 && (got[0]["id"] != "hourly" || got[0]["expired"] != true || got[0]["key_ttl"] != "1h0m0s")) {
+			t.Errorf("journal %s two hours later: %v, want %d operation(s), hourly expired with key_ttl 1h0m0s", sub, got, want)
+		}
+	}
+	if r := runAt(t, later, nil, "journal", "show", path, "hourly"); !strings.Contains(r.stdout, "expired: the key is older than 1h0m0s") {
+		t.Errorf("journal show two hours later:\n%s\nwant it expired by its 1h lifetime", r.stdout)
 	}
 }
 
@@ -502,10 +536,12 @@ func TestLockedJournal(t *testing.T) {
 func TestJournalCompact(t *testing.T) {
 	f := newFixture(t)
 	before := stateOf(t, f.path)
-	// With a TTL of 30m at listNow, the completed operations (recorded
-	// 57m to 1h ago) keep a summary only, and with --forget-after 30m not
-	// even that; the pending ones, expired or not, stay.
-	r := runAt(t, at(listNow), nil, "journal", "compact", f.path, "--ttl", "30m")
+	// A day after listNow, the completed operations (recorded 24h57m to
+	// 25h ago, past the 24h key lifetime recorded with each) keep a
+	// summary only, and with --forget-after 30m not even that; the
+	// pending ones, expired or not, stay.
+	later := listNow.Add(24 * time.Hour)
+	r := runAt(t, at(later), nil, "journal", "compact", f.path)
 	summarized := stateOf(t, f.path)
 	want := fmt.Sprintf("compacted %s: 5 of 5 operations kept, 8 records in %d bytes (was 8 records in %d bytes)\n",
 		f.path, len(summarized.data), len(before.data))
@@ -513,7 +549,7 @@ func TestJournalCompact(t *testing.T) {
 		t.Fatalf("exit code %d, stdout %q, stderr %q; want 0 and %q", r.code, r.stdout, r.stderr, want)
 	}
 	before = summarized
-	r = runAt(t, at(listNow), nil, "journal", "compact", f.path, "--ttl", "30m", "--forget-after", "30m")
+	r = runAt(t, at(later), nil, "journal", "compact", f.path, "--forget-after", "30m")
 	after := stateOf(t, f.path)
 	want = fmt.Sprintf("compacted %s: 2 of 5 operations kept, 2 records in %d bytes (was 8 records in %d bytes)\n",
 		f.path, len(after.data), len(before.data))

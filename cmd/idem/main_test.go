@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 
 	"go.uber.org/goleak"
 )
@@ -126,7 +127,7 @@ func TestHelpGoesToStdoutAndExitsZero(t *testing.T) {
 		{[]string{"-h"}, []string{"Usage: idem <command>", "journal", "send", "Exit codes:"}},
 		{[]string{"help"}, []string{"Usage: idem <command>"}},
 		{[]string{"journal", "-h"}, []string{"Usage: idem journal <subcommand>", "ls", "pending", "expired", "completed", "show", "compact"}},
-		{[]string{"journal", "ls", "-h"}, []string{"Usage: idem journal ls PATH", "-json", "-ttl", "fingerprint  string"}},
+		{[]string{"journal", "ls", "-h"}, []string{"Usage: idem journal ls PATH", "-json", "key_ttl", "fingerprint  string"}},
 		{[]string{"journal", "show", "--help"}, []string{"Usage: idem journal show PATH ID", "body_encoding"}},
 		{[]string{"journal", "compact", "-h"}, []string{"Usage: idem journal compact PATH"}},
 		{[]string{"send", "-h"}, []string{

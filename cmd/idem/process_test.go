@@ -28,9 +28,10 @@ func buildIdem(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("runs the command as a child process; -short skips the tests that do")
 	}
+	// go test puts the go command that runs it first on PATH.
 	gotool, err := exec.LookPath("go")
 	if err != nil {
-		gotool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("finding the go command: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "idem")
 	if runtime.GOOS == "windows" {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 )
 
 var sendCommand = command{
@@ -157,10 +158,9 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 	if o.journal != "" {
 		var err error
 		if isShared(o.journal) {
-			j, err = openShared(req.Context(), e, o.journal, o.ttl, true, true)
+			j, err = openShared(req.Context(), e, o.journal, true, true)
 		} else {
 			j, err = openWaiting(req.Context(), o.journal, filejournal.Options{
-				KeyTTL: o.ttl,
 				Now:    e.now,
 				Logger: warnLogger(e.stderr),
 			}, o.wait)
@@ -189,16 +189,18 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 		fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
 		return exitFailure
 	}
+	d := o.dialect.Dialect
+	if d.KeyField == "" {
+		d.KeyHeader = o.keyHeader
+	}
+	d.QuotedKey = d.QuotedKey || o.quotedKey
+	d.Retention = o.ttl // recorded with the operation, which every later reader judges by
 	cfg := idem.Config{
-		Dialect:        o.dialect.Dialect,
-		KeyHeader:      o.keyHeader,
-		QuotedKey:      o.quotedKey,
+		Dialect:        d,
 		HTTPClient:     &http.Client{Transport: tr},
 		AttemptTimeout: o.timeout,
 		MaxAttempts:    o.attempts,
 		MaxElapsed:     o.maxElapsed,
-		KeyTTL:         o.ttl,
-		Now:            e.now,
 	}
 	if j != nil {
 		cfg.Journal = j
@@ -230,8 +232,8 @@ func newTransport() *http.Transport {
 }
 
 // writeDone writes the response of a done operation to stdout.
-func writeDone(e env, cmd string, o sendOptions, j idem.Journal, resp *http.Response) int {
-	var recorded idem.Operation
+func writeDone(e env, cmd string, o sendOptions, j journal.Journal, resp *http.Response) int {
+	var recorded journal.Operation
 	if idem.Recorded(resp) && j != nil {
 		when := ""
 		if op, ok, _ := j.Lookup(context.Background(), o.op); ok {

@@ -8,14 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/redact"
+	"github.com/idemkit/idem/journal"
 )
 
 // reportNotDone explains err, from Client.Do, and returns its exit code. A
 // rejection's body still goes to stdout.
-func reportNotDone(e env, cmd string, o sendOptions, j idem.Journal, req *http.Request, err error) int {
+func reportNotDone(e env, cmd string, o sendOptions, j journal.Journal, req *http.Request, err error) int {
 	var oe *idem.OutcomeError
 	switch {
 	case errors.As(err, &oe) && oe.Outcome == idem.OutcomeRejected:
@@ -28,12 +31,12 @@ func reportNotDone(e env, cmd string, o sendOptions, j idem.Journal, req *http.R
 		return exitRefused
 	case errors.Is(err, idem.ErrKeyExpired):
 		fmt.Fprintf(e.stderr, "%s: refused, nothing sent: %v\n", cmd, err)
-		fmt.Fprintf(e.stderr, "%s: the server keeps keys for --ttl (%s), so a resend could apply the request twice: check with the server whether operation %s was applied, and send anything still needed under a new --op\n", cmd, o.ttl, cell(o.op))
+		fmt.Fprintf(e.stderr, "%s: the server keeps keys for %s (recorded with the operation when it was first sent), so a resend could apply the request twice: check with the server whether operation %s was applied, and send anything still needed under a new --op\n", cmd, recordedTTL(j, o, req), cell(o.op))
 		return exitRefused
 	case errors.Is(err, idem.ErrInvalidRequest):
 		fmt.Fprintf(e.stderr, "%s: refused, nothing sent: %v\n", cmd, err)
 		return exitRefused
-	case errors.Is(err, filejournal.ErrLocked), errors.Is(err, idem.ErrCorrupt):
+	case errors.Is(err, filejournal.ErrLocked), errors.Is(err, journal.ErrCorrupt):
 		return reportJournalError(e, cmd, o.journal, err)
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintf(e.stderr, "%s: interrupted before sending: %v\n", cmd, err)
@@ -89,7 +92,18 @@ func reportUnknown(e env, cmd string, o sendOptions, oe *idem.OutcomeError) int 
 
 // difference says how req differs from the request the operation id was
 // first sent with, as the journal recorded it.
-func difference(j idem.Journal, id string, req *http.Request) string {
+// recordedTTL is the key lifetime the journal recorded with operation
+// o.op, or --ttl if it cannot be read.
+func recordedTTL(j journal.Journal, o sendOptions, req *http.Request) time.Duration {
+	if j != nil {
+		if op, ok, err := j.Lookup(req.Context(), o.op); err == nil && ok {
+			return op.KeyTTL
+		}
+	}
+	return o.ttl
+}
+
+func difference(j journal.Journal, id string, req *http.Request) string {
 	if j == nil {
 		return "with a different method, URL or body"
 	}
@@ -99,9 +113,9 @@ func difference(j idem.Journal, id string, req *http.Request) string {
 		return "with a different method, URL or body"
 	case op.Method != req.Method:
 		return fmt.Sprintf("with method %s, not %s", cell(op.Method), req.Method)
-	case op.URL != idem.RedactURL(req.URL):
-		return fmt.Sprintf("to %s, not %s", cell(op.URL), cell(idem.RedactURL(req.URL)))
-	case idem.RedactURL(req.URL) != req.URL.String():
+	case op.URL != redact.Default.URL(req.URL):
+		return fmt.Sprintf("to %s, not %s", cell(op.URL), cell(redact.Default.URL(req.URL)))
+	case redact.Default.URL(req.URL) != req.URL.String():
 		return "with a different body, or other credentials in the URL (the journal keeps them redacted)"
 	}
 	return "with a different body"

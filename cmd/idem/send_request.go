@@ -12,8 +12,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-
-	"github.com/idemkit/idem"
 )
 
 // headerFlags collects -H "Name: value" flags, in order.
@@ -69,7 +67,7 @@ func validHeaderValue(value string) bool {
 }
 
 // keyHeader is the default of --key-header: the header the key goes in.
-const keyHeader = idem.DefaultKeyHeader
+const keyHeader = "Idempotency-Key"
 
 // without returns an error if h sets the key header: idem sets it, one key
 // per operation.

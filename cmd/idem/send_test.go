@@ -267,24 +267,40 @@ func TestSendRefusesAnExpiredKey(t *testing.T) {
 	if r := runAt(t, at(t0), nil, args...); r.code != exitUnknown {
 		t.Fatalf("first send: exit code %d, stderr %q", r.code, r.stderr)
 	}
-	key := oneKey(t, srv.keys(), 1)
+	oneKey(t, srv.keys(), 1)
 	srv.answer(respond(http.StatusCreated, `{"id":"re_3"}`))
 
 	r := runAt(t, at(t0.Add(24*time.Hour)), nil, args...)
 	if r.code != exitRefused || r.stdout != "" ||
 		!strings.Contains(r.stderr, "idem send: refused, nothing sent: ") ||
-		!strings.Contains(r.stderr, "the server keeps keys for --ttl (24h0m0s), so a resend could apply the request twice") {
+		!strings.Contains(r.stderr, "the server keeps keys for 24h0m0s (recorded with the operation when it was first sent), so a resend could apply the request twice") {
 		t.Errorf("a day later: exit code %d, stdout %q, stderr %q; want %d", r.code, r.stdout, r.stderr, exitRefused)
 	}
 	oneKey(t, srv.keys(), 1)
 
-	// A server that keeps keys for two days still knows it.
+	// The key lifetime is the one recorded with the operation (C6.7): a
+	// later --ttl 48h does not make its key usable again.
 	r = runAt(t, at(t0.Add(24*time.Hour)), nil, append(args, "--ttl", "48h")...)
-	if r.code != exitOK || r.stdout != `{"id":"re_3"}` {
-		t.Errorf("with --ttl 48h: exit code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "the server keeps keys for 24h0m0s") {
+		t.Errorf("with --ttl 48h: exit code %d, stdout %q, stderr %q; want %d", r.code, r.stdout, r.stderr, exitRefused)
 	}
-	if got := oneKey(t, srv.keys(), 2); got != key {
-		t.Errorf("resent with key %s, want %s", got, key)
+	oneKey(t, srv.keys(), 1)
+
+	// An operation first sent with --ttl 48h, to a server that keeps keys
+	// two days, is resent a day later under its key, --ttl or not.
+	srv.answer(respond(http.StatusServiceUnavailable, `{}`))
+	args = []string{"send", "--journal", path, "--op", "refund-4", "--attempts", "1", "-d", "{}", srv.URL + "/refunds"}
+	if r := runAt(t, at(t0), nil, append(args, "--ttl", "48h")...); r.code != exitUnknown {
+		t.Fatalf("first send of refund-4: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	key := srv.keys()[1]
+	srv.answer(respond(http.StatusCreated, `{"id":"re_4"}`))
+	r = runAt(t, at(t0.Add(24*time.Hour)), nil, args...)
+	if r.code != exitOK || r.stdout != `{"id":"re_4"}` {
+		t.Errorf("refund-4 a day later: exit code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if got := srv.keys(); len(got) != 3 || got[2] != key {
+		t.Errorf("keys %q, want refund-4 resent with its key %s", got, key)
 	}
 }
 

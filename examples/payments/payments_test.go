@@ -20,6 +20,7 @@ import (
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemserver"
 	"github.com/idemkit/idem/idemserver/sqlite"
+	"github.com/idemkit/idem/journal"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -86,7 +87,7 @@ func (d *dropAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // client is an idem client over transport, retrying at once, with a
 // journal at path ("" for none).
-func client(t *testing.T, transport http.RoundTripper, journal idem.Journal, attempts int) *idem.Client {
+func client(t *testing.T, transport http.RoundTripper, journal journal.Journal, attempts int) *idem.Client {
 	t.Helper()
 	c, err := idem.New(idem.Config{
 		Journal:     journal,

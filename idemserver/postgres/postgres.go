@@ -50,7 +50,13 @@ func Open(dsn string) (*sql.DB, error) {
 // Pool returns the store of idemserver.Config.Store for pool: Keys keeps
 // its keys in pool's database and hands each handler its transaction as
 // a pgx.Tx (Tx).
-func Pool(pool *pgxpool.Pool) idemserver.Store { return store{pool} }
+func Pool(pool *pgxpool.Pool) idemserver.Store {
+	var db sqlkit.DB
+	if pool != nil {
+		db = poolDB(store{pool})
+	}
+	return sqlkit.MakeStore(db).(idemserver.Store)
+}
 
 // Tx returns the request's transaction on a Pool store (the one
 // idemserver.Tx gives on a *sql.DB, with the same rules): the handler
@@ -66,13 +72,6 @@ func Tx(ctx context.Context) pgx.Tx {
 }
 
 type store struct{ pool *pgxpool.Pool }
-
-func (s store) Database() sqlkit.DB {
-	if s.pool == nil {
-		return nil
-	}
-	return poolDB(s)
-}
 
 // poolDB is a pgxpool.Pool as the substrate sees it.
 type poolDB store

@@ -60,6 +60,9 @@ func (j *Journal) Begin(in Intent) error {
 	if in.Created.IsZero() {
 		in.Created = j.opt.Now()
 	}
+	if err := CheckKeyTTL(in.KeyTTL); err != nil {
+		return fmt.Errorf("idem: journal %s: begin %s: %w", j.path, QuoteID(in.ID), err)
+	}
 	r := Record{
 		ID:          in.ID,
 		Key:         in.Key,
@@ -67,6 +70,7 @@ func (j *Journal) Begin(in Intent) error {
 		Method:      in.Method,
 		URL:         in.URL,
 		Created:     in.Created.UnixNano(),
+		KeyTTL:      int64(in.KeyTTL),
 		State:       Pending,
 	}
 	buf, start := beginRecord(j.buf[:0])

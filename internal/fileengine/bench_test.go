@@ -35,6 +35,7 @@ func benchIntent(id string) Intent {
 		Method:      http.MethodPost,
 		URL:         "https://api.example.test/charges",
 		Created:     testNow,
+		KeyTTL:      DefaultKeyTTL,
 	}
 }
 

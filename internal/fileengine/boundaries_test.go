@@ -663,7 +663,7 @@ func TestJournalLogsExactlyItsTroubles(t *testing.T) {
 	if got, want := logs.all(), []string{fmt.Sprintf("DEBUG idem: ignoring torn journal tail (read-only) offset=%d bytes=%d", torn, int64(len(b)-3)-torn)}; !slices.Equal(got, want) {
 		t.Fatalf("a torn tail read read-only logged %q, want %q", got, want)
 	}
-	j = openTestJournal(t, path, o)
+	openTestJournal(t, path, o)
 	if got, want := logs.above(), []string{fmt.Sprintf("WARN idem: truncating torn journal tail offset=%d bytes=%d", torn, int64(len(b)-3)-torn)}; !slices.Equal(got, want) {
 		t.Fatalf("a torn tail logged %q, want %q", got, want)
 	}

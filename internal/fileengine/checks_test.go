@@ -305,6 +305,15 @@ func TestReadBackComparesTheIntentsCreatedTime(t *testing.T) {
 	})
 }
 
+// J9.4: the intent read back must hold the key lifetime the index holds.
+func TestReadBackComparesTheIntentsKeyLifetime(t *testing.T) {
+	checkReadBack(t, false, "key lifetime of", func(t *testing.T, in Intent, _ *Completion, _ []byte) []byte {
+		r := recordOf(in)
+		r.KeyTTL++
+		return frameRecord(t, recIntent, appendIntent(nil, &r))
+	})
+}
+
 // J9.4: the intent read back must hold the key whose sum the index holds.
 func TestReadBackComparesTheIntentsKeySum(t *testing.T) {
 	checkReadBack(t, false, "another key than the one indexed", func(t *testing.T, in Intent, _ *Completion, _ []byte) []byte {

@@ -8,13 +8,20 @@ package fileengine
 //
 // Intent payload (type 1), written by Begin:
 //
-//	u8        encoding version, 1
+//	u8        encoding version, 2
 //	uvarint   len(ID), then ID bytes          1..4096 bytes
 //	uvarint   len(Key), then Key bytes        1..4096 bytes
 //	[32]byte  Fingerprint
 //	uvarint   len(Method), then Method bytes
 //	uvarint   len(URL), then URL bytes
 //	varint    Created, Unix nanoseconds
+//	uvarint   KeyTTL, nanoseconds, at least 1
+//
+// Version 1 of the intent payload, written before the key lifetime was
+// stored with each operation, ends at Created; it reads as an operation
+// whose key lives DefaultKeyTTL, the only lifetime a journal of that time
+// could have been opened with by default. Only version 2 is written:
+// compaction rewrites a version 1 intent as version 2.
 //
 // Completion payload (type 2), written by Complete:
 //
@@ -42,11 +49,17 @@ package fileengine
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 const (
-	// payloadVersion is the first byte of every payload.
+	// payloadVersion is the first byte of every completion payload.
 	payloadVersion = 1
+	// intentVersion is the first byte of the intent payloads written;
+	// intentVersion1 is that of the intents written before it, without
+	// a key lifetime.
+	intentVersion  = 2
+	intentVersion1 = 1
 )
 
 // The bits of a completion's flags (Outcome.Flags).
@@ -63,13 +76,14 @@ const (
 
 // appendIntent appends r's intent payload to buf.
 func appendIntent(buf []byte, r *Record) []byte {
-	buf = append(buf, payloadVersion)
+	buf = append(buf, intentVersion)
 	buf = appendString(buf, r.ID)
 	buf = appendString(buf, r.Key)
 	buf = append(buf, r.Fingerprint[:]...)
 	buf = appendString(buf, r.Method)
 	buf = appendString(buf, r.URL)
-	return binary.AppendVarint(buf, r.Created)
+	buf = binary.AppendVarint(buf, r.Created)
+	return binary.AppendUvarint(buf, uint64(r.KeyTTL))
 }
 
 // appendCompletion appends the completion payload of operation id with
@@ -89,10 +103,10 @@ func appendCompletionHead(buf []byte, id string, s State, o *Outcome) []byte {
 }
 
 // intentSpans are the bounds of an intent payload's fields in the
-// payload, and its created time.
+// payload, its created time and its key lifetime.
 type intentSpans struct {
 	idA, idB, keyA, keyB, fpA, mA, mB, uA, uB int
-	created                                   int64
+	created, keyTTL                           int64
 }
 
 // parseIntent checks an intent payload and returns where its fields are,
@@ -100,7 +114,8 @@ type intentSpans struct {
 func parseIntent(p []byte) (intentSpans, string) {
 	var s intentSpans
 	d := decoder{B: p}
-	if v := d.Byte(); v != payloadVersion && d.Bad == "" {
+	v := d.Byte()
+	if v != intentVersion && v != intentVersion1 && d.Bad == "" {
 		return s, fmt.Sprintf("unsupported intent encoding %d", v)
 	}
 	s.idA, s.idB = d.Span("operation ID", MaxIDLen)
@@ -114,6 +129,14 @@ func parseIntent(p []byte) (intentSpans, string) {
 	s.mA, s.mB = d.Span("method", len(p))
 	s.uA, s.uB = d.Span("URL", len(p))
 	s.created = d.Varint()
+	s.keyTTL = int64(DefaultKeyTTL)
+	if v == intentVersion {
+		if ttl := d.Uvarint(); d.Bad == "" && (ttl == 0 || ttl > math.MaxInt64) {
+			d.Fail(fmt.Sprintf("key lifetime %d ns is not positive", ttl))
+		} else {
+			s.keyTTL = int64(ttl)
+		}
+	}
 	d.End()
 	switch {
 	case d.Bad != "":
@@ -142,6 +165,7 @@ func decodeIntent(p []byte, r *Record) string {
 	r.URL = all[s.uA-s.idA : s.uB-s.idA]
 	copy(r.Fingerprint[:], p[s.fpA:])
 	r.Created = s.created
+	r.KeyTTL = s.keyTTL
 	r.State = Pending
 	return ""
 }
@@ -215,12 +239,6 @@ func decodeOutcome(h *completionHead, o *Outcome) ([]byte, string) {
 func completionRecordSize(r *Record) int64 {
 	var scratch [128]byte
 	payload := appendCompletion(scratch[:0], r.ID, r.State, &r.Outcome)
-	return alignRecord(int64(recordHeaderSize + len(payload) + recordCRCSize))
-}
-
-// intentRecordSize is the framed size of r's intent record.
-func intentRecordSize(r *Record) int64 {
-	payload := appendIntent(nil, r)
 	return alignRecord(int64(recordHeaderSize + len(payload) + recordCRCSize))
 }
 

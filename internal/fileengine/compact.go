@@ -103,7 +103,7 @@ func (j *Journal) compactLocked() error {
 	var live []keep
 	for e := range j.idx.all() {
 		switch {
-		case e.live(now, j.opt.KeyTTL):
+		case e.live(now):
 			live = append(live, keep{e: e})
 		case j.remembered(e, now):
 			live = append(live, keep{e: e, summarize: true})
@@ -315,9 +315,9 @@ func (j *Journal) replaceIndex(idx index, size, records int64) {
 }
 
 // live reports whether compaction at now keeps e whole: it is pending
-// (expired or not), or its outcome was recorded less than ttl ago.
-func (e *entry) live(now int64, ttl time.Duration) bool {
-	return e.State == Pending || e.completedWithin(now, ttl)
+// (expired or not), or its outcome was recorded less than its KeyTTL ago.
+func (e *entry) live(now int64) bool {
+	return e.State == Pending || e.completedWithin(now, time.Duration(e.KeyTTL))
 }
 
 // remembered reports whether compaction at now keeps e at all, whole or as
@@ -325,7 +325,7 @@ func (e *entry) live(now int64, ttl time.Duration) bool {
 // by default).
 func (j *Journal) remembered(e *entry, now int64) bool {
 	switch {
-	case e.live(now, j.opt.KeyTTL):
+	case e.live(now):
 		return true
 	}
 	return j.opt.ForgetAfter <= 0 || e.completedWithin(now, j.opt.ForgetAfter)
@@ -389,7 +389,7 @@ func (j *Journal) liveSet(now time.Time) (n int, bytes int64) {
 	ns := unixNanos(now)
 	for e := range j.idx.all() {
 		switch {
-		case e.live(ns, j.opt.KeyTTL):
+		case e.live(ns):
 			bytes += int64(e.intentSize) + int64(e.completionSize)
 		case j.remembered(e, ns):
 			bytes += int64(e.intentSize) + int64(min(e.completionSize, summaryRecordSize(&e.Meta)))

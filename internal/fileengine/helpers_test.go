@@ -45,6 +45,7 @@ func testIntent(i int) Intent {
 		Method:      http.MethodPost,
 		URL:         url,
 		Created:     testNow.Add(-time.Duration(i) * time.Second),
+		KeyTTL:      DefaultKeyTTL,
 	}
 }
 
@@ -71,6 +72,7 @@ func recordOf(in Intent, c ...Completion) Record {
 		URL:         in.URL,
 		Fingerprint: in.Fingerprint,
 		Created:     in.Created.UnixNano(),
+		KeyTTL:      int64(in.KeyTTL),
 		State:       Pending,
 	}
 	for _, c := range c {

@@ -21,7 +21,13 @@ import (
 )
 
 // File is a file the journal reads and writes: *os.File, or what
-// Options.WrapFile made of one. Package idem's File is the same interface.
+// Options.WrapFile made of one.
+// SetWrapFile, set by package filejournal, sets on the
+// *filejournal.Options o the function that wraps every file the journal
+// opens: the seam through which tests inject faults, kept out of
+// filejournal's exported API.
+var SetWrapFile func(o any, wrap func(File) File)
+
 type File interface {
 	io.ReaderAt
 	io.Writer
@@ -44,7 +50,6 @@ const (
 // same default.
 type Options struct {
 	ReadOnly       bool
-	KeyTTL         time.Duration
 	ForgetAfter    time.Duration
 	CompactMinSize int64
 	FileMode       os.FileMode
@@ -176,9 +181,6 @@ const readOnlyTries = 3
 
 // newJournal returns an empty Journal with o's defaults filled in.
 func newJournal(o Options) *Journal {
-	if o.KeyTTL <= 0 {
-		o.KeyTTL = DefaultKeyTTL
-	}
 	if o.CompactMinSize == 0 {
 		o.CompactMinSize = DefaultCompactMinSize
 	}
@@ -484,9 +486,6 @@ func List[T any](j *Journal, keep func(*Meta) bool, conv func(*Record) T) ([]T, 
 	return out, nil
 }
 
-// KeyTTL returns Options.KeyTTL, its default filled in.
-func (j *Journal) KeyTTL() time.Duration { return j.opt.KeyTTL }
-
 // Now returns the time by Options.Now.
 func (j *Journal) Now() time.Time { return j.opt.Now() }
 
@@ -517,7 +516,7 @@ func (j *Journal) Stats() Stats {
 func (j *Journal) pending(now time.Time) int {
 	n := 0
 	for e := range j.idx.all() {
-		if e.State == Pending && now.Sub(time.Unix(0, e.Created)) < j.opt.KeyTTL {
+		if e.State == Pending && !e.Expired(now) {
 			n++
 		}
 	}

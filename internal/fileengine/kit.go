@@ -6,6 +6,7 @@ package fileengine
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/idemkit/idem/internal/journalkit"
 )
@@ -49,3 +50,6 @@ func DecodeHeaderBody(raw string) (http.Header, []byte) { return journalkit.Deco
 // emptyHeaderBody is the header-and-body section of an outcome without a
 // header or a body, as compaction's summaries keep it.
 var emptyHeaderBody = journalkit.EmptyHeaderBody
+
+// CheckKeyTTL is journalkit.CheckKeyTTL.
+func CheckKeyTTL(ttl time.Duration) error { return journalkit.CheckKeyTTL(ttl) }

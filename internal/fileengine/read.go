@@ -145,6 +145,8 @@ func (j *Journal) loadIntent(read readAt, e *entry, r *Record) error {
 	case reason != "":
 	case r.ID != e.ID || r.Created != e.Created:
 		reason = fmt.Sprintf("the intent there is operation %s's, created at %d", QuoteID(r.ID), r.Created)
+	case r.KeyTTL != e.KeyTTL:
+		reason = fmt.Sprintf("the intent there has a key lifetime of %d ns, not the %d indexed", r.KeyTTL, e.KeyTTL)
 	case keySum(r.Key) != e.keySum:
 		reason = "the intent there holds another key than the one indexed"
 	}

@@ -269,8 +269,8 @@ func TestJournalReadOnlyReadsBodiesFromTheFileItOpened(t *testing.T) {
 // record: type, reserved bytes, padding.
 // Clause: J9.3.
 func TestCheckRecordRefusesWhatIsNotTheRecord(t *testing.T) {
-	good := frameRecord(t, recIntent, intentPayload(testIntent(1)))
-	if p, reason := checkRecord(good, recIntent); reason != "" || !bytes.Equal(p, intentPayload(testIntent(1))) {
+	good := frameRecord(t, recIntent, intentPayload(testIntent(10)))
+	if p, reason := checkRecord(good, recIntent); reason != "" || !bytes.Equal(p, intentPayload(testIntent(10))) {
 		t.Fatalf("checkRecord(good) = %q", reason)
 	}
 	for _, tc := range []struct {

@@ -46,13 +46,13 @@ func readAheadJournal(t *testing.T) []byte {
 
 // recoverCounting is recoverBytes, counting the reads of a read-ahead
 // chunk's size.
-func recoverCounting(b []byte) (*Journal, []byte, error, int) {
+func recoverCounting(b []byte) (*Journal, []byte, int, error) {
 	f := &countingFile{memFile: memFile{b: bytes.Clone(b)}}
 	j := newJournal(quietOptions())
 	j.path = "fuzz.journal"
 	j.f = f
 	err := j.recover(f, int64(len(f.b)))
-	return j, f.b, err, int(f.chunks.Load())
+	return j, f.b, int(f.chunks.Load()), err
 }
 
 type countingFile struct {
@@ -71,7 +71,7 @@ func (f *countingFile) ReadAt(p []byte, off int64) (int, error) {
 // both end the same: the same records, the same bytes cut, the same error.
 func recoverBoth(t *testing.T, what string, b []byte) {
 	t.Helper()
-	ahead, aheadAfter, aheadErr, chunks := recoverCounting(b)
+	ahead, aheadAfter, chunks, aheadErr := recoverCounting(b)
 	if chunks == 0 && len(b) > readChunk+readAheadChunk {
 		t.Fatalf("%s: nothing was read ahead", what)
 	}

@@ -38,6 +38,9 @@ type Record struct {
 	Fingerprint [32]byte
 	// Created is when the key was minted, in Unix nanoseconds.
 	Created int64
+	// KeyTTL is how long the server keeps the key, in nanoseconds: the
+	// operation is expired once pending KeyTTL after Created.
+	KeyTTL int64
 	// State is Pending after Begin, Done or Rejected after Complete.
 	State State
 	// Outcome is set once State is Done or Rejected.
@@ -65,6 +68,8 @@ type Intent struct {
 	Fingerprint          [32]byte
 	// Created is when the key was minted; zero means now, by Options.Now.
 	Created time.Time
+	// KeyTTL is how long the server keeps the key; it must be positive.
+	KeyTTL time.Duration
 }
 
 // Completion is what Complete records of an operation's outcome.
@@ -91,8 +96,9 @@ type Completion struct {
 type Meta struct {
 	// ID is the operation's ID.
 	ID string
-	// Created and, once State is final, Completed are the Record's.
-	Created, Completed int64
+	// Created, KeyTTL and, once State is final, Completed are the
+	// Record's.
+	Created, Completed, KeyTTL int64
 	// Status and Flags are the outcome's, once State is final.
 	Status int32
 	// State is the Record's.
@@ -110,6 +116,12 @@ type entry struct {
 	intentSize     uint32 // framed size of the intent record
 	completionSize uint32 // framed size of the latest completion record, or 0
 	keySum         uint64 // keySum of the operation's key: Complete checks a key without reading the intent
+}
+
+// Expired reports whether m is pending and its key is at least its KeyTTL
+// old at now.
+func (m *Meta) Expired(now time.Time) bool {
+	return m.State == Pending && now.Sub(time.Unix(0, m.Created)) >= time.Duration(m.KeyTTL)
 }
 
 // keySeed seeds keySum. It is drawn once per process, so no key can be
@@ -133,7 +145,7 @@ func entryOf(r *Record) entry {
 
 // metaOf returns what the index keeps of r.
 func metaOf(r *Record) Meta {
-	return Meta{ID: r.ID, Created: r.Created, Completed: r.Completed, Status: r.Status, State: r.State, Flags: r.Flags}
+	return Meta{ID: r.ID, Created: r.Created, Completed: r.Completed, KeyTTL: r.KeyTTL, Status: r.Status, State: r.State, Flags: r.Flags}
 }
 
 // unixNanos returns t as Unix nanoseconds, saturating outside the range

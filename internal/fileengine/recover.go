@@ -226,8 +226,9 @@ type decoded struct {
 	keySum     uint64 // an intent's keySum
 	id         string // an intent's ID
 	idA, idB   int    // a completion's ID: batch.names[idA:idB]
-	created    int64  // an intent's
-	state      State  // a completion's, and its outcome:
+	created    int64  // an intent's, and its key lifetime
+	keyTTL     int64
+	state      State // a completion's, and its outcome:
 	completed  int64
 	status     int32
 	flags      uint8
@@ -250,7 +251,7 @@ func (b *batch) add(x *index, off int64, fm frame) string {
 		d.id = string(fm.payload[s.idA:s.idB])
 		d.hash = x.hash(d.id)
 		d.keySum = keySumBytes(fm.payload[s.keyA:s.keyB])
-		d.created = s.created
+		d.created, d.keyTTL = s.created, s.keyTTL
 	case recCompletion:
 		h, reason := decodeCompletionHead(fm.payload)
 		if reason != "" {
@@ -299,6 +300,7 @@ func (j *Journal) applyIntent(f File, d *decoded) string {
 	e := j.idx.alloc()
 	e.ID = d.id
 	e.Created = d.created
+	e.KeyTTL = d.keyTTL
 	e.State = Pending
 	e.intentAt = d.off
 	e.intentSize = d.size
@@ -318,7 +320,7 @@ func (j *Journal) applyIntent(f File, d *decoded) string {
 	if err := j.loadIntent(j.preader(f), &again, &r); err != nil {
 		return fmt.Sprintf("second intent for operation %s cannot be read back: %v", QuoteID(old.ID), err)
 	}
-	if was.Key != r.Key || was.Fingerprint != r.Fingerprint || was.Method != r.Method || was.URL != r.URL || was.Created != r.Created {
+	if was.Key != r.Key || was.Fingerprint != r.Fingerprint || was.Method != r.Method || was.URL != r.URL || was.Created != r.Created || was.KeyTTL != r.KeyTTL {
 		return fmt.Sprintf("second intent for operation %s with different fields", QuoteID(old.ID))
 	}
 	return ""

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // --- J2, torn tail --------------------------------------------------------
@@ -274,9 +275,13 @@ func TestJournalReportsInvalidRecordContents(t *testing.T) {
 	otherKey := a
 	otherKey.Key = "another key"
 	badVersion := intentPayload(b)
-	badVersion[0] = 2
+	badVersion[0] = 3
+	otherTTL := a
+	otherTTL.KeyTTL = time.Hour
+	zeroTTL := intentPayload(b)
+	zeroTTL = append(zeroTTL[:len(zeroTTL)-len(binary.AppendUvarint(nil, uint64(DefaultKeyTTL)))], 0)
 	trailing := append(intentPayload(b), 0)
-	emptyID := intentPayload(Intent{ID: "", Key: "k"})
+	emptyID := intentPayload(Intent{ID: "", Key: "k", KeyTTL: DefaultKeyTTL})
 	completeB := completionPayload(testOutcome(b, 200, "x"))
 	badState := completionPayload(testOutcome(a, 200, "x"))
 	badState[1+1+len(a.ID)] = byte(Pending) // version, ID length, ID, then the state
@@ -296,7 +301,9 @@ func TestJournalReportsInvalidRecordContents(t *testing.T) {
 	}{
 		{"intent for a present ID with another key", [][]byte{intentA, frameRecord(t, recIntent, intentPayload(otherKey)), intentB}, "second intent"},
 		{"completion for an unknown ID", [][]byte{intentA, frameRecord(t, recCompletion, completeB), intentB}, "no intent"},
-		{"intent encoding version", [][]byte{intentA, frameRecord(t, recIntent, badVersion), intentB}, "unsupported intent encoding 2"},
+		{"intent for a present ID with another key lifetime", [][]byte{intentA, frameRecord(t, recIntent, intentPayload(otherTTL)), intentB}, "second intent"},
+		{"intent encoding version", [][]byte{intentA, frameRecord(t, recIntent, badVersion), intentB}, "unsupported intent encoding 3"},
+		{"intent key lifetime zero", [][]byte{intentA, frameRecord(t, recIntent, zeroTTL)}, "key lifetime 0 ns is not positive"},
 		{"trailing payload bytes", [][]byte{intentA, frameRecord(t, recIntent, trailing)}, "trailing"},
 		{"empty payload", [][]byte{intentA, frameRecord(t, recIntent, nil)}, "payload ends early"},
 		{"empty ID", [][]byte{intentA, frameRecord(t, recIntent, emptyID)}, "empty operation ID"},

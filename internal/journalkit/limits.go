@@ -73,6 +73,15 @@ func CheckTime(what string, t time.Time) error {
 	return nil
 }
 
+// CheckKeyTTL returns an error matching ErrInvalidOperation if ttl is not
+// a key lifetime an intent may record: it must be positive.
+func CheckKeyTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: key lifetime %v is not positive", ErrInvalidOperation, ttl)
+	}
+	return nil
+}
+
 // QuoteID quotes an operation ID for a message, shortened if it is long.
 func QuoteID(id string) string {
 	if len(id) > 64 {
@@ -80,3 +89,20 @@ func QuoteID(id string) string {
 	}
 	return fmt.Sprintf("%q", id)
 }
+
+// The header fields by which a recorded outcome is marked: how it was
+// recorded, and what the server said of its key. They are stored with the
+// outcome's header.
+const (
+	// SettledHeader marks an outcome recorded by hand, with "by hand".
+	SettledHeader = "Idem-Settled"
+	// SettledNoteHeader holds the note of an outcome recorded by hand.
+	SettledNoteHeader = "Idem-Settled-Note"
+	// KeyReusedHeader marks a refusal of a key held for another request.
+	KeyReusedHeader = "Idem-Key-Reused"
+	// AppliedHeader marks an answer that says the operation was applied
+	// before.
+	AppliedHeader = "Idem-Already-Applied"
+	// UnrecordedHeadersField names the header fields an outcome left out.
+	UnrecordedHeadersField = "Idem-Unrecorded-Headers"
+)

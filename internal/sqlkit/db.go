@@ -153,3 +153,8 @@ func TxFrom(ctx context.Context) Tx {
 	}
 	return f()
 }
+
+// MakeStore, set by package idemserver, returns an idemserver.Store of db:
+// how a database package makes the store of idemserver.Config.Store
+// without idemserver exporting its database's internal type.
+var MakeStore func(db DB) any

@@ -64,6 +64,7 @@ func (c *observedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driv
 	if b, ok := c.c.(driver.ConnBeginTx); ok {
 		t, err = b.BeginTx(ctx, opts)
 	} else {
+		//lint:ignore SA1019 a driver without BeginTx has only Begin, as database/sql itself falls back to
 		t, err = c.c.Begin()
 	}
 	if err != nil {
@@ -193,6 +194,7 @@ func (s *observedStmt) Exec(args []driver.Value) (driver.Result, error) {
 	if err := s.c.check(); err != nil {
 		return nil, err
 	}
+	//lint:ignore SA1019 driver.Stmt's own method, forwarded to the wrapped statement
 	r, err := s.s.Exec(args)
 	return r, s.c.met(err)
 }
@@ -201,6 +203,7 @@ func (s *observedStmt) Query(args []driver.Value) (driver.Rows, error) {
 	if err := s.c.check(); err != nil {
 		return nil, err
 	}
+	//lint:ignore SA1019 driver.Stmt's own method, forwarded to the wrapped statement
 	r, err := s.s.Query(args)
 	return r, s.c.met(err)
 }

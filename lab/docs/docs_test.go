@@ -2,6 +2,9 @@ package docs_test
 
 import (
 	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,7 +280,7 @@ func TestGodocFitsItsLength(t *testing.T) {
 		args []string
 		max  int
 	}{
-		{[]string{"doc", "-all", "."}, 900},
+		{[]string{"doc", "-all", "."}, 600},
 		{[]string{"doc", ".", "Config"}, 100},
 	} {
 		out, err := exec.Command("go", tc.args...).Output()
@@ -288,4 +291,64 @@ func TestGodocFitsItsLength(t *testing.T) {
 			t.Errorf("go %s prints %d lines, more than %d: state a rule once, where it is enforced, and point to it", strings.Join(tc.args, " "), n, tc.max)
 		}
 	}
+}
+
+// The root package exports what a caller uses and no more: at most
+// maxRootNames top-level names (each constant, variable, function and
+// type; not methods or fields). What a journal author needs is in
+// package journal.
+func TestRootExportsFewNames(t *testing.T) {
+	doccheck.PinsText(t)
+	const maxRootNames = 70
+	names := rootExportedNames(t)
+	t.Logf("the root exports %d top-level names", len(names))
+	if len(names) > maxRootNames {
+		t.Errorf("the root exports %d top-level names, more than %d: %s", len(names), maxRootNames, strings.Join(names, " "))
+	}
+}
+
+// rootExportedNames returns the root package's exported top-level names,
+// sorted.
+func rootExportedNames(t *testing.T) []string {
+	t.Helper()
+	paths, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var names []string
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil && d.Name.IsExported() {
+					names = append(names, d.Name.Name)
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch s := spec.(type) {
+					case *ast.TypeSpec:
+						if s.Name.IsExported() {
+							names = append(names, s.Name.Name)
+						}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							if n.IsExported() {
+								names = append(names, n.Name)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/filefaults"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -78,7 +80,7 @@ func runBatchChild(cfgJSON string) int {
 			return childBadConfig
 		}
 		defer sl.Close()
-		opts.WrapFile = sl.Wrap
+		opts = filefaults.WrapFiles(opts, sl.Wrap)
 	}
 	if cfg.PostgresDSN != "" {
 		return runFleetChild(cfg, ev, log)
@@ -89,18 +91,18 @@ func runBatchChild(cfgJSON string) int {
 		return childJournalError
 	}
 	defer fj.Close()
-	pending := list(fj, idem.ListPending)
+	pending := list(fj, journal.ListPending)
 	for _, op := range pending {
 		ev.Resumed(op.ID)
 	}
-	ev.Line("opened operations=%d pending=%d truncated=%d", len(list(fj, idem.ListAll)), len(pending), fj.Stats().Truncated)
+	ev.Line("opened operations=%d pending=%d truncated=%d", len(list(fj, journal.ListAll)), len(pending), fj.Stats().Truncated)
 	return runBatchRounds(cfg, ev, log, fj, func() error { return fj.Compact() }, fj.Close)
 }
 
 // runBatchRounds runs the workload on j until every operation is done.
 // compact, when set, compacts the journal; closeJournal makes it durable
 // before the child reports it finished.
-func runBatchRounds(cfg batchChildConfig, ev *EventWriter, log *slog.Logger, j idem.Journal, compact, closeJournal func() error) int {
+func runBatchRounds(cfg batchChildConfig, ev *EventWriter, log *slog.Logger, j journal.Journal, compact, closeJournal func() error) int {
 
 	tr := NewTransport()
 	defer tr.CloseIdleConnections()
@@ -129,7 +131,7 @@ func runBatchRounds(cfg batchChildConfig, ev *EventWriter, log *slog.Logger, j i
 	}
 	outcomes, unavailable := 0, 0
 	progress := func(r idem.BatchResult, _ idem.BatchSummary) {
-		if errors.Is(r.Err, idem.ErrJournalUnavailable) {
+		if errors.Is(r.Err, journal.ErrUnavailable) {
 			// Refused before sending (F6): not an outcome.
 			ev.Line("unavailable %s", r.ID)
 			unavailable++
@@ -166,7 +168,7 @@ func runBatchRounds(cfg batchChildConfig, ev *EventWriter, log *slog.Logger, j i
 		unavailable = 0
 		sum, err := c.RunBatch(context.Background(), ops, idem.BatchOptions{Concurrency: cfg.Concurrency, Progress: progress})
 		switch {
-		case errors.Is(err, idem.ErrJournalUnavailable):
+		case errors.Is(err, journal.ErrUnavailable):
 			// A shared journal's database is down: wait for it.
 			time.Sleep(50 * time.Millisecond)
 			continue
@@ -244,7 +246,7 @@ func runFleetChild(cfg batchChildConfig, ev *EventWriter, log *slog.Logger) int 
 		return childJournalError
 	}
 	defer j.Close()
-	pending, err := j.List(ctx, idem.ListPending)
+	pending, err := j.List(ctx, journal.ListPending)
 	if err == nil {
 		for _, op := range pending {
 			ev.Resumed(op.ID)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver"
 	"github.com/idemkit/idem/testserver/chaos"
 )
@@ -28,7 +29,7 @@ func keyPlace(d idem.Dialect) (header, field string) {
 	case d.KeyHeader != "":
 		return d.KeyHeader, ""
 	}
-	return idem.DefaultKeyHeader, ""
+	return "Idempotency-Key", ""
 }
 
 // serverDialect returns the reference server's dialect of the client's
@@ -118,7 +119,7 @@ func stockSpeaking(ctx context.Context, d idem.Dialect, hc *http.Client, baseURL
 		return fmt.Errorf("faultsuite: stocking %s: %w", Item, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.Header.Get(idem.AppliedHeader) != "true" {
+	if resp.StatusCode != http.StatusOK && resp.Header.Get(journal.HeaderAlreadyApplied) != "true" {
 		return fmt.Errorf("faultsuite: stocking %s: status %s", Item, resp.Status)
 	}
 	return nil
@@ -401,7 +402,7 @@ func TestDialectRetention(t *testing.T) {
 				}
 				return tr.RoundTrip(r)
 			})})
-			cfg.Dialect, cfg.Now, cfg.MaxAttempts = d, clock.Now, 1
+			cfg.Dialect, cfg.MaxAttempts = d, 1
 			c, err := idem.New(cfg)
 			if err != nil {
 				t.Fatal(err)

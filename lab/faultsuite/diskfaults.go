@@ -3,7 +3,7 @@ package faultsuite
 import (
 	"sync"
 
-	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
 )
 
 // Journal record types, as the journal's file format numbers them (the
@@ -14,10 +14,10 @@ const (
 )
 
 // DiskFaults makes the files of a journal fail on command, through
-// filejournal.Options.WrapFile:
+// filefaults.WrapFiles:
 //
 //	faults := new(faultsuite.DiskFaults)
-//	j, err := filejournal.Open(path, filejournal.Options{WrapFile: faults.Wrap})
+//	j, err := filejournal.Open(path, filefaults.WrapFiles(filejournal.Options{}, faults.Wrap))
 //	faults.FailNextSync(errDisk)
 //
 // A failure fires once, on the next matching call to any wrapped file. It
@@ -33,8 +33,8 @@ type DiskFaults struct {
 	writes    int   // Write calls, failed ones included
 }
 
-// Wrap is the WrapFile function.
-func (d *DiskFaults) Wrap(f filejournal.File) filejournal.File {
+// Wrap wraps a file of the journal (filefaults.WrapFiles).
+func (d *DiskFaults) Wrap(f fileengine.File) fileengine.File {
 	ff := &faultyFile{File: f, d: d}
 	if fi, err := f.Stat(); err == nil {
 		ff.synced = fi.Size() // what was there when it was opened is on disk
@@ -83,7 +83,7 @@ func (d *DiskFaults) Writes() int {
 }
 
 type faultyFile struct {
-	filejournal.File
+	fileengine.File
 	d      *DiskFaults
 	synced int64 // the file's size at its last successful Sync
 }

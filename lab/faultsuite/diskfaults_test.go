@@ -11,6 +11,9 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
+	"github.com/idemkit/idem/internal/filefaults"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -43,12 +46,12 @@ func newDiskRig(t *testing.T) *diskRig {
 
 // open opens the journal (closing the previous one) with wrap as its
 // WrapFile, and a client on it.
-func (r *diskRig) open(wrap func(filejournal.File) filejournal.File) {
+func (r *diskRig) open(wrap func(fileengine.File) fileengine.File) {
 	r.t.Helper()
 	if r.j != nil {
 		r.j.Close()
 	}
-	j, err := filejournal.Open(r.path, filejournal.Options{WrapFile: wrap, Logger: quietLog})
+	j, err := filejournal.Open(r.path, filefaults.WrapFiles(filejournal.Options{Logger: quietLog}, wrap))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -153,7 +156,7 @@ func TestDiskShortWriteLeavesATornTail(t *testing.T) {
 	if st := r.j.Stats(); st.Truncated == 0 {
 		t.Errorf("the journal opened without truncating the half record: %+v", st)
 	}
-	if op, ok := lookup(r.j, OperationID(0)); !ok || op.State != idem.StateDone {
+	if op, ok := lookup(r.j, OperationID(0)); !ok || op.State != journal.StateDone {
 		t.Errorf("operation 0 is %v (found %v) after the torn tail was cut, want done", op.State, ok)
 	}
 	if err := r.do(1); err != nil {
@@ -175,7 +178,7 @@ func TestDiskShortWriteLeavesATornTail(t *testing.T) {
 		t.Errorf("the journal cut %d bytes when reopened after appends that followed the cut", st.Truncated)
 	}
 	for i, key := range keys {
-		if op, ok := lookup(r.j, OperationID(i)); !ok || op.State != idem.StateDone || op.Key != key {
+		if op, ok := lookup(r.j, OperationID(i)); !ok || op.State != journal.StateDone || op.Key != key {
 			t.Errorf("reopened, operation %d is %v with key %q (found %v), want done with key %q", i, op.State, op.Key, ok, key)
 		}
 	}
@@ -283,7 +286,7 @@ func TestDiskCompactionFailureLeavesTheJournalUsable(t *testing.T) {
 	}
 	r.open(nil)
 	for i := range 4 {
-		if op, ok := lookup(r.j, OperationID(i)); !ok || op.State != idem.StateDone {
+		if op, ok := lookup(r.j, OperationID(i)); !ok || op.State != journal.StateDone {
 			t.Errorf("after reopening, operation %d is %v (found %v), want done", i, op.State, ok)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver"
 	"github.com/idemkit/idem/testserver/chaos"
 )
@@ -48,7 +49,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 	w.BaseURL = proxy.URL
 
 	path := filepath.Join(t.TempDir(), "client.journal")
-	opts := filejournal.Options{KeyTTL: retention, Logger: quietLog}
+	opts := filejournal.Options{Logger: quietLog}
 	j, err := filejournal.Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 	tr := NewTransport()
 	tr.DisableKeepAlives = true
 	cfg := clientConfig(j, &http.Client{Transport: tr})
-	cfg.KeyTTL, cfg.MaxAttempts = retention, 1
+	cfg.Dialect.Retention, cfg.MaxAttempts = retention, 1
 	c, err := idem.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 		t.Fatalf("first Do = %v, want unknown (the answer was dropped)", err)
 	}
 	op, ok := lookup(j, id)
-	if !ok || op.State != idem.StatePending {
+	if !ok || op.State != journal.StatePending {
 		t.Fatalf("journal: %s is %v (found %v), want pending", id, op.State, ok)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -106,8 +107,16 @@ func TestExpiryEndToEnd(t *testing.T) {
 	clock := newFakeClock()
 	clock.Advance(op.Created.Add(retention - 750*time.Millisecond).Sub(clock.Now()))
 	var attempts []time.Duration // when the attempts went, as time left before KeyTTL
+	// The resume is the next process, its journal's clock the fake one.
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts.Now = clock.Now
+	if j, err = filejournal.Open(path, opts); err != nil {
+		t.Fatal(err)
+	}
 	resume := cfg
-	resume.Now, resume.AttemptTimeout, resume.MaxAttempts = clock.Now, 500*time.Millisecond, 10
+	resume.Journal, resume.AttemptTimeout, resume.MaxAttempts = j, 500*time.Millisecond, 10
 	resume.InitialWait, resume.MaxWait, resume.Jitter = 10*time.Millisecond, 10*time.Millisecond, -1
 	resume.OnAttempt = func(a idem.Attempt) {
 		if a.Retry {
@@ -156,7 +165,7 @@ func TestExpiryEndToEnd(t *testing.T) {
 	}
 	sent := proxy.Counts().Requests
 
-	if err := do(c, w); !errors.Is(err, idem.ErrKeyExpired) {
+	if err := do(rc, w); !errors.Is(err, idem.ErrKeyExpired) {
 		t.Fatalf("Do after the server forgot the key = %v, want ErrKeyExpired", err)
 	}
 	st, err := FetchStats(ctx, stats, srv.URL)
@@ -167,6 +176,9 @@ func TestExpiryEndToEnd(t *testing.T) {
 		t.Fatalf("after the refusal: %d requests through the proxy (want %d), %d at the server (want %d), %d charges (want 1)",
 			n, sent, st.Requests, before.Requests, st.Effects.Charges)
 	}
+	// The journal's clock, the fake one, reaches the key's lifetime: the
+	// server swept it already.
+	clock.Advance(op.Created.Add(retention).Sub(clock.Now()))
 	requireExpired(t, j, id, op.Key)
 
 	// Reopened, as a person reconciling would, and resumed as a batch.
@@ -221,11 +233,11 @@ func TestExpiryEndToEnd(t *testing.T) {
 // key, as expired, and not as pending.
 func requireExpired(t *testing.T, j *filejournal.Journal, id, key string) {
 	t.Helper()
-	exp := list(j, idem.ListExpired)
+	exp := list(j, journal.ListExpired)
 	if len(exp) != 1 || exp[0].ID != id || exp[0].Key != key {
 		t.Errorf("Expired() = %+v, want %s with key %s", exp, id, key)
 	}
-	if p := list(j, idem.ListPending); len(p) != 0 {
+	if p := list(j, journal.ListPending); len(p) != 0 {
 		t.Errorf("Pending() = %+v, want none", p)
 	}
 }

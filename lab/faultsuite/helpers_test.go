@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver/chaos"
 )
 
@@ -128,7 +129,7 @@ func startServerBinary(t *testing.T, binary string, args ...string) *ServerProce
 // default retry budget, which throttles retries under heavy faults by
 // design (a worker re-runs an operation that ended unknown). A nil j means
 // no journal: the client keeps its keys in memory.
-func clientConfig(j idem.Journal, hc *http.Client) idem.Config {
+func clientConfig(j journal.Journal, hc *http.Client) idem.Config {
 	return idem.Config{
 		Journal:        j,
 		HTTPClient:     hc,
@@ -326,11 +327,11 @@ func report(t *testing.T, c *Checker, name string, v ServerView) Report {
 
 // requireJournalDone checks that the journal holds every operation of w
 // as done.
-func requireJournalDone(t *testing.T, j idem.Journal, w Workload) {
+func requireJournalDone(t *testing.T, j journal.Journal, w Workload) {
 	t.Helper()
 	for _, id := range w.IDs() {
 		op, ok := lookup(j, id)
-		if !ok || op.State != idem.StateDone {
+		if !ok || op.State != journal.StateDone {
 			t.Errorf("journal: operation %s is %v (found %v), want done", id, op.State, ok)
 			return
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/internal/journalhelp"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -159,9 +160,9 @@ func TestHostileRedirects(t *testing.T) {
 					t.Fatalf("requests seen\n got %v\nwant %v", reqs, wantReqs)
 				}
 				op, ok := lookup(j, "charge-1")
-				wantState := idem.StateDone
+				wantState := journal.StateDone
 				if w.outcome == idem.OutcomeRejected {
-					wantState = idem.StateRejected
+					wantState = journal.StateRejected
 				}
 				if !ok || op.State != wantState || op.Status != w.status {
 					t.Fatalf("journal holds %+v, want %v with status %d", op, wantState, w.status)
@@ -367,7 +368,7 @@ func TestHostileBareConflictWhileInFlight(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Outcome != idem.OutcomeUnknown || oe.Status != 409 || !errors.Is(err, idem.ErrAttemptsExhausted) {
 			t.Fatalf("Do = %v, want unknown after attempts exhausted on 409s", err)
 		}
-		if op, _ := lookup(j, "charge-1"); op.State != idem.StatePending {
+		if op, _ := lookup(j, "charge-1"); op.State != journal.StatePending {
 			t.Fatalf("journal holds %v, want pending", op.State)
 		}
 		close(s.release)
@@ -394,7 +395,7 @@ func requireOneKeyOneEffect(t *testing.T, s *conflictServer, j *filejournal.Jour
 	s.mu.Lock()
 	effects := s.effects
 	s.mu.Unlock()
-	if len(reqs) != n || effects != 1 || op.State != idem.StateDone || op.Status != 201 {
+	if len(reqs) != n || effects != 1 || op.State != journal.StateDone || op.Status != 201 {
 		t.Fatalf("%d requests, %d effects, journal %v %d; want %d requests, 1 effect, done 201", len(reqs), effects, op.State, op.Status, n)
 	}
 }
@@ -415,7 +416,7 @@ func TestHostileStoredConflictIsRejected(t *testing.T) {
 			t.Fatalf("run %d: Do = %v, want a rejection with 409 (recorded: %v)", run, err, run == 1)
 		}
 	}
-	if op, _ := lookup(j, "reserve-1"); op.State != idem.StateRejected || len(srv.requests()) != 1 {
+	if op, _ := lookup(j, "reserve-1"); op.State != journal.StateRejected || len(srv.requests()) != 1 {
 		t.Fatalf("journal %v after %d requests, want rejected after 1", op.State, len(srv.requests()))
 	}
 }
@@ -531,11 +532,11 @@ func TestHostileCompactionThroughASymlink(t *testing.T) {
 	}
 	for i := range 3 {
 		id := fmt.Sprint("op-", i)
-		if err := journalhelp.Begin(j, idem.Operation{ID: id, Key: fmt.Sprint("key-", i)}); err != nil {
+		if err := journalhelp.Begin(j, journal.Operation{ID: id, Key: fmt.Sprint("key-", i)}); err != nil {
 			t.Fatal(err)
 		}
 		if i < 2 {
-			if err := journalhelp.Complete(j, idem.Operation{ID: id, State: idem.StateDone, Status: 201, Body: []byte("ok")}); err != nil {
+			if err := journalhelp.Complete(j, journal.Operation{ID: id, State: journal.StateDone, Status: 201, Body: []byte("ok")}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -543,7 +544,7 @@ func TestHostileCompactionThroughASymlink(t *testing.T) {
 	if err := j.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	if err := journalhelp.Begin(j, idem.Operation{ID: "after", Key: "key-after"}); err != nil {
+	if err := journalhelp.Begin(j, journal.Operation{ID: "after", Key: "key-after"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {

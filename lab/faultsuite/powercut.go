@@ -15,7 +15,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
 	"github.com/idemkit/idem/internal/fsutil"
 )
 
@@ -49,14 +49,14 @@ func OpenSyncLog(path string) (*SyncLog, error) {
 	return &SyncLog{f: f}, nil
 }
 
-// Wrap is the WrapFile function.
-func (l *SyncLog) Wrap(f filejournal.File) filejournal.File { return &loggedFile{File: f, log: l} }
+// Wrap wraps a file of the journal (filefaults.WrapFiles).
+func (l *SyncLog) Wrap(f fileengine.File) fileengine.File { return &loggedFile{File: f, log: l} }
 
 // Close closes the log.
 func (l *SyncLog) Close() error { return l.f.Close() }
 
 type loggedFile struct {
-	filejournal.File
+	fileengine.File
 	log *SyncLog
 }
 

@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/filefaults"
+	"github.com/idemkit/idem/journal"
 )
 
 // TestCutPowerLeavesTheTornTailItReports checks the power cut of
@@ -29,20 +31,20 @@ func TestCutPowerLeavesTheTornTailItReports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, err := filejournal.Open(path, filejournal.Options{WrapFile: sl.Wrap, Logger: quietLog})
+		j, err := filejournal.Open(path, filefaults.WrapFiles(filejournal.Options{Logger: quietLog}, sl.Wrap))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
 		const ops = 6
-		claims := make([]idem.Claim, ops)
-		begun := make([]idem.Operation, ops)
+		claims := make([]journal.Claim, ops)
+		begun := make([]journal.Operation, ops)
 		for i := range ops {
 			c, err := j.Claim(ctx, OperationID(i))
 			if err != nil {
 				t.Fatal(err)
 			}
-			begun[i] = idem.Operation{ID: OperationID(i), Key: fmt.Sprintf("key-%d", i), State: idem.StatePending,
+			begun[i] = journal.Operation{ID: OperationID(i), Key: fmt.Sprintf("key-%d", i), KeyTTL: 24 * time.Hour, State: journal.StatePending,
 				Method: "POST", URL: "http://example.test/" + strings.Repeat("x", (seed+i)*7%50)}
 			if err := c.Begin(ctx, begun[i]); err != nil { // fsync'd
 				t.Fatal(err)
@@ -52,7 +54,7 @@ func TestCutPowerLeavesTheTornTailItReports(t *testing.T) {
 		for i, c := range claims {
 			if i >= ops-unsynced {
 				op := begun[i]
-				op.State, op.Status = idem.StateDone, 201
+				op.State, op.Status = journal.StateDone, 201
 				if err := c.Complete(ctx, op); err != nil { // written, no fsync since
 					t.Fatal(err)
 				}
@@ -76,7 +78,7 @@ func TestCutPowerLeavesTheTornTailItReports(t *testing.T) {
 		if got := r.Stats().Truncated; got != pc.Torn {
 			t.Errorf("seed %d: after the cut %+v the open cuts %d torn bytes, want %d", seed, pc, got, pc.Torn)
 		}
-		if pending := list(r, idem.ListAll); len(pending) != ops {
+		if pending := list(r, journal.ListAll); len(pending) != ops {
 			t.Errorf("seed %d: after the cut %+v the journal holds %d operations, want the %d whose intents were fsync'd", seed, pc, len(pending), ops)
 		}
 		r.Close()

@@ -66,7 +66,6 @@ func TestCompletedOperationIsNotResentAfterCompaction(t *testing.T) {
 	tr := NewTransport()
 	defer tr.CloseIdleConnections()
 	cfg := clientConfig(j, &http.Client{Transport: tr})
-	cfg.Now = clock.Now
 	c, err := idem.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +160,7 @@ func TestRetriesStopAtKeyTTL(t *testing.T) {
 			w := Workload{BaseURL: srv.URL, ClientID: "ttl", Ops: 1}
 			id := OperationID(0)
 			j, err := filejournal.Open(filepath.Join(t.TempDir(), "client.journal"),
-				filejournal.Options{Now: clock.Now, KeyTTL: ttl, Logger: quietLog})
+				filejournal.Options{Now: clock.Now, Logger: quietLog})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,7 +190,7 @@ func TestRetriesStopAtKeyTTL(t *testing.T) {
 				return nil, fmt.Errorf("read: %w", syscall.ECONNRESET)
 			})
 			cfg := clientConfig(j, &http.Client{Transport: lost})
-			cfg.Now, cfg.KeyTTL, cfg.AttemptTimeout, cfg.MaxAttempts = clock.Now, ttl, timeout, 1
+			cfg.Dialect.Retention, cfg.AttemptTimeout, cfg.MaxAttempts = ttl, timeout, 1
 			if err := do(cfg); !errors.Is(err, idem.ErrUnknown) {
 				t.Fatalf("first Do = %v, want unknown", err)
 			}

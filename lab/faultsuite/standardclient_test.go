@@ -34,7 +34,7 @@ func TestChaosStandardClient(t *testing.T) {
 	tr := NewTransport()
 	defer tr.CloseIdleConnections()
 	cfg := clientConfig(openJournal(t), &http.Client{Transport: tr})
-	cfg.QuotedKey = true
+	cfg.Dialect.QuotedKey = true
 	Instrument(&cfg, checker)
 	c, err := idem.New(cfg)
 	if err != nil {

@@ -23,7 +23,10 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
+	"github.com/idemkit/idem/internal/fileengine"
+	"github.com/idemkit/idem/internal/filefaults"
 	"github.com/idemkit/idem/internal/journalhelp"
+	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver"
 )
 
@@ -275,7 +278,7 @@ func (n *modelNetwork) RoundTrip(req *http.Request) (*http.Response, error) {
 // fsync covered, so that a power cut can be modelled: what was written
 // after it may be lost. Its fsync fails when the fault is armed.
 type syncedFile struct {
-	filejournal.File
+	fileengine.File
 	size  *atomic.Int64
 	fault *syncFault
 }
@@ -310,8 +313,8 @@ func (f syncedFile) Sync() error {
 
 // modelOp is what the model knows of one operation.
 type modelOp struct {
-	key     string     // "" until the journal holds it durably
-	state   idem.State // as the journal holds it; 0 until then
+	key     string        // "" until the journal holds it durably
+	state   journal.State // as the journal holds it; 0 until then
 	created time.Time
 	applied bool // a Do returned the server's final answer
 	// unsynced: a Begin of it failed its fsync in this process; its intent
@@ -322,12 +325,12 @@ type modelOp struct {
 // refused reports whether a Do of o at now must be refused: its key could
 // turn modelTTL old before an attempt sent now ends.
 func (o *modelOp) refused(now time.Time) bool {
-	return o.state == idem.StatePending && now.Sub(o.created) >= modelTTL-modelAttemptTimeout
+	return o.state == journal.StatePending && now.Sub(o.created) >= modelTTL-modelAttemptTimeout
 }
 
 // expired reports whether the journal lists o as expired at now.
 func (o *modelOp) expired(now time.Time) bool {
-	return o.state == idem.StatePending && now.Sub(o.created) >= modelTTL
+	return o.state == journal.StatePending && now.Sub(o.created) >= modelTTL
 }
 
 // machine is one run of the property: one client process after another on
@@ -386,22 +389,21 @@ func (m *machine) path() string { return filepath.Join(m.dir, fmt.Sprintf("journ
 func (m *machine) open(t *rapid.T) {
 	t.Helper()
 	fault := &syncFault{}
-	j, err := filejournal.Open(m.path(), filejournal.Options{
-		KeyTTL: modelTTL, Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
-		WrapFile: func(f filejournal.File) filejournal.File {
-			if fi, err := f.Stat(); err == nil {
-				m.synced.Store(fi.Size())
-			}
-			return syncedFile{File: f, size: &m.synced, fault: fault}
-		},
-	})
+	j, err := filejournal.Open(m.path(), filefaults.WrapFiles(filejournal.Options{
+		Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
+	}, func(f fileengine.File) fileengine.File {
+		if fi, err := f.Stat(); err == nil {
+			m.synced.Store(fi.Size())
+		}
+		return syncedFile{File: f, size: &m.synced, fault: fault}
+	}))
 	if err != nil {
 		t.Fatalf("opening the journal: %v", err)
 	}
 	c, err := idem.New(idem.Config{
 		Journal: j, HTTPClient: &http.Client{Transport: m.net},
 		MaxAttempts: 3, InitialWait: time.Microsecond, MaxWait: time.Microsecond,
-		AttemptTimeout: modelAttemptTimeout, KeyTTL: modelTTL, Now: m.w.clock.Now,
+		AttemptTimeout: modelAttemptTimeout, Dialect: idem.Dialect{Retention: modelTTL},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -432,7 +434,7 @@ func (m *machine) restarted(t *rapid.T, how string, lossy bool) {
 		if o.key == "" {
 			switch {
 			case !ok:
-			case !o.unsynced || jo.State != idem.StatePending:
+			case !o.unsynced || jo.State != journal.StatePending:
 				t.Fatalf("after a %s the journal holds %s as %v with key %s; no Begin of it succeeded", how, id, jo.State, jo.Key)
 			case len(m.net.sentUnder(id)) > 0:
 				t.Fatalf("after a %s the journal holds the intent of %s whose fsync failed, and it was sent under %v",
@@ -448,9 +450,9 @@ func (m *machine) restarted(t *rapid.T, how string, lossy bool) {
 			t.Fatalf("after a %s the journal lost %s, whose intent was synced", how, id)
 		case jo.Key != o.key:
 			t.Fatalf("after a %s the key of %s changed from %s to %s", how, id, o.key, jo.Key)
-		case jo.State == idem.StatePending && o.state == idem.StateDone && !lossy:
+		case jo.State == journal.StatePending && o.state == journal.StateDone && !lossy:
 			t.Fatalf("after a %s the journal lost the completion of %s, which was written", how, id)
-		case jo.State == idem.StateDone && o.state != idem.StateDone:
+		case jo.State == journal.StateDone && o.state != journal.StateDone:
 			t.Fatalf("after a %s the journal holds %s as done; it was %v", how, id, o.state)
 		}
 		o.state = jo.State // a power cut may have lost a completion: the next Do replays
@@ -532,7 +534,7 @@ func (m *machine) settle(t *rapid.T, id string, calls []*modelCall, now time.Tim
 				t.Fatalf("Do of %s, pending with a key %s old: %v after %d attempts; want ErrKeyExpired and nothing sent",
 					id, now.Sub(o.created), c.err, len(c.sent))
 			}
-		case o.state == idem.StateDone:
+		case o.state == journal.StateDone:
 			if c.err != nil || len(c.sent) > 0 || !c.recorded {
 				t.Fatalf("Do of %s, done: %v after %d attempts; want the recorded answer and nothing sent", id, c.err, len(c.sent))
 			}
@@ -543,7 +545,7 @@ func (m *machine) settle(t *rapid.T, id string, calls []*modelCall, now time.Tim
 			}
 		}
 	}
-	if o.refused(now) || o.state == idem.StateDone || o.state == 0 && latched {
+	if o.refused(now) || o.state == journal.StateDone || o.state == 0 && latched {
 		return
 	}
 
@@ -576,7 +578,7 @@ func (m *machine) settle(t *rapid.T, id string, calls []*modelCall, now time.Tim
 		}
 	}
 	switch {
-	case latched && (answered > 0 || jo.State != idem.StatePending):
+	case latched && (answered > 0 || jo.State != journal.StatePending):
 		t.Fatalf("on a journal whose fsync failed, %d Do calls of %s were answered from it, and it holds %s as %v",
 			answered, id, id, jo.State)
 	case latched:
@@ -584,7 +586,7 @@ func (m *machine) settle(t *rapid.T, id string, calls []*modelCall, now time.Tim
 		t.Fatalf("%d Do calls of %s at once got the server's final answer; one must, the others answer from the journal", fresh, id)
 	case answered > 0 && fresh == 0:
 		t.Fatalf("%d Do calls of %s were answered from the journal, and none got the answer", answered, id)
-	case fresh == 1 && jo.State != idem.StateDone, fresh == 0 && jo.State != idem.StatePending:
+	case fresh == 1 && jo.State != journal.StateDone, fresh == 0 && jo.State != journal.StatePending:
 		t.Fatalf("of the Do calls of %s, %d returned done, and the journal holds it as %v", id, fresh, jo.State)
 	}
 	o.key, o.state, o.created = jo.Key, jo.State, jo.Created
@@ -668,16 +670,16 @@ func (m *machine) corrupt(t *rapid.T) {
 	}
 
 	j, err := filejournal.Open(m.path(), filejournal.Options{
-		KeyTTL: modelTTL, Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
+		Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err == nil {
-		n := len(list(j, idem.ListAll))
+		n := len(list(j, journal.ListAll))
 		j.Close()
 		t.Fatalf("the journal opened with byte %d of record %d of %d (at %d) damaged, holding %d operations",
 			at, i, len(recs), recs[i], n)
 	}
 	var ce *filejournal.CorruptError
-	if !errors.Is(err, idem.ErrCorrupt) || !errors.As(err, &ce) || ce.Offset != recs[i] {
+	if !errors.Is(err, journal.ErrCorrupt) || !errors.As(err, &ce) || ce.Offset != recs[i] {
 		t.Fatalf("opening the journal with byte %d of the record at %d damaged: %v; want ErrCorrupt at %d", at, recs[i], err, recs[i])
 	}
 	if after, err := os.ReadFile(m.path()); err != nil || !bytes.Equal(after, bad) {
@@ -773,7 +775,7 @@ func (m *machine) advance(t *rapid.T) {
 func (m *machine) edge(t *rapid.T) {
 	var pending []string
 	for _, id := range modelOps {
-		if m.ops[id].state == idem.StatePending {
+		if m.ops[id].state == journal.StatePending {
 			pending = append(pending, id)
 		}
 	}
@@ -808,7 +810,7 @@ func (m *machine) check(t *rapid.T) {
 		switch {
 		case n > 1:
 			t.Fatalf("%s took effect %d times", id, n)
-		case (o.applied || o.state == idem.StateDone) && n != 1:
+		case (o.applied || o.state == journal.StateDone) && n != 1:
 			t.Fatalf("%s got its final answer and has %d effects", id, n)
 		case len(keys) > 1:
 			t.Fatalf("%s was sent under %d keys: %v", id, len(keys), keys)
@@ -842,7 +844,7 @@ func (m *machine) check(t *rapid.T) {
 
 	var wantExpired, wantPending []string
 	for _, id := range modelOps {
-		if o := m.ops[id]; o.state == idem.StatePending {
+		if o := m.ops[id]; o.state == journal.StatePending {
 			if o.expired(now) {
 				wantExpired = append(wantExpired, id)
 			} else {
@@ -850,10 +852,10 @@ func (m *machine) check(t *rapid.T) {
 			}
 		}
 	}
-	if got := opIDs(list(m.j, idem.ListExpired)); !slices.Equal(got, wantExpired) {
+	if got := opIDs(list(m.j, journal.ListExpired)); !slices.Equal(got, wantExpired) {
 		t.Fatalf("Expired() lists %v, want %v", got, wantExpired)
 	}
-	if got := opIDs(list(m.j, idem.ListPending)); !slices.Equal(got, wantPending) {
+	if got := opIDs(list(m.j, journal.ListPending)); !slices.Equal(got, wantPending) {
 		t.Fatalf("Pending() lists %v, want %v", got, wantPending)
 	}
 }
@@ -861,7 +863,7 @@ func (m *machine) check(t *rapid.T) {
 // checkLatched checks a journal whose fsync failed: every append fails
 // with that failure, and no fsync was tried since (J6).
 func (m *machine) checkLatched(t *rapid.T) {
-	err := journalhelp.Begin(m.j, idem.Operation{ID: "probe", Key: "probe-key"})
+	err := journalhelp.Begin(m.j, journal.Operation{ID: "probe", Key: "probe-key"})
 	if !errors.Is(err, errModelFsync) {
 		t.Fatalf("Begin on a journal whose fsync failed: %v; want that failure", err)
 	}
@@ -897,7 +899,7 @@ func (m *machine) effects(t *rapid.T) map[string]int {
 }
 
 // opIDs returns the sorted IDs of ops.
-func opIDs(ops []idem.Operation) []string {
+func opIDs(ops []journal.Operation) []string {
 	var ids []string
 	for _, op := range ops {
 		ids = append(ids, op.ID)

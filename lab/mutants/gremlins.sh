@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Generated mutants (gremlins) over the safety packages, each with its own
-# tests; lab/mutants covers what gremlins cannot generate. MUTANTS.md
-# says how to read the figures and records the last ones.
+# tests; lab/mutants covers what gremlins cannot generate. MUTANTS.md,
+# beside this script, says how to read the figures and records the last ones.
 #
 #   lab/mutants/gremlins.sh                    # every safety package
 #   lab/mutants/gremlins.sh ./pgjournal        # some of them

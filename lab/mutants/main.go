@@ -6,7 +6,7 @@
 //
 //	go run ./lab/mutants              # every mutant; prints a table
 //	go run ./lab/mutants -run KeyTTL  # the mutants whose name matches
-//	go run ./lab/mutants -write       # and records it in MUTANTS.md
+//	go run ./lab/mutants -write       # and records it in MUTANTS.md beside this tool
 //
 // The list is mutants.go. Before the mutants, each test is run once on the
 // unbroken copy: a test that fails there would catch every mutant and
@@ -33,7 +33,7 @@ import (
 
 func main() {
 	run := flag.String("run", "", "only the mutants whose name matches this `regexp`")
-	write := flag.Bool("write", false, "write the results to MUTANTS.md at the module root")
+	write := flag.Bool("write", false, "write the results to MUTANTS.md beside this tool")
 	timeout := flag.Duration("timeout", 10*time.Minute, "bound on each test run")
 	flag.Parse()
 	if err := check(*run, *write, *timeout); err != nil {
@@ -268,7 +268,7 @@ func writeReport(root, state, table string) error {
 	var b strings.Builder
 	b.WriteString("# Mutants\n\n")
 	b.WriteString("Each row breaks one promise of the Guarantees table\n")
-	b.WriteString("([docs/guarantees.md](docs/guarantees.md)) on purpose, in a copy of the\n")
+	b.WriteString("([docs/guarantees.md](../../docs/guarantees.md)) on purpose, in a copy of the\n")
 	b.WriteString("module, and runs the tests named for it: every one must fail. The\n")
 	b.WriteString("breakages are listed in `lab/mutants/mutants.go`. Run the check\n")
 	b.WriteString("before a release, and whenever the journal, the retry rule or the fault\n")
@@ -276,7 +276,7 @@ func writeReport(root, state, table string) error {
 	fmt.Fprintf(&b, "Last run: %s, on %s (%s, %s/%s, %d CPUs).\n\n", time.Now().UTC().Format("2006-01-02"), state,
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	b.WriteString(table)
-	path := filepath.Join(root, "MUTANTS.md")
+	path := filepath.Join(root, filepath.FromSlash(reportFile))
 	if old, err := os.ReadFile(path); err == nil {
 		if i := bytes.Index(old, []byte(generatedSection)); i >= 0 {
 			b.WriteString("\n")
@@ -285,6 +285,10 @@ func writeReport(root, state, table string) error {
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
+
+// reportFile is where writeReport writes, relative to the repository's
+// root: beside this tool's source.
+const reportFile = "lab/mutants/MUTANTS.md"
 
 // generatedSection starts the part of MUTANTS.md that gremlins.sh's
 // figures fill, which writeReport keeps as it is.

@@ -23,6 +23,59 @@ type edit struct {
 
 var mutants = []mutant{
 	{
+		Name: "a pending key judged by the reader's lifetime, not the one its operation records", Rules: "C6.7",
+		Edits: []edit{{File: "client.go", Old: "!c.keyUsable(op.Created, op.KeyTTL, c.now()):",
+			New: "!c.keyUsable(op.Created, c.ttl, c.now()):"}},
+		Pkg: ".", Tests: []string{"TestAKeyIsJudgedByTheLifetimeRecordedWithIt"},
+	},
+	{
+		Name: "a shared journal's listings judge every row by 24 hours, not its key_ttl_ns", Rules: "F4.6, C6.7",
+		Edits: []edit{{File: "pgjournal/journal.go", Old: "where = `state = 1 AND created_ns <= $2 - key_ttl_ns`",
+			New: "where = `state = 1 AND created_ns <= $2 - 86400000000000`"}},
+		Pkg: "./pgjournal", Tests: []string{"TestMachinesWithDifferentRetentionsJudgeAKeyByItsRecord"},
+	},
+	{
+		Name: "a shared journal's intent dropped the key lifetime column", Rules: "F4.6, C6.6",
+		Edits: []edit{
+			{File: "pgjournal/commit.go", Old: "url, created_ns, key_ttl_ns, state, lease_owner, lease_until,",
+				New: "url, created_ns, state, lease_owner, lease_until,"},
+			{File: "pgjournal/commit.go", Old: "SELECT namespace, op_id, op_key, fingerprint, method, url, created_ns, key_ttl_ns,",
+				New: "SELECT namespace, op_id, op_key, fingerprint, method, url, created_ns,"},
+		},
+		Pkg: "./pgjournal", Tests: []string{"TestMachinesWithDifferentRetentionsJudgeAKeyByItsRecord"},
+	},
+	{
+		Name: "migration 3 gives an earlier release's rows no key lifetime", Rules: "F4.7",
+		Edits: []edit{{File: "pgjournal/schema.go", Old: "key_ttl_ns bigint NOT NULL DEFAULT 86400000000000",
+			New: "key_ttl_ns bigint NOT NULL DEFAULT 0"}},
+		Pkg: "./pgjournal", Tests: []string{"TestAVersion2DatabaseIsUpgraded"},
+	},
+	{
+		Name: "a version 2 intent read as version 1, its key lifetime ignored", Rules: "J10.2",
+		Edits: []edit{{File: "internal/fileengine/codec.go", Old: "\t\t\ts.keyTTL = int64(ttl)\n", New: ""}},
+		Pkg:   "./internal/fileengine", Tests: []string{"TestJournalKeepsEachOperationsKeyLifetime", "TestIntentPayloadCarriesTheKeyLifetime"},
+	},
+	{
+		Name: "compaction keeps an outcome whole for 24 hours, not its own key lifetime", Rules: "J10.3",
+		Edits: []edit{{File: "internal/fileengine/compact.go", Old: "e.completedWithin(now, time.Duration(e.KeyTTL))",
+			New: "e.completedWithin(now, DefaultKeyTTL)"}},
+		Pkg: "./internal/fileengine", Tests: []string{"TestCompactionKeepsAnOutcomeForItsOwnKeyLifetime"},
+	},
+	{
+		Name: "AWS SDK: a resumed token judged by the lifetime of the Operations resuming it, not the one it recorded", Rules: "C6.7, A2.5",
+		Edits: []edit{
+			{File: "idemaws/operation.go", Old: "!usable(c.o.journal.Now(), held.Created, held.KeyTTL):", New: "!usable(c.o.journal.Now(), held.Created, c.ttl):"},
+			{File: "idemaws/attempt.go", Old: "\tif !usable(c.o.journal.Now(), c.op.Created, c.op.KeyTTL) {\n", New: "\tif !usable(c.o.journal.Now(), c.op.Created, c.ttl) {\n"},
+		},
+		Pkg: "./idemaws", Tests: []string{"TestAResumedTokenIsJudgedByTheLifetimeItRecorded"},
+	},
+	{
+		Name: "the command line judges a pending key by 24 hours, not its recorded lifetime", Rules: "C6.7",
+		Edits: []edit{{File: "cmd/idem/journal_list.go", Old: "\t\tExpired:     op.Expired(now),\n",
+			New: "\t\tExpired:     op.State == journal.StatePending && now.Sub(op.Created) >= 24*time.Hour,\n"}},
+		Pkg: "./cmd/idem", Tests: []string{"TestListShowsAKeyExpiredByItsOwnLifetime"},
+	},
+	{
 		Name: "a fresh key on the wire, the journaled one reported", Rules: "C1.1",
 		Edits: []edit{{File: "client.go", Old: "\t\ta.keyHeader[0] = c.keyValue(op.Key)\n",
 			New: "\t\twireKey, _ := newKey()\n\t\ta.keyHeader[0] = c.keyValue(wireKey)\n"}},
@@ -44,7 +97,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "QuotedKey ignored", Rules: "C12",
-		Edits: []edit{{File: "client.go", Old: "\tif c.cfg.QuotedKey {\n\t\treturn strconv.Quote(key)\n\t}\n",
+		Edits: []edit{{File: "client.go", Old: "\tif c.dialect.QuotedKey {\n\t\treturn strconv.Quote(key)\n\t}\n",
 			New: "\t_ = strconv.Quote\n"}},
 		Pkg: "./lab/faultsuite", Tests: []string{"TestChaosStandardClient"},
 	},
@@ -101,37 +154,37 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the key added beside the caller's key header, not set", Rules: "C1.3",
-		Edits: []edit{{File: "client.go", Old: "\t\tout.Header[c.cfg.KeyHeader] = a.keyHeader[:]\n",
-			New: "\t\tout.Header.Add(c.cfg.KeyHeader, a.keyHeader[0])\n"}},
+		Edits: []edit{{File: "client.go", Old: "\t\tout.Header[c.dialect.KeyHeader] = a.keyHeader[:]\n",
+			New: "\t\tout.Header.Add(c.dialect.KeyHeader, a.keyHeader[0])\n"}},
 		Pkg: ".", Tests: []string{"TestForeignCallerSetsItsOwnKeyHeader"},
 	},
 	{
 		Name: "a caller's key header in another case sent beside the key", Rules: "C1.3",
-		Edits: []edit{{File: "client.go", Old: "if name != c.cfg.KeyHeader && strings.EqualFold(name, c.cfg.KeyHeader) {",
-			New: "if name != c.cfg.KeyHeader && name == c.cfg.KeyHeader {"}},
+		Edits: []edit{{File: "client.go", Old: "if name != c.dialect.KeyHeader && strings.EqualFold(name, c.dialect.KeyHeader) {",
+			New: "if name != c.dialect.KeyHeader && name == c.dialect.KeyHeader {"}},
 		Pkg: ".", Tests: []string{"TestForeignCallerSetsItsOwnKeyHeader"},
 	},
 	{
 		Name: "a credential parameter joined by a dot written with its value", Rules: "C14.5",
-		Edits: []edit{{File: "secrets.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name, at) {",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name, at) {",
 			New: "if at == 0 || name[at-1] == '_' || name[at-1] == '-' || camelBoundary(name, at) {"}},
 		Pkg: ".", Tests: []string{"TestRedactedParamSpellings"},
 	},
 	{
 		Name: "a camelCase credential parameter written with its value", Rules: "C14.5",
-		Edits: []edit{{File: "secrets.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name, at) {",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "if at == 0 || !isLetterOrDigit(name[at-1]) || camelBoundary(name, at) {",
 			New: "if at == 0 || !isLetterOrDigit(name[at-1]) {"}},
 		Pkg: ".", Tests: []string{"TestRedactedParamSpellings", "TestNoSecretsAtRest"},
 	},
 	{
 		Name: "a credential parameter after an acronym written with its value", Rules: "C14.5",
-		Edits: []edit{{File: "secrets.go", Old: "\treturn isUpper(prev) && at+1 < len(name) && 'a' <= name[at+1] && name[at+1] <= 'z'\n",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\treturn isUpper(prev) && at+1 < len(name) && 'a' <= name[at+1] && name[at+1] <= 'z'\n",
 			New: "\treturn false\n"}},
 		Pkg: ".", Tests: []string{"TestRedactedParamSpellings"},
 	},
 	{
 		Name: "an Authorization header recorded with the outcome", Rules: "C14.1",
-		Edits: []edit{{File: "secrets.go", Old: "\"Cookie\", \"Authorization\", \"Proxy-Authorization\",",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\"Cookie\", \"Authorization\", \"Proxy-Authorization\",",
 			New: "\"Cookie\", \"Proxy-Authorization\","}},
 		Pkg: ".", Tests: []string{"TestEveryCredentialHeaderUnrecorded"},
 	},
@@ -179,25 +232,25 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a bounded header keeps the Location only if it still fits", Rules: "C3.2",
-		Edits: []edit{{File: "header.go", Old: "var firstKept = []string{\"Location\", \"Content-Location\",",
+		Edits: []edit{{File: "internal/redact/bound.go", Old: "var firstKept = []string{\"Location\", \"Content-Location\",",
 			New: "var firstKept = []string{\"Content-Location\","}},
 		Pkg: ".", Tests: []string{"TestRecordedHeaderKeepsWhatSaysWhatBecameOfTheRequest"},
 	},
 	{
 		Name: "a completed operation past KeyTTL refused as expired", Rules: "C6.5",
-		Edits: []edit{{File: "client.go", Old: "case op.State == StatePending && !c.keyUsable(op.Created, c.now()):",
-			New: "case !c.keyUsable(op.Created, c.now()):"}},
+		Edits: []edit{{File: "client.go", Old: "case op.State == journal.StatePending && !c.keyUsable(op.Created, op.KeyTTL, c.now()):",
+			New: "case !c.keyUsable(op.Created, op.KeyTTL, c.now()):"}},
 		Pkg: ".", Tests: []string{"TestCompletedOperationAnsweredAfterCompaction"},
 	},
 	{
 		Name: "the user name kept in a written URL", Rules: "C14.4",
-		Edits: []edit{{File: "secrets.go", Old: "\tc.User, c.Fragment, c.RawFragment = nil, \"\", \"\"\n",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\tc.User, c.Fragment, c.RawFragment = nil, \"\", \"\"\n",
 			New: "\tc.Fragment, c.RawFragment = \"\", \"\"\n\tif c.User != nil {\n\t\tc.User = url.User(c.User.Username())\n\t}\n"}},
 		Pkg: ".", Tests: []string{"TestJournalURLRedacted"},
 	},
 	{
 		Name: "a URL's fragment written with it", Rules: "C14.4",
-		Edits: []edit{{File: "secrets.go", Old: "\tc.User, c.Fragment, c.RawFragment = nil, \"\", \"\"\n",
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\tc.User, c.Fragment, c.RawFragment = nil, \"\", \"\"\n",
 			New: "\tc.User = nil\n"}},
 		Pkg: ".", Tests: []string{"TestJournalURLHasNoFragment"},
 	},
@@ -235,7 +288,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the method left out of the fingerprint", Rules: "C5.1",
-		Edits: []edit{{File: "keys.go", Old: "\tb := append(w.scratch[:0], method...)\n\tb = append(b, 0)\n",
+		Edits: []edit{{File: "internal/journalkit/fingerprint.go", Old: "\tb := append(w.scratch[:0], method...)\n\tb = append(b, 0)\n",
 			New: "\tb := append(w.scratch[:0], 0)\n"}},
 		Pkg: ".", Tests: []string{"TestMismatchRefusedWithoutSending", "TestMismatchRefusedInEveryState"},
 	},
@@ -511,14 +564,14 @@ var mutants = []mutant{
 	},
 	{
 		Name: "no KeyTTL check between retries", Rules: "C6.3",
-		Edits: []edit{{File: "retry.go", Old: "\tif !a.c.keyUsable(a.created, a.c.now().Add(wait)) {\n",
+		Edits: []edit{{File: "retry.go", Old: "\tif !a.c.keyUsable(a.created, a.ttl, a.c.now().Add(wait)) {\n",
 			New: "\tif false {\n"}},
 		Pkg: "./lab/faultsuite", Tests: []string{"TestRetriesStopAtKeyTTL", "TestExpiryEndToEnd"},
 	},
 	{
 		Name: "no AttemptTimeout margin before KeyTTL", Rules: "C6.2",
-		Edits: []edit{{File: "client.go", Old: "\treturn at.Add(c.cfg.AttemptTimeout).Sub(created) < c.cfg.KeyTTL\n",
-			New: "\treturn at.Sub(created) < c.cfg.KeyTTL\n"}},
+		Edits: []edit{{File: "client.go", Old: "\treturn at.Add(c.cfg.AttemptTimeout).Sub(created) < ttl\n",
+			New: "\treturn at.Sub(created) < ttl\n"}},
 		Pkg: "./lab/faultsuite", Tests: []string{"TestRetriesStopAtKeyTTL", "TestExpiryEndToEnd"},
 	},
 	{
@@ -535,8 +588,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "no completion record", Rules: "C3.1, C4.1",
-		Edits: []edit{{File: "client.go", Old: "\t\tif err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {\n",
-			New: "\t\tif err := error(nil); err != nil {\n"}},
+		Edits: []edit{{File: "client.go", Old: "\tif err := claim.Complete(context.WithoutCancel(ctx), op); err != nil {\n",
+			New: "\tif err := error(nil); err != nil {\n"}},
 		Pkg: "./lab/faultsuite", Tests: []string{"TestCompletedOperationIsNotResentAfterCompaction"},
 	},
 	{
@@ -571,19 +624,19 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a session cookie recorded with the outcome", Rules: "C14.1",
-		Edits: []edit{{File: "client.go", Old: "recordableHeader(c.secrets.recordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
-			New: "recordableHeader(resp.Header, c.cfg.MaxRecordedHeader)"}},
+		Edits: []edit{{File: "client.go", Old: "redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
+			New: "redact.Bound(resp.Header, c.cfg.MaxRecordedHeader)"}},
 		Pkg: ".", Tests: []string{"TestNoSecretsAtRest"},
 	},
 	{
 		Name: "an attempt's error names the URL with its token", Rules: "C14.6",
-		Edits: []edit{{File: "retry.go", Old: "\terr = a.c.secrets.error(err) // the secrets rule", New: "\t_ = a.c.secrets.error // the secrets rule"}},
+		Edits: []edit{{File: "retry.go", Old: "\terr = a.c.secrets.Error(err) // the secrets rule", New: "\t_ = a.c.secrets.Error // the secrets rule"}},
 		Pkg:   ".", Tests: []string{"TestNoSecretsAtRest"},
 	},
 	{
 		Name: "the response header recorded whole", Rules: "C3.2",
-		Edits: []edit{{File: "client.go", Old: "op.Header, op.HeaderTruncated = recordableHeader(c.secrets.recordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
-			New: "op.Header, op.HeaderTruncated = c.secrets.recordedHeader(resp.Header), false"}},
+		Edits: []edit{{File: "client.go", Old: "op.Header, op.HeaderTruncated = redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
+			New: "op.Header, op.HeaderTruncated = c.secrets.RecordedHeader(resp.Header), false"}},
 		Pkg: "./lab/faultsuite", Tests: []string{"TestHostileHugeResponseHeader"},
 	},
 	{
@@ -1000,8 +1053,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the wait before the next attempt not counted against KeyTTL", Rules: "C6.3",
-		Edits: []edit{{File: "retry.go", Old: "if !a.c.keyUsable(a.created, a.c.now().Add(wait)) {",
-			New: "if !a.c.keyUsable(a.created, a.c.now()) {"}},
+		Edits: []edit{{File: "retry.go", Old: "if !a.c.keyUsable(a.created, a.ttl, a.c.now().Add(wait)) {",
+			New: "if !a.c.keyUsable(a.created, a.ttl, a.c.now()) {"}},
 		Pkg: ".", Tests: []string{"TestRetryAfterPastKeyTTLStopsTheRetries"},
 	},
 	{
@@ -1023,7 +1076,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "Resend asked about any recorded outcome", Rules: "C4.4",
-		Edits: []edit{{File: "resend.go", Old: "if o.Resend == nil || !RefusedWithoutEffect(op) || !o.Resend(op) {",
+		Edits: []edit{{File: "resend.go", Old: "if o.Resend == nil || !op.RefusedWithoutEffect() || !o.Resend(op) {",
 			New: "if o.Resend == nil || !o.Resend(op) {"}},
 		Pkg: ".", Tests: []string{"TestResendIsOfferedOnlyRefusalsWithoutEffect"},
 	},
@@ -1126,8 +1179,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the loser of the race to journal a new operation sends its own token", Rules: "A1.9",
-		Edits: []edit{{File: "idemaws/operation.go", Old: "!found || !errors.Is(err, idem.ErrOperationExists)",
-			New: "true || !found || !errors.Is(err, idem.ErrOperationExists)"}},
+		Edits: []edit{{File: "idemaws/operation.go", Old: "!found || !errors.Is(err, journal.ErrOperationExists)",
+			New: "true || !found || !errors.Is(err, journal.ErrOperationExists)"}},
 		Pkg: "./idemaws", Tests: []string{"TestAFleetSendsOneTokenPerOperation"},
 	},
 	{
@@ -1207,8 +1260,20 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a phased route's final transaction lost to a serialization failure, the handler's answer stored", Rules: "L7.2",
-		Edits: []edit{{File: "idemserver/phased.go", Old: "\t\tif met := st.conflicted(); met != nil {\n\t\t\tfailed = met // the final transaction is lost, whatever the handler made of it\n\t\t}\n", New: ""}},
+		Edits: []edit{{File: "idemserver/phased.go", Old: "\tif met := st.conflicted(); met != nil {\n\t\tfailed = met // the final transaction is lost, whatever the handler made of it\n\t}\n", New: ""}},
 		Pkg:   "./idemserver", Tests: []string{"TestL7AHandlersOwnConflictIsRerun"},
+	},
+	{
+		Name: "the default key scope the raw credential", Rules: "L4.3",
+		Edits: []edit{{File: "idemserver/principal.go", Old: "func globalPrincipal(*http.Request) (string, error) { return \"\", nil }",
+			New: "func globalPrincipal(r *http.Request) (string, error) { return r.Header.Get(\"Authorization\"), nil }"}},
+		Pkg: "./idemserver", Tests: []string{"TestL4ARefreshedCredentialKeepsItsKeys", "TestL4AClientResumingWithANewTokenIsReplayed"},
+	},
+	{
+		Name: "the reference server's keys scoped by the bearer token before the client's account", Rules: "S2.1, S2.3",
+		Edits: []edit{{File: "testserver/scope.go", Old: "\tif id := h.Get(HeaderClientID); id != \"\" {\n",
+			New: "\tif auth := h.Get(\"Authorization\"); auth != \"\" {\n\t\treturn \"token:\" + auth, nil\n\t}\n\tif id := h.Get(HeaderClientID); id != \"\" {\n"}},
+		Pkg: "./testserver", Tests: []string{"TestS2ARefreshedTokenKeepsTheClientsKeys"},
 	},
 	{
 		Name: "MySQL: statements after a deadlock run, committing on their own", Rules: "L7.3",
@@ -1258,7 +1323,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the SDK's retries sent whatever the token's age", Rules: "A2.5",
-		Edits: []edit{{File: "idemaws/attempt.go", Old: "\tif !c.usable(c.op.Created) {\n", New: "\tif false {\n"}},
+		Edits: []edit{{File: "idemaws/attempt.go", Old: "\tif !usable(c.o.journal.Now(), c.op.Created, c.op.KeyTTL) {\n", New: "\tif false {\n"}},
 		Pkg:   "./idemaws", Tests: []string{"TestTheSDKsRetriesStopWhenTheTokenExpires", "TestNoAttemptCarriesATokenPastItsTTL"},
 	},
 	{
@@ -1268,8 +1333,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the response header recorded whole, less its secrets", Rules: "A2.1, C3.2",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.HeaderTruncated = idem.RecordedHeader(h, c.o.maxHead)\n",
-			New: "\top.Header, _ = idem.RedactHeader(h)\n"}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.HeaderTruncated = journal.RecordedHeader(h, c.o.maxHead)\n",
+			New: "\top.Header, _ = journal.RecordedHeader(h, 1<<62)\n"}},
 		Pkg: "./idemaws", Tests: []string{"TestAHugeResponseHeaderIsRecordedWithinItsBound"},
 	},
 	{
@@ -1318,17 +1383,17 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a credential parameter with a percent-encoded name written with its value", Rules: "C14.5",
-		Edits: []edit{{File: "secrets.go", Old: "\t\tif unescaped, err := url.QueryUnescape(name); err == nil {\n\t\t\tname = unescaped\n\t\t}\n", New: ""}},
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\t\tif unescaped, err := url.QueryUnescape(name); err == nil {\n\t\t\tname = unescaped\n\t\t}\n", New: ""}},
 		Pkg:   ".", Tests: []string{"TestAPercentEncodedCredentialParameterIsRedacted"},
 	},
 	{
 		Name: "a scrubbed header forgets the names its record gave before", Rules: "C14.2",
-		Edits: []edit{{File: "secrets.go", Old: "\tfor _, v := range h[UnrecordedHeadersField] {\n\t\tleft = append(left, strings.Split(v, \", \")...)\n\t}\n", New: ""}},
+		Edits: []edit{{File: "internal/redact/redact.go", Old: "\tfor _, v := range h[journalkit.UnrecordedHeadersField] {\n\t\tleft = append(left, strings.Split(v, \", \")...)\n\t}\n", New: ""}},
 		Pkg:   ".", Tests: []string{"TestCompactionKeepsTheNamesARecordGaveBefore"},
 	},
 	{
 		Name: "AWS SDK: a 409 no dialect signal reads recorded as a rejection", Rules: "A2.8",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\tcase resp.StatusCode == http.StatusConflict:\n\t\treturn verdict{state: idem.StatePending, resp: resp} // a request with the token may be in progress\n", New: ""}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\tcase resp.StatusCode == http.StatusConflict:\n\t\treturn verdict{state: journal.StatePending, resp: resp} // a request with the token may be in progress\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown"},
 	},
 	{
@@ -1422,17 +1487,17 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: a recorded token held for another request sent again", Rules: "V2.4",
-		Edits: []edit{{File: "idemaws/operation.go", Old: "\tcase held.State == idem.StateRejected && held.Header.Get(idem.KeyReusedHeader) != \"\":\n", New: "\tcase false:\n"}},
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\tcase held.State == journal.StateRejected && held.Header.Get(journal.HeaderKeyReused) != \"\":\n", New: "\tcase false:\n"}},
 		Pkg:   "./idemaws", Tests: []string{"TestATokenHeldForAnotherRequestIsFinal"},
 	},
 	{
 		Name: "AWS SDK: a server's own key-reused mark recorded", Rules: "V2.5",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\th.Del(idem.KeyReusedHeader)\n", New: ""}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\th.Del(journal.HeaderKeyReused)\n", New: ""}},
 		Pkg:   "./idemaws", Tests: []string{"TestAServersOwnMarksAreDropped"},
 	},
 	{
 		Name: "AWS SDK: a done record read as an error answered as applied without its mark", Rules: "V3.4",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "case op.State == idem.StateDone && err != nil && op.Header.Get(idem.AppliedHeader) == \"true\":", New: "case op.State == idem.StateDone && err != nil:"}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "case op.State == journal.StateDone && err != nil && op.Header.Get(journal.HeaderAlreadyApplied) == \"true\":", New: "case op.State == journal.StateDone && err != nil:"}},
 		Pkg:   "./idemaws", Tests: []string{"TestAHandSettledOperationHasNoOutput", "TestADoneRecordReadAsAnErrorIsAppliedOnlyWhenMarked"},
 	},
 	{
@@ -1442,7 +1507,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a refusal of a key held for another request taken for one without effect", Rules: "V2.4",
-		Edits: []edit{{File: "resend.go", Old: "op.Header.Get(SettledHeader) == \"\" && op.Header.Get(KeyReusedHeader) == \"\"", New: "op.Header.Get(SettledHeader) == \"\""}},
+		Edits: []edit{{File: "journal/check.go", Old: "o.Header.Get(journalkit.SettledHeader) == \"\" && o.Header.Get(journalkit.KeyReusedHeader) == \"\"", New: "o.Header.Get(journalkit.SettledHeader) == \"\""}},
 		Pkg:   ".", Tests: []string{"TestRefusedWithoutEffect"},
 	},
 	{

@@ -122,7 +122,7 @@ func (d *plainDriver) do(ctx context.Context, _ int, _ uint64) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if d.keyed {
-		req.Header.Set(idem.DefaultKeyHeader, uuid.NewString())
+		req.Header.Set("Idempotency-Key", uuid.NewString())
 	}
 	return finish(d.hc.Do(req))
 }
@@ -172,7 +172,7 @@ func (d *retryableDriver) do(ctx context.Context, _ int, _ uint64) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if d.keyed {
-		req.Header.Set(idem.DefaultKeyHeader, uuid.NewString())
+		req.Header.Set("Idempotency-Key", uuid.NewString())
 	}
 	return finish(d.rc.Do(req))
 }

@@ -1,4 +1,4 @@
-package idem
+package journal
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Journal is where a Client keeps each operation's key and outcome (see
-// Journals). Its methods are safe for concurrent use.
+// Journal is where a Client keeps each operation's key and outcome. Its
+// methods are safe for concurrent use.
 type Journal interface {
 	// Claim waits until no other Do holds operation id, on any machine
 	// sharing the journal, and returns the claim, which the caller must
@@ -25,10 +25,6 @@ type Journal interface {
 
 	// List returns the operations the listing selects, by Created then ID.
 	List(ctx context.Context, which Listing) ([]Operation, error)
-
-	// KeyTTL is how long the journal takes a key to live on the server,
-	// for its listings and compaction.
-	KeyTTL() time.Duration
 
 	// Now is the journal's clock, by which keys are minted and judged
 	// expired. A shared journal's clock is its database's.
@@ -70,6 +66,19 @@ type Claim interface {
 	Release()
 }
 
+// Forgetter is a Journal that can drop an operation. Both methods claim the
+// operation as a Client does. Programs call idem.Settle, which checks what
+// it is asked before it forgets; a Client calls ForgetCompleted to send a
+// refusal again under a new key.
+type Forgetter interface {
+	// Forget drops the pending operation id (ErrNoSuchOperation,
+	// ErrAlreadyCompleted).
+	Forget(ctx context.Context, id string) error
+	// ForgetCompleted drops the completed operation id if its key is key
+	// (ErrNoSuchOperation otherwise).
+	ForgetCompleted(ctx context.Context, id, key string) error
+}
+
 // Listing selects the operations Journal.List returns.
 type Listing uint8
 
@@ -96,16 +105,16 @@ func (l Listing) String() string {
 	return fmt.Sprintf("Listing(%d)", uint8(l))
 }
 
-// Selects reports whether the listing selects op at now, for a journal
-// whose keys live ttl.
-func (l Listing) Selects(op Operation, now time.Time, ttl time.Duration) bool {
+// Selects reports whether the listing selects op at now, judging its key
+// by its own KeyTTL.
+func (l Listing) Selects(op Operation, now time.Time) bool {
 	switch l {
 	case ListAll:
 		return true
 	case ListPending:
-		return op.State == StatePending && !op.Expired(now, ttl)
+		return op.State == StatePending && !op.Expired(now)
 	case ListExpired:
-		return op.Expired(now, ttl)
+		return op.Expired(now)
 	case ListCompleted:
 		return op.State.final()
 	}
@@ -147,12 +156,13 @@ func (s State) final() bool { return s == StateDone || s == StateRejected }
 // Operation is what the journal knows of one operation. Times read back in
 // UTC without a monotonic reading; an empty header or body reads back as nil.
 type Operation struct {
-	ID          string      // the caller's operation ID
-	Key         string      // the Idempotency-Key minted for it
-	Fingerprint Fingerprint // identifies the request
-	Method, URL string      // the request's, for people reading the journal
-	Created     time.Time   // when the key was minted; zero: the journal's clock
-	State       State       // Pending after Begin, Done or Rejected after Complete
+	ID          string        // the caller's operation ID
+	Key         string        // the Idempotency-Key minted for it
+	Fingerprint Fingerprint   // identifies the request
+	Method, URL string        // the request's, for people reading the journal
+	Created     time.Time     // when the key was minted; zero: the journal's clock
+	KeyTTL      time.Duration // how long the server keeps the key; positive
+	State       State         // Pending after Begin, Done or Rejected after Complete
 
 	// The outcome, set once State is Done or Rejected.
 
@@ -165,8 +175,10 @@ type Operation struct {
 	Summarized      bool        // compaction kept no header or body
 }
 
-// Expired reports whether o is pending and its key is at least ttl old at
-// now, so that sending it again could apply it twice.
-func (o Operation) Expired(now time.Time, ttl time.Duration) bool {
-	return o.State == StatePending && now.Sub(o.Created) >= ttl
+// Expired reports whether o is pending and its key is at least its KeyTTL
+// old at now, so that sending it again could apply it twice. Every reader
+// judges an operation by the KeyTTL it was begun under, never by a
+// lifetime of its own.
+func (o Operation) Expired(now time.Time) bool {
+	return o.State == StatePending && now.Sub(o.Created) >= o.KeyTTL
 }

@@ -1,28 +1,20 @@
-package idem
+package redact
 
 import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/idemkit/idem/internal/journalkit"
 )
 
-// Bounding the recorded header (C3): see Config.MaxRecordedHeader.
-
-// RecordedHeader returns what an outcome records of header h under a limit
-// of limit bytes, and whether fields were left out for the limit. It is Do's
-// rule, for code that records outcomes through a Claim itself.
-func RecordedHeader(h http.Header, limit int64) (http.Header, bool) {
-	kept, _ := defaultSecrets.header(h)
-	return recordableHeader(kept, limit)
-}
-
-// recordableHeader returns the part of h that an outcome records within
+// Bound returns the part of h that an outcome records within
 // limit bytes, and whether fields were left out. A header within the limit
 // is returned as it is, without a copy. Over the limit, the fields that
 // say what became of the request (firstKept) are kept first, so that no
 // padding can push a redirect's Location out; then the others, in name
 // order, each if it still fits.
-func recordableHeader(h http.Header, limit int64) (http.Header, bool) {
+func Bound(h http.Header, limit int64) (http.Header, bool) {
 	total := int64(0)
 	for name, values := range h {
 		total += fieldSize(name, values)
@@ -57,7 +49,7 @@ func recordableHeader(h http.Header, limit int64) (http.Header, bool) {
 
 // firstKept are the header fields a bounded record keeps before any other,
 // in canonical form.
-var firstKept = []string{"Location", "Content-Location", "Content-Type", "Retry-After", "Idempotent-Replayed", AppliedHeader, KeyReusedHeader, UnrecordedHeadersField}
+var firstKept = []string{"Location", "Content-Location", "Content-Type", "Retry-After", "Idempotent-Replayed", journalkit.AppliedHeader, journalkit.KeyReusedHeader, journalkit.UnrecordedHeadersField}
 
 // fieldSize is the size of a header field on the wire: name + ": " + value
 // + CRLF for each of its values.
