@@ -7,10 +7,11 @@
 #
 # 1. a consumer module `go get`s the root, pgjournal, idemserver,
 #    idemotel, idemaws, idemgin and idemecho at that version, and builds
-#    and vets a program importing each of them (and the file journal and
-#    a database package of idemserver);
-# 2. a consumer of the root alone must have none of the modules the
-#    module policy excludes (CONTRIBUTING.md) in its module graph.
+#    and vets a program importing each of them (and the journal contract,
+#    the file journal and a database package of idemserver);
+# 2. a consumer of the root alone (the client, the journal contract and
+#    the file journal) must have none of the modules the module policy
+#    excludes (CONTRIBUTING.md) in its module graph.
 #
 # The third-party modules come from this machine's module cache, served
 # as a second file proxy, then from proxy.golang.org. The idemkit modules
@@ -41,10 +42,8 @@ export GOWORK=off GOFLAGS="-mod=mod -modcacherw" GOMODCACHE="$modcache" \
 echo "consumer: the tree's modules at $version, from file://$tmp/proxy"
 
 m=github.com/idemkit/idem
-imports=("$m" "$m/filejournal" "$m/pgjournal" "$m/idemserver" "$m/idemserver/postgres"
+imports=("$m" "$m/journal" "$m/filejournal" "$m/pgjournal" "$m/idemserver" "$m/idemserver/postgres"
   "$m/idemotel" "$m/idemaws" "$m/idemgin" "$m/idemecho")
-# The journal contract's own package, once the tree has it.
-[ -d journal ] && imports+=("$m/journal")
 
 mkdir "$tmp/all"
 (
@@ -93,6 +92,7 @@ package main
 import (
 	"$m"
 	"$m/filejournal"
+	_ "$m/journal"
 )
 
 func main() {
