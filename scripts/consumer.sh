@@ -21,7 +21,11 @@
 # (IDEM_CONSUMER_CACHE), less the idemkit modules, which each run makes
 # afresh, so that the build cache holds the third-party packages compiled
 # from it (the build cache keys a package by its directory): only the
-# first run compiles them all, some minutes on two cores.
+# first run compiles them all, some minutes on two cores. The go
+# command's module index takes a directory of the module cache for
+# immutable and keys it by its path alone: it would answer from the
+# packages the idemkit modules had on an earlier run, so it is off
+# (GODEBUG=goindex=0).
 set -euo pipefail
 [ -z "${IDEM_CONSUMER_TRACE:-}" ] || { PS4='+ [$SECONDS s] '; set -x; }
 cd "$(dirname "$0")/.."
@@ -38,7 +42,7 @@ version=$(go run ./lab/modproxy -out "$tmp/proxy")
 cache=$(go env GOMODCACHE)
 export GOWORK=off GOFLAGS="-mod=mod -modcacherw" GOMODCACHE="$modcache" \
   GOPROXY="file://$tmp/proxy,file://$cache/cache/download,https://proxy.golang.org" \
-  GONOSUMDB=github.com/idemkit/idem GOTOOLCHAIN=local
+  GONOSUMDB=github.com/idemkit/idem GOTOOLCHAIN=local GODEBUG=goindex=0
 echo "consumer: the tree's modules at $version, from file://$tmp/proxy"
 
 m=github.com/idemkit/idem
