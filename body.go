@@ -191,8 +191,8 @@ func (b *recordedBody) Read(p []byte) (int, error) {
 
 // Why a recorded body is missing, as reading it says.
 var (
-	errBodyOverLimit  = fmt.Errorf("%w: it was larger than the client's recording limit (Config.MaxRecordedBody) when received", ErrBodyNotRecorded)
-	errBodySummarized = fmt.Errorf("%w: compaction summarized the operation once its outcome was KeyTTL old, keeping its status only", ErrBodyNotRecorded)
+	errBodyOverLimit  = fmt.Errorf("idem: %w: it was larger than the client's recording limit (Config.MaxRecordedBody) when received", ErrBodyNotRecorded)
+	errBodySummarized = fmt.Errorf("idem: %w: compaction summarized the operation once its outcome was KeyTTL old, keeping its status only", ErrBodyNotRecorded)
 )
 
 // whyNotRecorded returns the error reading op's recorded body fails with,
@@ -230,7 +230,7 @@ func recordedResponse(op journal.Operation, req *http.Request) *http.Response {
 	if header == nil {
 		header = make(http.Header)
 	}
-	return &http.Response{
+	resp := &http.Response{
 		Status:        fmt.Sprintf("%d %s", op.Status, http.StatusText(op.Status)),
 		StatusCode:    op.Status,
 		Proto:         "HTTP/1.1",
@@ -241,4 +241,8 @@ func recordedResponse(op journal.Operation, req *http.Request) *http.Response {
 		ContentLength: length,
 		Request:       req,
 	}
+	if op.Applied {
+		markApplied(resp)
+	}
+	return resp
 }

@@ -619,9 +619,8 @@ func (c *Client) prepare(ctx context.Context, claim journal.Claim, op journal.Op
 func (c *Client) record(ctx context.Context, claim journal.Claim, op journal.Operation, resp *http.Response, a *attempts) result {
 	res := result{op: op, outcome: OutcomeDone, resp: resp, n: a.n}
 	state := journal.StateDone
-	resp.Header.Del(journal.HeaderAlreadyApplied) // only idem says so
 	if a.answer == AnswerApplied {
-		resp.Header.Set(journal.HeaderAlreadyApplied, "true")
+		markApplied(resp) // not a header: the response carries the server's alone
 	}
 	if a.answer == AnswerRefused || a.answer != AnswerApplied && rejects(resp.StatusCode) {
 		res.outcome, state = OutcomeRejected, journal.StateRejected
@@ -633,7 +632,10 @@ func (c *Client) record(ctx context.Context, claim journal.Claim, op journal.Ope
 	op.State, op.Completed = state, c.now()
 	// Complete encodes the header: no copy is needed.
 	op.Status = resp.StatusCode
-	op.Header, op.HeaderTruncated = redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)
+	h, truncated := redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)
+	var m journalkit.Marks
+	op.Header, m = journalkit.SplitMarks(h) // a server's fields of the marks' names are not marks
+	op.HeaderTruncated, op.Unrecorded, op.Applied = truncated, m.Unrecorded, a.answer == AnswerApplied
 	if a.fits {
 		op.Body = a.final
 	} else {

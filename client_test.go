@@ -708,7 +708,7 @@ func TestRecordedBodyLimit(t *testing.T) {
 	if !idem.Recorded(resp) || resp.StatusCode != 200 || resp.Header.Get("X-Charge") != "ch_9" {
 		t.Fatalf("recorded response %d %v", resp.StatusCode, resp.Header)
 	}
-	if _, err := io.ReadAll(resp.Body); !errors.Is(err, idem.ErrBodyNotRecorded) || !strings.Contains(err.Error(), "larger than") {
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, idem.ErrBodyNotRecorded) || !strings.HasPrefix(err.Error(), "idem: response body not recorded: it was larger than") {
 		t.Fatalf("reading the recorded body: %v, want ErrBodyNotRecorded saying it was larger than the limit", err)
 	}
 	if s.count() != 1 {
@@ -1558,7 +1558,7 @@ func TestCompletedOperationAnsweredAfterCompaction(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	_, rerr := io.ReadAll(resp.Body)
-	if !idem.Recorded(resp) || resp.StatusCode != 201 || !errors.Is(rerr, idem.ErrBodyNotRecorded) || !strings.Contains(rerr.Error(), "compaction summarized") {
+	if !idem.Recorded(resp) || resp.StatusCode != 201 || !errors.Is(rerr, idem.ErrBodyNotRecorded) || !strings.HasPrefix(rerr.Error(), "idem: response body not recorded: compaction summarized") {
 		t.Fatalf("after compaction: %d, recorded %v, body error %v; want 201 and a body that says compaction dropped it", resp.StatusCode, idem.Recorded(resp), rerr)
 	}
 	if op, _ := lookup(j, "op"); !op.Summarized || !op.HeaderTruncated || !op.BodyTruncated || op.Header != nil {

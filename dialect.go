@@ -1,13 +1,12 @@
 package idem
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/idemkit/idem/journal"
 )
 
 // Dialect says how an API speaks idempotency: where the key goes, which
@@ -94,10 +93,25 @@ type Signal struct {
 	Answer Answer
 }
 
-// AlreadyApplied reports whether resp is an AnswerApplied: the operation is
-// done, whatever resp's status.
+// AlreadyApplied reports whether resp, returned by a Client, is an
+// AnswerApplied, live or recorded: the operation is done, whatever resp's
+// status.
 func AlreadyApplied(resp *http.Response) bool {
-	return resp != nil && resp.Header.Get(journal.HeaderAlreadyApplied) == "true"
+	return resp != nil && resp.Request != nil && resp.Request.Context().Value(appliedKey{}) != nil
+}
+
+// appliedKey marks the context of the Request of a response that is an
+// AnswerApplied. A mark in the response's header would reach the caller as
+// a field the server never sent.
+type appliedKey struct{}
+
+// markApplied marks resp as an AnswerApplied (see AlreadyApplied).
+func markApplied(resp *http.Response) {
+	req := resp.Request
+	if req == nil {
+		req = new(http.Request)
+	}
+	resp.Request = req.WithContext(context.WithValue(req.Context(), appliedKey{}, true))
 }
 
 // The built-in dialects, as read from the documentation each cites (see the

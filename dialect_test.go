@@ -280,8 +280,8 @@ func TestDialectAnswers(t *testing.T) {
 				if op.State != journal.StateDone {
 					t.Fatalf("journal holds %s, want done", op.State)
 				}
-				if idem.AlreadyApplied(resp) != tc.applied || (op.Header.Get(journal.HeaderAlreadyApplied) == "true") != tc.applied {
-					t.Fatalf("AlreadyApplied = %v, recorded %q; want %v", idem.AlreadyApplied(resp), op.Header.Get(journal.HeaderAlreadyApplied), tc.applied)
+				if idem.AlreadyApplied(resp) != tc.applied || op.Applied != tc.applied {
+					t.Fatalf("AlreadyApplied = %v, recorded %v; want %v", idem.AlreadyApplied(resp), op.Applied, tc.applied)
 				}
 			case idem.OutcomeRejected:
 				if !errors.Is(err, idem.ErrRejected) || op.State != journal.StateRejected {
@@ -318,17 +318,59 @@ func TestDialectAnswers(t *testing.T) {
 }
 
 // D2.3: a server cannot pass its own answer for one idem read as already
-// applied: a field named journal.HeaderAlreadyApplied in its response is removed.
+// applied: a field named Idem-Already-Applied in its response is the
+// server's header to the caller, and neither the flag nor recorded.
 func TestDialectAppliedFlagIsIdemsOwn(t *testing.T) {
-	w := newWire(t, status(200, "ok", journal.HeaderAlreadyApplied, "true"))
-	c := newClient(t, idem.Config{Dialect: idem.Primer()})
-	resp, err := c.Do("op", post(t, context.Background(), w.srv.URL, "{}"))
-	if err != nil {
-		t.Fatal(err)
+	w := newWire(t, status(200, "ok", "Idem-Already-Applied", "true"))
+	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+	defer j.Close()
+	c := newClient(t, idem.Config{Journal: j, Dialect: idem.Primer()})
+	for i := range 2 {
+		resp, err := c.Do("op", post(t, context.Background(), w.srv.URL, "{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if idem.AlreadyApplied(resp) || idem.Recorded(resp) != (i == 1) {
+			t.Fatalf("Do %d: a plain 200 that carried the header: applied %v, recorded %v", i, idem.AlreadyApplied(resp), idem.Recorded(resp))
+		}
+		if want := []string{"true"}; i == 0 && !slices.Equal(resp.Header.Values("Idem-Already-Applied"), want) {
+			t.Fatalf("the server's own field reached the caller as %q, want %q", resp.Header.Values("Idem-Already-Applied"), want)
+		}
 	}
-	resp.Body.Close()
-	if idem.AlreadyApplied(resp) {
-		t.Fatal("a plain 200 that carried the header was reported already applied")
+	if op, _ := lookup(j, "op"); op.Applied || op.Header.Get("Idem-Already-Applied") != "" {
+		t.Fatalf("recorded applied %v, header %v; want neither", op.Applied, op.Header)
+	}
+}
+
+// C16.1: the applied flag is no header: an applied answer's response, live
+// and from the journal, carries only the server's header fields, and
+// AlreadyApplied says it is applied.
+func TestAnAppliedResponseCarriesNoInventedHeader(t *testing.T) {
+	w := newWire(t, status(409, `{"error":{"errorId":"IdempotencyKeyAlreadyExists"}}`, "X-Server", "s"))
+	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+	defer j.Close()
+	c := newClient(t, idem.Config{Journal: j, Dialect: idem.Primer()})
+	for i := range 2 {
+		resp, err := c.Do("op", post(t, context.Background(), w.srv.URL, "{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if !idem.AlreadyApplied(resp) || idem.Recorded(resp) != (i == 1) {
+			t.Fatalf("Do %d: applied %v, recorded %v; want applied", i, idem.AlreadyApplied(resp), idem.Recorded(resp))
+		}
+		for name := range resp.Header {
+			if strings.HasPrefix(name, "Idem-") {
+				t.Fatalf("Do %d: the response carries %s: %v", i, name, resp.Header)
+			}
+		}
+		if resp.Header.Get("X-Server") != "s" {
+			t.Fatalf("Do %d: the server's field is missing: %v", i, resp.Header)
+		}
+	}
+	if op, _ := lookup(j, "op"); !op.Applied || op.Header.Get("Idem-Already-Applied") != "" {
+		t.Fatalf("recorded applied %v, header %v; want the mark as a field", op.Applied, op.Header)
 	}
 }
 
@@ -526,8 +568,8 @@ func TestDialectAppliedFlagSurvivesABoundedHeader(t *testing.T) {
 	}
 	resp.Body.Close()
 	op, _ := lookup(j, "op")
-	if !op.HeaderTruncated || op.Header.Get("A-299") != "" || op.Header.Get(journal.HeaderAlreadyApplied) != "true" {
-		t.Fatalf("recorded header %v (truncated %v); want the padding left out and %s kept", op.Header, op.HeaderTruncated, journal.HeaderAlreadyApplied)
+	if !op.HeaderTruncated || op.Header.Get("A-299") != "" || !op.Applied {
+		t.Fatalf("recorded header %v (truncated %v), applied %v; want the padding left out and the mark kept", op.Header, op.HeaderTruncated, op.Applied)
 	}
 }
 

@@ -40,6 +40,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -305,6 +306,7 @@ func (e *memoryEntry) operation() journal.Operation {
 		op.Completed, op.Status = time.Unix(0, e.completed).UTC(), int(e.status)
 		op.BodyTruncated, op.HeaderTruncated = e.bodyTruncated, e.headerTruncated
 		op.Header, op.Body = journalkit.DecodeHeaderBody(string(e.outcome))
+		readMarks(&op)
 	}
 	return op
 }
@@ -386,7 +388,7 @@ func (c *memoryClaim) Complete(_ context.Context, op journal.Operation) error {
 	err := journal.CheckOutcome(op)
 	var raw []byte
 	if err == nil {
-		raw = journalkit.EncodeHeaderBody(op.Header, op.Body)
+		raw = journalkit.EncodeHeaderBody(storedHeader(&op), op.Body)
 		if len(raw) > memoryMaxRecord {
 			err = fmt.Errorf("%w: outcome of %d bytes, over the %d-byte limit of a record", journal.ErrInvalidOperation, len(raw), memoryMaxRecord)
 		}
@@ -502,4 +504,19 @@ func (c *memoryClaim) forget(check func(*memoryEntry) error) error {
 	}
 	*c.e = memoryEntry{held: true, free: c.e.free} // not begun: Release removes it
 	return nil
+}
+
+// storedHeader is op's header as the journal stores it, with op's marks.
+func storedHeader(op *journal.Operation) http.Header {
+	return journalkit.StoredHeader(op.Header, journalkit.Marks{Applied: op.Applied, KeyReused: op.KeyReused,
+		Settled: op.Settled, SettledNote: op.SettledNote, Unrecorded: op.Unrecorded})
+}
+
+// readMarks moves the marks stored in op's header into op's fields: the
+// way every record is read, those written before the marks were fields
+// among them.
+func readMarks(op *journal.Operation) {
+	var m journalkit.Marks
+	op.Header, m = journalkit.SplitMarks(op.Header)
+	op.Applied, op.KeyReused, op.Settled, op.SettledNote, op.Unrecorded = m.Applied, m.KeyReused, m.Settled, m.SettledNote, m.Unrecorded
 }

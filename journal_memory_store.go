@@ -193,5 +193,6 @@ func (s *memoryStore) operation(r *storedOp) journal.Operation {
 		BodyTruncated: r.bodyTruncated, HeaderTruncated: r.headerTruncated,
 	}
 	op.Header, op.Body = journalkit.DecodeHeaderBody(string(b[r.outAt:]))
+	readMarks(&op)
 	return op
 }

@@ -23,9 +23,9 @@ func TestRefusedWithoutEffect(t *testing.T) {
 		return journal.Operation{State: journal.StateRejected, Status: status}
 	}
 	settled := rejected(400)
-	settled.Header = http.Header{journal.HeaderSettled: {"by hand"}}
+	settled.Settled = true
 	reused := rejected(400)
-	reused.Header = http.Header{journal.HeaderKeyReused: {"IdempotentParameterMismatch"}}
+	reused.KeyReused = "IdempotentParameterMismatch"
 	for _, tc := range []struct {
 		name string
 		op   journal.Operation

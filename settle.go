@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/idemkit/idem/journal"
 )
@@ -52,13 +51,9 @@ func Settle(ctx context.Context, j journal.Journal, id string, s Settlement) err
 	case final(op.State):
 		return fmt.Errorf("idem: settling %q: %w: it is %s with status %d", id, journal.ErrAlreadyCompleted, op.State, op.Status)
 	}
-	h := http.Header{journal.HeaderSettled: {"by hand"}}
-	if s.Note != "" {
-		h[journal.HeaderSettledNote] = []string{s.Note}
-	}
 	out := journal.Operation{
 		ID: op.ID, Key: op.Key, Fingerprint: op.Fingerprint, Method: op.Method, URL: op.URL,
-		Created: op.Created, State: s.State, Status: s.Status, Header: h,
+		Created: op.Created, State: s.State, Status: s.Status, Settled: true, SettledNote: s.Note,
 	}
 	if err := claim.Complete(ctx, out); err != nil {
 		return wrapf(err, "settling %q", id)

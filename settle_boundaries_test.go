@@ -42,7 +42,7 @@ func TestSettlementLimits(t *testing.T) {
 				t.Fatalf("a refused Settle changed op-1: %+v", op)
 			case tt.ok && tt.s.Forget && held:
 				t.Fatalf("op-1 kept after Forget: %+v", op)
-			case tt.ok && !tt.s.Forget && (op.State != tt.s.State || op.Status != tt.s.Status || op.Header.Get(journal.HeaderSettledNote) != tt.s.Note):
+			case tt.ok && !tt.s.Forget && (op.State != tt.s.State || op.Status != tt.s.Status || op.SettledNote != tt.s.Note || !op.Settled || op.Header != nil):
 				t.Fatalf("op-1 settled as %+v, want %+v", op, tt.s)
 			}
 		})

@@ -50,11 +50,11 @@ func TestSettleDoneRecordsStatusAndNote(t *testing.T) {
 	if !ok || op.State != journal.StateDone || op.Status != 201 || op.Key != "key-op-1" {
 		t.Fatalf("after Settle: %+v", op)
 	}
-	if got := op.Header.Get(journal.HeaderSettled); got != "by hand" {
-		t.Fatalf("%s = %q", journal.HeaderSettled, got)
+	if !op.Settled || op.Header != nil {
+		t.Fatalf("Settled = %v, header %v; want settled and no header", op.Settled, op.Header)
 	}
-	if got := op.Header.Get(journal.HeaderSettledNote); got != "ticket 42: charge ch_1 exists" {
-		t.Fatalf("%s = %q", journal.HeaderSettledNote, got)
+	if got := op.SettledNote; got != "ticket 42: charge ch_1 exists" {
+		t.Fatalf("SettledNote = %q", got)
 	}
 	// A Do of the settled ID is answered from the journal, not sent.
 	var hits atomic.Int32
@@ -81,7 +81,7 @@ func TestSettleRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	op, _ := lookup(j, "op-1")
-	if op.State != journal.StateRejected || op.Status != 409 || op.Header.Get(journal.HeaderSettledNote) != "" {
+	if op.State != journal.StateRejected || op.Status != 409 || op.SettledNote != "" || !op.Settled {
 		t.Fatalf("after Settle: %+v", op)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -29,6 +30,15 @@ const (
 
 // Options tunes a Journal. The zero value is the default for every field.
 type Options struct {
+	// MustExist makes Open refuse to create a missing journal file: it
+	// returns an error matching fs.ErrNotExist, and creates nothing (no
+	// journal, no lock file). It is for a program that must tell its first
+	// start from a lost journal: the first start creates the journal
+	// without it, and every later start sets it, so a journal deleted, or
+	// a disk mounted empty, stops the program instead of starting a new
+	// journal that has forgotten every pending operation. Default false.
+	MustExist bool
+
 	// ReadOnly opens the journal for inspection while another process may
 	// be writing it: no lock is taken, nothing is written or truncated (a
 	// torn tail, such as a record the writer is appending at that moment,
@@ -160,7 +170,7 @@ type Journal struct {
 }
 
 // Open opens the journal at path, creating it if it does
-// not exist (unless o.ReadOnly), and rebuilds its index.
+// not exist (unless o.ReadOnly or o.MustExist), and rebuilds its index.
 //
 // A symlink at path is followed: the journal is the file it points at, and
 // every file below sits beside that file. A writable journal is locked
@@ -173,6 +183,11 @@ type Journal struct {
 // truncation fsync'd; any other damage is a *CorruptError matching
 // journal.ErrCorrupt, and the file is left untouched.
 func Open(path string, o Options) (*Journal, error) {
+	if o.MustExist {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("filejournal: opening %s: the journal must exist: %w", path, err)
+		}
+	}
 	eng, err := fileengine.Open(path, o.engine())
 	if err != nil {
 		return nil, err
@@ -237,7 +252,7 @@ func (j *Journal) complete(op journal.Operation) error {
 		Completed: op.Completed,
 		Status:    op.Status,
 		Flags:     flags(&op),
-		Header:    op.Header,
+		Header:    storedHeader(&op),
 		Body:      op.Body,
 	})
 }
@@ -298,6 +313,13 @@ func (j *Journal) Now() time.Time { return j.eng.Now() }
 // the index.
 func (j *Journal) Stats() Stats { return Stats(j.eng.Stats()) }
 
+// Pending returns the number of pending operations whose key has not
+// expired, judged by each operation's KeyTTL and Now: as many as
+// List(ctx, journal.ListPending) returns. It counts them in the index in
+// memory, under the journal's lock, without reading the file, and never
+// fails; like Stats, it keeps answering after Close.
+func (j *Journal) Pending(context.Context) (int, error) { return j.eng.Pending(), nil }
+
 // operationOf returns r as an Operation. The header and body are decoded
 // from their encoded form into fresh memory, so the caller may keep and
 // change them.
@@ -316,6 +338,7 @@ func operationOf(r *fileengine.Record) journal.Operation {
 		op.Completed = time.Unix(0, r.Completed).UTC()
 		op.Status = int(r.Status)
 		op.Header, op.Body = fileengine.DecodeHeaderBody(r.Raw)
+		readMarks(&op)
 		op.BodyTruncated = r.Flags&fileengine.FlagBodyTruncated != 0
 		op.HeaderTruncated = r.Flags&fileengine.FlagHeaderTruncated != 0
 		op.Summarized = r.Flags&fileengine.FlagSummarized != 0
@@ -384,3 +407,18 @@ func (j *Journal) ForgetCompleted(ctx context.Context, id, key string) error {
 
 // final reports whether s is an outcome: Done or Rejected.
 func final(s journal.State) bool { return s == journal.StateDone || s == journal.StateRejected }
+
+// storedHeader is op's header as the journal stores it, with op's marks.
+func storedHeader(op *journal.Operation) http.Header {
+	return journalkit.StoredHeader(op.Header, journalkit.Marks{Applied: op.Applied, KeyReused: op.KeyReused,
+		Settled: op.Settled, SettledNote: op.SettledNote, Unrecorded: op.Unrecorded})
+}
+
+// readMarks moves the marks stored in op's header into op's fields: the
+// way every record is read, those written before the marks were fields
+// among them.
+func readMarks(op *journal.Operation) {
+	var m journalkit.Marks
+	op.Header, m = journalkit.SplitMarks(op.Header)
+	op.Applied, op.KeyReused, op.Settled, op.SettledNote, op.Unrecorded = m.Applied, m.KeyReused, m.Settled, m.SettledNote, m.Unrecorded
+}

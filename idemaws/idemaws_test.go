@@ -271,8 +271,8 @@ func TestATokenHeldForAnotherRequestIsFinal(t *testing.T) {
 		}
 	}
 	op := lookup(t, j, "bucket-1")
-	if op.State != journal.StateRejected || op.Key != key || op.Header.Get(journal.HeaderKeyReused) != "ClientTokenConflictException" {
-		t.Fatalf("journal holds %s %s %v, want rejected under %s, marked %s", op.State, op.Key, op.Header, key, journal.HeaderKeyReused)
+	if op.State != journal.StateRejected || op.Key != key || op.KeyReused != "ClientTokenConflictException" {
+		t.Fatalf("journal holds %s %s, key reused %q, want rejected under %s, marked key reused", op.State, op.Key, op.KeyReused, key)
 	}
 	if op.RefusedWithoutEffect() {
 		t.Fatal("a token held for another request is RefusedWithoutEffect: a resend under a new token could apply it twice")

@@ -218,8 +218,8 @@ func (c *call) admit(ctx context.Context, fp journal.Fingerprint, what string) e
 			c.id, held.Key, held.Created.Format(time.RFC3339), idem.ErrKeyExpired)
 	case held.State == journal.StatePending:
 		c.op = held
-	case held.State == journal.StateRejected && held.Header.Get(journal.HeaderKeyReused) != "":
-		return &TokenReusedError{ID: c.id, Key: held.Key, Code: held.Header.Get(journal.HeaderKeyReused), Status: held.Status, Recorded: true}
+	case held.State == journal.StateRejected && held.KeyReused != "":
+		return &TokenReusedError{ID: c.id, Key: held.Key, Code: held.KeyReused, Status: held.Status, Recorded: true}
 	case held.BodyTruncated && held.State == journal.StateRejected:
 		return &idem.OutcomeError{ID: c.id, Key: held.Key, Outcome: idem.OutcomeRejected,
 			Recorded: true, Status: held.Status, Header: held.Header, HeaderTruncated: held.HeaderTruncated, BodyTruncated: true,

@@ -41,18 +41,15 @@ func (c *call) end(ctx context.Context, result any, err error) error {
 	op := c.op
 	op.State, op.Completed = v.state, c.o.journal.Now()
 	op.Status = v.resp.StatusCode
-	// Only idemaws marks how it read the answer: a server's own marks
-	// are dropped.
-	h := v.resp.Header.Clone()
-	h.Del(journal.HeaderAlreadyApplied)
-	h.Del(journal.HeaderKeyReused)
+	// How idemaws read the answer is in the marks, not in the header: a
+	// server's field of a mark's name is not a mark.
 	switch {
 	case v.applied:
-		h.Set(journal.HeaderAlreadyApplied, "true")
+		op.Applied = true
 	case v.reused:
-		h.Set(journal.HeaderKeyReused, v.code)
+		op.KeyReused = v.code
 	}
-	op.Header, op.HeaderTruncated = journal.RecordedHeader(h, c.o.maxHead)
+	op.Header, op.Unrecorded, op.HeaderTruncated = journal.RecordedHeader(v.resp.Header, c.o.maxHead)
 	if c.fits {
 		op.Body = c.body
 	} else {
@@ -83,13 +80,13 @@ func (c *call) end(ctx context.Context, result any, err error) error {
 func (c *call) replayed(result any, err error) error {
 	op := c.replay
 	switch {
-	case op.State == journal.StateDone && err != nil && op.Header.Get(journal.HeaderAlreadyApplied) == "true":
+	case op.State == journal.StateDone && err != nil && op.Applied:
 		return c.appliedError(err, true)
 	case op.State == journal.StateDone && (err != nil || len(op.Body) == 0 && emptyOutput(result)):
 		how := ""
-		if op.Header.Get(journal.HeaderSettled) != "" {
+		if op.Settled {
 			how = ", settled by hand"
-			if note := op.Header.Get(journal.HeaderSettledNote); note != "" {
+			if note := op.SettledNote; note != "" {
 				how += ": " + note
 			}
 		}
@@ -211,7 +208,7 @@ func (c *call) outcomeError(outcome idem.Outcome, resp *http.Response, err error
 	oe := &idem.OutcomeError{ID: c.op.ID, Key: c.op.Key, Outcome: outcome, Attempts: c.attempts, Err: err}
 	if resp != nil {
 		oe.Status, oe.Body, oe.BodyTruncated = resp.StatusCode, c.body, !c.fits
-		oe.Header, oe.HeaderTruncated = journal.RecordedHeader(resp.Header, c.o.maxHead)
+		oe.Header, _, oe.HeaderTruncated = journal.RecordedHeader(resp.Header, c.o.maxHead)
 	}
 	return oe
 }

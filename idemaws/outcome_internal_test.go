@@ -99,18 +99,20 @@ func TestAnAnswerThatSaysNothingOfAnEarlierAttemptIsUnknown(t *testing.T) {
 func TestADoneRecordReadAsAnErrorIsAppliedOnlyWhenMarked(t *testing.T) {
 	sdkErr := &smithy.GenericAPIError{Code: "FileSystemAlreadyExists"}
 	for _, tc := range []struct {
-		header  http.Header
+		marked  journal.Operation
 		applied bool
 	}{
-		{http.Header{journal.HeaderAlreadyApplied: {"true"}}, true},
-		{http.Header{}, false},
-		{http.Header{journal.HeaderSettled: {"by hand"}}, false},
+		{journal.Operation{Applied: true}, true},
+		{journal.Operation{}, false},
+		{journal.Operation{Settled: true}, false},
+		{journal.Operation{Header: http.Header{"Idem-Already-Applied": {"true"}}}, false}, // a server's field is not the mark
 	} {
-		op := journal.Operation{ID: "fs-1", Key: "k", State: journal.StateDone, Status: 409, Header: tc.header, Body: []byte(`{"ErrorCode":"FileSystemAlreadyExists"}`)}
+		op := tc.marked
+		op.ID, op.Key, op.State, op.Status, op.Body = "fs-1", "k", journal.StateDone, 409, []byte(`{"ErrorCode":"FileSystemAlreadyExists"}`)
 		c := &call{api: "EFS.CreateFileSystem", op: op, replay: &op}
 		err := c.replayed(nil, sdkErr)
 		if errors.Is(err, ErrAlreadyApplied) != tc.applied || errors.Is(err, ErrNoOutput) == tc.applied || errors.Is(err, idem.ErrRejected) {
-			t.Errorf("header %v: err = %v; want applied %v, else ErrNoOutput", tc.header, err, tc.applied)
+			t.Errorf("marked %+v: err = %v; want applied %v, else ErrNoOutput", tc.marked, err, tc.applied)
 		}
 	}
 	// A done record read as an output is the output.

@@ -402,14 +402,15 @@ func TestAnAuthErrorOnResumeIsNotARejection(t *testing.T) {
 }
 
 // V2.4: only idemaws marks how it read an answer: a server's own
-// Idem-Key-Reused or Idem-Already-Applied on a plain refusal is dropped,
-// and the refusal answered as one from the journal.
+// Idem-Key-Reused or Idem-Already-Applied on a plain refusal is not a
+// mark (nor recorded: a journal stores its marks under those names), and
+// the refusal is answered as one from the journal.
 func TestAServersOwnMarksAreDropped(t *testing.T) {
 	f := newFakeAWS(t)
 	f.reject = "InvalidRequestException"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(journal.HeaderKeyReused, "IdempotentParameterMismatch")
-		w.Header().Set(journal.HeaderAlreadyApplied, "true")
+		w.Header().Set("Idem-Key-Reused", "IdempotentParameterMismatch")
+		w.Header().Set("Idem-Already-Applied", "true")
 		f.serve(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -423,7 +424,7 @@ func TestAServersOwnMarksAreDropped(t *testing.T) {
 			t.Fatalf("call %d: err = %v; want a plain rejection", i, err)
 		}
 	}
-	if op := lookup(t, j, "bucket-1"); op.Header.Get(journal.HeaderKeyReused) != "" || op.Header.Get(journal.HeaderAlreadyApplied) != "" || !op.RefusedWithoutEffect() {
-		t.Fatalf("journal holds %v; want the refusal without the server's marks", op.Header)
+	if op := lookup(t, j, "bucket-1"); op.KeyReused != "" || op.Applied || op.Header.Get("Idem-Key-Reused") != "" || op.Header.Get("Idem-Already-Applied") != "" || !op.RefusedWithoutEffect() {
+		t.Fatalf("journal holds %+v; want the refusal without the server's marks", op)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -11,17 +12,16 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/journal"
 )
 
 // PendingListTimeout bounds each count or List a collection of
-// idem.journal.pending makes on a journal other than a
-// *filejournal.Journal.
+// idem.journal.pending makes.
 const PendingListTimeout = 5 * time.Second
 
 // PendingCounter is a journal that counts its pending operations without
-// listing them. A *pgjournal.Journal is one.
+// listing them. A *filejournal.Journal and a *pgjournal.Journal are both
+// one.
 type PendingCounter interface {
 	// Pending returns the number of pending operations whose key has not
 	// expired.
@@ -72,19 +72,19 @@ func SyncRecorder(opts Options) func(took time.Duration, records int, err error)
 // The returned function unregisters the gauges' callback; call it when c
 // is no longer used.
 //
-// The gauges are read at each collection. The budget costs a lock. The
-// pending count of a *filejournal.Journal is its Stats, a pass over the
-// journal's index in memory, under the journal's lock. A PendingCounter
-// (a *pgjournal.Journal: one count in the database) is asked Pending,
-// and any other Journal List(ctx, journal.ListPending), which returns every
-// pending operation whole, each within PendingListTimeout at each
-// collection; a failed one is reported as the callback's error, and the
-// gauge has no value for that collection.
+// The gauges are read at each collection. The budget costs a lock. A
+// PendingCounter is asked Pending (a *filejournal.Journal counts its
+// index in memory, under its lock; a *pgjournal.Journal makes one count
+// in the database), and any other Journal List(ctx, journal.ListPending),
+// which returns every pending operation whole; each within
+// PendingListTimeout at each collection. A failed one is reported as the
+// callback's error, and the gauge has no value for that collection. A nil
+// pointer as j is no journal.
 //
 // The gauges carry no attributes: observe one Client and one Journal per
 // MeterProvider, or their values share one series.
 func Observe(c *idem.Client, j journal.Journal, opts Options) (unregister func() error, err error) {
-	if fj, ok := j.(*filejournal.Journal); ok && fj == nil {
+	if v := reflect.ValueOf(j); v.Kind() == reflect.Pointer && v.IsNil() {
 		j = nil
 	}
 	meter := opts.meter()
@@ -117,9 +117,6 @@ func Observe(c *idem.Client, j journal.Journal, opts Options) (unregister func()
 
 // pendingOf counts j's pending operations whose key has not expired.
 func pendingOf(ctx context.Context, j journal.Journal) (int, error) {
-	if fj, ok := j.(*filejournal.Journal); ok {
-		return fj.Stats().Pending, nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, PendingListTimeout)
 	defer cancel()
 	if pc, ok := j.(PendingCounter); ok {

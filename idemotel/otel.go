@@ -1,7 +1,7 @@
 // Package idemotel traces and measures an idem Client with OpenTelemetry.
 // Package idem itself imports no OpenTelemetry code: it offers hooks
 // (Config.OnOperationStart, OnOperation, OnAttempt, HTTPClient,
-// filejournal.Options.OnSync, Client.RetryBudgetTokens, filejournal.Journal.Stats), and
+// filejournal.Options.OnSync, Client.RetryBudgetTokens, a journal's Pending), and
 // this package turns them into spans and metrics.
 //
 // Three calls, each optional:

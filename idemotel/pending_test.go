@@ -3,13 +3,17 @@ package idemotel_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemotel"
+	"github.com/idemkit/idem/internal/journalhelp"
 	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
@@ -120,5 +124,80 @@ func TestObservePgjournalPending(t *testing.T) {
 	defer unregister()
 	if got := gauge[int64](t, tel.metrics(t)["idem.journal.pending"], "pending"); got != int64(len(listed)) {
 		t.Errorf("idem.journal.pending %d, want %d, as List", got, len(listed))
+	}
+}
+
+// listless is a file journal whose List fails: a count that reaches it
+// did not go through PendingCounter.
+type listless struct{ *filejournal.Journal }
+
+func (listless) List(context.Context, journal.Listing) ([]journal.Operation, error) {
+	return nil, errors.New("listed")
+}
+
+// TestObserveFilejournalPending: a *filejournal.Journal's
+// idem.journal.pending is its Pending, asked through PendingCounter: as
+// many as its List of pending operations, each judged by its own key
+// lifetime, and never its List. A nil journal pointer, of any journal, has
+// no gauge value and fails no collection.
+func TestObserveFilejournalPending(t *testing.T) {
+	var _ idemotel.PendingCounter = (*filejournal.Journal)(nil)
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	j, err := filejournal.Open(filepath.Join(t.TempDir(), "j"), filejournal.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for i, op := range []struct {
+		age, ttl time.Duration
+	}{
+		{0, 24 * time.Hour},
+		{time.Minute, 24 * time.Hour},
+		{time.Hour, 30 * time.Minute}, // expired by its own lifetime
+		{25 * time.Hour, 24 * time.Hour},
+	} {
+		if err := journalhelp.Begin(j, journal.Operation{
+			ID: fmt.Sprintf("op-%d", i), Key: fmt.Sprintf("key-%d", i), Method: "POST", URL: "https://api.example.test/charges",
+			Created: now.Add(-op.age), KeyTTL: op.ttl, State: journal.StatePending,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed := journalhelp.MustList(j, journal.ListPending)
+	if len(listed) != 2 {
+		t.Fatalf("List of pending operations: %d, want 2", len(listed))
+	}
+	for _, observed := range []journal.Journal{j, listless{j}} {
+		tel := newTelemetry()
+		unregister, err := idemotel.Observe(nil, observed, tel.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := gauge[int64](t, tel.metrics(t)["idem.journal.pending"], "pending"); got != int64(len(listed)) {
+			t.Errorf("%T: idem.journal.pending %d, want %d, as List", observed, got, len(listed))
+		}
+		if err := unregister(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, none := range []journal.Journal{(*filejournal.Journal)(nil), (*pgjournal.Journal)(nil)} {
+		tel := newTelemetry()
+		unregister, err := idemotel.Observe(nil, none, tel.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rm metricdata.ResourceMetrics
+		if err := tel.reader.Collect(context.Background(), &rm); err != nil {
+			t.Errorf("%T(nil): Collect: %v", none, err)
+		}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == "idem.journal.pending" && len(g.DataPoints) > 0 {
+					t.Errorf("%T(nil): idem.journal.pending has %d points, want none", none, len(g.DataPoints))
+				}
+			}
+		}
+		unregister()
 	}
 }

@@ -7,7 +7,7 @@
 //
 // # Rules
 //
-// These are DESIGN.md's L1-L7; each is stated here once.
+// Each rule is stated here once.
 //
 // Keys. A request carries its key in Config.KeyHeader (default
 // Idempotency-Key), bare or as an RFC 8941 sf-string, or in the JSON body
@@ -19,7 +19,7 @@
 // (bad JSON, a negative amount): nothing is looked up, and the key stays
 // free for a good request.
 //
-// Principals (L4). A key belongs to the principal Config.Principal names
+// Principals. A key belongs to the principal Config.Principal names
 // for the request: the same key from two principals is two requests, and
 // no principal can read another's answer. The principal comes from the
 // account the service authenticated, never from the raw credential: a
@@ -31,7 +31,7 @@
 // (default: method, path and query, body). A retry whose fingerprint
 // differs gets 422 and does not run.
 //
-// Atomic routes (L2, the default). The handler runs inside the
+// Atomic routes (the default). The handler runs inside the
 // transaction its key row lives in, begun before the key is looked up, and
 // writes through Tx. Its answer is buffered: one < 500 is stored with the
 // key and committed with everything the handler wrote, and only then sent;
@@ -44,7 +44,7 @@
 // and is replayed; it never runs the handler (if the first rolls back, it
 // claims the key and runs).
 //
-// Isolation and reruns (L7). On PostgreSQL and MySQL the transaction runs
+// Isolation and reruns. On PostgreSQL and MySQL the transaction runs
 // at READ COMMITTED, the key row read FOR UPDATE; SQLite's (BEGIN
 // IMMEDIATE) is serializable. Requests under distinct keys therefore
 // neither wait for each other nor run each other's handlers again. A
@@ -60,7 +60,7 @@
 // mysql.Open; on another *sql.DB the handler reports it with Fail, which
 // gives the rerun (or the 503 or 500) instead of the handler's answer.
 //
-// Answers (L6). A handler answers on the writer it is given, at least a
+// Answers. A handler answers on the writer it is given, at least a
 // status. The client is never told success for work that did not commit:
 // a handler that writes nothing has not answered (its work rolls back,
 // nothing is stored, the request gets 500 and the cause is logged); one
@@ -69,7 +69,7 @@
 // recovery middleware leaves no success; one that answers around
 // idemserver is aborted (see Frameworks).
 //
-// Phased routes (L3, Route.Phased). A handler that calls out (a payment
+// Phased routes (Route.Phased). A handler that calls out (a payment
 // gateway, mail) cannot hold a transaction across the call. Its key is
 // claimed first, in a transaction of its own, with a lock token and a
 // lease of Config.LockTimeout. Each call is a Step: a recovery point
@@ -84,7 +84,7 @@
 // that fails to serialize runs the handler again, its Steps answering
 // from their recovery points.
 //
-// Leases (L5). A claim lapses only by a takeover, and the takeover is the
+// Leases. A claim lapses only by a takeover, and the takeover is the
 // statement that fences the holder: every write of the holder (a Step's
 // record, the final commit) is fenced by its lock token, which the
 // takeover replaces. The lease (Config.LockTimeout by Config.Now, renewed

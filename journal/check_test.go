@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 // than pending, or a key lifetime that is not positive (C6.6), each field
 // on its own, and takes the shortest lifetime; CheckOutcome refuses a state
 // that is not final, a status outside 0..999, a truncated body that is
-// kept, and a summary, and takes each limit's last value.
+// kept, a summary, and a mark on an outcome it does not belong to (C16),
+// and takes each limit's last value. Each refusal begins with the
+// package's name: an exported function returns it.
 func TestCheckIntentAndCheckOutcomeFieldByField(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	intent := func(f func(*journal.Operation)) journal.Operation {
@@ -40,9 +43,14 @@ func TestCheckIntentAndCheckOutcomeFieldByField(t *testing.T) {
 		{"summarized", intent(func(o *journal.Operation) { o.Summarized = true }), false},
 		{"no key lifetime", intent(func(o *journal.Operation) { o.KeyTTL = 0 }), false},
 		{"negative key lifetime", intent(func(o *journal.Operation) { o.KeyTTL = -time.Nanosecond }), false},
+		{"applied", intent(func(o *journal.Operation) { o.Applied = true }), false},
+		{"key reused", intent(func(o *journal.Operation) { o.KeyReused = "c" }), false},
+		{"settled", intent(func(o *journal.Operation) { o.Settled = true }), false},
+		{"settled note", intent(func(o *journal.Operation) { o.SettledNote = "n" }), false},
+		{"unrecorded, empty", intent(func(o *journal.Operation) { o.Unrecorded = []string{} }), false},
 	}
 	for _, tt := range intents {
-		if err := journal.CheckIntent(tt.op); (err == nil) != tt.ok || err != nil && !errors.Is(err, journal.ErrInvalidOperation) {
+		if err := journal.CheckIntent(tt.op); (err == nil) != tt.ok || err != nil && (!errors.Is(err, journal.ErrInvalidOperation) || !strings.HasPrefix(err.Error(), "journal: invalid journal operation: ")) {
 			t.Errorf("CheckIntent(%s) = %v, want accepted: %v", tt.name, err, tt.ok)
 		}
 	}
@@ -67,9 +75,23 @@ func TestCheckIntentAndCheckOutcomeFieldByField(t *testing.T) {
 		{"truncated, an empty body", outcome(func(o *journal.Operation) { o.BodyTruncated, o.Body = true, []byte{} }), true},
 		{"truncated, a body", outcome(func(o *journal.Operation) { o.BodyTruncated, o.Body = true, []byte("x") }), false},
 		{"summarized", outcome(func(o *journal.Operation) { o.Summarized = true }), false},
+		// C16: the marks, each with the state it belongs to.
+		{"done, applied", outcome(func(o *journal.Operation) { o.Applied = true }), true},
+		{"rejected, applied", outcome(func(o *journal.Operation) { o.State, o.Applied = journal.StateRejected, true }), false},
+		{"rejected, key reused", outcome(func(o *journal.Operation) { o.State, o.KeyReused = journal.StateRejected, "c" }), true},
+		{"done, key reused", outcome(func(o *journal.Operation) { o.KeyReused = "c" }), false},
+		{"settled with a note", outcome(func(o *journal.Operation) { o.Settled, o.SettledNote = true, "n" }), true},
+		{"a note, not settled", outcome(func(o *journal.Operation) { o.SettledNote = "n" }), false},
+		{"unrecorded names", outcome(func(o *journal.Operation) { o.Unrecorded = []string{"Set-Cookie", "X-A.b_c~1"} }), true},
+		{"unrecorded names at each bound", outcome(func(o *journal.Operation) { o.Unrecorded = []string{"az", "AZ", "09", "!", "#$%&'*+-.^_`|~"} }), true},
+		{"an unrecorded name with a byte past a bound", outcome(func(o *journal.Operation) { o.Unrecorded = []string{"a{"} }), false},
+		{"an unrecorded name with a byte before a bound", outcome(func(o *journal.Operation) { o.Unrecorded = []string{"a@"} }), false},
+		{"an empty unrecorded name", outcome(func(o *journal.Operation) { o.Unrecorded = []string{""} }), false},
+		{"an unrecorded name with a comma", outcome(func(o *journal.Operation) { o.Unrecorded = []string{"A,B"} }), false},
+		{"an unrecorded name with a space", outcome(func(o *journal.Operation) { o.Unrecorded = []string{"A B"} }), false},
 	}
 	for _, tt := range outcomes {
-		if err := journal.CheckOutcome(tt.op); (err == nil) != tt.ok || err != nil && !errors.Is(err, journal.ErrInvalidOperation) {
+		if err := journal.CheckOutcome(tt.op); (err == nil) != tt.ok || err != nil && (!errors.Is(err, journal.ErrInvalidOperation) || !strings.HasPrefix(err.Error(), "journal: invalid journal operation: ")) {
 			t.Errorf("CheckOutcome(%s) = %v, want accepted: %v", tt.name, err, tt.ok)
 		}
 	}

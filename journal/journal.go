@@ -173,6 +173,15 @@ type Operation struct {
 	BodyTruncated   bool        // the body is not kept; Body is nil
 	HeaderTruncated bool        // some header fields are not kept
 	Summarized      bool        // compaction kept no header or body
+
+	// The marks of the outcome, set by whoever records it. No response
+	// header carries them.
+
+	Applied     bool     // the answer says an earlier request applied it (Done only)
+	KeyReused   string   // the server's code refusing a key it holds for another request (Rejected only)
+	Settled     bool     // a person recorded the outcome (idem.Settle)
+	SettledNote string   // the person's note (Settled only)
+	Unrecorded  []string // header fields left out by the secrets rule
 }
 
 // Expired reports whether o is pending and its key is at least its KeyTTL

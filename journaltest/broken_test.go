@@ -66,6 +66,16 @@ var brokenJournals = []struct {
 	{"BodyDropped", "CompleteIsReadBackWhole", breaks{read: func(op *journal.Operation) { op.Body = nil }}},
 	{"BodyTruncatedLost", "CompleteIsReadBackWhole", breaks{read: func(op *journal.Operation) { op.BodyTruncated = false }}},
 	{"HeaderTruncatedLost", "CompleteIsReadBackWhole", breaks{read: func(op *journal.Operation) { op.HeaderTruncated = false }}},
+	{"AppliedLost", "CompleteIsReadBackWhole", breaks{read: func(op *journal.Operation) { op.Applied = false }}},
+	{"KeyReusedLost", "CompleteIsReadBackWhole", breaks{read: func(op *journal.Operation) { op.KeyReused = "" }}},
+	{"SettledLost", "CompleteIsReadBackWhole", breaks{read: func(op *journal.Operation) { op.Settled = false }}},
+	{"SettledNoteLost", "CompleteIsReadBackWhole", breaks{read: func(op *journal.Operation) { op.SettledNote = "" }}},
+	{"UnrecordedLost", "CompleteIsReadBackWhole", breaks{read: func(op *journal.Operation) { op.Unrecorded = nil }}},
+	{"UnrecordedNameDropped", "CompleteIsReadBackWhole", breaks{read: func(op *journal.Operation) {
+		if len(op.Unrecorded) > 1 {
+			op.Unrecorded = op.Unrecorded[:1]
+		}
+	}}},
 	{"CompletedLost", "CompleteIsReadBackWhole", breaks{read: func(op *journal.Operation) { op.Completed = op.Created }}},
 	{"RejectedReadAsDone", "CompleteIsReadBackWhole", breaks{read: func(op *journal.Operation) {
 		if op.State == journal.StateRejected {

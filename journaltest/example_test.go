@@ -229,6 +229,8 @@ func (c *mapClaim) Complete(_ context.Context, op journal.Operation) error {
 	rec.State, rec.Status, rec.Completed = op.State, op.Status, op.Completed.UTC()
 	rec.Header, rec.HeaderTruncated = kept(op.Header), op.HeaderTruncated
 	rec.Body, rec.BodyTruncated = bytes.Clone(op.Body), op.BodyTruncated
+	rec.Applied, rec.KeyReused, rec.Settled, rec.SettledNote = op.Applied, op.KeyReused, op.Settled, op.SettledNote
+	rec.Unrecorded = slices.Clone(op.Unrecorded)
 	if len(rec.Body) == 0 {
 		rec.Body = nil
 	}
@@ -249,7 +251,7 @@ func (c *mapClaim) Release() {
 
 // clone returns op with a header and body of its own.
 func clone(op journal.Operation) journal.Operation {
-	op.Header, op.Body = op.Header.Clone(), bytes.Clone(op.Body)
+	op.Header, op.Body, op.Unrecorded = op.Header.Clone(), bytes.Clone(op.Body), slices.Clone(op.Unrecorded)
 	return op
 }
 

@@ -174,6 +174,12 @@ func diff(got, want journal.Operation) string {
 		return fmt.Sprintf("header %v, want %v", got.Header, want.Header)
 	case string(got.Body) != string(want.Body) || (got.Body == nil) != (len(want.Body) == 0):
 		return fmt.Sprintf("body %q, want %q", got.Body, want.Body)
+	case got.Applied != want.Applied || got.KeyReused != want.KeyReused:
+		return fmt.Sprintf("applied %v, key reused %q; want %v, %q", got.Applied, got.KeyReused, want.Applied, want.KeyReused)
+	case got.Settled != want.Settled || got.SettledNote != want.SettledNote:
+		return fmt.Sprintf("settled %v %q, want %v %q", got.Settled, got.SettledNote, want.Settled, want.SettledNote)
+	case !slices.Equal(got.Unrecorded, want.Unrecorded) || (got.Unrecorded == nil) != (len(want.Unrecorded) == 0):
+		return fmt.Sprintf("unrecorded %q, want %q", got.Unrecorded, want.Unrecorded)
 	}
 	return ""
 }
@@ -233,10 +239,20 @@ func testCompleteIsReadBackWhole(t *testing.T, open Open) {
 	for i, tc := range []struct {
 		status                       int
 		headerTruncated, bodyNotKept bool
+		marks                        func(*journal.Operation)
 	}{
-		{201, false, false},
-		{422, true, false},
-		{500, true, true}, // both flags at once
+		{201, false, false, nil},
+		{422, true, false, nil},
+		{500, true, true, nil}, // both flags at once
+		// Each mark, with a header whose names a journal may use to store them.
+		{409, false, false, func(o *journal.Operation) { o.State, o.Applied = journal.StateDone, true }},
+		{400, false, false, func(o *journal.Operation) {
+			o.KeyReused, o.Unrecorded = "IdempotentParameterMismatch", []string{"Authorization", "Set-Cookie"}
+		}},
+		{201, false, true, func(o *journal.Operation) {
+			o.Settled, o.SettledNote, o.Header = true, "ch_1, seen in the dashboard", nil
+		}},
+		{409, false, true, func(o *journal.Operation) { o.Settled, o.Header = true, nil }},
 	} {
 		op := intent(fmt.Sprint("op-", i), j.Now())
 		c := claim(t, j, op.ID)
@@ -247,6 +263,9 @@ func testCompleteIsReadBackWhole(t *testing.T, open Open) {
 		done.HeaderTruncated = tc.headerTruncated
 		if tc.bodyNotKept {
 			done.BodyTruncated, done.Body = true, nil
+		}
+		if tc.marks != nil {
+			tc.marks(&done)
 		}
 		if err := c.Complete(context.Background(), done); err != nil {
 			t.Fatal(err)
@@ -318,6 +337,7 @@ func testInvalidOperationsAreRefused(t *testing.T, open Open) {
 		"no key lifetime":  func(op *journal.Operation) { op.KeyTTL = 0 },
 		"state done":       func(op *journal.Operation) { op.State = journal.StateDone },
 		"an outcome field": func(op *journal.Operation) { op.Status = 200 },
+		"a mark":           func(op *journal.Operation) { op.Settled = true },
 		"another ID":       func(op *journal.Operation) { op.ID = "elsewhere" },
 	}
 	for what, change := range intents {
@@ -341,6 +361,10 @@ func testInvalidOperationsAreRefused(t *testing.T, open Open) {
 		"a kept body marked truncated": func(o *journal.Operation) {
 			o.BodyTruncated = true
 		},
+		"a rejection marked applied":       func(o *journal.Operation) { o.State, o.Applied = journal.StateRejected, true },
+		"a done outcome marked key reused": func(o *journal.Operation) { o.KeyReused = "Conflict" },
+		"a note not settled":               func(o *journal.Operation) { o.SettledNote = "n" },
+		"an unrecorded name with a comma":  func(o *journal.Operation) { o.Unrecorded = []string{"A, B"} },
 	}
 	for what, change := range outcomes {
 		o := outcome(op, 200)

@@ -530,7 +530,7 @@ func (c *claim) Complete(ctx context.Context, op journal.Operation) error {
 	if err := journal.CheckOutcome(op); err != nil {
 		return fmt.Errorf("pgjournal: recording the outcome of %s: %w", journalkit.QuoteID(op.ID), err)
 	}
-	header := encodeHeader(op.Header)
+	header := encodeHeader(storedHeader(&op))
 	var flags int16
 	if op.BodyTruncated {
 		flags |= flagBodyTruncated

@@ -40,7 +40,7 @@ func TestForgetAndSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	op, ok, err := b.Lookup(ctx, "d")
-	if err != nil || !ok || op.State != journal.StateDone || op.Status != 201 || op.Header.Get(journal.HeaderSettledNote) != "seen in the dashboard" {
+	if err != nil || !ok || op.State != journal.StateDone || op.Status != 201 || !op.Settled || op.SettledNote != "seen in the dashboard" {
 		t.Fatalf("settled op on another machine: %+v %v %v", op, ok, err)
 	}
 	if err := idem.Settle(ctx, b, "d", idem.Settlement{State: journal.StateRejected, Status: 400}); !errors.Is(err, journal.ErrAlreadyCompleted) {

@@ -579,6 +579,7 @@ func (r *opRow) operation() (journal.Operation, error) {
 				return op, fmt.Errorf("pgjournal: operation %s: recorded header: %w", journalkit.QuoteID(r.opID), err)
 			}
 			op.Header = h
+			readMarks(&op)
 		}
 		if len(r.body) > 0 {
 			op.Body = r.body
@@ -696,4 +697,19 @@ func (c *clock) now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.db.Add(time.Since(c.local)).UTC()
+}
+
+// storedHeader is op's header as the journal stores it, with op's marks.
+func storedHeader(op *journal.Operation) http.Header {
+	return journalkit.StoredHeader(op.Header, journalkit.Marks{Applied: op.Applied, KeyReused: op.KeyReused,
+		Settled: op.Settled, SettledNote: op.SettledNote, Unrecorded: op.Unrecorded})
+}
+
+// readMarks moves the marks stored in op's header into op's fields: the
+// way every record is read, those written before the marks were fields
+// among them.
+func readMarks(op *journal.Operation) {
+	var m journalkit.Marks
+	op.Header, m = journalkit.SplitMarks(op.Header)
+	op.Applied, op.KeyReused, op.Settled, op.SettledNote, op.Unrecorded = m.Applied, m.KeyReused, m.Settled, m.SettledNote, m.Unrecorded
 }

@@ -258,7 +258,7 @@ func (s *Server) getCharge(w http.ResponseWriter, r *http.Request) {
 // ChargeList is the body of GET /charges.
 type ChargeList struct {
 	Charges []Charge `json:"charges"`
-	// Scope is whose charges these are: reads are scoped per client (S2),
+	// Scope is whose charges these are: reads are scoped per client,
 	// as keys are. It is AnonymousClient for a request that carries no
 	// X-Client-ID.
 	Scope string `json:"scope"`

@@ -51,7 +51,7 @@ type Config struct {
 	// database instead, which must exist; the tables are created in it if
 	// missing. Any number of Servers, in one process or in many, may share
 	// it: they serve the same keys and the same gateway captures, and the
-	// rules hold across them (S9). A database that cannot be reached makes
+	// rules hold across them. A database that cannot be reached makes
 	// New fail with ErrDatabaseUnavailable, and a request 503.
 	Path string
 
@@ -82,8 +82,8 @@ type Config struct {
 	// 413. Default: 64 KiB.
 	MaxBodyBytes int64
 
-	// ReadTimeout bounds the time to read a whole request, header and body
-	// (S9). A client that trickles its body, or stops sending it, gets 408
+	// ReadTimeout bounds the time to read a whole request, header and body.
+	// A client that trickles its body, or stops sending it, gets 408
 	// (a problem document) and its connection is closed; nothing is
 	// looked up or committed for the request. The header alone must
 	// arrive within the smaller of ReadTimeout and 10 seconds. Used by

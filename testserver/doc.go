@@ -60,7 +60,7 @@
 // # Built on idemserver
 //
 // The idempotency layer is package idemserver, the middleware any Go
-// service can put in front of its handlers (rules L1 to L5): the key and
+// service can put in front of its handlers: the key and
 // its scope, the fingerprint, the stored answers, the verdicts of a retry,
 // the transaction of an atomic endpoint, the claim, recovery points and
 // fencing of a phased one, and the sweeper are its. The server's endpoints
@@ -117,7 +117,7 @@
 //	gateway_called  the gateway captured the money; its charge ID is recorded
 //	finished        the charge row and the response are stored, lock released
 //
-// The gateway is called with a downstream key (the key rule S5 passes
+// The gateway is called with a downstream key (the key passed
 // downstream), minted at random when phase 1 inserts the key row, stored in
 // the row and reused by every resume of it; the gateway is itself
 // idempotent by that key, so calling it twice captures once. It is random
@@ -141,8 +141,8 @@
 // # Replicas
 //
 // With Config.Path a postgres:// URL, any number of Servers, in one process
-// or many, share one database, and every rule above holds across them
-// (S9): a key claimed on one replica is in flight, replayed or mismatched
+// or many, share one database, and every rule above holds across them:
+// a key claimed on one replica is in flight, replayed or mismatched
 // on all of them; a charge whose replica died is resumed by another from
 // its last recovery point once the lock goes stale; the gateway's captures
 // live in the same database, so a downstream key captures once whichever

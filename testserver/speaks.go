@@ -11,10 +11,10 @@ import (
 )
 
 // Dialect is the idempotency convention the server speaks: where a request
-// carries its key (S1), how the server answers a retry whose first request
+// carries its key, how the server answers a retry whose first request
 // still runs, a replay, a key reused for another request and, where the
-// convention has one, a request already applied (S4), and how long keys
-// are kept (S6). The zero value is the server's own convention: the key in
+// convention has one, a request already applied, and how long keys
+// are kept. The zero value is the server's own convention: the key in
 // Idempotency-Key, 409 while in flight, Idempotent-Replayed: true on a
 // replay, 422 for a reused key, 24 hours of retention. DialectNamed
 // returns the conventions of real APIs.

@@ -2,7 +2,7 @@ package testserver
 
 import "context"
 
-// Sweep deletes the finished keys at least Config.Retention old (rule S6)
+// Sweep deletes the finished keys at least Config.Retention old
 // and returns how many it deleted: the layer's sweep (idemserver.Keys.Sweep).
 // The business rows created under a deleted key keep everything but the
 // key: their idempotency_key is set to NULL in the same transaction (see

@@ -5,6 +5,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -17,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/journalkit"
 	"github.com/idemkit/idem/journal"
 )
 
@@ -39,6 +41,11 @@ type dumpedOperation struct {
 	BodyTruncated   bool        `json:"body_truncated,omitempty"`
 	HeaderTruncated bool        `json:"header_truncated,omitempty"`
 	Summarized      bool        `json:"summarized,omitempty"`
+	Applied         bool        `json:"applied,omitempty"`
+	KeyReused       string      `json:"key_reused,omitempty"`
+	Settled         bool        `json:"settled,omitempty"`
+	SettledNote     string      `json:"settled_note,omitempty"`
+	Unrecorded      []string    `json:"unrecorded,omitempty"`
 	// Base64 names the fields among id, key, method, url and header
 	// (its names and values) that are written in base64 because they are
 	// not valid UTF-8, which JSON cannot carry as it is.
@@ -60,6 +67,15 @@ Each line is one JSON object, oldest operation first:
   header                object  the recorded response header, name: [values]
   body                  string  the recorded response body, base64
   body_truncated, header_truncated, summarized  bool, absent when false
+  applied               bool    the answer said an earlier request applied it
+  key_reused            string  the server's code refusing a key it holds
+                                for another request
+  settled, settled_note         recorded by hand (idem journal settle),
+                                with its note
+  unrecorded            array   header fields the secrets rule left out
+                                (each of these is absent when empty; in a
+                                dump of an earlier release they are header
+                                fields named Idem-*, and load as these)
   base64                array   the fields among id, key, method, url and
                                 header (names and values) written in
                                 base64 because they are not valid UTF-8
@@ -71,6 +87,7 @@ func dumped(op journal.Operation) dumpedOperation {
 		Created: op.Created.UTC(), KeyTTL: op.KeyTTL.String(), State: op.State.String(),
 		Header: op.Header, Body: op.Body,
 		BodyTruncated: op.BodyTruncated, HeaderTruncated: op.HeaderTruncated, Summarized: op.Summarized,
+		Applied: op.Applied, KeyReused: op.KeyReused, Settled: op.Settled, SettledNote: op.SettledNote, Unrecorded: op.Unrecorded,
 	}
 	if op.State != journal.StatePending {
 		completed, status := op.Completed.UTC(), op.Status
@@ -168,8 +185,17 @@ func (d dumpedOperation) operation() (journal.Operation, error) {
 	}
 	op := journal.Operation{
 		ID: d.ID, Key: d.Key, Method: d.Method, URL: d.URL, Created: d.Created.UTC(),
-		Header: d.Header, Body: d.Body,
+		Body:          d.Body,
 		BodyTruncated: d.BodyTruncated, HeaderTruncated: d.HeaderTruncated, Summarized: d.Summarized,
+	}
+	// A dump of an earlier release holds the marks as header fields.
+	var m journalkit.Marks
+	op.Header, m = journalkit.SplitMarks(d.Header)
+	op.Applied, op.KeyReused = d.Applied || m.Applied, cmp.Or(d.KeyReused, m.KeyReused)
+	op.Settled, op.SettledNote = d.Settled || m.Settled, cmp.Or(d.SettledNote, m.SettledNote)
+	op.Unrecorded = d.Unrecorded
+	if op.Unrecorded == nil {
+		op.Unrecorded = m.Unrecorded
 	}
 	fp, err := hex.DecodeString(d.Fingerprint)
 	if err != nil || len(fp) != len(op.Fingerprint) {

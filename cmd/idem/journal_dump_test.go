@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,4 +234,39 @@ func TestJournalLoadKeepsEachKeyLifetime(t *testing.T) {
 			t.Errorf("load of key_ttl %q: %+v, want it refused", bad, r)
 		}
 	}
+}
+
+// C16.3 for a dump: a line of an earlier release holds the marks as header
+// fields and loads with them in the operation's fields; the dump of what
+// it loaded has them as its own fields, and loads again the same.
+func TestJournalLoadReadsAnEarlierDumpsMarks(t *testing.T) {
+	in := `{"id":"old","key":"key-old","fingerprint":"` + strings.Repeat("00", 32) +
+		`","method":"POST","url":"https://x.test/","created":"2030-01-02T03:04:05Z","state":"rejected",` +
+		`"completed":"2030-01-02T03:04:06Z","status":400,"header":{"Content-Type":["application/json"],` +
+		`"Idem-Key-Reused":["IdempotentParameterMismatch"],"Idem-Settled":["by hand"],"Idem-Settled-Note":["seen"],` +
+		`"Idem-Unrecorded-Headers":["Set-Cookie"]}}` + "\n"
+	dst := filepath.Join(t.TempDir(), "dst.journal")
+	if r := runAt(t, at(listNow), strings.NewReader(in), "journal", "load", dst); r.code != exitOK {
+		t.Fatalf("load: %+v", r)
+	}
+	check := func(path string) {
+		t.Helper()
+		got, ok := readOp(t, path, "old")
+		if !ok || got.KeyReused != "IdempotentParameterMismatch" || !got.Settled || got.SettledNote != "seen" || got.Applied ||
+			!slices.Equal(got.Unrecorded, []string{"Set-Cookie"}) || len(got.Header) != 1 || got.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("loaded %+v (found %v); want the marks as fields, Content-Type alone in the header", got, ok)
+		}
+	}
+	check(dst)
+	dump := runAt(t, at(listNow), nil, "journal", "dump", dst).stdout
+	for _, want := range []string{`"key_reused":"IdempotentParameterMismatch"`, `"settled":true`, `"settled_note":"seen"`, `"unrecorded":["Set-Cookie"]`} {
+		if !strings.Contains(dump, want) || strings.Contains(dump, "Idem-") {
+			t.Fatalf("dump lacks %s or holds a header-form mark:\n%s", want, dump)
+		}
+	}
+	again := filepath.Join(t.TempDir(), "again.journal")
+	if r := runAt(t, at(listNow), strings.NewReader(dump), "journal", "load", again); r.code != exitOK {
+		t.Fatalf("load of the new dump: %+v", r)
+	}
+	check(again)
 }

@@ -157,7 +157,7 @@ func TestJournalShowsNoSecrets(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(show.stdout, "access_token=xxxxx") || !strings.Contains(show.stdout, "Idem-Unrecorded-Headers") {
+	if !strings.Contains(show.stdout, "access_token=xxxxx") || !strings.Contains(show.stdout, "Unrecorded:  Set-Cookie") {
 		t.Fatalf("journal show does not say what it redacted:\n%s", show.stdout)
 	}
 }

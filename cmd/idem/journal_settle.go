@@ -20,7 +20,7 @@ func runJournalSettle(ctx context.Context, e env, args []string) int {
 	fs := newFlagSet(cmd)
 	done := fs.String("done", "", "record the operation as done, with this response `STATUS`")
 	rejected := fs.String("rejected", "", "record the operation as rejected, with this response `STATUS`")
-	note := fs.String("note", "", "a note kept with the outcome (header field "+journal.HeaderSettledNote+")")
+	note := fs.String("note", "", "a note kept with the outcome")
 	forget := fs.Bool("forget", false, "drop the operation from the journal: its next run mints a NEW key")
 	understood := fs.Bool("i-understand-a-new-key", false, "confirm --forget")
 	completed := fs.Bool("completed", false, "with --forget: forget an operation whose outcome is recorded")
@@ -39,8 +39,8 @@ pending or expired, once a person has checked on the server what became of it
                      operation, that run applies it a second time. Needs
                      --i-understand-a-new-key.
 
-The outcome is recorded with the header field Idem-Settled: by hand, and the
-note, if any, as Idem-Settled-Note. Settle waits for a running send of the
+The outcome is recorded as settled by hand, with the note, if any ("idem
+journal show" prints both; no response carries them). Settle waits for a running send of the
 operation (and, for a shared journal, for the machine holding it). It refuses
 an unknown ID and an operation already done or rejected (exit code 1).
 `)

@@ -34,7 +34,7 @@ func TestJournalSettle(t *testing.T) {
 	}
 	op, _ := readOp(t, f.path, "charge-3")
 	if op.State != journal.StateDone || op.Status != 201 || op.Key != f.ops["charge-3"].Key ||
-		op.Header.Get(journal.HeaderSettled) != "by hand" || op.Header.Get(journal.HeaderSettledNote) != "found ch_3 in the dashboard" {
+		!op.Settled || op.SettledNote != "found ch_3 in the dashboard" || op.Header != nil {
 		t.Fatalf("after settle --done: %+v", op)
 	}
 

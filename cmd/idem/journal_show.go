@@ -87,6 +87,11 @@ type responseJSON struct {
 	HeaderTruncated bool        `json:"header_truncated"`
 	BodyRecorded    bool        `json:"body_recorded"`
 	Summarized      bool        `json:"summarized"`
+	Applied         bool        `json:"applied,omitempty"`
+	KeyReused       string      `json:"key_reused,omitempty"`
+	Settled         bool        `json:"settled,omitempty"`
+	SettledNote     string      `json:"settled_note,omitempty"`
+	Unrecorded      []string    `json:"unrecorded,omitempty"`
 	BodySize        int         `json:"body_size"`
 	BodyEncoding    string      `json:"body_encoding"`
 	Body            string      `json:"body"`
@@ -102,6 +107,11 @@ func detail(op journal.Operation, now time.Time) operationDetailJSON {
 		HeaderTruncated: op.HeaderTruncated,
 		BodyRecorded:    !op.BodyTruncated,
 		Summarized:      op.Summarized,
+		Applied:         op.Applied,
+		KeyReused:       op.KeyReused,
+		Settled:         op.Settled,
+		SettledNote:     op.SettledNote,
+		Unrecorded:      op.Unrecorded,
 		BodySize:        len(op.Body),
 		BodyEncoding:    "text",
 		Body:            string(op.Body),
@@ -149,8 +159,24 @@ func writeOperation(w io.Writer, op journal.Operation, now time.Time) {
 	default:
 		field("Body", fmt.Sprintf("%d bytes, binary, shown in base64", len(op.Body)))
 	}
+	if op.Applied {
+		field("Applied", "the answer says an earlier request applied it")
+	}
+	if op.KeyReused != "" {
+		field("Key reused", "the server holds this key for another request ("+cell(op.KeyReused)+")")
+	}
+	if op.Settled {
+		settled := "by hand"
+		if op.SettledNote != "" {
+			settled += ": " + cell(op.SettledNote)
+		}
+		field("Settled", settled)
+	}
 	if op.HeaderTruncated {
 		field("Header", "partly recorded: "+whyHeaderTruncated(op))
+	}
+	if len(op.Unrecorded) > 0 {
+		field("Unrecorded", cell(strings.Join(op.Unrecorded, ", "))+" (left out by the secrets rule)")
 	}
 	if len(op.Header) > 0 {
 		fmt.Fprintln(w)

@@ -45,6 +45,7 @@ type sendOptions struct {
 	insecure   bool
 	caCert     string
 	wait       time.Duration
+	mustExist  bool
 }
 
 // memoryOp is the operation ID of a send without --journal and --op: the
@@ -90,6 +91,7 @@ func runSend(ctx context.Context, e env, args []string) int {
 	fs.Var(&o.dialect, "dialect", "the API's idempotency `NAME`: where the key goes (its header, or a field of a JSON body), its retention (the default of --ttl) and how answers read; one of "+dialectNames())
 	fs.BoolVar(&o.insecure, "k", false, "do not verify the server's TLS certificate")
 	fs.StringVar(&o.caCert, "cacert", "", "verify the server's TLS certificate against the CA certificates in PEM `FILE`")
+	fs.BoolVar(&o.mustExist, "journal-must-exist", false, "refuse a missing journal file instead of creating it: for every run after the first, so a lost journal stops the job")
 	fs.DurationVar(&o.wait, "wait", 0, "when another process holds the journal, wait this long for it instead of failing at once")
 	fs.BoolVar(&o.include, "i", false, "print the response's status line and header before its body")
 	fs.BoolVar(&o.verbose, "v", false, "report every attempt on stderr")
@@ -123,6 +125,8 @@ func runSend(ctx context.Context, e env, args []string) int {
 		return usageError(e, cmd, "want one URL, got %d arguments", len(pos))
 	case o.journal != "" && o.op == "":
 		return usageError(e, cmd, "--journal needs --op: the operation ID that a rerun resumes")
+	case o.mustExist && (o.journal == "" || isShared(o.journal)):
+		return usageError(e, cmd, "--journal-must-exist needs --journal with the path of a journal file")
 	case o.attempts < 1:
 		return usageError(e, cmd, "--attempts must be at least 1")
 	case o.timeout <= 0 || o.maxElapsed <= 0 || o.ttl <= 0 || o.wait < 0:
@@ -161,8 +165,9 @@ func send(e env, cmd string, o sendOptions, req *http.Request) int {
 			j, err = openShared(req.Context(), e, o.journal, true, true)
 		} else {
 			j, err = openWaiting(req.Context(), o.journal, filejournal.Options{
-				Now:    e.now,
-				Logger: warnLogger(e.stderr),
+				Now:       e.now,
+				Logger:    warnLogger(e.stderr),
+				MustExist: o.mustExist,
 			}, o.wait)
 		}
 		if err != nil {

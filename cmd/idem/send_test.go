@@ -516,3 +516,37 @@ func TestSendDialect(t *testing.T) {
 		t.Fatalf("a body that is not an object: exit code %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// --journal-must-exist refuses a missing journal file: nothing is sent and
+// nothing created. A journal a first run created is used as without it.
+func TestSendJournalMustExist(t *testing.T) {
+	srv := newTestServer(t, respond(http.StatusCreated, `{"id":"ch_1"}`))
+	path := journalIn(t)
+	args := []string{"send", "--journal", path, "--op", "invoice-42", "-d", `{"amount":1200}`, srv.URL + "/charges"}
+	mustExist := append([]string{"send", "--journal-must-exist"}, args[1:]...)
+	r := runCLI(t, mustExist...)
+	if r.code != exitPath || r.stdout != "" || r.stderr != "idem send: no journal at "+path+"\n" {
+		t.Fatalf("missing journal: exit code %d, stdout %q, stderr %q; want %d and no journal", r.code, r.stdout, r.stderr, exitPath)
+	}
+	if entries, err := os.ReadDir(filepath.Dir(path)); err != nil || len(entries) != 0 || len(srv.requests()) != 0 {
+		t.Fatalf("missing journal: %d requests sent, directory holds %v (%v); want none", len(srv.requests()), entries, err)
+	}
+
+	if r := runCLI(t, args...); r.code != exitOK { // the first run creates it
+		t.Fatalf("first run: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	r = runCLI(t, mustExist...)
+	if r.code != exitOK || r.stdout != `{"id":"ch_1"}` || !strings.Contains(r.stderr, "was already done") {
+		t.Fatalf("existing journal: exit code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	oneKey(t, srv.keys(), 1)
+
+	for _, bad := range [][]string{
+		{"send", "--journal-must-exist", "-d", "{}", srv.URL},
+		{"send", "--journal-must-exist", "--journal", "postgres://localhost/db", "--op", "x", srv.URL},
+	} {
+		if r := runCLI(t, bad...); r.code != exitUsage || !strings.Contains(r.stderr, "--journal-must-exist needs --journal with the path of a journal file") {
+			t.Errorf("%q: exit code %d, stderr %q; want a usage error", bad, r.code, r.stderr)
+		}
+	}
+}

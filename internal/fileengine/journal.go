@@ -511,6 +511,16 @@ func (j *Journal) Stats() Stats {
 	}
 }
 
+// Pending returns the number of pending operations whose key has not
+// expired, by Options.Now. It reads the index only, and keeps answering
+// after Close.
+func (j *Journal) Pending() int {
+	now := j.opt.Now()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.pending(now)
+}
+
 // pending counts the pending operations whose key has not expired at now.
 // Called with mu held.
 func (j *Journal) pending(now time.Time) int {

@@ -90,9 +90,8 @@ func QuoteID(id string) string {
 	return fmt.Sprintf("%q", id)
 }
 
-// The header fields by which a recorded outcome is marked: how it was
-// recorded, and what the server said of its key. They are stored with the
-// outcome's header.
+// The header names under which a journal stores an outcome's marks
+// (StoredHeader). A caller's response never carries them.
 const (
 	// SettledHeader marks an outcome recorded by hand, with "by hand".
 	SettledHeader = "Idem-Settled"

@@ -16,7 +16,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
-	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/testserver"
 	"github.com/idemkit/idem/testserver/chaos"
 )
@@ -119,7 +118,7 @@ func stockSpeaking(ctx context.Context, d idem.Dialect, hc *http.Client, baseURL
 		return fmt.Errorf("faultsuite: stocking %s: %w", Item, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.Header.Get(journal.HeaderAlreadyApplied) != "true" {
+	if resp.StatusCode != http.StatusOK && !idem.AlreadyApplied(resp) {
 		return fmt.Errorf("faultsuite: stocking %s: status %s", Item, resp.Status)
 	}
 	return nil

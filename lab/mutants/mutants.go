@@ -23,6 +23,42 @@ type edit struct {
 
 var mutants = []mutant{
 	{
+		Name: "the applied flag written into the caller's response header", Rules: "C16.1",
+		Edits: []edit{{File: "client.go", Old: "\t\tmarkApplied(resp) // not a header: the response carries the server's alone\n",
+			New: "\t\tmarkApplied(resp)\n\t\tresp.Header.Set(\"Idem-Already-Applied\", \"true\")\n"}},
+		Pkg: ".", Tests: []string{"TestAnAppliedResponseCarriesNoInventedHeader"},
+	},
+	{
+		Name: "an applied answer from the journal not flagged", Rules: "C16.1, D2.3",
+		Edits: []edit{{File: "body.go", Old: "\tif op.Applied {\n\t\tmarkApplied(resp)\n\t}\n", New: ""}},
+		Pkg:   ".", Tests: []string{"TestAnAppliedResponseCarriesNoInventedHeader", "TestAnOldRecordsHeaderMarksReadAsFields"},
+	},
+	{
+		Name: "a file record's header-form marks not read into the fields", Rules: "C16.3",
+		Edits: []edit{{File: "filejournal/journal.go", Old: "\t\treadMarks(&op)\n", New: ""}},
+		Pkg:   ".", Tests: []string{"TestAnOldRecordsHeaderMarksReadAsFields", "TestFileJournalConforms"},
+	},
+	{
+		Name: "the file journal's outcome stored without its marks", Rules: "C16.5",
+		Edits: []edit{{File: "filejournal/journal.go", Old: "\t\tHeader:    storedHeader(&op),\n", New: "\t\tHeader:    op.Header,\n"}},
+		Pkg:   ".", Tests: []string{"TestFileJournalConforms", "TestAnAppliedResponseCarriesNoInventedHeader"},
+	},
+	{
+		Name: "the memory journal's outcome stored without its marks", Rules: "C16.5",
+		Edits: []edit{{File: "journal_memory.go", Old: "journalkit.EncodeHeaderBody(storedHeader(&op), op.Body)", New: "journalkit.EncodeHeaderBody(op.Header, op.Body)"}},
+		Pkg:   ".", Tests: []string{"TestMemoryJournalConforms"},
+	},
+	{
+		Name: "a shared journal's outcome stored without its marks", Rules: "C16.5",
+		Edits: []edit{{File: "pgjournal/claim.go", Old: "header := encodeHeader(storedHeader(&op))", New: "header := encodeHeader(op.Header)"}},
+		Pkg:   "./pgjournal", Tests: []string{"TestConforms", "TestAnOldRowsHeaderMarksReadAsFields"},
+	},
+	{
+		Name: "a shared journal's row's header-form marks not read into the fields", Rules: "C16.3",
+		Edits: []edit{{File: "pgjournal/journal.go", Old: "\t\t\treadMarks(&op)\n", New: ""}},
+		Pkg:   "./pgjournal", Tests: []string{"TestAnOldRowsHeaderMarksReadAsFields", "TestConforms"},
+	},
+	{
 		Name: "a pending key judged by the reader's lifetime, not the one its operation records", Rules: "C6.7",
 		Edits: []edit{{File: "client.go", Old: "!c.keyUsable(op.Created, op.KeyTTL, c.now()):",
 			New: "!c.keyUsable(op.Created, c.ttl, c.now()):"}},
@@ -635,8 +671,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the response header recorded whole", Rules: "C3.2",
-		Edits: []edit{{File: "client.go", Old: "op.Header, op.HeaderTruncated = redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
-			New: "op.Header, op.HeaderTruncated = c.secrets.RecordedHeader(resp.Header), false"}},
+		Edits: []edit{{File: "client.go", Old: "h, truncated := redact.Bound(c.secrets.RecordedHeader(resp.Header), c.cfg.MaxRecordedHeader)",
+			New: "h, truncated := c.secrets.RecordedHeader(resp.Header), false"}},
 		Pkg: "./lab/faultsuite", Tests: []string{"TestHostileHugeResponseHeader"},
 	},
 	{
@@ -1333,8 +1369,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: the response header recorded whole, less its secrets", Rules: "A2.1, C3.2",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.HeaderTruncated = journal.RecordedHeader(h, c.o.maxHead)\n",
-			New: "\top.Header, _ = journal.RecordedHeader(h, 1<<62)\n"}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "\top.Header, op.Unrecorded, op.HeaderTruncated = journal.RecordedHeader(v.resp.Header, c.o.maxHead)\n",
+			New: "\top.Header, op.Unrecorded, _ = journal.RecordedHeader(v.resp.Header, 1<<62)\n"}},
 		Pkg: "./idemaws", Tests: []string{"TestAHugeResponseHeaderIsRecordedWithinItsBound"},
 	},
 	{
@@ -1487,17 +1523,20 @@ var mutants = []mutant{
 	},
 	{
 		Name: "AWS SDK: a recorded token held for another request sent again", Rules: "V2.4",
-		Edits: []edit{{File: "idemaws/operation.go", Old: "\tcase held.State == journal.StateRejected && held.Header.Get(journal.HeaderKeyReused) != \"\":\n", New: "\tcase false:\n"}},
+		Edits: []edit{{File: "idemaws/operation.go", Old: "\tcase held.State == journal.StateRejected && held.KeyReused != \"\":\n", New: "\tcase false:\n"}},
 		Pkg:   "./idemaws", Tests: []string{"TestATokenHeldForAnotherRequestIsFinal"},
 	},
 	{
-		Name: "AWS SDK: a server's own key-reused mark recorded", Rules: "V2.5",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "\th.Del(journal.HeaderKeyReused)\n", New: ""}},
-		Pkg:   "./idemaws", Tests: []string{"TestAServersOwnMarksAreDropped"},
+		Name: "AWS SDK: a server's own key-reused mark recorded", Rules: "V2.5, C16.4",
+		Edits: []edit{
+			{File: "journal/marks.go", Old: "\theader, m := journalkit.SplitMarks(header)\n", New: "\tm := journalkit.Marks{}\n"},
+			{File: "internal/journalkit/marks.go", Old: "\t\tdelete(out, name) // a field of a mark's name is not the mark\n", New: "\t\t_ = name\n"},
+		},
+		Pkg: "./idemaws", Tests: []string{"TestAServersOwnMarksAreDropped"},
 	},
 	{
 		Name: "AWS SDK: a done record read as an error answered as applied without its mark", Rules: "V3.4",
-		Edits: []edit{{File: "idemaws/outcome.go", Old: "case op.State == journal.StateDone && err != nil && op.Header.Get(journal.HeaderAlreadyApplied) == \"true\":", New: "case op.State == journal.StateDone && err != nil:"}},
+		Edits: []edit{{File: "idemaws/outcome.go", Old: "case op.State == journal.StateDone && err != nil && op.Applied:", New: "case op.State == journal.StateDone && err != nil:"}},
 		Pkg:   "./idemaws", Tests: []string{"TestAHandSettledOperationHasNoOutput", "TestADoneRecordReadAsAnErrorIsAppliedOnlyWhenMarked"},
 	},
 	{
@@ -1507,7 +1546,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "a refusal of a key held for another request taken for one without effect", Rules: "V2.4",
-		Edits: []edit{{File: "journal/check.go", Old: "o.Header.Get(journalkit.SettledHeader) == \"\" && o.Header.Get(journalkit.KeyReusedHeader) == \"\"", New: "o.Header.Get(journalkit.SettledHeader) == \"\""}},
+		Edits: []edit{{File: "journal/check.go", Old: "return !o.Settled && o.KeyReused == \"\"", New: "return !o.Settled"}},
 		Pkg:   ".", Tests: []string{"TestRefusedWithoutEffect"},
 	},
 	{
@@ -1534,5 +1573,15 @@ var mutants = []mutant{
 		Name: "AWS tokens: a service guide's format not given to the operations whose source states none", Rules: "V1.8",
 		Edits: []edit{{File: "idemaws/internal/gentokens/main.go", Old: "\t\t\tr.max, r.pattern, r.guide = g.max, g.pattern, true\n", New: "\t\t\t_ = g\n"}},
 		Pkg:   "./idemaws/internal/gentokens", Tests: []string{"TestTheRuleReadsGoSource", "TestEC2IsReadFromItsSDKModule"},
+	},
+	{
+		Name: "a file journal opened with MustExist created when missing", Rules: "J7.8",
+		Edits: []edit{{File: "filejournal/journal.go", Old: "\tif o.MustExist {\n", New: "\tif false {\n"}},
+		Pkg:   "./filejournal", Tests: []string{"TestJournalMustExistCreatesNothing"},
+	},
+	{
+		Name: "a file journal's Pending counting pending operations whose key has expired", Rules: "J8.4",
+		Edits: []edit{{File: "internal/fileengine/journal.go", Old: "\treturn j.pending(now)\n", New: "\treturn j.pending(now.AddDate(-100, 0, 0))\n"}},
+		Pkg:   "./filejournal", Tests: []string{"TestJournalPendingCountsThePendingListing"},
 	},
 }
