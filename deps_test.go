@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -71,11 +72,12 @@ func TestIdemserverLinksOnlyTheDatabaseItUses(t *testing.T) {
 // testHelpers are the packages that exist for the tests, and the only
 // ones that may link the testing package.
 var testHelpers = map[string]bool{
-	"github.com/idemkit/idem/journaltest":          true,
-	"github.com/idemkit/idem/internal/journalhelp": true,
-	"github.com/idemkit/idem/internal/doccheck":    true,
-	"github.com/idemkit/idem/internal/pgtest":      true,
-	"github.com/idemkit/idem/internal/mysqltest":   true,
+	"github.com/idemkit/idem/journaltest":           true,
+	"github.com/idemkit/idem/internal/journalhelp":  true,
+	"github.com/idemkit/idem/internal/leakcheck":    true,
+	"github.com/idemkit/idem/lab/testkit/doccheck":  true,
+	"github.com/idemkit/idem/lab/testkit/pgtest":    true,
+	"github.com/idemkit/idem/lab/testkit/mysqltest": true,
 }
 
 // TestNoBinaryLinksTesting checks that no command of the repository links
@@ -86,7 +88,7 @@ func TestNoBinaryLinksTesting(t *testing.T) {
 		t.Skip("runs the go command")
 	}
 	const format = "{{.ImportPath}}\t{{.DepOnly}}\t{{.Name}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}"
-	out, err := exec.Command("go", "list", "-deps", "-f", format, "./...", "./idemaws/...", "./idemgin/...", "./idemecho/...", "./examples/stacks/...").Output()
+	out, err := exec.Command("go", append([]string{"list", "-deps", "-f", format}, modulePatterns(t)...)...).Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
@@ -144,13 +146,13 @@ func TestNoBinaryLinksTesting(t *testing.T) {
 // layer. A path ending in "/" names every package under it.
 var layers = []layer{
 	{"shared leaves", []string{"internal/journalkit", "internal/fsutil", "internal/sqlkit"}, false},
-	{"file journal engine, SQL drivers, secrets rule", []string{"internal/fileengine", "internal/sqlkit/pgkit", "internal/sqlkit/sqlitekit", "internal/sqlkit/mysqlkit", "internal/redact"}, false},
+	{"file journal engine, SQL drivers, secrets rule", []string{"internal/fileengine", "idemserver/internal/pgkit", "idemserver/internal/sqlitekit", "idemserver/internal/mysqlkit", "internal/redact"}, false},
 	{"journal contract", []string{"journal"}, false},
 	{"client and server library", []string{"", "idemserver"}, false},
 	{"journals, server databases", []string{"filejournal", "pgjournal", "idemserver/postgres", "idemserver/sqlite", "idemserver/mysql"}, false},
 	{"adapters and reference server", []string{"idemotel", "idemaws", "idemgin", "idemecho", "testserver", "testserver/chaos"}, false},
-	{"proof machinery", []string{"journaltest", "internal/journalhelp", "internal/doccheck", "internal/pgserver",
-		"internal/pgtest", "internal/mysqltest", "internal/faultsuite", "internal/filefaults", "internal/loadbench", "internal/mutants", "cmd/idem-bench"}, true},
+	{"proof machinery", []string{"journaltest", "internal/journalhelp", "internal/leakcheck", "internal/filefaults", "lab/",
+		"cmd/internal/loadbench", "cmd/idem-bench"}, true},
 	{"commands and examples", []string{"cmd/idem", "testserver/cmd/idem-testserver", "examples/", "idemaws/internal/gentokens"}, true}, // an example may import its own packages
 }
 
@@ -159,6 +161,33 @@ type layer struct {
 	name  string
 	pkgs  []string
 	peers bool // its packages may import one another
+}
+
+// modulePatterns returns a pattern for the packages of each module of
+// the workspace (go.work), "./..." for the root's: the checks below span
+// every module, so that one added to go.work is never left out.
+func modulePatterns(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for _, dir := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, dir)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			t.Fatalf("module directory %s is outside the repository", dir)
+		}
+		patterns = append(patterns, "./"+filepath.ToSlash(filepath.Join(rel, "...")))
+	}
+	if len(patterns) < 2 {
+		t.Fatalf("go list -m reported %d modules: run it in the repository's workspace (go.work)", len(patterns))
+	}
+	return patterns
 }
 
 // layerOf returns the index in layers of the package at path, or -1.
@@ -190,7 +219,7 @@ func TestImportsRunDownTheLayers(t *testing.T) {
 		t.Skip("runs the go command")
 	}
 	const format = "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}"
-	out, err := exec.Command("go", "list", "-f", format, "./...", "./idemaws/...", "./idemgin/...", "./idemecho/...", "./examples/stacks/...").Output()
+	out, err := exec.Command("go", append([]string{"list", "-f", format}, modulePatterns(t)...)...).Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
@@ -237,7 +266,7 @@ func TestImportsRunDownTheLayers(t *testing.T) {
 		}
 	}
 	// The check must reach a package of every layer.
-	for _, want := range []string{"internal/journalkit", "internal/fileengine", "journal", "", "filejournal", "pgjournal", "idemaws", "internal/faultsuite", "cmd/idem"} {
+	for _, want := range []string{"internal/journalkit", "internal/fileengine", "internal/redact", "journal", "", "filejournal", "pgjournal", "idemaws", "internal/filefaults", "lab/faultsuite", "cmd/idem"} {
 		if !seen[strings.TrimSuffix("github.com/idemkit/idem/"+want, "/")] {
 			t.Errorf("go list did not report %q", want)
 		}

@@ -3,7 +3,7 @@ package idemaws_test
 import (
 	"testing"
 
-	"github.com/idemkit/idem/internal/doccheck"
+	"github.com/idemkit/idem/lab/testkit/doccheck"
 
 	// What the page's programs import and the tests do not, kept in go.mod.
 	_ "github.com/aws/aws-sdk-go-v2/config"

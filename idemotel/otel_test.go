@@ -28,8 +28,8 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemotel"
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/journal"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 )
 
 // withPostgres runs the tests with the shared PostgreSQL server of

@@ -14,8 +14,8 @@ import (
 	"github.com/idemkit/idem/filejournal"
 	"github.com/idemkit/idem/idemotel"
 	"github.com/idemkit/idem/internal/journalhelp"
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/journal"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
 

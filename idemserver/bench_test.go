@@ -17,8 +17,8 @@ import (
 	"github.com/idemkit/idem/idemserver/mysql"
 	"github.com/idemkit/idem/idemserver/postgres"
 	"github.com/idemkit/idem/idemserver/sqlite"
-	"github.com/idemkit/idem/internal/mysqltest"
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/lab/testkit/mysqltest"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/idemserver/internal/pgkit"
 	"github.com/idemkit/idem/idemserver/sqlite"
 	"github.com/idemkit/idem/internal/sqlkit"
-	"github.com/idemkit/idem/internal/sqlkit/pgkit"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 

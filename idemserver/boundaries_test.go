@@ -1,6 +1,6 @@
 package idemserver_test
 
-// Boundaries the gremlins run over idemserver (internal/mutants/MUTANTS.md) found
+// Boundaries the gremlins run over idemserver (lab/mutants/MUTANTS.md) found
 // untested: each test below kills mutants that lived through the other
 // tests, and says which rule of DESIGN.md it proves, where there is one.
 // boundaries_internal_test.go holds those of unexported helpers.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/idemkit/idem/idemserver"
 	"github.com/idemkit/idem/idemserver/sqlite"
-	"github.com/idemkit/idem/internal/mysqltest"
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/lab/testkit/mysqltest"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"go.uber.org/goleak"
 )
 

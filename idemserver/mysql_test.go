@@ -15,7 +15,7 @@ import (
 
 	"github.com/idemkit/idem/idemserver"
 	"github.com/idemkit/idem/idemserver/mysql"
-	"github.com/idemkit/idem/internal/mysqltest"
+	"github.com/idemkit/idem/lab/testkit/mysqltest"
 )
 
 // TestKeysCompareByteForByte: keys and principals that differ only in

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
-	"github.com/idemkit/idem/internal/sqlkit/sqlitekit"
+	"github.com/idemkit/idem/idemserver/internal/sqlitekit"
 )
 
 // orderer is an atomic handler that draws an order number from the

@@ -12,8 +12,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/idemkit/idem/idemserver"
-	"github.com/idemkit/idem/internal/mysqltest"
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/lab/testkit/mysqltest"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/jackc/pgx/v5/stdlib"
 	modernc "modernc.org/sqlite"
 )

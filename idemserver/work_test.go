@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/internal/sqlitekit"
 	"github.com/idemkit/idem/idemserver/sqlite"
-	"github.com/idemkit/idem/internal/sqlkit/sqlitekit"
 )
 
 // A client that went away does not cancel its request's work: the

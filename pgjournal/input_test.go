@@ -10,8 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/journal"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
 
@@ -98,4 +99,12 @@ func pgxQueryRow(dsn, sql string, dest ...any) error {
 	}
 	defer conn.Close(context.Background())
 	return conn.QueryRow(context.Background(), sql).Scan(dest...)
+}
+
+// A nil *Journal given to idem.New is refused as an invalid Config, not
+// a panic on its first call.
+func TestNilJournalRefusedByNew(t *testing.T) {
+	if _, err := idem.New(idem.Config{Journal: (*pgjournal.Journal)(nil)}); !errors.Is(err, idem.ErrInvalidConfig) {
+		t.Fatalf("New with a nil *pgjournal.Journal = %v, want ErrInvalidConfig", err)
+	}
 }

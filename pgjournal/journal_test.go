@@ -21,9 +21,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/journal"
 	"github.com/idemkit/idem/journaltest"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/journalkit"
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/journal"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 )
 

@@ -18,8 +18,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/journal"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/idemkit/idem/pgjournal"
 	"github.com/idemkit/idem/testserver"
 )

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 )
 
 // fakeClock is a Config.Now that moves only when told.

@@ -9,7 +9,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"go.uber.org/goleak"
 )
 

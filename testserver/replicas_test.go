@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	_ "github.com/idemkit/idem/idemserver/postgres" // PostgreSQL through pgx, for the layer too
 	"github.com/idemkit/idem/internal/sqlkit"
-	"github.com/idemkit/idem/internal/sqlkit/pgkit"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // sqlFlavor is the SQL flavour of a store. The server's queries are written
@@ -155,12 +155,24 @@ var ErrContention = errors.New("testserver: transaction kept conflicting with co
 // unavailable reports whether err says that PostgreSQL cannot be reached,
 // rather than that a statement failed (the substrate's classification).
 func unavailable(err error) bool {
-	return errors.Is(err, ErrDatabaseUnavailable) || pgkit.Unavailable(err)
+	return errors.Is(err, ErrDatabaseUnavailable) || pgErrors.Class(err) == sqlkit.Unavailable
 }
+
+// pgErrors classifies PostgreSQL's errors as idemserver's PostgreSQL
+// driver does: by SQLSTATE and by what any driver returns, and a
+// connection attempt that failed without an answer (pgx's ConnectError)
+// is Unavailable.
+var pgErrors = &sqlkit.Flavor{Classify: func(err error) sqlkit.Class {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return sqlkit.Unavailable
+	}
+	return sqlkit.Other
+}}
 
 // retryable reports whether err is a serialization failure (40001) or a
 // deadlock (40P01): the transaction did nothing and may simply run again.
-func retryable(err error) bool { return pgkit.Serialization(err) }
+func retryable(err error) bool { return pgErrors.Class(err) == sqlkit.Serialization }
 
 // maxTxAttempts bounds the runs of a transaction that failed with a
 // serialization failure or a deadlock, with a random wait between them

@@ -37,7 +37,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/idemkit/idem/internal/loadbench"
+	"github.com/idemkit/idem/cmd/internal/loadbench"
 )
 
 func main() {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/journalhelp"
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/journal"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 )
 
 func TestJournalDumpLoadRoundTrip(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 
 	"go.uber.org/goleak"
 )

@@ -3,7 +3,7 @@ package stacks_test
 import (
 	"testing"
 
-	"github.com/idemkit/idem/internal/doccheck"
+	"github.com/idemkit/idem/lab/testkit/doccheck"
 
 	// What the page's blocks import, so that go.mod keeps it.
 	_ "github.com/gin-gonic/gin"

@@ -2,18 +2,13 @@ module github.com/idemkit/idem/examples/stacks
 
 go 1.26.0
 
-replace (
-	github.com/idemkit/idem => ../../
-	github.com/idemkit/idem/idemecho => ../../idemecho
-	github.com/idemkit/idem/idemgin => ../../idemgin
-)
-
 require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
-	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/idemecho v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/idemgin v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem/idemecho v0.1.0
+	github.com/idemkit/idem/idemgin v0.1.0
+	github.com/idemkit/idem/idemserver v0.1.0
+	github.com/idemkit/idem/lab/testkit v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/labstack/echo/v4 v4.16.5
 	go.uber.org/goleak v1.3.0
@@ -33,6 +28,7 @@ require (
 	github.com/go-playground/validator/v10 v10.30.1 // indirect
 	github.com/goccy/go-json v0.10.5 // indirect
 	github.com/goccy/go-yaml v1.19.2 // indirect
+	github.com/idemkit/idem v0.1.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -54,7 +50,7 @@ require (
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/arch v0.22.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect

@@ -13,7 +13,7 @@ import (
 	"github.com/idemkit/idem/examples/stacks"
 	"github.com/idemkit/idem/idemserver"
 	"github.com/idemkit/idem/idemserver/postgres"
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 )

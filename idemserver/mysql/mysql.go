@@ -51,8 +51,8 @@ import (
 	"fmt"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/idemkit/idem/idemserver/internal/mysqlkit"
 	"github.com/idemkit/idem/internal/sqlkit"
-	"github.com/idemkit/idem/internal/sqlkit/mysqlkit"
 )
 
 func init() { sqlkit.Register(mysqlkit.Flavor) }

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemserver"
+	"github.com/idemkit/idem/idemserver/internal/pgkit"
 	"github.com/idemkit/idem/internal/sqlkit"
-	"github.com/idemkit/idem/internal/sqlkit/pgkit"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/idemkit/idem/idemserver"
 	"github.com/idemkit/idem/idemserver/postgres"
-	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/lab/testkit/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.uber.org/goleak"

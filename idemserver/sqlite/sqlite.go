@@ -18,8 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkit/idem/idemserver/internal/sqlitekit"
 	"github.com/idemkit/idem/internal/sqlkit"
-	"github.com/idemkit/idem/internal/sqlkit/sqlitekit"
 )
 
 func init() { sqlkit.Register(sqlitekit.Flavor) }

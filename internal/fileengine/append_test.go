@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/idemkit/idem/internal/leakcheck"
 )
 
 // --- J5, group commit -----------------------------------------------------
 
 // Clause: J5.1.
 func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	const appenders = 64
 	path := journalPath(t)
 	mustClose(t, openTestJournal(t, path, quietOptions()))
@@ -60,7 +60,7 @@ func TestJournalConcurrentBeginsShareFsyncs(t *testing.T) {
 // leads the next fsync; the rest stay parked until that one covers them.
 // Clause: J5.5.
 func TestJournalFsyncWakesWhomItCoveredAndOneLeader(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	const appenders = 32
 	path := journalPath(t)
 	mustClose(t, openTestJournal(t, path, quietOptions()))
@@ -155,7 +155,7 @@ func fsync(_ int32, f File) error { return f.Sync() }
 
 // Clauses: C2.1, C3.6.
 func TestJournalBeginWaitsForFsyncAndCompleteDoesNot(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	path := journalPath(t)
 	mustClose(t, openTestJournal(t, path, quietOptions()))
 	inSync := make(chan struct{}, 1)
@@ -276,7 +276,7 @@ func TestJournalFsyncFailureLatches(t *testing.T) {
 
 // Clause: J6.3.
 func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	const appenders = 8
 	path := journalPath(t)
 	mustClose(t, openTestJournal(t, path, quietOptions()))
@@ -309,7 +309,7 @@ func TestJournalFsyncFailureForgetsEveryIntentItCovered(t *testing.T) {
 // intent its fsync did cover is in the file, and the next open resumes it.
 // Clause: C2.2.
 func TestJournalWriteFailureDuringALeadersFsyncFailsItsBegin(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	path := journalPath(t)
 	mustClose(t, openTestJournal(t, path, quietOptions()))
 	inSync, release := make(chan struct{}), make(chan struct{})
@@ -445,7 +445,7 @@ func TestJournalCompleteChecksTheKeyWithoutReadingTheIntent(t *testing.T) {
 // what the fsync covers: a Begin that writes its record during the yield
 // shares the leader's fsync instead of waiting for another.
 func TestJournalLeaderYieldsBeforeItsFsyncAndCoversWhatWasWrittenMeanwhile(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	var notify atomic.Pointer[chan struct{}] // closed after the next write
 	o := quietOptions()
 	o.WrapFile = func(f File) File {

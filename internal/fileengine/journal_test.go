@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/idemkit/idem/internal/leakcheck"
 )
 
 // --- J4, read-only --------------------------------------------------------
@@ -155,7 +155,7 @@ func TestJournalCloseIsIdempotentAndRefusesLaterCalls(t *testing.T) {
 }
 
 func TestJournalCloseWaitsForConcurrentBegins(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	path := journalPath(t)
 	j := openTestJournal(t, path, quietOptions())
 	const n = 16

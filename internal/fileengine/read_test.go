@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/idemkit/idem/internal/leakcheck"
 )
 
 // --- Reading records back (read.go) ----------------------------------------
@@ -165,7 +165,7 @@ func flipByte(t *testing.T, f *os.File, off int64) {
 // own operation's body.
 // Clause: J9.7.
 func TestJournalLookupsRacingCompactionReadTheRightFile(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	path := journalPath(t)
 	o := quietOptions()
 	o.CompactMinSize = -1
