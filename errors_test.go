@@ -18,11 +18,12 @@ import (
 	"github.com/idemkit/idem/journal"
 )
 
-// TestErrorsSayIdemOnce collects the errors a user meets (refusals before
-// sending, outcomes, the journal's, Settle's) and checks that each begins
-// with "idem: " and says it once: a wrapped error does not repeat the
+// TestErrorsSayTheirPackageOnce collects the errors a user meets (refusals
+// before sending, outcomes, the file journal's, Settle's) and checks that
+// each begins with the name of the package that returned it, "idem: " or
+// "filejournal: ", and says it once: a wrapped error does not repeat the
 // prefix of the one that wraps it.
-func TestErrorsSayIdemOnce(t *testing.T) {
+func TestErrorsSayTheirPackageOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ops.journal")
@@ -76,13 +77,19 @@ func TestErrorsSayIdemOnce(t *testing.T) {
 	errs["begin invalid"] = journalhelp.Begin(j, journal.Operation{ID: "no-key"})
 	errs["begin twice"] = journalhelp.Begin(j, journal.Operation{ID: "op", Key: "k"})
 	_, errs["batch"] = c.RunBatch(ctx, []idem.BatchOp{{ID: ""}}, idem.BatchOptions{})
+	// The file journal's own errors, returned as they are.
+	fromFile := map[string]bool{"locked": true, "not a journal": true, "forget unknown": true, "begin invalid": true, "begin twice": true}
 	for name, err := range errs {
 		if err == nil {
 			t.Errorf("%s: no error", name)
 			continue
 		}
-		if msg := err.Error(); !strings.HasPrefix(msg, "idem: ") || strings.Count(msg, "idem: ") != 1 {
-			t.Errorf("%s: %q, want one \"idem: \", in front", name, msg)
+		prefix := "idem: "
+		if fromFile[name] {
+			prefix = "filejournal: "
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, prefix) || strings.Count(msg, "idem: ") != strings.Count(prefix, "idem: ") || strings.Count(msg, "filejournal: ") > 1 {
+			t.Errorf("%s: %q, want one %q, in front, and no other package's", name, msg, prefix)
 		}
 	}
 	if !errors.Is(errs["mismatch"], idem.ErrMismatch) || !errors.Is(errs["locked"], filejournal.ErrLocked) {

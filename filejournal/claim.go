@@ -73,7 +73,7 @@ func (c *fileClaim) Operation() (journal.Operation, bool) { return c.op, c.ok }
 
 func (c *fileClaim) Begin(_ context.Context, op journal.Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("idem: journal %s: Begin of %s under the claim on %s: %w", c.j.Path(), journalkit.QuoteID(op.ID), journalkit.QuoteID(c.id), journal.ErrInvalidOperation)
+		return fmt.Errorf("filejournal: %s: Begin of %s under the claim on %s: %w", c.j.Path(), journalkit.QuoteID(op.ID), journalkit.QuoteID(c.id), journal.ErrInvalidOperation)
 	}
 	if op.Created.IsZero() {
 		// As Begin would: the journal's clock, so the claim holds the
@@ -99,7 +99,7 @@ func (c *fileClaim) Begin(_ context.Context, op journal.Operation) error {
 
 func (c *fileClaim) Complete(_ context.Context, op journal.Operation) error {
 	if op.ID != c.id {
-		return fmt.Errorf("idem: journal %s: Complete of %s under the claim on %s: %w", c.j.Path(), journalkit.QuoteID(op.ID), journalkit.QuoteID(c.id), journal.ErrInvalidOperation)
+		return fmt.Errorf("filejournal: %s: Complete of %s under the claim on %s: %w", c.j.Path(), journalkit.QuoteID(op.ID), journalkit.QuoteID(c.id), journal.ErrInvalidOperation)
 	}
 	return c.j.complete(op)
 }

@@ -377,7 +377,7 @@ func (j *Journal) Forget(ctx context.Context, id string) error {
 	}
 	defer unlock()
 	if r, ok := j.eng.LookupMeta(id); ok && final(journal.State(r.State)) {
-		return fmt.Errorf("idem: journal %s: forget %s: %w: it is %s with status %d",
+		return fmt.Errorf("filejournal: %s: forget %s: %w: it is %s with status %d",
 			j.Path(), journalkit.QuoteID(id), journal.ErrAlreadyCompleted, journal.State(r.State), r.Status)
 	}
 	return j.eng.Forget(id)
@@ -399,7 +399,7 @@ func (j *Journal) ForgetCompleted(ctx context.Context, id, key string) error {
 	case err != nil:
 		return err
 	case !ok || !final(journal.State(r.State)) || r.Key != key:
-		return fmt.Errorf("idem: journal %s: forget %s: %w: no completed operation under key %s",
+		return fmt.Errorf("filejournal: %s: forget %s: %w: no completed operation under key %s",
 			j.Path(), journalkit.QuoteID(id), journal.ErrNoSuchOperation, key)
 	}
 	return j.eng.Forget(id)

@@ -107,7 +107,7 @@ func TestReadOnlyAndPermissionProblemsAreNamed(t *testing.T) {
 		{&os.PathError{Op: "open", Path: path, Err: syscall.EACCES}, "journal " + path + ": permission denied"},
 	} {
 		var stderr strings.Builder
-		code := reportJournalError(env{stderr: &stderr}, "idem journal compact", path, fmt.Errorf("idem: opening journal: %w", tc.err))
+		code := reportJournalError(env{stderr: &stderr}, "idem journal compact", path, fmt.Errorf("filejournal: opening journal: %w", tc.err))
 		if code != exitPath || stderr.String() != "idem journal compact: "+tc.want+"\n" {
 			t.Errorf("%v: exit code %d, stderr %q; want %d and %q", tc.err, code, stderr.String(), exitPath, tc.want)
 		}

@@ -55,13 +55,13 @@ func (j *Journal) Begin(in Intent) error {
 		return err
 	}
 	if _, ok := j.idx.get(in.ID); ok {
-		return fmt.Errorf("idem: journal %s: begin %s: %w", j.path, QuoteID(in.ID), ErrOperationExists)
+		return fmt.Errorf("filejournal: %s: begin %s: %w", j.path, QuoteID(in.ID), ErrOperationExists)
 	}
 	if in.Created.IsZero() {
 		in.Created = j.opt.Now()
 	}
 	if err := CheckKeyTTL(in.KeyTTL); err != nil {
-		return fmt.Errorf("idem: journal %s: begin %s: %w", j.path, QuoteID(in.ID), err)
+		return fmt.Errorf("filejournal: %s: begin %s: %w", j.path, QuoteID(in.ID), err)
 	}
 	r := Record{
 		ID:          in.ID,
@@ -77,7 +77,7 @@ func (j *Journal) Begin(in Intent) error {
 	buf, err := endRecord(appendIntent(buf, &r), start, recIntent)
 	j.buf = buf
 	if err != nil {
-		return fmt.Errorf("idem: journal %s: begin %s: %w", j.path, QuoteID(in.ID), err)
+		return fmt.Errorf("filejournal: %s: begin %s: %w", j.path, QuoteID(in.ID), err)
 	}
 	at := j.size
 	seq, err := j.write(buf)
@@ -109,16 +109,16 @@ func (j *Journal) Complete(c Completion) error {
 	}
 	e, ok := j.idx.get(c.ID)
 	if !ok {
-		return fmt.Errorf("idem: journal %s: complete %s: %w", j.path, QuoteID(c.ID), ErrNoSuchOperation)
+		return fmt.Errorf("filejournal: %s: complete %s: %w", j.path, QuoteID(c.ID), ErrNoSuchOperation)
 	}
 	if c.Key != "" && keySum(c.Key) != e.keySum {
 		// Not the operation's key, as the intent in the file says.
 		key, err := j.keyOf(e)
 		if err != nil {
-			return fmt.Errorf("idem: journal %s: complete %s: %w", j.path, QuoteID(c.ID), err)
+			return fmt.Errorf("filejournal: %s: complete %s: %w", j.path, QuoteID(c.ID), err)
 		}
 		if c.Key != key {
-			return fmt.Errorf("idem: journal %s: complete %s: %w: key %q is not the operation's key %q",
+			return fmt.Errorf("filejournal: %s: complete %s: %w: key %q is not the operation's key %q",
 				j.path, QuoteID(c.ID), ErrInvalidOperation, c.Key, key)
 		}
 	}
@@ -134,7 +134,7 @@ func (j *Journal) Complete(c Completion) error {
 	buf, err := endRecord(buf, start, recCompletion)
 	j.buf = buf
 	if err != nil {
-		return fmt.Errorf("idem: journal %s: complete %s: %w", j.path, QuoteID(c.ID), err)
+		return fmt.Errorf("filejournal: %s: complete %s: %w", j.path, QuoteID(c.ID), err)
 	}
 	at := j.size
 	if _, err := j.write(buf); err != nil {
@@ -159,7 +159,7 @@ func (j *Journal) Refuse(verb, id string, reason error) error {
 	if err := j.usable(verb); err != nil {
 		return err
 	}
-	return fmt.Errorf("idem: journal %s: %s %s: %w", j.path, verb, QuoteID(id), reason)
+	return fmt.Errorf("filejournal: %s: %s %s: %w", j.path, verb, QuoteID(id), reason)
 }
 
 // Sync returns once every record appended so far is durable, sharing the
@@ -169,7 +169,7 @@ func (j *Journal) Sync() error {
 	defer j.mu.Unlock()
 	switch {
 	case j.closed:
-		return fmt.Errorf("idem: journal %s: sync: %w", j.path, ErrClosed)
+		return fmt.Errorf("filejournal: %s: sync: %w", j.path, ErrClosed)
 	case j.readOnly:
 		return nil
 	case j.failed != nil:
@@ -187,7 +187,7 @@ func (j *Journal) write(rec []byte) (uint64, error) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		j.fail(fmt.Errorf("idem: journal %s: write: %w", j.path, err))
+		j.fail(fmt.Errorf("filejournal: %s: write: %w", j.path, err))
 		return 0, j.failed
 	}
 	if cap(rec) > rewriteChunk {
@@ -215,7 +215,7 @@ func (j *Journal) waitDurable(seq uint64) error {
 		}
 		if j.f == nil {
 			// Closed: Close synced every record written before it.
-			return fmt.Errorf("idem: journal %s: %w", j.path, ErrClosed)
+			return fmt.Errorf("filejournal: %s: %w", j.path, ErrClosed)
 		}
 		// Lead: every record written so far (up to target) is in the
 		// file, and this fsync covers all of them. Records written while
@@ -250,7 +250,7 @@ func (j *Journal) waitDurable(seq uint64) error {
 		j.syncs++
 		if err != nil {
 			// Never retried: see the package comment above.
-			j.fail(fmt.Errorf("idem: journal %s: fsync: %w", j.path, err))
+			j.fail(fmt.Errorf("filejournal: %s: fsync: %w", j.path, err))
 		} else if j.failed != nil {
 			// A write failed while this fsync ran, and the latch forgot
 			// the operations it was to cover: their Begins, this one's

@@ -213,7 +213,7 @@ func TestRecoveryReportsTheReadError(t *testing.T) {
 		j := newJournal(quietOptions())
 		j.path = "x"
 		err := j.recover(f, int64(len(b)))
-		if want := fmt.Sprintf("idem: reading journal x: reading at offset 0: %v", tc.want); !errors.Is(err, tc.want) || errors.Is(err, ErrCorrupt) || err.Error() != want {
+		if want := fmt.Sprintf("filejournal: reading journal x: reading at offset 0: %v", tc.want); !errors.Is(err, tc.want) || errors.Is(err, ErrCorrupt) || err.Error() != want {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, want)
 		}
 	}
@@ -454,7 +454,7 @@ func TestFailedCompactionReportsExactlyWhatFailed(t *testing.T) {
 		armed = true
 		err := j.Compact()
 		armed = false
-		want := strings.NewReplacer("TMP", j.file+compactSuffix, "N-1", fmt.Sprint(wrote-1), "N", fmt.Sprint(wrote)).Replace("idem: compacting journal: " + tc.want)
+		want := strings.NewReplacer("TMP", j.file+compactSuffix, "N-1", fmt.Sprint(wrote-1), "N", fmt.Sprint(wrote)).Replace("filejournal: compacting journal: " + tc.want)
 		if err == nil || err.Error() != want {
 			t.Errorf("%s: Compact: err = %v, want %q", tc.name, err, want)
 			continue
@@ -622,7 +622,7 @@ func TestJournalLogsExactlyItsTroubles(t *testing.T) {
 	failRename = true
 	beginOld(j, 2)
 	failRename = false
-	if got, want := logs.above(), []string{"ERROR idem: automatic journal compaction failed"}; !slices.Equal(got, want) {
+	if got, want := logs.above(), []string{"ERROR filejournal: automatic journal compaction failed"}; !slices.Equal(got, want) {
 		t.Fatalf("a failed automatic compaction logged %q, want %q", got, want)
 	}
 	mustBegin(t, j, testIntent(3))
@@ -634,7 +634,7 @@ func TestJournalLogsExactlyItsTroubles(t *testing.T) {
 		t.Fatalf("Sync: %v", err)
 	}
 	failSync = false
-	if got, want := logs.above(), []string{"ERROR idem: journal failed; refusing further appends"}; !slices.Equal(got, want) {
+	if got, want := logs.above(), []string{"ERROR filejournal: journal failed; refusing further appends"}; !slices.Equal(got, want) {
 		t.Fatalf("a failure with every intent durable logged %q, want %q", got, want)
 	}
 	j.Close()
@@ -647,7 +647,7 @@ func TestJournalLogsExactlyItsTroubles(t *testing.T) {
 		t.Fatalf("Begin: %v", err)
 	}
 	failSync = false
-	if got, want := logs.above(), []string{"ERROR idem: journal failed; refusing further appends", "WARN idem: forgetting operations whose intent fsync failed operations=1"}; !slices.Equal(got, want) {
+	if got, want := logs.above(), []string{"ERROR filejournal: journal failed; refusing further appends", "WARN filejournal: forgetting operations whose intent fsync failed operations=1"}; !slices.Equal(got, want) {
 		t.Fatalf("a failed fsync of one intent logged %q, want %q", got, want)
 	}
 	j.Close()
@@ -660,11 +660,11 @@ func TestJournalLogsExactlyItsTroubles(t *testing.T) {
 	ro := o
 	ro.ReadOnly = true
 	mustClose(t, openTestJournal(t, path, ro))
-	if got, want := logs.all(), []string{fmt.Sprintf("DEBUG idem: ignoring torn journal tail (read-only) offset=%d bytes=%d", torn, int64(len(b)-3)-torn)}; !slices.Equal(got, want) {
+	if got, want := logs.all(), []string{fmt.Sprintf("DEBUG filejournal: ignoring torn journal tail (read-only) offset=%d bytes=%d", torn, int64(len(b)-3)-torn)}; !slices.Equal(got, want) {
 		t.Fatalf("a torn tail read read-only logged %q, want %q", got, want)
 	}
 	openTestJournal(t, path, o)
-	if got, want := logs.above(), []string{fmt.Sprintf("WARN idem: truncating torn journal tail offset=%d bytes=%d", torn, int64(len(b)-3)-torn)}; !slices.Equal(got, want) {
+	if got, want := logs.above(), []string{fmt.Sprintf("WARN filejournal: truncating torn journal tail offset=%d bytes=%d", torn, int64(len(b)-3)-torn)}; !slices.Equal(got, want) {
 		t.Fatalf("a torn tail logged %q, want %q", got, want)
 	}
 }
@@ -737,7 +737,7 @@ func TestOpenAndCloseEdges(t *testing.T) {
 
 	// A path naming a directory.
 	dot := filepath.Dir(path) + "/."
-	if _, err := Open(dot, quietOptions()); err == nil || err.Error() != "idem: opening journal "+dot+": resolving its path: the path names a directory" {
+	if _, err := Open(dot, quietOptions()); err == nil || err.Error() != "filejournal: opening journal "+dot+": resolving its path: the path names a directory" {
 		t.Fatalf("Open(%s): %v", dot, err)
 	}
 
@@ -758,7 +758,7 @@ func TestOpenAndCloseEdges(t *testing.T) {
 		}}
 	}
 	failClose = 1
-	if _, err := Open(path, o); err == nil || err.Error() != "idem: opening journal: injected fault" {
+	if _, err := Open(path, o); err == nil || err.Error() != "filejournal: opening journal: injected fault" {
 		t.Fatalf("Open with recovery's file failing to close: %v", err)
 	}
 	opened, failClose = 0, 2
@@ -766,7 +766,7 @@ func TestOpenAndCloseEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Close(); err == nil || err.Error() != "idem: closing journal "+path+": injected fault" {
+	if err := j.Close(); err == nil || err.Error() != "filejournal: closing journal "+path+": injected fault" {
 		t.Fatalf("Close with its file failing to close: %v", err)
 	}
 	ro := o
@@ -776,7 +776,7 @@ func TestOpenAndCloseEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Close(); err == nil || err.Error() != "idem: closing journal "+path+": injected fault" {
+	if err := j.Close(); err == nil || err.Error() != "filejournal: closing journal "+path+": injected fault" {
 		t.Fatalf("read-only Close with its file failing to close: %v", err)
 	}
 
@@ -1172,7 +1172,7 @@ func TestRecoveryReportsTheReadAheadsReadError(t *testing.T) {
 		j := newJournal(quietOptions())
 		j.path = "x"
 		err := j.recover(f, int64(len(file)))
-		if want := "idem: reading journal x: " + errInjected.Error(); !errors.Is(err, errInjected) || errors.Is(err, ErrCorrupt) || err.Error() != want {
+		if want := "filejournal: reading journal x: " + errInjected.Error(); !errors.Is(err, errInjected) || errors.Is(err, ErrCorrupt) || err.Error() != want {
 			t.Errorf("%d failing reads: err = %v, want %q", failures, err, want)
 		}
 	}

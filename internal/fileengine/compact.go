@@ -81,7 +81,7 @@ func (j *Journal) maybeCompact() {
 	_, live := j.liveSet(j.opt.Now())
 	if garbage := j.size - fileHeaderSize - live; garbage > live {
 		if err := j.compactLocked(); err != nil {
-			j.log.Error("idem: automatic journal compaction failed", "path", j.path, "err", err)
+			j.log.Error("filejournal: automatic journal compaction failed", "path", j.path, "err", err)
 		}
 	}
 	j.nextCheck = max(j.opt.CompactMinSize, j.size+j.size/2)
@@ -110,10 +110,10 @@ func (j *Journal) compactLocked() error {
 		}
 	}
 	if err := j.rewrite(live); err != nil {
-		return fmt.Errorf("idem: compacting journal: %w", err)
+		return fmt.Errorf("filejournal: compacting journal: %w", err)
 	}
 	j.compactions++
-	j.log.Debug("idem: compacted journal", "path", j.path, "operations", len(live), "bytes", j.size)
+	j.log.Debug("filejournal: compacted journal", "path", j.path, "operations", len(live), "bytes", j.size)
 	return nil
 }
 
@@ -175,7 +175,7 @@ func (j *Journal) rewrite(live []keep) error {
 	reopen := j.f != nil
 	if reopen {
 		if err := j.f.Close(); err != nil {
-			j.log.Warn("idem: closing journal before compaction rename", "path", j.path, "err", err)
+			j.log.Warn("filejournal: closing journal before compaction rename", "path", j.path, "err", err)
 		}
 		j.f = nil
 	}
@@ -189,7 +189,7 @@ func (j *Journal) rewrite(live []keep) error {
 		if reopen {
 			f, oerr := j.openFile(j.file, os.O_RDWR|os.O_APPEND)
 			if oerr != nil {
-				j.fail(fmt.Errorf("idem: journal %s: reopening after a failed compaction: %w", j.path, errors.Join(err, oerr)))
+				j.fail(fmt.Errorf("filejournal: %s: reopening after a failed compaction: %w", j.path, errors.Join(err, oerr)))
 				return j.failed
 			}
 			j.f = f
@@ -208,7 +208,7 @@ func (j *Journal) rewrite(live []keep) error {
 	j.syncedEnd = syncedEnd
 	j.dirSyncs++
 	if err := j.opt.syncDir(j.dir()); err != nil {
-		j.fail(fmt.Errorf("idem: journal %s: fsync of directory after rename: %w", j.path, err))
+		j.fail(fmt.Errorf("filejournal: %s: fsync of directory after rename: %w", j.path, err))
 		j.openForReading()
 		return j.failed
 	}
@@ -217,7 +217,7 @@ func (j *Journal) rewrite(live []keep) error {
 	j.wakeWaiters()
 	f, err := j.openFile(j.file, os.O_RDWR|os.O_APPEND)
 	if err != nil {
-		j.fail(fmt.Errorf("idem: journal %s: reopening after compaction: %w", j.path, err))
+		j.fail(fmt.Errorf("filejournal: %s: reopening after compaction: %w", j.path, err))
 		j.openForReading()
 		return j.failed
 	}

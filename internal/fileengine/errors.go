@@ -53,7 +53,7 @@ type CorruptError struct {
 
 // Error describes the corruption with the file, the offset and the reason.
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("idem: journal %s is corrupt at offset %d: %s", e.Path, e.Offset, e.Reason)
+	return fmt.Sprintf("filejournal: %s is corrupt at offset %d: %s", e.Path, e.Offset, e.Reason)
 }
 
 // Is reports whether target is ErrCorrupt, so that errors.Is(err,

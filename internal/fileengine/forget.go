@@ -24,7 +24,7 @@ func (j *Journal) Forget(id string) error {
 		return err // closed or failed while waiting
 	}
 	if _, ok := j.idx.get(id); !ok {
-		return fmt.Errorf("idem: journal %s: forget %s: %w", j.path, QuoteID(id), ErrNoSuchOperation)
+		return fmt.Errorf("filejournal: %s: forget %s: %w", j.path, QuoteID(id), ErrNoSuchOperation)
 	}
 	live := make([]keep, 0, j.idx.len())
 	for e := range j.idx.all() {
@@ -33,8 +33,8 @@ func (j *Journal) Forget(id string) error {
 		}
 	}
 	if err := j.rewrite(live); err != nil {
-		return fmt.Errorf("idem: journal %s: forget %s: %w", j.path, QuoteID(id), err)
+		return fmt.Errorf("filejournal: %s: forget %s: %w", j.path, QuoteID(id), err)
 	}
-	j.log.Debug("idem: forgot operation", "path", j.path, "op", id)
+	j.log.Debug("filejournal: forgot operation", "path", j.path, "op", id)
 	return nil
 }

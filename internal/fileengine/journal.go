@@ -143,14 +143,14 @@ type Journal struct {
 // is filejournal.Open's documentation.
 func Open(path string, o Options) (*Journal, error) {
 	if path == "" {
-		return nil, errors.New("idem: opening journal: empty path")
+		return nil, errors.New("filejournal: opening journal: empty path")
 	}
 	j := newJournal(o)
 	j.path = path
 	j.readOnly = o.ReadOnly
 	var err error
 	if j.file, err = resolvePath(path); err != nil {
-		return nil, fmt.Errorf("idem: opening journal %s: resolving its path: %w", path, err)
+		return nil, fmt.Errorf("filejournal: opening journal %s: resolving its path: %w", path, err)
 	}
 	if !j.readOnly {
 		if err := j.openWritable(); err != nil {
@@ -211,7 +211,7 @@ func newJournal(o Options) *Journal {
 func (j *Journal) openReadOnly() (err error) {
 	osf, err := os.Open(j.file)
 	if err != nil {
-		return fmt.Errorf("idem: opening journal read-only: %w", err)
+		return fmt.Errorf("filejournal: opening journal read-only: %w", err)
 	}
 	var f File = osf
 	if j.opt.WrapFile != nil {
@@ -224,7 +224,7 @@ func (j *Journal) openReadOnly() (err error) {
 	}()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("idem: opening journal read-only: %w", err)
+		return fmt.Errorf("filejournal: opening journal read-only: %w", err)
 	}
 	if fi.Size() == 0 {
 		// A file created but never given its header: nothing in it.
@@ -256,9 +256,9 @@ func (j *Journal) openWritable() (err error) {
 	// a crash before the rename, and the journal beside it is intact.
 	tmp := j.file + compactSuffix
 	if err := os.Remove(tmp); err == nil {
-		j.log.Warn("idem: removed unfinished journal compaction", "path", tmp)
+		j.log.Warn("filejournal: removed unfinished journal compaction", "path", tmp)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("idem: opening journal: removing %s: %w", tmp, err)
+		return fmt.Errorf("filejournal: opening journal: removing %s: %w", tmp, err)
 	}
 
 	fi, err := os.Stat(j.file)
@@ -267,18 +267,18 @@ func (j *Journal) openWritable() (err error) {
 		// a temporary file, fsync, rename, directory fsync. The journal's
 		// name never points at a file without a whole header.
 		if err := j.rewrite(nil); err != nil {
-			return fmt.Errorf("idem: creating journal: %w", err)
+			return fmt.Errorf("filejournal: creating journal: %w", err)
 		}
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("idem: opening journal: %w", err)
+		return fmt.Errorf("filejournal: opening journal: %w", err)
 	}
 	// Recovery reads, and may truncate, through a handle of its own:
 	// Windows refuses to truncate through a handle opened for appending.
 	f, err := j.openFile(j.file, os.O_RDWR)
 	if err != nil {
-		return fmt.Errorf("idem: opening journal: %w", err)
+		return fmt.Errorf("filejournal: opening journal: %w", err)
 	}
 	if fi, err = f.Stat(); err == nil {
 		if err = j.checkLinks(fi); err == nil {
@@ -293,11 +293,11 @@ func (j *Journal) openWritable() (err error) {
 		// (A cut torn tail was fsync'd with the cut.)
 		j.syncs++
 		if serr := f.Sync(); serr != nil {
-			err = fmt.Errorf("idem: opening journal %s: fsync of what recovery read: %w", j.path, serr)
+			err = fmt.Errorf("filejournal: opening journal %s: fsync of what recovery read: %w", j.path, serr)
 		}
 	}
 	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("idem: opening journal: %w", cerr)
+		err = fmt.Errorf("filejournal: opening journal: %w", cerr)
 	}
 	if err != nil {
 		return err
@@ -305,7 +305,7 @@ func (j *Journal) openWritable() (err error) {
 	// Appends go through O_APPEND: each record lands at the end of the
 	// file, after the last whole record recovery found.
 	if j.f, err = j.openFile(j.file, os.O_RDWR|os.O_APPEND); err != nil {
-		return fmt.Errorf("idem: opening journal: %w", err)
+		return fmt.Errorf("filejournal: opening journal: %w", err)
 	}
 	return nil
 }
@@ -352,19 +352,19 @@ func (j *Journal) Close() error {
 			// this is the fsync that covers the last of them.
 			j.syncs++
 			if serr := j.f.Sync(); serr != nil {
-				j.fail(fmt.Errorf("idem: journal %s: fsync on close: %w", j.path, serr))
+				j.fail(fmt.Errorf("filejournal: %s: fsync on close: %w", j.path, serr))
 			} else {
 				j.syncedSeq, j.syncedEnd = j.writeSeq, j.size
 			}
 		}
 		if cerr := j.f.Close(); cerr != nil && j.failed == nil {
-			err = fmt.Errorf("idem: closing journal %s: %w", j.path, cerr)
+			err = fmt.Errorf("filejournal: closing journal %s: %w", j.path, cerr)
 		}
 		j.f = nil
 	}
 	if j.ro != nil {
 		if cerr := j.ro.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("idem: closing journal %s: %w", j.path, cerr)
+			err = fmt.Errorf("filejournal: closing journal %s: %w", j.path, cerr)
 		}
 		j.ro = nil
 	}
@@ -380,9 +380,9 @@ func (j *Journal) Close() error {
 func (j *Journal) usable(verb string) error {
 	switch {
 	case j.closed:
-		return fmt.Errorf("idem: journal %s: %s: %w", j.path, verb, ErrClosed)
+		return fmt.Errorf("filejournal: %s: %s: %w", j.path, verb, ErrClosed)
 	case j.readOnly:
-		return fmt.Errorf("idem: journal %s: %s: %w", j.path, verb, ErrReadOnly)
+		return fmt.Errorf("filejournal: %s: %s: %w", j.path, verb, ErrReadOnly)
 	case j.failed != nil:
 		return j.failed
 	}
@@ -395,7 +395,7 @@ func (j *Journal) usable(verb string) error {
 func (j *Journal) fail(err error) {
 	if j.failed == nil {
 		j.failed = err
-		j.log.Error("idem: journal failed; refusing further appends", "path", j.path, "err", err)
+		j.log.Error("filejournal: journal failed; refusing further appends", "path", j.path, "err", err)
 		j.forgetUnsynced()
 	}
 	j.wakeWaiters()
@@ -418,7 +418,7 @@ func (j *Journal) forgetUnsynced() {
 		}
 	}
 	if kept.len() < j.idx.len() {
-		j.log.Warn("idem: forgetting operations whose intent fsync failed", "path", j.path, "operations", j.idx.len()-kept.len())
+		j.log.Warn("filejournal: forgetting operations whose intent fsync failed", "path", j.path, "operations", j.idx.len()-kept.len())
 		j.idx = kept
 	}
 }

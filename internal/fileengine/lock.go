@@ -107,7 +107,7 @@ func resolvePath(path string) (string, error) {
 // checkLinks refuses a journal file that other names share (J4).
 func (j *Journal) checkLinks(fi os.FileInfo) error {
 	if n, ok := fsutil.LinkCount(fi); ok && n > 1 {
-		return fmt.Errorf("idem: opening journal %s: %w: %s has %d names, and a second writer "+
+		return fmt.Errorf("filejournal: opening journal %s: %w: %s has %d names, and a second writer "+
 			"through another one would send operations under new keys; remove the other names "+
 			"(find / -xdev -samefile %s) and open the journal by one name, or through symlinks",
 			j.path, ErrHardLinked, j.file, n, j.file)
@@ -122,7 +122,7 @@ func (j *Journal) acquire() error {
 	openJournals.Lock()
 	if openJournals.paths[abs] {
 		openJournals.Unlock()
-		return fmt.Errorf("idem: opening journal %s: %w (by this process)", j.path, ErrLocked)
+		return fmt.Errorf("filejournal: opening journal %s: %w (by this process)", j.path, ErrLocked)
 	}
 	if openJournals.paths == nil {
 		openJournals.paths = make(map[string]bool)
@@ -139,11 +139,11 @@ func (j *Journal) acquire() error {
 	ok, err := lock.TryLock()
 	if err != nil {
 		unclaim()
-		return fmt.Errorf("idem: opening journal %s: locking %s: %w", j.path, lock.Path(), err)
+		return fmt.Errorf("filejournal: opening journal %s: locking %s: %w", j.path, lock.Path(), err)
 	}
 	if !ok {
 		unclaim()
-		return fmt.Errorf("idem: opening journal %s: %w (by %s)", j.path, ErrLocked, lockHolder(lock.Path()))
+		return fmt.Errorf("filejournal: opening journal %s: %w (by %s)", j.path, ErrLocked, lockHolder(lock.Path()))
 	}
 	j.lock, j.unclaim = lock, unclaim
 	writeHolder(lock.Path())
@@ -184,7 +184,7 @@ func lockHolder(path string) string {
 func (j *Journal) release() {
 	if j.lock != nil {
 		if err := j.lock.Unlock(); err != nil {
-			j.log.Warn("idem: unlocking journal", "path", j.path, "err", err)
+			j.log.Warn("filejournal: unlocking journal", "path", j.path, "err", err)
 		}
 		j.lock = nil
 	}

@@ -118,7 +118,7 @@ func (j *Journal) reader() io.ReaderAt {
 func (j *Journal) load(e *entry) (Record, error) {
 	r := j.reader()
 	if r == nil {
-		return Record{}, fmt.Errorf("idem: journal %s: reading operation %s: %w", j.path, QuoteID(e.ID), ErrClosed)
+		return Record{}, fmt.Errorf("filejournal: %s: reading operation %s: %w", j.path, QuoteID(e.ID), ErrClosed)
 	}
 	var rec Record
 	read := j.preader(r)
@@ -199,5 +199,5 @@ func (j *Journal) readBackError(e *entry, off int64, err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return j.readBackCorrupt(e, off, "the file ends before the record does")
 	}
-	return fmt.Errorf("idem: reading journal %s: operation %s at offset %d: %w", j.path, QuoteID(e.ID), off, err)
+	return fmt.Errorf("filejournal: reading journal %s: operation %s at offset %d: %w", j.path, QuoteID(e.ID), off, err)
 }

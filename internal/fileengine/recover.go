@@ -186,16 +186,16 @@ func (j *Journal) cutTornTail(f File, off, size int64) error {
 	j.size = off
 	j.truncated = size - off
 	if j.readOnly {
-		j.log.Debug("idem: ignoring torn journal tail (read-only)", "path", j.path, "offset", off, "bytes", size-off)
+		j.log.Debug("filejournal: ignoring torn journal tail (read-only)", "path", j.path, "offset", off, "bytes", size-off)
 		return nil
 	}
-	j.log.Warn("idem: truncating torn journal tail", "path", j.path, "offset", off, "bytes", size-off)
+	j.log.Warn("filejournal: truncating torn journal tail", "path", j.path, "offset", off, "bytes", size-off)
 	if err := f.Truncate(off); err != nil {
-		return fmt.Errorf("idem: journal %s: truncating torn tail at %d: %w", j.path, off, err)
+		return fmt.Errorf("filejournal: %s: truncating torn tail at %d: %w", j.path, off, err)
 	}
 	j.syncs++
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("idem: journal %s: fsync after truncating torn tail: %w", j.path, err)
+		return fmt.Errorf("filejournal: %s: fsync after truncating torn tail: %w", j.path, err)
 	}
 	return nil
 }
@@ -344,5 +344,5 @@ func (j *Journal) corrupt(off int64, reason string) error {
 }
 
 func (j *Journal) readError(err error) error {
-	return fmt.Errorf("idem: reading journal %s: %w", j.path, err)
+	return fmt.Errorf("filejournal: reading journal %s: %w", j.path, err)
 }

@@ -717,8 +717,8 @@ var mutants = []mutant{
 	},
 	{
 		Name: "the cut of a torn tail is not fsync'd (what recovery read without one still is)", Rules: "J2.3, C2.3",
-		Edits: []edit{{File: "internal/fileengine/recover.go", Old: "\tj.syncs++\n\tif err := f.Sync(); err != nil {\n\t\treturn fmt.Errorf(\"idem: journal %s: fsync after truncating torn tail: %w\", j.path, err)\n",
-			New: "\tj.syncs++\n\tif err := error(nil); err != nil {\n\t\treturn fmt.Errorf(\"idem: journal %s: fsync after truncating torn tail: %w\", j.path, err)\n"}},
+		Edits: []edit{{File: "internal/fileengine/recover.go", Old: "\tj.syncs++\n\tif err := f.Sync(); err != nil {\n\t\treturn fmt.Errorf(\"filejournal: %s: fsync after truncating torn tail: %w\", j.path, err)\n",
+			New: "\tj.syncs++\n\tif err := error(nil); err != nil {\n\t\treturn fmt.Errorf(\"filejournal: %s: fsync after truncating torn tail: %w\", j.path, err)\n"}},
 		Pkg: "./internal/fileengine", Tests: []string{"TestPowerCutAfterATornTailCutKeepsTheCut"},
 	},
 	{
