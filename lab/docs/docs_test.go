@@ -293,6 +293,28 @@ func TestGodocFitsItsLength(t *testing.T) {
 	}
 }
 
+// A package's godoc speaks to its users: the rule IDs (C7.2, J4) and the
+// source file names that DESIGN.md and the tests use stay out of it.
+func TestGodocCitesNoRuleIDsOrFiles(t *testing.T) {
+	doccheck.PinsText(t)
+	ruleID := regexp.MustCompile(`\b[CJFDSLVM][0-9]{1,2}(\.[0-9]+)?\b|\b[a-z_]+\.go\b`)
+	for _, pkg := range []string{
+		".", "./journal", "./filejournal", "./journaltest", "./pgjournal",
+		"./idemserver", "./idemserver/postgres", "./idemserver/mysql", "./idemserver/sqlite",
+		"./idemotel", "./idemaws", "./idemgin", "./idemecho", "./testserver",
+	} {
+		out, err := exec.Command("go", "doc", "-all", pkg).Output()
+		if err != nil {
+			t.Fatalf("go doc -all %s: %v", pkg, err)
+		}
+		for i, line := range strings.Split(string(out), "\n") {
+			if m := ruleID.FindString(line); m != "" {
+				t.Errorf("go doc -all %s, line %d, cites %q: %s", pkg, i+1, m, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
 // The root package exports what a caller uses and no more: at most
 // maxRootNames top-level names (each constant, variable, function and
 // type; not methods or fields). What a journal author needs is in
