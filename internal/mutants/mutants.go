@@ -1547,7 +1547,7 @@ var mutants = []mutant{
 	{
 		Name: "a refusal of a key held for another request taken for one without effect", Rules: "V2.4",
 		Edits: []edit{{File: "journal/check.go", Old: "return !o.Settled && o.KeyReused == \"\"", New: "return !o.Settled"}},
-		Pkg:   ".", Tests: []string{"TestRefusedWithoutEffect"},
+		Pkg:   "./journal", Tests: []string{"TestRefusedWithoutEffect"},
 	},
 	{
 		Name: "AWS tokens: an SDK module's token middleware not read as the model's mark", Rules: "V1.8",
