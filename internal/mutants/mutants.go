@@ -34,6 +34,11 @@ var mutants = []mutant{
 		Pkg:   ".", Tests: []string{"TestAnAppliedResponseCarriesNoInventedHeader", "TestAnOldRecordsHeaderMarksReadAsFields"},
 	},
 	{
+		Name: "a response returned without a Request marked applied through a nil Request", Rules: "C16.8",
+		Edits: []edit{{File: "dialect.go", Old: "\tif req == nil {\n\t\treq = new(http.Request)\n\t}\n", New: ""}},
+		Pkg:   ".", Tests: []string{"TestAnAppliedResponseKeepsItsRequest"},
+	},
+	{
 		Name: "a file record's header-form marks not read into the fields", Rules: "C16.3",
 		Edits: []edit{{File: "filejournal/journal.go", Old: "\t\treadMarks(&op)\n", New: ""}},
 		Pkg:   ".", Tests: []string{"TestAnOldRecordsHeaderMarksReadAsFields", "TestFileJournalConforms"},
