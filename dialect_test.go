@@ -374,6 +374,51 @@ func TestAnAppliedResponseCarriesNoInventedHeader(t *testing.T) {
 	}
 }
 
+// C16.8: marking a response applied keeps its Request: live and from the
+// journal, the response's Request has the caller's method and URL, and its
+// context the caller's values beside the mark. A response a transport
+// returned without a Request gets one that carries the mark.
+func TestAnAppliedResponseKeepsItsRequest(t *testing.T) {
+	type callerKey struct{}
+	ctx := context.WithValue(context.Background(), callerKey{}, "the caller's")
+	w := newWire(t, status(409, `{"error":{"errorId":"IdempotencyKeyAlreadyExists"}}`))
+	j := openJournal(t, filepath.Join(t.TempDir(), "ops.journal"))
+	defer j.Close()
+	c := newClient(t, idem.Config{Journal: j, Dialect: idem.Primer()})
+	for i := range 2 {
+		resp, err := c.Do("op", post(t, ctx, w.srv.URL+"/v1/payments", "{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		r := resp.Request
+		if !idem.AlreadyApplied(resp) || idem.Recorded(resp) != (i == 1) || r == nil || r.Method != http.MethodPost ||
+			r.URL == nil || r.URL.String() != w.srv.URL+"/v1/payments" || r.Context().Value(callerKey{}) != "the caller's" {
+			t.Fatalf("Do %d: applied %v, recorded %v, request %+v; want applied, the caller's POST, URL and context",
+				i, idem.AlreadyApplied(resp), idem.Recorded(resp), r)
+		}
+	}
+
+	bare := func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 409, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(
+			`{"error":{"errorId":"IdempotencyKeyAlreadyExists"}}`))}, nil
+	}
+	c = newClient(t, idem.Config{Dialect: idem.Primer(), HTTPClient: &http.Client{Transport: roundTripFunc(bare)}})
+	resp, err := c.Do("bare", post(t, ctx, "http://api.example.test/v1/payments", "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !idem.AlreadyApplied(resp) || resp.Request == nil {
+		t.Fatalf("a response without a Request: applied %v, request %v; want applied", idem.AlreadyApplied(resp), resp.Request)
+	}
+}
+
+// roundTripFunc is a RoundTripper of one function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 // D2.1: the dialect's reading composes with Config.CheckRetry: a CheckRetry
 // that declines to retry an answer in flight ends the operation unknown,
 // never done (PicPay's 208 is a 2xx).

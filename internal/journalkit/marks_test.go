@@ -3,6 +3,7 @@ package journalkit
 import (
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -55,5 +56,30 @@ func TestStoredHeaderAndSplitMarks(t *testing.T) {
 	_, gm = SplitMarks(http.Header{UnrecordedHeadersField: {"A,B ,", " C"}})
 	if !reflect.DeepEqual(gm.Unrecorded, []string{"A", "B", "C"}) {
 		t.Fatalf("unrecorded %q, want A B C", gm.Unrecorded)
+	}
+}
+
+// C16.7: a name of Operation.Unrecorded is an RFC 9110 token: a letter,
+// a digit or one of its fifteen other bytes, at least one of them. Every
+// byte is tried alone, first and last, and the empty name is refused.
+func TestValidHeaderNameTakesOnlyATokensBytes(t *testing.T) {
+	const tchar = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	for b := 0; b < 256; b++ {
+		c := string(rune(b))
+		if b >= 0x80 {
+			c = string([]byte{byte(b)})
+		}
+		want := strings.Contains(tchar, c)
+		for _, name := range []string{c, "A" + c, c + "z"} {
+			if got := ValidHeaderName(name); got != want {
+				t.Errorf("ValidHeaderName(%q) = %v, want %v", name, got, want)
+			}
+		}
+	}
+	if ValidHeaderName("") {
+		t.Error(`ValidHeaderName("") = true, want false`)
+	}
+	if !ValidHeaderName("X-Request-Id") || ValidHeaderName("Set-Cookie, Authorization") {
+		t.Error("a header name and a list of two are not told apart")
 	}
 }

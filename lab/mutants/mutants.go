@@ -34,6 +34,11 @@ var mutants = []mutant{
 		Pkg:   ".", Tests: []string{"TestAnAppliedResponseCarriesNoInventedHeader", "TestAnOldRecordsHeaderMarksReadAsFields"},
 	},
 	{
+		Name: "a response returned without a Request marked applied through a nil Request", Rules: "C16.8",
+		Edits: []edit{{File: "dialect.go", Old: "\tif req == nil {\n\t\treq = new(http.Request)\n\t}\n", New: ""}},
+		Pkg:   ".", Tests: []string{"TestAnAppliedResponseKeepsItsRequest"},
+	},
+	{
 		Name: "a file record's header-form marks not read into the fields", Rules: "C16.3",
 		Edits: []edit{{File: "filejournal/journal.go", Old: "\t\treadMarks(&op)\n", New: ""}},
 		Pkg:   ".", Tests: []string{"TestAnOldRecordsHeaderMarksReadAsFields", "TestFileJournalConforms"},
@@ -1547,7 +1552,7 @@ var mutants = []mutant{
 	{
 		Name: "a refusal of a key held for another request taken for one without effect", Rules: "V2.4",
 		Edits: []edit{{File: "journal/check.go", Old: "return !o.Settled && o.KeyReused == \"\"", New: "return !o.Settled"}},
-		Pkg:   ".", Tests: []string{"TestRefusedWithoutEffect"},
+		Pkg:   "./journal", Tests: []string{"TestRefusedWithoutEffect"},
 	},
 	{
 		Name: "AWS tokens: an SDK module's token middleware not read as the model's mark", Rules: "V1.8",
