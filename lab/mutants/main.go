@@ -247,9 +247,6 @@ func render(results []result) string {
 	return b.String()
 }
 
-// writeReport writes MUTANTS.md: how to run the check, when it last ran,
-// on what, and the table, followed by the generated mutants' section as
-// the file had it.
 // treeState names the tree at root: its commit, and whether it has
 // uncommitted changes.
 func treeState(root string) string {
@@ -262,8 +259,10 @@ func treeState(root string) string {
 	return state
 }
 
-// writeReport writes table to MUTANTS.md as the run over the tree state
-// names, the tree copied when the run began.
+// writeReport writes MUTANTS.md: how to run the check, when it last ran
+// (the tree state names, copied when the run began), and table, followed
+// by every section the file had below its table as it was, the notes on
+// hand mutants and gremlins.sh's figures alike.
 func writeReport(root, state, table string) error {
 	var b strings.Builder
 	b.WriteString("# Mutants\n\n")
@@ -278,9 +277,9 @@ func writeReport(root, state, table string) error {
 	b.WriteString(table)
 	path := filepath.Join(root, filepath.FromSlash(reportFile))
 	if old, err := os.ReadFile(path); err == nil {
-		if i := bytes.Index(old, []byte(generatedSection)); i >= 0 {
+		if i := bytes.Index(old, []byte("\n## ")); i >= 0 {
 			b.WriteString("\n")
-			b.Write(old[i:])
+			b.Write(old[i+1:])
 		}
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
@@ -289,10 +288,6 @@ func writeReport(root, state, table string) error {
 // reportFile is where writeReport writes, relative to the repository's
 // root: beside this tool's source.
 const reportFile = "lab/mutants/MUTANTS.md"
-
-// generatedSection starts the part of MUTANTS.md that gremlins.sh's
-// figures fill, which writeReport keeps as it is.
-const generatedSection = "## Generated mutants"
 
 func countNot(results []result) int {
 	n := 0

@@ -115,3 +115,27 @@ func TestGuaranteesNameProvenTests(t *testing.T) {
 		t.Fatal("the Guarantees table has no rows")
 	}
 }
+
+// The report keeps what was written below its table: the notes on hand
+// mutants and the generated mutants' figures, whatever their headings.
+func TestWriteReportKeepsEverySectionBelowTheTable(t *testing.T) {
+	root := t.TempDir()
+	path := filepath.Join(root, filepath.FromSlash(reportFile))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	below := "## The liveness's hand mutants (F11)\n\nnotes\n\n## Generated mutants\n\nfigures\n"
+	if err := os.WriteFile(path, []byte("# Mutants\n\nLast run: then.\n\n| mutant |\n|---|\n| old row |\n\n"+below), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeReport(root, "abc1234", "| mutant |\n|---|\n| new row |\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(got), "| new row |\n\n"+below) || strings.Contains(string(got), "old row") || !strings.Contains(string(got), "on abc1234 (") {
+		t.Errorf("the report is\n%s\nwant the new table, then every section below the old one as it was", got)
+	}
+}
