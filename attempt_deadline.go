@@ -103,7 +103,8 @@ func (a *attempts) claimLost() bool {
 }
 
 // startDeadline sets the deadline of the attempt about to start. The
-// deadline is on the real clock, not Config.Now, like the network it bounds.
+// deadline is on the real clock, not the journal's, like the network it
+// bounds.
 func (a *attempts) startDeadline() {
 	a.deadline = time.Now().Add(a.c.cfg.AttemptTimeout)
 }

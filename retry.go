@@ -421,7 +421,7 @@ func (a *attempts) report(retry bool) {
 	a.c.cfg.OnAttempt(at)
 }
 
-// clockFunc adapts Config.Now to backoff.Clock.
+// clockFunc adapts the Client's clock, the journal's, to backoff.Clock.
 type clockFunc func() time.Time
 
 func (f clockFunc) Now() time.Time { return f() }

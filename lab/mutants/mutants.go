@@ -1512,7 +1512,7 @@ var mutants = []mutant{
 		Pkg:   "./idemaws", Tests: []string{"TestACMRequestCertificate", "TestEveryTokenOfTheTableCanBeMinted", "TestACallerNamesTheTokenMember"},
 	},
 	{
-		Name: "AWS SDK: every operation's token kept for Options.KeyTTL, not its documented lifetime", Rules: "V1.5",
+		Name: "AWS SDK: every operation's token kept for Config.KeyTTL, not its documented lifetime", Rules: "V1.5",
 		Edits: []edit{{File: "idemaws/spec.go", Old: "\t\tdocumented = documentedTTL(service, s)\n", New: "\t\tdocumented = 0\n"}},
 		Pkg:   "./idemaws", Tests: []string{"TestEachOperationHasItsTokensLifetime"},
 	},
