@@ -167,13 +167,13 @@ var mutants = []mutant{
 	{
 		Name: "the fingerprint taken over the body with the key", Rules: "D1.3",
 		Edits: []edit{{File: "client.go", Old: "ID: id, Key: key, Fingerprint: fp, Method: req.Method, URL: c.journaledURL(req, body),",
-			New: "ID: id, Key: key, Method: req.Method, URL: c.journaledURL(req, body),\n\t\t\tFingerprint: func() Fingerprint {\n\t\t\t\tif f := c.dialect.KeyField; f != \"\" {\n\t\t\t\t\treturn FingerprintOf(req.Method, body.url, bodyWithKey(body.rewind.([]byte), f, key))\n\t\t\t\t}\n\t\t\t\treturn fp\n\t\t\t}(),"}},
+			New: "ID: id, Key: key, Method: req.Method, URL: c.journaledURL(req, body),\n\t\t\tFingerprint: func() journal.Fingerprint {\n\t\t\t\tif f := c.dialect.KeyField; f != \"\" {\n\t\t\t\t\treturn journal.FingerprintOf(req.Method, body.url, bodyWithKey(body.rewind.([]byte), f, key))\n\t\t\t\t}\n\t\t\t\treturn fp\n\t\t\t}(),"}},
 		Pkg: ".", Tests: []string{"TestDialectFingerprintWithoutTheKey", "TestDialectFingerprintIsTheCallersBody"},
 	},
 	{
 		Name: "a Do its caller gave up on recorded as rejected", Rules: "C8.4, C9.2",
 		Edits: []edit{{File: "client.go", Old: "\t\treturn result{}, c.unknown(a, resp, err)\n",
-			New: "\t\tif ctx.Err() != nil && op.ID != \"\" {\n\t\t\top.State, op.Status = StateRejected, 499\n\t\t\tclaim.Complete(ctx, op)\n\t\t}\n\t\treturn result{}, c.unknown(a, resp, err)\n"}},
+			New: "\t\tif ctx.Err() != nil && op.ID != \"\" {\n\t\t\top.State, op.Status = journal.StateRejected, 499\n\t\t\tclaim.Complete(ctx, op)\n\t\t}\n\t\treturn result{}, c.unknown(a, resp, err)\n"}},
 		Pkg: "./lab/faultsuite", Tests: []string{"TestChaosCallerGivesUp"},
 	},
 	{
@@ -244,7 +244,7 @@ var mutants = []mutant{
 	{
 		Name: "a completed operation presented with another body answered from the journal", Rules: "C5.2",
 		Edits: []edit{{File: "client.go", Old: "case op.Fingerprint != fp && !c.movedFrom(op, req, body): // rebase.go",
-			New: "case op.Fingerprint != fp && op.State == StatePending && !c.movedFrom(op, req, body): // rebase.go"}},
+			New: "case op.Fingerprint != fp && op.State == journal.StatePending && !c.movedFrom(op, req, body): // rebase.go"}},
 		Pkg: ".", Tests: []string{"TestMismatchRefusedInEveryState"},
 	},
 	{
@@ -347,7 +347,7 @@ var mutants = []mutant{
 	{
 		Name: "a new key minted on resume", Rules: "C1.2",
 		Edits: []edit{{File: "client.go", Old: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tjournalkit.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\treturn op, nil\n",
-			New: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tjournalkit.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\tif op.State == StatePending {\n\t\top.Key, _ = newKey()\n\t}\n\treturn op, nil\n"}},
+			New: "\t\treturn op, fmt.Errorf(\"idem: operation %s (key %s, minted %s): %w\",\n\t\t\tjournalkit.QuoteID(id), op.Key, op.Created.Format(time.RFC3339), ErrKeyExpired)\n\t}\n\tif op.State == journal.StatePending {\n\t\top.Key, _ = newKey()\n\t}\n\treturn op, nil\n"}},
 		Pkg: "./lab/faultsuite", Tests: []string{"TestClientCrash", "TestClientAndServerCrash"},
 	},
 	{
@@ -1124,7 +1124,7 @@ var mutants = []mutant{
 	{
 		Name: "a batch answers a completed operation from the journal without judging its request", Rules: "C5.3",
 		Edits: []edit{{File: "batch.go", Old: "\treq, err := op.Request(ctx)\n",
-			New: "\tif rec, ok := claim.Operation(); ok && rec.State != StatePending {\n\t\tclaim.Release()\n" +
+			New: "\tif rec, ok := claim.Operation(); ok && rec.State != journal.StatePending {\n\t\tclaim.Release()\n" +
 				"\t\tr.Recorded, r.Status, r.Body, r.Outcome = true, rec.Status, rec.Body, OutcomeDone\n\t\treturn r, false\n\t}\n" +
 				"\treq, err := op.Request(ctx)\n"}},
 		Pkg: ".", Tests: []string{"TestRunBatchRefusesAChangedRequestForACompletedOperation"},
