@@ -1712,10 +1712,12 @@ func TestResumedIntentIsDurableBeforeItIsSent(t *testing.T) {
 	var synced atomic.Int64 // the file's length at its last successful fsync
 	open := func(failSync bool) *filejournal.Journal {
 		t.Helper()
-		fault := &syncFault{}
-		fault.armed.Store(failSync)
+		fault := &filefaults.SyncFault{}
+		fault.Armed.Store(failSync)
 		j, err := filejournal.Open(path, filefaults.WrapFiles(filejournal.Options{Logger: slog.New(slog.DiscardHandler)},
-			func(f fileengine.File) fileengine.File { return syncedFile{File: f, size: &synced, fault: fault} }))
+			func(f fileengine.File) fileengine.File {
+				return filefaults.SyncedFile{File: f, Size: &synced, Fault: fault}
+			}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1785,7 +1787,7 @@ func TestALostCompletionIsResentUnderTheSameKey(t *testing.T) {
 	var synced atomic.Int64 // the file's length at its last fsync
 	j, err := filejournal.Open(path, filefaults.WrapFiles(filejournal.Options{},
 		func(f fileengine.File) fileengine.File {
-			return syncedFile{File: f, size: &synced, fault: &syncFault{}}
+			return filefaults.SyncedFile{File: f, Size: &synced, Fault: &filefaults.SyncFault{}}
 		}))
 	if err != nil {
 		t.Fatal(err)

@@ -81,9 +81,6 @@ var (
 	lookup = journalhelp.MustLookup
 )
 
-// errModelFsync is the failure of an fsync the model makes fail.
-var errModelFsync = errors.New("model disk: fsync failed")
-
 func TestModel(t *testing.T) {
 	w := newModelWorld(t)
 	rapid.Check(t, w.property)
@@ -274,43 +271,6 @@ func (n *modelNetwork) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// syncedFile remembers how much of the journal file the last successful
-// fsync covered, so that a power cut can be modelled: what was written
-// after it may be lost. Its fsync fails when the fault is armed.
-type syncedFile struct {
-	fileengine.File
-	size  *atomic.Int64
-	fault *syncFault
-}
-
-// syncFault makes one fsync of a process's journal fail.
-type syncFault struct {
-	armed atomic.Bool  // the next fsync fails
-	fired atomic.Bool  // an fsync failed
-	after atomic.Int64 // fsyncs tried after that
-}
-
-func (f syncedFile) Sync() error {
-	if f.fault.fired.Load() {
-		f.fault.after.Add(1)
-	}
-	if f.fault.armed.CompareAndSwap(true, false) {
-		f.fault.fired.Store(true)
-		return errModelFsync
-	}
-	// The length before the fsync is what it covers for sure: records
-	// appended while it runs may miss it.
-	fi, err := f.File.Stat()
-	if err != nil {
-		return err
-	}
-	if err := f.File.Sync(); err != nil {
-		return err
-	}
-	f.size.Store(fi.Size())
-	return nil
-}
-
 // modelOp is what the model knows of one operation.
 type modelOp struct {
 	key     string        // "" until the journal holds it durably
@@ -344,8 +304,8 @@ type machine struct {
 	net      *modelNetwork
 	j        *filejournal.Journal
 	c        *idem.Client
-	fault    *syncFault // the current process's
-	latched  bool       // the current process's journal failed an fsync
+	fault    *filefaults.SyncFault // the current process's
+	latched  bool                  // the current process's journal failed an fsync
 	ops      map[string]*modelOp
 }
 
@@ -388,14 +348,14 @@ func (m *machine) path() string { return filepath.Join(m.dir, fmt.Sprintf("journ
 // new process.
 func (m *machine) open(t *rapid.T) {
 	t.Helper()
-	fault := &syncFault{}
+	fault := &filefaults.SyncFault{}
 	j, err := filejournal.Open(m.path(), filefaults.WrapFiles(filejournal.Options{
 		Now: m.w.clock.Now, Logger: slog.New(slog.DiscardHandler),
 	}, func(f fileengine.File) fileengine.File {
 		if fi, err := f.Stat(); err == nil {
 			m.synced.Store(fi.Size())
 		}
-		return syncedFile{File: f, size: &m.synced, fault: fault}
+		return filefaults.SyncedFile{File: f, Size: &m.synced, Fault: fault}
 	}))
 	if err != nil {
 		t.Fatalf("opening the journal: %v", err)
@@ -416,7 +376,7 @@ func (m *machine) open(t *rapid.T) {
 func (m *machine) close(t *rapid.T) {
 	err := m.j.Close()
 	switch {
-	case m.latched && !errors.Is(err, errModelFsync):
+	case m.latched && !errors.Is(err, filefaults.ErrFsync):
 		t.Fatalf("closing a journal whose fsync failed: %v; want that failure", err)
 	case !m.latched && err != nil:
 		t.Fatalf("closing the journal: %v", err)
@@ -539,7 +499,7 @@ func (m *machine) settle(t *rapid.T, id string, calls []*modelCall, now time.Tim
 				t.Fatalf("Do of %s, done: %v after %d attempts; want the recorded answer and nothing sent", id, c.err, len(c.sent))
 			}
 		case o.state == 0 && latched:
-			if !errors.Is(c.err, errModelFsync) || len(c.sent) > 0 {
+			if !errors.Is(c.err, filefaults.ErrFsync) || len(c.sent) > 0 {
 				t.Fatalf("Do of %s, not journaled, on a journal whose fsync failed: %v after %d attempts; want that failure and nothing sent",
 					id, c.err, len(c.sent))
 			}
@@ -722,12 +682,12 @@ func (m *machine) fsyncFail(t *rapid.T) {
 		t.Skip("no operation to begin, or the journal has failed already")
 	}
 	c := newModelCall(rapid.SampledFrom(fresh).Draw(t, "op"), drawFates(t, "fates"))
-	m.fault.armed.Store(true)
+	m.fault.Armed.Store(true)
 	m.run(t, []*modelCall{c})
-	if m.fault.armed.Swap(false) {
+	if m.fault.Armed.Swap(false) {
 		t.Fatalf("Do of %s, not journaled, made no fsync", c.id)
 	}
-	if !errors.Is(c.err, errModelFsync) || len(c.sent) > 0 {
+	if !errors.Is(c.err, filefaults.ErrFsync) || len(c.sent) > 0 {
 		t.Fatalf("Do of %s whose intent's fsync failed: %v after %d attempts; want that failure and nothing sent",
 			c.id, c.err, len(c.sent))
 	}
@@ -743,7 +703,7 @@ func (m *machine) compact(t *rapid.T) {
 	err := m.j.Compact()
 	switch {
 	case m.latched:
-		if !errors.Is(err, errModelFsync) {
+		if !errors.Is(err, filefaults.ErrFsync) {
 			t.Fatalf("compacting a journal whose fsync failed: %v; want that failure", err)
 		}
 		return
@@ -864,13 +824,13 @@ func (m *machine) check(t *rapid.T) {
 // with that failure, and no fsync was tried since (J6).
 func (m *machine) checkLatched(t *rapid.T) {
 	err := journalhelp.Begin(m.j, journal.Operation{ID: "probe", Key: "probe-key"})
-	if !errors.Is(err, errModelFsync) {
+	if !errors.Is(err, filefaults.ErrFsync) {
 		t.Fatalf("Begin on a journal whose fsync failed: %v; want that failure", err)
 	}
-	if err := m.j.Sync(); !errors.Is(err, errModelFsync) {
+	if err := m.j.Sync(); !errors.Is(err, filefaults.ErrFsync) {
 		t.Fatalf("Sync on a journal whose fsync failed: %v; want that failure", err)
 	}
-	if n := m.fault.after.Load(); n > 0 {
+	if n := m.fault.After.Load(); n > 0 {
 		t.Fatalf("the journal tried %d fsyncs after one failed", n)
 	}
 }
